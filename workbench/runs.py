@@ -1,0 +1,154 @@
+"""Run folders: where every stage writes its results, atomically, and where they are found again.
+
+A run folder is ``<root>/<timestamp>-<label>/``; each stage writes ``<stage>.json`` (its result)
+plus its artifacts (checkpoints, graphs, figures). Writes go to a temporary file in the same
+folder and are renamed into place, so a crash or an error never leaves half a file behind and
+never clobbers what an earlier step wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, TypeVar
+
+from . import serial
+
+T = TypeVar("T")
+
+DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(serial.to_dict(obj), indent=2, allow_nan=False) + "\n")
+
+
+def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Copy a file into place atomically (copy to a temporary name, then rename)."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dst
+
+
+class atomic_path:
+    """Context manager giving a temporary path that is renamed to ``path`` on success.
+
+    For libraries that insist on writing a file themselves (``torch.onnx.export``,
+    ``onnx.save``, ``quantize_dynamic``)::
+
+        with atomic_path(run / "model.onnx") as tmp:
+            torch.onnx.export(model, args, tmp)
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.{time.time_ns()}.tmp{self.path.suffix}")
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None and self.tmp.exists():
+            os.replace(self.tmp, self.path)
+            _move_external_data(self.tmp, self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+def _move_external_data(tmp: Path, final: Path) -> None:
+    """ONNX files over 2 GB keep weights beside them as ``<name>.data``; move that too."""
+    side = tmp.with_name(tmp.name + ".data")
+    if side.exists():
+        os.replace(side, final.with_name(final.name + ".data"))
+
+
+def save_result(result: Any, path: str | os.PathLike) -> Path:
+    """Write a result dataclass as JSON (atomically)."""
+    return atomic_write_json(path, result)
+
+
+def load_result(cls: type[T], path: str | os.PathLike) -> T:
+    """Read a result dataclass back from the JSON written by :func:`save_result`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no saved result at {path}: run the stage first (or pass the run folder it wrote)"
+        )
+    return serial.from_dict(cls, json.loads(path.read_text()))
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Path:
+    """Create and return a fresh run folder ``<root>/<UTC timestamp>-<label>``."""
+    root = Path(root) if root is not None else DEFAULT_ROOT
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = f"{stamp}-{_SAFE.sub('-', label).strip('-') or 'run'}"
+    for i in range(1000):
+        path = root / (base if i == 0 else f"{base}-{i}")
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a new run folder under {root}")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    stages: tuple[str, ...]
+    modified: float
+
+
+def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
+    """Run folders under ``root``, newest first, with the stage results each holds."""
+    root = Path(root) if root is not None else DEFAULT_ROOT
+    if not root.is_dir():
+        return []
+    out = []
+    for child in root.iterdir():
+        if child.is_dir() and not child.name.startswith("."):
+            stages = tuple(sorted(p.stem for p in child.glob("*.json")))
+            out.append(RunInfo(child, stages, child.stat().st_mtime))
+    return sorted(out, key=lambda r: r.modified, reverse=True)
+
+
+def iter_files(run: str | os.PathLike, pattern: str) -> Iterator[Path]:
+    return iter(sorted(Path(run).glob(pattern)))

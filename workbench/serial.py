@@ -1,0 +1,104 @@
+"""Turn result dataclasses into JSON-ready dicts and back, guided by their type hints.
+
+Every stage result (``TrainRun``, ``ExportResult``, ``FusionReport``, ``QuantResult``,
+``SliceReport``) is a frozen dataclass; ``to_dict``/``from_dict`` give them one JSON format
+without a hand-written (de)serializer per class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union
+
+T = TypeVar("T")
+
+
+def to_dict(obj: Any) -> Any:
+    """Recursively convert dataclasses, enums, paths, tuples and numpy scalars to JSON types.
+
+    Non-finite floats become ``None`` so the output is strict JSON (a NaN loss is recorded
+    separately, as a status, by the stage that saw it).
+    """
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    # numpy scalars and 0-d arrays
+    item = getattr(obj, "item", None)
+    if callable(item):
+        return to_dict(item())
+    raise TypeError(f"cannot serialise {type(obj).__name__} to JSON: {obj!r}")
+
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """Rebuild an instance of ``cls`` (usually a dataclass) from ``to_dict`` output."""
+    return _build(cls, data)
+
+
+def _build(tp: Any, data: Any) -> Any:
+    if tp is Any:
+        return data
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if data is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        last_error: Exception | None = None
+        for arg in non_none:
+            try:
+                return _build(arg, data)
+            except (TypeError, ValueError, KeyError) as exc:
+                last_error = exc
+        raise TypeError(f"value {data!r} matches none of {tp}") from last_error
+    if origin in (list, typing.List):
+        (item,) = args or (Any,)
+        return [_build(item, v) for v in data]
+    if origin in (tuple, typing.Tuple):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v) for v in data)
+        if args:
+            return tuple(_build(a, v) for a, v in zip(args, data))
+        return tuple(data)
+    if origin in (dict, typing.Dict):
+        key_t, val_t = args or (Any, Any)
+        return {_build(key_t, k): _build(val_t, v) for k, v in data.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if not f.init:
+                continue
+            if f.name in data:
+                kwargs[f.name] = _build(hints[f.name], data[f.name])
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if tp is Path:
+        return Path(data)
+    if tp is float:
+        return float("nan") if data is None else float(data)
+    if tp in (int, str, bool):
+        if data is None:
+            raise TypeError(f"expected {tp.__name__}, got null")
+        return tp(data)
+    return data
