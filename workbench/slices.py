@@ -27,7 +27,8 @@ NEGATION_WORDS = frozenset(
 CONTRAST_WORDS = frozenset("but however although though yet nevertheless nonetheless despite whereas".split())
 # Word-count buckets: (name, lowest, highest) inclusive.
 LENGTH_BUCKETS = (("short", 0, 10), ("medium", 11, 25), ("long", 26, 10**9))
-RARE_MAX_COUNT = 1  # a word seen at most this many times in the reference texts is rare
+RARE_MAX_COUNT = 0  # a word seen at most this many times in the reference texts is rare
+RARE_MIN_WORDS = 2  # ... and an example needs this many rare words to be in the slice
 
 Example = dict
 
@@ -136,15 +137,17 @@ def punctuation_slices() -> list[Slice]:
     ]
 
 
-def rare_words_slice(reference_texts: Iterable[str], max_count: int = RARE_MAX_COUNT) -> Slice:
-    """Examples with at least one word seen at most ``max_count`` times in ``reference_texts``
-    (normally the training split); words never seen there count as rare too."""
+def rare_words_slice(reference_texts: Iterable[str], max_count: int = RARE_MAX_COUNT, min_words: int = RARE_MIN_WORDS) -> Slice:
+    """Examples with at least ``min_words`` words seen at most ``max_count`` times in
+    ``reference_texts`` (normally the training split; with the defaults: two or more words never
+    seen in training). One unseen word is common (names, titles); two mark unusual vocabulary."""
     counts = Counter(w for t in reference_texts for w in words(t))
 
     def pred(e: Example) -> bool:
-        return any(counts.get(w, 0) <= max_count for w in words(e["text"]))
+        return sum(counts.get(w, 0) <= max_count for w in words(e["text"])) >= min_words
 
-    return Slice("rare_words", f"has a word seen at most {max_count}x in training", pred)
+    seen = "never seen" if max_count == 0 else f"seen at most {max_count}x"
+    return Slice("rare_words", f"{min_words}+ words {seen} in training", pred)
 
 
 def class_slices(class_names: Sequence[str]) -> list[Slice]:
@@ -249,5 +252,5 @@ def slice_collection(
 
 def golden_examples() -> list[Example]:
     """Hand-written edge cases for the built-in reviews task (label 0 rotten, 1 fresh)."""
-    text = resources.files("workbench.data").joinpath("golden_reviews.jsonl").read_text()
+    text = resources.files("workbench.resources").joinpath("golden_reviews.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,1 @@
+"""ipywidgets panels over the ``workbench`` library: views only, no computation."""
