@@ -1,0 +1,81 @@
+"""Run folders and result files: atomic writes, JSON round trips, listing."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from workbench import runs, serial
+
+
+class Colour(str, enum.Enum):
+    RED = "red"
+
+
+@dataclass(frozen=True)
+class Inner:
+    x: float
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outer:
+    name: str
+    inner: list[Inner]
+    table: dict[str, Inner]
+    colour: Colour
+    path: Path
+    maybe: Optional[Inner] = None
+    loss: float = float("nan")
+    extra: dict = field(default_factory=dict)
+
+
+def test_result_round_trip(tmp_path):
+    obj = Outer("a", [Inner(1.5, ("t",))], {"k": Inner(2.0)}, Colour.RED, Path("/x/y"), None, 0.25, {"n": [1, 2]})
+    path = runs.save_result(obj, tmp_path / "r.json")
+    assert runs.load_result(Outer, path) == obj
+
+
+def test_non_finite_floats_become_null():
+    assert serial.to_dict(Inner(float("nan")))["x"] is None
+    assert serial.from_dict(Inner, {"x": None}).x != serial.from_dict(Inner, {"x": None}).x  # NaN back
+
+
+def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "result.json"
+    runs.atomic_write_json(path, {"v": 1})
+
+    class Boom:
+        pass
+
+    with pytest.raises(TypeError):
+        runs.atomic_write_json(path, {"v": Boom()})
+    assert path.read_text().strip().endswith("}") and '"v": 1' in path.read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left
+
+
+def test_atomic_path_renames_only_on_success(tmp_path):
+    target = tmp_path / "model.onnx"
+    with runs.atomic_path(target) as tmp:
+        tmp.write_bytes(b"first")
+    with pytest.raises(RuntimeError):
+        with runs.atomic_path(target) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("export failed")
+    assert target.read_bytes() == b"first"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+def test_run_folders_are_unique_and_listed(tmp_path):
+    a = runs.new_run_dir("demo", tmp_path)
+    b = runs.new_run_dir("demo", tmp_path)
+    assert a != b and a.parent == tmp_path
+    runs.atomic_write_json(a / "train.json", {"ok": True})
+    listed = {r.path: r.stages for r in runs.list_runs(tmp_path)}
+    assert listed[a] == ("train",) and listed[b] == ()
+    with pytest.raises(FileNotFoundError, match="run the stage first"):
+        runs.load_result(Inner, b / "export.json")
