@@ -1,0 +1,362 @@
+"""The panel base every stage panel is built on.
+
+A panel is a view: it holds input controls, a Run button (and a Stop button for long work), a
+progress bar, an error box and one place where results are drawn (a ``go.FigureWidget`` updated in
+place, or HTML widgets whose value is replaced). Its :meth:`Panel.run` reads the controls, calls
+ONE ``workbench`` function, keeps the result on ``panel.result`` and redraws.
+
+Subclasses implement three hooks:
+
+``_build_controls(options) -> dict[str, Widget]``
+    the input widgets, keyed by option name (``panel.controls[name]``);
+``_compute(values) -> result``
+    one call into ``workbench`` with the control values (pass ``self.progress_callback`` and
+    ``self.stop_event`` to long work);
+``_draw(result)``
+    update the figures and tables in place.
+
+Behaviour shared by every panel:
+
+* keyword arguments are checked: a misspelled one is a ``TypeError`` naming the allowed ones;
+* while busy the Run button and the controls are disabled, Stop is enabled;
+* an error is shown inside the panel (what went wrong, the message with its fix, the traceback
+  folded away), kept on ``panel.error``, and the panel keeps working: change a control, run again;
+* :meth:`Panel.run` is synchronous (tests and notebooks call it); the Run button calls it in a
+  background thread when ``background=True`` so that Stop and the progress bar stay live.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import threading
+import time
+import traceback
+from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+# Colours shared by every panel (status badges, error box).
+OK_COLOUR = "#1b7f3b"
+FAIL_COLOUR = "#b42318"
+WARN_COLOUR = "#9a6700"
+MUTED_COLOUR = "#57606a"
+
+
+class PanelInputError(ValueError):
+    """A control value a panel cannot use; the message names the value, what is allowed and what to do."""
+
+
+def check_kwargs(owner: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    """Raise ``TypeError`` for keyword arguments not in ``allowed``, suggesting the closest name."""
+    unknown = [k for k in given if k not in allowed]
+    if not unknown:
+        return
+    hints = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, allowed, n=1)
+        hints.append(f"{k!r} (did you mean {close[0]!r}?)" if close else repr(k))
+    raise TypeError(
+        f"{owner}() got unexpected keyword argument(s) {', '.join(hints)}; "
+        f"allowed: {', '.join(sorted(allowed))}"
+    )
+
+
+def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``, else raise a :class:`PanelInputError`."""
+    if value not in allowed:
+        raise PanelInputError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def format_seconds(seconds: Optional[float]) -> str:
+    """``75.2`` -> ``"1 min 15 s"``; ``None`` -> ``"?"``."""
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def error_html(exc: BaseException, context: str = "") -> str:
+    """The error box: the exception type and message (library messages carry the fix), then the
+    traceback folded in a ``<details>`` element."""
+    message = str(exc) or "(no message)"
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    where = f" while {html.escape(context)}" if context else ""
+    return (
+        f'<div class="wb-error" style="border-left:4px solid {FAIL_COLOUR};padding:6px 10px;'
+        f'background:#fff5f5;color:#1f2328">'
+        f"<b style=\"color:{FAIL_COLOUR}\">{html.escape(type(exc).__name__)}</b>{where}: "
+        f'<span class="wb-error-message" style="white-space:pre-wrap">{html.escape(message)}</span>'
+        f"<div style=\"color:{MUTED_COLOUR};font-size:90%;margin-top:4px\">Change the inputs above and press "
+        f"Run again; the panel keeps working.</div>"
+        f"<details><summary>traceback</summary><pre style=\"font-size:80%\">{html.escape(tb)}</pre></details>"
+        f"</div>"
+    )
+
+
+def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css_class: str = "wb-table") -> str:
+    """A small HTML table (values are escaped; numbers are written as given)."""
+    head = "".join(f"<th style=\"text-align:left;padding:2px 8px\">{html.escape(str(h))}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f"<td style=\"padding:2px 8px\">{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        for row in rows
+    )
+    return f'<table class="{css_class}" style="border-collapse:collapse"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def replace_figure(target: go.FigureWidget, figure: go.Figure) -> None:
+    """Make ``target`` show ``figure`` in place (traces and layout replaced, one front-end update)."""
+    with target.batch_update():
+        target.data = []
+        target.add_traces(list(figure.data))
+        target.layout = figure.layout
+
+
+class ProgressView(W.VBox):
+    """A progress bar with ``step i/n``, an optional detail (loss, throughput) and time left."""
+
+    def __init__(self) -> None:
+        self.bar = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="100%"))
+        self.label = W.HTML("")
+        super().__init__([self.bar, self.label], layout=W.Layout(display="none"))
+
+    def start(self, text: str = "starting ...") -> None:
+        self.bar.bar_style = ""
+        self.bar.value = 0
+        self.label.value = html.escape(text)
+        self.layout.display = "flex"
+
+    def update(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
+        total = max(int(total), 1)
+        self.bar.max = total
+        self.bar.value = max(0, min(int(done), total))
+        parts = [f"step {int(done)}/{total}"]
+        if detail:
+            parts.append(detail)
+        if eta_s is not None:
+            parts.append(f"{format_seconds(eta_s)} left")
+        self.label.value = html.escape(" · ".join(parts))
+
+    def finish(self, text: str, ok: bool = True) -> None:
+        self.bar.bar_style = "success" if ok else "danger"
+        if ok:
+            self.bar.value = self.bar.max
+        self.label.value = html.escape(text)
+
+
+class Panel(W.VBox):
+    """Base class of every panel (see the module docstring for the contract)."""
+
+    #: Option name -> default; the constructor accepts exactly these (plus ``background``).
+    OPTIONS: ClassVar[dict[str, Any]] = {}
+    #: Title shown at the top of the panel.
+    TITLE: ClassVar[str] = ""
+    #: What the panel does, one line under the title.
+    HELP: ClassVar[str] = ""
+    #: Label of the Run button.
+    RUN_LABEL: ClassVar[str] = "Run"
+    #: Whether the work can be stopped (shows a Stop button and passes ``stop_event``).
+    STOPPABLE: ClassVar[bool] = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        allowed = [*self.OPTIONS, "background"]
+        check_kwargs(type(self).__name__, kwargs, allowed)
+        self.background: bool = bool(kwargs.pop("background", True))
+        self.options: dict[str, Any] = {**self.OPTIONS, **kwargs}
+        #: The last successful result (``None`` until a run or :meth:`show` succeeds).
+        self.result: Any = None
+        #: The last error (``None`` after a successful run).
+        self.error: Optional[BaseException] = None
+        self.busy = False
+        self.stop_event = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._listeners: list[Callable[["Panel"], None]] = []
+        self._started = 0.0
+
+        self.controls: dict[str, W.Widget] = self._build_controls(self.options)
+        self.header = W.HTML(self._header_html())
+        self.run_button = W.Button(description=self.RUN_LABEL, button_style="primary", icon="play")
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True)
+        self.stop_button.layout.display = None if self.STOPPABLE else "none"
+        self.status = W.HTML("")
+        self.progress = ProgressView()
+        self.error_box = W.HTML("", layout=W.Layout(display="none"))
+        self.run_button.on_click(self._on_run_clicked)
+        self.stop_button.on_click(lambda _b: self.stop())
+        self.run_button.add_class("wb-run")
+        self.stop_button.add_class("wb-stop")
+        self.add_class("wb-panel")
+        self.add_class(f"wb-{type(self).__name__.lower()}")
+        super().__init__(
+            [
+                self.header,
+                self._controls_box(),
+                W.HBox([self.run_button, self.stop_button, self.status]),
+                self.progress,
+                self.error_box,
+                *self._build_views(),
+            ]
+        )
+
+    # ---- hooks for subclasses ----------------------------------------------------------------
+    def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
+        return {}
+
+    def _build_views(self) -> list[W.Widget]:
+        """The widgets results are drawn into (figures, tables), below the error box."""
+        return []
+
+    def _compute(self, values: dict[str, Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _compute")
+
+    def _draw(self, result: Any) -> None:
+        """Redraw the views from ``result``."""
+
+    def _summary(self, result: Any) -> str:
+        """One line for the status next to the Run button after a successful run."""
+        return "done"
+
+    def _summary_colour(self, result: Any) -> str:
+        """Colour of that line (a result can be a finding, e.g. a failed check or a large drift)."""
+        return OK_COLOUR
+
+    # ---- layout helpers --------------------------------------------------------------------
+    def _header_html(self) -> str:
+        title = f"<h3 style=\"margin:4px 0\">{html.escape(self.TITLE)}</h3>" if self.TITLE else ""
+        text = f"<div style=\"color:{MUTED_COLOUR}\">{html.escape(self.HELP)}</div>" if self.HELP else ""
+        return title + text
+
+    def _controls_box(self) -> W.Widget:
+        return W.VBox(list(self.controls.values()))
+
+    # ---- reading controls --------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        """The current control values, keyed by option name."""
+        return {name: w.value for name, w in self.controls.items() if hasattr(w, "value")}
+
+    def set_values(self, **values: Any) -> None:
+        """Set controls by option name (``TypeError`` for unknown names, a clear error for bad values)."""
+        check_kwargs(f"{type(self).__name__}.set_values", values, list(self.controls))
+        for name, value in values.items():
+            widget = self.controls[name]
+            options = getattr(widget, "options", None)
+            if options is not None and not isinstance(widget, W.SelectMultiple):
+                labels = [o[1] if isinstance(o, tuple) else o for o in options]
+                check_choice(name, value, labels)
+            widget.value = value
+
+    # ---- running ---------------------------------------------------------------------------
+    def run(self) -> Any:
+        """Read the controls, compute, store :attr:`result`, redraw; return the result.
+
+        On error the exception is shown in the panel, kept on :attr:`error` and re-raised to the
+        caller (the Run button keeps it in the panel only); the panel stays usable.
+        """
+        if self.busy:
+            raise RuntimeError(f"{type(self).__name__} is already running; wait for it or press Stop")
+        self._set_busy(True)
+        self.error = None
+        self.error_box.value = ""
+        self.error_box.layout.display = "none"
+        self.stop_event.clear()
+        self.progress.start()
+        self._started = time.perf_counter()
+        step = "reading the controls"
+        try:
+            values = self.values()
+            step = "computing"
+            result = self._compute(values)
+            step = "drawing the result"
+            self.result = result
+            self._draw(result)
+        except BaseException as exc:
+            self._show_error(exc, step)
+            self.progress.finish("stopped" if self.stop_event.is_set() else "failed", ok=False)
+            raise
+        finally:
+            self._set_busy(False)
+        elapsed = time.perf_counter() - self._started
+        self.progress.finish(f"done in {format_seconds(elapsed)}")
+        self.status.value = self._status_html(self._summary(result), self._summary_colour(result))
+        self._notify()
+        return result
+
+    def show(self, result: Any) -> None:
+        """Show a result computed elsewhere (a saved run, another panel) without recomputing."""
+        self.error = None
+        self.error_box.layout.display = "none"
+        try:
+            self.result = result
+            self._draw(result)
+        except BaseException as exc:
+            self._show_error(exc, "drawing the result")
+            raise
+        self.status.value = self._status_html(f"opened: {self._summary(result)}", self._summary_colour(result))
+        self._notify()
+
+    def stop(self) -> None:
+        """Ask the running work to stop at its next check (the library reads ``stop_event``)."""
+        self.stop_event.set()
+        self.status.value = self._status_html("stopping at the next step ...", WARN_COLOUR)
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Wait for a run started by the Run button in the background to finish."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def on_result(self, callback: Callable[["Panel"], None]) -> None:
+        """Call ``callback(panel)`` after each successful run or :meth:`show`."""
+        self._listeners.append(callback)
+
+    def progress_callback(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
+        """Update the progress bar (subclasses adapt their library's progress objects to this)."""
+        self.progress.update(done, total, eta_s, detail)
+
+    # ---- internals -------------------------------------------------------------------------
+    def _on_run_clicked(self, _button: Any = None) -> None:
+        if self.busy:
+            return
+        if self.background:
+            self._thread = threading.Thread(target=self._run_from_button, name=f"{type(self).__name__}.run", daemon=True)
+            self._thread.start()
+        else:
+            self._run_from_button()
+
+    def _run_from_button(self) -> None:
+        try:
+            self.run()
+        except BaseException:  # noqa: BLE001 - run() has shown it in the panel and kept it on .error
+            pass
+
+    def _set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.run_button.disabled = busy
+        self.run_button.description = "Running ..." if busy else self.RUN_LABEL
+        self.stop_button.disabled = not busy
+        for widget in self.controls.values():
+            if hasattr(widget, "disabled"):
+                widget.disabled = busy
+        if busy:
+            self.status.value = self._status_html("running ...", MUTED_COLOUR)
+
+    def _show_error(self, exc: BaseException, step: str) -> None:
+        self.error = exc
+        self.error_box.value = error_html(exc, step)
+        self.error_box.layout.display = None
+        self.status.value = self._status_html(f"failed: {type(exc).__name__}", FAIL_COLOUR)
+
+    def _notify(self) -> None:
+        for callback in list(self._listeners):
+            callback(self)
+
+    @staticmethod
+    def _status_html(text: str, colour: str) -> str:
+        return f'<span class="wb-status" style="color:{colour};margin-left:8px">{html.escape(text)}</span>'
