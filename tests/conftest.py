@@ -48,6 +48,43 @@ def output_dir(request) -> Path:
 
 
 # ---- fixtures for training (issue 3) --------------------------------------------------------
+@pytest.fixture(scope="session")
+def tiny_train_run(tmp_path_factory):
+    """The eager TrainRun behind ``tiny_checkpoint`` (tiny BERT, 8 steps on quick data; seconds)."""
+    from workbench.train import TrainConfig, run_training
+
+    run = run_training(TrainConfig.quick(max_steps=8, eval_every=4), "eager", run_dir=tmp_path_factory.mktemp("tiny-train"))
+    assert run.status == "ok", run.reason
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_train_run) -> Path:
+    """Folder of a tiny BERT trained a few steps with the eager backend (HF format: config.json,
+    model.safetensors, tokenizer files); ``workbench.models.load_model(str(folder))`` loads it."""
+    return Path(tiny_train_run.checkpoint_dir)
+
+
+@pytest.fixture(scope="session")
+def trained_minilm_run(tmp_path_factory):
+    """MiniLM fine-tuned briefly with the eager backend: 40 steps of 16 reviews (max length 64) on
+    ``DataConfig.quick()``, lr 1e-4. About 20-30 s on 2 quiet cores; about 0.8 validation accuracy."""
+    from workbench.data import DataConfig
+    from workbench.train import TrainConfig, run_training
+
+    cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=16, max_steps=40,
+                      lr=1e-4, warmup_steps=4, eval_every=0, save_graphs="off")
+    run = run_training(cfg, "eager", run_dir=tmp_path_factory.mktemp("minilm-train"))
+    assert run.status == "ok", run.reason
+    return run
+
+
+@pytest.fixture(scope="session")
+def trained_minilm_checkpoint(trained_minilm_run) -> Path:
+    """Folder of the briefly fine-tuned MiniLM (better than chance on the reviews); load it with
+    ``workbench.models.load_model(str(folder))``."""
+    return Path(trained_minilm_run.checkpoint_dir)
+
 
 # ---- fixtures for export and fusion (issue 4) -----------------------------------------------
 
