@@ -87,5 +87,25 @@ def trained_minilm_checkpoint(trained_minilm_run) -> Path:
 
 
 # ---- fixtures for export and fusion (issue 4) -----------------------------------------------
+@pytest.fixture(scope="session")
+def exported_tiny(tmp_path_factory, quick_data):
+    """ExportResult of the tiny BERT (eager attention, opset 17, validated on the quick data).
+
+    Its folder holds model.onnx, tokenizer/, validation_examples.jsonl, reference_logits.npy and
+    export.json. Treat it as read-only: copy the graph before changing it.
+    """
+    from workbench.export import ExportConfig, run_export
+
+    return run_export("tiny", ExportConfig.quick(), tmp_path_factory.mktemp("exported_tiny"), data=quick_data)
+
+
+@pytest.fixture(scope="session")
+def fused_tiny(tmp_path_factory, exported_tiny):
+    """FusionReport of ``exported_tiny`` (every variant, quick timing). ``fused_tiny.fused_path``
+    is the transformer-optimized graph quantization starts from."""
+    from workbench.fusion import FusionConfig, run_fusion
+
+    return run_fusion(exported_tiny, FusionConfig.quick(), tmp_path_factory.mktemp("fused_tiny"))
+
 
 # ---- fixtures for quantization (issue 5) ----------------------------------------------------
