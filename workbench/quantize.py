@@ -375,8 +375,8 @@ def _graph_source(obj, export) -> tuple[Path, Any]:
     for attr in ("fused_path", "onnx_path"):
         if hasattr(obj, attr) and not isinstance(obj, (str, os.PathLike)):
             found = getattr(obj, attr)
-            if export is None:
-                export = getattr(obj, "export", None) if not isinstance(getattr(obj, "export", None), (str, type(None))) else None
+            if export is None and isinstance(getattr(obj, "export", None), ExportResult):
+                export = obj.export
             return Path(found), export
     if not isinstance(obj, (str, os.PathLike)):
         raise QuantizeError(
@@ -666,8 +666,10 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
     _check_nodes_exist(float_path, cfg.nodes_to_exclude)
     method = {Calibration.MINMAX: CalibrationMethod.MinMax, Calibration.ENTROPY: CalibrationMethod.Entropy,
               Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration]
-    if cfg.calibration is Calibration.MINMAX:
-        extra["CalibMaxIntermediateOutputs"] = 4  # same ranges, bounded memory
+    # Not "CalibMaxIntermediateOutputs": in onnxruntime 1.19.2 MinMaxCalibrater.collect_data drops
+    # each full chunk of batches without merging its ranges (clear_collected_data only empties the
+    # list), so the ranges would come from the last partial chunk alone, or it raises "No data is
+    # collected" when the batch count is a multiple of the chunk size.
     with runs.atomic_path(out_path) as tmp:
         quantize_static(
             str(float_path), str(tmp), _reader(calibration_feeds), quant_format=QuantFormat.QDQ,
@@ -1266,7 +1268,7 @@ def default_candidates() -> list[QuantConfig]:
 
 
 def constrained_search(
-    onnx_paths: Union[str, os.PathLike, Mapping[str, Union[str, os.PathLike]]],
+    onnx_paths: Union[str, os.PathLike, Any, Mapping[str, Any]],
     candidates: Optional[Sequence[QuantConfig]] = None,
     budget_overall: float = 0.01,
     budget_per_slice: float = 0.02,
@@ -1286,7 +1288,8 @@ def constrained_search(
     seed: int = 0,
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SearchResult:
-    """Quantize every FP32 graph in ``onnx_paths`` ({name: path}, e.g. exported and fused) with
+    """Quantize every FP32 graph in ``onnx_paths`` (one graph, or {name: graph}, e.g. exported and
+    fused; a graph is a path, an ExportResult or a FusionReport) with
     every config in ``candidates``; keep the fastest (``objective``) whose accuracy drop against
     its FP32 graph is within ``budget_overall`` and, on every slice big enough to judge, within
     ``budget_per_slice`` (fractions: 0.02 = 2 points). The FP32 graphs themselves are candidates
@@ -1297,7 +1300,7 @@ def constrained_search(
     for name, v in (("budget_overall", budget_overall), ("budget_per_slice", budget_per_slice)):
         if not 0.0 <= v < 1.0:
             raise QuantizeError(f"{name} is a fraction of accuracy (0.02 = 2 points), got {v}")
-    graphs = {"model": onnx_paths} if isinstance(onnx_paths, (str, os.PathLike)) else dict(onnx_paths)
+    graphs = dict(onnx_paths) if isinstance(onnx_paths, Mapping) else {"model": onnx_paths}
     if not graphs:
         raise QuantizeError("give at least one FP32 graph to search over")
     configs = list(candidates) if candidates is not None else default_candidates()

@@ -1,0 +1,385 @@
+"""workbench.quantize on the tiny BERT: configs, quantized graphs, exclusion, node errors, search.
+
+Graph facts are checked by reading the ONNX files, not by trusting the result's own lists.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from workbench import serial
+from workbench.evaluate import evaluate_slices, softmax
+from workbench.quantize import (
+    DYNAMIC_OP_TYPES,
+    STATIC_OP_TYPES,
+    Baseline,
+    BudgetCheck,
+    QuantConfig,
+    QuantizeError,
+    QuantMode,
+    QuantResult,
+    SearchCandidate,
+    SearchResult,
+    TimingConfig,
+    check_budget,
+    constrained_search,
+    load_baseline,
+    load_quant_result,
+    node_errors,
+    requantize_excluding,
+    run_quantization,
+    select_candidate,
+    worst_nodes,
+)
+from workbench.slices import SliceSet, predicate_slice
+
+
+def nodes_by_name(path) -> dict:
+    return {n.name: n for n in onnx.load(str(path), load_external_data=False).graph.node}
+
+
+def producers(model_nodes: dict) -> dict:
+    return {o: n for n in model_nodes.values() for o in n.output}
+
+
+# ---- config -------------------------------------------------------------------------------------
+def test_presets_and_string_conversion():
+    cfg = QuantConfig(mode="STATIC", calibration="Entropy", weight_type="qint8", op_types=["MatMul"])
+    assert cfg.mode is QuantMode.STATIC and cfg.calibration.value == "entropy" and cfg.op_types == ("MatMul",)
+    assert QuantConfig.dynamic_int8().label == "dynamic-qint8"
+    assert QuantConfig.dynamic_int8_per_channel().label == "dynamic-qint8-pc"
+    assert QuantConfig.dynamic_int8_reduce_range().label == "dynamic-qint8-rr"
+    assert QuantConfig.dynamic_uint8().label == "dynamic-quint8"
+    assert QuantConfig.static_qdq("percentile", samples=64).label == "static-percentile-64"
+    assert QuantConfig.static_qdq().op_types == ("MatMul", "Gemm")
+    assert set(QuantConfig.presets()) >= {"dynamic", "static-minmax", "static-entropy", "static-percentile"}
+    back = serial.from_dict(QuantConfig, json.loads(json.dumps(serial.to_dict(cfg))))
+    assert back == cfg
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(mode="int4"), r"mode must be one of \['dynamic', 'static'\], got 'int4'"),
+        (dict(calibration="kl"), "calibration must be one of"),
+        (dict(op_types=("Softmax",)), r"op_types \['Softmax'\] cannot be quantized in dynamic mode"),
+        (dict(mode="static", op_types=("Attention",)), "cannot be quantized in static mode"),
+        (dict(activation_type="qint8"), "only for static quantization"),
+        (dict(op_types="MatMul"), r"write \('MatMul',\)"),
+        (dict(mode="static", samples=4, calibration_batch_size=8), "must be at least calibration_batch_size"),
+        (dict(tolerance=0), "tolerance must be a positive number"),
+    ],
+)
+def test_bad_config_names_the_fix(kwargs, match):
+    with pytest.raises(QuantizeError, match=match):
+        QuantConfig(**kwargs)
+
+
+def test_op_type_lists_match_onnxruntime():
+    from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
+
+    assert set(DYNAMIC_OP_TYPES) == set(IntegerOpsRegistry)
+    assert set(STATIC_OP_TYPES) == set(QDQRegistry)
+
+
+# ---- dynamic ------------------------------------------------------------------------------------
+def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline, exported_tiny):
+    r = quant_tiny_dynamic
+    assert Path(r.quantized_path).is_file() and (Path(r.out_dir) / "quantize.json").is_file()
+    assert r.graph_kind == "exported"
+    assert r.size_mib < r.fp32_size_mib  # INT8 weights and embeddings
+    ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
+    # every quantized node listed is gone (replaced) from the quantized graph, as an FP32 node
+    qnodes = nodes_by_name(r.quantized_path)
+    fnodes = nodes_by_name(exported_tiny.onnx_path)
+    for name in r.quantized_nodes:
+        assert name in fnodes
+        same = qnodes.get(name)
+        assert same is None or list(same.input) != list(fnodes[name].input)
+    assert sum(fnodes[n].op_type == "MatMul" for n in r.quantized_nodes) >= 12  # 2 layers x 6 weight MatMuls
+    assert r.validation.n_examples == len(quant_tiny_baseline.eval_set("test").load_examples())
+    assert r.metrics()[0].unit == "ms" and r.speedup > 0
+
+
+def test_result_round_trips_and_reloads(quant_tiny_dynamic):
+    r = quant_tiny_dynamic
+    back = load_quant_result(r.out_dir)
+    assert serial.to_dict(back) == serial.to_dict(r)
+    assert isinstance(back.config.mode, QuantMode)
+    assert back.report.overall.n == r.report.overall.n
+    base = load_baseline(r.baseline_path)
+    assert isinstance(base, Baseline) and base.timing.shapes == ((1, 64),)
+
+
+def test_slice_report_covers_test_split_every_slice_and_golden(quant_tiny_dynamic, quant_tiny_baseline):
+    r = quant_tiny_dynamic
+    test = quant_tiny_baseline.eval_set("test")
+    assert r.report.n == test.n == 128
+    names = [d.slice for d in r.report.slices]
+    assert {"negation", "contrast", "length:short", "rare_words", "class:rotten", "class:fresh"} <= set(names)
+    for d in r.report.slices:
+        expected = len(next(s for s in test.slices if s.name == d.slice).indices)
+        assert d.n == expected
+        assert d.too_small == (expected < r.report.min_slice_size)
+    assert r.golden is not None and r.golden.set_name == "golden" and r.golden.n == 24
+    assert "negation&class:fresh" in [d.slice for d in r.golden.slices]
+
+
+def test_flips_match_an_independent_run_of_both_graphs(quant_tiny_dynamic, quant_tiny_baseline, exported_tiny):
+    """Run both graphs here, by hand, and compare with the flips the report lists."""
+    import onnxruntime as ort
+
+    from workbench.batches import encode
+
+    tok = exported_tiny.load_tokenizer()
+    examples = quant_tiny_baseline.eval_set("test").load_examples()
+
+    def preds(path):
+        s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [i.name for i in s.get_inputs()]
+        out = []
+        for i in range(0, len(examples), 32):
+            enc = encode(tok, [e["text"] for e in examples[i : i + 32]], quant_tiny_baseline.max_length)
+            out.append(s.run(None, {k: enc[k].numpy() for k in names})[0])
+        return np.concatenate(out)
+
+    f, q = preds(exported_tiny.onnx_path), preds(quant_tiny_dynamic.quantized_path)
+    changed = np.flatnonzero(f.argmax(1) != q.argmax(1)).tolist()
+    rep = quant_tiny_dynamic.report
+    assert [fl.index for fl in rep.flips] == changed
+    for fl in rep.flips:
+        assert fl.text == examples[fl.index]["text"]
+        assert fl.reference_pred == int(f[fl.index].argmax()) and fl.candidate_pred == int(q[fl.index].argmax())
+    np.testing.assert_allclose(rep.candidate_confidence, softmax(q).max(1), rtol=1e-5, atol=1e-6)
+
+
+# ---- node errors --------------------------------------------------------------------------------
+def test_node_errors_ranked_and_cover_quantized_nodes(quant_tiny_dynamic):
+    errs = quant_tiny_dynamic.node_errors
+    assert errs and {e.node for e in errs} == set(quant_tiny_dynamic.quantized_nodes)
+    local = [e.local_sqnr_db for e in errs if not math.isnan(e.local_sqnr_db)]
+    assert local == sorted(local)
+    assert [e.rank for e in errs] == list(range(1, len(errs) + 1))
+    mm = [e for e in errs if e.op_type == "MatMul" and not math.isnan(e.weight_sqnr_db)]
+    assert mm, "dynamic MatMul weights should have a weight SQNR"
+    # INT8 keeps 8 bits (about 48 dB at best); a broken comparison gives ~0 dB or negative values
+    assert all(15.0 < e.weight_sqnr_db < 60.0 for e in mm)
+    assert all(e.output_sqnr_db > 10.0 for e in errs)
+
+
+def test_node_errors_agree_with_qdq_loss_debug(quant_tiny_static, quant_tiny_baseline):
+    """Our streaming SQNR equals onnxruntime's qdq_loss_debug on the same batches."""
+    import tempfile
+
+    from onnxruntime.quantization import qdq_loss_debug
+
+    from workbench.quantize import _encoded_feeds, _reader
+    from workbench.ortinfer import make_session
+
+    r = quant_tiny_static
+    tok = quant_tiny_baseline.load_tokenizer()
+    feeds = _encoded_feeds(make_session(r.float_path), tok, quant_tiny_baseline.calibration_texts()[:16],
+                           quant_tiny_baseline.max_length, 8, pad_to_max=False)
+    ours = {e.node: e for e in node_errors(r.float_path, r.quantized_path, feeds, ("MatMul", "Gemm"))}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fa, qa = f"{tmp}/f.onnx", f"{tmp}/q.onnx"
+        qdq_loss_debug.modify_model_output_intermediate_tensors(str(r.float_path), fa, ["MatMul", "Gemm"])
+        qdq_loss_debug.modify_model_output_intermediate_tensors(str(r.quantized_path), qa,
+                                                                ["MatMul", "Gemm", "QuantizeLinear", "DequantizeLinear"])
+        fact = qdq_loss_debug.collect_activations(fa, _reader(feeds))
+        qact = qdq_loss_debug.collect_activations(qa, _reader(feeds))
+    theirs = qdq_loss_debug.compute_activation_error(qdq_loss_debug.create_activation_matching(qact, fact))
+    fnodes = nodes_by_name(r.float_path)
+    inits = {i.name for i in onnx.load(str(r.float_path), load_external_data=False).graph.initializer}
+    compared = 0
+    for name, e in ours.items():
+        acts = [i for i in fnodes[name].input[:2] if i not in inits]
+        if not acts or not all(a in theirs and a in fact for a in acts):
+            continue
+        # local noise of quantizing the node's activation inputs (the worst of them)
+        assert e.activation_sqnr_db == pytest.approx(min(theirs[a]["qdq_err"] for a in acts), abs=0.05)
+        # the error that arrived: FP32 graph vs quantized graph at the inputs, before their Q/DQ
+        arrived = min(qdq_loss_debug.compute_signal_to_quantization_noice_ratio(fact[a], qact[a]) for a in acts)
+        if arrived > 100:  # bit-identical inputs: both hit the epsilon floor (float32 vs float64 sums)
+            assert e.input_sqnr_db > 100
+        else:
+            assert e.input_sqnr_db == pytest.approx(arrived, abs=0.05)
+        # qdq_loss_debug's xmodel_err is measured after the Q/DQ, so it includes the local noise too
+        assert min(theirs[a]["xmodel_err"] for a in acts) <= e.input_sqnr_db + 0.05
+        compared += 1
+    assert compared >= 8
+
+
+# ---- exclusion ----------------------------------------------------------------------------------
+def test_requantize_excluding_really_excludes_dynamic(quant_tiny_dynamic, exported_tiny):
+    r = quant_tiny_dynamic
+    worst = worst_nodes(r.node_errors, 2)
+    r2 = requantize_excluding(r, worst_k=2)
+    assert r2.excluded_nodes == worst and r2.config.nodes_to_exclude == tuple(worst)
+    assert Path(r2.out_dir) == Path(r.out_dir) / "exclude-2"
+    fnodes, q1, q2 = nodes_by_name(exported_tiny.onnx_path), nodes_by_name(r.quantized_path), nodes_by_name(r2.quantized_path)
+    for name in worst:
+        orig = fnodes[name]
+        kept = q2[name]  # still there, as the FP32 op with the FP32 inputs
+        assert (kept.op_type, list(kept.input)) == (orig.op_type, list(orig.input))
+        assert f"{name}_quant" not in q2
+        assert name not in q1 or list(q1[name].input) != list(orig.input)  # was quantized before
+        assert name not in r2.quantized_nodes
+    assert len(r2.quantized_nodes) == len(r.quantized_nodes) - 2
+    assert r2.report.n == r.report.n  # scored on the same examples
+
+
+def test_requantize_excluding_really_excludes_static(quant_tiny_static):
+    r = quant_tiny_static
+    target = next(e.node for e in r.node_errors if e.op_type == "MatMul")
+    r2 = requantize_excluding(r, nodes=[target], node_error_samples=0)
+    q1, q2 = nodes_by_name(r.quantized_path), nodes_by_name(r2.quantized_path)
+    prod1, prod2 = producers(q1), producers(q2)
+    fed_by = lambda prod, node: {prod[i].op_type for i in node.input if i in prod}  # noqa: E731
+    assert "DequantizeLinear" in fed_by(prod1, q1[target])
+    assert "DequantizeLinear" not in fed_by(prod2, q2[target])
+    assert target not in r2.quantized_nodes and target in r.quantized_nodes
+
+
+def test_exclusion_errors_say_what_to_do(quant_tiny_dynamic):
+    with pytest.raises(QuantizeError, match="close matches"):
+        requantize_excluding(quant_tiny_dynamic, nodes=["/bert/encoder/layer.0/output/dense/MatMull"])
+    with pytest.raises(QuantizeError, match="exactly one of worst_k"):
+        requantize_excluding(quant_tiny_dynamic)
+    with pytest.raises(QuantizeError, match="rank_by must be one of"):
+        worst_nodes(quant_tiny_dynamic.node_errors, 2, rank_by="size")
+
+
+# ---- static -------------------------------------------------------------------------------------
+def test_static_qdq_graph(quant_tiny_static):
+    r = quant_tiny_static
+    ops = [n.op_type for n in nodes_by_name(r.quantized_path).values()]
+    assert ops.count("QuantizeLinear") > 0 and ops.count("DequantizeLinear") > 0
+    assert r.calibration_samples == 32
+    assert Path(r.float_path).name == "model.fp32.pre.onnx"
+    assert {nodes_by_name(r.float_path)[n].op_type for n in r.quantized_nodes} == {"MatMul", "Gemm"}
+    mm = [e for e in r.node_errors if e.op_type == "MatMul" and not math.isnan(e.weight_sqnr_db)]
+    assert mm and all(e.weight_sqnr_db > 15.0 for e in mm)  # uint8 weights dequantized correctly
+
+
+@pytest.mark.parametrize("calibration", ["entropy", "percentile"])
+def test_histogram_calibrations_run(quant_tiny_baseline, tmp_path, calibration):
+    r = run_quantization(None, QuantConfig.static_qdq(calibration, samples=16), tmp_path, baseline=quant_tiny_baseline,
+                         n_boot=100, node_error_samples=0)
+    assert r.config.calibration.value == calibration and r.calibration_samples == 16
+    assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(r.quantized_path).values())
+
+
+def test_baseline_mismatch_and_missing_inputs(quant_tiny_baseline, tmp_path, quick_data):
+    with pytest.raises(QuantizeError, match="the baseline was computed for"):
+        run_quantization(tmp_path / "other.onnx", QuantConfig.dynamic_int8(), tmp_path, baseline=quant_tiny_baseline)
+    with pytest.raises(QuantizeError, match="no ONNX graph at"):
+        run_quantization(tmp_path / "missing.onnx", QuantConfig.dynamic_int8(), tmp_path, quick_data)
+    with pytest.raises(QuantizeError, match="cfg must be a QuantConfig"):
+        run_quantization(None, "dynamic", tmp_path, baseline=quant_tiny_baseline)
+
+
+def test_user_slices_and_predicates_are_scored(exported_tiny, quick_data, tmp_path):
+    r = run_quantization(exported_tiny, QuantConfig.dynamic_int8(), tmp_path, quick_data,
+                         predicates={"mentions_film": lambda e: "film" in e["text"]},
+                         timing=TimingConfig.quick(repeats=2), n_boot=100, node_error_samples=0)
+    d = r.report.drift("mentions_film")
+    want = sum("film" in e["text"] for e in quick_data["test"])
+    assert d.n == want and d.group == "user"
+
+
+# ---- budget and search --------------------------------------------------------------------------
+def _report(drop_idx_all: int, slice_drop: int, n: int = 200):
+    """A report where the candidate breaks ``drop_idx_all`` examples outside slice 'big' and
+    ``slice_drop`` inside it ('big' = first 100 examples; 'tiny' = 5 examples, 2 broken)."""
+    labels = np.zeros(n, dtype=int)
+    ref = np.tile([0.9, 0.1], (n, 1))
+    cand = ref.copy()
+    cand[:slice_drop] = [0.2, 0.8]
+    cand[100 : 100 + drop_idx_all] = [0.2, 0.8]
+    cand[195:197] = [0.2, 0.8]
+    ex = [{"text": "x", "i": i} for i in range(n)]
+    ss = SliceSet("t", (predicate_slice("big", lambda e: e["i"] < 100), predicate_slice("tiny", lambda e: e["i"] >= 195)))
+    return evaluate_slices(ex, labels, ref, cand, ss, n_boot=200)
+
+
+def test_check_budget_per_slice():
+    # overall: 1 (in big) + 0 + 2 (tiny) = 3/200 = 1.5% drop; slice big: 1/100 = 1%; tiny: 2/5 = 40%
+    ok = check_budget([_report(0, 1)], budget_overall=0.02, budget_per_slice=0.02)
+    assert ok.feasible and ok.worst_slice == "test:big" and ok.slices_skipped == ["test:tiny"]
+    assert ok.overall_drop == pytest.approx(0.015) and ok.worst_slice_drop == pytest.approx(0.01)
+    # same overall budget, but 3 of the 100 in 'big' broken: 3% > 2% on that slice
+    bad = check_budget([_report(0, 3)], budget_overall=0.05, budget_per_slice=0.02)
+    assert bad.within_overall and not bad.within_slices and not bad.feasible
+    assert any("slice test:big" in v for v in bad.violations)
+    # small slices count only when asked
+    strict_small = check_budget([_report(0, 1)], 0.05, 0.02, include_small_slices=True)
+    assert not strict_small.feasible and strict_small.worst_slice == "test:tiny"
+
+
+def _cand(name, latency, check: BudgetCheck, size=10.0, acc=0.9):
+    return SearchCandidate(name, "g", "int8", None, Path(name), None, latency, size, acc, -check.overall_drop, check,
+                           check.feasible)
+
+
+def test_selection_skips_faster_candidates_that_break_a_slice():
+    fine = check_budget([_report(0, 1)], 0.02, 0.02)
+    slice_bad = check_budget([_report(0, 3)], 0.05, 0.02)
+    cands = [_cand("fast-but-breaks-a-slice", 5.0, slice_bad), _cand("slower-ok", 8.0, fine), _cand("slowest-ok", 12.0, fine, size=1.0)]
+    assert select_candidate(cands, "latency").name == "slower-ok"
+    assert select_candidate(cands, "size").name == "slowest-ok"
+    assert select_candidate(cands[:1]) is None
+
+
+def test_constrained_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp_path):
+    res = constrained_search(
+        exported_tiny, [QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()],
+        budget_overall=0.0, budget_per_slice=0.0, out_dir=tmp_path, data=quick_data,
+        timing=TimingConfig.quick(repeats=3), include_small_slices=True, n_boot=100,
+    )
+    assert [c.name for c in res.candidates] == ["model/fp32", "model/dynamic-qint8", "model/dynamic-qint8-pc"]
+    for c in res.candidates:
+        # recompute every slice drop from the saved per-candidate reports
+        if c.result_path is None:
+            assert c.feasible and c.check.overall_drop == 0.0
+            continue
+        q = load_quant_result(c.result_path)
+        judged = [*q.report.slices, q.golden.overall, *q.golden.slices]
+        drops = [-d.delta for d in judged if d.n > 0]
+        assert c.feasible == (max(drops) <= 1e-12 and -q.report.overall.delta <= 1e-12)
+    chosen = res.best
+    assert chosen is not None and chosen.feasible
+    assert all(not c.feasible or c.latency_ms >= chosen.latency_ms for c in res.candidates)
+    back = serial.from_dict(SearchResult, json.loads((tmp_path / "search.json").read_text()))
+    assert back.chosen == res.chosen and len(back.candidates) == 3
+
+
+def test_search_rejects_bad_budgets(exported_tiny, tmp_path):
+    with pytest.raises(QuantizeError, match="fraction of accuracy"):
+        constrained_search(exported_tiny, budget_per_slice=2.0, out_dir=tmp_path)
+    with pytest.raises(QuantizeError, match="objective must be one of"):
+        constrained_search(exported_tiny, objective="power", out_dir=tmp_path)
+    with pytest.raises(QuantizeError, match="unique"):
+        constrained_search(exported_tiny, [QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8()], out_dir=tmp_path)
+
+
+# ---- the fused graph ----------------------------------------------------------------------------
+def test_fused_graph_dynamic_and_static(fused_tiny, exported_tiny, quick_data, tmp_path):
+    base_dir = tmp_path / "dyn"
+    r = run_quantization(fused_tiny, QuantConfig.dynamic_int8(), base_dir, quick_data, export=exported_tiny,
+                         timing=TimingConfig.quick(repeats=2), n_boot=100, node_error_samples=8)
+    assert r.graph_kind == "fused"
+    ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
+    assert ops & {"QAttention", "MatMulInteger", "DynamicQuantizeMatMul"}
+    assert r.node_errors and r.report.n == 128
+    s = run_quantization(None, QuantConfig.static_qdq("minmax", samples=16), tmp_path / "static",
+                         baseline=load_baseline(base_dir), n_boot=100, node_error_samples=0)
+    assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(s.quantized_path).values())
