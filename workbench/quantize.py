@@ -9,10 +9,11 @@ One call, ``run_quantization(onnx_path, QuantConfig.dynamic_int8(), out_dir, dat
    search candidates) is scored on exactly these, so their numbers can be compared.
 2. **Quantize** with ``onnxruntime.quantization``: dynamic (weights INT8 offline, activations
    quantized per batch at run time) or static QDQ (activation ranges calibrated on training
-   texts with MinMax, Entropy or Percentile). ``DefaultTensorType`` is always set, which the
-   fused graph needs (its contrib ops have no type information); static quantization first runs
-   ``quant_pre_process(skip_symbolic_shape=True)`` (symbolic shape inference fails on these
-   graphs; see FIELD_NOTES).
+   texts with MinMax, Entropy or Percentile: ONNX Runtime's calibrators and ``QDQQuantizer``,
+   see :func:`calibrate` for why not ``quantize_static`` itself). ``DefaultTensorType`` is always
+   set, which the fused graph needs (its contrib ops have no type information); static
+   quantization first runs ``quant_pre_process(skip_symbolic_shape=True)`` (symbolic shape
+   inference fails on these graphs; see FIELD_NOTES).
 3. **Validate, time, size**: logits against the FP32 graph on the test split
    (:func:`workbench.export.compare_logits`), latency of both graphs with the same settings in
    the same process (:func:`workbench.ortinfer.latency_by_shape`), size on disk.
@@ -106,7 +107,8 @@ class QuantConfig:
 
     - ``mode``: ``dynamic`` (weights INT8, activations quantized per batch at run time; no
       calibration) or ``static`` (QDQ format; activation ranges from ``samples`` calibration
-      texts with ``calibration`` = minmax | entropy | percentile (ONNX Runtime's 99.999th)).
+      texts with ``calibration`` = minmax | entropy | percentile). ``histogram_bins`` (0: 512 for
+      entropy, 2048 for percentile) and ``percentile`` (99.999) tune the histogram methods.
     - ``weight_type``: qint8 (signed, the usual choice) or quint8. ``activation_type`` (static
       only; dynamic activations are always uint8 in ONNX Runtime). Note: in static QDQ with one
       scale per tensor, ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type
@@ -128,6 +130,8 @@ class QuantConfig:
     calibration: Calibration = Calibration.MINMAX
     samples: int = 128
     calibration_batch_size: int = 8
+    histogram_bins: int = 0
+    percentile: float = 99.999
     op_types: tuple[str, ...] = ()
     nodes_to_exclude: tuple[str, ...] = ()
     tolerance: float = 1.0
@@ -168,6 +172,13 @@ class QuantConfig:
                 f"samples ({self.samples}) must be at least calibration_batch_size ({self.calibration_batch_size}); "
                 "raise samples or lower the batch size"
             )
+        if self.histogram_bins != 0 and not (256 <= self.histogram_bins <= 8192):
+            raise QuantizeError(
+                f"histogram_bins must be 0 (the method's default) or between 256 and 8192, got {self.histogram_bins}; "
+                "entropy needs more bins than its 128 quantized bins to search anything"
+            )
+        if not 90.0 <= self.percentile < 100.0:
+            raise QuantizeError(f"percentile must be in [90, 100), got {self.percentile}; 99.999 is ONNX Runtime's default")
         if not (self.tolerance > 0 and math.isfinite(self.tolerance)):
             raise QuantizeError(f"tolerance must be a positive number of logits, got {self.tolerance}; try 1.0")
         if not 0.0 <= self.min_label_agreement <= 1.0:
@@ -644,7 +655,7 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
     """Quantize one graph file with ``cfg``; returns (quantized path, float graph the node names
     refer to: the pre-processed copy for static, the input itself for dynamic)."""
     import onnx
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
@@ -664,21 +675,66 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
         raise QuantizeError("static quantization needs calibration texts: give data with a training split")
     float_path = preprocess_for_static(fp32_path, out_path.with_name(PREPROCESSED_FILE))
     _check_nodes_exist(float_path, cfg.nodes_to_exclude)
+    ranges = calibrate(float_path, cfg, calibration_feeds)
+    with runs.atomic_path(out_path) as tmp:
+        _quantize_qdq(float_path, tmp, cfg, ranges, extra)
+    return out_path, float_path
+
+
+def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]):
+    """Activation ranges of the graph's quantizable tensors on ``feeds`` (ONNX Runtime's calibrators).
+
+    ``quantize_static`` in onnxruntime 1.19.2 forwards only four calibration options and never the
+    histogram size: Entropy then runs with 128 bins = 128 quantized bins, a search with a single
+    candidate, so it returns the MinMax ranges (measured here: byte-identical models). The
+    calibrator is therefore created here, with ``cfg.histogram_bins``, and the ranges handed to
+    ``QDQQuantizer`` just as ``quantize_static`` does after its own calibration.
+
+    Not "CalibMaxIntermediateOutputs" either: in 1.19.2 ``MinMaxCalibrater.collect_data`` empties
+    each full chunk of batches without merging its ranges, so the ranges would come from the last
+    partial chunk alone (or it raises "No data is collected").
+    """
+    import tempfile
+
+    from onnxruntime.quantization import CalibrationMethod, create_calibrator
+
     method = {Calibration.MINMAX: CalibrationMethod.MinMax, Calibration.ENTROPY: CalibrationMethod.Entropy,
               Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration]
-    # Not "CalibMaxIntermediateOutputs": in onnxruntime 1.19.2 MinMaxCalibrater.collect_data drops
-    # each full chunk of batches without merging its ranges (clear_collected_data only empties the
-    # list), so the ranges would come from the last partial chunk alone, or it raises "No data is
-    # collected" when the batch count is a multiple of the chunk size.
-    with runs.atomic_path(out_path) as tmp:
-        quantize_static(
-            str(float_path), str(tmp), _reader(calibration_feeds), quant_format=QuantFormat.QDQ,
-            op_types_to_quantize=list(cfg.resolved_op_types()), per_channel=cfg.per_channel,
-            reduce_range=cfg.reduce_range, activation_type=qtype[cfg.activation_type],
-            weight_type=qtype[cfg.weight_type], nodes_to_exclude=list(cfg.nodes_to_exclude) or None,
-            calibrate_method=method, extra_options=extra,
+    options: dict[str, Any] = {}
+    if cfg.calibration is Calibration.ENTROPY:
+        options = {"num_bins": cfg.histogram_bins or 512, "num_quantized_bins": 128}
+    elif cfg.calibration is Calibration.PERCENTILE:
+        options = {"num_bins": cfg.histogram_bins or 2048, "percentile": cfg.percentile}
+    with tempfile.TemporaryDirectory(prefix="ort.quant.") as tmp:
+        calibrator = create_calibrator(
+            Path(float_path), list(cfg.resolved_op_types()),
+            augmented_model_path=str(Path(tmp) / "augmented_model.onnx"), calibrate_method=method,
+            extra_options=options,
         )
-    return out_path, float_path
+        calibrator.collect_data(_reader(feeds))
+        ranges = calibrator.compute_data()
+        del calibrator
+    return ranges
+
+
+def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, extra: dict) -> None:
+    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ format), given ranges."""
+    from onnxruntime.quantization import QDQQuantizer, QuantFormat, QuantType
+    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
+    from onnxruntime.quantization.quantize import check_static_quant_arguments
+
+    qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
+    try:
+        check_static_quant_arguments(QuantFormat.QDQ, qtype[cfg.activation_type], qtype[cfg.weight_type])
+    except ValueError as exc:
+        raise QuantizeError(f"{exc} (weight_type={cfg.weight_type.value}, activation_type={cfg.activation_type.value})") from exc
+    model = load_model_with_shape_infer(Path(float_path))
+    quantizer = QDQQuantizer(
+        model, cfg.per_channel, cfg.reduce_range, qtype[cfg.weight_type], qtype[cfg.activation_type], ranges,
+        [], list(cfg.nodes_to_exclude), list(cfg.resolved_op_types()), extra,
+    )
+    quantizer.quantize_model()
+    quantizer.model.save_model_to_file(str(out_path), False)
 
 
 def quantized_nodes(float_path: str | os.PathLike, quant_path: str | os.PathLike, op_types: Iterable[str]) -> list[str]:

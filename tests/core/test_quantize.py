@@ -74,6 +74,8 @@ def test_presets_and_string_conversion():
         (dict(op_types="MatMul"), r"write \('MatMul',\)"),
         (dict(mode="static", samples=4, calibration_batch_size=8), "must be at least calibration_batch_size"),
         (dict(tolerance=0), "tolerance must be a positive number"),
+        (dict(mode="static", histogram_bins=128), "histogram_bins must be 0"),
+        (dict(percentile=100.0), "percentile must be in"),
     ],
 )
 def test_bad_config_names_the_fix(kwargs, match):
@@ -270,12 +272,27 @@ def test_static_qdq_graph(quant_tiny_static):
     assert mm and all(e.weight_sqnr_db > 15.0 for e in mm)  # uint8 weights dequantized correctly
 
 
+def activation_scales(path) -> dict[str, float]:
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {i.name: i for i in model.graph.initializer}
+    return {n.input[0]: float(numpy_helper.to_array(inits[n.input[1]]))
+            for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[1] in inits}
+
+
 @pytest.mark.parametrize("calibration", ["entropy", "percentile"])
-def test_histogram_calibrations_run(quant_tiny_baseline, tmp_path, calibration):
-    r = run_quantization(None, QuantConfig.static_qdq(calibration, samples=16), tmp_path, baseline=quant_tiny_baseline,
+def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_tiny_static, tmp_path, calibration):
+    """Same 32 calibration texts as the MinMax fixture: the histogram methods must clip some
+    ranges (onnxruntime 1.19's quantize_static silently gives Entropy the MinMax ranges)."""
+    r = run_quantization(None, QuantConfig.static_qdq(calibration, samples=32), tmp_path, baseline=quant_tiny_baseline,
                          n_boot=100, node_error_samples=0)
-    assert r.config.calibration.value == calibration and r.calibration_samples == 16
-    assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(r.quantized_path).values())
+    assert r.config.calibration.value == calibration and r.calibration_samples == 32
+    mine, minmax = activation_scales(r.quantized_path), activation_scales(quant_tiny_static.quantized_path)
+    assert mine and set(mine) == set(minmax)
+    narrower = [t for t in mine if mine[t] < minmax[t] * 0.99]
+    assert narrower, "no activation range was clipped: the calibration method had no effect"
+    assert all(mine[t] <= minmax[t] * 1.001 for t in mine)  # clipping never widens a range
 
 
 def test_baseline_mismatch_and_missing_inputs(quant_tiny_baseline, tmp_path, quick_data):
