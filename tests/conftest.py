@@ -73,7 +73,7 @@ def trained_minilm_run(tmp_path_factory):
     from workbench.train import TrainConfig, run_training
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=16, max_steps=40,
-                      lr=1e-4, warmup_steps=4, eval_every=0, save_graphs="off")
+                      lr=1e-4, warmup_steps=4, eval_every=0, save_graphs=False)
     run = run_training(cfg, "eager", run_dir=tmp_path_factory.mktemp("minilm-train"))
     assert run.status == "ok", run.reason
     return run

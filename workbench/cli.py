@@ -129,15 +129,331 @@ def _add_core(sub) -> None:
 # --------------------------------------------------------------------------------------------
 # train, compare  (issue 3)
 # --------------------------------------------------------------------------------------------
+_TRAIN_PRESETS = ("quick", "demo", "full", "bench")
+
+
+def _train_config(args):
+    """TrainConfig from a preset plus the flags given on the command line."""
+    from .data import DataConfig
+    from .train import TrainConfig
+
+    overrides = {}
+    for flag, key in (("model", "model"), ("steps", "max_steps"), ("epochs", "epochs"), ("batch_size", "batch_size"),
+                      ("grad_accum", "grad_accum"), ("max_length", "max_length"), ("lr", "lr"), ("schedule", "schedule"),
+                      ("warmup_steps", "warmup_steps"), ("seed", "seed"), ("eval_every", "eval_every"),
+                      ("threads", "threads"), ("device", "device"), ("precision", "precision"), ("opset", "opset"),
+                      ("memory_optimizer_level", "memory_optimizer_level"), ("ort_threads", "ort_threads"),
+                      ("ort_graph_optimization", "ort_graph_optimization"), ("fallback", "fallback"),
+                      ("save_graphs", "save_graphs"), ("optimizer", "optimizer"), ("compile_mode", "compile_mode")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[key] = value
+    if args.dropout is not None:
+        overrides["dropout"] = args.dropout
+    if args.pad_to_max:
+        overrides["pad_to_max"] = True
+    if args.no_spinning:
+        overrides["ort_allow_spinning"] = False
+    if args.data is not None or args.max_train is not None:
+        base = getattr(TrainConfig, args.preset)().data
+        overrides["data"] = DataConfig(**{**{f: getattr(base, f) for f in ("text_column", "label_column", "validation_fraction",
+                                                                           "test_fraction", "seed", "max_eval")},
+                                          "source": args.data or base.source,
+                                          "max_train": args.max_train if args.max_train is not None else base.max_train})
+    return getattr(TrainConfig, args.preset)(**overrides)
+
+
+class _TrainProgressBar:
+    """Adapts workbench.train.Progress to the terminal bar, one bar per backend."""
+
+    def __init__(self):
+        self.bars: dict[str, TerminalProgress] = {}
+
+    def __call__(self, p) -> None:
+        name = p.backend.value if hasattr(p.backend, "value") else str(p.backend)
+        bar = self.bars.get(name)
+        if bar is None:
+            bar = self.bars[name] = TerminalProgress(f"{name:<9}")
+        if p.phase == "startup":
+            bar.update(0, p.total_steps, "starting (export / compile happen on the first step)")
+            return
+        extra = f"loss {p.loss:.4f}  {p.samples_per_s:.1f} samples/s  eta {p.eta_s:.0f}s"
+        if p.val_accuracy is not None:
+            extra += f"  val acc {p.val_accuracy:.3f}"
+        bar.update(p.step, p.total_steps, extra)
+        if p.phase == "done":
+            bar.close()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def _stop_on_sigint():
+    """A threading.Event set by the first Ctrl-C, so the run stops cleanly between steps."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _run_summary(run) -> dict:
+    return {
+        "backend": run.backend.value, "status": run.status.value, "reason": run.reason,
+        "executed_in_onnxruntime": run.executed_in_onnxruntime, "fell_back": run.status.value == "fell_back",
+        "steps": len(run.steps), "median_step_s": run.median_step_s, "samples_per_s": run.samples_per_s,
+        "peak_memory_mib": run.peak_memory_mib, "startup_s": run.startup_s, "total_s": run.total_s,
+        "final_val_loss": run.final_val_loss, "final_accuracy": run.final_accuracy, "checkpoint_dir": run.checkpoint_dir,
+        "graphs_dir": run.graphs.folder if run.graphs else None,
+    }
+
+
+def _cmd_train(args) -> int:
+    from .runs import new_run_dir
+    from .train import TrainConfigError, run_training
+
+    try:
+        cfg = _train_config(args)
+    except (TrainConfigError, ValueError) as exc:
+        return _fail(str(exc))
+    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
+    bar = None if args.json else _TrainProgressBar()
+    try:
+        if args.nproc > 1:
+            from .distributed import run_distributed
+
+            result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=run_dir)
+            run = result.run
+        else:
+            run = run_training(cfg, args.backend, run_dir, progress=bar, stop=_stop_on_sigint())
+    except TrainConfigError as exc:
+        return _fail(str(exc))
+    finally:
+        if bar is not None:
+            bar.close()
+    summary = _run_summary(run)
+    if args.nproc > 1:
+        summary.update(world_size=args.nproc, identical_weights_across_ranks=result.identical_weights)
+    if args.json:
+        _print_json({**summary, "run_dir": str(run_dir)})
+    else:
+        print(f"{run.backend.value}: {run.status.value}; {len(run.steps)} steps, median step {run.median_step_s * 1000:.0f} ms, "
+              f"{run.samples_per_s:.1f} samples/s, peak {run.peak_memory_mib:.0f} MiB, start-up {run.startup_s:.1f} s, "
+              f"val acc {run.final_accuracy:.3f}")
+        if run.reason:
+            print(f"reason: {run.reason}")
+        print(f"saved: {run_dir / run.backend.value}")
+    return 0 if run.status.value in ("ok", "stopped") else 1
+
+
+def _cmd_compare(args) -> int:
+    from .compare import comparison_table, run_comparison
+    from .runs import new_run_dir
+    from .train import TrainConfigError
+
+    try:
+        cfg = _train_config(args)
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
+        bar = None if args.json else _TrainProgressBar()
+        try:
+            c = run_comparison(cfg, backends, run_dir, progress=bar, stop=_stop_on_sigint(),
+                               tolerance=args.tolerance, isolate=not args.in_process)
+        finally:
+            if bar is not None:
+                bar.close()
+    except TrainConfigError as exc:
+        return _fail(str(exc))
+    if args.json:
+        _print_json({
+            "run_dir": str(run_dir), "baseline": c.baseline.value, "loss_parity": c.loss_parity,
+            "tolerance": c.tolerance, "parity_basis": c.parity_basis,
+            "backends": {s.backend.value: {**_run_summary(c.run(s.backend)),
+                                           "metrics": [m for m in s.metrics()]} for s in c.summaries},
+            "ratios": {r.backend.value: r for r in c.ratios}, "notes": c.notes,
+        })
+    else:
+        print(comparison_table(c))
+        print(f"saved: {run_dir / 'compare.json'}")
+    return 0 if all(s.status.value == "ok" for s in c.summaries) and c.loss_parity else 1
+
+
+def _train_flags(p, steps_help: str) -> None:
+    p.add_argument("--preset", default="quick", choices=_TRAIN_PRESETS,
+                   help="starting point: quick (tiny model, seconds), demo (MiniLM, minutes), full (MiniLM, all data), bench")
+    p.add_argument("--model", help="'minilm', 'tiny' or a Hugging Face model folder")
+    p.add_argument("--data", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
+    p.add_argument("--max-train", type=int, help="use at most this many training examples")
+    p.add_argument("--steps", type=int, help=steps_help)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--grad-accum", type=int)
+    p.add_argument("--max-length", type=int)
+    p.add_argument("--pad-to-max", action="store_true", help="pad every batch to --max-length (fixed shapes)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--schedule", choices=["constant", "linear", "cosine"])
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--optimizer", choices=["adamw", "adamw_fused", "ort_fused_adam"])
+    p.add_argument("--seed", type=int)
+    p.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=None, help="dropout on/off (off: loss curves comparable)")
+    p.add_argument("--eval-every", type=int, help="evaluate every N steps (0: at the end only)")
+    p.add_argument("--threads", type=int, help="torch intra-op threads")
+    p.add_argument("--device", help="cpu, cuda or cuda:N")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"])
+    g = p.add_argument_group("ORTModule")
+    g.add_argument("--opset", type=int)
+    g.add_argument("--memory-optimizer-level", type=int, choices=[0, 1, 2])
+    g.add_argument("--ort-threads", type=int, help="intra-op threads of ONNX Runtime's session")
+    g.add_argument("--ort-graph-optimization", choices=["disabled", "basic", "extended", "all"])
+    g.add_argument("--no-spinning", action="store_true", help="ONNX Runtime threads sleep instead of spinning when idle")
+    g.add_argument("--fallback", choices=["disable", "detect"], help="disable: fail loudly; detect: stop and mark fell_back")
+    g.add_argument("--save-graphs", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep ORTModule's training graphs in the run folder (default: yes)")
+    p.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune"])
+    p.add_argument("--runs", default="runs", help="folder for new run folders")
+    p.add_argument("--run-dir", help="write into this run folder instead of a new one")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
+
+
 def _add_train(sub) -> None:
-    pass
+    p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
+    p.add_argument("--backend", default="eager", choices=["eager", "ortmodule", "compile"])
+    p.add_argument("--nproc", type=int, default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
+    _train_flags(p, "optimizer steps (overrides --epochs)")
+    p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("compare", help="train several backends with the same config and compare them")
+    p.add_argument("--backends", default="eager,ortmodule,compile", help="comma-separated: eager,ortmodule,compile")
+    p.add_argument("--tolerance", type=float, help="loss-parity tolerance (default: justified per precision/dropout)")
+    p.add_argument("--in-process", action="store_true", help="run the backends in this process (default: one process each, "
+                                                              "so peak memory is per backend)")
+    _train_flags(p, "optimizer steps per backend")
+    p.set_defaults(func=_cmd_compare)
 
 
 # --------------------------------------------------------------------------------------------
 # export, fuse  (issue 4)
 # --------------------------------------------------------------------------------------------
+def _cmd_export(args) -> int:
+    from .data import DataConfig, DataError, load_data
+    from .export import ExportConfig, ExportError, run_export
+    from .models import ModelError
+    from .runs import new_run_dir
+
+    try:
+        overrides = {k: v for k, v in (("opset", args.opset), ("max_length", args.max_length),
+                                       ("attn_implementation", args.attn), ("tolerance", args.tolerance),
+                                       ("validation_examples", args.validation_examples),
+                                       ("validation_split", args.split)) if v is not None}
+        cfg = getattr(ExportConfig, args.preset)(**overrides)
+        data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
+        result = run_export(args.model, cfg, run_dir, data=data)
+    except (ExportError, ModelError, DataError, ValueError) as exc:
+        return _fail(str(exc))
+    v = result.validation
+    if args.json:
+        _print_json({"run_dir": str(run_dir), "onnx_path": str(result.onnx_path), "opset": result.opset,
+                     "attn_implementation": result.attn_implementation, "node_count": result.node_count,
+                     "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
+                     "validation": v, "op_histogram": result.op_histogram})
+    else:
+        top = ", ".join(f"{op} {n}" for op, n in list(result.op_histogram.items())[:8])
+        print(f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "
+              f"in {result.export_seconds:.1f} s")
+        print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
+        print(f"validation: {v.message}")
+        print(f"saved:      {run_dir / 'export.json'}   next: workbench fuse {run_dir}")
+    return 0 if v.passed else 1
+
+
+def _parse_shapes(text: str) -> tuple[tuple[int, int], ...]:
+    shapes = []
+    for part in text.split(","):
+        try:
+            b, s = part.lower().strip().split("x")
+            shapes.append((int(b), int(s)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"shapes are BATCHxSEQ separated by commas, e.g. 1x128,8x128; got {part!r}") from None
+    return tuple(shapes)
+
+
+def _cmd_fuse(args) -> int:
+    from .export import ExportError
+    from .fusion import FusionConfig, FusionError, run_fusion, summary, table
+    from .ortinfer import InferenceError
+
+    source = Path(args.source)
+    try:
+        overrides = {k: v for k, v in (("shapes", args.shapes), ("threads", args.threads), ("warmup", args.warmup),
+                                       ("repeats", args.repeats), ("transformer_session", args.transformer_session),
+                                       ("tolerance", args.tolerance), ("num_heads", args.num_heads),
+                                       ("hidden_size", args.hidden_size), ("opt_level", args.opt_level)) if v is not None}
+        if args.variants:
+            overrides["variants"] = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+        if args.no_latency:
+            overrides.update(measure_latency=False, time_pytorch=False)
+        preset = {"default": "default", "quick": "quick", "inspect": "inspect_only"}[args.preset]
+        cfg = getattr(FusionConfig, preset)(**overrides)
+        out_dir = Path(args.run_dir) if args.run_dir else (source if source.is_dir() else source.parent)
+        report = run_fusion(source, cfg, out_dir)
+    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        _print_json({"run_dir": str(out_dir), "result": str(out_dir / "fusion.json"), **summary(report)})
+    else:
+        print(table(report))
+        print(f"\nsaved: {out_dir / 'fusion.json'}   fused graph: {report.fused_path}")
+    return 0 if report.all_passed else 1
+
+
 def _add_graph(sub) -> None:
-    pass
+    p = sub.add_parser("export", help="export a model to ONNX and validate it against PyTorch on real examples")
+    p.add_argument("--model", default="minilm", help="'minilm', 'tiny' or a checkpoint / Hugging Face model folder")
+    p.add_argument("--preset", default="default", choices=["default", "quick", "strict"],
+                   help="default: opset 17, 128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
+    p.add_argument("--opset", type=int, help="ONNX opset (11-20; 17 writes LayerNormalization as one op)")
+    p.add_argument("--max-length", type=int, help="longest sequence in the validation batches")
+    p.add_argument("--attn", choices=["eager", "sdpa"], help="attention implementation to load the model with "
+                                                              "(eager: what ONNX Runtime fuses)")
+    p.add_argument("--tolerance", type=float, help="largest |logit difference| allowed against PyTorch")
+    p.add_argument("--validation-examples", type=int, help="how many examples to validate on")
+    p.add_argument("--split", help="data split to validate on (default: validation)")
+    p.add_argument("--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
+    p.add_argument("--runs", default="runs", help="folder for new run folders")
+    p.add_argument("--run-dir", help="write into this run folder instead of a new one")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
+                                    "validate, time, diff, trace fused nodes, diagnose missing fusions")
+    p.add_argument("source", help="a run folder with export.json, an export.json, or an .onnx file")
+    p.add_argument("--preset", default="default", choices=["default", "quick", "inspect"],
+                   help="default: 3 shapes x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing")
+    p.add_argument("--variants", help="comma-separated: unoptimized,ort_basic,ort_extended,ort_all,transformer (default: all)")
+    p.add_argument("--shapes", type=_parse_shapes, help="BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")
+    p.add_argument("--threads", type=int, help="intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--repeats", type=int)
+    p.add_argument("--no-latency", action="store_true", help="build, validate and diff only")
+    p.add_argument("--transformer-session", choices=["disabled", "basic", "extended", "all"],
+                   help="session level the transformer-optimized graph runs with (default: all)")
+    p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 99], help="transformer optimizer opt_level (default 1)")
+    p.add_argument("--num-heads", type=int, help="attention heads (default: from the export)")
+    p.add_argument("--hidden-size", type=int, help="hidden size (default: from the export)")
+    p.add_argument("--tolerance", type=float, help="override the export's validation tolerance")
+    p.add_argument("--run-dir", help="where to write (default: the source's folder)")
+    p.add_argument("--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
+    p.set_defaults(func=_cmd_fuse)
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,8 +466,41 @@ def _add_quant(sub) -> None:
 # --------------------------------------------------------------------------------------------
 # demo: the whole walkthrough
 # --------------------------------------------------------------------------------------------
+def _cmd_demo(args) -> int:
+    from .pipeline import DemoConfig, run_demo
+    from .runs import new_run_dir
+
+    try:
+        overrides = {}
+        if args.backends:
+            overrides["backends"] = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+        if args.no_search:
+            overrides["search"] = False
+        cfg = (DemoConfig.quick if args.quick else DemoConfig.default)(**overrides)
+        if args.steps is not None:
+            from dataclasses import replace
+
+            cfg = replace(cfg, train=cfg.train.replace(max_steps=args.steps))
+    except ValueError as exc:
+        return _fail(str(exc))
+    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+    bar = _TrainProgressBar()
+    try:
+        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
+    finally:
+        bar.close()
+    return 0 if result.ok else 1
+
+
 def _add_demo(sub) -> None:
-    pass
+    p = sub.add_parser("demo", help="the whole walkthrough headless: fine-tune, compare, export, fuse, quantize, slices")
+    p.add_argument("--quick", action="store_true", help="tiny model and small data (about a minute)")
+    p.add_argument("--backends", help="comma-separated subset of eager,ortmodule,compile")
+    p.add_argument("--steps", type=int, help="training steps per backend")
+    p.add_argument("--no-search", action="store_true", help="skip the accuracy-constrained quantization search")
+    p.add_argument("--runs", default="runs", help="folder that holds run folders")
+    p.add_argument("--run-dir", help="write into this folder instead of a new one under --runs")
+    p.set_defaults(func=_cmd_demo)
 
 
 REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo]

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import json
 import math
 import os
@@ -97,12 +98,6 @@ class Optimizer(str, enum.Enum):
 class FallbackPolicy(str, enum.Enum):
     DISABLE = "disable"  # ORTMODULE_FALLBACK_POLICY=FALLBACK_DISABLE: failures raise, run marked failed
     DETECT = "detect"  # ORTModule's default policy, fallback detected, run stopped and marked fell_back
-
-
-class GraphSaving(str, enum.Enum):
-    OFF = "off"
-    STRUCTURE = "structure"  # every graph, with weight data stripped (kB instead of 5 x model size)
-    FULL = "full"  # the graphs exactly as ORTModule wrote them (weights included)
 
 
 class RunStatus(str, enum.Enum):
@@ -170,7 +165,7 @@ class TrainConfig:
     ort_compute_optimizer: bool = True  # ORTModule's compute optimizer (sparsity-aware label/embedding)
     ort_log_level: str = "ERROR"
     fallback: FallbackPolicy = FallbackPolicy.DISABLE
-    save_graphs: GraphSaving = GraphSaving.STRUCTURE
+    save_graphs: bool = True  # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
     # torch.compile knobs
     compile_mode: str = "default"
     compile_dynamic: Optional[bool] = None
@@ -178,12 +173,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         for name, cls in (("schedule", Schedule), ("optimizer", Optimizer), ("precision", Precision),
-                          ("fallback", FallbackPolicy), ("save_graphs", GraphSaving)):
+                          ("fallback", FallbackPolicy)):
             set_(name, _enum(cls, getattr(self, name), name))
         if isinstance(self.data, dict):
             set_("data", serial.from_dict(DataConfig, self.data))
         if not isinstance(self.data, DataConfig):
             raise TrainConfigError(f"data must be a workbench.data.DataConfig, got {type(self.data).__name__}; use DataConfig.quick() or DataConfig(...)")
+        for name in ("pad_to_max", "dropout", "ort_allow_spinning", "ort_compute_optimizer", "save_graphs"):
+            if not isinstance(getattr(self, name), bool):
+                raise TrainConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not isinstance(self.model, str) or not self.model:
             raise TrainConfigError(f"model must be 'minilm', 'tiny' or a model folder path, got {self.model!r}")
         for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1)):
@@ -262,7 +260,7 @@ class TrainConfig:
         """The benchmark shape: MiniLM, batch 16, every batch padded to 128 tokens, dropout off."""
         return cls(**{"model": "minilm", "data": DataConfig(max_train=1024, max_eval=64), "max_length": 128,
                       "pad_to_max": True, "batch_size": 16, "max_steps": 20, "lr": 5e-5, "warmup_steps": 2,
-                      "eval_every": 0, "save_graphs": GraphSaving.OFF, **overrides})
+                      "eval_every": 0, "save_graphs": False, **overrides})
 
     def replace(self, **changes) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
@@ -336,7 +334,6 @@ class GraphStage:
 @dataclass(frozen=True)
 class TrainGraphs:
     folder: str
-    weights: str  # "stripped" or "included"
     stages: list[GraphStage]
 
     def stage(self, name: str) -> GraphStage:
@@ -662,11 +659,15 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
         )
     if backend is Backend.ORTMODULE:
         if "gradient_builder" in text or (cfg.attn_implementation == "sdpa" and "ORTModule" in text):
+            sdpa = cfg.attn_implementation == "sdpa"
             return (
-                f"ORTModule could not build the gradient graph of the model (attention: {cfg.attn_implementation!r}). "
-                "transformers' SDPA attention exports to a graph ONNX Runtime cannot differentiate. Fix: load the "
-                "model with attn_implementation='eager' (the default in TrainConfig), or train with the eager backend. "
-                f"ONNX Runtime said: {detail}"
+                f"ORTModule could not build the gradient graph of the model (attention: {cfg.attn_implementation!r}, "
+                f"dropout {'on' if cfg.dropout else 'off'}). "
+                + ("transformers' SDPA attention with dropout exports an attention-dropout node whose gradient ONNX "
+                   "Runtime cannot build. Fix: load the model with attn_implementation='eager' (the default in "
+                   "TrainConfig), or turn dropout off, or train with the eager backend. " if sdpa else
+                   "Fix: train with the eager backend, or simplify the model's forward pass. ")
+                + f"ONNX Runtime said: {detail}"
             )
         if "Could not find an implementation" in text:
             return (
@@ -764,6 +765,8 @@ def _environment(cfg: TrainConfig) -> dict[str, str]:
         "torch_threads": str(torch.get_num_threads()),
         "cpu_count": str(os.cpu_count()),
         "processor": platform.processor() or platform.machine(),
+        "pid": str(os.getpid()),
+        "isolated": "1" if os.environ.get("WORKBENCH_ISOLATED") == "1" else "0",
     }
     try:
         import onnxruntime
@@ -829,13 +832,13 @@ def run_training(
 
     import torch
 
-    from .data import class_names, load_data
+    from .data import class_names
     from .models import load_for_data
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
-    dd = load_data(cfg.data)
+    dd = _load_data(cfg.data)
     classes = class_names(dd)
     total = total_steps_for(len(dd["train"]), cfg, world_size)
 
@@ -847,7 +850,7 @@ def run_training(
         net = loaded.model.to(device)
         net.train()
         n_params = sum(p.numel() for p in net.parameters())
-        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if (out is not None and backend is Backend.ORTMODULE and cfg.save_graphs is not GraphSaving.OFF and rank == 0) else None
+        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if (out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0) else None
         if graph_tmp is not None:
             shutil.rmtree(graph_tmp, ignore_errors=True)
 
@@ -939,7 +942,7 @@ def run_training(
     checkpoint = None
     if rank == 0 and out is not None:
         if graph_tmp is not None and graph_tmp.exists() and status in (RunStatus.OK, RunStatus.STOPPED):
-            graphs = _finalise_graphs(graph_tmp, out / "graphs", cfg.save_graphs)
+            graphs = _finalise_graphs(graph_tmp, out / "graphs")
         if graph_tmp is not None:
             shutil.rmtree(graph_tmp, ignore_errors=True)
         if status in (RunStatus.OK, RunStatus.STOPPED) and steps:
@@ -955,6 +958,21 @@ def run_training(
     if rank == 0 and out is not None:
         runs.save_result(run, out / "train.json")
     return run
+
+
+@functools.lru_cache(maxsize=4)
+def _load_builtin(cfg: DataConfig):
+    from .data import load_data
+
+    return load_data(cfg)
+
+
+def _load_data(cfg: DataConfig):
+    """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
+    (runs of several backends in one process then skip re-reading them); user files are re-read."""
+    from .data import BUILTIN, load_data
+
+    return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)
 
 
 def _should_stop(stop: Optional[threading.Event], world_size: int) -> bool:
@@ -1076,40 +1094,29 @@ def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[Graph
                       dict(sorted(fused.items())), dict(sorted(added.items())), dict(sorted(removed.items())))
 
 
-def _strip_weights(path: Path) -> None:
-    """Drop the data of every initializer above 1 KiB (shape and type stay; Netron still opens it)."""
-    import onnx
+def _finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
+    """Summarise the graphs ORTModule wrote into ``tmp`` and move the folder to ``final`` in one rename.
 
-    model = onnx.load(str(path), load_external_data=False)
-    for init in model.graph.initializer:
-        if init.ByteSize() > 1024:
-            for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
-                init.ClearField(f)
-            init.doc_string = "weights stripped by workbench.train (save_graphs='structure'); see the checkpoint"
-    onnx.save(model, str(path))
-
-
-def _finalise_graphs(tmp: Path, final: Path, mode: GraphSaving) -> Optional[TrainGraphs]:
+    The graphs hold no weights (ORTModule feeds the parameters in as graph inputs): about 1 MB for
+    MiniLM in all, so they are kept whole.
+    """
     files = {stage: next(iter(sorted(tmp.glob(f"*_{stage}_training.onnx"))), None) for stage in GRAPH_STAGES}
     found = {k: v for k, v in files.items() if v is not None}
     if not found:
         return None
     stages: list[GraphStage] = []
     prev = None
-    for stage in GRAPH_STAGES:  # summarise before stripping (counts do not depend on weights)
+    for stage in GRAPH_STAGES:
         if stage in found:
             prev = summarize_graph(found[stage], stage, prev)
             stages.append(prev)
-    if mode is GraphSaving.STRUCTURE:
-        for p in found.values():
-            _strip_weights(p)
     old = final.with_name(f".{final.name}.{os.getpid()}.old")
     if final.exists():
         os.replace(final, old)
     os.replace(tmp, final)
     shutil.rmtree(old, ignore_errors=True)
     stages = [dataclasses.replace(s, path=str(final / Path(s.path).name)) for s in stages]
-    return TrainGraphs(str(final), "stripped" if mode is GraphSaving.STRUCTURE else "included", stages)
+    return TrainGraphs(str(final), stages)
 
 
 # ---- one backend in its own process --------------------------------------------------------
@@ -1191,6 +1198,7 @@ def _child_main(argv: Optional[list[str]] = None) -> int:
     cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    os.environ["WORKBENCH_ISOLATED"] = "1"
 
     def emit(p: Progress) -> None:
         print(PROGRESS_PREFIX + json.dumps(serial.to_dict(p), allow_nan=False), flush=True)

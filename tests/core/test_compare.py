@@ -1,0 +1,129 @@
+"""Comparison of backends: ratios, loss parity with a justified tolerance, fallbacks kept out of
+every ratio, JSON round trip, and the CLI front (`workbench compare ... --json`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.compare import (
+    BF16_TOLERANCE,
+    DROPOUT_TOLERANCE,
+    FP32_TOLERANCE,
+    Comparison,
+    compare,
+    comparison_table,
+    load_comparison,
+    run_comparison,
+)
+from workbench.train import Backend, RunStatus, StepRecord, TrainConfig, TrainConfigError
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory) -> Comparison:
+    run_dir = tmp_path_factory.mktemp("cmp")
+    return run_comparison(TrainConfig.quick(max_steps=8, eval_every=0), ["eager", "ortmodule"], run_dir)
+
+
+def _shift_losses(run, delta: float, from_step: int = 3):
+    steps = [dataclasses.replace(s, loss=s.loss + (delta if s.step >= from_step else 0.0)) for s in run.steps]
+    return dataclasses.replace(run, steps=steps)
+
+
+def test_ratios_and_parity(comparison):
+    c = comparison
+    assert c.baseline is Backend.EAGER and c.tolerance == FP32_TOLERANCE and "dropout off" in c.parity_basis
+    eager, ort = c.summary("eager"), c.summary("ortmodule")
+    assert ort.executed_in_onnxruntime and not ort.fell_back and ort.comparable
+    r = c.ratio("ortmodule")
+    assert r.throughput == pytest.approx(ort.throughput.value / eager.throughput.value)
+    assert r.throughput == pytest.approx(eager.median_step_time.value / ort.median_step_time.value)
+    assert r.memory == pytest.approx(eager.peak_memory.value / ort.peak_memory.value)
+    assert r.steps_compared == 8 and r.max_loss_diff < FP32_TOLERANCE and r.loss_within_tolerance and c.loss_parity
+    # every figure carries its unit and direction
+    units = {m.name: (m.unit, m.higher_is_better) for m in ort.metrics()}
+    assert units["throughput"] == ("samples/s", True) and units["peak memory"] == ("MiB", False)
+    assert units["median step time"] == ("s", False)
+    with pytest.raises(KeyError, match="baseline"):
+        c.ratio("eager")
+
+
+def test_saved_next_to_the_runs_and_loads_back(comparison):
+    c = comparison
+    again = load_comparison(c.run_dir)
+    assert again.ratios == c.ratios and again.summaries[1].throughput == c.summaries[1].throughput
+    assert [r.backend for r in again.runs] == [Backend.EAGER, Backend.ORTMODULE]
+    assert json.loads((Path(c.run_dir) / "compare.json").read_text())["baseline"] == "eager"
+    table = comparison_table(c)
+    assert "ortmodule" in table and "1.00x" in table and "loss parity: yes" in table
+
+
+def test_a_defect_in_the_loss_curve_breaks_parity(comparison):
+    eager, ort = comparison.runs
+    broken = compare([eager, _shift_losses(ort, 0.06)])
+    assert not broken.loss_parity and broken.ratio("ortmodule").max_loss_diff == pytest.approx(0.06, abs=FP32_TOLERANCE)
+    assert compare([eager, _shift_losses(ort, 0.06)], tolerance=0.1).loss_parity  # a caller's wider tolerance
+    with pytest.raises(ValueError, match="tolerance must be a positive"):
+        compare([eager, ort], tolerance=0)
+
+
+def test_tolerance_follows_precision_and_dropout(comparison):
+    eager, ort = comparison.runs
+    with_cfg = lambda r, **kw: dataclasses.replace(r, config=r.config.replace(**kw))  # noqa: E731
+    assert compare([with_cfg(eager, precision="bf16"), with_cfg(ort, precision="bf16")]).tolerance == BF16_TOLERANCE
+    drop = compare([with_cfg(eager, dropout=True), with_cfg(ort, dropout=True)])
+    assert drop.tolerance == DROPOUT_TOLERANCE and "moving averages" in drop.parity_basis
+    # with dropout, single-step noise is averaged out; a lasting shift is not
+    noisy = [dataclasses.replace(s, loss=s.loss + (0.15 if s.step == 5 else 0.0)) for s in ort.steps]
+    assert compare([with_cfg(eager, dropout=True), dataclasses.replace(with_cfg(ort, dropout=True), steps=noisy)]).loss_parity
+
+
+def test_a_run_that_fell_back_never_enters_a_ratio(comparison):
+    eager, ort = comparison.runs
+    fell = dataclasses.replace(ort, status=RunStatus.FELL_BACK, executed_in_onnxruntime=False,
+                               reason="ORTModule fell back to PyTorch at step 1 ...")
+    c = compare([eager, fell])
+    assert c.ratios == [] and c.summary("ortmodule").fell_back and not c.summary("ortmodule").comparable
+    assert any("fell_back" in n and "left out of every ratio" in n for n in c.notes)
+    with pytest.raises(KeyError):
+        c.ratio("ortmodule")
+
+
+def test_bad_requests_are_rejected_before_training(tmp_path, comparison):
+    with pytest.raises(TrainConfigError, match="bf16.*ortmodule"):
+        run_comparison(TrainConfig.quick(precision="bf16"), ["eager", "ortmodule"], tmp_path)
+    assert list(tmp_path.iterdir()) == []  # eager did not run first
+    with pytest.raises(TrainConfigError, match="must not repeat"):
+        run_comparison(TrainConfig.quick(), ["eager", "eager"], tmp_path)
+    with pytest.raises(ValueError, match="baseline backend 'compile' is not among"):
+        compare(comparison.runs, baseline="compile")
+    with pytest.raises(ValueError, match="two runs for backend"):
+        compare([comparison.runs[0], comparison.runs[0]])
+
+
+def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
+    """The CLI runs each backend in its own process by default (per-backend peak memory)."""
+    from workbench.cli import main
+
+    rc = main(["compare", "--backends", "eager,ortmodule", "--steps", "3", "--eval-every", "0",
+               "--run-dir", str(tmp_path), "--json"])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert rc == 0 and set(out["backends"]) == {"eager", "ortmodule"} and out["loss_parity"] is True
+    ort = out["backends"]["ortmodule"]
+    assert ort["fell_back"] is False and ort["executed_in_onnxruntime"] is True and ort["status"] == "ok"
+    assert {m["unit"] for m in ort["metrics"]} >= {"s", "samples/s", "MiB"}
+    assert out["ratios"]["ortmodule"]["throughput"] > 0
+    c = load_comparison(tmp_path)
+    pids = {r.environment["pid"] for r in c.runs}
+    assert len(pids) == 2 and all(r.environment["isolated"] == "1" for r in c.runs)
+
+
+def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):
+    from workbench.cli import main
+
+    rc = main(["train", "--backend", "ortmodule", "--precision", "bf16", "--run-dir", str(tmp_path)])
+    assert rc == 2 and "no bf16 MatMul kernel" in capsys.readouterr().err

@@ -1,0 +1,161 @@
+"""The same training loop on several processes: DistributedDataParallel under ``torchrun``.
+
+``run_distributed(cfg, backend, nproc=2)`` launches ``torchrun --standalone --nproc_per_node N
+-m workbench.distributed ...``. Every process initialises ``torch.distributed`` (gloo on the
+CPU, NCCL on CUDA) and calls :func:`workbench.train.run_training`, which sees the process group
+and wraps the model in ``DistributedDataParallel`` (around ``ORTModule`` for the ortmodule
+backend). Each global batch of ``batch_size * N`` examples is split between the ranks, so one
+step sees ``N`` times the examples of a single-process step.
+
+Rank 0 writes the usual ``<run_dir>/<backend>/train.json`` and checkpoint. Every rank also writes
+``rank<r>.json`` with a SHA-256 digest of its final parameters: after an all-reduced backward
+pass and the same optimizer step, the ranks must hold bit-identical weights, and
+:class:`DistributedRun` says whether they do.
+
+Supported: ``eager`` and ``ortmodule``. DeepSpeed ZeRO stage 1 (used in the published ORTModule
+GPU results) is an optional extra, not installed here: with ``pip install deepspeed`` one would
+wrap the optimizer with ``deepspeed.initialize(model=ORTModule(model), config={"zero_optimization":
+{"stage": 1}, ...})``; this module does not do that for you.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from . import runs, serial
+from .train import Backend, TrainConfig, TrainConfigError, TrainRun, _enum, check_backend, load_train_run
+
+DISTRIBUTED_BACKENDS = (Backend.EAGER, Backend.ORTMODULE)
+
+
+@dataclass(frozen=True)
+class RankReport:
+    rank: int
+    world_size: int
+    weights_sha256: str
+    initial_weights_sha256: str
+    steps: int
+    final_loss: float
+
+
+@dataclass(frozen=True)
+class DistributedRun:
+    run: TrainRun  # rank 0's run (its steps count every rank's examples)
+    ranks: list[RankReport]
+    process_group_backend: str  # gloo | nccl
+    command: list[str]
+    wall_s: float
+
+    @property
+    def identical_weights(self) -> bool:
+        """True when every rank ended with bit-identical parameters."""
+        return len({r.weights_sha256 for r in self.ranks}) == 1 and len(self.ranks) == self.run.world_size
+
+    @property
+    def weights_changed(self) -> bool:
+        return all(r.weights_sha256 != r.initial_weights_sha256 for r in self.ranks)
+
+
+def weights_digest(model) -> str:
+    """SHA-256 over every parameter's bytes, in ``named_parameters`` order."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def run_distributed(
+    cfg: TrainConfig,
+    backend: Backend | str,
+    nproc: int = 2,
+    run_dir: str | os.PathLike | None = None,
+    timeout_s: float = 600,
+) -> DistributedRun:
+    """Train with ``nproc`` processes under torchrun and return rank 0's run plus every rank's digest."""
+    backend = check_backend(cfg, backend)
+    if backend not in DISTRIBUTED_BACKENDS:
+        raise TrainConfigError(f"distributed training supports {[b.value for b in DISTRIBUTED_BACKENDS]}, got {backend.value!r}")
+    if not isinstance(nproc, int) or nproc < 1:
+        raise TrainConfigError(f"nproc must be a positive number of processes, got {nproc!r}")
+    if cfg.device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < nproc:
+            raise TrainConfigError(f"nproc={nproc} CUDA processes need {nproc} GPUs; torch sees {torch.cuda.device_count()}")
+    run_dir = Path(run_dir) if run_dir is not None else runs.new_run_dir(f"ddp{nproc}-{backend.value}")
+    out = run_dir / backend.value
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("rank*.json"):
+        stale.unlink()
+    cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.ddp-config.json", cfg)
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+        "-m", "workbench.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"torchrun did not finish within {timeout_s} s; raise timeout_s or train fewer steps. "
+                           f"Last output: {str(exc.stderr or '')[-2000:]}") from exc
+    finally:
+        cfg_path.unlink(missing_ok=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"torchrun exited with code {proc.returncode}; its output ends with:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    reports = [serial.from_dict(RankReport, json.loads(p.read_text())) for p in sorted(out.glob("rank*.json"))]
+    return DistributedRun(load_train_run(out), reports, "nccl" if cfg.device.startswith("cuda") else "gloo", cmd, wall)
+
+
+def _worker(argv: Optional[list[str]] = None) -> int:
+    """One torchrun process: join the group, train, write this rank's digest."""
+    import argparse
+
+    import torch
+    import torch.distributed as dist
+
+    from .train import run_training
+
+    parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.distributed")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--backend", required=True, choices=[b.value for b in DISTRIBUTED_BACKENDS])
+    parser.add_argument("--run-dir", required=True)
+    args = parser.parse_args(argv)
+    cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
+    backend = _enum(Backend, args.backend, "backend")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cfg.device.startswith("cuda"):
+        cfg = cfg.replace(device=f"cuda:{local_rank}")
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if cfg.device.startswith("cuda") else "gloo")
+    try:
+        from .data import class_names, load_data
+        from .models import load_for_data
+
+        loaded = load_for_data(cfg.model, class_names(load_data(cfg.data)), attn_implementation=cfg.attn_implementation,
+                               dropout=cfg.dropout, seed=cfg.seed)
+        initial = weights_digest(loaded.model)
+        run = run_training(cfg, backend, args.run_dir, model=loaded)
+        rank, world = dist.get_rank(), dist.get_world_size()
+        report = RankReport(rank, world, weights_digest(loaded.model), initial, len(run.steps),
+                            run.steps[-1].loss if run.steps else float("nan"))
+        runs.atomic_write_json(Path(args.run_dir) / backend.value / f"rank{rank}.json", report)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker())
