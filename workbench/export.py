@@ -21,6 +21,7 @@ optimizer does not recognise its pattern and fuses no Attention (see :mod:`workb
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 import json
@@ -438,6 +439,42 @@ def _explain_failure(exc: BaseException, cfg: ExportConfig, attn: str) -> Export
     )
 
 
+@contextlib.contextmanager
+def _without_ir_dump():
+    """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
+
+    torch 2.6's ``torch.onnx.utils.setup_onnx_logging`` tests the *function*
+    ``_C._jit_is_onnx_log_enabled`` instead of calling it, so ONNX logging is always switched on
+    during an export, and a failed export prints its IR graph (hundreds of lines, on stdout)
+    before raising. While our export runs, that helper is replaced by one that calls the function;
+    logging then stays as the user set it (off by default). The exception is untouched.
+    """
+    import torch
+    import torch.onnx.utils as onnx_utils
+
+    original = getattr(onnx_utils, "setup_onnx_logging", None)
+    if original is None:  # another torch version: nothing to fix
+        yield
+        return
+
+    @contextlib.contextmanager
+    def setup_onnx_logging(verbose: bool):
+        was_enabled = torch._C._jit_is_onnx_log_enabled()
+        if verbose:
+            torch._C._jit_set_onnx_log_enabled(True)
+        try:
+            yield
+        finally:
+            if not was_enabled:
+                torch._C._jit_set_onnx_log_enabled(False)
+
+    onnx_utils.setup_onnx_logging = setup_onnx_logging
+    try:
+        yield
+    finally:
+        onnx_utils.setup_onnx_logging = original
+
+
 def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
     """Trace ``loaded.model`` on a real batch and write the graph to ``path`` (atomically).
 
@@ -462,7 +499,7 @@ def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[st
         dynamic["logits"] = {0: "batch"}
     attn = getattr(loaded, "attn_implementation", "eager")
     try:
-        with runs.atomic_path(path) as tmp, torch.no_grad():
+        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump():
             torch.onnx.export(
                 model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
                 dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,
