@@ -1,0 +1,341 @@
+"""The walkthrough, headless: every stage in order, on the built-in model and data, into one run
+folder. ``workbench demo`` (and ``make demo``) call :func:`run_demo`.
+
+    doctor -> fine-tune (eager / ORTModule / torch.compile) -> export -> fuse -> quantize + slices
+
+Each stage writes its own result (``compare.json``, ``export/export.json``, ``fusion/fusion.json``,
+``quantize/<preset>/quantize.json``, ``search/search.json``) and its figures (``figures/*.html``)
+as soon as it finishes, atomically, so a failure later never loses what was already written. A
+stage that fails is recorded with its message and the stages that do not need its output still
+run; ``demo.json`` and ``summary.md`` say what happened.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import runs
+from .data import DataConfig
+from .export import ExportConfig
+from .fusion import FusionConfig
+from .quantize import QuantConfig, TimingConfig
+from .train import TrainConfig
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
+
+    train: TrainConfig = field(default_factory=TrainConfig.demo)
+    backends: tuple[str, ...] = ("eager", "ortmodule", "compile")
+    isolate: bool = True  # each backend in its own process: honest per-backend peak memory
+    export: ExportConfig = field(default_factory=ExportConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    quant_presets: tuple[str, ...] = ("dynamic", "static-minmax")
+    search: bool = True
+    budget_overall: float = 0.01
+    budget_per_slice: float = 0.02
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    n_boot: int = 1000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backends", tuple(self.backends))
+        object.__setattr__(self, "quant_presets", tuple(self.quant_presets))
+        known = QuantConfig.presets()
+        bad = [p for p in self.quant_presets if p not in known]
+        if bad:
+            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
+        if not self.backends:
+            raise ValueError("backends must name at least one of eager, ortmodule, compile")
+        for name in ("budget_overall", "budget_per_slice"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                raise ValueError(f"{name} is a fraction of accuracy (0.01 = one point), got {v}")
+
+    @classmethod
+    def default(cls, **kw) -> "DemoConfig":
+        """MiniLM, 60 steps of 16 reviews per backend, then export, fuse, quantize (about 10 min on 2 cores)."""
+        return cls(**kw)
+
+    @classmethod
+    def quick(cls, **kw) -> "DemoConfig":
+        """The tiny model on a few hundred reviews, eager and ORTModule only: a smoke run in about a minute."""
+        return cls(**{
+            "train": TrainConfig.quick(),
+            "backends": ("eager", "ortmodule"),
+            "isolate": False,
+            "export": ExportConfig.quick(),
+            "fusion": FusionConfig.quick(),
+            "quant_presets": ("dynamic",),
+            "search": False,
+            "timing": TimingConfig.quick(),
+            "n_boot": 200,
+            **kw,
+        })
+
+
+@dataclass(frozen=True)
+class StageOutcome:
+    name: str
+    status: str  # "ok" | "failed" | "skipped"
+    seconds: float
+    message: str = ""
+    result_path: Optional[str] = None
+    figures: list[str] = field(default_factory=list)
+    headline: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    run_dir: str
+    stages: list[StageOutcome]
+    config: DemoConfig
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status == "ok" for s in self.stages)
+
+    def stage(self, name: str) -> StageOutcome:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+
+def write_figure(fig, path: Path) -> str:
+    """Write a plotly figure as standalone HTML (plotly.js once, beside it: works offline)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    html = fig.to_html(include_plotlyjs="directory", full_html=True)
+    runs.atomic_write_text(path, html)
+    js = path.parent / "plotly.min.js"
+    if not js.exists():
+        from plotly.offline import get_plotlyjs
+
+        runs.atomic_write_text(js, get_plotlyjs())
+    return str(path)
+
+
+class _Stage:
+    """Times a stage and turns an exception into a recorded failure (with the message and the
+    traceback in the log), so later stages and what was written survive it."""
+
+    def __init__(self, name: str, log: Log, outcomes: list[StageOutcome]):
+        self.name, self.log, self.outcomes = name, log, outcomes
+        self.figures: list[str] = []
+        self.headline: dict[str, str] = {}
+        self.result_path: Optional[str] = None
+
+    def __enter__(self) -> "_Stage":
+        self.t0 = time.perf_counter()
+        self.log(f"\n== {self.name} ==")
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        seconds = time.perf_counter() - self.t0
+        if exc_type is None:
+            self.outcomes.append(StageOutcome(self.name, "ok", seconds, "", self.result_path, self.figures, self.headline))
+            self.log(f"   {self.name}: ok in {seconds:.1f} s")
+            return False
+        if issubclass(exc_type, KeyboardInterrupt):
+            return False
+        message = f"{exc_type.__name__}: {exc}"
+        self.outcomes.append(StageOutcome(self.name, "failed", seconds, message, self.result_path, self.figures, self.headline))
+        self.log(f"   {self.name}: FAILED after {seconds:.1f} s: {message}")
+        self.log("".join(traceback.format_exception(exc_type, exc, tb, limit=-3)).rstrip())
+        return True  # recorded; the pipeline goes on with what does not depend on it
+
+
+def _skip(name: str, why: str, log: Log, outcomes: list[StageOutcome]) -> None:
+    log(f"\n== {name} ==\n   skipped: {why}")
+    outcomes.append(StageOutcome(name, "skipped", 0.0, why))
+
+
+def run_demo(
+    cfg: Optional[DemoConfig] = None,
+    run_dir: Optional[str | Path] = None,
+    log: Log = print,
+    progress=None,
+    stop=None,
+) -> DemoResult:
+    """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default).
+
+    ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
+    CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps.
+    """
+    from .compare import comparison_table, run_comparison
+    from .data import load_data, summarize
+    from .env import run_doctor
+    from .export import run_export
+    from .fusion import run_fusion
+    from .fusion import table as fusion_table
+    from .plots import graph as graph_plots
+    from .plots import quant as quant_plots
+    from .plots import train as train_plots
+    from .quantize import constrained_search, prepare_baseline, run_quantization
+
+    cfg = cfg or DemoConfig()
+    run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
+    run.mkdir(parents=True, exist_ok=True)
+    figs = run / "figures"
+    outcomes: list[StageOutcome] = []
+    log(f"run folder: {run}")
+
+    with _Stage("doctor", log, outcomes) as st:
+        report = run_doctor()
+        runs.atomic_write_text(run / "doctor.txt", report.as_text() + "\n")
+        st.result_path = str(run / "doctor.txt")
+        log(report.as_text())
+        if not report.ok:
+            raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
+
+    data = None
+    with _Stage("data", log, outcomes) as st:
+        data = load_data(cfg.train.data)
+        summary = summarize(data, cfg.train.data.source)
+        runs.save_result(summary, run / "data.json")
+        st.result_path = str(run / "data.json")
+        st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
+        log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
+
+    comparison = None
+    with _Stage("fine-tune", log, outcomes) as st:
+        log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
+            f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
+        comparison = run_comparison(cfg.train, cfg.backends, run / "train", progress=progress, stop=stop, isolate=cfg.isolate)
+        runs.save_result(comparison, run / "compare.json")
+        st.result_path = str(run / "compare.json")
+        log(comparison_table(comparison))
+        st.figures += [
+            write_figure(train_plots.loss_curves(comparison), figs / "train_loss_curves.html"),
+            write_figure(train_plots.step_time_distribution(comparison), figs / "train_step_times.html"),
+            write_figure(train_plots.throughput_memory_bars(comparison), figs / "train_throughput_memory.html"),
+        ]
+        for r in comparison.runs:
+            if r.status.value != "ok":
+                log(f"   {r.backend.value}: {r.status.value}: {r.reason}")
+        st.headline = _train_headline(comparison)
+
+    checkpoint = _pick_checkpoint(comparison)
+    export = None
+    if checkpoint is None:
+        _skip("export", "no backend finished training with a checkpoint to export", log, outcomes)
+    else:
+        with _Stage("export", log, outcomes) as st:
+            log(f"   exporting {checkpoint}")
+            export = run_export(checkpoint, cfg.export, run / "export", data=data)
+            st.result_path = str(run / "export" / "export.json")
+            v = export.validation
+            st.headline = {"checkpoint": str(checkpoint), "nodes": str(export.node_count),
+                           "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree {v.label_agreement:.1%}"}
+            log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
+
+    fusion = None
+    if export is None:
+        _skip("fuse", "needs the exported graph", log, outcomes)
+    else:
+        with _Stage("fuse", log, outcomes) as st:
+            fusion = run_fusion(export, cfg.fusion, run / "fusion")
+            st.result_path = str(run / "fusion" / "fusion.json")
+            log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
+            st.figures += [
+                write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
+                write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
+                write_figure(graph_plots.latency(fusion), figs / "graph_latency.html"),
+                write_figure(graph_plots.size_on_disk(fusion), figs / "graph_size.html"),
+            ]
+            if fusion.fused_op_counts:
+                st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
+            st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
+
+    if export is None:
+        _skip("quantize", "needs the exported graph", log, outcomes)
+        return _finish(run, cfg, outcomes, log)
+
+    graph = Path(fusion.fused_path) if fusion is not None and fusion.fused_path else Path(export.onnx_path)
+    with _Stage("quantize", log, outcomes) as st:
+        log(f"   FP32 graph: {graph}")
+        baseline = prepare_baseline(graph, data, run / "quantize" / "baseline", export=export, timing=cfg.timing)
+        results = []
+        for name in cfg.quant_presets:
+            log(f"   {name} ...")
+            res = run_quantization(graph, QuantConfig.preset(name), run / "quantize" / name, data,
+                                   baseline=baseline, export=export, timing=cfg.timing, n_boot=cfg.n_boot)
+            results.append(res)
+            drop = res.report.max_slice_drop()
+            log(f"   {name}: accuracy {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} points), "
+                f"largest slice drop {100 * drop:.1f} points, {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB "
+                f"(FP32 {res.fp32_size_mib:.1f}), {len(res.report.flips)} flipped predictions")
+            st.figures += [
+                write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
+                write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
+                write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html"),
+            ]
+            if res.node_errors:
+                st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+            st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
+                                 f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
+        st.result_path = str(run / "quantize")
+
+    if cfg.search:
+        with _Stage("search", log, outcomes) as st:
+            found = constrained_search(graph, None, cfg.budget_overall, cfg.budget_per_slice, run / "search", data,
+                                       export=export, timing=cfg.timing, n_boot=cfg.n_boot,
+                                       progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
+            st.result_path = str(run / "search" / "search.json")
+            st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
+            st.headline = {"best": found.message}
+            log(f"   {st.headline['best']}")
+    return _finish(run, cfg, outcomes, log)
+
+
+def _pick_checkpoint(comparison) -> Optional[Path]:
+    """Export what ORTModule trained when it ran in ONNX Runtime; else the eager (or any) run's."""
+    if comparison is None:
+        return None
+    ok = [r for r in comparison.runs if r.status.value == "ok" and r.checkpoint_dir]
+    for want in ("ortmodule", "eager"):
+        for r in ok:
+            if r.backend.value == want and (want != "ortmodule" or r.executed_in_onnxruntime):
+                return Path(r.checkpoint_dir)
+    return Path(ok[0].checkpoint_dir) if ok else None
+
+
+def _train_headline(c) -> dict[str, str]:
+    out = {}
+    for r in c.runs:
+        line = f"{r.status.value}"
+        if r.steps:
+            line += f", median step {1000 * r.median_step_s:.0f} ms, {r.samples_per_s:.1f} samples/s, start-up {r.startup_s:.1f} s"
+        if r.backend.value == "ortmodule":
+            line += f", ran in ONNX Runtime: {'yes' if r.executed_in_onnxruntime else 'NO'}"
+        out[r.backend.value] = line
+    return out
+
+
+def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log) -> DemoResult:
+    result = DemoResult(str(run), outcomes, cfg)
+    runs.save_result(result, run / "demo.json")
+    runs.atomic_write_text(run / "summary.md", summary_markdown(result))
+    failed = [s.name for s in outcomes if s.status != "ok"]
+    log(f"\nwrote {run / 'summary.md'}" + (f"; not ok: {', '.join(failed)}" if failed else "; every stage ok"))
+    return result
+
+
+def summary_markdown(result: DemoResult) -> str:
+    lines = [f"# ORT Workbench walkthrough: {Path(result.run_dir).name}", "",
+             "| stage | status | seconds | result |", "| --- | --- | --- | --- |"]
+    for s in result.stages:
+        where = Path(s.result_path).relative_to(result.run_dir) if s.result_path and Path(s.result_path).is_relative_to(result.run_dir) else (s.result_path or "")
+        lines.append(f"| {s.name} | {s.status}{': ' + s.message if s.message else ''} | {s.seconds:.1f} | {where} |")
+    for s in result.stages:
+        if s.headline or s.figures:
+            lines += ["", f"## {s.name}", ""]
+            lines += [f"- **{k}**: {v}" for k, v in s.headline.items()]
+            lines += [f"- figure: [{Path(f).name}]({Path(f).relative_to(result.run_dir)})" for f in s.figures]
+    return "\n".join(lines) + "\n"
