@@ -618,17 +618,27 @@ def _reader(feeds: list[dict]):
 
 
 def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:
-    """``quant_pre_process`` with symbolic shape inference skipped (it fails on these graphs:
-    "Incomplete symbolic shape inference"); constant folding and ONNX shape inference still run."""
+    """``quant_pre_process`` before static quantization: constant folding and shape inference.
+
+    The QDQ quantizer only quantizes tensors whose type it knows. On the *fused* graph ONNX's own
+    shape inference knows nothing past the contrib ops (Attention, SkipLayerNormalization...), so
+    ONNX Runtime's symbolic shape inference is needed (it handles them; measured here). On the
+    *exported* graph symbolic inference fails ("Incomplete symbolic shape inference", FIELD_NOTES)
+    and ONNX shape inference is enough, so it is skipped there.
+    """
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     out_path = Path(out_path)
+    symbolic = graph_kind(fp32_path) == "fused"
     with runs.atomic_path(out_path) as tmp:
         try:
-            quant_pre_process(str(fp32_path), str(tmp), skip_symbolic_shape=True)
+            quant_pre_process(str(fp32_path), str(tmp), skip_symbolic_shape=not symbolic)
         except Exception as exc:
-            raise QuantizeError(f"pre-processing {fp32_path} for static quantization failed: {type(exc).__name__}: {exc}. "
-                                "Dynamic quantization needs no pre-processing: try QuantConfig.dynamic_int8()") from exc
+            raise QuantizeError(
+                f"pre-processing {fp32_path} for static quantization failed "
+                f"({'with' if symbolic else 'without'} symbolic shape inference): {type(exc).__name__}: {exc}. "
+                "Dynamic quantization needs no pre-processing: try QuantConfig.dynamic_int8()"
+            ) from exc
     return out_path
 
 
