@@ -485,7 +485,8 @@ def prepare_baseline(
     timing: Optional[TimingConfig] = None,
     seed: int = 0,
 ) -> Baseline:
-    """Score the FP32 graph once and save what every quantized variant is compared on.
+    """Score the FP32 graph once and save what every quantized variant is compared on, in
+    ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts).
 
     ``onnx_path``: the FP32 graph (exported or fused) or an ``ExportResult``. ``data``: a
     ``DatasetDict`` (``eval_split`` is scored, ``calibration_split`` calibrates) or, for scoring
@@ -508,7 +509,7 @@ def prepare_baseline(
         raise QuantizeError("data is needed to score the FP32 graph: pass the DatasetDict from workbench.data.load_data")
     exp = _find_export(src, export)
     tok, tok_dir = _resolve_tokenizer(tokenizer, exp)
-    out = Path(out_dir) / BASELINE_DIR
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tok_dir is None:
         tok_dir = _save_tokenizer(tok, out / "tokenizer")
@@ -1094,7 +1095,7 @@ def run_quantization(
                 "or prepare a baseline for this one (prepare_baseline)"
             )
     if baseline is None:
-        baseline = prepare_baseline(onnx_path, data, out, tokenizer=tokenizer, export=export, slices=slices,
+        baseline = prepare_baseline(onnx_path, data, out / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices,
                                     predicates=predicates, timing=timing, seed=seed, max_length=max_length,
                                     calibration_samples=max(256, cfg.samples))
     src = Path(baseline.fp32_path)
@@ -1381,7 +1382,7 @@ def constrained_search(
     found: list[SearchCandidate] = []
     for gname, path in graphs.items():
         gdir = out / gname
-        base = prepare_baseline(path, data, gdir, tokenizer=tokenizer, export=export, slices=slices, predicates=predicates,
+        base = prepare_baseline(path, data, gdir / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices, predicates=predicates,
                                 timing=timing, seed=seed, calibration_samples=max([256, *(c.samples for c in configs)]))
         if include_fp32:
             found.append(_fp32_candidate(gname, base, budget_overall, budget_per_slice, include_small_slices, strict, n_boot, seed))

@@ -400,3 +400,25 @@ def test_fused_graph_dynamic_and_static(fused_tiny, exported_tiny, quick_data, t
     s = run_quantization(None, QuantConfig.static_qdq("minmax", samples=16), tmp_path / "static",
                          baseline=load_baseline(base_dir), n_boot=100, node_error_samples=0)
     assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(s.quantized_path).values())
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+def test_cli_quantize_json(exported_tiny, tmp_path, capsys):
+    from workbench.cli import main
+
+    rc = main(["quantize", str(exported_tiny.out_dir), "--quick", "--json", "--exclude-worst", "1", "--repeats", "2",
+               "--run-dir", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == (0 if out["validation"]["passed"] else 1)
+    assert out["name"] == "dynamic-qint8-excl1" and len(out["excluded_nodes"]) == 1
+    assert Path(out["result"]).is_file() and out["graph_kind"] == "exported"
+    saved = load_quant_result(out["result"])
+    assert saved.excluded_nodes == out["excluded_nodes"]
+    assert out["overall"]["n"] == 128 and len(out["worst_slices"]) == 5
+
+
+def test_cli_quantize_bad_source(tmp_path, capsys):
+    from workbench.cli import main
+
+    assert main(["quantize", str(tmp_path)]) == 2
+    assert "run `workbench export` first" in capsys.readouterr().err
