@@ -108,6 +108,16 @@ def fused_tiny(tmp_path_factory, exported_tiny):
     return run_fusion(exported_tiny, FusionConfig.quick(), tmp_path_factory.mktemp("fused_tiny"))
 
 
+@pytest.fixture(scope="session")
+def exported_minilm(tmp_path_factory, minilm, quick_data):
+    """ExportResult of the real MiniLM (eager attention, opset 17, 16 validation examples). For
+    tests marked slow."""
+    from workbench.export import ExportConfig, run_export
+
+    return run_export(minilm, ExportConfig.quick(validation_examples=16), tmp_path_factory.mktemp("exported_minilm"),
+                      data=quick_data)
+
+
 # ---- fixtures for quantization (issue 5) ----------------------------------------------------
 @pytest.fixture(scope="session")
 def quant_tiny_baseline(tmp_path_factory, exported_tiny, quick_data):

@@ -556,7 +556,16 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     from .data import DataConfig, load_data
     from .ortinfer import torch_predict_dataset
 
+    from .models import BUILTIN_MODELS, LoadedModel, resolve_model_path
+
     cfg = cfg or ExportConfig()
+    if not isinstance(model, (str, os.PathLike, LoadedModel)):
+        raise TypeError(
+            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.LoadedModel, "
+            f"got {type(model).__name__}"
+        )
+    if isinstance(model, (str, os.PathLike)) and str(model) not in BUILTIN_MODELS:
+        resolve_model_path(str(model))  # a wrong folder fails here, before any data is loaded
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:

@@ -283,8 +283,8 @@ def test_export_from_a_checkpoint_folder_keeps_its_labels(tmp_path, quick_data):
 
 
 @pytest.mark.slow
-def test_export_minilm(minilm, quick_data, tmp_path):
-    r = run_export(minilm, ExportConfig.quick(validation_examples=16), tmp_path, data=quick_data)
+def test_export_minilm(exported_minilm):
+    r = exported_minilm
     assert r.validation.passed, r.validation.message
     assert r.model_info.num_layers == 6 and r.model_info.hidden_size == 384
     assert r.op_histogram["Softmax"] == 6 and r.op_histogram["LayerNormalization"] == 13

@@ -172,9 +172,8 @@ def test_missing_source_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_fuses_as_field_notes_say(minilm, quick_data, tmp_path):
-    exp = run_export(minilm, ExportConfig.quick(validation_examples=16), tmp_path / "export", data=quick_data)
-    r = run_fusion(exp, FusionConfig.inspect_only(variants=("transformer",)), tmp_path / "fusion")
+def test_minilm_fuses_as_field_notes_say(exported_minilm, tmp_path):
+    r = run_fusion(exported_minilm, FusionConfig.inspect_only(variants=("transformer",)), tmp_path)
     assert r.fused_op_counts == {"SkipLayerNormalization": 12, "Attention": 6, "BiasGelu": 6, "EmbedLayerNormalization": 1}
     assert r.diagnoses == []
     assert r.all_passed, [v.validation.message for v in r.variants]
