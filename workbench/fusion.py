@@ -35,7 +35,13 @@ When an expected fusion is missing (for a BERT-like model with L layers: 1
 EmbedLayerNormalization, L Attention, 2L SkipLayerNormalization, L BiasGelu/FastGelu), a
 :class:`Diagnosis` says what was found, the likely cause (SDPA attention export, no GELU, ...) and
 the fix. The transformer-optimized graph is :attr:`FusionReport.fused_path`: what quantization
-starts from.
+starts from (quantizing it needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}``
+in onnxruntime 1.19.2: the contrib ops carry no type information for some weights).
+
+Timing: PyTorch is timed first, before any ONNX Runtime session exists (a live session's
+spinning threads slow down whatever runs next on a small machine), then each variant, all with
+the same synthetic batches and ``cfg.threads``. Figures vary from run to run with the load on
+the machine; compare ratios measured in one report.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ import numpy as np
 
 from . import runs
 from .export import ExportConfig, ExportResult, Validation, file_size_mib, load_export, op_histogram
+from .metrics import Metric
 from .ortinfer import GRAPH_OPTIMIZATION_LEVELS, ShapeLatency, check_shapes
 
 RESULT_FILE = "fusion.json"
@@ -227,6 +234,13 @@ class VariantResult:
             if (s.batch, s.seq) == (batch, seq):
                 return s.stats.median_ms
         raise KeyError(f"shape ({batch}, {seq}) was not timed; timed: {[(s.batch, s.seq) for s in self.latency]}")
+
+    def metrics(self) -> list[Metric]:
+        """Size, node count and median latency per timed shape, with units and directions."""
+        out = [Metric("size on disk", self.size_mib, "MiB", higher_is_better=False),
+               Metric("nodes", float(self.node_count), "", higher_is_better=False)]
+        out += [Metric(f"latency {s.batch}x{s.seq}", s.stats.median_ms, "ms", higher_is_better=False) for s in self.latency]
+        return out + self.validation.metrics()
 
     def fused_node(self, name: str) -> FusedNode:
         for f in self.provenance:
