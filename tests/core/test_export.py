@@ -289,3 +289,14 @@ def test_export_minilm(exported_minilm):
     assert r.model_info.num_layers == 6 and r.model_info.hidden_size == 384
     assert r.op_histogram["Softmax"] == 6 and r.op_histogram["LayerNormalization"] == 13
     assert 80 < r.size_mib < 100  # 22.7M float32 parameters
+
+
+def test_export_a_training_checkpoint(tiny_checkpoint, quick_data, tmp_path):
+    """What training writes is what export reads: labels, weights and tokenizer carry over."""
+    import json as _json
+
+    r = run_export(str(tiny_checkpoint), ExportConfig.quick(validation_examples=16), tmp_path, data=quick_data)
+    config = _json.loads((tiny_checkpoint / "config.json").read_text())
+    assert r.class_names == [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+    assert r.validation.passed, r.validation.message
+    assert r.model_source == str(tiny_checkpoint)
