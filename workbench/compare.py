@@ -33,7 +33,7 @@ import math
 import os
 import statistics
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -232,7 +232,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             notes.append(f"{r.backend.value}: {r.status.value}, left out of every ratio. {r.reason}")
         elif r.status is RunStatus.STOPPED:
             notes.append(f"{r.backend.value}: stopped after {len(r.steps)} of {r.total_steps} steps; figures cover those steps")
-        if r.config.replace(**_backend_only_fields(r.config)) != cfg.replace(**_backend_only_fields(r.config)):
+        if r.config != cfg.replace(**_backend_only_fields(r.config)):
             notes.append(f"{r.backend.value}: trained with a different config than {baseline.value}; ratios compare more than the backend")
     pids = [r.environment.get("pid") for r in runs_]
     if len(runs_) > 1 and len(set(pids)) < len(pids):
@@ -304,16 +304,9 @@ def run_comparison(
         raise TrainConfigError("stopped before any backend ran: nothing to compare")
     if baseline not in {r.backend for r in done}:
         baseline = done[0].backend
-    result = compare(done, tolerance=tolerance, baseline=baseline)
-    result = _with_run_dir(result, run_dir, isolate)
+    result = replace(compare(done, tolerance=tolerance, baseline=baseline), run_dir=str(run_dir))
     runs.save_result(result, run_dir / "compare.json")
     return result
-
-
-def _with_run_dir(c: Comparison, run_dir: Path, isolate: bool) -> Comparison:
-    from dataclasses import replace
-
-    return replace(c, run_dir=str(run_dir))
 
 
 def load_comparison(path: str | os.PathLike) -> Comparison:

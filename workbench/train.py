@@ -238,15 +238,17 @@ class TrainConfig:
     def quick(cls, **overrides) -> "TrainConfig":
         """Tiny random BERT on 256 reviews, 24 steps: seconds on 2 CPU cores (tests, workshops).
 
-        The tiny model starts from random weights, hence the large learning rate.
+        The tiny model starts from random weights, hence the large learning rate. Batches are
+        padded to ``max_length`` so that torch.compile compiles once (variable shapes recompile).
         """
-        return cls(**{"model": "tiny", "data": DataConfig.quick(), "max_length": 64, "batch_size": 16,
-                      "max_steps": 24, "lr": 1e-3, "warmup_steps": 2, "eval_every": 8, **overrides})
+        return cls(**{"model": "tiny", "data": DataConfig.quick(), "max_length": 64, "pad_to_max": True,
+                      "batch_size": 16, "max_steps": 24, "lr": 1e-3, "warmup_steps": 2, "eval_every": 8, **overrides})
 
     @classmethod
     def demo(cls, **overrides) -> "TrainConfig":
-        """MiniLM on 1,024 reviews for 60 steps of 16: a short but real fine-tune (a few minutes on 2 cores)."""
-        return cls(**{"model": "minilm", "data": DataConfig(max_train=1024, max_eval=256), "max_length": 64,
+        """MiniLM on 1,024 reviews for 60 steps of 16, padded to 64 tokens: a short but real fine-tune
+        (a few minutes per backend on 2 cores; torch.compile adds about a minute of compilation)."""
+        return cls(**{"model": "minilm", "data": DataConfig(max_train=1024, max_eval=256), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 60, "lr": 1e-4, "warmup_steps": 6, "eval_every": 20, **overrides})
 
     @classmethod
@@ -795,6 +797,85 @@ def _dist_info() -> tuple[int, int]:
     return 0, 1
 
 
+class Trainer:
+    """One backend's training state, advanced one optimizer step at a time.
+
+    This *is* the training loop body: :func:`run_training` calls :meth:`step` in a loop, and the
+    benchmark interleaves several trainers step by step so that every variant sees the same
+    machine load. Builds the wrapped model (ORTModule / torch.compile / plain), the optimizer
+    (on the original module's parameters, which ORTModule and torch.compile train in place), the
+    schedule and the seeded batch stream.
+    """
+
+    def __init__(self, cfg: TrainConfig, backend: Backend | str, loaded, train_dataset, total_steps: int,
+                 graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
+        import torch
+
+        self.cfg, self.backend = cfg, _enum(Backend, backend, "backend")
+        self.world_size, self.total_steps, self.step_no = world_size, total_steps, 0
+        self.device = torch.device(cfg.device)
+        self.net = loaded.model.to(self.device)
+        self.net.train()
+        torch.manual_seed(cfg.seed)
+        wrapped = _prepare_model(self.net, self.backend, cfg, graph_prefix)
+        self.ort_module = wrapped if self.backend is Backend.ORTMODULE else None
+        if world_size > 1:
+            wrapped = torch.nn.parallel.DistributedDataParallel(wrapped)
+        self.wrapped = wrapped
+        if self.backend is Backend.ORTMODULE:
+            import onnxruntime
+
+            onnxruntime.set_seed(cfg.seed)
+        self.optimizer = _make_optimizer(self.net.parameters(), cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, total_steps, cfg))
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision is Precision.FP16 else None
+        self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
+
+    def step(self) -> StepRecord:
+        """One optimizer step (``grad_accum`` micro-batches); tokenisation is done before the clock starts.
+
+        Raises :class:`FellBackError` when ORTModule ran the step in PyTorch, FloatingPointError
+        on a non-finite loss, and whatever the backend raised otherwise.
+        """
+        import torch
+
+        cfg, device = self.cfg, self.device
+        self.step_no += 1
+        micro = [next(self.batches) for _ in range(cfg.grad_accum)]
+        micro = [({k: v.to(device) for k, v in enc.items()}, y.to(device)) for enc, y in micro]
+        _sync(device)
+        t0 = time.perf_counter()
+        loss_sum = 0.0
+        for enc, labels in micro:
+            with _autocast(cfg, device):
+                out = self.wrapped(**enc, labels=labels)
+            if self.ort_module is not None:
+                _raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
+            loss = out.loss / cfg.grad_accum
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            loss_sum += float(loss.detach())
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        lr_now = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        dt = time.perf_counter() - t0
+        if not math.isfinite(loss_sum):
+            raise FloatingPointError(
+                f"the training loss became {loss_sum} at step {self.step_no}: lower lr (now {cfg.lr}) or use precision='fp32'"
+            )
+        examples = cfg.examples_per_step * self.world_size
+        return StepRecord(self.step_no, loss_sum, dt, examples / dt, lr_now, examples)
+
+
 def run_training(
     cfg: TrainConfig,
     backend: Backend | str,
@@ -860,20 +941,9 @@ def run_training(
         startup_s = float("nan")
         setup_s = 0.0
         executed_in_ort = False
-        wrapped = None
         try:
-            torch.manual_seed(cfg.seed)
-            wrapped = _prepare_model(net, backend, cfg, graph_tmp / "train" if graph_tmp is not None else None)
-            if world_size > 1:
-                wrapped = torch.nn.parallel.DistributedDataParallel(wrapped)
-            if backend is Backend.ORTMODULE:
-                import onnxruntime
-
-                onnxruntime.set_seed(cfg.seed)
-            optimizer = _make_optimizer(net.parameters(), cfg)
-            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, total, cfg))
-            scaler = torch.amp.GradScaler(device.type) if cfg.precision is Precision.FP16 else None
-            batches = iter_micro_batches(dd["train"], loaded.tokenizer, cfg, rank, world_size)
+            trainer = Trainer(cfg, backend, loaded, dd["train"], total, graph_tmp / "train" if graph_tmp is not None else None,
+                              rank=rank, world_size=world_size)
             setup_s = time.perf_counter() - t_start
             if progress is not None and rank == 0:
                 progress(Progress(backend, 0, total, float("nan"), setup_s, float("nan"), 0.0, phase="startup"))
@@ -882,42 +952,11 @@ def run_training(
                 if _should_stop(stop, world_size):
                     status, reason = RunStatus.STOPPED, f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
                     break
-                micro = [next(batches) for _ in range(cfg.grad_accum)]
-                micro = [({k: v.to(device) for k, v in enc.items()}, y.to(device)) for enc, y in micro]
-                _sync(device)
-                t0 = time.perf_counter()
-                loss_sum = 0.0
-                for enc, labels in micro:
-                    with _autocast(cfg, device):
-                        out_ = wrapped(**enc, labels=labels)
-                    if backend is Backend.ORTMODULE:
-                        _raise_if_fell_back(wrapped.module if world_size > 1 else wrapped, when=f"at step {step}")
-                    loss = out_.loss / cfg.grad_accum
-                    (scaler.scale(loss) if scaler else loss).backward()
-                    loss_sum += float(loss.detach())
-                if scaler:
-                    scaler.unscale_(optimizer)
-                if cfg.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-                if scaler:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                lr_now = scheduler.get_last_lr()[0]
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                _sync(device)
-                dt = time.perf_counter() - t0
+                rec = trainer.step()
                 if step == 1:
-                    startup_s = dt
+                    startup_s = rec.step_s
                     executed_in_ort = backend is Backend.ORTMODULE
-                if not math.isfinite(loss_sum):
-                    raise FloatingPointError(
-                        f"the training loss became {loss_sum} at step {step}: lower lr (now {cfg.lr}) or use precision='fp32'"
-                    )
-                examples = cfg.examples_per_step * world_size
-                steps.append(StepRecord(step, loss_sum, dt, examples / dt, lr_now, examples))
+                steps.append(rec)
                 memory.sample()
 
                 val = None
