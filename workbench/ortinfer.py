@@ -167,7 +167,10 @@ def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -> np.ndarray:
-    """Logits (first graph output) for one encoded batch (torch tensors or NumPy arrays)."""
+    """Logits (first graph output) for one encoded batch (torch tensors or NumPy arrays).
+
+    A path opens a new session on every call; pass a session (``make_session``) when predicting
+    more than once."""
     session = as_session(session_or_path)
     out = session.run([session.get_outputs()[0].name], make_feed(session, encoded))[0]
     return np.asarray(out)
