@@ -1,14 +1,24 @@
 """Training benchmark: eager PyTorch vs ORTModule vs torch.compile on MiniLM, plus the ONNX
-Runtime knobs tried to close the ORTModule gap on this CPU, all measured side by side in one run.
+Runtime knobs tried to close the ORTModule gap on this CPU, measured side by side in one run.
 
-Every variant runs in its own process (``run_training_isolated``), so peak RSS, thread pools and
-compile caches are its own. Figures: median step time after the start-up steps (the first two),
-samples/s, peak RSS, start-up (first step: export + graph build, or compilation), and the ratio
-to eager of the same shape. Timings are printed and written as JSON; nothing here asserts them.
+Two parts, because a shared 2-core machine changes speed from minute to minute:
+
+1. **Interleaved step times** (one process). One :class:`workbench.train.Trainer` per variant,
+   all built first, then stepped in rotation: step 1 of every variant, step 2 of every variant,
+   ... (the order rotates each round). Whatever load the machine has hits every variant alike, so
+   the *ratios* hold even when absolute times drift. The first ``--warmup`` steps of each variant
+   (export/graph build, compilation, recompilation) are left out of the medians. Every variant
+   trains the same batches from the same seed, so the largest loss difference to eager is
+   reported too.
+2. **Isolated runs** (one process per backend, ``run_training_isolated``): start-up cost (first
+   step, including export or compilation) and peak RSS, which in a shared process would mix the
+   variants' memory.
+
+Prints a table and writes JSON (``--out``). Nothing here asserts a timing.
 
     .venv/bin/python benchmarks/bench_train.py --out runs/bench/bench_train.json            # full
     .venv/bin/python benchmarks/bench_train.py --out /tmp/bench_train.json --quick          # smoke
-    .venv/bin/python benchmarks/bench_train.py --variants eager ortmodule ort-no-spin --shapes 16x128
+    .venv/bin/python benchmarks/bench_train.py --shapes 16x128 --variants eager ortmodule ort-no-spin
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import argparse
 import math
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -25,29 +36,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.runs import atomic_write_json  # noqa: E402
-from workbench.train import TrainConfig, run_training_isolated  # noqa: E402
+from workbench.train import TrainConfig, Trainer, run_training_isolated  # noqa: E402
 
 # name -> (backend, TrainConfig overrides, what it tries)
 VARIANTS: dict[str, tuple[str, dict, str]] = {
     "eager": ("eager", {}, "PyTorch eager, AdamW (foreach): the baseline"),
     "compile": ("compile", {}, "torch.compile (Inductor, default mode), fixed shapes"),
-    "ortmodule": ("ortmodule", {}, "ORTModule untuned (opset 17, ORT's default threads, spinning on)"),
-    "ort-no-spin": ("ortmodule", {"ort_allow_spinning": False}, "ORT intra-op threads sleep when idle (they no longer spin while PyTorch runs the optimizer)"),
+    "ortmodule": ("ortmodule", {}, "ORTModule untuned (opset 17, ORT's default threads, spinning on, graph opt 'all')"),
+    "ort-no-spin": ("ortmodule", {"ort_allow_spinning": False}, "ORT's intra-op threads sleep when idle instead of spinning (they otherwise compete with PyTorch's optimizer step)"),
     "ort-1-thread": ("ortmodule", {"ort_threads": 1}, "ORT session with 1 intra-op thread"),
     "ort-opset14": ("ortmodule", {"opset": 14}, "export at opset 14"),
     "ort-opset18": ("ortmodule", {"opset": 18}, "export at opset 18"),
-    "ort-extended": ("ortmodule", {"ort_graph_optimization": "extended"}, "session graph optimization 'extended' instead of 'all' (no layout transforms)"),
-    "ort-basic": ("ortmodule", {"ort_graph_optimization": "basic"}, "session graph optimization 'basic' (no fusions at session level)"),
+    "ort-basic": ("ortmodule", {"ort_graph_optimization": "basic"}, "session graph optimization 'basic' (no session-level fusions)"),
     "ort-no-compute-opt": ("ortmodule", {"ort_compute_optimizer": False}, "ORTModule's compute optimizer off"),
     "ort-recompute": ("ortmodule", {"memory_optimizer_level": 1}, "memory optimizer level 1 (layer-wise recompute): trades time for memory"),
     "eager-fused-adamw": ("eager", {"optimizer": "adamw_fused"}, "eager with torch's fused AdamW kernel"),
     "ort-fused-adamw": ("ortmodule", {"optimizer": "adamw_fused"}, "ORTModule with torch's fused AdamW kernel (ORT's FusedAdam is CUDA-only)"),
-    "ort-best": ("ortmodule", {"optimizer": "adamw_fused", "ort_allow_spinning": False}, "fused AdamW + no spinning"),
+    "ort-fused-no-spin": ("ortmodule", {"optimizer": "adamw_fused", "ort_allow_spinning": False}, "fused AdamW + no spinning"),
 }
 DEFAULT_VARIANTS = ("eager", "compile", "ortmodule", "ort-no-spin", "ort-1-thread", "ort-opset14", "ort-opset18",
-                    "ort-extended", "ort-basic", "ort-no-compute-opt", "ort-recompute", "eager-fused-adamw",
-                    "ort-fused-adamw", "ort-best")
+                    "ort-basic", "ort-no-compute-opt", "ort-recompute", "eager-fused-adamw", "ort-fused-adamw",
+                    "ort-fused-no-spin")
 DEFAULT_SHAPES = ("16x128", "32x64")
+ISOLATED = ("eager", "ortmodule", "compile")
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -58,82 +69,146 @@ def parse_shape(text: str) -> tuple[int, int]:
     return b, s
 
 
-def run_variant(name: str, batch: int, seq: int, steps: int, model: str, run_dir: Path, threads: int | None) -> dict:
-    backend, overrides, what = VARIANTS[name]
-    cfg = TrainConfig.bench(model=model, batch_size=batch, max_length=seq, max_steps=steps, threads=threads,
-                            lr=1e-3 if model == "tiny" else 5e-5, **overrides)
-    t0 = time.perf_counter()
-    run = run_training_isolated(cfg, backend, run_dir / f"{batch}x{seq}" / name)
-    timed = [s.step_s for s in run.timed_steps()]
-    return {
-        "variant": name, "backend": backend, "what": what, "overrides": overrides, "batch": batch, "seq": seq,
-        "status": run.status.value, "reason": run.reason, "executed_in_onnxruntime": run.executed_in_onnxruntime,
-        "steps": len(run.steps), "median_step_s": run.median_step_s,
-        "min_step_s": min(timed) if timed else math.nan, "max_step_s": max(timed) if timed else math.nan,
-        "samples_per_s": run.samples_per_s, "peak_rss_mib": run.peak_memory_mib,
-        "rss_before_model_mib": run.memory_baseline_mib, "startup_s": run.startup_s, "setup_s": run.setup_s,
-        "wall_s": time.perf_counter() - t0, "losses": run.losses,
-    }
+def config_for(name: str, model: str, batch: int, seq: int, steps: int, threads) -> TrainConfig:
+    _, overrides, _ = VARIANTS[name]
+    return TrainConfig.bench(model=model, batch_size=batch, max_length=seq, max_steps=steps, threads=threads,
+                             lr=1e-3 if model == "tiny" else 5e-5, **overrides)
+
+
+def interleaved(names: list[str], model: str, batch: int, seq: int, warmup: int, steps: int, threads) -> list[dict]:
+    """Build one Trainer per variant, then step them in rotation; returns one row per variant."""
+    from workbench.data import class_names
+    from workbench.models import load_for_data
+    from workbench.train import _load_data, explain_failure
+
+    total = warmup + steps
+    trainers, rows = {}, {}
+    for name in names:
+        backend, overrides, what = VARIANTS[name]
+        cfg = config_for(name, model, batch, seq, total, threads)
+        dd = _load_data(cfg.data)
+        loaded = load_for_data(cfg.model, class_names(dd), attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
+        trainers[name] = Trainer(cfg, backend, loaded, dd["train"], total)
+        rows[name] = {"variant": name, "backend": backend, "what": what, "overrides": overrides, "batch": batch, "seq": seq,
+                      "status": "ok", "reason": "", "step_s": [], "losses": []}
+    for i in range(total):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for name in order:
+            row = rows[name]
+            if row["status"] != "ok":
+                continue
+            try:
+                rec = trainers[name].step()
+            except Exception as exc:  # noqa: BLE001 - recorded in the table with its cause, the others go on
+                row["status"], row["reason"] = "failed", explain_failure(exc, trainers[name].backend, trainers[name].cfg)
+                continue
+            row["step_s"].append(rec.step_s)
+            row["losses"].append(rec.loss)
+        print(f"    round {i + 1}/{total} done, load {os.getloadavg()[0]:.2f}", flush=True)
+    out = []
+    for name in names:
+        row = rows[name]
+        timed = row["step_s"][warmup:]
+        row["first_step_s"] = row["step_s"][0] if row["step_s"] else math.nan
+        row["median_step_s"] = statistics.median(timed) if timed else math.nan
+        row["min_step_s"] = min(timed) if timed else math.nan
+        row["samples_per_s"] = batch / row["median_step_s"] if timed else math.nan
+        row["executed_in_onnxruntime"] = row["backend"] == "ortmodule" and row["status"] == "ok"
+        out.append(row)
+    base = rows.get("eager")
+    for row in out:
+        ok = base is not None and base["status"] == "ok" and row["status"] == "ok"
+        row["speed_vs_eager"] = base["median_step_s"] / row["median_step_s"] if ok else None
+        row["max_loss_diff_vs_eager"] = max(abs(a - b) for a, b in zip(base["losses"], row["losses"])) if ok else None
+    return out
+
+
+def isolated(names: list[str], model: str, batch: int, seq: int, steps: int, threads, root: Path) -> list[dict]:
+    rows = []
+    for name in names:
+        backend = VARIANTS[name][0]
+        cfg = config_for(name, model, batch, seq, steps, threads)
+        t0 = time.perf_counter()
+        run = run_training_isolated(cfg, backend, root / f"{batch}x{seq}" / name)
+        rows.append({"variant": name, "backend": backend, "batch": batch, "seq": seq, "status": run.status.value,
+                     "reason": run.reason, "startup_s": run.startup_s, "setup_s": run.setup_s,
+                     "peak_rss_mib": run.peak_memory_mib, "rss_before_model_mib": run.memory_baseline_mib,
+                     "median_step_s": run.median_step_s, "steps": len(run.steps), "wall_s": time.perf_counter() - t0,
+                     "executed_in_onnxruntime": run.executed_in_onnxruntime})
+        print(f"    isolated {name}: {run.status.value}, start-up {run.startup_s:.1f} s, peak {run.peak_memory_mib:.0f} MiB", flush=True)
+    base = next((r for r in rows if r["variant"] == "eager" and r["status"] == "ok"), None)
+    for r in rows:
+        r["memory_vs_eager"] = r["peak_rss_mib"] / base["peak_rss_mib"] if base and r["status"] == "ok" else None
+    return rows
+
+
+def fmt(v, spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+
+def table(inter: list[dict], iso: list[dict]) -> str:
+    head = f"{'shape':<7} {'variant':<19} {'status':<7} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} {'max dloss':>9}"
+    lines = ["interleaved step times (one process, variants stepped in rotation)", head, "-" * len(head)]
+    for r in inter:
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['median_step_s'] * 1000, '.0f'):>9} "
+                     f"{fmt(r['min_step_s'] * 1000, '.0f'):>7} {fmt(r['samples_per_s'], '.1f'):>9} "
+                     f"{fmt(r['speed_vs_eager'], '.2f'):>7}x {fmt(r['max_loss_diff_vs_eager'], '.1e'):>9}")
+    head = f"{'shape':<7} {'backend':<19} {'status':<7} {'start-up s':>10} {'peak MiB':>8} {'mem vs eager':>12}"
+    lines += ["", "isolated runs (one process each): start-up and peak RSS", head, "-" * len(head)]
+    for r in iso:
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['startup_s'], '.1f'):>10} "
+                     f"{fmt(r['peak_rss_mib'], '.0f'):>8} {fmt(r['memory_vs_eager'], '.2f'):>11}x")
+    failed = [r for r in inter + iso if r["status"] != "ok"]
+    lines += [f"{r['variant']} ({r['batch']}x{r['seq']}): {r['status']}: {r['reason']}" for r in failed]
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench_train.json")
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, 6 steps, eager/ortmodule/compile, one shape")
-    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per variant (the first 2 are start-up)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, eager/ortmodule/compile, one shape, few steps")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after --warmup)")
+    parser.add_argument("--warmup", type=int, default=2, help="steps per variant left out of the medians")
+    parser.add_argument("--isolated-steps", type=int, default=4, help="steps of each isolated run (start-up, memory)")
     parser.add_argument("--shapes", nargs="*", default=list(DEFAULT_SHAPES), help="BATCHxSEQ, every batch padded to SEQ")
     parser.add_argument("--variants", nargs="*", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--second-shape-variants", nargs="*", default=["eager", "compile", "ortmodule", "ort-no-spin", "ort-fused-no-spin"],
+                        choices=list(VARIANTS), help="variants for shapes after the first (fewer, to keep the run short)")
+    parser.add_argument("--no-isolated", action="store_true", help="skip the isolated start-up/memory runs")
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.model, args.steps, args.shapes, args.variants = "tiny", 6, ["16x64"], ["eager", "ortmodule", "compile"]
+        args.model, args.steps, args.warmup, args.isolated_steps = "tiny", 4, 2, 3
+        args.shapes, args.variants, args.second_shape_variants = ["16x64"], ["eager", "ortmodule", "compile"], []
     shapes = [parse_shape(s) for s in args.shapes]
-    out = Path(args.out)
-    run_root = Path(tempfile.mkdtemp(prefix="bench_train."))
-    load = os.getloadavg()
-    rows: list[dict] = []
-    print(f"bench_train: model {args.model}, {args.steps} steps per variant, shapes {args.shapes}, "
-          f"{os.cpu_count()} CPUs, load average before start {load[0]:.2f}", flush=True)
-    for batch, seq in shapes:
-        for name in args.variants:
-            print(f"  {batch}x{seq} {name} ...", end="", flush=True)
-            row = run_variant(name, batch, seq, args.steps, args.model, run_root, args.threads)
-            row["load_avg_1m_after"] = os.getloadavg()[0]
-            rows.append(row)
-            print(f" {row['status']}, median {row['median_step_s'] * 1000:.0f} ms, load {row['load_avg_1m_after']:.2f}", flush=True)
-    for row in rows:
-        base = next((r for r in rows if r["variant"] == "eager" and (r["batch"], r["seq"]) == (row["batch"], row["seq"])), None)
-        ok = base is not None and base["status"] == "ok" and row["status"] == "ok"
-        row["speed_vs_eager"] = base["median_step_s"] / row["median_step_s"] if ok else None
-        row["memory_vs_eager"] = row["peak_rss_mib"] / base["peak_rss_mib"] if ok else None
-        row["max_loss_diff_vs_eager"] = max(abs(a - b) for a, b in zip(base["losses"], row["losses"])) if ok and row["losses"] else None
-    print(table(rows))
-    atomic_write_json(out, {
-        "benchmark": "bench_train", "model": args.model, "steps": args.steps, "quick": args.quick,
+    root = Path(tempfile.mkdtemp(prefix="bench_train."))
+    load0 = os.getloadavg()
+    t_start = time.perf_counter()
+    print(f"bench_train: model {args.model}, {args.warmup}+{args.steps} steps per variant, shapes {args.shapes}, "
+          f"{os.cpu_count()} CPUs, load average at start {load0[0]:.2f} (a shared machine: read the ratios)", flush=True)
+    inter, iso = [], []
+    for k, (batch, seq) in enumerate(shapes):
+        names = list(args.variants if k == 0 else args.second_shape_variants)
+        if not names:
+            continue
+        if "eager" not in names:
+            names.insert(0, "eager")
+        print(f"  {batch}x{seq}: interleaving {', '.join(names)}", flush=True)
+        inter += interleaved(names, args.model, batch, seq, args.warmup, args.steps, args.threads)
+        if not args.no_isolated:
+            iso += isolated([n for n in ISOLATED if n in names], args.model, batch, seq, args.isolated_steps, args.threads, root)
+    print(table(inter, iso))
+    atomic_write_json(Path(args.out), {
+        "benchmark": "bench_train", "model": args.model, "warmup": args.warmup, "steps": args.steps, "quick": args.quick,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                    "load_avg_at_start": load},
-        "note": "median step after 2 start-up steps; each variant in its own process; ratios are vs eager of the same "
-                "shape in this run. The machine may be shared: compare ratios within one run, not absolute times across runs.",
-        "rows": rows,
+                    "load_avg_at_start": load0, "load_avg_at_end": os.getloadavg(), "wall_s": time.perf_counter() - t_start},
+        "note": "interleaved: variants stepped in rotation in one process, medians after warm-up, ratios vs eager of the "
+                "same shape; isolated: one process per backend for start-up and peak RSS. The machine may be shared.",
+        "interleaved": inter, "isolated": iso,
     })
-    print(f"wrote {out}")
-    return 0 if all(r["status"] == "ok" for r in rows) else 1
-
-
-def table(rows: list[dict]) -> str:
-    head = f"{'shape':<7} {'variant':<19} {'status':<9} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} " \
-           f"{'peak MiB':>8} {'mem x':>6} {'start-up s':>10} {'max dloss':>9}"
-    lines = [head, "-" * len(head)]
-    f = lambda v, spec: "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)  # noqa: E731
-    for r in rows:
-        lines.append(
-            f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<9} {f(r['median_step_s'] * 1000, '.0f'):>9} "
-            f"{f(r['min_step_s'] * 1000, '.0f'):>7} {f(r['samples_per_s'], '.1f'):>9} {f(r['speed_vs_eager'], '.2f'):>7}x "
-            f"{f(r['peak_rss_mib'], '.0f'):>8} {f(r['memory_vs_eager'], '.2f'):>5}x {f(r['startup_s'], '.1f'):>10} "
-            f"{f(r['max_loss_diff_vs_eager'], '.1e'):>9}"
-        )
-    return "\n".join(lines)
+    print(f"wrote {args.out}")
+    return 0 if all(r["status"] == "ok" for r in inter + iso) else 1
 
 
 if __name__ == "__main__":
