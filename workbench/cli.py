@@ -525,6 +525,7 @@ def _cmd_quantize(args) -> int:
             out = Path(args.run_dir) if args.run_dir else folder / "search"
             found = constrained_search(graph, None, args.budget_overall, args.budget_slice, out, data, tok, export=export,
                                        timing=timing, n_boot=n_boot, include_small_slices=args.include_small,
+                                       eval_batch_size=args.eval_batch_size,
                                        progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
                 _print_json({"run_dir": str(out), "result": str(out / "search.json"), "chosen": found.chosen, "message": found.message,
@@ -541,7 +542,7 @@ def _cmd_quantize(args) -> int:
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / "quantize" / cfg.label
         result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
-                                  node_error_samples=args.node_samples)
+                                  node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
         if args.exclude_worst:
             result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
     except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
@@ -615,6 +616,8 @@ def _add_quant(sub) -> None:
     p.add_argument("--shapes", type=_parse_shapes, help="BATCHxSEQ,... to time (default 1x128; quick 1x64)")
     p.add_argument("--repeats", type=int, help="timed runs per shape")
     p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 1000)")
+    p.add_argument("--eval-batch-size", type=int, default=32,
+                   help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     p.add_argument("--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_quantize)
