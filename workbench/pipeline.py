@@ -216,10 +216,10 @@ def run_demo(
             write_figure(train_plots.step_time_distribution(comparison), figs / "train_step_times.html"),
             write_figure(train_plots.throughput_memory_bars(comparison), figs / "train_throughput_memory.html"),
         ]
-        for r in comparison.runs:
-            if r.status.value != "ok":
-                log(f"   {r.backend.value}: {r.status.value}: {r.reason}")
         st.headline = _train_headline(comparison)
+        not_ok = [f"{r.backend.value} {r.status.value}: {r.reason}" for r in comparison.runs if r.status.value != "ok"]
+        if not_ok:  # recorded as a failed stage; export still uses a backend that finished
+            raise RuntimeError("; ".join(not_ok))
 
     checkpoint = _pick_checkpoint(comparison)
     export = None
