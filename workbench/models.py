@@ -98,7 +98,7 @@ def load_tokenizer(name: str = MINILM):
 
 def load_model(
     name: str = MINILM,
-    num_labels: int = 2,
+    num_labels: Optional[int] = None,
     attn_implementation: str = "eager",
     dropout: bool = True,
     seed: int = 0,
@@ -106,19 +106,23 @@ def load_model(
 ) -> LoadedModel:
     """Load a sequence classifier and its tokenizer, offline.
 
-    ``name``: ``"minilm"``, ``"tiny"`` or a local model folder. ``dropout=False`` sets every
-    dropout probability to 0, which makes eager and ORTModule loss curves comparable step by step.
+    ``name``: ``"minilm"``, ``"tiny"`` or a local model folder. ``num_labels``: the size of the
+    classifier head; None keeps a folder's own (its config.json) and means 2 for the built-in
+    models. ``dropout=False`` sets every dropout probability to 0, which makes eager and ORTModule
+    loss curves comparable step by step.
     """
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 
     if attn_implementation not in ATTENTION_CHOICES:
         raise ModelError(f"attn_implementation must be one of {ATTENTION_CHOICES}, got {attn_implementation!r}")
-    if num_labels < 2:
+    if num_labels is not None and num_labels < 2:
         raise ModelError(f"num_labels must be at least 2, got {num_labels}")
     tokenizer = load_tokenizer(name)
     path = resolve_model_path(name)
-    label_kw: dict[str, Any] = {"num_labels": num_labels}
+    if num_labels is None and (path is None or name == MINILM):
+        num_labels = 2
+    label_kw: dict[str, Any] = {} if num_labels is None else {"num_labels": num_labels}
     if id2label:
         label_kw["id2label"] = {int(k): v for k, v in id2label.items()}
         label_kw["label2id"] = {v: int(k) for k, v in id2label.items()}
@@ -148,7 +152,7 @@ def load_model(
             raise ModelError(f"cannot load weights from {path}: {exc}") from exc
         source = str(path)
     model.eval()
-    return LoadedModel(model, tokenizer, name, source, num_labels, attn_implementation)
+    return LoadedModel(model, tokenizer, name, source, int(model.config.num_labels), attn_implementation)
 
 
 def load_for_data(name: str, class_names: list[str], **kw) -> LoadedModel:

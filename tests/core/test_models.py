@@ -55,6 +55,16 @@ def test_user_folder_round_trip(tmp_path, tiny):
         assert torch.equal(pa, pb)
 
 
+def test_a_folder_keeps_its_own_label_count(tmp_path):
+    three = load_for_data("tiny", ["neg", "neutral", "pos"])
+    folder = tmp_path / "three"
+    three.model.save_pretrained(folder)
+    three.tokenizer.save_pretrained(folder)
+    back = load_model(str(folder))
+    assert back.num_labels == 3 and back.model.config.id2label[1] == "neutral"
+    assert load_model("tiny").num_labels == 2
+
+
 def test_bad_model_inputs_say_what_to_do(tmp_path):
     with pytest.raises(ModelError, match="neither a built-in model"):
         load_model(str(tmp_path / "missing"))
