@@ -1154,8 +1154,9 @@ def run_quantization(
     t = baseline.timing
     lat_kw = dict(shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads, max_seconds=t.max_seconds,
                   vocab_size=baseline.vocab_size)
-    fp32_latency = latency_by_shape(fsession, **lat_kw)
-    latency = latency_by_shape(qsession, **lat_kw)
+    # paths, not the scoring sessions: latency_by_shape opens them with the timing's thread count
+    fp32_latency = latency_by_shape(src, **lat_kw)
+    latency = latency_by_shape(qpath, **lat_kw)
 
     errors: list[NodeError] = []
     if node_error_samples > 0 and calib_texts:
