@@ -27,7 +27,6 @@ import inspect
 import json
 import os
 import re
-import shutil
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -369,12 +368,6 @@ def read_examples(path: str | os.PathLike):
     return datasets.Dataset.from_list(rows)
 
 
-def _save_npy(path: Path, array: np.ndarray) -> Path:
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array, dtype=np.float32))
-    return runs.atomic_write_bytes(path, buf.getvalue())
 
 
 # ---- export ------------------------------------------------------------------------------------
@@ -512,21 +505,10 @@ def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[st
     return names, ["logits"]
 
 
-def _save_tokenizer(tokenizer, folder: Path) -> Path:
+def save_tokenizer(tokenizer, folder: Path) -> Path:
     """Save the tokenizer into ``folder`` atomically (temporary folder, then rename)."""
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    try:
+    with runs.atomic_dir(folder) as tmp:
         tokenizer.save_pretrained(str(tmp))
-        if folder.exists():
-            old = folder.with_name(f".{folder.name}.old.{time.time_ns()}")
-            os.replace(folder, old)
-            os.replace(tmp, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return folder
 
 
@@ -585,10 +567,10 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
         raise ExportError(f"the exported graph at {onnx_path} is not valid ONNX: {exc}",
                           options=[f"try another opset (allowed {OPSET_RANGE[0]}..{OPSET_RANGE[1]})"]) from exc
 
-    tok_dir = _save_tokenizer(loaded.tokenizer, out / TOKENIZER_DIR)
+    tok_dir = save_tokenizer(loaded.tokenizer, out / TOKENIZER_DIR)
     reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
     ex_path = write_examples(out / EXAMPLES_FILE, examples)
-    ref_path = _save_npy(out / REFERENCE_FILE, reference)
+    ref_path = runs.atomic_write_npy(out / REFERENCE_FILE, reference)
     validation = validate_onnx(onnx_path, reference, loaded.tokenizer, examples, cfg, what="the exported graph")
 
     proto = onnx.load(str(onnx_path), load_external_data=False)

@@ -44,7 +44,7 @@ import numpy as np
 
 from . import runs
 from .evaluate import MIN_SLICE_SIZE, SliceReport, evaluate_slices, softmax
-from .export import Validation
+from .export import Validation, file_size_mib, save_tokenizer
 from .metrics import Metric
 from .ortinfer import ShapeLatency
 
@@ -424,34 +424,10 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
     return tokenizer, None
 
 
-def _save_tokenizer(tokenizer, folder: Path) -> Path:
-    """Save a tokenizer atomically (a temporary folder renamed into place)."""
-    import shutil
-
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    try:
-        tokenizer.save_pretrained(str(tmp))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
-
-
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
     from . import serial
 
     return runs.atomic_write_text(path, "".join(json.dumps(serial.to_dict(r)) + "\n" for r in rows))
-
-
-def _save_npy(path: Path, array: np.ndarray) -> Path:
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array, dtype=np.float32))
-    return runs.atomic_write_bytes(path, buf.getvalue())
 
 
 def _is_dict_of_splits(data) -> bool:
@@ -518,7 +494,7 @@ def prepare_baseline(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tok_dir is None:
-        tok_dir = _save_tokenizer(tok, out / "tokenizer")
+        tok_dir = save_tokenizer(tok, out / "tokenizer")
 
     ev = _split(data, eval_split)
     if len(ev) == 0:
@@ -555,7 +531,7 @@ def prepare_baseline(
         eval_sets.append(EvalSet(
             name=set_name, slice_set=sset.name, n=len(examples),
             examples_path=_write_jsonl(out / f"{set_name}_examples.jsonl", examples).resolve(),
-            fp32_logits_path=_save_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
+            fp32_logits_path=runs.atomic_write_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
             slices=[SliceInfo(s.name, s.description, s.group, np.flatnonzero(masks[s.name]).tolist()) for s in sset],
         ))
 
@@ -576,7 +552,7 @@ def prepare_baseline(
         fp32_path=src.resolve(), graph_kind=graph_kind(src), tokenizer_dir=Path(tok_dir).resolve(), class_names=names,
         max_length=max_len, batch_size=batch_size, vocab_size=vocab, eval_sets=eval_sets,
         calibration_path=calib_path.resolve(), timing=timing or TimingConfig(),
-        fp32_size_mib=_size_mib(src), out_dir=out.resolve(),
+        fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
     )
     runs.save_result(base, out / BASELINE_FILE)
     return base
@@ -587,12 +563,6 @@ def load_baseline(path: str | os.PathLike) -> Baseline:
     if path.is_dir():
         path = path / BASELINE_FILE if (path / BASELINE_FILE).is_file() else path / BASELINE_DIR / BASELINE_FILE
     return runs.load_result(Baseline, path)
-
-
-def _size_mib(path: str | os.PathLike) -> float:
-    from .export import file_size_mib
-
-    return file_size_mib(path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1167,7 +1137,7 @@ def run_quantization(
 
     result = QuantResult(
         name=cfg.label, config=cfg, source_path=src, float_path=Path(float_path).resolve(), quantized_path=qpath.resolve(),
-        graph_kind=baseline.graph_kind, size_mib=_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
+        graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
         validation=validation, latency=latency, fp32_latency=fp32_latency,
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
         node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(cfg.nodes_to_exclude),

@@ -90,6 +90,54 @@ class atomic_path:
             self.tmp.unlink(missing_ok=True)
 
 
+class atomic_dir:
+    """Context manager giving a temporary folder that replaces ``path`` on success.
+
+    For ``save_pretrained`` and anything else that writes a whole folder::
+
+        with atomic_dir(run / "checkpoint") as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+
+    An existing ``path`` is swapped out only after the new folder is complete; on an error the
+    temporary folder is removed and ``path`` is left as it was.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = f"{os.getpid()}.{time.time_ns()}"
+        self.tmp = self.path.with_name(f".{self.path.name}.{stamp}.tmp")
+        self._old = self.path.with_name(f".{self.path.name}.{stamp}.old")
+
+    def __enter__(self) -> Path:
+        self.tmp.mkdir(parents=True)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if self.path.exists():
+            os.replace(self.path, self._old)
+        os.replace(self.tmp, self.path)
+        shutil.rmtree(self._old, ignore_errors=True)
+
+
+def atomic_write_npy(path: str | os.PathLike, array) -> Path:
+    """Save a numpy array (as float32 when it is floating point) atomically."""
+    import io
+
+    import numpy as np
+
+    arr = np.asarray(array)
+    if np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
 def _move_external_data(tmp: Path, final: Path) -> None:
     """ONNX files over 2 GB keep weights beside them as ``<name>.data``; move that too."""
     side = tmp.with_name(tmp.name + ".data")

@@ -79,3 +79,26 @@ def test_run_folders_are_unique_and_listed(tmp_path):
     assert listed[a] == ("train",) and listed[b] == ()
     with pytest.raises(FileNotFoundError, match="run the stage first"):
         runs.load_result(Inner, b / "export.json")
+
+
+def test_atomic_dir_replaces_a_folder_only_when_complete(tmp_path):
+    target = tmp_path / "checkpoint"
+    with runs.atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("v1")
+    with pytest.raises(RuntimeError):
+        with runs.atomic_dir(target) as tmp:
+            (tmp / "weights").write_text("half")
+            raise RuntimeError("save failed")
+    assert (target / "weights").read_text() == "v1"
+    with runs.atomic_dir(target) as tmp:
+        (tmp / "weights").write_text("v2")
+    assert (target / "weights").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_atomic_write_npy_round_trip(tmp_path):
+    import numpy as np
+
+    arr = np.arange(6, dtype=np.float64).reshape(2, 3)
+    back = np.load(runs.atomic_write_npy(tmp_path / "a.npy", arr))
+    assert back.dtype == np.float32 and np.array_equal(back, arr)
