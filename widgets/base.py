@@ -84,6 +84,30 @@ def format_seconds(seconds: Optional[float]) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+class Markup(str):
+    """A table cell that is already HTML (made with :func:`coloured`); other cells are escaped."""
+
+
+def fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
+    """Format a number for a table; NaN, inf and None become "–"."""
+    if value is None:
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return "–"
+    return f"{format(number, spec)}{suffix}"
+
+
+def coloured(text: str, good: Optional[bool]) -> "Markup":
+    """``text`` (escaped) in green when ``good``, red when not, plain when None."""
+    colour = "" if good is None else (OK_COLOUR if good else FAIL_COLOUR)
+    body = html.escape(text)
+    return Markup(f'<span style="color:{colour}">{body}</span>' if colour else body)
+
+
 def error_html(exc: BaseException, context: str = "") -> str:
     """The error box: the exception type and message (library messages carry the fix), then the
     traceback folded in a ``<details>`` element."""
@@ -103,10 +127,13 @@ def error_html(exc: BaseException, context: str = "") -> str:
 
 
 def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css_class: str = "wb-table") -> str:
-    """A small HTML table (values are escaped; numbers are written as given)."""
-    head = "".join(f"<th style=\"text-align:left;padding:2px 8px\">{html.escape(str(h))}</th>" for h in headers)
+    """A small HTML table; cells are escaped unless they are :class:`Markup`."""
+    def cell(v: Any) -> str:
+        return str(v) if isinstance(v, Markup) else html.escape(str(v))
+
+    head = "".join(f"<th style=\"text-align:left;padding:2px 8px;border-bottom:1px solid #d0d7de\">{html.escape(str(h))}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td style=\"padding:2px 8px\">{html.escape(str(v))}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td style=\"padding:2px 8px\">{cell(v)}</td>" for v in row) + "</tr>"
         for row in rows
     )
     return f'<table class="{css_class}" style="border-collapse:collapse"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
@@ -179,7 +206,10 @@ class Panel(W.VBox):
         self.stop_event = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._listeners: list[Callable[["Panel"], None]] = []
+        self._actions: list[tuple[W.Button, str]] = []
         self._started = 0.0
+        #: Why the panel cannot run yet ("" when it can); see :meth:`block`.
+        self.blocked = ""
 
         self.controls: dict[str, W.Widget] = self._build_controls(self.options)
         self.header = W.HTML(self._header_html())
@@ -187,6 +217,7 @@ class Panel(W.VBox):
         self.stop_button = W.Button(description="Stop", icon="stop", disabled=True)
         self.stop_button.layout.display = None if self.STOPPABLE else "none"
         self.status = W.HTML("")
+        self.notice = W.HTML("")
         self.progress = ProgressView()
         self.error_box = W.HTML("", layout=W.Layout(display="none"))
         self.run_button.on_click(self._on_run_clicked)
@@ -195,11 +226,13 @@ class Panel(W.VBox):
         self.stop_button.add_class("wb-stop")
         self.add_class("wb-panel")
         self.add_class(f"wb-{type(self).__name__.lower()}")
+        self._button_row = W.HBox([self.run_button, self.stop_button, self.status])
         super().__init__(
             [
                 self.header,
+                self.notice,
                 self._controls_box(),
-                W.HBox([self.run_button, self.stop_button, self.status]),
+                self._button_row,
                 self.progress,
                 self.error_box,
                 *self._build_views(),
@@ -260,8 +293,21 @@ class Panel(W.VBox):
         On error the exception is shown in the panel, kept on :attr:`error` and re-raised to the
         caller (the Run button keeps it in the panel only); the panel stays usable.
         """
+        return self._execute(self._compute, self._draw, self._summary, self._summary_colour)
+
+    def _execute(
+        self,
+        compute: Callable[[dict[str, Any]], Any],
+        draw: Callable[[Any], None],
+        summary: Callable[[Any], str],
+        colour: Callable[[Any], str],
+        store: str = "result",
+    ) -> Any:
+        """The shared run protocol for the main action and any extra action of a panel."""
         if self.busy:
             raise RuntimeError(f"{type(self).__name__} is already running; wait for it or press Stop")
+        if self.blocked:
+            raise RuntimeError(f"{type(self).__name__} cannot run yet: {self.blocked}")
         self._set_busy(True)
         self.error = None
         self.error_box.value = ""
@@ -273,10 +319,10 @@ class Panel(W.VBox):
         try:
             values = self.values()
             step = "computing"
-            result = self._compute(values)
+            result = compute(values)
             step = "drawing the result"
-            self.result = result
-            self._draw(result)
+            setattr(self, store, result)
+            draw(result)
         except BaseException as exc:
             self._show_error(exc, step)
             self.progress.finish("stopped" if self.stop_event.is_set() else "failed", ok=False)
@@ -285,9 +331,29 @@ class Panel(W.VBox):
             self._set_busy(False)
         elapsed = time.perf_counter() - self._started
         self.progress.finish(f"done in {format_seconds(elapsed)}")
-        self.status.value = self._status_html(self._summary(result), self._summary_colour(result))
+        self.status.value = self._status_html(summary(result), colour(result))
         self._notify()
         return result
+
+    def add_action(self, label: str, method: Callable[[], Any], icon: str = "", tooltip: str = "") -> W.Button:
+        """A button for an extra action of the panel: it calls ``method`` (a public, synchronous
+        method built on :meth:`_execute`) like the Run button calls :meth:`run`."""
+        button = W.Button(description=label, icon=icon, tooltip=tooltip, disabled=bool(self.blocked))
+        button.add_class("wb-action")
+        button.on_click(lambda _b: self._start(method))
+        self._actions.append((button, label))
+        row = self._button_row.children  # run, actions..., stop, status
+        self._button_row.children = (*row[:-2], button, *row[-2:])
+        return button
+
+    def block(self, reason: Optional[str]) -> None:
+        """Disable the panel's actions with a notice saying what input is missing (None: unblock)."""
+        self.blocked = reason or ""
+        self.notice.value = (
+            f'<div class="wb-notice" style="color:{WARN_COLOUR};padding:4px 0">Waiting: {html.escape(reason)}</div>'
+            if reason else ""
+        )
+        self._set_busy(self.busy)
 
     def show(self, result: Any) -> None:
         """Show a result computed elsewhere (a saved run, another panel) without recomputing."""
@@ -322,24 +388,33 @@ class Panel(W.VBox):
 
     # ---- internals -------------------------------------------------------------------------
     def _on_run_clicked(self, _button: Any = None) -> None:
-        if self.busy:
+        self._start(self.run)
+
+    def _start(self, method: Callable[[], Any]) -> None:
+        """Call ``method`` for a button: in a background thread when ``background`` is on."""
+        if self.busy or self.blocked:
             return
         if self.background:
-            self._thread = threading.Thread(target=self._run_from_button, name=f"{type(self).__name__}.run", daemon=True)
+            self._thread = threading.Thread(target=self._call_from_button, args=(method,),
+                                            name=f"{type(self).__name__}.{getattr(method, '__name__', 'run')}", daemon=True)
             self._thread.start()
         else:
-            self._run_from_button()
+            self._call_from_button(method)
 
-    def _run_from_button(self) -> None:
+    @staticmethod
+    def _call_from_button(method: Callable[[], Any]) -> None:
         try:
-            self.run()
-        except BaseException:  # noqa: BLE001 - run() has shown it in the panel and kept it on .error
+            method()
+        except BaseException:  # noqa: BLE001 - _execute has shown it in the panel and kept it on .error
             pass
 
     def _set_busy(self, busy: bool) -> None:
         self.busy = busy
-        self.run_button.disabled = busy
+        idle = not busy and not self.blocked
+        self.run_button.disabled = not idle
         self.run_button.description = "Running ..." if busy else self.RUN_LABEL
+        for button, _label in self._actions:
+            button.disabled = not idle
         self.stop_button.disabled = not busy
         for widget in self.controls.values():
             if hasattr(widget, "disabled"):
