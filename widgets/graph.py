@@ -1,0 +1,350 @@
+"""The graph panel: export to ONNX, validate against PyTorch, fuse, and show what fusion did: the
+before/after operator counts, every fused node with the exported subgraph it replaced (choose one
+to draw it), the diagnoses of missing fusions, and the graph itself in Netron.
+
+A view over :func:`workbench.export.run_export`, :func:`workbench.fusion.run_fusion`,
+:mod:`workbench.plots.graph` and :class:`workbench.netron_view.NetronServer`.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench import runs
+from workbench.data import DataConfig, load_data
+from workbench.export import ExportConfig, ExportResult, load_export, run_export
+from workbench.fusion import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
+from workbench.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
+from workbench.plots import graph as graph_plots
+
+from .base import (
+    FAIL_COLOUR,
+    MUTED_COLOUR,
+    OK_COLOUR,
+    WARN_COLOUR,
+    Panel,
+    PanelInputError,
+    check_choice,
+    coloured,
+    fmt,
+    html_table,
+    replace_figure,
+)
+
+EXPORT_PRESETS = ("quick", "default", "strict")
+FUSION_PRESETS = ("quick", "default", "inspect_only", "transformer_only")
+FIGURES: dict[str, Callable[[FusionReport], go.Figure]] = {
+    "operator counts": graph_plots.op_counts,
+    "fused operators": graph_plots.fused_ops,
+    "latency": graph_plots.latency,
+    "size on disk": graph_plots.size_on_disk,
+}
+FusionLike = Union[FusionReport, str, os.PathLike]
+
+
+def as_fusion_report(value: FusionLike) -> FusionReport:
+    """A FusionReport, or one read from ``fusion.json``, its folder or a run folder holding ``fusion/``."""
+    if isinstance(value, FusionReport):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        if path.is_dir() and not (path / "fusion.json").is_file() and (path / "fusion" / "fusion.json").is_file():
+            path = path / "fusion"
+        return load_fusion(path)
+    raise TypeError(f"expected a workbench.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
+
+
+def fused_nodes(variant: VariantResult) -> list[FusedNode]:
+    """The nodes of ``variant`` that replaced something (conversions such as Cast are left out)."""
+    return [f for f in variant.provenance if f.replaced and f.op_type not in BOOKKEEPING_OPS]
+
+
+def node_label(f: FusedNode) -> str:
+    ops = ", ".join(f"{k} {v}" for k, v in list(f.replaced_ops.items())[:5])
+    return f"{f.op_type} · {f.label} · replaced {len(f.replaced)} nodes ({ops})"
+
+
+def variants_table(report: FusionReport) -> str:
+    rows = []
+    for v in report.variants:
+        fused = ", ".join(f"{k} {n}" for k, n in v.fused_ops.items()) or "–"
+        rows.append([
+            v.name.value, v.session_optimization, v.node_count, f"-{v.nodes_removed} / +{v.nodes_added}", fused,
+            fmt(v.size_mib, ".1f", " MiB"),
+            coloured(f"{'passed' if v.validation.passed else 'FAILED'} (max |Δ logit| {fmt(v.validation.max_abs_diff, '.1e')}, "
+                     f"labels agree {fmt(100 * v.validation.label_agreement, '.1f', '%')})", v.validation.passed),
+        ])
+    return html_table(["variant", "session level", "nodes", "removed / added", "fused operators", "size", "validation"],
+                      rows, css_class="wb-table wb-variants")
+
+
+def diagnoses_html(report: FusionReport) -> str:
+    if not report.diagnoses:
+        if report.expected_fusions:
+            return coloured("every expected fusion happened: " + ", ".join(
+                f"{k} {v}" for k, v in report.expected_fusions.items()), True)
+        return ""
+    items = "".join(
+        f'<li class="wb-diagnosis"><b>{html.escape(d.fusion)}</b>: expected {d.expected}, found {d.found}. '
+        f"Cause: {html.escape(d.cause)} <b>Fix:</b> {html.escape(d.fix)}</li>"
+        for d in report.diagnoses
+    )
+    return f'<div style="border-left:4px solid {WARN_COLOUR};padding:4px 8px"><b>Missing fusions</b><ul>{items}</ul></div>'
+
+
+def node_detail_html(f: FusedNode) -> str:
+    replaced = html_table(["op", "name", "inputs", "outputs"],
+                          [[n.op_type, n.name, ", ".join(n.inputs[:4]), ", ".join(n.outputs[:3])] for n in f.replaced[:60]],
+                          css_class="wb-table wb-replaced")
+    more = f"<div>... and {len(f.replaced) - 60} more</div>" if len(f.replaced) > 60 else ""
+    shared = (f'<div style="color:{MUTED_COLOUR}">shared with other fused nodes: {html.escape(", ".join(f.shared[:12]))}</div>'
+              if f.shared else "")
+    return (
+        f"<div><b>{html.escape(f.op_type)}</b> {html.escape(f.label)}: inputs {html.escape(', '.join(f.inputs))}; "
+        f"outputs {html.escape(', '.join(f.outputs))}. Starts from exported tensors: "
+        f"{html.escape(', '.join(f.boundary_inputs) or '–')}</div>{shared}"
+        f"<details><summary>the {len(f.replaced)} exported nodes it replaced</summary>{replaced}{more}</details>"
+    )
+
+
+class GraphPanel(Panel):
+    """Export a model to ONNX (validated against PyTorch on real examples), then build and compare
+    the fused variants.
+
+    Options: ``model`` ("tiny", "minilm", a checkpoint folder), ``models`` (extra ``{label: folder}``
+    choices, e.g. the training step's checkpoints), ``export_preset`` (quick, default, strict),
+    ``fusion_preset`` (quick, default, inspect_only, transformer_only), ``opset``,
+    ``attn_implementation`` (eager, sdpa: try sdpa to see the Attention fusion go missing),
+    ``data`` (a ``DataConfig`` or ``DatasetDict`` to validate on; default the quick reviews),
+    ``run_dir`` (export goes to ``<run_dir>/export``, fusion to ``<run_dir>/fusion``), ``saved``
+    (a ``FusionReport``, ``fusion.json`` or run folder to open without recomputing), ``figure``.
+
+    ``panel.result`` is the :class:`~workbench.fusion.FusionReport`; ``panel.export_result`` the
+    :class:`~workbench.export.ExportResult` it was built from.
+    """
+
+    OPTIONS = {
+        "model": "tiny",
+        "models": None,
+        "export_preset": "quick",
+        "fusion_preset": "quick",
+        "opset": 17,
+        "attn_implementation": "eager",
+        "data": None,
+        "run_dir": None,
+        "saved": None,
+        "figure": "operator counts",
+    }
+    TITLE = "Export, validate, fuse"
+    HELP = ("The exported graph is checked against PyTorch's logits on real reviews; each optimized variant is checked again. "
+            "Pick a fused node to see the exported subgraph it replaced.")
+    RUN_LABEL = "Export and fuse"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.export_result: Optional[ExportResult] = None
+        self.netron = NetronServer()
+        self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
+        self.node_select.observe(lambda _c: self._draw_node(), names="value")
+        self.variant_select.observe(lambda _c: self._fill_nodes(), names="value")
+        self.netron_button.on_click(lambda _b: self.show_netron())
+        self.netron_stop_button.on_click(lambda _b: self.stop_netron())
+        data = self.options["data"]
+        if data is not None and not isinstance(data, DataConfig) and not hasattr(data, "keys"):
+            raise TypeError(f"data must be a workbench.data.DataConfig or a datasets.DatasetDict, got {type(data).__name__}")
+        if self.options["models"]:
+            self.set_models(self.options["models"])
+        if self.options["saved"] is not None:
+            self.show(as_fusion_report(self.options["saved"]))
+
+    # ---- controls ----------------------------------------------------------------------------
+    def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
+        check_choice("export_preset", options["export_preset"], EXPORT_PRESETS)
+        check_choice("fusion_preset", options["fusion_preset"], FUSION_PRESETS)
+        check_choice("attn_implementation", options["attn_implementation"], ("eager", "sdpa"))
+        check_choice("figure", options["figure"], list(FIGURES))
+        style = {"description_width": "110px"}
+        return {
+            "model": W.Combobox(value=str(options["model"]), options=["tiny", "minilm"], ensure_option=False,
+                                description="model", placeholder="tiny, minilm or a checkpoint folder", style=style),
+            "export_preset": W.Dropdown(options=EXPORT_PRESETS, value=options["export_preset"], description="export preset", style=style),
+            "fusion_preset": W.Dropdown(options=FUSION_PRESETS, value=options["fusion_preset"], description="fusion preset", style=style),
+            "opset": W.BoundedIntText(value=int(options["opset"]), min=1, max=99, description="opset", style=style),
+            "attn_implementation": W.ToggleButtons(options=["eager", "sdpa"], value=options["attn_implementation"],
+                                                   description="attention", style=style),
+            "figure": W.ToggleButtons(options=list(FIGURES), value=options["figure"], description="figure", style=style),
+        }
+
+    def _controls_box(self) -> W.Widget:
+        c = self.controls
+        return W.VBox([c["model"], W.HBox([c["export_preset"], c["fusion_preset"]]), W.HBox([c["opset"], c["attn_implementation"]])])
+
+    def _build_views(self) -> list[W.Widget]:
+        self.summary_html = W.HTML("")
+        self.figure = go.FigureWidget(layout=dict(height=420, template="plotly_white"))
+        self.variant_select = W.Dropdown(options=[], description="variant")
+        self.node_select = W.Select(options=[], rows=8, layout=W.Layout(width="100%"), description="fused node")
+        self.node_html = W.HTML("")
+        self.node_figure = go.FigureWidget(layout=dict(height=520, template="plotly_white"))
+        self.netron_button = W.Button(description="Show in Netron", icon="sitemap")
+        self.netron_stop_button = W.Button(description="Stop Netron", disabled=True)
+        self.netron_html = W.HTML("")
+        return [
+            self.summary_html,
+            self.controls["figure"],
+            self.figure,
+            W.HTML("<b>Provenance</b>: what each fused node replaced"),
+            self.variant_select,
+            self.node_select,
+            self.node_html,
+            self.node_figure,
+            W.HBox([self.netron_button, self.netron_stop_button]),
+            self.netron_html,
+        ]
+
+    def set_models(self, models: dict[str, str]) -> None:
+        """Offer extra models (``{label: folder}``, e.g. training checkpoints) and select the first."""
+        combo = self.controls["model"]
+        folders = [str(p) for p in models.values()]
+        combo.options = [*folders, "tiny", "minilm"]
+        if folders:
+            combo.value = folders[0]
+
+    def set_data(self, data: Any) -> None:
+        """The data to validate on (a ``DataConfig`` or ``DatasetDict``): the training step's data."""
+        self.options["data"] = data
+
+    # ---- running -----------------------------------------------------------------------------
+    def _run_dir(self) -> Path:
+        given = self.options["run_dir"]
+        if callable(given):
+            given = given()
+        return Path(given) if given is not None else runs.new_run_dir("graph")
+
+    def _compute(self, values: dict[str, Any]) -> FusionReport:
+        model = str(values["model"]).strip()
+        if not model:
+            raise PanelInputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        export_cfg = getattr(ExportConfig, values["export_preset"])(
+            opset=int(values["opset"]), attn_implementation=values["attn_implementation"])
+        fusion_cfg = getattr(FusionConfig, values["fusion_preset"])()
+        data = self.options["data"]
+        if isinstance(data, DataConfig):
+            data = load_data(data)
+        run_dir = self._run_dir()
+        self.progress_callback(0, 2, None, f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch")
+        self.export_result = run_export(model, export_cfg, run_dir / "export", data=data)
+        self.progress_callback(1, 2, None, "building, validating and timing the optimized variants")
+        report = run_fusion(self.export_result, fusion_cfg, run_dir / "fusion")
+        self.progress_callback(2, 2, None, "done")
+        return report
+
+    def show(self, result: Any) -> None:
+        report = as_fusion_report(result)
+        if report.export_path is not None and Path(report.export_path).is_file():
+            self.export_result = load_export(report.export_path)
+        super().show(report)
+
+    def _draw(self, report: FusionReport) -> None:
+        export_line = ""
+        e = self.export_result
+        if e is not None and Path(e.onnx_path) == Path(report.source_path):
+            v = e.validation
+            export_line = (
+                f"<div>Exported <b>{html.escape(e.model_name)}</b> (opset {e.opset}, {e.attn_implementation} attention): "
+                f"{e.node_count} nodes, {fmt(e.size_mib, '.1f')} MiB. Validation: "
+                + coloured(v.message, v.passed)
+                + "</div>"
+            )
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in report.notes)
+        self.summary_html.value = (
+            export_line + variants_table(report) + diagnoses_html(report)
+            + (f'<ul class="wb-notes">{notes}</ul>' if notes else "")
+        )
+        self._draw_figure()
+        names = [v.name.value for v in report.variants if v.name is not Variant.UNOPTIMIZED] or [report.variants[0].name.value]
+        current = self.variant_select.value
+        self.variant_select.options = names
+        self.variant_select.value = current if current in names else (
+            Variant.TRANSFORMER.value if Variant.TRANSFORMER.value in names else names[-1])
+        self._fill_nodes()
+
+    def _draw_figure(self) -> None:
+        if self.result is None:
+            return
+        replace_figure(self.figure, FIGURES[self.controls["figure"].value](self.result))
+
+    def _fill_nodes(self) -> None:
+        if self.result is None or not self.variant_select.value:
+            return
+        nodes = fused_nodes(self.result.variant(self.variant_select.value))
+        options = [(node_label(f), f.name) for f in nodes]
+        self.node_select.options = options
+        if not options:
+            self.node_html.value = coloured(f"the {self.variant_select.value} variant fused nothing", None)
+            replace_figure(self.node_figure, go.Figure())
+            return
+        default = graph_plots.pick_fused_node(self.result, self.variant_select.value)
+        if self.node_select.value == default.name:
+            self._draw_node()
+        else:
+            self.node_select.value = default.name
+
+    def _draw_node(self) -> None:
+        """Draw the chosen fused node beside the exported subgraph it replaced."""
+        name = self.node_select.value
+        if self.result is None or not name:
+            return
+        variant = self.variant_select.value
+        node = self.result.variant(variant).fused_node(name)
+        self.node_html.value = node_detail_html(node)
+        replace_figure(self.node_figure, graph_plots.fused_node_drawing(self.result, node=name, variant=variant))
+
+    def _summary(self, report: FusionReport) -> str:
+        fused = ", ".join(f"{k} {v}" for k, v in report.fused_op_counts.items()) if report.fused_path else ""
+        state = "all variants validated" if report.all_passed else "a variant FAILED validation"
+        missing = f"; {len(report.diagnoses)} expected fusion(s) missing" if report.diagnoses else ""
+        return f"{state}; fused: {fused or 'nothing'}{missing}"
+
+    def _summary_colour(self, report: FusionReport) -> str:
+        if not report.all_passed:
+            return FAIL_COLOUR
+        return WARN_COLOUR if report.diagnoses else OK_COLOUR
+
+    # ---- Netron ------------------------------------------------------------------------------
+    def show_netron(self) -> Optional[str]:
+        """Serve the selected variant's graph with Netron on 127.0.0.1 and show it in an iframe.
+
+        Returns the URL, or None when Netron cannot start (the reason is shown in its place)."""
+        if self.result is None:
+            self.netron_html.value = unavailable_html("export and fuse first: there is no graph to show yet")
+            return None
+        name = self.variant_select.value or Variant.UNOPTIMIZED.value
+        path = self.result.variant(name).path
+        try:
+            url = self.netron.start(path)
+        except NetronError as exc:
+            self.netron_html.value = unavailable_html(str(exc))
+            return None
+        self.netron_html.value = (
+            f'<div style="color:{MUTED_COLOUR}">{html.escape(name)}: {html.escape(str(path))} at {html.escape(url)}</div>'
+            + iframe_html(url, height=640, title=f"Netron: {name}")
+        )
+        self.netron_stop_button.disabled = False
+        return url
+
+    def stop_netron(self) -> None:
+        self.netron.stop()
+        self.netron_html.value = ""
+        self.netron_stop_button.disabled = True
+
+    def close(self) -> None:
+        """Stop the Netron server (if any) and close the widgets."""
+        self.netron.stop()
+        super().close()
