@@ -2,9 +2,19 @@
 
 Each panel reads its controls, calls one ``workbench`` function, keeps the result on
 ``panel.result`` and redraws; see :mod:`widgets.base` for the shared behaviour.
+
+- :class:`DoctorBanner`: the environment check with fixes;
+- :class:`TrainPanel`, :class:`ComparePanel`: fine-tune eager / ORTModule / torch.compile and compare;
+- :class:`GraphPanel`: export, validate, fuse, provenance, Netron;
+- :class:`QuantPanel`: INT8 presets, per-slice drift, flips, re-quantization, constrained search;
+- :class:`Workbench`: all of them in order, as steps.
 """
 
 from .base import Panel, PanelInputError
 from .doctor import DoctorBanner
+from .graph import GraphPanel
+from .quant import QuantPanel
+from .train import ComparePanel, TrainPanel
+from .workbench import Workbench
 
-__all__ = ["DoctorBanner", "Panel", "PanelInputError"]
+__all__ = ["ComparePanel", "DoctorBanner", "GraphPanel", "Panel", "PanelInputError", "QuantPanel", "TrainPanel", "Workbench"]

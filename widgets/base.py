@@ -32,6 +32,7 @@ import html
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
 import ipywidgets as W
@@ -385,6 +386,19 @@ class Panel(W.VBox):
     def progress_callback(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
         """Update the progress bar (subclasses adapt their library's progress objects to this)."""
         self.progress.update(done, total, eta_s, detail)
+
+    def _resolve_run_dir(self, label: str) -> Path:
+        """Where this panel writes: the ``run_dir`` option (a folder, or a function returning one,
+        as the Workbench passes), else a new run folder under ``runs/`` kept for the panel's life."""
+        from workbench import runs
+
+        given = self.options.get("run_dir")
+        if callable(given):
+            given = given()
+        if given is None:
+            given = runs.new_run_dir(label)
+            self.options["run_dir"] = given
+        return Path(given)
 
     # ---- internals -------------------------------------------------------------------------
     def _on_run_clicked(self, _button: Any = None) -> None:

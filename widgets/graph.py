@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench import runs
 from workbench.data import DataConfig, load_data
 from workbench.export import ExportConfig, ExportResult, load_export, run_export
 from workbench.fusion import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
@@ -221,12 +220,6 @@ class GraphPanel(Panel):
         self.options["data"] = data
 
     # ---- running -----------------------------------------------------------------------------
-    def _run_dir(self) -> Path:
-        given = self.options["run_dir"]
-        if callable(given):
-            given = given()
-        return Path(given) if given is not None else runs.new_run_dir("graph")
-
     def _compute(self, values: dict[str, Any]) -> FusionReport:
         model = str(values["model"]).strip()
         if not model:
@@ -237,7 +230,7 @@ class GraphPanel(Panel):
         data = self.options["data"]
         if isinstance(data, DataConfig):
             data = load_data(data)
-        run_dir = self._run_dir()
+        run_dir = self._resolve_run_dir("graph")
         self.progress_callback(0, 2, None, f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch")
         self.export_result = run_export(model, export_cfg, run_dir / "export", data=data)
         self.progress_callback(1, 2, None, "building, validating and timing the optimized variants")

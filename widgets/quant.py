@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench import runs
 from workbench.data import DataConfig, load_data
 from workbench.export import ExportResult
 from workbench.fusion import FusionReport
@@ -240,15 +239,6 @@ class QuantPanel(Panel):
     def _timing(self, values: dict[str, Any]) -> TimingConfig:
         return TimingConfig.quick() if values["timing"] == "quick" else TimingConfig()
 
-    def _run_dir(self) -> Path:
-        given = self.options["run_dir"]
-        if callable(given):
-            given = given()
-        if given is None:
-            given = runs.new_run_dir("quantize")
-            self.options["run_dir"] = given  # every action of this panel writes into one folder
-        return Path(given)
-
     def _export(self) -> Any:
         """The export the graph came from: given, else the one a FusionReport names (the library
         looks for export.json only beside the graph, which the Workbench layout does not have)."""
@@ -268,7 +258,7 @@ class QuantPanel(Panel):
     def _compute(self, values: dict[str, Any]) -> QuantResult:
         graph = self._graph()
         cfg = QuantConfig.preset(values["preset"])
-        out = self._run_dir() / "quantize" / values["preset"]
+        out = self._resolve_run_dir("quantize") / "quantize" / values["preset"]
         baseline = self._baseline_for(graph)
         self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
                                            f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
@@ -305,7 +295,7 @@ class QuantPanel(Panel):
             self.progress_callback(0, total, None, "scoring the FP32 graph")
             return constrained_search(
                 self._graph(), candidates, float(values["budget_overall"]), float(values["budget_per_slice"]),
-                self._run_dir() / "search", self._data(), export=self._export(), timing=self._timing(values),
+                self._resolve_run_dir("quantize") / "search", self._data(), export=self._export(), timing=self._timing(values),
                 n_boot=int(values["n_boot"]),
                 progress=lambda done, n, what: self.progress_callback(done, n, None, f"scored {what}"),
             )

@@ -14,7 +14,6 @@ from typing import Any, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench import runs
 from workbench.compare import Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
 from workbench.train import Backend, Progress, RunStatus, TrainConfig, TrainRun
@@ -182,7 +181,7 @@ class TrainPanel(Panel):
         if not backends:
             raise PanelInputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
         self._start_live(backends)
-        run_dir = self.options["run_dir"] or runs.new_run_dir("train")
+        run_dir = self._resolve_run_dir("train")
         return run_comparison(cfg, backends, run_dir, progress=self._on_progress, stop=self.stop_event,
                               isolate=bool(values["isolate"]))
 

@@ -1,0 +1,248 @@
+"""The Workbench: every panel in order, as steps.
+
+    environment -> fine-tune -> compare -> export and fuse -> quantize
+
+Each step is enabled when its inputs exist (compare needs training runs, the graph step a trained
+checkpoint, quantization a fused graph) and its title says whether it is done. Results flow from
+one step to the next; every step writes into one run folder, and a saved run (from the
+Workbench, ``workbench demo`` or the CLI) can be opened without recomputing anything.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import ipywidgets as W
+
+from workbench import runs
+from workbench.compare import load_comparison
+from workbench.fusion import load_fusion
+from workbench.quantize import load_quant_result, load_search
+
+from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
+from .doctor import DoctorBanner
+from .graph import GraphPanel
+from .quant import QuantPanel
+from .saved import find_saved
+from .train import ComparePanel, TrainPanel
+
+DONE, READY, WAITING, FAILED = "✓", "●", "○", "✗"
+
+
+class Step:
+    """One step: its panel, what it waits for, and whether it is done."""
+
+    def __init__(self, key: str, title: str, panel: Panel, missing: Callable[[], Optional[str]], done: Callable[[], bool]):
+        self.key, self.title, self.panel = key, title, panel
+        self._missing, self._done = missing, done
+
+    @property
+    def missing(self) -> Optional[str]:
+        """What input is missing ("" or None when the step can run)."""
+        return self._missing()
+
+    @property
+    def done(self) -> bool:
+        return self._done()
+
+    @property
+    def state(self) -> str:
+        if self.panel.busy:
+            return "running"
+        if self.done:
+            return "done"
+        if self.panel.error is not None:
+            return "failed"
+        return "waiting" if self.missing else "ready"
+
+    def label(self, number: int) -> str:
+        state = self.state
+        mark = {"done": DONE, "failed": FAILED, "waiting": WAITING}.get(state, READY)
+        text = f"waiting for {self.missing}" if state == "waiting" else state
+        return f"{mark} {number}. {self.title} — {text}"
+
+
+class Workbench(W.VBox):
+    """The whole path in one widget: environment, fine-tune, compare, export and fuse, quantize.
+
+    Options (all optional): ``model``, ``preset``, ``backends``, ``max_steps``, ``data`` (for the
+    fine-tune step, see :class:`~widgets.train.TrainPanel`), ``export_preset``, ``fusion_preset``
+    (see :class:`~widgets.graph.GraphPanel`), ``quant_preset``, ``timing``, ``n_boot`` (see
+    :class:`~widgets.quant.QuantPanel`), ``run_dir`` (the run folder every step writes into;
+    default a new folder under ``runs_root``), ``runs_root`` (where runs are listed and created;
+    default ``runs/`` or ``$WORKBENCH_RUNS``), ``saved`` (a run folder to open without
+    recomputing), ``background`` (buttons run in a background thread; default True).
+
+    The panels are ``wb.doctor``, ``wb.train``, ``wb.compare``, ``wb.graph``, ``wb.quant``;
+    ``wb.steps`` lists them in order; :meth:`run_all` runs every step with the current controls.
+    """
+
+    OPTIONS = {
+        "model": "tiny",
+        "preset": "quick",
+        "backends": ("eager", "ortmodule"),
+        "max_steps": 0,
+        "data": "reviews",
+        "export_preset": "quick",
+        "fusion_preset": "quick",
+        "quant_preset": "dynamic",
+        "timing": "quick",
+        "n_boot": 1000,
+        "run_dir": None,
+        "runs_root": None,
+        "saved": None,
+        "background": True,
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        check_kwargs(type(self).__name__, kwargs, list(self.OPTIONS))
+        self.options = {**self.OPTIONS, **kwargs}
+        self._run_dir: Optional[Path] = Path(self.options["run_dir"]) if self.options["run_dir"] else None
+        root = self.options["runs_root"]
+        self.runs_root = Path(root) if root is not None else runs.DEFAULT_ROOT
+        bg = bool(self.options["background"])
+        o = self.options
+
+        self.doctor = DoctorBanner(background=False)
+        self.train = TrainPanel(model=o["model"], preset=o["preset"], backends=tuple(o["backends"]), max_steps=o["max_steps"],
+                                data=o["data"], run_dir=lambda: self.run_dir / "train", background=bg)
+        self.compare = ComparePanel(background=False)
+        self.graph = GraphPanel(export_preset=o["export_preset"], fusion_preset=o["fusion_preset"],
+                                run_dir=lambda: self.run_dir, background=bg)
+        self.quant = QuantPanel(preset=o["quant_preset"], timing=o["timing"], n_boot=o["n_boot"],
+                                run_dir=lambda: self.run_dir, background=bg)
+        self.steps = [
+            Step("environment", "Environment", self.doctor, lambda: None, lambda: self.doctor.ok),
+            Step("train", "Fine-tune", self.train, lambda: None, lambda: self.train.result is not None),
+            Step("compare", "Compare", self.compare,
+                 lambda: None if self.train.result is not None else "a training run",
+                 lambda: self.compare.result is not None),
+            Step("graph", "Export and fuse", self.graph,
+                 lambda: None if self.train.checkpoints() else "a trained checkpoint (fine-tune first, or open a saved run)",
+                 lambda: self.graph.result is not None),
+            Step("quantize", "Quantize", self.quant,
+                 lambda: None if self.quant.options["graph"] is not None else "a fused graph (export and fuse first)",
+                 lambda: self.quant.result is not None),
+        ]
+        self.train.on_result(self._after_train)
+        self.graph.on_result(self._after_graph)
+        for step in self.steps:
+            step.panel.on_result(lambda _p: self.refresh(advance=True))
+
+        self.header = W.HTML("")
+        self.saved_select = W.Dropdown(options=[], description="saved run", layout=W.Layout(width="60%"))
+        self.open_button = W.Button(description="Open", icon="folder-open", tooltip="show a saved run's results without recomputing")
+        self.reload_button = W.Button(description="", icon="refresh", tooltip="list the saved runs again", layout=W.Layout(width="40px"))
+        self.open_button.on_click(lambda _b: self._open_from_button())
+        self.reload_button.on_click(lambda _b: self.list_saved())
+        self.error_box = W.HTML("", layout=W.Layout(display="none"))
+        self.accordion = W.Accordion(children=[s.panel for s in self.steps])
+        self.add_class("wb-workbench")
+        super().__init__([self.header, W.HBox([self.saved_select, self.open_button, self.reload_button]), self.error_box,
+                          self.accordion])
+        self.list_saved()
+        if self.options["saved"] is not None:
+            self.open_run(self.options["saved"])
+        self.refresh(advance=True)
+
+    # ---- the run folder ------------------------------------------------------------------------
+    @property
+    def run_dir(self) -> Path:
+        """The folder this Workbench writes into (created on first use)."""
+        if self._run_dir is None:
+            self._run_dir = runs.new_run_dir("workbench", self.runs_root)
+        return self._run_dir
+
+    # ---- flow between steps --------------------------------------------------------------------
+    def _after_train(self, panel: Panel) -> None:
+        comparison = panel.result
+        self.compare.set_input(comparison)
+        self.graph.set_models(self.train.checkpoints())
+        data = comparison.runs[0].config.data if comparison.runs else None
+        if data is not None:
+            self.graph.set_data(data)
+            self.quant.options["data"] = data
+        self.refresh()
+
+    def _after_graph(self, panel: Panel) -> None:
+        self.quant.set_graph(self.graph.result, export=self.graph.export_result)
+        self.refresh()
+
+    def refresh(self, advance: bool = False) -> None:
+        """Update the step titles and which steps may run; with ``advance``, open the first step
+        that is ready and not done."""
+        for i, step in enumerate(self.steps):
+            if step.key in ("graph",):  # the other panels block themselves until given their input
+                step.panel.block(step.missing)
+            self.accordion.set_title(i, step.label(i + 1))
+        where = f"run folder: {self._run_dir}" if self._run_dir else f"run folder: created under {self.runs_root}/ on the first run"
+        self.header.value = (
+            '<h2 style="margin:4px 0">ORT Workbench</h2>'
+            f'<div style="color:{MUTED_COLOUR}">Steps in order; each opens when its inputs exist. {html.escape(where)}</div>'
+        )
+        if advance:
+            for i, step in enumerate(self.steps):
+                if not step.done and not step.missing:
+                    self.accordion.selected_index = i
+                    break
+
+    # ---- saved runs ----------------------------------------------------------------------------
+    def list_saved(self) -> list[Path]:
+        """Fill the saved-run list from ``runs_root`` (newest first)."""
+        found = [r.path for r in runs.list_runs(self.runs_root)]
+        self.saved_select.options = [(f"{p.name}", str(p)) for p in found]
+        self.open_button.disabled = not found
+        return found
+
+    def open_run(self, run_dir: str | os.PathLike) -> dict[str, Path]:
+        """Show every result saved under ``run_dir`` in its step, without recomputing.
+
+        Returns ``{stage: file}`` for what was opened; raises ``FileNotFoundError`` when the folder
+        holds no result (the error is also shown at the top of the Workbench).
+        """
+        self.error_box.layout.display = "none"
+        try:
+            found = find_saved(run_dir)
+            if not found:
+                raise FileNotFoundError(
+                    f"{run_dir} holds no saved result (compare.json, export.json, fusion.json, quantize.json, search.json); "
+                    "choose a run folder written by the Workbench, `workbench demo` or the CLI"
+                )
+            if "compare" in found:
+                self.train.show(load_comparison(found["compare"]))
+            if "fusion" in found:
+                self.graph.show(load_fusion(found["fusion"]))
+            if "quantize" in found:
+                result = load_quant_result(found["quantize"])
+                if self.quant.options["graph"] is None:
+                    self.quant.set_graph(result.source_path)
+                self.quant.show(result)
+            if "search" in found:
+                self.quant.show_search(load_search(found["search"]))
+        except Exception as exc:
+            self.error_box.value = error_html(exc, f"opening {run_dir}")
+            self.error_box.layout.display = None
+            raise
+        self.refresh(advance=True)
+        return found
+
+    def _open_from_button(self) -> None:
+        if not self.saved_select.value:
+            return
+        try:
+            self.open_run(self.saved_select.value)
+        except Exception:  # noqa: BLE001 - open_run() shows it at the top of the Workbench
+            pass
+
+    # ---- everything at once --------------------------------------------------------------------
+    def run_all(self) -> dict[str, Any]:
+        """Run every step in order with the current controls (synchronously); stops at the first
+        error, which its panel shows. Returns ``{step: result}``."""
+        self.doctor.run()
+        self.train.run()
+        self.graph.run()
+        self.quant.run()
+        return {s.key: s.panel.result for s in self.steps}
