@@ -71,6 +71,14 @@ def check_choice(name: str, value: Any, allowed: Sequence[Any]) -> Any:
     return value
 
 
+def check_range(name: str, value: Any, low: float, high: float, hint: str = "") -> Any:
+    """Return ``value`` if ``low <= value <= high``, else raise a :class:`PanelInputError` (a bounded
+    control would otherwise clamp it silently)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise PanelInputError(f"{name} must be a number from {low} to {high}, got {value!r}" + (f"; {hint}" if hint else ""))
+    return value
+
+
 def format_seconds(seconds: Optional[float]) -> str:
     """``75.2`` -> ``"1 min 15 s"``; ``None`` -> ``"?"``."""
     if seconds is None or seconds != seconds or seconds < 0:
@@ -282,10 +290,12 @@ class Panel(W.VBox):
         for name, value in values.items():
             widget = self.controls[name]
             options = getattr(widget, "options", None)
-            if options is not None and not isinstance(widget, W.SelectMultiple):
+            free_text = isinstance(widget, W.Combobox) and not widget.ensure_option
+            if options is not None and not free_text:
                 labels = [o[1] if isinstance(o, tuple) else o for o in options]
-                check_choice(name, value, labels)
-            widget.value = value
+                for item in (value if isinstance(widget, W.SelectMultiple) else [value]):
+                    check_choice(name, item, labels)
+            widget.value = tuple(value) if isinstance(widget, W.SelectMultiple) else value
 
     # ---- running ---------------------------------------------------------------------------
     def run(self) -> Any:

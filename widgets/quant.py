@@ -42,6 +42,7 @@ from .base import (
     Panel,
     PanelInputError,
     check_choice,
+    check_range,
     coloured,
     fmt,
     html_table,
@@ -182,11 +183,15 @@ class QuantPanel(Panel):
         check_choice("figure", options["figure"], FIGURES)
         for c in options["candidates"]:
             check_choice("candidates", c, PRESETS)
+        check_range("n_boot", options["n_boot"], 100, 100_000, "a 95% interval needs at least 100 bootstrap draws")
+        check_range("worst_k", options["worst_k"], 1, 10_000)
+        for name in ("budget_overall", "budget_per_slice"):
+            check_range(name, options[name], 0.0, 0.99, "budgets are fractions of accuracy: 0.02 = 2 points")
         style = {"description_width": "130px"}
         return {
             "preset": W.Dropdown(options=PRESETS, value=options["preset"], description="preset", style=style),
             "timing": W.Dropdown(options=TIMINGS, value=options["timing"], description="timing", style=style),
-            "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=1, max=100_000, description="bootstrap draws", style=style),
+            "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=100, max=100_000, description="bootstrap draws", style=style),
             "worst_k": W.BoundedIntText(value=int(options["worst_k"]), min=1, max=10_000, description="nodes to keep FP32", style=style),
             "budget_overall": W.BoundedFloatText(value=float(options["budget_overall"]), min=0.0, max=0.99, step=0.005,
                                                  description="budget overall", style=style),

@@ -27,6 +27,7 @@ from .base import (
     Panel,
     PanelInputError,
     check_choice,
+    check_range,
     coloured,
     fmt,
     html_table,
@@ -136,6 +137,7 @@ class TrainPanel(Panel):
         for b in backends:
             check_choice("backends", b, BACKENDS)
         check_choice("preset", options["preset"], PRESETS)
+        check_range("max_steps", options["max_steps"] or 0, 0, 1_000_000, "0 trains for the preset's steps")
         style = {"description_width": "110px"}
         return {
             "model": W.Combobox(value=str(options["model"]), options=["tiny", "minilm"], ensure_option=False,

@@ -1,0 +1,133 @@
+"""GraphPanel without a browser: a real export and fusion of the tiny model, the provenance
+drawing, Netron, a missing-fusion diagnosis, errors, and opening a saved report."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import widgets.graph as graph_module
+from widgets import GraphPanel, PanelInputError
+from widgets.graph import fused_nodes
+from workbench.fusion import FusionReport, Variant
+from workbench.plots import graph as graph_plots
+
+
+@pytest.fixture(scope="module")
+def graph_panel(tmp_path_factory, quick_data) -> GraphPanel:
+    panel = GraphPanel(model="tiny", data=quick_data, run_dir=tmp_path_factory.mktemp("graph-panel"))
+    panel.run()
+    yield panel
+    panel.close()
+
+
+def test_result_is_the_fusion_report_of_the_export(graph_panel: GraphPanel) -> None:
+    report = graph_panel.result
+    assert isinstance(report, FusionReport)
+    export = graph_panel.export_result
+    assert export.validation.passed, export.validation.message
+    assert Path(report.source_path) == Path(export.onnx_path)
+    run_dir = Path(graph_panel.options["run_dir"])
+    assert (run_dir / "export" / "export.json").is_file() and (run_dir / "fusion" / "fusion.json").is_file()
+    assert graph_panel.progress.bar.value == graph_panel.progress.bar.max == 2
+
+
+def test_summary_lists_every_variant_and_the_fusions(graph_panel: GraphPanel) -> None:
+    report = graph_panel.result
+    html = graph_panel.summary_html.value
+    assert html.count("<tr>") == 1 + len(report.variants)
+    for v in report.variants:
+        assert f"<td style=\"padding:2px 8px\">{v.name.value}</td>" in html
+    for op, n in report.fused_op_counts.items():
+        assert f"{op} {n}" in graph_panel.status.value
+    if not report.diagnoses:
+        assert "every expected fusion happened" in html
+
+
+def test_figures_are_the_library_figures(graph_panel: GraphPanel) -> None:
+    for name, builder in graph_module.FIGURES.items():
+        graph_panel.controls["figure"].value = name
+        expected = builder(graph_panel.result)
+        assert [(t.type, t.name) for t in graph_panel.figure.data] == [(t.type, t.name) for t in expected.data]
+    graph_panel.controls["figure"].value = "operator counts"
+
+
+def test_choosing_a_fused_node_draws_it_beside_what_it_replaced(graph_panel: GraphPanel) -> None:
+    report = graph_panel.result
+    assert graph_panel.variant_select.value == Variant.TRANSFORMER.value
+    nodes = fused_nodes(report.fused)
+    assert [v for _, v in graph_panel.node_select.options] == [f.name for f in nodes]
+    assert graph_panel.node_select.value == graph_plots.pick_fused_node(report).name
+    other = next(f for f in nodes if f.name != graph_panel.node_select.value)
+    graph_panel.node_select.value = other.name
+    expected = graph_plots.fused_node_drawing(report, node=other.name)
+    assert graph_panel.node_figure.layout.title.text == expected.layout.title.text
+    assert len(graph_panel.node_figure.data) == len(expected.data)
+    assert other.op_type in graph_panel.node_html.value
+    assert f"the {len(other.replaced)} exported nodes it replaced" in graph_panel.node_html.value
+
+
+def test_switching_variant_refills_the_provenance(graph_panel: GraphPanel) -> None:
+    graph_panel.variant_select.value = Variant.ORT_EXTENDED.value
+    expected = [f.name for f in fused_nodes(graph_panel.result.variant(Variant.ORT_EXTENDED))]
+    assert [v for _, v in graph_panel.node_select.options] == expected
+    graph_panel.variant_select.value = Variant.TRANSFORMER.value
+
+
+def test_netron_serves_the_selected_graph_on_localhost(graph_panel: GraphPanel) -> None:
+    url = graph_panel.show_netron()
+    assert url is not None and url.startswith("http://127.0.0.1:")
+    assert f'src="{url}"' in graph_panel.netron_html.value
+    assert str(graph_panel.result.fused.path) in graph_panel.netron_html.value
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.status == 200
+    graph_panel.stop_netron()
+    assert not graph_panel.netron.running and graph_panel.netron_html.value == ""
+
+
+def test_sdpa_export_shows_the_missing_attention_diagnosis(tmp_path: Path, quick_data) -> None:
+    panel = GraphPanel(model="tiny", attn_implementation="sdpa", fusion_preset="inspect_only", data=quick_data, run_dir=tmp_path)
+    report = panel.run()
+    assert report.diagnoses, "an SDPA export should miss the Attention fusion"
+    html = panel.summary_html.value
+    assert "Missing fusions" in html
+    for d in report.diagnoses:
+        assert d.fusion in html
+    assert "expected fusion(s) missing" in panel.status.value
+
+
+def test_bad_model_is_shown_with_the_fix_and_the_panel_recovers(tmp_path: Path, quick_data) -> None:
+    panel = GraphPanel(model=str(tmp_path / "missing"), fusion_preset="inspect_only", data=quick_data, run_dir=tmp_path)
+    with pytest.raises(ValueError):
+        panel.run()
+    assert "missing" in panel.error_box.value and "nothing is downloaded" in panel.error_box.value
+    panel.set_values(model="")
+    with pytest.raises(PanelInputError, match="model is empty"):
+        panel.run()
+    panel.set_values(model="tiny")
+    assert isinstance(panel.run(), FusionReport) and panel.error is None
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(PanelInputError, match="fusion_preset must be one of"):
+        GraphPanel(fusion_preset="O5")
+    with pytest.raises(TypeError, match="DataConfig"):
+        GraphPanel(data=[1, 2])
+    with pytest.raises(TypeError, match="did you mean 'opset'"):
+        GraphPanel(opsett=17)
+
+
+def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no(*a, **k):
+        raise AssertionError("opening a saved report must not export or fuse")
+
+    monkeypatch.setattr(graph_module, "run_export", no)
+    monkeypatch.setattr(graph_module, "run_fusion", no)
+    folder = Path(fused_tiny.fused_path).parent
+    panel = GraphPanel(saved=folder)
+    assert panel.result.fused_op_counts == fused_tiny.fused_op_counts
+    assert panel.export_result is not None
+    assert "opened" in panel.status.value
+    assert len(panel.node_select.options) == len(fused_nodes(fused_tiny.fused))

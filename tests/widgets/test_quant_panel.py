@@ -1,0 +1,144 @@
+"""QuantPanel without a browser: dynamic INT8 of the fused tiny graph, per-slice drift and flips,
+re-quantization without the worst nodes, the constrained search, errors, saved results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import widgets.quant as quant_module
+from widgets import PanelInputError, QuantPanel
+from workbench.plots import quant as quant_plots
+from workbench.quantize import QuantResult, SearchResult, worst_nodes
+
+
+@pytest.fixture(scope="module")
+def quant_panel(tmp_path_factory, fused_tiny, exported_tiny, quick_data) -> QuantPanel:
+    panel = QuantPanel(graph=fused_tiny, export=exported_tiny, data=quick_data, n_boot=100, worst_k=2,
+                       run_dir=tmp_path_factory.mktemp("quant-panel"))
+    panel.run()
+    return panel
+
+
+def test_result_is_the_quantization_of_the_fused_graph(quant_panel: QuantPanel, fused_tiny) -> None:
+    r = quant_panel.result
+    assert isinstance(r, QuantResult)
+    assert Path(r.source_path) == Path(fused_tiny.fused_path)
+    assert r.report.n_boot == 100
+    assert quant_panel.results == {r.name: r}
+    assert (Path(r.out_dir) / "quantize.json").is_file()
+    assert Path(r.out_dir).parent.name == "quantize"
+
+
+def test_drift_figure_and_tables_come_from_the_result(quant_panel: QuantPanel) -> None:
+    r = quant_panel.result
+    quant_panel.controls["figure"].value = "slice drift"
+    expected = quant_plots.drift_bars(r)
+    got = quant_panel.figure.data
+    assert [t.type for t in got] == [t.type for t in expected.data]
+    assert list(got[0].y) == list(expected.data[0].y), "one bar per slice, in the library's order"
+    table = quant_panel.results_html.value
+    assert r.name in table and table.count("<tr>") == 2
+    flips = quant_panel.flips_html.value
+    if r.report.flips:
+        assert f"{len(r.report.flips)} flipped prediction(s)" in flips
+        assert flips.count("<tr>") == 1 + min(len(r.report.flips), quant_module.FLIP_ROWS)
+    else:
+        assert "no prediction changed label" in flips
+    assert f"{len(r.report.flips)} flips" in quant_panel.status.value
+
+
+def test_other_figures_and_the_golden_set(quant_panel: QuantPanel) -> None:
+    r = quant_panel.result
+    for name, builder in (("confidence", quant_plots.confidence_scatter), ("thresholds", quant_plots.threshold_curves),
+                          ("node errors", quant_plots.node_errors)):
+        quant_panel.controls["figure"].value = name
+        expected = builder(r)
+        assert [(t.type, t.name) for t in quant_panel.figure.data] == [(t.type, t.name) for t in expected.data]
+    assert r.golden is not None
+    quant_panel.controls["figure"].value = "slice drift"
+    quant_panel.controls["golden"].value = True
+    assert list(quant_panel.figure.data[0].y) == list(quant_plots.drift_bars(r, golden=True).data[0].y)
+    assert "golden" in quant_panel.flips_html.value or "no prediction changed label on the golden set" in quant_panel.flips_html.value
+    quant_panel.controls["golden"].value = False
+
+
+def test_requantize_leaves_the_worst_nodes_in_fp32(quant_panel: QuantPanel) -> None:
+    first = quant_panel.result
+    again = quant_panel.requantize()
+    assert again is quant_panel.result and again.name != first.name
+    assert again.excluded_nodes == worst_nodes(first.node_errors, 2)
+    assert set(quant_panel.results) == {first.name, again.name}
+    assert quant_panel.results_html.value.count("<tr>") == 3
+
+
+def test_search_within_budget(quant_panel: QuantPanel) -> None:
+    quant_panel.set_values(candidates=("dynamic", "dynamic-per-channel"), budget_overall=0.05, budget_per_slice=0.1)
+    before = quant_panel.result
+    search = quant_panel.run_search()
+    assert isinstance(search, SearchResult) and quant_panel.search is search
+    assert quant_panel.result is before, "the search does not replace the quantization shown"
+    assert len(search.candidates) == 3  # FP32 + two presets
+    assert search.message in quant_panel.search_html.value.replace("&#x27;", "'")
+    assert quant_panel.search_html.value.count("<tr>") == 1 + len(search.candidates)
+    assert quant_panel.controls["figure"].value == "search trade-off"
+    expected = quant_plots.tradeoff(search)
+    assert [t.name for t in quant_panel.figure.data] == [t.name for t in expected.data]
+
+
+def test_empty_search_candidates_are_refused_in_the_panel(quant_panel: QuantPanel) -> None:
+    quant_panel.set_values(candidates=())
+    with pytest.raises(PanelInputError, match="search candidates is empty"):
+        quant_panel.run_search()
+    assert "select at least one preset" in quant_panel.error_box.value
+    quant_panel.set_values(candidates=("dynamic",))
+
+
+def test_blocked_until_a_graph_exists(fused_tiny, exported_tiny, quick_data, tmp_path: Path) -> None:
+    panel = QuantPanel(n_boot=100, run_dir=tmp_path)
+    assert panel.run_button.disabled and panel.requantize_button.disabled and panel.search_button.disabled
+    assert "an FP32 graph" in panel.notice.value
+    panel.set_graph(fused_tiny, export=exported_tiny, data=quick_data)
+    assert not panel.run_button.disabled and panel.notice.value == ""
+    assert isinstance(panel.run(), QuantResult)
+
+
+def test_library_errors_are_shown_and_the_panel_recovers(fused_tiny, quick_data, tmp_path: Path) -> None:
+    panel = QuantPanel(graph=tmp_path / "nothing.onnx", data=quick_data, n_boot=100, run_dir=tmp_path)
+    with pytest.raises(ValueError):
+        panel.run()
+    assert "nothing.onnx" in panel.error_box.value and "export one first" in panel.error_box.value
+    with pytest.raises(PanelInputError, match="nothing to re-quantize yet"):
+        panel.requantize()
+    panel.set_graph(fused_tiny)  # the export is found through the report
+    assert isinstance(panel.run(), QuantResult) and panel.error is None
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(PanelInputError, match="preset must be one of"):
+        QuantPanel(preset="int4")
+    with pytest.raises(PanelInputError, match="candidates must be one of"):
+        QuantPanel(candidates=("dynamic", "fp8"))
+    with pytest.raises(TypeError, match="did you mean 'n_boot'"):
+        QuantPanel(nboot=10)
+
+
+def test_opens_saved_results_without_recomputing(quant_tiny_dynamic, quant_panel: QuantPanel, monkeypatch) -> None:
+    def no(*a, **k):
+        raise AssertionError("opening saved results must not quantize")
+
+    monkeypatch.setattr(quant_module, "run_quantization", no)
+    monkeypatch.setattr(quant_module, "constrained_search", no)
+    panel = QuantPanel(saved=quant_tiny_dynamic.out_dir, saved_search=quant_panel.search.out_dir)
+    assert panel.result.name == quant_tiny_dynamic.name
+    assert panel.result.report.overall.delta == quant_tiny_dynamic.report.overall.delta
+    assert panel.search.chosen == quant_panel.search.chosen
+    assert not panel.run_button.disabled, "a saved result names its FP32 graph: the panel can quantize it again"
+
+
+def test_out_of_range_numbers_are_refused_not_clamped() -> None:
+    with pytest.raises(PanelInputError, match="n_boot must be a number from 100 to 100000, got 50; a 95% interval"):
+        QuantPanel(n_boot=50)
+    with pytest.raises(PanelInputError, match="budget_overall .* got 2"):
+        QuantPanel(budget_overall=2)
