@@ -1,0 +1,92 @@
+"""The Workbench stepper without a browser: steps blocked until their inputs exist, done marks,
+results flowing from step to step, one run folder, and a saved run opened without recomputing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import widgets.graph as graph_module
+import widgets.quant as quant_module
+import widgets.train as train_module
+from widgets import Workbench
+from widgets.workbench import DONE, WAITING
+
+
+def titles(wb: Workbench) -> list[str]:
+    return [wb.accordion.get_title(i) for i in range(len(wb.steps))]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Workbench:
+    wb = Workbench(runs_root=tmp_path_factory.mktemp("wb-runs"), max_steps=4, n_boot=100, background=False)
+    wb.run_all()
+    return wb
+
+
+def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
+    wb = Workbench(runs_root=tmp_path, background=False)
+    t = titles(wb)
+    assert [s.key for s in wb.steps] == ["environment", "train", "compare", "graph", "quantize"]
+    assert t[0].startswith(DONE if wb.doctor.ok else "")
+    assert "2. Fine-tune — ready" in t[1]
+    for i, needs in ((2, "a training run"), (3, "a trained checkpoint"), (4, "a fused graph")):
+        assert t[i].startswith(WAITING) and needs in t[i]
+        assert wb.steps[i].panel.run_button.disabled
+    assert wb.accordion.selected_index == 1, "the first step that can run is open"
+    assert not list(tmp_path.iterdir()), "no run folder until something runs"
+
+
+def test_unknown_option_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="did you mean 'max_steps'"):
+        Workbench(maxsteps=3)
+
+
+def test_run_all_fills_every_step(finished: Workbench) -> None:
+    assert all(t.startswith(DONE) for t in titles(finished)), titles(finished)
+    assert finished.compare.result is not None and finished.compare.input is finished.train.result
+    assert finished.quant.result is not None
+    # the graph step exported a checkpoint the training step wrote
+    checkpoints = set(finished.train.checkpoints().values())
+    assert finished.graph.export_result.model_source in checkpoints
+    # and the quantization step quantized the graph step's fused graph
+    assert Path(finished.quant.result.source_path) == Path(finished.graph.result.fused_path)
+
+
+def test_one_run_folder_holds_every_stage(finished: Workbench) -> None:
+    run = finished.run_dir
+    assert run.parent == finished.runs_root
+    assert (run / "train" / "compare.json").is_file()
+    assert (run / "export" / "export.json").is_file()
+    assert (run / "fusion" / "fusion.json").is_file()
+    assert list(run.glob("quantize/*/quantize.json"))
+    assert [p.name for p in finished.list_saved()] == [run.name]
+
+
+def test_a_saved_run_opens_without_recomputing(finished: Workbench, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no(*a, **k):
+        raise AssertionError("opening a saved run must not recompute")
+
+    for module, names in ((train_module, ("run_comparison",)), (graph_module, ("run_export", "run_fusion")),
+                          (quant_module, ("run_quantization", "constrained_search"))):
+        for name in names:
+            monkeypatch.setattr(module, name, no)
+    wb = Workbench(runs_root=finished.runs_root, saved=finished.run_dir, background=False)
+    assert all(t.startswith(DONE) for t in titles(wb)), titles(wb)
+    assert [r.losses for r in wb.train.result.runs] == [r.losses for r in finished.train.result.runs]
+    assert wb.graph.result.fused_op_counts == finished.graph.result.fused_op_counts
+    assert wb.quant.result.name == finished.quant.result.name
+    assert not wb.graph.run_button.disabled, "opened checkpoints make the graph step runnable again"
+
+
+def test_opening_a_folder_without_results_is_shown(tmp_path: Path) -> None:
+    wb = Workbench(runs_root=tmp_path, background=False)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="holds no saved result"):
+        wb.open_run(empty)
+    assert wb.error_box.layout.display != "none" and "holds no saved result" in wb.error_box.value
+    wb.saved_select.options = [("empty", str(empty))]
+    wb.open_button.click()  # the button keeps the error in the widget
+    assert "holds no saved result" in wb.error_box.value
