@@ -66,6 +66,19 @@ def tiny_checkpoint(tiny_train_run) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_comparison(tmp_path_factory):
+    """(Comparison, progress events) of eager and ORTModule on the tiny model: same config (10 steps,
+    evaluation every 5), trained in this process. Shared by the training, comparison and widget tests."""
+    from workbench.compare import run_comparison
+    from workbench.train import TrainConfig
+
+    events = []
+    c = run_comparison(TrainConfig.quick(max_steps=10, eval_every=5), ["eager", "ortmodule"],
+                       tmp_path_factory.mktemp("tiny-compare"), progress=events.append)
+    return c, events
+
+
+@pytest.fixture(scope="session")
 def trained_minilm_run(tmp_path_factory):
     """MiniLM fine-tuned briefly with the eager backend: 40 steps of 16 reviews (max length 64) on
     ``DataConfig.quick()``, lr 1e-4. About 20-30 s on 2 quiet cores; about 0.8 validation accuracy."""

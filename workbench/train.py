@@ -162,7 +162,6 @@ class TrainConfig:
     ort_threads: Optional[int] = None  # intra-op threads of ORT's session (None: same as `threads`)
     ort_graph_optimization: str = "all"  # disabled | basic | extended | all
     ort_allow_spinning: bool = True  # False: ORT's idle threads sleep instead of spinning
-    ort_compute_optimizer: bool = True  # ORTModule's compute optimizer (sparsity-aware label/embedding)
     ort_log_level: str = "ERROR"
     fallback: FallbackPolicy = FallbackPolicy.DISABLE
     save_graphs: bool = True  # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
@@ -179,7 +178,7 @@ class TrainConfig:
             set_("data", serial.from_dict(DataConfig, self.data))
         if not isinstance(self.data, DataConfig):
             raise TrainConfigError(f"data must be a workbench.data.DataConfig, got {type(self.data).__name__}; use DataConfig.quick() or DataConfig(...)")
-        for name in ("pad_to_max", "dropout", "ort_allow_spinning", "ort_compute_optimizer", "save_graphs"):
+        for name in ("pad_to_max", "dropout", "ort_allow_spinning", "save_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise TrainConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not isinstance(self.model, str) or not self.model:
@@ -566,7 +565,6 @@ def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
         "ORTMODULE_FALLBACK_POLICY": "FALLBACK_DISABLE" if cfg.fallback is FallbackPolicy.DISABLE else None,
         "ORTMODULE_ONNX_OPSET_VERSION": str(cfg.opset),
         "ORTMODULE_MEMORY_OPT_LEVEL": str(cfg.memory_optimizer_level),
-        "ORTMODULE_ENABLE_COMPUTE_OPTIMIZER": "1" if cfg.ort_compute_optimizer else "0",
     }
 
 
@@ -577,6 +575,10 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     ``ORTMODULE_*`` environment variables when it is built (set only for the construction here).
     Threads, graph optimization level and spinning are ONNX Runtime *session* options, which
     ORTModule builds itself; we adjust the session options it creates.
+
+    Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes ORTModule 1.19.2 on the first
+    step (``TypeError: 'NoneType' object is not iterable`` in ``_export_model``: the label-sparsity
+    hook list is None when the optimizer is off).
     """
     from .env import check_ortmodule_extensions
 
@@ -1169,12 +1171,15 @@ def run_training_isolated(
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
     timeout_s: Optional[float] = None,
+    env: Optional[dict[str, str]] = None,
 ) -> TrainRun:
     """:func:`run_training` in a fresh Python process (``python -m workbench.train``).
 
     Each backend then starts from a clean process: its peak RSS, thread pools and compile caches
     are its own. Progress comes back as JSON lines; ``stop`` sends SIGTERM, which the child turns
-    into a clean stop between steps.
+    into a clean stop between steps (a first step that is still exporting or compiling finishes
+    first). ``env`` adds environment variables for the child (e.g. a fresh
+    ``TORCHINDUCTOR_CACHE_DIR`` to measure a cold torch.compile start-up).
     """
     import signal
     import subprocess
@@ -1185,7 +1190,7 @@ def run_training_isolated(
     cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.config.json", cfg)
     cmd = [sys.executable, "-m", "workbench.train", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                            cwd=str(Path(__file__).resolve().parent.parent))
+                            cwd=str(Path(__file__).resolve().parent.parent), env={**os.environ, **(env or {})})
     err_tail: list[str] = []
 
     def drain_stderr():

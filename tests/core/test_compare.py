@@ -19,13 +19,12 @@ from workbench.compare import (
     load_comparison,
     run_comparison,
 )
-from workbench.train import Backend, RunStatus, StepRecord, TrainConfig, TrainConfigError
+from workbench.train import Backend, RunStatus, TrainConfig, TrainConfigError, run_training
 
 
 @pytest.fixture(scope="module")
-def comparison(tmp_path_factory) -> Comparison:
-    run_dir = tmp_path_factory.mktemp("cmp")
-    return run_comparison(TrainConfig.quick(max_steps=8, eval_every=0), ["eager", "ortmodule"], run_dir)
+def comparison(tiny_comparison) -> Comparison:
+    return tiny_comparison[0]  # eager vs ORTModule, tiny model, 10 steps (conftest)
 
 
 def _shift_losses(run, delta: float, from_step: int = 3):
@@ -42,7 +41,7 @@ def test_ratios_and_parity(comparison):
     assert r.throughput == pytest.approx(ort.throughput.value / eager.throughput.value)
     assert r.throughput == pytest.approx(eager.median_step_time.value / ort.median_step_time.value)
     assert r.memory == pytest.approx(eager.peak_memory.value / ort.peak_memory.value)
-    assert r.steps_compared == 8 and r.max_loss_diff < FP32_TOLERANCE and r.loss_within_tolerance and c.loss_parity
+    assert r.steps_compared == 10 and r.max_loss_diff < FP32_TOLERANCE and r.loss_within_tolerance and c.loss_parity
     # every figure carries its unit and direction
     units = {m.name: (m.unit, m.higher_is_better) for m in ort.metrics()}
     assert units["throughput"] == ("samples/s", True) and units["peak memory"] == ("MiB", False)
@@ -61,11 +60,15 @@ def test_saved_next_to_the_runs_and_loads_back(comparison):
     assert "ortmodule" in table and "1.00x" in table and "loss parity: yes" in table
 
 
-def test_a_defect_in_the_loss_curve_breaks_parity(comparison):
+def test_a_defect_in_the_loss_curve_breaks_parity(comparison, tmp_path):
     eager, ort = comparison.runs
-    broken = compare([eager, _shift_losses(ort, 0.06)])
-    assert not broken.loss_parity and broken.ratio("ortmodule").max_loss_diff == pytest.approx(0.06, abs=FP32_TOLERANCE)
-    assert compare([eager, _shift_losses(ort, 0.06)], tolerance=0.1).loss_parity  # a caller's wider tolerance
+    # a real defect: the same training with twice the learning rate, presented as the other backend
+    doubled = run_training(eager.config.replace(lr=2 * eager.config.lr), "eager", tmp_path)
+    c = compare([eager, dataclasses.replace(doubled, backend=Backend.ORTMODULE)])
+    assert not c.loss_parity and c.ratio("ortmodule").max_loss_diff > FP32_TOLERANCE
+    assert any("different config" in n for n in c.notes)
+    assert compare([eager, _shift_losses(ort, 0.005)], tolerance=0.01).loss_parity  # a caller's wider tolerance
+    assert not compare([eager, _shift_losses(ort, 0.005)]).loss_parity
     with pytest.raises(ValueError, match="tolerance must be a positive"):
         compare([eager, ort], tolerance=0)
 

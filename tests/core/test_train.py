@@ -17,7 +17,6 @@ from workbench.train import (
     Backend,
     FallbackPolicy,
     Precision,
-    Progress,
     RunStatus,
     Schedule,
     TrainConfig,
@@ -30,17 +29,14 @@ from workbench.train import (
     run_training,
 )
 
-TINY = dict(max_steps=10, eval_every=5)
-
-
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    """Eager and ORTModule runs of the same tiny config in one run folder, with their progress events."""
-    run_dir = tmp_path_factory.mktemp("pair")
-    events: list[Progress] = []
-    cfg = TrainConfig.quick(**TINY)
-    runs = {b: run_training(cfg, b, run_dir, progress=events.append) for b in ("eager", "ortmodule")}
-    return run_dir, runs, events
+def pair(tiny_comparison):
+    """(run folder, {backend: TrainRun}, progress events) of eager and ORTModule on the same tiny config
+    (10 steps, evaluation every 5; the session fixture in conftest)."""
+    from pathlib import Path
+
+    c, events = tiny_comparison
+    return Path(c.run_dir), {r.backend.value: r for r in c.runs}, events
 
 
 # ---- config ------------------------------------------------------------------------------
@@ -245,11 +241,11 @@ def test_stop_between_steps_keeps_what_it_has(tmp_path):
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path):
-    big = run_training(TrainConfig.quick(max_steps=3, eval_every=0, batch_size=16), "eager", tmp_path / "a")
-    acc = run_training(TrainConfig.quick(max_steps=3, eval_every=0, batch_size=8, grad_accum=2), "eager", tmp_path / "b")
+    big = run_training(TrainConfig.quick(max_steps=2, eval_every=0, batch_size=16), "eager", tmp_path / "a")
+    acc = run_training(TrainConfig.quick(max_steps=2, eval_every=0, batch_size=8, grad_accum=2), "eager", tmp_path / "b")
     assert all(s.examples == 16 for s in acc.steps)
     assert max(abs(a - b) for a, b in zip(big.losses, acc.losses)) < 1e-4
-    other = run_training(TrainConfig.quick(max_steps=3, eval_every=0, batch_size=8), "eager", tmp_path / "c")
+    other = run_training(TrainConfig.quick(max_steps=2, eval_every=0, batch_size=8), "eager", tmp_path / "c")
     assert abs(other.losses[-1] - big.losses[-1]) > 1e-5  # a different batch size is visibly different
 
 
