@@ -126,6 +126,21 @@ def _enum(cls: type[enum.Enum], value: Any, name: str):
         raise TrainConfigError(f"{name} must be one of {allowed}; got {value!r}") from None
 
 
+_TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A yes/no setting: True/False, or the strings on/off, true/false, yes/no, 1/0 (CLI, JSON)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise TrainConfigError(f"{name} must be True or False (or one of on/off, yes/no), got {value!r}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a fine-tuning run, except the backend (which is what we compare).
@@ -179,8 +194,7 @@ class TrainConfig:
         if not isinstance(self.data, DataConfig):
             raise TrainConfigError(f"data must be a workbench.data.DataConfig, got {type(self.data).__name__}; use DataConfig.quick() or DataConfig(...)")
         for name in ("pad_to_max", "dropout", "ort_allow_spinning", "save_graphs"):
-            if not isinstance(getattr(self, name), bool):
-                raise TrainConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            set_(name, _flag(getattr(self, name), name))
         if not isinstance(self.model, str) or not self.model:
             raise TrainConfigError(f"model must be 'minilm', 'tiny' or a model folder path, got {self.model!r}")
         for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1)):

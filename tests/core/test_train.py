@@ -48,6 +48,7 @@ def test_presets_and_string_conversion():
     assert TrainConfig.demo().model == "minilm"
     assert TrainConfig.bench().pad_to_max and TrainConfig.bench().max_length == 128
     assert TrainConfig.quick(batch_size=4).batch_size == 4
+    assert TrainConfig.quick(save_graphs="off").save_graphs is False and TrainConfig.quick(dropout="on").dropout is True
 
 
 @pytest.mark.parametrize("kw, needles", [
@@ -62,6 +63,7 @@ def test_presets_and_string_conversion():
     ({"precision": "fp16"}, ["fp16", "CUDA", "bf16"]),
     ({"optimizer": "ort_fused_adam"}, ["ort_fused_adam", "CUDA", "adamw_fused"]),
     ({"ort_graph_optimization": "max"}, ["ort_graph_optimization", "'max'", "extended"]),
+    ({"save_graphs": "maybe"}, ["save_graphs", "'maybe'", "on/off"]),
 ])
 def test_bad_settings_are_rejected_with_the_fix(kw, needles):
     with pytest.raises(TrainConfigError) as err:
