@@ -582,6 +582,37 @@ def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
     }
 
 
+def _has_fd(stream) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+        return False
+
+
+def allow_streams_without_fd() -> None:
+    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor.
+
+    ORTModule 1.19.2 silences ONNX Runtime's C++ logging during graph building by redirecting file
+    descriptors 1 and 2 (``_logger._suppress_os_stream_output``). Under ``contextlib.redirect_stdout``,
+    pytest's ``capsys`` or any other in-memory stream, ``sys.stdout.fileno()`` raises, and its
+    clean-up then fails with ``TypeError: 'NoneType' object cannot be interpreted as an integer``,
+    which looks like an ORTModule failure. Patched once: without descriptors, the redirection is
+    skipped (the C++ logs, if any, go to the process's real stdout/stderr).
+    """
+    from onnxruntime.training.ortmodule import _logger
+
+    original = _logger._suppress_os_stream_output
+    if getattr(original, "_workbench_patched", False):
+        return
+
+    def suppress(enable=True, on_exit=None):
+        return original(enable=enable and _has_fd(sys.stdout) and _has_fd(sys.stderr), on_exit=on_exit)
+
+    suppress._workbench_patched = True
+    _logger._suppress_os_stream_output = suppress
+
+
 def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None):
     """Wrap ``model`` in ORTModule with the config's knobs.
 
@@ -599,6 +630,7 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     ext = check_ortmodule_extensions()
     if not ext.ok:
         raise TrainConfigError(f"the ortmodule backend cannot run: {ext.value}; fix: {ext.fix}")
+    allow_streams_without_fd()
     with _env(ortmodule_env(cfg)):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 

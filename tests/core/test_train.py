@@ -297,3 +297,17 @@ def test_trained_minilm_checkpoint_is_better_than_chance(trained_minilm_run, tra
     loss, acc = evaluate(loaded.model, quick_data["validation"], loaded.tokenizer, trained_minilm_run.config, torch.device("cpu"))
     assert acc == pytest.approx(trained_minilm_run.final_accuracy)
     assert loss == pytest.approx(trained_minilm_run.final_val_loss, rel=1e-4)
+
+
+def test_ortmodule_trains_when_stdout_has_no_file_descriptor(tmp_path):
+    """ORTModule redirects fds 1/2 while it builds its graph; under an in-memory stdout (pytest's
+    capsys, contextlib.redirect_stdout, some notebook front-ends) that used to fail the run."""
+    import contextlib
+    import io
+
+    from workbench.train import TrainConfig, run_training
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        run = run_training(TrainConfig.quick(max_steps=2, eval_every=0), "ortmodule", tmp_path)
+    assert run.status.value == "ok", run.reason
+    assert run.executed_in_onnxruntime

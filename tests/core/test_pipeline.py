@@ -1,0 +1,52 @@
+"""The headless walkthrough (`workbench demo`): every stage runs and writes its results; a failing
+stage is recorded, later stages that need it are skipped, and what was written survives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workbench import cli
+from workbench.pipeline import DemoConfig, DemoResult, run_demo
+from workbench.runs import load_result
+from workbench.train import TrainConfig
+
+
+def test_quick_demo_runs_every_stage_from_the_cli(tmp_path, capsys):
+    run = tmp_path / "demo"
+    code = cli.main(["demo", "--quick", "--steps", "6", "--run-dir", str(run)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    result = load_result(DemoResult, run / "demo.json")
+    assert [s.name for s in result.stages] == ["doctor", "data", "fine-tune", "export", "fuse", "quantize"]
+    assert all(s.status == "ok" for s in result.stages)
+    for rel in ("compare.json", "export/export.json", "export/model.onnx", "fusion/fusion.json",
+                "quantize/dynamic/quantize.json", "summary.md"):
+        assert (run / rel).is_file(), rel
+    compare = json.loads((run / "compare.json").read_text())
+    by_backend = {r["backend"]: r for r in compare["runs"]}
+    assert by_backend["ortmodule"]["executed_in_onnxruntime"] is True, by_backend["ortmodule"]
+    assert by_backend["eager"]["executed_in_onnxruntime"] is False
+    # every figure named in the summary exists and embeds a plotly plot
+    figures = [f for s in result.stages for f in s.figures]
+    assert len(figures) >= 10
+    for f in figures:
+        assert "Plotly.newPlot" in Path(f).read_text()
+    assert (run / "figures" / "plotly.min.js").is_file()  # the figures work offline
+    summary = (run / "summary.md").read_text()
+    assert "| fine-tune | ok |" in summary and "ran in ONNX Runtime: yes" in summary
+    assert "== quantize ==" in out
+
+
+def test_a_failing_stage_is_recorded_and_earlier_results_survive(tmp_path):
+    cfg = DemoConfig.quick(train=TrainConfig.quick(model=str(tmp_path / "no-such-model"), max_steps=2))
+    lines: list[str] = []
+    result = run_demo(cfg, tmp_path / "run", log=lines.append)
+    status = {s.name: s.status for s in result.stages}
+    assert status == {"doctor": "ok", "data": "ok", "fine-tune": "failed", "export": "skipped", "fuse": "skipped", "quantize": "skipped"}
+    failed = result.stage("fine-tune")
+    assert "no-such-model" in failed.message and "neither a built-in model" in failed.message
+    assert (tmp_path / "run" / "data.json").is_file() and (tmp_path / "run" / "doctor.txt").is_file()
+    assert not result.ok
+    assert "fine-tune: FAILED" in "\n".join(lines)
+    assert "| fine-tune | failed:" in (tmp_path / "run" / "summary.md").read_text()
