@@ -25,6 +25,12 @@ T = TypeVar("T")
 DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,6 +40,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -57,6 +64,7 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -45,6 +45,16 @@ def test_non_finite_floats_become_null():
     assert serial.from_dict(Inner, {"x": None}).x != serial.from_dict(Inner, {"x": None}).x  # NaN back
 
 
+def test_atomic_writes_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    path = runs.atomic_write_json(tmp_path / "r.json", {"v": 1})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
 def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
     path = tmp_path / "result.json"
     runs.atomic_write_json(path, {"v": 1})
