@@ -129,8 +129,8 @@ class Workbench(W.VBox):
         ]
         self.train.on_result(self._after_train)
         self.graph.on_result(self._after_graph)
-        for step in self.steps:
-            step.panel.on_result(lambda _p: self.refresh(advance=True))
+        for step in self.steps:  # titles follow the results; the open step stays open (its results are on show)
+            step.panel.on_result(lambda _p: self.refresh())
 
         self.header = W.HTML("")
         self.saved_select = W.Dropdown(options=[], description="saved run", layout=W.Layout(width="60%"))

@@ -69,8 +69,13 @@ class LabServer:
         notification = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
         notification.parent.mkdir(parents=True, exist_ok=True)
         notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        # PYTEST_CURRENT_TEST would reach the kernels and make ipykernel switch off its
+        # file-descriptor capture, which ORTModule's export needs (sys.stdout.fileno()).
+        inherited = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
         env = {
-            **os.environ,
+            **inherited,
+            # the repository first: a stale editable install could resolve `widgets` as a namespace package
+            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), inherited.get("PYTHONPATH", "")) if p),
             "HOME": str(home),
             "JUPYTER_CONFIG_DIR": str(home / ".jupyter"),
             "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
@@ -149,6 +154,7 @@ def page(output_dir: Path) -> Iterator[Any]:
         try:
             yield pg
         finally:
+            pg.screenshot(path=str(output_dir / "last-state.png"))  # what the page showed at the end (pass or fail)
             (output_dir / "browser-console.log").write_text("\n".join(console))
             context.close()
             browser.close()

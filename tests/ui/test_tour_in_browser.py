@@ -1,0 +1,61 @@
+"""The tour notebook in JupyterLab, in headless Chromium: run all cells, press the Workbench's
+Train button, wait for the loss curves to render, follow the steps, screenshot.
+
+Every wait is on an element or a text (Playwright's expect), never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import LabServer, set_parameters
+
+pytestmark = pytest.mark.ui
+
+TOUR = "00_tour.ipynb"
+
+
+def test_tour_trains_and_steps_through_the_workbench(lab: LabServer, page, output_dir: Path) -> None:
+    from playwright.sync_api import expect
+
+    set_parameters(lab.root / TOUR, {"MAX_STEPS": 6, "BACKENDS": ("eager", "ortmodule"), "RUNS": str(lab.root / "runs")})
+    page.goto(f"{lab.url}/lab/tree/{TOUR}")
+    expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible()
+
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+
+    workbench = page.locator(".wb-workbench")
+    expect(workbench).to_be_visible()
+    # the environment check ran when the Workbench was built; the fine-tune step is open and ready
+    expect(workbench.get_by_text("1. Environment — done")).to_be_visible()
+    expect(workbench.get_by_text("3. Compare — waiting for a training run")).to_be_visible()
+    train = page.locator(".wb-trainpanel")
+    train_button = train.locator("button.wb-run")
+    expect(train_button).to_be_visible()
+    expect(train_button).to_be_enabled()
+    page.screenshot(path=str(output_dir / "01-tour-before-training.png"))
+
+    train_button.click()
+    # the loss curves render as a plotly plot with one line per backend, then the run finishes
+    plot = train.locator(".js-plotly-plot")
+    expect(plot).to_be_visible()
+    expect(train.locator(".wb-status")).to_contain_text("ortmodule ok (in ONNX Runtime)")
+    expect(plot.locator(".scatterlayer .trace")).to_have_count(4)  # train + validation per backend
+    expect(train.locator(".wb-runs")).to_be_visible()
+    expect(train_button).to_be_enabled()
+    expect(workbench.get_by_text("2. Fine-tune — done")).to_be_visible()
+    plot.scroll_into_view_if_needed()
+    page.screenshot(path=str(output_dir / "02-tour-after-training.png"))
+    train.screenshot(path=str(output_dir / "03-train-panel.png"))
+
+    # the next steps opened up: compare shows its ratio table and figure without retraining
+    expect(workbench.get_by_text("3. Compare — done")).to_be_visible()
+    expect(workbench.get_by_text("4. Export and fuse — ready")).to_be_visible()
+    workbench.get_by_text("3. Compare — done").click()
+    compare = page.locator(".wb-comparepanel")
+    expect(compare.locator(".wb-ratios")).to_be_visible()
+    expect(compare.locator(".js-plotly-plot")).to_be_visible()
+    compare.screenshot(path=str(output_dir / "04-compare-panel.png"))
