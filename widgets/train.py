@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from pathlib import Path
 from typing import Any, Optional, Union
 
 import ipywidgets as W
@@ -16,7 +15,7 @@ import plotly.graph_objects as go
 
 from workbench.compare import Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
-from workbench.train import Backend, Progress, RunStatus, TrainConfig, TrainRun
+from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
 from .base import (
     FAIL_COLOUR,

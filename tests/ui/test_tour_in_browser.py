@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LabServer, set_parameters
+from labtools import LabServer, set_parameters
 
 pytestmark = pytest.mark.ui
 
