@@ -334,8 +334,8 @@ class QuantPanel(Panel):
     def _draw_figure(self) -> None:
         which = self.controls["figure"].value
         if which == "search trade-off":
-            if self.search is not None:
-                replace_figure(self.figure, quant_plots.tradeoff(self.search))
+            replace_figure(self.figure, quant_plots.tradeoff(self.search) if self.search is not None else go.Figure(
+                layout=dict(title="No search yet: set the budgets and press Search within budget", template="plotly_white")))
             return
         r = self.result
         if r is None:

@@ -64,6 +64,16 @@ def test_other_figures_and_the_golden_set(quant_panel: QuantPanel) -> None:
     quant_panel.controls["golden"].value = False
 
 
+def test_search_figure_before_any_search_says_what_to_do(quant_panel: QuantPanel) -> None:
+    panel = QuantPanel(saved=quant_panel.result.out_dir)  # a result, no search
+    assert panel.search is None
+    panel.controls["figure"].value = "search trade-off"
+    assert len(panel.figure.data) == 0
+    assert "press Search within budget" in panel.figure.layout.title.text
+    panel.controls["figure"].value = "slice drift"
+    assert len(panel.figure.data) >= 1
+
+
 def test_requantize_leaves_the_worst_nodes_in_fp32(quant_panel: QuantPanel) -> None:
     first = quant_panel.result
     again = quant_panel.requantize()
