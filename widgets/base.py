@@ -181,9 +181,10 @@ class ProgressView(W.VBox):
             parts.append(f"{format_seconds(eta_s)} left")
         self.label.value = html.escape(" · ".join(parts))
 
-    def finish(self, text: str, ok: bool = True) -> None:
-        self.bar.bar_style = "success" if ok else "danger"
-        if ok:
+    def finish(self, text: str, ok: bool = True, stopped: bool = False) -> None:
+        """Final state: green and full when ``ok``, amber where it stopped on request, red otherwise."""
+        self.bar.bar_style = "warning" if stopped else ("success" if ok else "danger")
+        if ok and not stopped:
             self.bar.value = self.bar.max
         self.label.value = html.escape(text)
 
@@ -336,12 +337,17 @@ class Panel(W.VBox):
             draw(result)
         except BaseException as exc:
             self._show_error(exc, step)
-            self.progress.finish("stopped" if self.stop_event.is_set() else "failed", ok=False)
+            stopped = self.stop_event.is_set()
+            self.progress.finish("stopped on request, then failed" if stopped else "failed", ok=False, stopped=stopped)
             raise
         finally:
             self._set_busy(False)
         elapsed = time.perf_counter() - self._started
-        self.progress.finish(f"done in {format_seconds(elapsed)}")
+        if self.stop_event.is_set():
+            self.progress.finish(f"stopped on request after {format_seconds(elapsed)}; the result holds what was done",
+                                 stopped=True)
+        else:
+            self.progress.finish(f"done in {format_seconds(elapsed)}")
         self.status.value = self._status_html(summary(result), colour(result))
         self._notify()
         return result

@@ -59,3 +59,22 @@ def test_tour_trains_and_steps_through_the_workbench(lab: LabServer, page, outpu
     expect(compare.locator(".wb-ratios")).to_be_visible()
     expect(compare.locator(".js-plotly-plot")).to_be_visible()
     compare.screenshot(path=str(output_dir / "04-compare-panel.png"))
+
+    # back to the fine-tune step: a long run, stopped from the browser while it trains
+    workbench.get_by_text("2. Fine-tune — done").click()
+    steps = train.locator("input[type=number]").first
+    expect(steps).to_be_visible()
+    steps.fill("5000")
+    steps.press("Enter")
+    expect(train_button).to_be_enabled()
+    train_button.click()
+    stop = train.locator("button.wb-stop")
+    expect(stop).to_be_enabled()
+    expect(train.get_by_text("/5000")).to_be_visible()  # the progress bar counts the long run's steps
+    stop.click()
+    expect(train.locator(".wb-status")).to_contain_text("eager stopped")
+    expect(train.get_by_text("the result holds what was done")).to_be_visible()  # the progress line
+    expect(train.locator(".wb-runs").get_by_text("stopped on request after")).to_be_visible()  # the run's own reason
+    expect(train_button).to_be_enabled()
+    expect(stop).to_be_disabled()
+    train.screenshot(path=str(output_dir / "05-train-panel-stopped.png"))

@@ -161,7 +161,9 @@ def test_button_runs_in_a_background_thread_and_stop_reaches_the_work() -> None:
     assert not panel.busy
     assert panel.result is not None and panel.error is None
     assert panel.result["out"] == ["step 1/100 · loss 0.5 · 42 s left"], "stopped after the first step"
-    assert panel.progress.bar.bar_style == "success"
+    assert panel.progress.bar.bar_style == "warning"
+    assert panel.progress.label.value.startswith("stopped on request after")
+    assert panel.progress.bar.value == 1, "the bar stays where the work stopped"
 
 
 def test_run_while_busy_is_refused() -> None:

@@ -125,6 +125,7 @@ def test_live_curve_and_stop_from_the_buttons(tmp_path: Path) -> None:
     run = panel.result.runs[0]
     assert run.status is RunStatus.STOPPED
     assert 3 <= len(run.steps) < 400
+    assert panel.progress.bar.bar_style == "warning" and "stopped on request" in panel.progress.label.value
 
 
 def test_compare_panel_is_blocked_without_runs() -> None:
