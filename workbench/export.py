@@ -432,6 +432,38 @@ def _explain_failure(exc: BaseException, cfg: ExportConfig, attn: str) -> Export
     )
 
 
+def _is_onnxruntime_symbolic(fn) -> bool:
+    module = getattr(fn, "__module__", "") or ""
+    return module == "onnxruntime" or module.startswith("onnxruntime.")
+
+
+@contextlib.contextmanager
+def standard_symbolics():
+    """Export with torch's own ONNX symbolics, not the ones ORTModule registers for training.
+
+    Building an ``ORTModule`` registers custom symbolics process-wide (``embedding`` as a
+    ``com.microsoft::ATen`` node, ``gelu`` as the contrib ``Gelu``, ...) and never removes them.
+    An inference export made afterwards in the same process (a notebook that fine-tunes with
+    ORTModule, then exports) would then hold ATen nodes: the transformer optimizer cannot fuse
+    EmbedLayerNormalization, and the graph needs ORTModule's ATen executor to run at all. While
+    our export runs, those overrides are taken out of torch's registry; they are put back after.
+    """
+    from torch.onnx._internal import registration
+
+    removed = []
+    for group in list(registration.registry._registry.values()):
+        overrides = getattr(getattr(group, "_functions", None), "_overrides", {})
+        for opset, fn in list(overrides.items()):
+            if _is_onnxruntime_symbolic(fn):
+                group.remove_custom(opset)
+                removed.append((group, opset, fn))
+    try:
+        yield [f"{g._name}@{o}" for g, o, _ in removed]
+    finally:
+        for group, opset, fn in removed:
+            group.add_custom(fn, opset)
+
+
 @contextlib.contextmanager
 def _without_ir_dump():
     """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
@@ -452,14 +484,14 @@ def _without_ir_dump():
 
     @contextlib.contextmanager
     def setup_onnx_logging(verbose: bool):
+        # Off unless asked for, even if something earlier in the process (an ORTModule export)
+        # switched it on and left it on; the previous state comes back afterwards.
         was_enabled = torch._C._jit_is_onnx_log_enabled()
-        if verbose:
-            torch._C._jit_set_onnx_log_enabled(True)
+        torch._C._jit_set_onnx_log_enabled(bool(verbose))
         try:
             yield
         finally:
-            if not was_enabled:
-                torch._C._jit_set_onnx_log_enabled(False)
+            torch._C._jit_set_onnx_log_enabled(was_enabled)
 
     onnx_utils.setup_onnx_logging = setup_onnx_logging
     try:
@@ -492,7 +524,7 @@ def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[st
         dynamic["logits"] = {0: "batch"}
     attn = getattr(loaded, "attn_implementation", "eager")
     try:
-        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump():
+        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics():
             torch.onnx.export(
                 model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
                 dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,

@@ -300,3 +300,31 @@ def test_export_a_training_checkpoint(tiny_checkpoint, quick_data, tmp_path):
     assert r.class_names == [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
     assert r.validation.passed, r.validation.message
     assert r.model_source == str(tiny_checkpoint)
+
+
+def test_export_after_ortmodule_training_is_plain_onnx(tmp_path):
+    """ORTModule registers training symbolics (embedding -> com.microsoft::ATen, ...) process-wide.
+    An export made after an ORTModule run in the same process must not pick them up, and ORTModule
+    must still work afterwards."""
+    import torch
+    from onnxruntime.training.ortmodule import ORTModule
+
+    from workbench.export import run_export
+    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.models import load_model
+
+    def ort_step():
+        lm = load_model("tiny", dropout=False)
+        wrapped = ORTModule(lm.model)
+        wrapped.train()
+        enc = lm.tokenizer(["a fine film", "a dull one"], padding=True, return_tensors="pt")
+        wrapped(**enc, labels=torch.tensor([1, 0])).loss.backward()
+        return wrapped._torch_module._execution_manager(True)._onnx_models.optimized_model
+
+    assert ort_step() is not None
+    exported = run_export("tiny", ExportConfig.quick(), tmp_path / "export")
+    assert "ATen" not in exported.op_histogram
+    assert exported.op_histogram["Gather"] >= 3  # the embedding lookups are plain Gathers
+    fused = run_fusion(exported, FusionConfig.inspect_only(), tmp_path / "fusion")
+    assert fused.fused_op_counts.get("EmbedLayerNormalization") == 1
+    assert ort_step() is not None  # ORTModule's own symbolics were put back
