@@ -355,7 +355,8 @@ class Panel(W.VBox):
     def add_action(self, label: str, method: Callable[[], Any], icon: str = "", tooltip: str = "") -> W.Button:
         """A button for an extra action of the panel: it calls ``method`` (a public, synchronous
         method built on :meth:`_execute`) like the Run button calls :meth:`run`."""
-        button = W.Button(description=label, icon=icon, tooltip=tooltip, disabled=bool(self.blocked))
+        button = W.Button(description=label, icon=icon, tooltip=tooltip, disabled=bool(self.blocked),
+                          layout=W.Layout(width="auto"))
         button.add_class("wb-action")
         button.on_click(lambda _b: self._start(method))
         self._actions.append((button, label))

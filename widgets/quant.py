@@ -200,7 +200,8 @@ class QuantPanel(Panel):
             "candidates": W.SelectMultiple(options=PRESETS, value=tuple(options["candidates"]), rows=4,
                                            description="search candidates", style=style),
             "figure": W.ToggleButtons(options=FIGURES, value=options["figure"], description="figure", style=style),
-            "golden": W.Checkbox(value=False, description="show the golden edge cases instead of the test split", indent=False),
+            "golden": W.Checkbox(value=False, description="show the golden edge cases instead of the test split", indent=False,
+                                 layout=W.Layout(width="auto")),
         }
 
     def _controls_box(self) -> W.Widget:

@@ -148,7 +148,7 @@ class TrainPanel(Panel):
             "data": W.Text(value=str(options["data"]), description="data",
                            placeholder="reviews, or a CSV / JSONL / Parquet file", style=style),
             "isolate": W.Checkbox(value=bool(options["isolate"]), description="each backend in its own process (honest peak memory)",
-                                  indent=False),
+                                  indent=False, layout=W.Layout(width="auto")),
         }
 
     def _build_views(self) -> list[W.Widget]:
