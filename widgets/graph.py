@@ -339,5 +339,7 @@ class GraphPanel(Panel):
 
     def close(self) -> None:
         """Stop the Netron server (if any) and close the widgets."""
-        self.netron.stop()
+        netron = getattr(self, "netron", None)  # absent when the constructor refused its arguments
+        if netron is not None:
+            netron.stop()
         super().close()

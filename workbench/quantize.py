@@ -30,11 +30,13 @@ overall *and* on every slice. Results are frozen dataclasses saved as ``quantize
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
 import math
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -388,6 +390,8 @@ def _graph_source(obj, export) -> tuple[Path, Any]:
             found = getattr(obj, attr)
             if export is None and isinstance(getattr(obj, "export", None), ExportResult):
                 export = obj.export
+            if export is None and getattr(obj, "export_path", None):  # a FusionReport names its export
+                export = obj.export_path
             return Path(found), export
     if not isinstance(obj, (str, os.PathLike)):
         raise QuantizeError(
@@ -594,6 +598,16 @@ def _reader(feeds: list[dict]):
     return _ListReader()
 
 
+@contextlib.contextmanager
+def _working_directory(path):
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:
     """``quant_pre_process`` before static quantization: constant folding and shape inference.
 
@@ -607,9 +621,12 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
 
     out_path = Path(out_path)
     symbolic = graph_kind(fp32_path) == "fused"
-    with runs.atomic_path(out_path) as tmp:
+    with runs.atomic_path(out_path) as tmp, tempfile.TemporaryDirectory(prefix="workbench-preprocess-") as scratch:
         try:
-            quant_pre_process(str(fp32_path), str(tmp), skip_symbolic_shape=not symbolic)
+            # ONNX Runtime's symbolic shape inference saves a failing model as
+            # ./sym_shape_infer_temp.onnx (+ a .data file): work from a scratch folder instead.
+            with _working_directory(scratch):
+                quant_pre_process(str(Path(fp32_path).resolve()), str(tmp.resolve()), skip_symbolic_shape=not symbolic)
         except Exception as exc:
             raise QuantizeError(
                 f"pre-processing {fp32_path} for static quantization failed "

@@ -423,3 +423,39 @@ def test_cli_quantize_bad_source(tmp_path, capsys):
 
     assert main(["quantize", str(tmp_path)]) == 2
     assert "run `workbench export` first" in capsys.readouterr().err
+
+
+def test_a_fusion_report_leads_to_its_export_wherever_the_folders_are(fused_tiny, quick_data, tmp_path):
+    """In the demo and Workbench layouts fusion/ sits beside export/, not inside it: the report's
+    export_path is how quantization finds the tokenizer and class names."""
+    from pathlib import Path
+
+    from workbench.quantize import QuantConfig, TimingConfig, run_quantization
+
+    assert not (Path(fused_tiny.fused_path).parent / "export.json").exists()
+    assert not (Path(fused_tiny.fused_path).parent.parent / "export.json").exists()
+    res = run_quantization(fused_tiny, QuantConfig.dynamic_int8(), tmp_path / "q", quick_data,
+                           timing=TimingConfig.quick(), n_boot=100, node_error_samples=0)
+    assert res.graph_kind == "fused"
+    assert res.report.overall.n == len(quick_data["test"])
+
+
+def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_tiny, tmp_path, monkeypatch):
+    """ONNX Runtime's symbolic shape inference drops sym_shape_infer_temp.onnx into the current
+    folder when it fails; pre-processing must run somewhere else."""
+    import shutil
+
+    import pytest
+
+    from workbench.quantize import QuantizeError, preprocess_for_static
+
+    monkeypatch.chdir(tmp_path)
+    broken = tmp_path / "graphs" / "model_fused.onnx"  # named like a fused graph: symbolic inference runs
+    broken.parent.mkdir()
+    shutil.copy(exported_tiny.onnx_path, broken)
+    import workbench.quantize as q
+
+    monkeypatch.setattr(q, "graph_kind", lambda p: "fused")
+    with pytest.raises(QuantizeError, match="with symbolic shape inference"):  # it fails on exported graphs
+        preprocess_for_static(broken, tmp_path / "graphs" / "pre.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs"]
