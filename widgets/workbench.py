@@ -26,7 +26,6 @@ from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner
 from .graph import GraphPanel
 from .quant import QuantPanel
-from .saved import find_saved
 from .train import ComparePanel, TrainPanel
 
 DONE, READY, WAITING, FAILED = "✓", "●", "○", "✗"
@@ -205,7 +204,7 @@ class Workbench(W.VBox):
         """
         self.error_box.layout.display = "none"
         try:
-            found = find_saved(run_dir)
+            found = runs.find_results(run_dir)
             if not found:
                 raise FileNotFoundError(
                     f"{run_dir} holds no saved result (compare.json, export.json, fusion.json, quantize.json, search.json); "

@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterator, Optional, TypeVar
 
 from . import serial
 
@@ -186,6 +186,50 @@ def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Pa
     raise RuntimeError(f"could not create a new run folder under {root}")
 
 
+# Where each stage's result lies in a run folder written by the demo, the Workbench or the CLI:
+#   <run>/compare.json or <run>/train/compare.json        Comparison
+#   <run>/export/export.json or <run>/export.json          ExportResult
+#   <run>/fusion/fusion.json or beside export.json         FusionReport
+#   <run>/quantize/<preset>/quantize.json                  QuantResult (the newest is taken)
+#   <run>/search/search.json                               SearchResult
+STAGE_FILES = {
+    "compare": "compare.json",
+    "export": "export.json",
+    "fusion": "fusion.json",
+    "quantize": "quantize.json",
+    "search": "search.json",
+}
+
+
+def _newest(paths: list[Path]) -> Optional[Path]:
+    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
+
+
+def find_results(run_dir: str | os.PathLike) -> dict[str, Path]:
+    """``{stage: path of its saved result}`` for the stages found under ``run_dir``, so a panel
+    or the CLI can open them without recomputing (reading them is each stage's ``load_*``).
+
+    Raises ``FileNotFoundError`` when ``run_dir`` is not a folder.
+    """
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"no run folder at {root}: pass a folder written by the Workbench, `workbench demo` or the CLI "
+            "(see `workbench runs` for the list)"
+        )
+    found: dict[str, Path] = {}
+    for stage, name in STAGE_FILES.items():
+        if stage == "quantize":
+            # quantize/<preset>/quantize.json (and re-quantizations below them), not the search candidates
+            candidates = list(root.glob("quantize/**/quantize.json")) or list(root.glob(name))
+        else:
+            candidates = list(root.glob(name)) or list(root.glob(f"*/{name}"))
+        path = _newest(candidates)
+        if path is not None:
+            found[stage] = path
+    return found
+
+
 @dataclass(frozen=True)
 class RunInfo:
     path: Path
@@ -194,15 +238,16 @@ class RunInfo:
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
-    """Run folders under ``root``, newest first, with the stage results each holds."""
+    """Run folders under ``root``, newest first, with the stage results each holds (top-level
+    JSON files and the stage results of :func:`find_results`)."""
     root = Path(root) if root is not None else DEFAULT_ROOT
     if not root.is_dir():
         return []
     out = []
     for child in root.iterdir():
         if child.is_dir() and not child.name.startswith("."):
-            stages = tuple(sorted(p.stem for p in child.glob("*.json")))
-            out.append(RunInfo(child, stages, child.stat().st_mtime))
+            stages = {p.stem for p in child.glob("*.json")} | set(find_results(child))
+            out.append(RunInfo(child, tuple(sorted(stages)), child.stat().st_mtime))
     return sorted(out, key=lambda r: r.modified, reverse=True)
 
 

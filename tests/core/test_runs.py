@@ -112,3 +112,19 @@ def test_atomic_write_npy_round_trip(tmp_path):
     arr = np.arange(6, dtype=np.float64).reshape(2, 3)
     back = np.load(runs.atomic_write_npy(tmp_path / "a.npy", arr))
     assert back.dtype == np.float32 and np.array_equal(back, arr)
+
+
+def test_find_results_knows_the_demo_layout(tmp_path):
+    run = tmp_path / "run"
+    for rel in ("compare.json", "export/export.json", "fusion/fusion.json", "quantize/dynamic/quantize.json",
+                "search/search.json", "search/candidates/x/quantize.json"):
+        runs.atomic_write_json(run / rel, {})
+    found = runs.find_results(run)
+    assert {k: v.relative_to(run).as_posix() for k, v in found.items()} == {
+        "compare": "compare.json", "export": "export/export.json", "fusion": "fusion/fusion.json",
+        "quantize": "quantize/dynamic/quantize.json", "search": "search/search.json",
+    }
+    listed = runs.list_runs(tmp_path)
+    assert listed[0].stages == ("compare", "export", "fusion", "quantize", "search")
+    with pytest.raises(FileNotFoundError, match="no run folder"):
+        runs.find_results(tmp_path / "missing")
