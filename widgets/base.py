@@ -216,6 +216,7 @@ class Panel(W.VBox):
         self.stop_event = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._listeners: list[Callable[["Panel"], None]] = []
+        self._busy_listeners: list[Callable[["Panel"], None]] = []
         self._actions: list[tuple[W.Button, str]] = []
         self._started = 0.0
         #: Why the panel cannot run yet ("" when it can); see :meth:`block`.
@@ -400,6 +401,10 @@ class Panel(W.VBox):
         """Call ``callback(panel)`` after each successful run or :meth:`show`."""
         self._listeners.append(callback)
 
+    def on_busy(self, callback: Callable[["Panel"], None]) -> None:
+        """Call ``callback(panel)`` whenever the panel starts or stops working (``panel.busy``)."""
+        self._busy_listeners.append(callback)
+
     def progress_callback(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
         """Update the progress bar (subclasses adapt their library's progress objects to this)."""
         self.progress.update(done, total, eta_s, detail)
@@ -440,6 +445,7 @@ class Panel(W.VBox):
             pass
 
     def _set_busy(self, busy: bool) -> None:
+        changed = busy != self.busy
         self.busy = busy
         idle = not busy and not self.blocked
         self.run_button.disabled = not idle
@@ -452,6 +458,9 @@ class Panel(W.VBox):
                 widget.disabled = busy
         if busy:
             self.status.value = self._status_html("running ...", MUTED_COLOUR)
+        if changed:
+            for callback in list(self._busy_listeners):
+                callback(self)
 
     def _show_error(self, exc: BaseException, step: str) -> None:
         self.error = exc

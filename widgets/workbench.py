@@ -130,6 +130,7 @@ class Workbench(W.VBox):
         self.graph.on_result(self._after_graph)
         for step in self.steps:  # titles follow the results; the open step stays open (its results are on show)
             step.panel.on_result(lambda _p: self.refresh())
+            step.panel.on_busy(lambda _p: self.refresh())  # "running" shows in the step's title
 
         self.header = W.HTML("")
         self.saved_select = W.Dropdown(options=[], description="saved run", layout=W.Layout(width="60%"))

@@ -90,3 +90,12 @@ def test_opening_a_folder_without_results_is_shown(tmp_path: Path) -> None:
     wb.saved_select.options = [("empty", str(empty))]
     wb.open_button.click()  # the button keeps the error in the widget
     assert "holds no saved result" in wb.error_box.value
+
+
+def test_a_working_step_says_running_in_its_title(tmp_path: Path) -> None:
+    wb = Workbench(runs_root=tmp_path, max_steps=2, background=False)
+    seen: list[str] = []
+    wb.train.on_busy(lambda p: seen.append(f"{p.busy}: {wb.accordion.get_title(1)}"))
+    wb.train.run()
+    assert seen[0] == "True: ● 2. Fine-tune — running"
+    assert seen[-1].startswith(f"False: {DONE} 2. Fine-tune — done")
