@@ -117,8 +117,9 @@ def kernel_env(runs_root: Path) -> dict[str, str]:
     """The kernel's environment: this one, with two changes.
 
     - no ``PYTEST_CURRENT_TEST``: ipykernel switches off its file-descriptor capture when it sees it,
-      and then ``sys.stdout.fileno()`` raises, which breaks ORTModule's first step (its export
-      redirects the OS-level streams). A kernel started by JupyterLab never has that variable.
+      so the kernel would differ from one started by JupyterLab (which never has that variable).
+      (ORTModule copes either way since ``workbench.train.allow_streams_without_fd``; before it,
+      ``sys.stdout.fileno()`` raising broke ORTModule's first step.)
     - the repository first on ``PYTHONPATH`` (a stale editable install could otherwise resolve
       ``widgets`` as a namespace package from outside the repository).
     """

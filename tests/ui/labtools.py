@@ -67,7 +67,7 @@ class LabServer:
         notification.parent.mkdir(parents=True, exist_ok=True)
         notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
         # PYTEST_CURRENT_TEST would reach the kernels and make ipykernel switch off its
-        # file-descriptor capture, which ORTModule's export needs (sys.stdout.fileno()).
+        # file-descriptor capture: keep the kernels as a user's JupyterLab starts them.
         inherited = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
         env = {
             **inherited,
