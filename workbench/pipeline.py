@@ -60,7 +60,7 @@ class DemoConfig:
 
     @classmethod
     def default(cls, **kw) -> "DemoConfig":
-        """MiniLM, 60 steps of 16 reviews per backend, then export, fuse, quantize (about 10 min on 2 cores)."""
+        """MiniLM, 60 steps of 16 reviews per backend, then export, fuse, quantize, search (about 3 min on a quiet 2-core machine)."""
         return cls(**kw)
 
     @classmethod
