@@ -317,10 +317,7 @@ def run_comparison(
 
 def load_comparison(path: str | os.PathLike) -> Comparison:
     """Read a Comparison back from ``compare.json`` or the run folder holding it."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "compare.json"
-    return runs.load_result(Comparison, path)
+    return runs.load_result(Comparison, path, "compare.json")
 
 
 def comparison_table(c: Comparison) -> str:

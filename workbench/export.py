@@ -633,7 +633,4 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
 
 def load_export(path: str | os.PathLike) -> ExportResult:
     """Read an ``export.json`` (or the folder holding it)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULT_FILE
-    return runs.load_result(ExportResult, path)
+    return runs.load_result(ExportResult, path, RESULT_FILE)

@@ -815,10 +815,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
 
 def load_fusion(path: str | os.PathLike) -> FusionReport:
     """Read a ``fusion.json`` (or the folder holding it)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULT_FILE
-    return runs.load_result(FusionReport, path)
+    return runs.load_result(FusionReport, path, RESULT_FILE)
 
 
 # ---- text views (CLI, benchmark) ---------------------------------------------------------------

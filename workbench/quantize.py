@@ -1167,8 +1167,7 @@ def run_quantization(
 
 
 def load_quant_result(path: str | os.PathLike) -> QuantResult:
-    path = Path(path)
-    return runs.load_result(QuantResult, path / RESULT_FILE if path.is_dir() else path)
+    return runs.load_result(QuantResult, path, RESULT_FILE)
 
 
 def requantize_excluding(
@@ -1439,5 +1438,4 @@ def _fp32_candidate(gname: str, base: Baseline, budget_overall: float, budget_pe
 
 
 def load_search(path: str | os.PathLike) -> SearchResult:
-    path = Path(path)
-    return runs.load_result(SearchResult, path / SEARCH_FILE if path.is_dir() else path)
+    return runs.load_result(SearchResult, path, SEARCH_FILE)

@@ -158,9 +158,13 @@ def save_result(result: Any, path: str | os.PathLike) -> Path:
     return atomic_write_json(path, result)
 
 
-def load_result(cls: type[T], path: str | os.PathLike) -> T:
-    """Read a result dataclass back from the JSON written by :func:`save_result`."""
+def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = None) -> T:
+    """Read a result dataclass back from the JSON written by :func:`save_result`.
+
+    ``path`` is the JSON file or, when ``name`` is given, the folder holding ``name``."""
     path = Path(path)
+    if name is not None and path.is_dir():
+        path = path / name
     if not path.is_file():
         raise FileNotFoundError(
             f"no saved result at {path}: run the stage first (or pass the run folder it wrote)"

@@ -442,10 +442,7 @@ ProgressFn = Callable[[Progress], None]
 
 def load_train_run(path: str | os.PathLike) -> TrainRun:
     """Read a TrainRun back from ``train.json`` or from the backend folder holding it."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "train.json"
-    return runs.load_result(TrainRun, path)
+    return runs.load_result(TrainRun, path, "train.json")
 
 
 def list_train_runs(run_dir: str | os.PathLike) -> list[TrainRun]:

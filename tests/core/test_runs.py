@@ -128,3 +128,11 @@ def test_find_results_knows_the_demo_layout(tmp_path):
     assert listed[0].stages == ("compare", "export", "fusion", "quantize", "search")
     with pytest.raises(FileNotFoundError, match="no run folder"):
         runs.find_results(tmp_path / "missing")
+
+
+def test_load_result_takes_the_folder_when_given_the_file_name(tmp_path):
+    runs.save_result(Inner(3.0), tmp_path / "inner.json")
+    assert runs.load_result(Inner, tmp_path, "inner.json") == Inner(3.0)
+    assert runs.load_result(Inner, tmp_path / "inner.json", "inner.json") == Inner(3.0)
+    with pytest.raises(FileNotFoundError, match="no saved result"):
+        runs.load_result(Inner, tmp_path)
