@@ -26,12 +26,13 @@ demo: setup
 lab: setup
 	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=notebooks
 
-## Every test: core, plots, widgets, notebooks, and the real-browser tests.
+## Every test: core, plots, widgets, notebooks, and the real-browser tests, in a random order
+## (pytest-randomly: the seed is printed; PYTEST_ARGS=--randomly-seed=N repeats it).
 test: setup-test
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -p randomly $(PYTEST_ARGS)
 
 test-fast: setup-test
-	$(PY) -m pytest -q -ra -m "not slow and not ui" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -p randomly -m "not slow and not ui" $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/run_all.py --out $(RUNS)/bench

@@ -17,6 +17,53 @@ import pytest
 OUTPUT_ROOT = Path(__file__).resolve().parent.parent / "test-output"
 
 
+def cuda_missing() -> str:
+    """Why tests marked ``gpu`` cannot run here ("" when a CUDA device and ONNX Runtime's CUDA
+    provider are both available)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device (torch.cuda.is_available() is False)"
+    import onnxruntime
+
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        return f"ONNX Runtime has no CUDAExecutionProvider (providers: {onnxruntime.get_available_providers()})"
+    return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    reason = cuda_missing()
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=f"marked gpu: {reason}"))
+
+
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """``(ip, port)`` of every TCP socket in LISTEN state held by process ``pid`` or its children
+    (the operating system's view, not the URL a server prints)."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    found = set()
+    for p in (proc, *proc.children(recursive=True)):
+        try:
+            conns = p.net_connections(kind="inet")
+        except psutil.NoSuchProcess:
+            continue
+        found |= {(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN}
+    return found
+
+
+@pytest.fixture
+def listening():
+    """``listening(pid)``: the listening sockets of a process, see :func:`listening_sockets`."""
+    return listening_sockets
+
+
 @pytest.fixture(scope="session")
 def quick_data():
     """A small stratified slice of the built-in reviews (same loading code as the real run)."""

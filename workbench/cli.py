@@ -83,6 +83,9 @@ def _cmd_data(args) -> int:
         _print_json({"summary": summary, "test_slice_sizes": sizes})
         return 0
     print(f"source: {summary.source}   classes: {names}")
+    if summary.dropped_rows:
+        left_out = "; ".join(f"{n} with {why}" for why, n in summary.dropped_rows.items())
+        print(f"  left out {sum(summary.dropped_rows.values())} row(s): {left_out}")
     for split, n in summary.split_sizes.items():
         print(f"  {split:<10} {n:>6}  {summary.class_counts[split]}")
     print(f"slices ({args.slices}) on the test split:")

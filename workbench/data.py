@@ -152,7 +152,10 @@ def prepare_frame(
     out = pd.DataFrame({"text": df[text_column]})
     for col in slice_columns:
         if col in ("text", "label"):
-            raise DataError(f"{source}: slice column {col!r} clashes with a reserved column name")
+            raise DataError(
+                f"{source}: slice column {col!r} clashes with a reserved column name (the workbench names the "
+                f"text and label columns 'text' and 'label'); rename that column in the file, or leave it out of slice_columns"
+            )
         out[col] = df[col]
     bad_text = out["text"].isna() | ~out["text"].map(lambda v: isinstance(v, str))
     if bad_text.all():
@@ -161,14 +164,21 @@ def prepare_frame(
             f"(first values: {df[text_column].head(3).tolist()}); choose the column with the sentences"
         )
     labels = df[label_column]
-    keep = ~bad_text & labels.notna()
-    out = out[keep]
-    labels = labels[keep]
+    empty_text = ~bad_text & (out["text"].where(~bad_text, "x").astype(str).str.strip().str.len() == 0)
+    no_label = labels.isna()
+    # each dropped row is counted once, under the first reason that applies
+    dropped = {
+        f"no text in column {text_column!r}": int(bad_text.sum()),
+        f"empty text in column {text_column!r}": int(empty_text.sum()),
+        f"no label in column {label_column!r}": int((no_label & ~bad_text & ~empty_text).sum()),
+    }
+    dropped = {reason: n for reason, n in dropped.items() if n}
+    keep = ~bad_text & ~empty_text & ~no_label
+    out, labels = out[keep].copy(), labels[keep]
     out["text"] = out["text"].str.strip()
-    nonempty = out["text"].str.len() > 0
-    out, labels = out[nonempty], labels[nonempty]
     if out.empty:
-        raise DataError(f"{source}: no rows with both non-empty text and a label")
+        raise DataError(f"{source}: no rows with both non-empty text and a label "
+                        f"(dropped: {_describe_drops(dropped)}); check text_column and label_column")
     classes = sorted(labels.astype(str).unique().tolist(), key=_natural_key)
     if len(classes) < 2:
         raise DataError(
@@ -176,7 +186,17 @@ def prepare_frame(
             f"a classifier needs at least two"
         )
     out["label"] = labels.astype(str).map({c: i for i, c in enumerate(classes)}).astype(int)
-    return out.reset_index(drop=True), classes
+    out = out.reset_index(drop=True)
+    out.attrs["dropped_rows"] = dropped  # read by load_data: {reason: number of rows}
+    return out, classes
+
+
+def _describe_drops(dropped: dict[str, int]) -> str:
+    return "; ".join(f"{n} row(s) with {reason}" for reason, n in dropped.items()) or "none"
+
+
+class DataWarning(UserWarning):
+    """Rows of a user's file were left out (the message says how many and why)."""
 
 
 def _natural_key(s: str):
@@ -194,7 +214,8 @@ def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
     too_small = counts[counts < 3]
     if len(too_small):
         named = {classes[i]: int(n) for i, n in too_small.items()}
-        raise DataError(f"class(es) {named} have fewer than 3 examples; each class needs one per split")
+        raise DataError(f"class(es) {named} have fewer than 3 examples; each class needs one per split "
+                        "(train, validation, test): add examples of it, or remove its rows from the file")
     features = datasets.Features(
         {
             "text": datasets.Value("string"),
@@ -239,8 +260,14 @@ def _stratified_head(ds, n: int, seed: int):
 
 
 def load_data(cfg: DataConfig | None = None):
-    """Load ``cfg.source`` into a ``DatasetDict`` with train/validation/test splits."""
+    """Load ``cfg.source`` into a ``DatasetDict`` with train/validation/test splits.
+
+    Rows of a user's file without text, with empty text or without a label are left out; the
+    ``DatasetDict`` carries ``dropped_rows`` (``{reason: count}``, empty when none was), which
+    :func:`summarize` reports, and a :class:`DataWarning` says how many and why.
+    """
     cfg = cfg or DataConfig()
+    dropped: dict[str, int] = {}
     if cfg.source == BUILTIN:
         frame = read_reviews_frame()[["text", "label"]]
         classes = list(REVIEW_CLASSES)
@@ -248,7 +275,16 @@ def load_data(cfg: DataConfig | None = None):
         frame, classes = prepare_frame(
             read_table(cfg.source), cfg.text_column, cfg.label_column, cfg.slice_columns, str(cfg.source)
         )
-    return to_dataset_dict(frame, classes, cfg)
+        dropped = dict(frame.attrs.get("dropped_rows", {}))
+        if dropped:
+            import warnings
+
+            warnings.warn(DataWarning(
+                f"{cfg.source}: left out {sum(dropped.values())} row(s): {_describe_drops(dropped)}; "
+                f"{len(frame)} row(s) kept. Fill in or remove those rows to use them"), stacklevel=2)
+    dd = to_dataset_dict(frame, classes, cfg)
+    dd.dropped_rows = dropped
+    return dd
 
 
 def class_names(dd) -> list[str]:
@@ -262,6 +298,7 @@ class DataSummary:
     split_sizes: dict[str, int]
     class_counts: dict[str, dict[str, int]] = field(default_factory=dict)
     extra_columns: list[str] = field(default_factory=list)
+    dropped_rows: dict[str, int] = field(default_factory=dict)  # {reason: rows of the file left out}
 
 
 def summarize(dd, source: str = BUILTIN) -> DataSummary:
@@ -271,4 +308,5 @@ def summarize(dd, source: str = BUILTIN) -> DataSummary:
         labels = pd.Series(ds["label"]).value_counts()
         counts[split] = {names[i]: int(labels.get(i, 0)) for i in range(len(names))}
     extra = [c for c in dd["train"].column_names if c not in ("text", "label")]
-    return DataSummary(source, names, {k: len(v) for k, v in dd.items()}, counts, extra)
+    return DataSummary(source, names, {k: len(v) for k, v in dd.items()}, counts, extra,
+                       dict(getattr(dd, "dropped_rows", {})))

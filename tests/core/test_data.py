@@ -121,3 +121,84 @@ def test_bad_config_values_are_rejected():
         DataConfig(test_fraction=0.7)
     with pytest.raises(DataError, match="max_train"):
         DataConfig(max_train=0)
+
+
+# ---- bad data -------------------------------------------------------------------------------------
+def test_a_folder_given_as_the_data_file(tmp_path):
+    folder = tmp_path / "reviews.csv"  # a folder, even with a file's suffix
+    folder.mkdir()
+    with pytest.raises(DataError, match=r"reviews\.csv is a folder; give a CSV, TSV, JSONL or Parquet file"):
+        load_data(DataConfig(source=str(folder)))
+
+
+@pytest.mark.parametrize("reserved", ["text", "label"])
+def test_a_slice_column_with_a_reserved_name(tmp_path, reserved):
+    path = tmp_path / "mine.csv"
+    _user_frame().assign(**{reserved: "x"}).to_csv(path, index=False)
+    with pytest.raises(DataError) as err:
+        load_data(DataConfig(source=str(path), text_column="review", label_column="sentiment", slice_columns=(reserved,)))
+    msg = str(err.value)
+    assert f"slice column {reserved!r} clashes with a reserved column name" in msg and "rename that column" in msg
+
+
+def test_a_class_with_fewer_than_three_examples(tmp_path):
+    path = tmp_path / "mine.csv"
+    df = _user_frame()
+    df.loc[[0, 2], "sentiment"] = "meh"  # two rows of a third class
+    df.to_csv(path, index=False)
+    with pytest.raises(DataError, match=r"class\(es\) \{'meh': 2\} have fewer than 3 examples.*add examples of it"):
+        load_data(DataConfig(source=str(path), text_column="review", label_column="sentiment"))
+
+
+def _with_holes(path):
+    """30 good rows plus 2 without text, 3 with blank text and 4 without a label (one of them also
+    without text, counted once)."""
+    df = _user_frame()
+    holes = pd.DataFrame({
+        "review": [None, None, "", "   ", "\t", "no label here", "nor here", "nor this", None],
+        "sentiment": ["pos", "neg", "pos", "neg", "pos", None, None, None, None],
+        "genre": ["drama"] * 9,
+    })
+    pd.concat([df, holes]).to_json(path, orient="records", lines=True)
+
+
+def test_rows_without_text_or_label_are_counted_and_reported(tmp_path):
+    from workbench.data import DataWarning
+
+    path = tmp_path / "holes.jsonl"
+    _with_holes(path)
+    with pytest.warns(DataWarning, match=r"left out 9 row\(s\)") as caught:
+        dd = load_data(DataConfig(source=str(path), text_column="review", label_column="sentiment"))
+    message = str(caught[0].message)
+    assert "3 row(s) with no text in column 'review'" in message
+    assert "3 row(s) with empty text in column 'review'" in message
+    assert "3 row(s) with no label in column 'sentiment'" in message and "30 row(s) kept" in message
+    assert sum(len(dd[s]) for s in dd) == 30
+    assert summarize(dd, str(path)).dropped_rows == {
+        "no text in column 'review'": 3, "empty text in column 'review'": 3, "no label in column 'sentiment'": 3,
+    }
+
+
+def test_clean_files_report_no_dropped_rows(tmp_path, recwarn):
+    from workbench.data import DataWarning
+
+    path = tmp_path / "mine.csv"
+    _user_frame().to_csv(path, index=False)
+    dd = load_data(DataConfig(source=str(path), text_column="review", label_column="sentiment"))
+    assert summarize(dd, str(path)).dropped_rows == {}
+    assert not [w for w in recwarn if issubclass(w.category, DataWarning)]
+
+
+def test_the_cli_prints_the_dropped_rows(tmp_path, capsys):
+    from workbench.cli import main
+
+    path = tmp_path / "holes.jsonl"
+    _with_holes(path)
+    with pytest.warns(UserWarning):
+        assert main(["data", "--source", str(path), "--text-column", "review", "--label-column", "sentiment"]) == 0
+    out = capsys.readouterr().out
+    assert "left out 9 row(s): 3 with no text in column 'review'; 3 with empty text in column 'review'; " \
+           "3 with no label in column 'sentiment'" in out
+    with pytest.warns(UserWarning):
+        assert main(["data", "--source", str(path), "--text-column", "review", "--label-column", "sentiment", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["dropped_rows"]["empty text in column 'review'"] == 3

@@ -16,10 +16,16 @@ def _get(url: str) -> tuple[int, bytes]:
         return resp.status, resp.read()
 
 
-def test_netron_serves_the_graph_on_localhost_and_stops(exported_tiny):
+def test_netron_serves_the_graph_on_localhost_and_stops(exported_tiny, listening):
+    import os
+
+    before = listening(os.getpid())
     with NetronServer() as server:
         url = server.start(exported_tiny.onnx_path)
         assert url.startswith("http://127.0.0.1:")
+        # the socket itself, as the operating system sees it, is bound to the loopback address only
+        opened = listening(os.getpid()) - before
+        assert opened == {("127.0.0.1", server.address[1])}, opened
         assert server.running
         status, body = _get(url)
         assert status == 200 and f'content="/data/{exported_tiny.onnx_path.name}"'.encode() in body

@@ -13,7 +13,7 @@ from labtools import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, LabServer
 
 
 @pytest.fixture
-def lab(tmp_path: Path, output_dir: Path) -> Iterator[LabServer]:
+def lab(tmp_path: Path, output_dir: Path, listening) -> Iterator[LabServer]:
     """JupyterLab over a copy of notebooks/ (Lab autosaves outputs; the originals stay clean)."""
     if not CHROMIUM.exists():
         pytest.fail(f"no chromium at {CHROMIUM}: run `make setup-test` (it installs Debian's chromium)")
@@ -24,6 +24,8 @@ def lab(tmp_path: Path, output_dir: Path) -> Iterator[LabServer]:
     server = LabServer(root, home, output_dir / "jupyterlab.log", {"WORKBENCH_RUNS": str(tmp_path / "runs")})
     try:
         server.wait_ready()
+        sockets = listening(server.proc.pid)
+        assert {ip for ip, _ in sockets} == {"127.0.0.1"}, f"JupyterLab listens beyond 127.0.0.1: {sockets}"
         yield server
     finally:
         server.stop()

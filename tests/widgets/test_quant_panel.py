@@ -3,12 +3,14 @@ re-quantization without the worst nodes, the constrained search, errors, saved r
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 import widgets.quant as quant_module
 from widgets import PanelInputError, QuantPanel
+from workbench.evaluate import Flip, FlipKind
 from workbench.plots import quant as quant_plots
 from workbench.quantize import QuantResult, SearchResult, worst_nodes
 
@@ -19,6 +21,25 @@ def quant_panel(tmp_path_factory, fused_tiny, exported_tiny, quick_data) -> Quan
                        run_dir=tmp_path_factory.mktemp("quant-panel"))
     panel.run()
     return panel
+
+
+# Tests must pass in any order (pytest-randomly): the tests reading ``quant_panel`` do not change
+# its result; re-quantizing and searching happen on panels of their own.
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, quant_panel: QuantPanel, fused_tiny, exported_tiny, quick_data) -> QuantPanel:
+    """A panel showing ``quant_panel``'s result, then searched within a budget (FP32 + two presets)."""
+    panel = QuantPanel(graph=fused_tiny, export=exported_tiny, data=quick_data, n_boot=100,
+                       run_dir=tmp_path_factory.mktemp("quant-search"))
+    panel.show(quant_panel.result)
+    panel.set_values(candidates=("dynamic", "dynamic-per-channel"), budget_overall=0.05, budget_per_slice=0.1)
+    panel.run_search()
+    return panel
+
+
+def _flip(i: int, text: str, kind: FlipKind = FlipKind.BROKEN) -> Flip:
+    return Flip(index=i, text=text, slices=["test:all"], label=1, reference_pred=1, reference_confidence=0.9,
+                candidate_pred=0, candidate_confidence=0.6 - i / 10, kind=kind, label_name="fresh",
+                reference_pred_name="fresh", candidate_pred_name="rotten")
 
 
 def test_result_is_the_quantization_of_the_fused_graph(quant_panel: QuantPanel, fused_tiny) -> None:
@@ -40,13 +61,21 @@ def test_drift_figure_and_tables_come_from_the_result(quant_panel: QuantPanel) -
     assert list(got[0].y) == list(expected.data[0].y), "one bar per slice, in the library's order"
     table = quant_panel.results_html.value
     assert r.name in table and table.count("<tr>") == 2
-    flips = quant_panel.flips_html.value
-    if r.report.flips:
-        assert f"{len(r.report.flips)} flipped prediction(s)" in flips
-        assert flips.count("<tr>") == 1 + min(len(r.report.flips), quant_module.FLIP_ROWS)
-    else:
-        assert "no prediction changed label" in flips
     assert f"{len(r.report.flips)} flips" in quant_panel.status.value
+
+
+def test_flips_table_lists_the_flips(quant_panel: QuantPanel) -> None:
+    """Both cases set up by hand: a result with two flips, and the same result with none."""
+    r = quant_panel.result
+    two = [_flip(0, "a flat, lifeless film"), _flip(1, "not bad at all", FlipKind.FIXED)]
+    panel = QuantPanel(n_boot=100)
+    panel.show(dataclasses.replace(r, report=dataclasses.replace(r.report, flips=two)))
+    flips = panel.flips_html.value
+    assert "2 flipped prediction(s)" in flips and flips.count("<tr>") == 3  # header + 2
+    assert "a flat, lifeless film" in flips and "not bad at all" in flips
+    assert flips.index("a flat, lifeless film") < flips.index("not bad at all"), "largest confidence loss first"
+    panel.show(dataclasses.replace(r, report=dataclasses.replace(r.report, flips=[])))
+    assert "no prediction changed label" in panel.flips_html.value and "<tr>" not in panel.flips_html.value
 
 
 def test_other_figures_and_the_golden_set(quant_panel: QuantPanel) -> None:
@@ -60,8 +89,22 @@ def test_other_figures_and_the_golden_set(quant_panel: QuantPanel) -> None:
     quant_panel.controls["figure"].value = "slice drift"
     quant_panel.controls["golden"].value = True
     assert list(quant_panel.figure.data[0].y) == list(quant_plots.drift_bars(r, golden=True).data[0].y)
-    assert "golden" in quant_panel.flips_html.value or "no prediction changed label on the golden set" in quant_panel.flips_html.value
     quant_panel.controls["golden"].value = False
+
+
+def test_golden_checkbox_switches_the_flips_to_the_golden_set(quant_panel: QuantPanel) -> None:
+    r = quant_panel.result
+    assert r.golden is not None
+    golden_flip = _flip(0, "the golden edge case that flipped")
+    panel = QuantPanel(n_boot=100)
+    panel.show(dataclasses.replace(r, report=dataclasses.replace(r.report, flips=[]),
+                                   golden=dataclasses.replace(r.golden, flips=[golden_flip])))
+    assert "no prediction changed label on the test set" in panel.flips_html.value
+    panel.controls["golden"].value = True
+    assert "1 flipped prediction(s)</b> on the golden set" in panel.flips_html.value
+    assert "the golden edge case that flipped" in panel.flips_html.value
+    panel.controls["golden"].value = False
+    assert "the golden edge case that flipped" not in panel.flips_html.value
 
 
 def test_search_figure_before_any_search_says_what_to_do(quant_panel: QuantPanel) -> None:
@@ -76,33 +119,33 @@ def test_search_figure_before_any_search_says_what_to_do(quant_panel: QuantPanel
 
 def test_requantize_leaves_the_worst_nodes_in_fp32(quant_panel: QuantPanel) -> None:
     first = quant_panel.result
-    again = quant_panel.requantize()
-    assert again is quant_panel.result and again.name != first.name
+    panel = QuantPanel(saved=first.out_dir, n_boot=100, worst_k=2)
+    again = panel.requantize()
+    assert again is panel.result and again.name != first.name
     assert again.excluded_nodes == worst_nodes(first.node_errors, 2)
-    assert set(quant_panel.results) == {first.name, again.name}
-    assert quant_panel.results_html.value.count("<tr>") == 3
+    assert set(panel.results) == {first.name, again.name}
+    assert panel.results_html.value.count("<tr>") == 3
 
 
-def test_search_within_budget(quant_panel: QuantPanel) -> None:
-    quant_panel.set_values(candidates=("dynamic", "dynamic-per-channel"), budget_overall=0.05, budget_per_slice=0.1)
-    before = quant_panel.result
-    search = quant_panel.run_search()
-    assert isinstance(search, SearchResult) and quant_panel.search is search
-    assert quant_panel.result is before, "the search does not replace the quantization shown"
+def test_search_within_budget(searched: QuantPanel, quant_panel: QuantPanel) -> None:
+    search = searched.search
+    assert isinstance(search, SearchResult)
+    assert searched.result is quant_panel.result, "the search does not replace the quantization shown"
     assert len(search.candidates) == 3  # FP32 + two presets
-    assert search.message in quant_panel.search_html.value.replace("&#x27;", "'")
-    assert quant_panel.search_html.value.count("<tr>") == 1 + len(search.candidates)
-    assert quant_panel.controls["figure"].value == "search trade-off"
+    assert search.message in searched.search_html.value.replace("&#x27;", "'")
+    assert searched.search_html.value.count("<tr>") == 1 + len(search.candidates)
+    assert searched.controls["figure"].value == "search trade-off"
     expected = quant_plots.tradeoff(search)
-    assert [t.name for t in quant_panel.figure.data] == [t.name for t in expected.data]
+    assert [t.name for t in searched.figure.data] == [t.name for t in expected.data]
 
 
-def test_empty_search_candidates_are_refused_in_the_panel(quant_panel: QuantPanel) -> None:
-    quant_panel.set_values(candidates=())
+def test_empty_search_candidates_are_refused_in_the_panel(fused_tiny, exported_tiny, quick_data, tmp_path: Path) -> None:
+    panel = QuantPanel(graph=fused_tiny, export=exported_tiny, data=quick_data, n_boot=100, run_dir=tmp_path)
+    panel.set_values(candidates=())
     with pytest.raises(PanelInputError, match="search candidates is empty"):
-        quant_panel.run_search()
-    assert "select at least one preset" in quant_panel.error_box.value
-    quant_panel.set_values(candidates=("dynamic",))
+        panel.run_search()
+    assert "select at least one preset" in panel.error_box.value
+    assert not list(tmp_path.iterdir()), "nothing was written"
 
 
 def test_blocked_until_a_graph_exists(fused_tiny, exported_tiny, quick_data, tmp_path: Path) -> None:
@@ -134,16 +177,16 @@ def test_bad_options_are_refused() -> None:
         QuantPanel(nboot=10)
 
 
-def test_opens_saved_results_without_recomputing(quant_tiny_dynamic, quant_panel: QuantPanel, monkeypatch) -> None:
+def test_opens_saved_results_without_recomputing(quant_tiny_dynamic, searched: QuantPanel, monkeypatch) -> None:
     def no(*a, **k):
         raise AssertionError("opening saved results must not quantize")
 
     monkeypatch.setattr(quant_module, "run_quantization", no)
     monkeypatch.setattr(quant_module, "constrained_search", no)
-    panel = QuantPanel(saved=quant_tiny_dynamic.out_dir, saved_search=quant_panel.search.out_dir)
+    panel = QuantPanel(saved=quant_tiny_dynamic.out_dir, saved_search=searched.search.out_dir)
     assert panel.result.name == quant_tiny_dynamic.name
     assert panel.result.report.overall.delta == quant_tiny_dynamic.report.overall.delta
-    assert panel.search.chosen == quant_panel.search.chosen
+    assert panel.search.chosen == searched.search.chosen
     assert not panel.run_button.disabled, "a saved result names its FP32 graph: the panel can quantize it again"
 
 

@@ -3,7 +3,8 @@ results and figures checked against the library's own objects."""
 
 from __future__ import annotations
 
-import time
+import dataclasses
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,14 +14,6 @@ from widgets import ComparePanel, PanelInputError, TrainPanel
 from workbench.compare import Comparison, load_comparison
 from workbench.plots import train as train_plots
 from workbench.train import Backend, RunStatus
-
-
-def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
-    """Poll ``condition`` until it holds (a background thread is working), failing after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -113,18 +106,34 @@ def test_train_panel_config_follows_the_controls(tmp_path: Path) -> None:
 
 def test_live_curve_and_stop_from_the_buttons(tmp_path: Path) -> None:
     panel = TrainPanel(model="tiny", backends=("eager",), max_steps=400, run_dir=tmp_path)
+    # The panel's own progress bar tells the test where the run is: on step 3 the observer (called
+    # in the training thread) hands over and holds the run there until the test has pressed Stop.
+    # No clock is involved; pytest-timeout ends the test if the run never gets there.
+    at_step_3, go_on = threading.Event(), threading.Event()
+
+    def on_bar(change) -> None:
+        if change["new"] == 3 and not at_step_3.is_set():
+            at_step_3.set()
+            go_on.wait()
+
+    panel.progress.bar.observe(on_bar, names="value")
+    panel.on_busy(lambda p: p.busy or at_step_3.set())  # a run that ends early does not leave the test waiting
     panel.run_button.click()  # background thread, as in JupyterLab
-    wait_for(lambda: panel.busy, 10, "the run to start")
-    wait_for(lambda: len(panel.figure.data) == 1 and len(panel.figure.data[0].x or ()) >= 3, 90, "live loss points")
-    assert panel.figure.data[0].meta["kind"] == "live"
-    assert "step" in panel.progress.label.value and "left" in panel.progress.label.value
-    assert not panel.stop_button.disabled
-    panel.stop_button.click()
-    panel.wait(60)
+    at_step_3.wait()
+    try:
+        assert panel.error is None, panel.error
+        assert panel.busy and panel.run_button.disabled and not panel.stop_button.disabled
+        live = panel.figure.data
+        assert len(live) == 1 and live[0].meta["kind"] == "live" and list(live[0].x) == [1, 2, 3]
+        assert "step 3/400" in panel.progress.label.value and "left" in panel.progress.label.value
+        panel.stop_button.click()
+    finally:
+        go_on.set()
+    panel.wait()
     assert not panel.busy
     run = panel.result.runs[0]
     assert run.status is RunStatus.STOPPED
-    assert 3 <= len(run.steps) < 400
+    assert len(run.steps) == 3, "stopped at the check before step 4"
     assert panel.progress.bar.bar_style == "warning" and "stopped on request" in panel.progress.label.value
 
 
@@ -135,6 +144,13 @@ def test_compare_panel_is_blocked_without_runs() -> None:
         panel.run()
 
 
+def _shifted(c: Comparison, backend: str, by: float) -> Comparison:
+    """``c`` with every step loss of ``backend`` moved by ``by`` (a defect of known size)."""
+    runs = [dataclasses.replace(r, steps=[dataclasses.replace(s, loss=s.loss + by) for s in r.steps])
+            if r.backend.value == backend else r for r in c.runs]
+    return dataclasses.replace(c, runs=runs)
+
+
 def test_compare_panel_shows_and_recomputes(trained: TrainPanel) -> None:
     panel = ComparePanel(comparison=trained.result)
     assert not panel.run_button.disabled
@@ -142,14 +158,8 @@ def test_compare_panel_shows_and_recomputes(trained: TrainPanel) -> None:
     assert c is panel.input
     table = panel.table_html.value
     assert "eager (baseline)" in table and table.count("<tr>") == 1 + len(c.summaries)
-    assert ("loss curves agree" in table) == c.loss_parity
-
-    panel.set_values(tolerance=1e-12)
-    strict = panel.run()
-    assert strict.tolerance == 1e-12
-    expected = all(r.max_loss_diff <= 1e-12 for r in strict.ratios)
-    assert strict.loss_parity == expected
-    assert ("loss curves DIFFER" in panel.table_html.value) == (not expected)
+    # eager and ORTModule, fp32, dropout off: the curves agree (measured drift ~1e-7, tolerance 1e-3)
+    assert c.loss_parity and "loss curves agree" in table and "DIFFER" not in table
 
     panel.set_values(baseline="ortmodule", tolerance=0.0)
     flipped = panel.run()
@@ -158,6 +168,20 @@ def test_compare_panel_shows_and_recomputes(trained: TrainPanel) -> None:
     eager_ratio = flipped.ratio("eager")
     original = c.ratio("ortmodule")
     assert eager_ratio.throughput == pytest.approx(1.0 / original.throughput)
+
+
+def test_compare_panel_shows_a_loss_defect_and_the_tolerance_decides(trained: TrainPanel) -> None:
+    """ORTModule's losses moved by 0.01 by hand: the default fp32 tolerance (1e-3) flags it, a
+    tolerance of 0.02 given in the panel accepts it."""
+    panel = ComparePanel(comparison=_shifted(trained.result, "ortmodule", 0.01))
+    assert panel.result.ratio("ortmodule").max_loss_diff == pytest.approx(0.01, abs=1e-5)
+    assert not panel.result.loss_parity and "loss curves DIFFER" in panel.table_html.value
+    panel.set_values(tolerance=0.02)
+    loose = panel.run()
+    assert loose.tolerance == 0.02 and loose.loss_parity
+    assert "loss curves agree" in panel.table_html.value
+    panel.set_values(tolerance=0.005)
+    assert not panel.run().loss_parity and "loss curves DIFFER" in panel.table_html.value
 
 
 def test_compare_panel_figures_switch_in_place(trained: TrainPanel) -> None:

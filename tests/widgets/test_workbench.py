@@ -29,13 +29,27 @@ def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
     wb = Workbench(runs_root=tmp_path, background=False)
     t = titles(wb)
     assert [s.key for s in wb.steps] == ["environment", "train", "compare", "graph", "quantize"]
-    assert t[0].startswith(DONE if wb.doctor.ok else "")
+    assert wb.doctor.ok, wb.doctor.result.as_text()  # the test environment is set up: the doctor passes
+    assert t[0].startswith(f"{DONE} 1. Environment")
     assert "2. Fine-tune — ready" in t[1]
     for i, needs in ((2, "a training run"), (3, "a trained checkpoint"), (4, "a fused graph")):
         assert t[i].startswith(WAITING) and needs in t[i]
         assert wb.steps[i].panel.run_button.disabled
     assert wb.accordion.selected_index == 1, "the first step that can run is open"
     assert not list(tmp_path.iterdir()), "no run folder until something runs"
+
+
+def test_a_failing_doctor_is_not_marked_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import widgets.doctor as doctor_module
+    from workbench.env import Check, DoctorReport
+
+    broken = DoctorReport([Check("ORTModule extensions", False, "not compiled", "run make setup")])
+    monkeypatch.setattr(doctor_module, "run_doctor", lambda: broken)
+    wb = Workbench(runs_root=tmp_path, background=False)
+    assert not wb.doctor.ok
+    assert not titles(wb)[0].startswith(DONE), titles(wb)[0]
+    assert "ORTModule extensions" in wb.doctor.checks_html.value and "run make setup" in wb.doctor.checks_html.value
+    assert "1 check(s) need attention" in wb.doctor.status.value
 
 
 def test_unknown_option_is_a_type_error() -> None:

@@ -1,0 +1,80 @@
+"""The test suite's own rules: the ``gpu`` marker skips without CUDA and runs with it; markers are
+strict; every test has a time limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+GPU_TEST = """
+import pytest
+
+@pytest.mark.gpu
+def test_needs_cuda():
+    import torch
+    assert torch.cuda.is_available()
+
+def test_plain():
+    pass
+"""
+
+
+def _suite(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makefile(".toml", pyproject=PYPROJECT.read_text().replace('testpaths = ["tests"]', 'testpaths = ["."]'))
+    pytester.makepyfile(test_gpu=GPU_TEST)
+
+
+def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*marked gpu: no CUDA device*"])
+
+
+def test_gpu_tests_run_with_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+
+
+def test_cuda_without_the_onnxruntime_provider_still_skips(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*no CUDAExecutionProvider*"])
+
+
+def test_an_unknown_marker_is_an_error(pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    pytester.makepyfile(test_typo="import pytest\n\n@pytest.mark.slw\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "test_typo.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*'slw' not found in `markers` configuration option*"])
+
+
+def test_a_hung_test_fails_at_its_timeout(pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    pytester.makepyfile(test_hang="import time\nimport pytest\n\n@pytest.mark.timeout(1)\ndef test_hangs():\n    time.sleep(30)\n")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "test_hang.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Timeout*"])
