@@ -238,6 +238,14 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             notes.append(f"{r.backend.value}: {r.status.value}, left out of every ratio. {r.reason}")
         elif r.status is RunStatus.STOPPED:
             notes.append(f"{r.backend.value}: stopped after {len(r.steps)} of {r.total_steps} steps; figures cover those steps")
+        cs = r.compile_stats
+        if cs is not None and cs.compiled:
+            breaks = "; ".join(f"{why} (x{n})" for why, n in cs.break_reasons.items())
+            notes.append(
+                f"{r.backend.value}: Dynamo compiled {cs.frames_compiled} of {cs.frames_total} frame(s) into {cs.graphs} "
+                f"graph(s), {cs.graph_breaks} graph break(s)"
+                + (f": the code between the graphs ran eagerly ({breaks})" if cs.graph_breaks else "")
+            )
         if r.config != cfg.replace(**_backend_only_fields(r.config)):
             notes.append(f"{r.backend.value}: trained with a different config than {baseline.value}; ratios compare more than the backend")
     pids = [r.environment.get("pid") for r in runs_]

@@ -359,6 +359,40 @@ class TrainGraphs:
 
 
 @dataclass(frozen=True)
+class CompileStats:
+    """Dynamo's own counters (``torch._dynamo.utils.counters``) over one run: the evidence that
+    torch.compile compiled the model rather than leaving it to eager PyTorch."""
+
+    frames_total: int  # Python frames Dynamo was asked to compile
+    frames_compiled: int  # of those, compiled ("ok")
+    graphs: int  # FX graphs captured (1 per frame when nothing breaks)
+    graph_breaks: int  # places where Dynamo split the graph and ran Python eagerly
+    break_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def compiled(self) -> bool:
+        return self.frames_compiled > 0 and self.graphs > 0
+
+
+def _dynamo_counters() -> dict[str, dict[str, int]]:
+    from torch._dynamo.utils import counters
+
+    return {k: dict(v) for k, v in counters.items()}
+
+
+def _compile_stats(before: dict[str, dict[str, int]]) -> CompileStats:
+    after = _dynamo_counters()
+
+    def grew(group: str) -> dict[str, int]:
+        old = before.get(group, {})
+        return {k: v - old.get(k, 0) for k, v in after.get(group, {}).items() if v - old.get(k, 0)}
+
+    frames, stats, breaks = grew("frames"), grew("stats"), grew("graph_break")
+    return CompileStats(frames_total=frames.get("total", 0), frames_compiled=frames.get("ok", 0),
+                        graphs=stats.get("unique_graphs", 0), graph_breaks=sum(breaks.values()), break_reasons=breaks)
+
+
+@dataclass(frozen=True)
 class TrainRun:
     """One training run with one backend: what happened, per step and per evaluation."""
 
@@ -383,6 +417,10 @@ class TrainRun:
     model_parameters: int = 0
     started_at: str = ""
     environment: dict[str, str] = field(default_factory=dict)
+    # compile backend: what Dynamo did during this run (its counters, before/after): frames it was
+    # asked to compile and compiled, graphs, graph breaks and their reasons (a graph break runs that
+    # part eagerly, it is reported, not hidden); empty for the other backends
+    compile_stats: Optional["CompileStats"] = None
 
     # convenience views (not serialised)
     @property
@@ -986,6 +1024,7 @@ def run_training(
         startup_s = float("nan")
         setup_s = 0.0
         executed_in_ort = False
+        dynamo_before = _dynamo_counters() if backend is Backend.COMPILE else None
         try:
             trainer = Trainer(cfg, backend, loaded, dd["train"], total, graph_tmp / "train" if graph_tmp is not None else None,
                               rank=rank, world_size=world_size)
@@ -1022,6 +1061,13 @@ def run_training(
             if world_size > 1:
                 raise  # a failing rank must bring the whole job down, not hang the other ranks
 
+    compile_stats = _compile_stats(dynamo_before) if dynamo_before is not None else None
+    if compile_stats is not None and status is RunStatus.OK and not compile_stats.compiled:
+        # the counterpart of ORTModule's silent fallback: a "compile" run that compiled nothing was eager
+        status = RunStatus.FELL_BACK
+        reason = (f"torch.compile compiled nothing: Dynamo's counters show {compile_stats.frames_compiled} of "
+                  f"{compile_stats.frames_total} frame(s) compiled and {compile_stats.graphs} graph(s); the run was "
+                  "eager PyTorch. Fix: check TORCHDYNAMO_DISABLE and torch._dynamo.config, or train with eager")
     graphs = None
     checkpoint = None
     if rank == 0 and out is not None:
@@ -1037,7 +1083,7 @@ def run_training(
         startup_s=startup_s, total_s=time.perf_counter() - t_start, checkpoint_dir=checkpoint, graphs=graphs,
         config=cfg, total_steps=total, setup_s=setup_s, memory_baseline_mib=round(memory.baseline_mib, 1),
         memory_source=memory.source, error=error, world_size=world_size, model_parameters=n_params,
-        started_at=started_at, environment=_environment(cfg),
+        started_at=started_at, environment=_environment(cfg), compile_stats=compile_stats,
     )
     if rank == 0 and out is not None:
         runs.save_result(run, out / "train.json")

@@ -119,7 +119,11 @@ def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     ort = out["backends"]["ortmodule"]
     assert ort["fell_back"] is False and ort["executed_in_onnxruntime"] is True and ort["status"] == "ok"
     assert {m["unit"] for m in ort["metrics"]} >= {"s", "samples/s", "MiB"}
-    assert out["ratios"]["ortmodule"]["throughput"] > 0
+    # the throughput ratio is ORTModule's samples/s over eager's, as printed per backend
+    def samples_per_s(backend: str) -> float:
+        return next(m["value"] for m in out["backends"][backend]["metrics"] if m["unit"] == "samples/s")
+
+    assert out["ratios"]["ortmodule"]["throughput"] == pytest.approx(samples_per_s("ortmodule") / samples_per_s("eager"))
     c = load_comparison(tmp_path)
     pids = {r.environment["pid"] for r in c.runs}
     assert len(pids) == 2 and all(r.environment["isolated"] == "1" for r in c.runs)

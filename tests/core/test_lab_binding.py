@@ -34,6 +34,8 @@ def test_make_lab_listens_on_loopback_only(tmp_path, listening):
         port = s.getsockname()[1]
     cmd = _make_lab_command(port)
     assert "--ip=127.0.0.1" in cmd
+    if os.geteuid() == 0:  # CI containers run as root; Jupyter refuses root without this flag
+        cmd.append("--allow-root")
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}

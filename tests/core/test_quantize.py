@@ -107,7 +107,11 @@ def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline,
         assert same is None or list(same.input) != list(fnodes[name].input)
     assert sum(fnodes[n].op_type == "MatMul" for n in r.quantized_nodes) >= 12  # 2 layers x 6 weight MatMuls
     assert r.validation.n_examples == len(quant_tiny_baseline.eval_set("test").load_examples())
-    assert r.metrics()[0].unit == "ms" and r.speedup > 0
+    assert r.metrics()[0].unit == "ms"
+    # the speed-up is the ratio of the two medians timed in this run, on the same shape
+    (q,), (f,) = r.latency, r.fp32_latency
+    assert (q.batch, q.seq) == (f.batch, f.seq) == (1, 64)
+    assert r.speedup == pytest.approx(f.median_ms / q.median_ms)
 
 
 def test_result_round_trips_and_reloads(quant_tiny_dynamic):
@@ -373,9 +377,9 @@ def test_constrained_search_respects_the_per_slice_budget(exported_tiny, quick_d
         judged = [*q.report.slices, q.golden.overall, *q.golden.slices]
         drops = [-d.delta for d in judged if d.n > 0]
         assert c.feasible == (max(drops) <= 1e-12 and -q.report.overall.delta <= 1e-12)
-    chosen = res.best
-    assert chosen is not None and chosen.feasible
-    assert all(not c.feasible or c.latency_ms >= chosen.latency_ms for c in res.candidates)
+    # the choice is the fastest of the candidates feasible by the drops recomputed above
+    feasible_by_hand = [c for c in res.candidates if c.feasible]
+    assert res.best is min(feasible_by_hand, key=lambda c: c.latency_ms)
     back = serial.from_dict(SearchResult, json.loads((tmp_path / "search.json").read_text()))
     assert back.chosen == res.chosen and len(back.candidates) == 3
 
@@ -410,7 +414,11 @@ def test_cli_quantize_json(exported_tiny, tmp_path, capsys):
     rc = main(["quantize", str(exported_tiny.out_dir), "--quick", "--json", "--exclude-worst", "1", "--repeats", "2",
                "--run-dir", str(tmp_path)])
     out = json.loads(capsys.readouterr().out)
-    assert rc == (0 if out["validation"]["passed"] else 1)
+    # the tiny BERT's INT8 graph stays within the validation limits (1 logit, 90% label agreement),
+    # checked here from the numbers the CLI printed: it passes, and the exit status says so
+    v = out["validation"]
+    assert v["max_abs_diff"] <= 1.0 and v["label_agreement"] >= 0.9
+    assert v["passed"] is True and rc == 0
     assert out["name"] == "dynamic-qint8-excl1" and len(out["excluded_nodes"]) == 1
     assert Path(out["result"]).is_file() and out["graph_kind"] == "exported"
     saved = load_quant_result(out["result"])

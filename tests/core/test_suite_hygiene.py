@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnxruntime  # imported before pytester snapshots sys.modules: torch cannot be imported twice
 import pytest
+import torch
 
 pytest_plugins = ["pytester"]
 
@@ -32,8 +34,6 @@ def _suite(pytester: pytest.Pytester) -> None:
 
 
 def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     _suite(pytester)
     result = pytester.runpytest_inprocess("-p", "no:randomly", "-rs")
@@ -42,9 +42,6 @@ def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester, monkeypatch: pyt
 
 
 def test_gpu_tests_run_with_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import onnxruntime
-    import torch
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     _suite(pytester)
@@ -53,9 +50,6 @@ def test_gpu_tests_run_with_cuda(pytester: pytest.Pytester, monkeypatch: pytest.
 
 
 def test_cuda_without_the_onnxruntime_provider_still_skips(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    import onnxruntime
-    import torch
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
     _suite(pytester)
@@ -78,3 +72,8 @@ def test_a_hung_test_fails_at_its_timeout(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:randomly", "test_hang.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Timeout*"])
+
+
+def test_every_test_has_a_default_time_limit(request: pytest.FixtureRequest) -> None:
+    assert float(request.config.getini("timeout")) == 600
+    assert "--strict-markers" in request.config.getini("addopts")

@@ -267,6 +267,52 @@ def test_compile_backend_trains_the_same_model(tmp_path):
     assert not compiled.executed_in_onnxruntime
     assert max(abs(a - b) for a, b in zip(eager.losses, compiled.losses)) < 1e-3
     assert load_model(compiled.checkpoint_dir).model.config.num_labels == 2  # saved from the original module
+    # Dynamo's own counters: the model was compiled, in one graph, with no graph break falling back to eager
+    cs = compiled.compile_stats
+    assert cs is not None and eager.compile_stats is None
+    assert cs.frames_compiled >= 1 and cs.graphs >= 1 and cs.compiled
+    assert cs.graph_breaks == 0, cs.break_reasons
+    assert load_train_run(tmp_path / "compile").compile_stats == cs
+
+
+@pytest.mark.timeout(900)
+def test_a_graph_break_is_reported(tmp_path):
+    """A classifier head that Dynamo cannot trace in one piece: the run still trains, and the break
+    and its reason are in the TrainRun and in the comparison's notes."""
+    import torch
+
+    from workbench.compare import compare
+
+    class Chatty(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            torch._dynamo.graph_break()
+            return self.inner(x)
+
+    cfg = TrainConfig.quick(max_steps=2, eval_every=0, pad_to_max=True, max_length=32)
+    loaded = load_model("tiny", dropout=False)
+    loaded.model.classifier = Chatty(loaded.model.classifier)
+    compiled = run_training(cfg, "compile", tmp_path, model=loaded)
+    assert compiled.status is RunStatus.OK, compiled.reason
+    cs = compiled.compile_stats
+    assert cs.compiled and cs.graph_breaks >= 1 and cs.graphs >= 2
+    assert any("graph_break" in why for why in cs.break_reasons), cs.break_reasons
+    eager = run_training(cfg, "eager", tmp_path)
+    note = next(n for n in compare([eager, compiled]).notes if n.startswith("compile: Dynamo compiled"))
+    assert f"{cs.graph_breaks} graph break(s): the code between the graphs ran eagerly" in note
+
+
+def test_a_compile_run_that_compiled_nothing_fell_back(tmp_path, monkeypatch):
+    """torch.compile with Dynamo switched off runs eager PyTorch without a word: the run says so."""
+    import torch._dynamo
+
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)
+    run = run_training(TrainConfig.quick(max_steps=2, eval_every=0), "compile", tmp_path)
+    assert run.status is RunStatus.FELL_BACK and run.compile_stats.frames_compiled == 0
+    assert "torch.compile compiled nothing" in run.reason and run.checkpoint_dir is None
 
 
 def test_a_failing_step_is_saved_as_failed_with_its_traceback(tmp_path):
