@@ -784,6 +784,10 @@ def _prepare_model(model, backend: Backend, cfg: TrainConfig, graph_prefix: Opti
     if backend is Backend.COMPILE:
         import torch
 
+        # Start from an empty Dynamo cache: a second run in this process would otherwise reuse the
+        # code compiled for the first (same model class), so its start-up would not include the
+        # compilation and Dynamo's counters (CompileStats) would show nothing compiled.
+        torch._dynamo.reset()
         return torch.compile(model, mode=cfg.compile_mode, dynamic=cfg.compile_dynamic)
     return model
 

@@ -384,6 +384,81 @@ def test_constrained_search_respects_the_per_slice_budget(exported_tiny, quick_d
     assert back.chosen == res.chosen and len(back.candidates) == 3
 
 
+@pytest.mark.timeout(900)
+def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
+    """Real graphs (a tiny BERT exported to ONNX, and its dynamic INT8 quantization) and a slice
+    built to hold examples INT8 got wrong: the search must refuse INT8 for that slice alone. Every
+    drop is recomputed here from per-example predictions, and feasibility by the rule written here,
+    not by the library's budget check."""
+    import datasets
+    import torch
+
+    from workbench.export import ExportConfig, run_export
+    from workbench.models import load_model
+    from workbench.ortinfer import predict_dataset
+
+    # class names other than the reviews' rotten/fresh: no golden set, the two slices below are all
+    data = quick_data.cast_column("label", datasets.ClassLabel(names=["neg", "pos"]))
+    test = data["test"]
+    labels = np.array(test["label"])
+    # A random tiny BERT gives every text nearly the same logits (it predicts one class for all,
+    # margins ~5e-3, INT8 moves them ~5e-4: nothing flips). Put its decision boundary at the median
+    # logit difference of the test texts, so half fall on each side, close to it.
+    loaded = load_model("tiny", dropout=False)
+    with torch.no_grad():
+        enc = loaded.tokenizer(list(test["text"]), padding=True, truncation=True, max_length=64, return_tensors="pt")
+        logits = loaded.model.eval()(**enc).logits
+        loaded.model.classifier.bias[1] -= (logits[:, 1] - logits[:, 0]).median()
+    export = run_export(loaded, ExportConfig.quick(), tmp_path / "export", data=data)
+    tok = export.load_tokenizer()
+
+    def right(graph) -> np.ndarray:
+        return predict_dataset(str(graph), tok, test, export.max_length, 32).argmax(axis=1) == labels
+
+    int8_graph = run_quantization(export, QuantConfig.dynamic_int8(), tmp_path / "first", data,
+                                  timing=TimingConfig.quick(repeats=1), n_boot=100, node_error_samples=0).quantized_path
+    fp32_right, int8_right = right(export.onnx_path), right(int8_graph)
+    broken = np.flatnonzero(fp32_right & ~int8_right)
+    assert len(broken) >= 2, "INT8 gets some test examples wrong that FP32 got right"
+    # the trap: up to 25 broken examples, padded to 50 with examples INT8 did not change
+    unchanged = np.flatnonzero(fp32_right == int8_right)
+    k = min(len(broken), 25)
+    trap = set(broken[:k].tolist()) | set(unchanged[: 50 - k].tolist())
+    texts = test["text"]
+    trap_texts = {texts[i] for i in trap}
+    slices = SliceSet("two", (predicate_slice("trap", lambda e: e["text"] in trap_texts),
+                             predicate_slice("rest", lambda e: e["text"] not in trap_texts)))
+
+    def drop(idx) -> float:  # accuracy lost by INT8 on those examples (positive: worse)
+        idx = np.asarray(sorted(idx))
+        return float(fp32_right[idx].mean() - int8_right[idx].mean())
+
+    hand = {"overall": drop(range(len(test))), "trap": drop(trap), "rest": drop(set(range(len(test))) - trap)}
+    assert hand["trap"] == pytest.approx(k / 50) and hand["trap"] > max(hand["rest"], 0.0)
+    budget_slice = (hand["trap"] + max(hand["rest"], 0.0)) / 2  # between the trap's drop and the other slice's
+    budget_overall = min(max(hand["overall"], 0.0) + 0.01, 0.99)
+
+    res = constrained_search(export, [QuantConfig.dynamic_int8()], budget_overall, budget_slice, tmp_path / "search",
+                             data, slices=slices, timing=TimingConfig.quick(repeats=2), n_boot=100)
+    fp32, int8 = res.candidates
+    assert (fp32.precision, int8.precision) == ("fp32", "int8")
+    # the search's own INT8 graph, scored here: the same predictions, so the drops above are what it judged
+    assert np.array_equal(right(int8.onnx_path), int8_right)
+    assert int8.check.overall_drop == pytest.approx(hand["overall"])
+    assert int8.check.worst_slice == "test:trap" and int8.check.worst_slice_drop == pytest.approx(hand["trap"])
+    # feasibility by the rule written here: the overall drop and every slice's within budget
+    feasible_by_hand = hand["overall"] <= budget_overall and max(hand["trap"], hand["rest"]) <= budget_slice
+    assert feasible_by_hand is False and int8.feasible is False
+    assert int8.check.within_overall and not int8.check.within_slices  # the trap alone rejected it
+    assert [v.split(" (")[0] for v in int8.check.violations] == ["slice test:trap"], int8.check.violations
+    assert fp32.feasible and res.chosen == fp32.name
+
+    # the same graphs with the per-slice budget at the trap's drop: INT8 fits, and is the smaller one
+    loose = constrained_search(export, [QuantConfig.dynamic_int8()], budget_overall, hand["trap"], tmp_path / "loose",
+                               data, slices=slices, timing=TimingConfig.quick(repeats=2), n_boot=100, objective="size")
+    assert loose.candidates[1].feasible and loose.chosen == loose.candidates[1].name
+
+
 def test_search_rejects_bad_budgets(exported_tiny, tmp_path):
     with pytest.raises(QuantizeError, match="fraction of accuracy"):
         constrained_search(exported_tiny, budget_per_slice=2.0, out_dir=tmp_path)

@@ -29,6 +29,13 @@ from workbench.train import (
     run_training,
 )
 
+# Loss parity over a few steps (fp32, dropout off), measured on this stack: eager vs ORTModule
+# differ by at most 6e-8 (one float32 ulp at a loss of 0.69) over 10 steps of the tiny BERT and 6
+# steps of MiniLM; twice the learning rate moves the curve by 1.6e-3 (tiny) and 1.4e-3 (MiniLM)
+# at its second step. 1e-5 is 170 times the drift and 140 times below that defect.
+FEW_STEPS_PARITY = 1e-5
+
+
 @pytest.fixture(scope="module")
 def pair(tiny_comparison):
     """(run folder, {backend: TrainRun}, progress events) of eager and ORTModule on the same tiny config
@@ -109,8 +116,9 @@ def test_ortmodule_runs_in_onnxruntime_and_matches_eager(pair):
     assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
     assert ort.executed_in_onnxruntime and not eager.executed_in_onnxruntime
     assert len(eager.steps) == len(ort.steps) == 10 == ort.total_steps
-    # same seed, data and optimizer, dropout off: the curves agree step by step
-    assert max(abs(a - b) for a, b in zip(eager.losses, ort.losses)) < 1e-3
+    # same seed, data and optimizer, dropout off: the curves agree step by step, within the
+    # tolerance measured for a few steps (see FEW_STEPS_PARITY)
+    assert max(abs(a - b) for a, b in zip(eager.losses, ort.losses)) <= FEW_STEPS_PARITY
     assert eager.losses[0] != eager.losses[-1]
     assert [e.step for e in ort.evals] == [5, 10]
     assert 0.0 <= ort.final_accuracy <= 1.0 and math.isfinite(ort.final_val_loss)
@@ -259,7 +267,10 @@ def test_bf16_trains_eagerly_on_cpu(tmp_path):
     assert 0 < max(diffs) < 0.05  # rounded, not broken
 
 
+@pytest.mark.timeout(900)
 def test_compile_backend_trains_the_same_model(tmp_path):
+    from workbench.compare import compare
+
     cfg = TrainConfig.quick(max_steps=3, eval_every=0, pad_to_max=True, max_length=32)
     eager = run_training(cfg, "eager", tmp_path)
     compiled = run_training(cfg, "compile", tmp_path)
@@ -267,42 +278,18 @@ def test_compile_backend_trains_the_same_model(tmp_path):
     assert not compiled.executed_in_onnxruntime
     assert max(abs(a - b) for a, b in zip(eager.losses, compiled.losses)) < 1e-3
     assert load_model(compiled.checkpoint_dir).model.config.num_labels == 2  # saved from the original module
-    # Dynamo's own counters: the model was compiled, in one graph, with no graph break falling back to eager
+    # Dynamo's own counters: the model was compiled (every frame Dynamo saw, into graphs)...
     cs = compiled.compile_stats
     assert cs is not None and eager.compile_stats is None
-    assert cs.frames_compiled >= 1 and cs.graphs >= 1 and cs.compiled
-    assert cs.graph_breaks == 0, cs.break_reasons
-    assert load_train_run(tmp_path / "compile").compile_stats == cs
-
-
-@pytest.mark.timeout(900)
-def test_a_graph_break_is_reported(tmp_path):
-    """A classifier head that Dynamo cannot trace in one piece: the run still trains, and the break
-    and its reason are in the TrainRun and in the comparison's notes."""
-    import torch
-
-    from workbench.compare import compare
-
-    class Chatty(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x):
-            torch._dynamo.graph_break()
-            return self.inner(x)
-
-    cfg = TrainConfig.quick(max_steps=2, eval_every=0, pad_to_max=True, max_length=32)
-    loaded = load_model("tiny", dropout=False)
-    loaded.model.classifier = Chatty(loaded.model.classifier)
-    compiled = run_training(cfg, "compile", tmp_path, model=loaded)
-    assert compiled.status is RunStatus.OK, compiled.reason
-    cs = compiled.compile_stats
-    assert cs.compiled and cs.graph_breaks >= 1 and cs.graphs >= 2
-    assert any("graph_break" in why for why in cs.break_reasons), cs.break_reasons
-    eager = run_training(cfg, "eager", tmp_path)
+    assert cs.compiled and cs.frames_compiled == cs.frames_total >= 1 and cs.graphs >= 1
+    # ...except where Dynamo broke the graph. Measured here (torch 2.6, transformers 4.57.6): one
+    # break, transformers setting an attribute of the model's config inside forward. Any other break
+    # fails this test with its reason; the break is reported, not hidden:
+    assert cs.graph_breaks == sum(cs.break_reasons.values()) == 1, cs.break_reasons
+    assert all(why.startswith("builtin: setattr") and "HFPretrainedConfigVariable" in why for why in cs.break_reasons), cs.break_reasons
     note = next(n for n in compare([eager, compiled]).notes if n.startswith("compile: Dynamo compiled"))
-    assert f"{cs.graph_breaks} graph break(s): the code between the graphs ran eagerly" in note
+    assert f"into {cs.graphs} graph(s), 1 graph break(s): the code between the graphs ran eagerly (builtin: setattr" in note
+    assert load_train_run(tmp_path / "compile").compile_stats == cs
 
 
 def test_a_compile_run_that_compiled_nothing_fell_back(tmp_path, monkeypatch):
@@ -328,6 +315,42 @@ def test_a_failing_step_is_saved_as_failed_with_its_traceback(tmp_path):
     assert run.status is RunStatus.FAILED and "ValueError: head exploded" in run.reason
     assert "Traceback" in run.error and run.checkpoint_dir is None and run.steps == []
     assert load_train_run(tmp_path / "eager").reason == run.reason
+
+
+def test_twice_the_learning_rate_breaks_parity(pair, tmp_path):
+    """The defect the parity tolerance must catch: the same eager run with 2x the learning rate."""
+    from workbench.compare import FP32_TOLERANCE, loss_difference
+
+    eager = pair[1]["eager"]
+    doubled = run_training(eager.config.replace(lr=2 * eager.config.lr, eval_every=0), "eager", tmp_path)
+    diff, n = loss_difference(eager, doubled)
+    assert n == 10 and eager.losses[0] == doubled.losses[0]  # the first loss is computed before any update
+    assert diff > 10 * FP32_TOLERANCE and diff > 100 * FEW_STEPS_PARITY
+    # visible from the second step on, the first one the learning rate can change
+    assert abs(eager.losses[1] - doubled.losses[1]) > FP32_TOLERANCE
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
+    """ORTModule on the real pretrained MiniLM (22.7M parameters), fp32, dropout off: the same
+    losses as eager PyTorch step by step, within the tolerance measured for a few steps; twice
+    the learning rate is far outside it."""
+    from workbench.compare import FP32_TOLERANCE, loss_difference, run_comparison
+    from workbench.data import DataConfig
+
+    cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=8, max_steps=6, lr=1e-4,
+                      warmup_steps=0, eval_every=0, save_graphs=False, dropout=False)
+    c = run_comparison(cfg, ["eager", "ortmodule"], tmp_path / "pair")
+    eager, ort = c.run("eager"), c.run("ortmodule")
+    assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
+    assert ort.executed_in_onnxruntime and ort.model_parameters > 20_000_000
+    diff, n = loss_difference(eager, ort)
+    assert n == 6 and diff <= FEW_STEPS_PARITY, [abs(a - b) for a, b in zip(eager.losses, ort.losses)]
+    assert c.loss_parity and c.tolerance == FP32_TOLERANCE
+    doubled = run_training(cfg.replace(lr=2 * cfg.lr), "eager", tmp_path / "lr2")
+    defect, _ = loss_difference(eager, doubled)
+    assert defect > 10 * FP32_TOLERANCE and defect > 100 * FEW_STEPS_PARITY
 
 
 # ---- the real model ------------------------------------------------------------------------
