@@ -336,7 +336,7 @@ def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
         text = (f"No INT8 variant meets the budget ({budget_words}). Closest: {describe_config(closest.config)} "
                 f"({closest.name}): {detail}.")
         if r is not None and r.latency_ms > 0:
-            text += f" It would have been {r.speedup:.1f}x faster and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the FP32 graph."
+            text += f" It would have been {_faster(r.speedup)} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the FP32 graph."
         text += " Keep the FP32 graph, raise a budget knowingly, or try other presets (per-channel, static calibration)."
         return {"status": "no_candidate_meets_budget", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": text,
                 "closest": closest.name}
@@ -348,7 +348,7 @@ def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
     pool = r.report.worst_slices(include_small=inp.include_small_slices)
     worst = next((d for d in pool if d.n > 0), None)
     o = r.report.overall
-    text = (f"{describe_config(r.config)} is {r.speedup:.1f}x faster and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the "
+    text = (f"{describe_config(r.config)} is {_faster(r.speedup)} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the "
             f"{r.graph_kind} FP32 graph; accuracy {100 * r.accuracy:.1f}% against {100 * o.reference.accuracy:.1f}% "
             f"({100 * o.delta:+.1f} points [{100 * o.ci_low:+.1f}, {100 * o.ci_high:+.1f}]); no slice loses more than the "
             f"{_pts(bs)} budget")
@@ -360,6 +360,13 @@ def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
     out.update(text=text, speedup=r.speedup, size_ratio=r.fp32_size_mib / r.size_mib, accuracy_delta=o.delta,
                worst_slice=_slice_row(worst) if worst is not None else None)
     return out
+
+
+def _faster(speedup: float) -> str:
+    """'2.8x faster', or '1.2x slower' (the FP32 graph's median latency over the variant's)."""
+    if not speedup or speedup != speedup:
+        return "of unmeasured speed"
+    return f"{speedup:.1f}x faster" if speedup >= 1 else f"{1 / speedup:.1f}x slower"
 
 
 def _pts(fraction: float) -> str:
