@@ -139,9 +139,14 @@ class Workbench(W.VBox):
         self.open_button.on_click(lambda _b: self._open_from_button())
         self.reload_button.on_click(lambda _b: self.list_saved())
         self.error_box = W.HTML("", layout=W.Layout(display="none"))
+        self.report_button = W.Button(description="Write report", icon="file-text",
+                                      tooltip="write report.html and summary.json of what has been done so far into the run folder")
+        self.report_button.on_click(lambda _b: self._report_from_button())
+        self.report_link = W.HTML("")
         self.accordion = W.Accordion(children=[s.panel for s in self.steps])
         self.add_class("wb-workbench")
-        super().__init__([self.header, W.HBox([self.saved_select, self.open_button, self.reload_button]), self.error_box,
+        super().__init__([self.header, W.HBox([self.saved_select, self.open_button, self.reload_button]),
+                          W.HBox([self.report_button, self.report_link]), self.error_box,
                           self.accordion])
         self.list_saved()
         if self.options["saved"] is not None:
@@ -236,6 +241,25 @@ class Workbench(W.VBox):
             self.open_run(self.saved_select.value)
         except Exception:  # noqa: BLE001 - open_run() shows it at the top of the Workbench
             pass
+
+    # ---- the report ------------------------------------------------------------------------------
+    def write_report(self) -> Path:
+        """Write ``report.html`` and ``summary.json`` (:mod:`workbench.report`) of what the run folder
+        holds so far; returns the report's path (also shown beside the button)."""
+        from workbench.report import write_run_report
+
+        page, _, summary = write_run_report(self.run_dir, kind="workbench", doctor=self.doctor.result)
+        self.report_link.value = (f'<span style="color:{MUTED_COLOUR}">wrote {html.escape(str(page))}: '
+                                  f'{html.escape(summary["verdict"]["text"])}</span>')
+        return page
+
+    def _report_from_button(self) -> None:
+        self.error_box.layout.display = "none"
+        try:
+            self.write_report()
+        except Exception as exc:  # noqa: BLE001 - shown at the top of the Workbench, like open_run's errors
+            self.error_box.value = error_html(exc, "writing the report")
+            self.error_box.layout.display = None
 
     # ---- everything at once --------------------------------------------------------------------
     def run_all(self) -> dict[str, Any]:

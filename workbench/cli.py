@@ -646,7 +646,12 @@ def _cmd_demo(args) -> int:
             cfg = replace(cfg, train=cfg.train.replace(max_steps=args.steps))
     except ValueError as exc:
         return _fail(str(exc))
-    run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+    try:
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = args.run_dir or args.runs
+        return _fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
     bar = _TrainProgressBar()
     try:
         result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
@@ -666,7 +671,79 @@ def _add_demo(sub) -> None:
     p.set_defaults(func=_cmd_demo)
 
 
-REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo]
+# --------------------------------------------------------------------------------------------
+# audit: someone else's model on all of their data, one report  (issue 9)
+# --------------------------------------------------------------------------------------------
+AUDIT_EXIT_CODES = """exit codes:
+  0  a quantized (INT8) variant meets both budgets (the verdict names the fastest)
+  3  no quantized variant meets the budgets (the FP32 graph is the reference, never a candidate)
+  2  bad input, found before any heavy work: no such folder, not a sequence-classification model,
+     an architecture the exporter does not handle, label values the model does not know, missing
+     columns, an empty or unreadable file, an output folder that cannot be written
+  1  a step failed during the run (environment incomplete, export or validation failed); the
+     report says which
+
+Writes OUT/report.html (one self-contained file: open it offline or send it) and OUT/summary.json
+(every figure of the report; fields documented in the README), each replaced atomically at the
+end, so a re-run into the same --out keeps the previous report until the new one is complete."""
+
+
+def _cmd_audit(args) -> int:
+    from .audit import AuditConfig, AuditInputError, check_inputs, run_audit
+
+    presets = [p.strip() for item in (args.presets or []) for p in item.split(",") if p.strip()]
+    try:
+        kw = {k: v for k, v in (("presets", tuple(presets) or None), ("n_boot", args.n_boot), ("seed", args.seed),
+                                ("calibration_size", args.calibration_size), ("max_length", args.max_length),
+                                ("eval_batch_size", args.eval_batch_size)) if v is not None}
+        if args.quick and "n_boot" not in kw:
+            kw["n_boot"] = 200
+        cfg = AuditConfig(model=args.model, data=args.data, text_column=args.text_column, label_column=args.label_column,
+                          slice_columns=tuple(args.slice_column or ()), budget_overall=args.budget_overall,
+                          budget_slice=args.budget_slice, include_small_slices=args.include_small, quick=args.quick, **kw)
+        checked = check_inputs(cfg, args.out)
+    except AuditInputError as exc:
+        return _fail(str(exc), 2)
+    result = run_audit(cfg, log=lambda line: print(line, flush=True), checked=checked)
+    print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
+    return result.exit_code
+
+
+def _add_audit(sub) -> None:
+    from .audit import DEFAULT_PRESETS
+    from .quantize import QuantConfig
+
+    p = sub.add_parser(
+        "audit", help="audit a fine-tuned classifier on all of your data: export, fuse, INT8 presets, slice drift, "
+                      "search, one report.html; exit 0 meets the budget, 3 none does, 2 bad input",
+        description="Audit a local Hugging Face sequence classifier on every row of a labelled file: export and "
+                    "validate, fuse, quantize with the presets, per-slice accuracy drift with 95%% intervals, the "
+                    "accuracy-constrained search, and one report. Nothing is trained and the file is not split: every row "
+                    "is scored, except a seeded calibration subset for static presets (named in the report).",
+        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="Hugging Face model folder (config.json, weights, tokenizer)")
+    p.add_argument("--data", required=True, help="CSV, TSV, JSONL or Parquet file with a text and a label column")
+    p.add_argument("--text-column", default="text", help="column holding the texts (default: text)")
+    p.add_argument("--label-column", default="label", help="column holding the labels: the model's class names or ids")
+    p.add_argument("--slice-column", action="extend", nargs="+", metavar="C",
+                   help="column(s) to slice by, one slice per value (repeatable)")
+    p.add_argument("--presets", nargs="+", metavar="P",
+                   help=f"quantization presets (default: {' '.join(DEFAULT_PRESETS)}); one of {', '.join(QuantConfig.presets())}")
+    p.add_argument("--budget-overall", type=float, default=0.01, help="accuracy a variant may lose overall (0.01 = 1 point)")
+    p.add_argument("--budget-slice", type=float, default=0.02, help="accuracy a variant may lose on any slice of 50+ rows")
+    p.add_argument("--include-small", action="store_true", help="hold slices under 50 rows to the budget too")
+    p.add_argument("--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
+    p.add_argument("--quick", action="store_true", help="short timings, 200 bootstrap replicates (a smoke run)")
+    p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 1000; quick 200)")
+    p.add_argument("--calibration-size", type=int, help="most rows held out to calibrate static presets (default 128, "
+                                                        "and at most a fifth of the file)")
+    p.add_argument("--max-length", type=int, help="tokens per text (default 128; longer texts are truncated)")
+    p.add_argument("--eval-batch-size", type=int, help="rows per batch when scoring (default 32)")
+    p.add_argument("--seed", type=int, help="seed of the calibration draw and the bootstrap (default 0)")
+    p.set_defaults(func=_cmd_audit)
+
+
+REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo, _add_audit]
 
 
 def build_parser() -> argparse.ArgumentParser:

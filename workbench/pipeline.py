@@ -186,8 +186,9 @@ def run_demo(
     outcomes: list[StageOutcome] = []
     log(f"run folder: {run}")
 
+    facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
     with _Stage("doctor", log, outcomes) as st:
-        report = run_doctor()
+        report = facts["doctor"] = run_doctor()
         runs.atomic_write_text(run / "doctor.txt", report.as_text() + "\n")
         st.result_path = str(run / "doctor.txt")
         log(report.as_text())
@@ -198,6 +199,7 @@ def run_demo(
     with _Stage("data", log, outcomes) as st:
         data = load_data(cfg.train.data)
         summary = summarize(data, cfg.train.data.source)
+        facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
         runs.save_result(summary, run / "data.json")
         st.result_path = str(run / "data.json")
         st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
@@ -255,7 +257,7 @@ def run_demo(
 
     if export is None:
         _skip("quantize", "needs the exported graph", log, outcomes)
-        return _finish(run, cfg, outcomes, log)
+        return _finish(run, cfg, outcomes, log, facts)
 
     graph = Path(fusion.fused_path) if fusion is not None and fusion.fused_path else Path(export.onnx_path)
     with _Stage("quantize", log, outcomes) as st:
@@ -291,7 +293,7 @@ def run_demo(
             st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
             st.headline = {"best": found.message}
             log(f"   {st.headline['best']}")
-    return _finish(run, cfg, outcomes, log)
+    return _finish(run, cfg, outcomes, log, facts)
 
 
 def _pick_checkpoint(comparison) -> Optional[Path]:
@@ -318,7 +320,18 @@ def _train_headline(c) -> dict[str, str]:
     return out
 
 
-def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log) -> DemoResult:
+def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log, facts: Optional[dict] = None) -> DemoResult:
+    from .report import write_run_report
+
+    facts = facts or {}
+    with _Stage("report", log, outcomes) as st:  # report.html + summary.json, the same as `workbench audit` writes
+        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in outcomes]
+        page, _, summary = write_run_report(run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
+                                            stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
+                                            budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
+        st.result_path = str(page)
+        st.headline = {"verdict": summary["verdict"]["text"]}
+        log(f"   {page}\n   verdict: {summary['verdict']['text']}")
     result = DemoResult(str(run), outcomes, cfg)
     runs.save_result(result, run / "demo.json")
     runs.atomic_write_text(run / "summary.md", summary_markdown(result))

@@ -1278,12 +1278,17 @@ def run_training_isolated(
     import subprocess
 
     backend = check_backend(cfg, backend)
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.config.json", cfg)
     cmd = [sys.executable, "-m", "workbench.train", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-                            cwd=str(Path(__file__).resolve().parent.parent), env={**os.environ, **(env or {})})
+    # The child runs in the caller's working directory (relative model and data paths in cfg mean
+    # the same there) and imports this very copy of workbench: its parent folder goes first on
+    # PYTHONPATH (a checkout, or site-packages for an installed wheel).
+    here = str(Path(__file__).resolve().parent.parent)
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (here, child_env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env)
     err_tail: list[str] = []
 
     def drain_stderr():
