@@ -58,11 +58,13 @@ import numpy as np
 
 from . import runs
 from .export import ExportConfig, ExportResult, Validation, file_size_mib, load_export, op_histogram
+from .device import PlacementReport
 from .metrics import Metric
 from .ortinfer import GRAPH_OPTIMIZATION_LEVELS, ShapeLatency, check_shapes
 
 RESULT_FILE = "fusion.json"
 FUSED_FILE = "model_fused.onnx"
+FUSED_FP16_FILE = "model_fused_fp16.onnx"
 
 # Families of fused operators, as ONNX Runtime names them.
 GELU_OPS = ("BiasGelu", "FastGelu", "Gelu", "BiasFastGelu", "GemmFastGelu", "QuickGelu")
@@ -83,11 +85,13 @@ class Variant(str, enum.Enum):
     ORT_EXTENDED = "ort_extended"
     ORT_ALL = "ort_all"
     TRANSFORMER = "transformer"
+    TRANSFORMER_FP16 = "transformer_fp16"  # the fused graph in float16 (FusionConfig.fp16; inputs/outputs kept float32)
 
 
 # Session graph-optimization level each ONNX Runtime variant stands for.
 ORT_LEVEL = {Variant.ORT_BASIC: "basic", Variant.ORT_EXTENDED: "extended", Variant.ORT_ALL: "all"}
-ALL_VARIANTS = tuple(Variant)
+# The FP32 variants; the FP16 one is built when FusionConfig.fp16 asks for it (it needs the transformer variant).
+ALL_VARIANTS = tuple(v for v in Variant if v is not Variant.TRANSFORMER_FP16)
 
 
 def _to_variant(v) -> Variant:
@@ -127,14 +131,27 @@ class FusionConfig:
     tolerance: Optional[float] = None
     validation_examples: Optional[int] = None
     match_by_value: bool = True
+    device: str = "cpu"
+    fp16: bool = False
+    cuda_graph: bool = False
+    time_pytorch_peers: bool = True
 
     def __post_init__(self) -> None:
+        from .device import normalize_device
+
+        self.device = normalize_device(self.device)
+        if self.cuda_graph and self.device == "cpu":
+            raise ValueError("cuda_graph=True needs device='cuda' (CUDA graphs are a CUDA-provider feature); "
+                             "use FusionConfig.gpu() on a machine with a GPU")
         self.variants = tuple(_to_variant(v) for v in self.variants)
+        if self.fp16 or Variant.TRANSFORMER_FP16 in self.variants:
+            self.fp16 = True
+            self.variants = (*self.variants, Variant.TRANSFORMER, Variant.TRANSFORMER_FP16)
         if not self.variants:
             raise ValueError("variants must name at least one variant, e.g. ('unoptimized', 'transformer')")
         if Variant.UNOPTIMIZED not in self.variants:
             self.variants = (Variant.UNOPTIMIZED, *self.variants)  # the baseline every diff is taken against
-        self.variants = tuple(v for v in ALL_VARIANTS if v in self.variants)
+        self.variants = tuple(v for v in Variant if v in self.variants)
         self.shapes = check_shapes(self.shapes)
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup must be >= 0 and repeats >= 1, got warmup={self.warmup}, repeats={self.repeats}")
@@ -169,6 +186,15 @@ class FusionConfig:
         """Every variant, two small shapes, 1 + 3 runs, one thread: tests and workshops."""
         return cls(**{"shapes": ((1, 16), (2, 32)), "warmup": 1, "repeats": 3, "threads": 1,
                       "max_seconds_per_shape": 5.0, **kw})
+
+    @classmethod
+    def gpu(cls, **kw) -> "FusionConfig":
+        """The GPU comparison: exported, fused and fused FP16 graphs on CUDA with I/O binding, each
+        also as a CUDA graph where ONNX Runtime accepts it, next to PyTorch eager, SDPA FP16 and
+        torch.compile(mode="reduce-overhead") at batch 1 and 32, sequence 128."""
+        return cls(**{"variants": (Variant.UNOPTIMIZED, Variant.TRANSFORMER, Variant.TRANSFORMER_FP16),
+                      "shapes": ((1, 128), (32, 128)), "warmup": 10, "repeats": 100, "device": "cuda", "fp16": True,
+                      "cuda_graph": True, **kw})
 
     @classmethod
     def inspect_only(cls, **kw) -> "FusionConfig":
@@ -280,6 +306,13 @@ class FusionReport:
     reference: str  # what the variants were validated against
     notes: list[str]
     config: FusionConfig = field(default_factory=FusionConfig)
+    device: str = "cpu"
+    # CUDA only: where each variant's nodes ran, Memcpy nodes, CUDA-graph capture (empty on the CPU)
+    placement: dict[str, PlacementReport] = field(default_factory=dict)
+    # CUDA graphs: latency of the variants ONNX Runtime captured (I/O binding, fixed shapes)
+    cuda_graph_latency: dict[str, list[ShapeLatency]] = field(default_factory=dict)
+    # PyTorch's GPU peers timed in the same run: sdpa_fp16, compile_fp16 (reduce-overhead: CUDA graphs)
+    pytorch_peers: dict[str, list[ShapeLatency]] = field(default_factory=dict)
 
     def variant(self, name: Union[str, Variant]) -> VariantResult:
         key = _to_variant(name)
@@ -704,6 +737,21 @@ def _pytorch_model(inputs: _Inputs, model):
                   "pass model=... to run_fusion")
 
 
+def _pytorch_model_sdpa(inputs: _Inputs, model):
+    """The same PyTorch model loaded with SDPA attention (for the GPU peers), or None."""
+    from .models import BUILTIN_MODELS, load_model
+
+    exp = inputs.export
+    if exp is None:
+        return None
+    n = len(exp.class_names)
+    if exp.model_name in BUILTIN_MODELS:
+        return load_model(exp.model_name, num_labels=n, attn_implementation="sdpa")
+    if Path(exp.model_source).is_dir():
+        return load_model(exp.model_source, num_labels=n, id2label=dict(enumerate(exp.class_names)), attn_implementation="sdpa")
+    return None
+
+
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
                out_dir: str | os.PathLike = "runs/fusion", data=None, model=None) -> FusionReport:
     """Build, validate, diff and time every variant of an exported graph; save ``fusion.json``.
@@ -715,7 +763,10 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     from .export import compare_logits
     from .ortinfer import as_session, latency_by_shape, predict_dataset, torch_latency_by_shape
 
+    from .device import require_device
+
     cfg = cfg or FusionConfig()
+    device = require_device(cfg.device)  # before any work: CUDA asked for and absent is one clear error
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     inputs = _resolve_inputs(source, cfg, data)
@@ -733,6 +784,15 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
             path = out / FUSED_FILE
             _transformer_variant(src, path, cfg, inputs.num_heads, inputs.hidden_size)
             built[variant] = (path, cfg.transformer_session, time.perf_counter() - t0)
+        elif variant is Variant.TRANSFORMER_FP16:
+            from .fp16 import Fp16Error, convert_fp16
+
+            path = out / FUSED_FP16_FILE
+            try:
+                convert_fp16(built[Variant.TRANSFORMER][0], path, cfg.model_type, inputs.num_heads, inputs.hidden_size)
+            except Fp16Error as exc:
+                raise FusionError(f"the {variant.value} variant: {exc}") from exc
+            built[variant] = (path, cfg.transformer_session, time.perf_counter() - t0)
         else:
             level = ORT_LEVEL[variant]
             path = out / f"model_ort_{level}.onnx"
@@ -745,7 +805,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     logits: dict[Variant, np.ndarray] = {}
     for variant, (path, level, _) in built.items():
         run_path = src if variant in ORT_LEVEL else path  # ORT levels: the session optimizes the export
-        session = as_session(run_path, threads=cfg.threads, graph_optimization=level)
+        session = as_session(run_path, threads=cfg.threads, graph_optimization=level, device=device)
         logits[variant] = predict_dataset(session, inputs.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
         del session
     if inputs.reference is not None:
@@ -755,14 +815,36 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         reference = logits[Variant.UNOPTIMIZED]
         reference_name = "the unoptimized graph (no PyTorch reference)"
     validations = {v: compare_logits(lg, reference, vcfg.tolerance, vcfg.min_label_agreement,
-                                     what=f"the {v.value} graph") for v, lg in logits.items()}
+                                     what=f"the {v.value} graph") for v, lg in logits.items()
+                   if v is not Variant.TRANSFORMER_FP16}
+    if Variant.TRANSFORMER_FP16 in logits:
+        # FP16 is held to FP16's tolerance, against the FP32 fused graph it was converted from
+        from .fp16 import validate_fp16
+
+        validations[Variant.TRANSFORMER_FP16] = validate_fp16(logits[Variant.TRANSFORMER_FP16], logits[Variant.TRANSFORMER],
+                                                              where=device)
+        if device == "cpu":
+            notes.append("FP16 validated on the CPU provider: ONNX Runtime runs float16 nodes without a CPU kernel in "
+                         "float32 between Casts, so this measures float16 storage, not the CUDA kernels' arithmetic")
 
     # 3. time: PyTorch first (no ONNX Runtime session alive to compete for the cores), then each variant
     pt_latency: list[ShapeLatency] = []
+    pt_peers: dict[str, list[ShapeLatency]] = {}
     if cfg.measure_latency and cfg.time_pytorch:
         pt_model, why = _pytorch_model(inputs, model)
         if pt_model is None:
             notes.append(why)
+        elif device != "cpu":
+            from .gpu_peers import torch_gpu_latency
+
+            peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
+            timed, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
+                                                  cfg.max_seconds_per_shape, inputs.vocab_size,
+                                                  sdpa_loader=lambda: _pytorch_model_sdpa(inputs, model))
+            pt_latency = timed.pop("eager_fp32", [])
+            pt_peers = timed
+            notes.extend(peer_notes)
+            del pt_model
         else:
             pt_latency = torch_latency_by_shape(pt_model, cfg.shapes, cfg.warmup, cfg.repeats, cfg.threads,
                                                 cfg.max_seconds_per_shape, inputs.vocab_size)
@@ -774,13 +856,33 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
             continue
         run_path = src if variant in ORT_LEVEL else path
         latency[variant] = latency_by_shape(run_path, cfg.shapes, cfg.warmup, cfg.repeats, cfg.threads, level,
-                                            cfg.max_seconds_per_shape, inputs.vocab_size)
+                                            cfg.max_seconds_per_shape, inputs.vocab_size, device=device)
+
+    # 3b. CUDA only: where each variant's nodes ran, Memcpy nodes, and CUDA graphs where ONNX Runtime accepts them
+    placement: dict[str, PlacementReport] = {}
+    graph_latency: dict[str, list[ShapeLatency]] = {}
+    if device != "cpu":
+        from .device import probe_placement
+        from .ortinfer import make_feed, make_session, synthetic_batch
+
+        b0, s0 = cfg.shapes[0]
+        for variant, (path, level, _) in built.items():
+            run_path = src if variant in ORT_LEVEL else path
+            feed = make_feed(make_session(run_path, graph_optimization="disabled"), synthetic_batch(b0, s0, inputs.vocab_size))
+            rep = probe_placement(run_path, device, feed, level, try_graph_capture=cfg.cuda_graph)
+            placement[variant.value] = rep
+            if cfg.cuda_graph and cfg.measure_latency and rep.graph_capture:
+                graph_latency[variant.value] = latency_by_shape(run_path, cfg.shapes, cfg.warmup, cfg.repeats, cfg.threads,
+                                                                level, cfg.max_seconds_per_shape, inputs.vocab_size,
+                                                                device=device, cuda_graph=True)
 
     # 4. diff and provenance against the exported graph
     results = []
     for variant, (path, level, seconds) in built.items():
         removed, added, removed_by, added_by = graph_diff(src, path)
-        prov = [] if variant is Variant.UNOPTIMIZED else provenance(src, path, cfg.match_by_value, inputs.vocab_size)
+        # FP16: its nodes are the fused graph's plus Casts; provenance is the transformer variant's
+        prov = ([] if variant in (Variant.UNOPTIMIZED, Variant.TRANSFORMER_FP16)
+                else provenance(src, path, cfg.match_by_value, inputs.vocab_size))
         results.append(VariantResult(
             name=variant, path=Path(path).resolve(), session_optimization=level,
             node_count=len(_load(path).graph.node), op_histogram=op_histogram(path), fused_ops=_fused_counts(prov),
@@ -793,7 +895,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     orig_model = _load(src)
     num_layers = inputs.num_layers or sum(1 for n in orig_model.graph.node if n.op_type == "Softmax")
     expected = expected_fusions(orig_model, num_layers) if num_layers else {}
-    target = next((r for r in results if r.name is Variant.TRANSFORMER), results[-1])
+    target = next((r for r in results if r.name is Variant.TRANSFORMER),
+                  [r for r in results if r.name is not Variant.TRANSFORMER_FP16][-1])
     diagnoses = []
     if expected and target.name is not Variant.UNOPTIMIZED:
         diagnoses = diagnose(orig_model, target.op_histogram, expected, inputs.attn,
@@ -807,7 +910,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         source_path=src.resolve(), export_path=inputs.export_path.resolve() if inputs.export_path else None,
         attn_implementation=inputs.attn, num_layers=num_layers, variants=results, pytorch_latency=pt_latency,
         expected_fusions=expected, diagnoses=diagnoses, fused_path=fused_path, shapes=list(cfg.shapes),
-        reference=reference_name, notes=notes, config=cfg,
+        reference=reference_name, notes=notes, config=cfg, device=device, placement=placement,
+        cuda_graph_latency=graph_latency, pytorch_peers=pt_peers,
     )
     runs.save_result(report, out / RESULT_FILE)
     return report
@@ -841,6 +945,15 @@ def summary(report: FusionReport) -> dict:
         "diagnoses": [{"fusion": d.fusion, "expected": d.expected, "found": d.found, "cause": d.cause, "fix": d.fix}
                       for d in report.diagnoses],
         "notes": report.notes,
+        "device": report.device,
+        "placement": {name: {"summary": p.summary(), "nodes_by_provider": p.nodes_by_provider, "cpu_ops": p.cpu_ops,
+                             "memcpy_nodes": p.memcpy_nodes, "graph_capture": p.graph_capture,
+                             "capture_refusal": (p.capture_refusal.kind + ": " + p.capture_refusal.reason)
+                             if p.capture_refusal else None} for name, p in report.placement.items()},
+        "cuda_graph_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
+                                 for name, lat in report.cuda_graph_latency.items()},
+        "pytorch_peers_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
+                                    for name, lat in report.pytorch_peers.items()},
     }
 
 
@@ -848,7 +961,8 @@ def table(report: FusionReport) -> str:
     """The report as a plain-text table: one row per variant, medians per shape with speed-ups."""
     shapes = [(s[0], s[1]) for s in report.shapes]
     timed = bool(report.pytorch_latency) or any(v.latency for v in report.variants)
-    head = f"{'variant':<13} {'session':<9} {'nodes':>5} {'MiB':>6} {'max|Δ|':>9} {'ok':>3}"
+    w = max([13] + [len(v.name.value) for v in report.variants])
+    head = f"{'variant':<{w}} {'session':<9} {'nodes':>5} {'MiB':>6} {'max|Δ|':>9} {'ok':>3}"
     if timed:
         head += "".join(f" {f'{b}x{s} ms':>12}" for b, s in shapes)
     lines = [head, "-" * len(head)]
@@ -868,11 +982,22 @@ def table(report: FusionReport) -> str:
         return out
 
     if report.pytorch_latency:
-        lines.append(f"{'pytorch':<13} {'eager':<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(report.pytorch_latency))
+        lines.append(f"{'pytorch':<{w}} {'eager':<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(report.pytorch_latency))
+    for name, lat in report.pytorch_peers.items():
+        lines.append(f"{'pytorch':<{w}} {name:<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(lat))
     for v in report.variants:
-        row = (f"{v.name.value:<13} {v.session_optimization:<9} {v.node_count:>5} {v.size_mib:>6.1f} "
+        row = (f"{v.name.value:<{w}} {v.session_optimization:<9} {v.node_count:>5} {v.size_mib:>6.1f} "
                f"{v.validation.max_abs_diff:>9.2g} {'yes' if v.validation.passed else 'NO':>3}")
         lines.append(row + (cells(v.latency) if timed else ""))
+        if v.name.value in report.cuda_graph_latency:
+            lines.append(f"{'  + CUDA graph':<{w}} {'':<9} {'':>5} {'':>6} {'':>9} {'':>3}"
+                         + cells(report.cuda_graph_latency[v.name.value]))
+    if report.device != "cpu":
+        lines.append(f"\ndevice: {report.device} (ONNX Runtime with I/O binding: inputs and outputs on the device)")
+        for name, p in report.placement.items():
+            lines.append(f"placement {name}: {p.summary()}")
+            if p.capture_refusal is not None:
+                lines.append(f"  CUDA graph refused ({p.capture_refusal.kind}): {p.capture_refusal.error}\n  fix: {p.capture_refusal.fix}")
     if report.fused_path is not None:
         counts = ", ".join(f"{k} {n}" for k, n in report.fused_op_counts.items()) or "none"
         lines.append(f"\nfused by the transformer optimizer: {counts}")

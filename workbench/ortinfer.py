@@ -81,6 +81,9 @@ def make_session(
     optimized_model_path: str | os.PathLike | None = None,
     providers: Sequence[str] = DEFAULT_PROVIDERS,
     allow_spinning: bool = True,
+    device: str = "cpu",
+    cuda_graph: bool = False,
+    profile_prefix: Optional[str] = None,
 ):
     """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
 
@@ -93,7 +96,17 @@ def make_session(
     lowers ONNX Runtime's own latency, but on a small machine a live session's spinning threads
     slow down whatever runs next in the process (PyTorch included): drop sessions (or disable
     spinning) before timing something else.
+
+    ``device``: ``"cpu"`` (the default; ``providers`` apply) or ``"cuda"``/``"cuda:N"`` (the CUDA
+    execution provider first, the CPU provider for what CUDA has no kernel for; see
+    :mod:`workbench.device`). Asking for CUDA where it is absent raises
+    :class:`~workbench.device.DeviceError` saying what to install; a CUDA session that ONNX Runtime
+    quietly opened on the CPU alone (CUDA libraries not found) is an error too, never a silent
+    fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
+    ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
+    JSON that :func:`workbench.device.placements_from_profile` reads).
     """
+    from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
 
     path = Path(onnx_path)
@@ -112,6 +125,14 @@ def make_session(
     if optimized_model_path is not None:
         Path(optimized_model_path).parent.mkdir(parents=True, exist_ok=True)
         opts.optimized_model_filepath = str(optimized_model_path)
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(profile_prefix)
+    device = require_device(device)
+    provider_options = None
+    if is_cuda(device) or cuda_graph:
+        providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
+        _load_cuda_libraries(ort)
     available = ort.get_available_providers()
     missing = [p for p in providers if p not in available]
     if missing:
@@ -120,9 +141,31 @@ def make_session(
             f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
         )
     try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=list(providers))
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
+                                       provider_options=provider_options)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
+    if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
+        raise InferenceError(
+            f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
+            "provider failed to load (missing CUDA/cuDNN libraries; onnxruntime's warning above names the library). "
+            "Install the CUDA libraries onnxruntime-gpu was built for (torch's nvidia-* wheels provide them: the "
+            "workbench imports torch first), or use --device cpu"
+        )
+    return session
+
+
+def _load_cuda_libraries(ort) -> None:
+    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
+    nvidia-* wheels' libraries (checked on the H100 machine, FIELD_NOTES); onnxruntime >= 1.21 also
+    has ``preload_dlls`` for the same purpose."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        preload()
 
 
 def as_session(session_or_path: SessionOrPath, **kw):
@@ -245,6 +288,66 @@ def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]
     return tuple(out)
 
 
+class BoundRunner:
+    """One graph run through I/O binding: inputs copied to ``device`` once, outputs kept there.
+
+    On a CUDA device this is what a GPU deployment does (no host-device copies inside the timed
+    call); on the CPU it is the same code path with CPU buffers. With ``cuda_graph=True`` (a
+    session opened with ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated on the
+    device at fixed addresses, as CUDA-graph replay requires: the first :meth:`run` captures the
+    graph, later ones replay it. One runner serves one input shape.
+    """
+
+    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False,
+                 output_shapes: Optional[Mapping[str, Sequence[int]]] = None):
+        import onnxruntime as ort
+
+        from .device import normalize_device, ort_device
+
+        self.session, self.device = session, normalize_device(device)
+        dev_type, dev_id = ort_device(self.device)
+        self.binding = session.io_binding()
+        # keep the OrtValues alive: the binding refers to their buffers
+        self.inputs = {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), dev_type, dev_id) for k, v in feed.items()}
+        for name, value in self.inputs.items():
+            self.binding.bind_ortvalue_input(name, value)
+        self.outputs = {}
+        for out in session.get_outputs():
+            if cuda_graph:
+                shape = (output_shapes or {}).get(out.name) or _output_shape(out, feed)
+                dtype = np.float16 if out.type == "tensor(float16)" else np.float32
+                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, dev_type, dev_id)
+                self.binding.bind_ortvalue_output(out.name, self.outputs[out.name])
+            else:
+                self.binding.bind_output(out.name, dev_type, dev_id)
+
+    def run(self) -> None:
+        try:
+            self.session.run_with_iobinding(self.binding)
+        except Exception as exc:  # onnxruntime's own error types; the text says what failed
+            raise InferenceError(f"ONNX Runtime failed to run with I/O binding on {self.device}: {exc}") from exc
+
+    def first_output(self) -> np.ndarray:
+        """The first output, copied to the host."""
+        return np.asarray(self.binding.copy_outputs_to_cpu()[0])
+
+
+def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
+    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence
+    (what a classifier's logits ``[batch, labels]`` and hidden states ``[batch, seq, hidden]`` use)."""
+    first = next(iter(feed.values()))
+    dims = []
+    for i, d in enumerate(out.shape):
+        if isinstance(d, int) and d > 0:
+            dims.append(d)
+        elif i < first.ndim:
+            dims.append(int(first.shape[i]))
+        else:
+            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding; "
+                                 "pass output_shapes={name: shape}")
+    return dims
+
+
 def latency_by_shape(
     onnx_or_session: SessionOrPath,
     shapes: Sequence[Sequence[int]] = ((1, 128),),
@@ -254,18 +357,46 @@ def latency_by_shape(
     graph_optimization: str = "all",
     max_seconds: Optional[float] = None,
     vocab_size: int = 1000,
+    device: str = "cpu",
+    io_binding: Optional[bool] = None,
+    cuda_graph: bool = False,
 ) -> list[ShapeLatency]:
     """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`).
 
-    A path is opened with ``make_session(threads=..., graph_optimization=...)``; a session is used
-    as it is (its own settings apply).
+    A path is opened with ``make_session(threads=..., graph_optimization=..., device=...)``; a
+    session is used as it is (its own settings apply).
+
+    ``io_binding`` (default: on for CUDA, off for the CPU) times ``run_with_iobinding`` with inputs
+    and outputs on the device, so a GPU figure is the graph's time, not the host copies'.
+    ``cuda_graph=True`` (CUDA, a path) opens one session per shape with ``enable_cuda_graph``,
+    captures on the first warm-up run and times the replays; the shapes are fixed per session.
     """
-    session = as_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization)
+    from .device import normalize_device
+
+    device = normalize_device(device)
+    bind = (device != "cpu") if io_binding is None else bool(io_binding)
+    if cuda_graph:
+        if not isinstance(onnx_or_session, (str, os.PathLike)):
+            raise InferenceError("cuda_graph timing opens its own session per shape: pass the graph's path, not a session")
+        results = []
+        for batch, seq in check_shapes(shapes):
+            session = make_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization,
+                                   device=device, cuda_graph=True)
+            runner = BoundRunner(session, make_feed(session, synthetic_batch(batch, seq, vocab_size)), device, cuda_graph=True)
+            stats = measure(runner.run, warmup=max(warmup, 2), repeats=repeats, max_seconds=max_seconds)
+            results.append(ShapeLatency(batch, seq, stats))
+            del runner, session
+        return results
+    session = as_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization, device=device)
     out_name = session.get_outputs()[0].name
     results = []
     for batch, seq in check_shapes(shapes):
         feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
-        stats = measure(lambda: session.run([out_name], feed), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        if bind:
+            runner = BoundRunner(session, feed, device)
+            stats = measure(runner.run, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        else:
+            stats = measure(lambda: session.run([out_name], feed), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
         results.append(ShapeLatency(batch, seq, stats))
     return results
 

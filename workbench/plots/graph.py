@@ -28,6 +28,9 @@ COLORS = {
     Variant.ORT_EXTENDED.value: "#4C78A8",
     Variant.ORT_ALL.value: "#54A24B",
     Variant.TRANSFORMER.value: "#F58518",
+    Variant.TRANSFORMER_FP16.value: "#E45756",
+    "sdpa_fp16": "#B279A2",
+    "compile_fp16": "#FF9DA6",
 }
 LABELS = {
     "pytorch": "PyTorch eager",
@@ -36,11 +39,16 @@ LABELS = {
     Variant.ORT_EXTENDED.value: "ORT extended",
     Variant.ORT_ALL.value: "ORT all",
     Variant.TRANSFORMER.value: "transformer optimizer",
+    Variant.TRANSFORMER_FP16.value: "transformer optimizer FP16",
+    "sdpa_fp16": "PyTorch SDPA FP16",
+    "compile_fp16": "torch.compile reduce-overhead FP16",
 }
 SHARED_COLOR, OWN_COLOR, FUSED_COLOR, TENSOR_COLOR = "#B279A2", "#4C78A8", "#F58518", "#BAB0AC"
 
 
 def _label(name: str) -> str:
+    if name.endswith("+cuda_graph"):
+        return _label(name[: -len("+cuda_graph")]) + " + CUDA graph"
     return LABELS.get(name, name)
 
 
@@ -99,7 +107,9 @@ def latency(report: FusionReport) -> go.Figure:
     series = []
     if report.pytorch_latency:
         series.append(("pytorch", report.pytorch_latency))
+    series += list(getattr(report, "pytorch_peers", {}).items())  # GPU runs: PyTorch's own fast paths
     series += [(v.name.value, v.latency) for v in report.variants if v.latency]
+    series += [(f"{name}+cuda_graph", lat) for name, lat in getattr(report, "cuda_graph_latency", {}).items()]
     if not series:
         raise ValueError("the report has no timings: run the fusion with measure_latency=True (not FusionConfig.inspect_only())")
     base_name, base = series[0]
@@ -117,7 +127,7 @@ def latency(report: FusionReport) -> go.Figure:
             hovertemplate="%{x}: %{y:.2f} ms (%{customdata:.2f}x vs " + _label(base_name) + ")<extra>" + _label(name) + "</extra>",
         )
     fig.update_layout(
-        title=f"Latency by shape (median of repeats; error bar to p90; ratio vs {_label(base_name)})",
+        title=f"Latency by shape on {getattr(report, 'device', 'cpu')} (median of repeats; error bar to p90; ratio vs {_label(base_name)})",
         barmode="group", xaxis_title="batch × sequence length", yaxis_title="ms per batch (lower is better)",
         legend=dict(orientation="h", y=-0.2),
     )

@@ -1,0 +1,369 @@
+"""Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
+
+- :func:`normalize_device` / :func:`require_device` / :func:`available_devices`: the device choice
+  every stage, panel and CLI command shares (``"cpu"``, ``"cuda"`` or ``"cuda:N"``). Asking for CUDA
+  where it is absent raises :class:`DeviceError` with one message that says which piece is missing
+  (the CUDA execution provider, i.e. the ``onnxruntime-gpu`` package, or a visible CUDA device) and
+  what to install. :func:`cuda_problem` is the pure core: facts in, message (or None) out.
+- :func:`session_providers`: the provider list and options for a device (with ``enable_cuda_graph``).
+- Placement analysis, testable on constructed inputs: :func:`placements_from_profile` reads ONNX
+  Runtime's session profile (each kernel event names its provider: that is the reliable record of
+  where every node ran; verbose logging prints the same to stderr, which Python cannot capture
+  cleanly), :func:`memcpy_counts` counts the MemcpyToHost/MemcpyFromHost nodes ONNX Runtime inserted
+  (they are in the optimized graph written with ``optimized_model_filepath``),
+  :func:`analyze_placement` turns both into a :class:`PlacementReport`, and
+  :func:`classify_capture_error` says why CUDA-graph capture was refused (from ONNX Runtime's
+  error text: ``inference_session.cc`` refuses graphs whose compute nodes are not all on the CUDA EP,
+  and graphs with control-flow nodes).
+
+Nothing here imports onnxruntime or torch at module level.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+CPU_PROVIDER = "CPUExecutionProvider"
+CUDA_PROVIDER = "CUDAExecutionProvider"
+DEVICES = ("cpu", "cuda")
+MEMCPY_OPS = ("MemcpyToHost", "MemcpyFromHost")
+# Shape-massaging ops the CUDA EP deliberately leaves on the CPU (small int64 tensors); they are
+# not compute nodes, so they do not by themselves block CUDA graphs (inference_session.cc).
+SHAPE_OPS = ("Shape", "Size", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape", "ConstantOfShape",
+             "Range", "Equal", "Where", "Expand", "Cast", "ReduceProd", "NonZero")
+ORT_DISTS = ("onnxruntime-gpu", "onnxruntime-training", "onnxruntime-training-cpu", "onnxruntime")
+GPU_INFER_HINT = ("use the inference GPU environment: `make setup-gpu-infer` (onnxruntime-gpu, its own lock "
+                  "requirements/constraints-gpu-infer.txt)")
+
+
+class DeviceError(ValueError):
+    """A device that was asked for and cannot be used; the message says what is missing and what to do."""
+
+
+# ---- the device choice -----------------------------------------------------------------------
+def normalize_device(device: Any) -> str:
+    """``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (case and spaces ignored); anything else is an error."""
+    text = str(getattr(device, "value", device)).strip().lower()
+    if text in DEVICES or re.fullmatch(r"cuda:\d+", text):
+        return text
+    raise DeviceError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def device_index(device: str) -> int:
+    d = normalize_device(device)
+    return int(d.split(":")[1]) if ":" in d else 0
+
+
+def is_cuda(device: Any) -> bool:
+    return normalize_device(device).startswith("cuda")
+
+
+@dataclass(frozen=True)
+class CudaFacts:
+    """What decides whether CUDA inference can run here (gathered by :func:`cuda_facts`)."""
+
+    ort_providers: tuple[str, ...] = ()
+    ort_dists: dict[str, str] = field(default_factory=dict)  # installed onnxruntime* packages and versions
+    ort_import_error: str = ""
+    torch_version: str = ""
+    torch_cuda_build: str = ""  # torch.version.cuda ("" for a CPU build of torch)
+    torch_cuda_available: bool = False
+    device_count: int = 0
+    device_names: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()  # "9.0" per device
+
+    @property
+    def cuda_provider_built(self) -> bool:
+        return CUDA_PROVIDER in self.ort_providers
+
+
+def _dist_version(name: str) -> Optional[str]:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def cuda_facts() -> CudaFacts:
+    """Ask the installed onnxruntime and torch (both imported here; cheap once loaded)."""
+    dists = {d: v for d in ORT_DISTS if (v := _dist_version(d))}
+    providers: tuple[str, ...] = ()
+    ort_error = ""
+    try:
+        import onnxruntime
+
+        providers = tuple(onnxruntime.get_available_providers())
+    except ImportError as exc:
+        ort_error = str(exc)
+    tv, tcuda, avail, count, names, caps = "", "", False, 0, (), ()
+    try:
+        import torch
+
+        tv = torch.__version__
+        tcuda = torch.version.cuda or ""
+        avail = bool(torch.cuda.is_available())
+        if avail:
+            count = torch.cuda.device_count()
+            names = tuple(torch.cuda.get_device_name(i) for i in range(count))
+            caps = tuple("{}.{}".format(*torch.cuda.get_device_capability(i)) for i in range(count))
+    except ImportError:
+        pass
+    return CudaFacts(providers, dists, ort_error, tv, tcuda, avail, count, names, caps)
+
+
+def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
+    """Why ``device`` (a CUDA device) cannot be used with these facts, or None when it can.
+
+    Two pieces are needed: ONNX Runtime's CUDA execution provider (only the ``onnxruntime-gpu``
+    package and the CUDA training build ``onnxruntime-training`` have it; ``onnxruntime`` and
+    ``onnxruntime-training-cpu`` are CPU builds) and a CUDA device that the CUDA runtime can see
+    (checked through torch, which both environments have).
+    """
+    if facts.ort_import_error:
+        return f"CUDA was asked for ({device}) but onnxruntime does not import ({facts.ort_import_error}); {GPU_INFER_HINT}"
+    installed = ", ".join(f"{d} {v}" for d, v in facts.ort_dists.items()) or "no onnxruntime package"
+    if not facts.cuda_provider_built:
+        cpu_builds = [d for d in facts.ort_dists if d in ("onnxruntime", "onnxruntime-training-cpu")]
+        what = (f"the installed ONNX Runtime ({installed}) is a CPU build" if cpu_builds
+                else f"the installed ONNX Runtime ({installed}) has no {CUDA_PROVIDER}")
+        return (f"CUDA was asked for ({device}) but {what}: its providers are {list(facts.ort_providers)}. "
+                f"CUDA inference needs the onnxruntime-gpu package: {GPU_INFER_HINT}; or, for CUDA training too, "
+                "`make setup-gpu` (onnxruntime-training 1.19.2, CUDA 12, Python 3.10/3.11 only). "
+                "Or run with --device cpu")
+    if not facts.torch_version:
+        return (f"CUDA was asked for ({device}): {CUDA_PROVIDER} is built in ({installed}) but torch is not installed, "
+                "so no CUDA device can be checked; install the environment's torch (see README: Environments)")
+    if not facts.torch_cuda_available:
+        build = (f"torch {facts.torch_version} is a CPU build (torch.version.cuda is None): install a CUDA build of torch"
+                 if not facts.torch_cuda_build else
+                 f"torch {facts.torch_version} (CUDA {facts.torch_cuda_build}) sees no CUDA device: "
+                 "check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES")
+        return (f"CUDA was asked for ({device}) and {CUDA_PROVIDER} is built in ({installed}), but no CUDA device is "
+                f"available: {build}. Or run with --device cpu")
+    idx = device_index(device)
+    if idx >= facts.device_count:
+        return f"CUDA device {idx} was asked for but only {facts.device_count} device(s) are visible: use cuda:0..cuda:{facts.device_count - 1}"
+    return None
+
+
+def available_devices(facts: Optional[CudaFacts] = None) -> list[str]:
+    """The devices that exist here: ``"cpu"`` always, ``"cuda"`` (and ``"cuda:N"`` for further
+    devices) when ONNX Runtime's CUDA provider and a CUDA device are both present."""
+    facts = facts if facts is not None else cuda_facts()
+    if cuda_problem(facts) is not None:
+        return ["cpu"]
+    return ["cpu", "cuda"] + [f"cuda:{i}" for i in range(1, facts.device_count)]
+
+
+def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:
+    """The normalized device, or :class:`DeviceError` saying what is missing for it."""
+    d = normalize_device(device)
+    if d == "cpu":
+        return d
+    problem = cuda_problem(facts if facts is not None else cuda_facts(), d)
+    if problem:
+        raise DeviceError(problem)
+    return d
+
+
+def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str], list[dict]]:
+    """(providers, provider_options) for ``onnxruntime.InferenceSession`` on ``device``.
+
+    CUDA sessions list the CPU provider second: nodes the CUDA EP has no kernel for (and the shape
+    nodes it prefers to leave on the host) run there, with Memcpy nodes in between.
+    ``cuda_graph=True`` adds ``enable_cuda_graph``: the session captures the whole run as one CUDA
+    graph on the first ``run_with_iobinding`` and replays it after; it needs I/O binding with
+    fixed input and output buffers and fixed shapes.
+    """
+    d = normalize_device(device)
+    if d == "cpu":
+        if cuda_graph:
+            raise DeviceError("CUDA graphs need device='cuda': the CPU provider has no graph capture")
+        return [CPU_PROVIDER], [{}]
+    opts = {"device_id": str(device_index(d))}
+    if cuda_graph:
+        opts["enable_cuda_graph"] = "1"
+    return [CUDA_PROVIDER, CPU_PROVIDER], [opts, {}]
+
+
+def ort_device(device: Any) -> tuple[str, int]:
+    """(device type, id) as ``OrtValue.ortvalue_from_numpy`` and ``IOBinding.bind_output`` take them."""
+    d = normalize_device(device)
+    return ("cpu", 0) if d == "cpu" else ("cuda", device_index(d))
+
+
+# ---- placement ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodePlacement:
+    """One node of the graph as ONNX Runtime ran it: which execution provider ran its kernel."""
+
+    name: str
+    op_type: str
+    provider: str
+
+
+@dataclass(frozen=True)
+class CaptureRefusal:
+    """Why ONNX Runtime refused (or failed) to capture a CUDA graph."""
+
+    kind: str  # nodes_not_on_cuda | control_flow | shapes | needs_cuda | capture_failed | unknown
+    reason: str
+    fix: str
+    error: str  # ONNX Runtime's own text
+
+
+@dataclass(frozen=True)
+class PlacementReport:
+    """Where the nodes of one session ran, how many copies ONNX Runtime inserted, and whether the
+    whole run could be captured as a CUDA graph."""
+
+    device: str
+    session_providers: list[str]
+    nodes_by_provider: dict[str, int]
+    cpu_nodes: list[NodePlacement]  # on the CPU although the session asked for CUDA (empty on the CPU)
+    cpu_ops: dict[str, int]
+    cpu_compute_nodes: list[NodePlacement]  # cpu_nodes that are not shape bookkeeping or copies
+    memcpy_nodes: dict[str, int]  # MemcpyToHost / MemcpyFromHost inserted by ONNX Runtime
+    graph_capture: Optional[bool] = None  # True captured, False refused, None not tried
+    capture_refusal: Optional[CaptureRefusal] = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def memcpy_total(self) -> int:
+        return sum(self.memcpy_nodes.values())
+
+    def summary(self) -> str:
+        if self.device == "cpu":
+            line = f"cpu: all {sum(self.nodes_by_provider.values())} nodes on the CPU provider (nothing to place elsewhere)"
+        else:
+            where = ", ".join(f"{p} {n}" for p, n in self.nodes_by_provider.items())
+            ops = ", ".join(f"{o} {n}" for o, n in self.cpu_ops.items()) or "none"
+            line = (f"{self.device}: {where}; on the CPU: {ops} ({len(self.cpu_compute_nodes)} compute); "
+                    f"Memcpy nodes inserted: {self.memcpy_total}")
+        if self.graph_capture is True:
+            line += "; CUDA graph captured"
+        elif self.capture_refusal is not None:
+            line += f"; CUDA graph refused: {self.capture_refusal.reason}"
+        return line
+
+
+def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
+    """Node placements from ONNX Runtime's profile (the list ``end_profiling()`` writes as JSON).
+
+    Each executed kernel is an event with ``cat == "Node"``, a name ending in ``_kernel_time`` and
+    ``args.op_name`` / ``args.provider``; a node appears once per run, so repeats are folded.
+    """
+    seen: dict[str, NodePlacement] = {}
+    for ev in events:
+        if ev.get("cat") != "Node":
+            continue
+        name = str(ev.get("name", ""))
+        if not name.endswith("_kernel_time"):
+            continue
+        args = ev.get("args") or {}
+        node = name[: -len("_kernel_time")]
+        if node not in seen:
+            seen[node] = NodePlacement(node, str(args.get("op_name", "")), str(args.get("provider", "")))
+    return list(seen.values())
+
+
+def memcpy_counts(model_or_path: Any) -> dict[str, int]:
+    """MemcpyToHost / MemcpyFromHost nodes in an ONNX model (a ModelProto or a file)."""
+    if isinstance(model_or_path, (str, os.PathLike)):
+        import onnx
+
+        model_or_path = onnx.load(str(model_or_path), load_external_data=False)
+    counts = Counter(n.op_type for n in model_or_path.graph.node if n.op_type in MEMCPY_OPS)
+    return {op: counts.get(op, 0) for op in MEMCPY_OPS}
+
+
+def classify_capture_error(text: str) -> CaptureRefusal:
+    """What ONNX Runtime's CUDA-graph error means and what to do about it."""
+    t = text.lower()
+    if "control flow" in t:
+        return CaptureRefusal("control_flow", "the graph has control-flow nodes (If/Loop/Scan), which CUDA graphs cannot hold",
+                              "export without control flow (fixed shapes, no data-dependent branches)", text)
+    if "have not been partitioned" in t or "have not been assigned" in t or "assigned to the default cpu ep" in t:
+        return CaptureRefusal("nodes_not_on_cuda",
+                              "some compute nodes were placed on the CPU (with Memcpy nodes around them), so one CUDA graph "
+                              "cannot hold the whole run",
+                              "use the fused graph (the transformer optimizer replaces the CPU-placed shape arithmetic), or "
+                              "look at the nodes listed on the CPU and change the export", text)
+    if "shape" in t and ("mismatch" in t or "different" in t or "invalid dimensions" in t):
+        return CaptureRefusal("shapes", "the input shapes differ from the ones the graph was captured with",
+                              "capture one session per (batch, sequence) shape", text)
+    if "cuda" in t and ("not available" in t or "no cuda" in t or "cpu" in t and "graph" not in t):
+        return CaptureRefusal("needs_cuda", "CUDA graphs need the CUDA execution provider on a CUDA device",
+                              "run with device='cuda' in a GPU environment", text)
+    if "capture" in t or "cudagraph" in t or "stream" in t:
+        return CaptureRefusal("capture_failed", "the CUDA runtime failed while capturing the graph",
+                              "a kernel in the graph is not capturable: time without CUDA graphs", text)
+    return CaptureRefusal("unknown", "ONNX Runtime did not say why in a way this workbench recognizes", "read the error text", text)
+
+
+def analyze_placement(placements: Sequence[NodePlacement], device: Any, session_providers: Sequence[str] = (),
+                      memcpy: Optional[Mapping[str, int]] = None, capture_error: Optional[str] = None,
+                      captured: Optional[bool] = None) -> PlacementReport:
+    """The report for one session from its placements (:func:`placements_from_profile`), the
+    Memcpy counts of its optimized graph and, when CUDA-graph capture was tried, its outcome."""
+    d = normalize_device(device)
+    by_provider = dict(Counter(p.provider for p in placements).most_common())
+    cpu_nodes = [p for p in placements if p.provider == CPU_PROVIDER] if d != "cpu" else []
+    compute = [p for p in cpu_nodes if p.op_type not in SHAPE_OPS and p.op_type not in MEMCPY_OPS]
+    memcpy_nodes = dict(memcpy) if memcpy is not None else {
+        op: sum(1 for p in placements if p.op_type == op) for op in MEMCPY_OPS}
+    notes = []
+    if d != "cpu" and CUDA_PROVIDER not in session_providers and session_providers:
+        notes.append(f"the session runs on {list(session_providers)}: ONNX Runtime did not load the CUDA provider")
+    if d != "cpu" and cpu_nodes and not compute:
+        notes.append("only shape bookkeeping runs on the CPU (small int64 tensors); the compute is on the GPU")
+    refusal = classify_capture_error(capture_error) if capture_error else None
+    return PlacementReport(
+        device=d, session_providers=list(session_providers), nodes_by_provider=by_provider, cpu_nodes=cpu_nodes,
+        cpu_ops=dict(Counter(p.op_type for p in cpu_nodes).most_common()), cpu_compute_nodes=compute,
+        memcpy_nodes=memcpy_nodes, graph_capture=False if refusal else captured, capture_refusal=refusal, notes=notes,
+    )
+
+
+def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
+                    graph_optimization: str = "all", try_graph_capture: bool = False) -> PlacementReport:
+    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
+    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
+
+    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
+    whether ONNX Runtime accepted it, with the classified reason when it did not.
+    """
+    from .ortinfer import InferenceError, make_session
+
+    d = require_device(device)
+    with tempfile.TemporaryDirectory(prefix="wb-placement-") as tmp:
+        opt_path = Path(tmp) / "optimized.onnx"
+        session = make_session(onnx_path, graph_optimization=graph_optimization, optimized_model_path=opt_path,
+                               device=d, profile_prefix=str(Path(tmp) / "profile"))
+        session.run(None, dict(feed))
+        profile = session.end_profiling()
+        events = json.loads(Path(profile).read_text())
+        providers = session.get_providers()
+        memcpy = memcpy_counts(opt_path)
+        del session
+    captured, error = None, None
+    if try_graph_capture and d != "cpu":
+        from .ortinfer import BoundRunner
+
+        try:
+            runner = BoundRunner(make_session(onnx_path, graph_optimization=graph_optimization, device=d, cuda_graph=True),
+                                 dict(feed), d, cuda_graph=True)
+            runner.run()
+            runner.run()
+            captured = True
+        except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
+            captured, error = False, str(exc)
+    return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)

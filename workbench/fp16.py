@@ -1,0 +1,129 @@
+"""The FP16 variant of the fused graph, and how it is validated against FP32.
+
+:func:`convert_fp16` runs ``onnxruntime.transformers.optimizer.optimize_model`` on the fused graph
+(``opt_level=0``: the fusions are already there) and ``convert_float_to_float16(keep_io_types=True)``:
+weights and activations become float16, the graph's inputs (int64 ids) and outputs (float32
+logits) keep their types, with Cast nodes at the boundary. :func:`fp16_structure` checks that
+contract on the file.
+
+Where it can run. ONNX Runtime's CPU provider has float16 kernels for few operators, but the FP16
+graph still opens and runs there (checked with onnxruntime 1.19.2 on the tiny model and MiniLM):
+ONNX Runtime's InsertCastTransformer wraps every node without a float16 CPU kernel in Casts to
+float32 and back. So on the CPU the weights and the tensors *between* nodes are float16 and the
+arithmetic inside each node is float32. That measures the rounding FP16 storage causes, which is
+most of the drift; the CUDA kernels also round inside some nodes (softmax, accumulations in
+half precision where cuBLAS is told to). The validation therefore uses a tolerance with room over
+the CPU figure: see :data:`FP16_TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import runs
+
+# float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
+# magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
+# CPU provider (module docstring), MiniLM-L6 fine-tuned briefly, 32 reviews, max length 64:
+# fused FP16 vs fused FP32 max |Δ logit| 2.0e-3 (README "FP16"); the tiny model 1e-5. 0.05 leaves
+# about 25x room for the CUDA kernels' own rounding and for longer sequences, and is still two
+# orders of magnitude below a logit margin that changes a decision (|logit| ~ 2-5 after
+# fine-tuning). Labels may flip only on near-ties: at least 99% must agree.
+FP16_TOLERANCE = 0.05
+FP16_MIN_LABEL_AGREEMENT = 0.99
+FLOAT, FLOAT16 = 1, 10  # onnx.TensorProto element types
+
+
+class Fp16Error(RuntimeError):
+    """The FP16 conversion failed or produced a graph that breaks the keep-io-types contract."""
+
+
+@dataclass(frozen=True)
+class Fp16Structure:
+    """Element types of an FP16 graph's inputs, outputs and initializers."""
+
+    input_types: dict[str, int]
+    output_types: dict[str, int]
+    initializer_types: dict[int, int]  # element type -> count
+    cast_nodes: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def float16_initializers(self) -> int:
+        return self.initializer_types.get(FLOAT16, 0)
+
+
+def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
+    """Check the keep-io-types contract: no float16 graph input or output (float inputs/outputs of
+    the FP32 graph stay float32), float weights stored as float16, none left as float32."""
+    import onnx
+
+    def load(m):
+        return onnx.load(str(m), load_external_data=False) if isinstance(m, (str, os.PathLike)) else m
+
+    model = load(model_or_path)
+    g = model.graph
+    inputs = {i.name: i.type.tensor_type.elem_type for i in g.input}
+    outputs = {o.name: o.type.tensor_type.elem_type for o in g.output}
+    inits = dict(Counter(t.data_type for t in g.initializer))
+    problems = []
+    for kind, items in (("input", inputs), ("output", outputs)):
+        for name, t in items.items():
+            if t == FLOAT16:
+                problems.append(f"graph {kind} {name!r} is float16; keep_io_types=True should keep it float32")
+    if fp32_model_or_path is not None:
+        ref = load(fp32_model_or_path).graph
+        for kind, want, got in (("input", {i.name: i.type.tensor_type.elem_type for i in ref.input}, inputs),
+                                ("output", {o.name: o.type.tensor_type.elem_type for o in ref.output}, outputs)):
+            for name, t in want.items():
+                if got.get(name) != t:
+                    problems.append(f"graph {kind} {name!r} has element type {got.get(name)}, the FP32 graph {t}")
+    if not inits.get(FLOAT16):
+        problems.append("no float16 initializers: the weights were not converted")
+    if inits.get(FLOAT):
+        problems.append(f"{inits[FLOAT]} float32 initializer(s) left (expected every float weight in float16)")
+    casts = sum(1 for n in g.node if n.op_type == "Cast")
+    return Fp16Structure(inputs, outputs, inits, casts, problems)
+
+
+def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_type: str = "bert",
+                 num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True) -> Fp16Structure:
+    """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure.
+
+    ``use_gpu=True`` lets the optimizer keep the fusions meant for the CUDA provider."""
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+    except ImportError as exc:
+        raise Fp16Error(f"onnxruntime.transformers.optimizer cannot be imported ({exc}): pip install coloredlogs sympy") from exc
+    try:
+        model = optimize_model(str(fused_path), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
+                               opt_level=0, use_gpu=use_gpu)
+        model.convert_float_to_float16(keep_io_types=True)
+    except Exception as exc:
+        raise Fp16Error(f"converting {fused_path} to float16 failed: {type(exc).__name__}: {exc}") from exc
+    structure = fp16_structure(model.model, fused_path)
+    if not structure.ok:
+        raise Fp16Error(f"the FP16 graph of {fused_path} breaks the keep-io-types contract: {'; '.join(structure.problems)}")
+    with runs.atomic_path(Path(dst)) as tmp:
+        model.save_model_to_file(str(tmp))
+    return structure
+
+
+def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
+                  min_label_agreement: Optional[float] = None, where: str = "cpu"):
+    """Compare the FP16 graph's logits with the FP32 fused graph's on the same examples
+    (:func:`workbench.export.compare_logits` with FP16's tolerance); ``where`` names the device
+    the FP16 graph ran on, so the message says what was measured."""
+    from .export import compare_logits
+
+    what = f"the FP16 graph (run on {where}{'; float16 storage, float32 arithmetic per node' if where == 'cpu' else ''})"
+    return compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,
+                          FP16_MIN_LABEL_AGREEMENT if min_label_agreement is None else min_label_agreement, what=what)
