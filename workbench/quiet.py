@@ -1,0 +1,85 @@
+"""Library messages a learner should not see, stopped at their source (each with the reason).
+
+**"No CUDA runtime is found, using CUDA_HOME='...'"** (stderr, once per process). PyPI's torch for
+Linux is a CUDA build; when ``torch.utils.cpp_extension`` is imported it looks for a CUDA toolkit
+(``$CUDA_HOME``, then ``nvcc`` on the PATH, then ``/usr/local/cuda``) and, if it finds one on a
+machine without a GPU, prints that line. Nothing here builds CUDA extensions, and the training
+wheel's ``import onnxruntime`` imports ``onnxruntime.training.ortmodule``, which imports
+``torch.utils.cpp_extension``: so *every* first ``import onnxruntime`` printed it (a red box at
+the top of a notebook's first ONNX Runtime cell). :func:`install` adds an import hook that runs
+that one module's import with stderr captured and writes back everything except that exact line.
+It costs nothing until the module is imported and changes nothing else about the import.
+
+The other one, ONNX Runtime's "Please consider to run pre-processing before quantization", is
+handled where dynamic quantization is called (``workbench.quantize.quantize_graph``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import io
+import sys
+from typing import Any
+
+CPP_EXTENSION = "torch.utils.cpp_extension"
+CUDA_HOME_LINE = "No CUDA runtime is found, using CUDA_HOME="
+
+
+def write_back(text: str, drop: str, stream: Any) -> None:
+    """Write ``text`` to ``stream`` without the lines that start with ``drop``."""
+    kept = [line for line in text.splitlines(keepends=True) if not line.startswith(drop)]
+    if kept:
+        stream.write("".join(kept))
+        stream.flush()
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Wraps the real loader: executes the module with stderr captured, minus one line."""
+
+    def __init__(self, loader: Any, drop: str):
+        self._loader, self._drop = loader, drop
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        real = sys.stderr
+        buffer = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(buffer):
+                self._loader.exec_module(module)
+        finally:
+            write_back(buffer.getvalue(), self._drop, real)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... (inspect, linecache)
+        return getattr(self._loader, name)
+
+
+class _QuietImportFinder(importlib.abc.MetaPathFinder):
+    """Finds ``torch.utils.cpp_extension`` with the other finders and gives it the quiet loader."""
+
+    def __init__(self, fullname: str, drop: str):
+        self.fullname, self.drop = fullname, drop
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.fullname:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _QuietLoader(spec.loader, self.drop)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Add the import hook once (idempotent; a no-op when the module is already imported)."""
+    if CPP_EXTENSION in sys.modules:
+        return
+    if any(isinstance(f, _QuietImportFinder) and f.fullname == CPP_EXTENSION for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _QuietImportFinder(CPP_EXTENSION, CUDA_HOME_LINE))
