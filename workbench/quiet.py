@@ -83,3 +83,42 @@ def install() -> None:
     if any(isinstance(f, _QuietImportFinder) and f.fullname == CPP_EXTENSION for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _QuietImportFinder(CPP_EXTENSION, CUDA_HOME_LINE))
+
+
+class _NewHeadWarning:
+    """logging filter: drops transformers' "Some weights of ... are newly initialized: [...]" record
+    when every missing weight belongs to the classification head (``classifier.*``)."""
+
+    PREFIX = "Some weights of "
+    MARK = "and are newly initialized: "
+
+    def filter(self, record) -> bool:
+        import ast
+
+        text = str(record.msg)
+        if not (text.startswith(self.PREFIX) and self.MARK in text):
+            return True
+        listed = text.split(self.MARK, 1)[1].split("\n", 1)[0]
+        try:
+            keys = ast.literal_eval(listed)
+        except (ValueError, SyntaxError):
+            return True
+        return not (keys and all(str(k).startswith("classifier.") for k in keys))
+
+
+@contextlib.contextmanager
+def new_classifier_head_expected():
+    """Within this block, loading a pre-trained encoder with a fresh classification head does not
+    print transformers' "Some weights ... are newly initialized ... You should probably TRAIN this
+    model" warning (a red stderr box in every fine-tuning notebook). Only used where the workbench
+    is about to train that head: the warning says what is already happening. Any other missing
+    weight (an encoder layer, a renamed key) still gets the warning."""
+    import logging
+
+    logger = logging.getLogger("transformers.modeling_utils")
+    f = _NewHeadWarning()
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)

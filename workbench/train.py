@@ -971,7 +971,10 @@ def run_training(
     memory = PeakMemory(cfg.device)
     with memory:
         if model is None:
-            model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
+            from .quiet import new_classifier_head_expected
+
+            with new_classifier_head_expected():  # the head is new on purpose: it is trained next
+                model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
         loaded = model
         net = loaded.model.to(device)
         net.train()

@@ -89,11 +89,11 @@ def test_preset_within_budget(quant_tiny_dynamic, quant_tiny_static) -> None:
     v = ex.check_preset_within_budget(other.name, results)
     assert v.status == (ex.CORRECT if meets else ex.NOT_QUITE), str(v)
     # a result that keeps every slice and is faster passes; the same one, slower, does not
-    fast_lat = [dataclasses.replace(s, median_ms=dynamic.latency_ms / 2) for s in dynamic.latency]
+    fast_lat = [dataclasses.replace(s, stats=dataclasses.replace(s.stats, median_ms=dynamic.latency_ms / 2)) for s in dynamic.latency]
     good = dataclasses.replace(dynamic, name="kept-nodes", latency=fast_lat)
     good = dataclasses.replace(good, report=_with_deltas(good.report, lambda d: 0.0))  # no slice moved
     _ok(ex.check_preset_within_budget("kept-nodes", {**results, "kept-nodes": good}))
-    slow = dataclasses.replace(good, latency=[dataclasses.replace(s, median_ms=dynamic.latency_ms * 2) for s in dynamic.latency])
+    slow = dataclasses.replace(good, latency=[dataclasses.replace(s, stats=dataclasses.replace(s.stats, median_ms=dynamic.latency_ms * 2)) for s in dynamic.latency])
     v = ex.check_preset_within_budget("kept-nodes", {**results, "kept-nodes": slow})
     _wrong(v)
     assert "not faster" in v.message
