@@ -122,3 +122,22 @@ def new_classifier_head_expected():
         yield
     finally:
         logger.removeFilter(f)
+
+
+def ortmodule_warnings() -> None:
+    """Ignore two Python warnings that every ORTModule run raises and a learner can do nothing about
+    (each filter names the message, the category and the module issuing it; idempotent):
+
+    - ``UserWarning: DeepSpeed import error No module named 'deepspeed'``, from
+      ``onnxruntime.training.utils.hooks._zero_offload_subscriber``: ORTModule tries DeepSpeed for
+      its ZeRO stage-3 offload support, an optional multi-GPU feature the workbench does not use.
+    - ``FutureWarning: Setting `training` to something other than default is deprecated``, from
+      ``torch.onnx.utils``: ORTModule 1.19.2 itself calls ``torch.onnx.export(training=TRAINING)``
+      on its first step (its code, frozen with the training package, not ours to change).
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message="DeepSpeed import error", category=UserWarning,
+                            module=r"onnxruntime\.training\.utils\.hooks\._zero_offload_subscriber")
+    warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
+                            category=FutureWarning, module=r"torch\.onnx\.utils")

@@ -628,6 +628,9 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     if not ext.ok:
         raise TrainConfigError(f"the ortmodule backend cannot run: {ext.value}; fix: {ext.fix}")
     allow_streams_without_fd()
+    from .quiet import ortmodule_warnings
+
+    ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
     with _env(ortmodule_env(cfg)):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 

@@ -88,3 +88,19 @@ def test_dynamic_quantization_without_the_preprocessing_advice(exported_tiny, tm
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     assert "Please consider to run pre-processing before quantization" in caplog.text  # ONNX Runtime's own call
     assert not logging.getLogger().filters  # the filter did not outlive its call
+
+
+def test_an_ortmodule_run_raises_no_python_warnings(tmp_path: Path) -> None:
+    """In a fresh process with the default warning filters, as a kernel has them (a warning is shown
+    once per location, so an earlier test in this process could hide it)."""
+    code = (
+        "import tempfile\n"
+        "from workbench.train import TrainConfig, run_training\n"
+        "run = run_training(TrainConfig.quick(max_steps=2, eval_every=0, save_graphs=False), 'ortmodule', run_dir=tempfile.mkdtemp())\n"
+        "assert run.executed_in_onnxruntime, run.reason\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr, done.stderr[-3000:]
+    assert quiet.CUDA_HOME_LINE not in done.stderr

@@ -220,6 +220,11 @@ def test_committed_defaults_write_no_stderr(path: Path, tmp_path: Path, output_d
     import time
 
     nb = nbformat.read(path, as_version=4)
+    # the kernel's peak memory, for the workshop plan (what a laptop needs); printed to stdout
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import json as _j, resource as _r\n"
+        "print('PEAK_RSS', _j.dumps({'kernel_mib': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss / 1024, "
+        "'children_mib': _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss / 1024}))", metadata={"tags": ["test-measure"]}))
     client = NotebookClient(nb, timeout=DEFAULTS_CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     client.widget_registry = {}
@@ -230,7 +235,10 @@ def test_committed_defaults_write_no_stderr(path: Path, tmp_path: Path, output_d
         seconds = time.perf_counter() - t0
         nb.metadata.pop("widgets", None)
         (output_dir / f"{path.stem}.executed.ipynb").write_text(json.dumps(nb, indent=1))
+        peak = [json.loads(o.text.split("PEAK_RSS", 1)[1]) for o in nb.cells[-1].get("outputs", [])
+                if o.output_type == "stream" and "PEAK_RSS" in o.text]
         (output_dir / "timing.json").write_text(json.dumps({"notebook": path.stem, "seconds": round(seconds, 1),
+                                                            "peak_rss_mib": peak[0] if peak else None,
                                                             "load_average": os.getloadavg()}))
     errors = [f"{o.ename}: {o.evalue}" for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
