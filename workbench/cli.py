@@ -743,7 +743,41 @@ def _add_audit(sub) -> None:
     p.set_defaults(func=_cmd_audit)
 
 
-REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo, _add_audit]
+# --------------------------------------------------------------------------------------------
+# workshop: the fine-tuned checkpoint the notebooks start from, prepared before the workshop
+# --------------------------------------------------------------------------------------------
+def _cmd_workshop(args) -> int:
+    from . import workshop
+
+    try:
+        recipe = workshop.workshop_recipe(args.model)
+        folder = workshop.cache_dir(recipe, home=args.home)
+        if workshop.is_cached(folder):
+            info = workshop.load_info(folder)
+            print(f"already prepared: {folder} ({info.model}, validation accuracy {info.val_accuracy:.3f})")
+            return 0
+        bar = _TrainProgressBar()
+        try:
+            folder = workshop.ensure_finetuned(recipe=recipe, home=args.home, log=lambda line: None, progress=bar)
+        finally:
+            bar.close()
+    except (ValueError, workshop.WorkshopError) as exc:
+        return _fail(str(exc))
+    info = workshop.load_info(folder)
+    print(f"prepared: {folder}\n  {info.model} fine-tuned with the demo recipe in {info.train_seconds:.0f} s, "
+          f"validation accuracy {info.val_accuracy:.3f} on {info.val_examples} reviews, peak memory {info.peak_memory_mib:.0f} MiB\n"
+          "  the notebooks reuse it; nothing is downloaded")
+    return 0
+
+
+def _add_workshop(sub) -> None:
+    p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")
+    p.add_argument("--model", default="minilm", help="minilm (default), tiny, or a model folder")
+    p.add_argument("--home", help="cache folder (default $ORT_WORKBENCH_HOME or ~/.cache/ort-workbench)")
+    p.set_defaults(func=_cmd_workshop)
+
+
+REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_workshop]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import enum
 import json
+import logging
 import math
 import os
 import tempfile
@@ -654,6 +655,36 @@ def _check_nodes_exist(float_path: Path, nodes: Sequence[str]) -> None:
         )
 
 
+class _PreprocessingAdvice(logging.Filter):
+    """Drops ONNX Runtime's "Please consider (to run) pre-processing before quantization" records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.pathname.replace(os.sep, "/").endswith("onnxruntime/quantization/quantize.py")
+                    and str(record.msg).startswith("Please consider"))
+
+
+@contextlib.contextmanager
+def _without_preprocessing_advice():
+    """Silence ``quantize_dynamic``'s advice to run ``quant_pre_process`` first, for this call only.
+
+    Why silence rather than follow it: the pre-processing (symbolic shape inference, basic graph
+    optimization) serves static quantization, where activation types and shapes decide what gets a
+    QDQ pair; ``preprocess_for_static`` runs it there. Dynamic INT8 quantizes constant weights and
+    scales activations at run time: on the fused tiny BERT, ``quantize_dynamic`` produced the same
+    operators with and without pre-processing (QAttention 2, MatMulInteger 8,
+    QEmbedLayerNormalization 1, DynamicQuantizeLinear 10; checked here), while the warning, a
+    root-logger record with a URL, was printed once per variant, re-quantization and search
+    candidate. Only that record is dropped; every other log record passes.
+    """
+    root = logging.getLogger()
+    f = _PreprocessingAdvice()
+    root.addFilter(f)
+    try:
+        yield
+    finally:
+        root.removeFilter(f)
+
+
 def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str | os.PathLike,
                    calibration_feeds: Optional[list[dict]] = None) -> tuple[Path, Path]:
     """Quantize one graph file with ``cfg``; returns (quantized path, float graph the node names
@@ -668,7 +699,7 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
     if cfg.mode is QuantMode.DYNAMIC:
         float_path = fp32_path
         _check_nodes_exist(float_path, cfg.nodes_to_exclude)
-        with runs.atomic_path(out_path) as tmp:
+        with runs.atomic_path(out_path) as tmp, _without_preprocessing_advice():
             quantize_dynamic(
                 str(fp32_path), str(tmp), op_types_to_quantize=op_types, per_channel=cfg.per_channel,
                 reduce_range=cfg.reduce_range, weight_type=qtype[cfg.weight_type],

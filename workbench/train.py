@@ -666,6 +666,9 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     if not ext.ok:
         raise TrainConfigError(f"the ortmodule backend cannot run: {ext.value}; fix: {ext.fix}")
     allow_streams_without_fd()
+    from .quiet import ortmodule_warnings
+
+    ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
     with _env(ortmodule_env(cfg)):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 
@@ -1013,7 +1016,10 @@ def run_training(
     memory = PeakMemory(cfg.device)
     with memory:
         if model is None:
-            model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
+            from .quiet import new_classifier_head_expected
+
+            with new_classifier_head_expected():  # the head is new on purpose: it is trained next
+                model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
         loaded = model
         net = loaded.model.to(device)
         net.train()

@@ -1,5 +1,6 @@
 """The tour notebook in JupyterLab, in headless Chromium: run all cells, press the Workbench's
-Train button, wait for the loss curves to render, follow the steps, screenshot.
+Train button, wait for the loss curves to render, follow the steps (compare, export and fuse,
+quantize: each button pressed, each figure waited for), screenshot.
 
 Every wait is on an element or a text (Playwright's expect), never a fixed sleep.
 """
@@ -20,7 +21,8 @@ TOUR = "00_tour.ipynb"
 def test_tour_trains_and_steps_through_the_workbench(lab: LabServer, page, output_dir: Path) -> None:
     from playwright.sync_api import expect
 
-    set_parameters(lab.root / TOUR, {"MAX_STEPS": 6, "BACKENDS": ("eager", "ortmodule"), "RUNS": str(lab.root / "runs")})
+    set_parameters(lab.root / TOUR, {"MODEL": "tiny", "PRESET": "quick", "MAX_STEPS": 6, "BACKENDS": ("eager", "ortmodule"),
+                                     "N_BOOT": 200, "RUNS": str(lab.root / "runs")})
     page.goto(f"{lab.url}/lab/tree/{TOUR}")
     expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible()
 
@@ -60,6 +62,29 @@ def test_tour_trains_and_steps_through_the_workbench(lab: LabServer, page, outpu
     expect(compare.locator(".js-plotly-plot")).to_be_visible()
     compare.screenshot(path=str(output_dir / "04-compare-panel.png"))
 
+    # export and fuse the checkpoint just trained: the operator-count bars appear, the step is done
+    workbench.get_by_text("4. Export and fuse — ready").click()
+    graph = page.locator(".wb-graphpanel")
+    graph_button = graph.locator("button.wb-run")
+    expect(graph_button).to_be_enabled()
+    graph_button.click()
+    expect(graph.locator(".wb-status")).to_contain_text("all variants validated")
+    expect(graph.locator(".wb-status")).to_contain_text("Attention 2")  # one per layer of the tiny BERT
+    expect(graph.locator(".js-plotly-plot .trace").first).to_be_visible()
+    expect(workbench.get_by_text("4. Export and fuse — done")).to_be_visible()
+    graph.screenshot(path=str(output_dir / "05-graph-panel.png"))
+
+    # quantize the fused graph: the slice-drift bars appear, the step is done
+    workbench.get_by_text("5. Quantize — ready").click()
+    quant = page.locator(".wb-quantpanel")
+    quant_button = quant.locator("button.wb-run")
+    expect(quant_button).to_be_enabled()
+    quant_button.click()
+    expect(quant.locator(".wb-status")).to_contain_text("x FP32 speed")
+    expect(quant.locator(".js-plotly-plot .trace").first).to_be_visible()
+    expect(workbench.get_by_text("5. Quantize — done")).to_be_visible()
+    quant.screenshot(path=str(output_dir / "06-quant-panel.png"))
+
     # back to the fine-tune step: a long run, stopped from the browser while it trains
     workbench.get_by_text("2. Fine-tune — done").click()
     steps = train.locator("input[type=number]").first
@@ -77,4 +102,4 @@ def test_tour_trains_and_steps_through_the_workbench(lab: LabServer, page, outpu
     expect(train.locator(".wb-runs").get_by_text("stopped on request after")).to_be_visible()  # the run's own reason
     expect(train_button).to_be_enabled()
     expect(stop).to_be_disabled()
-    train.screenshot(path=str(output_dir / "05-train-panel-stopped.png"))
+    train.screenshot(path=str(output_dir / "07-train-panel-stopped.png"))

@@ -1,0 +1,143 @@
+"""Library messages a learner should not see, stopped at their source (each with the reason).
+
+**"No CUDA runtime is found, using CUDA_HOME='...'"** (stderr, once per process). PyPI's torch for
+Linux is a CUDA build; when ``torch.utils.cpp_extension`` is imported it looks for a CUDA toolkit
+(``$CUDA_HOME``, then ``nvcc`` on the PATH, then ``/usr/local/cuda``) and, if it finds one on a
+machine without a GPU, prints that line. Nothing here builds CUDA extensions, and the training
+wheel's ``import onnxruntime`` imports ``onnxruntime.training.ortmodule``, which imports
+``torch.utils.cpp_extension``: so *every* first ``import onnxruntime`` printed it (a red box at
+the top of a notebook's first ONNX Runtime cell). :func:`install` adds an import hook that runs
+that one module's import with stderr captured and writes back everything except that exact line.
+It costs nothing until the module is imported and changes nothing else about the import.
+
+The other one, ONNX Runtime's "Please consider to run pre-processing before quantization", is
+handled where dynamic quantization is called (``workbench.quantize.quantize_graph``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import io
+import sys
+from typing import Any
+
+CPP_EXTENSION = "torch.utils.cpp_extension"
+CUDA_HOME_LINE = "No CUDA runtime is found, using CUDA_HOME="
+
+
+def write_back(text: str, drop: str, stream: Any) -> None:
+    """Write ``text`` to ``stream`` without the lines that start with ``drop``."""
+    kept = [line for line in text.splitlines(keepends=True) if not line.startswith(drop)]
+    if kept:
+        stream.write("".join(kept))
+        stream.flush()
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Wraps the real loader: executes the module with stderr captured, minus one line."""
+
+    def __init__(self, loader: Any, drop: str):
+        self._loader, self._drop = loader, drop
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        real = sys.stderr
+        buffer = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(buffer):
+                self._loader.exec_module(module)
+        finally:
+            write_back(buffer.getvalue(), self._drop, real)
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... (inspect, linecache)
+        return getattr(self._loader, name)
+
+
+class _QuietImportFinder(importlib.abc.MetaPathFinder):
+    """Finds ``torch.utils.cpp_extension`` with the other finders and gives it the quiet loader."""
+
+    def __init__(self, fullname: str, drop: str):
+        self.fullname, self.drop = fullname, drop
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.fullname:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _QuietLoader(spec.loader, self.drop)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Add the import hook once (idempotent; a no-op when the module is already imported)."""
+    if CPP_EXTENSION in sys.modules:
+        return
+    if any(isinstance(f, _QuietImportFinder) and f.fullname == CPP_EXTENSION for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _QuietImportFinder(CPP_EXTENSION, CUDA_HOME_LINE))
+
+
+class _NewHeadWarning:
+    """logging filter: drops transformers' "Some weights of ... are newly initialized: [...]" record
+    when every missing weight belongs to the classification head (``classifier.*``)."""
+
+    PREFIX = "Some weights of "
+    MARK = "and are newly initialized: "
+
+    def filter(self, record) -> bool:
+        import ast
+
+        text = str(record.msg)
+        if not (text.startswith(self.PREFIX) and self.MARK in text):
+            return True
+        listed = text.split(self.MARK, 1)[1].split("\n", 1)[0]
+        try:
+            keys = ast.literal_eval(listed)
+        except (ValueError, SyntaxError):
+            return True
+        return not (keys and all(str(k).startswith("classifier.") for k in keys))
+
+
+@contextlib.contextmanager
+def new_classifier_head_expected():
+    """Within this block, loading a pre-trained encoder with a fresh classification head does not
+    print transformers' "Some weights ... are newly initialized ... You should probably TRAIN this
+    model" warning (a red stderr box in every fine-tuning notebook). Only used where the workbench
+    is about to train that head: the warning says what is already happening. Any other missing
+    weight (an encoder layer, a renamed key) still gets the warning."""
+    import logging
+
+    logger = logging.getLogger("transformers.modeling_utils")
+    f = _NewHeadWarning()
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
+
+
+def ortmodule_warnings() -> None:
+    """Ignore two Python warnings that every ORTModule run raises and a learner can do nothing about
+    (each filter names the message, the category and the module issuing it; idempotent):
+
+    - ``UserWarning: DeepSpeed import error No module named 'deepspeed'``, from
+      ``onnxruntime.training.utils.hooks._zero_offload_subscriber``: ORTModule tries DeepSpeed for
+      its ZeRO stage-3 offload support, an optional multi-GPU feature the workbench does not use.
+    - ``FutureWarning: Setting `training` to something other than default is deprecated``, from
+      ``torch.onnx.utils``: ORTModule 1.19.2 itself calls ``torch.onnx.export(training=TRAINING)``
+      on its first step (its code, frozen with the training package, not ours to change).
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message="DeepSpeed import error", category=UserWarning,
+                            module=r"onnxruntime\.training\.utils\.hooks\._zero_offload_subscriber")
+    warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
+                            category=FutureWarning, module=r"torch\.onnx\.utils")
