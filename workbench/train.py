@@ -768,7 +768,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     """Mean cross-entropy and accuracy of ``model`` (plain PyTorch, eval mode, no dropout) on ``dataset``."""
     import torch
 
-    from .batches import iter_encoded
+    from .batches import iter_encoded, model_inputs
 
     was_training = model.training
     model.eval()
@@ -776,7 +776,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     try:
         with torch.no_grad(), _autocast(cfg, device):
             for enc, labels, _ in iter_encoded(dataset, tokenizer, cfg.eval_batch_size, cfg.max_length):
-                enc = {k: v.to(device) for k, v in enc.items()}
+                enc = {k: v.to(device) for k, v in model_inputs(model, enc).items()}
                 labels = labels.to(device)
                 logits = model(**enc).logits.float()
                 total_loss += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
@@ -884,10 +884,13 @@ class Trainer:
         """
         import torch
 
+        from .batches import model_inputs
+
         cfg, device = self.cfg, self.device
         self.step_no += 1
         micro = [next(self.batches) for _ in range(cfg.grad_accum)]
-        micro = [({k: v.to(device) for k, v in enc.items()}, y.to(device)) for enc, y in micro]
+        # Only what the model's forward() takes (no token_type_ids for DistilBERT, MPNet, ...).
+        micro = [({k: v.to(device) for k, v in model_inputs(self.net, enc).items()}, y.to(device)) for enc, y in micro]
         _sync(device)
         t0 = time.perf_counter()
         loss_sum = 0.0
