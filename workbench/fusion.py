@@ -550,7 +550,7 @@ ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("deberta-v2", "Attention"): (
         "DeBERTa-v2/v3 attention is disentangled: the scores add content-to-position and position-to-content "
         "terms (relative-position embeddings gathered with GatherElements), scaled by sqrt(3 x head size), and "
-        "masked with Where. onnxruntime 1.19.2 has no fusion (and no CPU kernel) for that pattern.",
+        "masked with Where. onnxruntime 1.19.2's optimizer has no fusion for that pattern.",
         _ARCH_LIMIT_FIX + "It would take a DeBERTa attention fusion in ONNX Runtime; the FP32 graph runs "
                           "unfused, and dynamic INT8 still quantizes its MatMuls."),
     ("deberta-v2", "EmbedLayerNormalization"): (
@@ -561,8 +561,9 @@ ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("modernbert", "Attention"): (
         "ModernBERT projects Q, K and V with one Linear and Splits it, applies rotary position embeddings to Q "
         "and K (Sin/Cos, Neg, Concat, Mul, Add), scales with Mul and picks a global or sliding-window mask with "
-        "Where. The BERT attention fusion matches none of that; onnxruntime 1.19.2's rotary fusions exist only "
-        "for decoder graphs exported by its own tools.",
+        "Where. The BERT attention fusion matches none of that, and the optimizer's RotaryEmbedding fusion "
+        "(its patterns are those of decoder models such as LLaMA and Phi) did not match the in-graph Sin/Cos "
+        "either: the fused graph has no RotaryEmbedding node.",
         _ARCH_LIMIT_FIX + "It would take a ModernBERT attention fusion (rotary + packed QKV + local window) in "
                           "ONNX Runtime."),
     ("modernbert", "EmbedLayerNormalization"): (

@@ -716,6 +716,17 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
                    "Fix: train with the eager backend, or simplify the model's forward pass. ")
                 + f"ONNX Runtime said: {detail}"
             )
+        if "Duplicate definition of name (_grad)" in text:
+            # Measured on ModernBERT (norm_bias=False): ORTModule's export writes LayerNormalization with
+            # an empty bias input, and the 1.19.2 gradient builder names the gradient of every empty
+            # input "_grad", so two bias-free LayerNorms give the same name twice.
+            return (
+                "ORTModule could not build the gradient graph: the model has LayerNorms without a bias "
+                "(ModernBERT's norm_bias=False), which export with an empty bias input, and onnxruntime-training "
+                "1.19.2's gradient builder names the gradient of each empty input '_grad', twice. Fix: train with "
+                "the eager or compile backend (export, fusion and INT8 of the trained model work). "
+                "ONNX Runtime said: 'This is an invalid model. Error: Duplicate definition of name (_grad).'"
+            )
         if "Could not find an implementation" in text:
             return (
                 f"ONNX Runtime has no kernel for an op in this graph on {cfg.device} (precision {cfg.precision.value}). "

@@ -171,3 +171,18 @@ def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_pa
     assert all(t in err for t in SUPPORTED_MODEL_TYPES)
     with pytest.raises(ModelError, match=f"model type {model_type!r}.*bert, roberta, distilbert"):
         load_model(str(folder))
+
+
+def test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot(tmp_path):
+    """Measured: ORTModule 1.19.2 cannot build ModernBERT's gradient graph (bias-free LayerNorms
+    export with an empty bias input; every empty input's gradient is named '_grad'). The run
+    fails with that reason and the fix, instead of a bare ONNX Runtime error."""
+    from workbench.train import TrainConfig, run_training
+
+    folder = zoo.build_tiny("modernbert", tmp_path / "mb")
+    cfg = TrainConfig.quick(model=str(folder), max_steps=2, eval_every=2, save_graphs=False)
+    eager = run_training(cfg, "eager", run_dir=tmp_path / "eager")
+    assert eager.status == "ok", eager.reason
+    ort = run_training(cfg, "ortmodule", run_dir=tmp_path / "ort")
+    assert ort.status == "failed"
+    assert "LayerNorms without a bias" in ort.reason and "eager or compile backend" in ort.reason
