@@ -250,7 +250,9 @@ class GraphPanel(Panel):
         if e is not None and Path(e.onnx_path) == Path(report.source_path):
             v = e.validation
             export_line = (
-                f"<div>Exported <b>{html.escape(e.model_name)}</b> (opset {e.opset}, {e.attn_implementation} attention): "
+                f"<div>Exported <b>{html.escape(e.model_name)}</b> ({html.escape(e.model_info.model_type or 'model')}, "
+                f"opset {e.opset}, {e.attn_implementation} attention): graph inputs "
+                f"<code>{html.escape(', '.join(e.input_names))}</code>, "
                 f"{e.node_count} nodes, {fmt(e.size_mib, '.1f')} MiB. Validation: "
                 + coloured(v.message, v.passed)
                 + "</div>"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import inspect
+from typing import Iterator, Mapping, Optional, Sequence
 
 import numpy as np
+
+# What a tokenizer may produce that is not a model input (asked for with return_* flags).
+_NOT_MODEL_INPUTS = ("special_tokens_mask", "offset_mapping", "overflowing_tokens", "num_truncated_tokens", "length")
 
 
 def encode(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = False) -> dict:
@@ -18,6 +22,38 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = 
             return_tensors="pt",
         )
     )
+
+
+def forward_parameters(model) -> Optional[tuple[str, ...]]:
+    """The keyword arguments ``model.forward`` takes, in signature order; None when it takes
+    ``**kwargs`` (then any input is accepted). Wrappers (ORTModule, DDP, torch.compile) are seen
+    through to the model they wrap."""
+    for attr in ("_orig_mod", "module"):  # torch.compile's OptimizedModule; DDP and ORTModule
+        inner = getattr(model, attr, None)
+        if inner is not None and hasattr(inner, "forward") and inner is not model:
+            return forward_parameters(inner)
+    forward = getattr(model, "forward", model)
+    params = inspect.signature(forward).parameters.values()
+    named = tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    if any(p.kind is p.VAR_KEYWORD for p in params) and not named:
+        return None
+    return named
+
+
+def model_inputs(model, encoded: Mapping) -> dict:
+    """The tokenizer's outputs that ``model.forward`` accepts, in the order of its signature.
+
+    Inputs follow the model, not the tokenizer: DistilBERT, MPNet and ModernBERT take no
+    ``token_type_ids``, yet a BERT tokenizer saved beside them produces them ("forward() got an
+    unexpected keyword argument 'token_type_ids'"). The workbench encodes single sentences, so
+    token types are all zero and leaving them out changes nothing. Inputs the model needs but the
+    tokenizer did not produce are the model's business (it fills its defaults, as BERT does with
+    zero token types).
+    """
+    accepted = forward_parameters(model)
+    if accepted is None:
+        return {k: v for k, v in encoded.items() if k not in _NOT_MODEL_INPUTS}
+    return {k: encoded[k] for k in accepted if k in encoded}
 
 
 def batch_indices(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0, drop_last: bool = False) -> list[np.ndarray]:

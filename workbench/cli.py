@@ -374,6 +374,7 @@ def _cmd_export(args) -> int:
         print(f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "
               f"in {result.export_seconds:.1f} s")
         print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
+        print(f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)")
         print(f"validation: {v.message}")
         print(f"saved:      {run_dir / 'export.json'}   next: workbench fuse {run_dir}")
     return 0 if v.passed else 1

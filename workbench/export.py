@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import inspect
 import json
 import os
 import re
@@ -507,16 +506,17 @@ def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[st
     """
     import torch
 
-    from .batches import encode
+    from .batches import encode, model_inputs
 
     model = loaded.model
     model.eval()
     enc = encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], cfg.max_length)
     # The TorchScript exporter binds inputs to forward()'s signature and names graph inputs in
     # that order (input_ids, attention_mask, token_type_ids for BERT), whatever order the
-    # tokenizer produced them in: name them in signature order or the names get swapped.
-    order = [p for p in inspect.signature(model.forward).parameters if p in enc]
-    enc = {k: enc[k] for k in order}
+    # tokenizer produced them in: name them in signature order or the names get swapped. And
+    # only what forward() takes: DistilBERT and MPNet have no token_type_ids, whatever the
+    # tokenizer produces (model_inputs).
+    enc = model_inputs(model, enc)
     names = list(enc)
     dynamic = None
     if cfg.dynamic_axes:
@@ -570,7 +570,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     from .data import DataConfig, load_data
     from .ortinfer import torch_predict_dataset
 
-    from .models import BUILTIN_MODELS, LoadedModel, resolve_model_path
+    from .models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
 
     cfg = cfg or ExportConfig()
     if not isinstance(model, (str, os.PathLike, LoadedModel)):
@@ -579,7 +579,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
             f"got {type(model).__name__}"
         )
     if isinstance(model, (str, os.PathLike)) and str(model) not in BUILTIN_MODELS:
-        resolve_model_path(str(model))  # a wrong folder fails here, before any data is loaded
+        check_model_type(resolve_model_path(str(model)))  # a wrong folder or type fails here, before any data is loaded
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
@@ -606,6 +606,9 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     validation = validate_onnx(onnx_path, reference, loaded.tokenizer, examples, cfg, what="the exported graph")
 
     proto = onnx.load(str(onnx_path), load_external_data=False)
+    # What the graph declares (the exporter drops an input the traced model never reads).
+    initializers = {i.name for i in proto.graph.initializer}
+    inputs = [i.name for i in proto.graph.input if i.name not in initializers]
     result = ExportResult(
         onnx_path=onnx_path.resolve(),
         model_source=str(loaded.source),

@@ -73,6 +73,19 @@ SKIP_LN_OPS = ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
 # New nodes that only convert or rename (the optimizer casts input ids to int32): not fusions.
 BOOKKEEPING_OPS = ("Cast", "Identity")
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
+# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export).
+# onnxruntime 1.19.2's optimizer.MODEL_TYPES has no entry for RoBERTa, DistilBERT, XLM-RoBERTa,
+# ELECTRA, MPNet, DeBERTa-v2 or ModernBERT: its encoder fusions all live in BertOnnxModel
+# ("bert"), which matches DistilBERT's and RoBERTa's attention and position patterns too (see
+# fusion_embedlayer.py). The other types apply decoder or diffusion patterns. What "bert" fuses
+# for each architecture is measured in the README's coverage matrix (tests/core/test_zoo.py).
+ARCH_OPTIMIZER_TYPE = {arch: "bert" for arch in (
+    "bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")}
+
+
+def optimizer_model_type(architecture: str) -> str:
+    """The transformer optimizer's ``model_type`` for a Hugging Face ``config.model_type``."""
+    return ARCH_OPTIMIZER_TYPE.get(architecture, "bert")
 
 
 class FusionError(RuntimeError):
@@ -112,7 +125,9 @@ class FusionConfig:
     both ONNX Runtime and PyTorch (None: each runtime's default). ``tolerance`` overrides the
     export's validation tolerance (fused kernels reorder float sums: about 1e-5 on MiniLM).
     ``num_heads``/``hidden_size`` (0: taken from the export, else detected by the optimizer)
-    and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``.
+    and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``;
+    ``model_type="auto"`` picks the optimizer's type for the exported architecture
+    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder).
     """
 
     variants: tuple[Variant, ...] = ALL_VARIANTS
@@ -124,7 +139,7 @@ class FusionConfig:
     measure_latency: bool = True
     time_pytorch: bool = True
     transformer_session: str = "all"
-    model_type: str = "bert"
+    model_type: str = "auto"
     opt_level: int = 1
     num_heads: int = 0
     hidden_size: int = 0
@@ -162,10 +177,10 @@ class FusionConfig:
                 f"transformer_session must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {self.transformer_session!r}; "
                 "'all' is what a deployment runs, 'disabled' shows the optimizer's fusions alone"
             )
-        if self.model_type not in OPTIMIZER_MODEL_TYPES:
+        if self.model_type != "auto" and self.model_type not in OPTIMIZER_MODEL_TYPES:
             raise ValueError(
-                f"model_type must be one of {list(OPTIMIZER_MODEL_TYPES)}, got {self.model_type!r}; "
-                "'bert' covers BERT, RoBERTa, DistilBERT, MiniLM and other encoders"
+                f"model_type must be one of {['auto', *OPTIMIZER_MODEL_TYPES]}, got {self.model_type!r}; "
+                "'auto' (the default) picks 'bert', which covers BERT, RoBERTa, DistilBERT, MiniLM and the other encoders"
             )
         if self.opt_level not in (0, 1, 2, 99):
             raise ValueError(f"opt_level must be one of [0, 1, 2, 99], got {self.opt_level!r}; 1 is the default for BERT")
@@ -541,9 +556,65 @@ def _family_count(hist: dict[str, int], key: str) -> int:
     return hist.get(key, 0)
 
 
+_ARCH_LIMIT_FIX = ("nothing to fix in the export: this is what onnxruntime 1.19.2's optimizer does for this "
+                   "architecture, and the unfused operators still run and validate. ")
+_ROBERTA_POSITIONS = (
+    "RoBERTa-style position ids are counted from the padding id (cumulative sum of input_ids != padding_idx, "
+    "plus padding_idx), and onnxruntime 1.19.2 switches that match off in fusion_embedlayer.py ('TODO: Support "
+    "roberta (position starts from 2 instead of 0) in EmbedLayerNormalization kernel'), so the word + position "
+    "embedding sum and its LayerNormalization stay separate ops.")
+# Why the BERT fusions cannot fire for an architecture, read off its exported graph (opset 17,
+# eager attention, transformers 4.57.6) and onnxruntime 1.19.2's fusion code; (cause, fix).
+ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
+    ("roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                             "supporting a position offset (the TODO above)."),
+    ("xlm-roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                                 "supporting a position offset (the TODO above)."),
+    ("mpnet", "Attention"): (
+        "MPNet adds a relative-position bias (bucketed relative positions, shared by every layer) to the scores "
+        "before the mask: MatMul -> Div -> Add(position bias) -> Add(mask) -> Softmax. The BERT attention fusion "
+        "expects the mask Add right after the scaling and does not match the extra Add.",
+        _ARCH_LIMIT_FIX + "It would take fusing to MultiHeadAttention with the bias as its attention_bias input "
+                          "(a pattern onnxruntime 1.19.2's BERT fusion does not write)."),
+    ("mpnet", "EmbedLayerNormalization"): (
+        "MPNet's position ids are counted from the padding id as in RoBERTa (not matched by onnxruntime 1.19.2), "
+        "and the embedding fusion also needs a fused Attention after the LayerNormalization, which MPNet has not.",
+        _ARCH_LIMIT_FIX.rstrip() + ""),
+    ("deberta-v2", "Attention"): (
+        "DeBERTa-v2/v3 attention is disentangled: the scores add content-to-position and position-to-content "
+        "terms (relative-position embeddings gathered with GatherElements), scaled by sqrt(3 x head size), and "
+        "masked with Where. onnxruntime 1.19.2's optimizer has no fusion for that pattern.",
+        _ARCH_LIMIT_FIX + "It would take a DeBERTa attention fusion in ONNX Runtime; the FP32 graph runs "
+                          "unfused, and dynamic INT8 still quantizes its MatMuls."),
+    ("deberta-v2", "EmbedLayerNormalization"): (
+        "DeBERTa-v3 has no absolute position embedding (position_biased_input=False): the embedding is a word "
+        "Gather + LayerNormalization, not the word + position (+ segment) sum the fusion matches; it also needs "
+        "a fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+    ("modernbert", "Attention"): (
+        "ModernBERT projects Q, K and V with one Linear and Splits it, applies rotary position embeddings to Q "
+        "and K (Sin/Cos, Neg, Concat, Mul, Add), scales with Mul and picks a global or sliding-window mask with "
+        "Where. The BERT attention fusion matches none of that, and the optimizer's RotaryEmbedding fusion "
+        "(its patterns are those of decoder models such as LLaMA and Phi) did not match the in-graph Sin/Cos "
+        "either: the fused graph has no RotaryEmbedding node.",
+        _ARCH_LIMIT_FIX + "It would take a ModernBERT attention fusion (rotary + packed QKV + local window) in "
+                          "ONNX Runtime."),
+    ("modernbert", "EmbedLayerNormalization"): (
+        "ModernBERT has no position embedding (rotary attention instead) and its LayerNormalization has no bias: "
+        "the embedding is a word Gather + LayerNormalization, not the sum the fusion matches; it also needs a "
+        "fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+}
+
+
 def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,
-             input_names: Sequence[str], num_heads: int, hidden_size: int) -> list[Diagnosis]:
-    """A :class:`Diagnosis` for every expected fusion that fell short."""
+             input_names: Sequence[str], num_heads: int, hidden_size: int, architecture: str = "") -> list[Diagnosis]:
+    """A :class:`Diagnosis` for every expected fusion that fell short.
+
+    ``architecture`` is the Hugging Face ``config.model_type`` when known: for the architectures
+    whose attention or embeddings the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), the
+    cause names the part of the architecture that prevents it (after the general causes such as
+    an SDPA export, which a re-export fixes)."""
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"
@@ -558,7 +629,10 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
         evidence = (f"exported graph: {ops.get('Softmax', 0)} Softmax, {ops.get('Sqrt', 0)} Sqrt, "
                     f"{ops.get('LayerNormalization', 0)} LayerNormalization, {ops.get('Erf', 0)} Erf; "
                     f"attention pattern: {style}; recorded attention: {attn_implementation or 'unknown'}")
-        if key == "Attention":
+        limit = ARCHITECTURE_LIMITS.get((architecture, key))
+        if limit is not None and not (sdpa and key in ("Attention", "EmbedLayerNormalization")):
+            cause, fix = limit
+        elif key == "Attention":
             if sdpa:
                 cause = ("the graph was exported with SDPA attention (torch scaled_dot_product_attention): the "
                          "exporter scales Q and K by Sqrt before the MatMul and builds the mask with Where, a "
@@ -581,8 +655,10 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
                          "Attention node, and Attention was not fused.")
                 fix = ("fix the Attention fusion first" + (f": {reexport}." if sdpa else " (see its diagnosis)."))
             elif "token_type_ids" not in input_names:
-                cause = "the graph has no token_type_ids input, so the word + position + segment embedding pattern is incomplete."
-                fix = "expected for RoBERTa/DistilBERT-style models; nothing to fix (the LayerNormalization still runs)."
+                cause = ("the graph has no token_type_ids input and its word + position embedding sum did not match a "
+                         "form the optimizer knows (BERT's or DistilBERT's position ids fuse without token types; "
+                         "RoBERTa-style ids counted from the padding id do not in onnxruntime 1.19.2).")
+                fix = "expected for RoBERTa-style models; nothing to fix (the LayerNormalization still runs)."
             else:
                 cause = "the embedding sum (word, position and segment Gathers + Add + LayerNormalization) did not match the pattern."
                 fix = "export at opset 17 with position ids computed inside the graph (the default Hugging Face export)."
@@ -611,7 +687,9 @@ def _ort_variant(src: Path, level: str, dst: Path) -> None:
         del session
 
 
-def _transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int) -> None:
+def _transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
+                         model_type: Optional[str] = None) -> None:
+    model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
     try:
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:
@@ -620,11 +698,11 @@ def _transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int
             "'sympy' next to the onnxruntime-training wheel: run `make setup`"
         ) from exc
     try:
-        optimizer = optimize_model(str(src), model_type=cfg.model_type, num_heads=num_heads, hidden_size=hidden_size,
+        optimizer = optimize_model(str(src), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
                                    opt_level=cfg.opt_level, use_gpu=False)
     except Exception as exc:
         raise FusionError(
-            f"the transformer optimizer failed on {src} (model_type={cfg.model_type}, num_heads={num_heads}, "
+            f"the transformer optimizer failed on {src} (model_type={model_type}, num_heads={num_heads}, "
             f"hidden_size={hidden_size}, opt_level={cfg.opt_level}): {type(exc).__name__}: {exc}. Try opt_level=0, "
             "or pass the model's num_heads and hidden_size"
         ) from exc
@@ -652,6 +730,7 @@ class _Inputs:
     hidden_size: int
     vocab_size: int
     notes: list
+    architecture: str = ""  # the Hugging Face config.model_type, when the export recorded it
 
 
 def _resolve_inputs(src, cfg: FusionConfig, data) -> _Inputs:
@@ -689,7 +768,8 @@ def _resolve_inputs(src, cfg: FusionConfig, data) -> _Inputs:
         info = export.model_info
         return _Inputs(source, export, export_path, export.load_tokenizer(), export.load_examples(),
                        export.reference_logits(), vcfg, export.attn_implementation, info.num_layers,
-                       cfg.num_heads or info.num_heads, cfg.hidden_size or info.hidden_size, info.vocab_size or 1000, notes)
+                       cfg.num_heads or info.num_heads, cfg.hidden_size or info.hidden_size, info.vocab_size or 1000, notes,
+                       info.model_type)
 
     # A bare ONNX file: tokenizer beside it or MiniLM's, data given or the quick reviews; the
     # reference is the unoptimized graph itself (no PyTorch model to compare with).
@@ -772,6 +852,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     inputs = _resolve_inputs(source, cfg, data)
     notes = list(inputs.notes)
     src = inputs.source
+    model_type = cfg.model_type if cfg.model_type != "auto" else optimizer_model_type(inputs.architecture)
 
     # 1. build every variant's graph file
     built: dict[Variant, tuple[Path, str, float]] = {}
@@ -782,7 +863,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
             continue
         if variant is Variant.TRANSFORMER:
             path = out / FUSED_FILE
-            _transformer_variant(src, path, cfg, inputs.num_heads, inputs.hidden_size)
+            _transformer_variant(src, path, cfg, inputs.num_heads, inputs.hidden_size, model_type)
             built[variant] = (path, cfg.transformer_session, time.perf_counter() - t0)
         elif variant is Variant.TRANSFORMER_FP16:
             from .fp16 import Fp16Error, convert_fp16
@@ -900,7 +981,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     diagnoses = []
     if expected and target.name is not Variant.UNOPTIMIZED:
         diagnoses = diagnose(orig_model, target.op_histogram, expected, inputs.attn,
-                             [i.name for i in orig_model.graph.input], inputs.num_heads, inputs.hidden_size)
+                             [i.name for i in orig_model.graph.input], inputs.num_heads, inputs.hidden_size,
+                             architecture=inputs.architecture)
     if target.name is not Variant.TRANSFORMER:
         notes.append("the transformer variant was not built: diagnoses refer to "
                      f"{target.name.value}, whose session-level fusions do not include Attention on the CPU")

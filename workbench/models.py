@@ -23,8 +23,14 @@ MINILM = "minilm"
 TINY = "tiny"
 BUILTIN_MODELS = (MINILM, TINY)
 ATTENTION_CHOICES = ("eager", "sdpa")
-# Architectures whose sequence-classification export and fusion this workbench has been checked on.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2")
+# Architectures (config.model_type) whose sequence classifiers go through export, validation,
+# fusion, INT8 and slice evaluation: each is checked end to end on a tiny model with its own
+# tokenizer (workbench/zoo.py, tests/core/test_zoo.py; the README's coverage matrix).
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")
+# Dropout settings by architecture (BERT's names, DistilBERT's, DeBERTa's pooler, ModernBERT's):
+# ``dropout=False`` zeroes whichever of these the model's config has.
+DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
+                      "attention_dropout", "seq_classif_dropout", "pooler_dropout", "embedding_dropout", "mlp_dropout")
 
 TINY_CONFIG = dict(
     hidden_size=32,
@@ -85,6 +91,26 @@ def resolve_model_path(name: str) -> Optional[Path]:
     return path
 
 
+def check_model_type(folder: str | os.PathLike) -> str:
+    """The ``model_type`` in ``folder/config.json``, or a :class:`ModelError` (one line) naming the
+    types that work when it is not one of them. Read from the file, before transformers is asked
+    to build anything, so an unknown or unsupported architecture fails the same clear way."""
+    import json
+
+    path = Path(folder) / "config.json"
+    try:
+        model_type = json.loads(path.read_text()).get("model_type")
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}; save the model with model.save_pretrained(folder)") from exc
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(
+            f"model type {model_type!r} in {path} is not supported; the types that work end to end are "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} (encoders with a sequence-classification head): "
+            "fine-tune one of these and give its folder"
+        )
+    return str(model_type)
+
+
 def load_tokenizer(name: str = MINILM):
     from transformers import AutoTokenizer
 
@@ -118,8 +144,10 @@ def load_model(
         raise ModelError(f"attn_implementation must be one of {ATTENTION_CHOICES}, got {attn_implementation!r}")
     if num_labels is not None and num_labels < 2:
         raise ModelError(f"num_labels must be at least 2, got {num_labels}")
-    tokenizer = load_tokenizer(name)
     path = resolve_model_path(name)
+    if path is not None and name != MINILM:
+        check_model_type(path)  # before the tokenizer: an unsupported folder fails with the list of types
+    tokenizer = load_tokenizer(name)
     if num_labels is None and (path is None or name == MINILM):
         num_labels = 2
     label_kw: dict[str, Any] = {} if num_labels is None else {"num_labels": num_labels}
@@ -136,14 +164,13 @@ def load_model(
         source = "random init (tiny BERT, MiniLM tokenizer)"
     else:
         try:
-            config = AutoConfig.from_pretrained(str(path), local_files_only=True, **label_kw, **drop_kw)
+            config = AutoConfig.from_pretrained(str(path), local_files_only=True, **label_kw)
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot read the model config in {path}: {exc}") from exc
-        if config.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ModelError(
-                f"model type {config.model_type!r} in {path} is not supported; supported encoder types: "
-                f"{list(SUPPORTED_MODEL_TYPES)} (BERT-like encoders with a sequence-classification head)"
-            )
+        if not dropout:
+            for attr in DROPOUT_ATTRIBUTES:
+                if getattr(config, attr, None) is not None:
+                    setattr(config, attr, 0.0)
         try:
             model = AutoModelForSequenceClassification.from_pretrained(
                 str(path), config=config, local_files_only=True, attn_implementation=attn_implementation

@@ -240,13 +240,13 @@ def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size
     """The PyTorch counterpart of :func:`predict_dataset` (same batches, eval mode, no grad)."""
     import torch
 
-    from .batches import iter_encoded
+    from .batches import iter_encoded, model_inputs
 
     model.eval()
     parts = []
     with torch.inference_mode():
         for enc, _, _ in iter_encoded(dataset, tokenizer, batch_size, max_length):
-            parts.append(model(**enc).logits.float().cpu().numpy())
+            parts.append(model(**model_inputs(model, enc)).logits.float().cpu().numpy())
     return np.concatenate(parts, axis=0)
 
 
@@ -437,14 +437,15 @@ def torch_latency_by_shape(
 
     import torch
 
+    from .batches import model_inputs
+
     gc.collect()  # free dead ONNX Runtime sessions: their spinning threads would compete with PyTorch
     module = getattr(model, "model", model)
     module.eval()
-    accepted = set(module.forward.__code__.co_varnames)
     results = []
     with torch_threads(threads), torch.inference_mode():
         for batch, seq in check_shapes(shapes):
-            enc = {k: torch.from_numpy(v) for k, v in synthetic_batch(batch, seq, vocab_size).items() if k in accepted}
+            enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in synthetic_batch(batch, seq, vocab_size).items()})
             stats = measure(lambda: module(**enc), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
             results.append(ShapeLatency(batch, seq, stats))
     return results

@@ -757,6 +757,17 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
                    "Fix: train with the eager backend, or simplify the model's forward pass. ")
                 + f"ONNX Runtime said: {detail}"
             )
+        if "Duplicate definition of name (_grad)" in text:
+            # Measured on ModernBERT (norm_bias=False): ORTModule's export writes LayerNormalization with
+            # an empty bias input, and the 1.19.2 gradient builder names the gradient of every empty
+            # input "_grad", so two bias-free LayerNorms give the same name twice.
+            return (
+                "ORTModule could not build the gradient graph: the model has LayerNorms without a bias "
+                "(ModernBERT's norm_bias=False), which export with an empty bias input, and onnxruntime-training "
+                "1.19.2's gradient builder names the gradient of each empty input '_grad', twice. Fix: train with "
+                "the eager or compile backend (export, fusion and INT8 of the trained model work). "
+                "ONNX Runtime said: 'This is an invalid model. Error: Duplicate definition of name (_grad).'"
+            )
         if "Could not find an implementation" in text:
             return (
                 f"ONNX Runtime has no kernel for an op in this graph on {cfg.device} (precision {cfg.precision.value}). "
@@ -813,7 +824,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     """Mean cross-entropy and accuracy of ``model`` (plain PyTorch, eval mode, no dropout) on ``dataset``."""
     import torch
 
-    from .batches import iter_encoded
+    from .batches import iter_encoded, model_inputs
 
     was_training = model.training
     model.eval()
@@ -821,7 +832,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     try:
         with torch.no_grad(), _autocast(cfg, device):
             for enc, labels, _ in iter_encoded(dataset, tokenizer, cfg.eval_batch_size, cfg.max_length):
-                enc = {k: v.to(device) for k, v in enc.items()}
+                enc = {k: v.to(device) for k, v in model_inputs(model, enc).items()}
                 labels = labels.to(device)
                 logits = model(**enc).logits.float()
                 total_loss += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
@@ -929,10 +940,13 @@ class Trainer:
         """
         import torch
 
+        from .batches import model_inputs
+
         cfg, device = self.cfg, self.device
         self.step_no += 1
         micro = [next(self.batches) for _ in range(cfg.grad_accum)]
-        micro = [({k: v.to(device) for k, v in enc.items()}, y.to(device)) for enc, y in micro]
+        # Only what the model's forward() takes (no token_type_ids for DistilBERT, MPNet, ...).
+        micro = [({k: v.to(device) for k, v in model_inputs(self.net, enc).items()}, y.to(device)) for enc, y in micro]
         _sync(device)
         t0 = time.perf_counter()
         loss_sum = 0.0

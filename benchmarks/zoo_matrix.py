@@ -1,0 +1,60 @@
+"""The coverage matrix: every supported encoder type through export, fusion, dynamic INT8 and
+per-slice evaluation, on tiny random models with their own tokenizers (workbench.zoo). Prints the
+table the README shows and writes JSON.
+
+    .venv/bin/python benchmarks/zoo_matrix.py --out runs/bench/zoo_matrix.json [--types bert roberta]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def fmt_ops(ops: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(ops.items())) or "none"
+
+
+def main(argv=None) -> int:
+    from workbench import serial, zoo
+    from workbench.data import DataConfig, load_data
+    from workbench.runs import atomic_write_json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/bench/zoo_matrix.json")
+    parser.add_argument("--types", nargs="*", choices=zoo.ZOO_TYPES, default=list(zoo.ZOO_TYPES))
+    parser.add_argument("--work", help="folder for the models and stage results (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="zoo-matrix-"))
+    data = load_data(DataConfig.quick())
+    rows, t0 = [], time.perf_counter()
+    for model_type in args.types:
+        row = zoo.run_coverage(model_type, work / model_type, data)
+        rows.append(row)
+        print(f"{model_type}: {'ok' if row.ok else 'FAILED'} in {row.seconds:.1f} s", file=sys.stderr, flush=True)
+    total = time.perf_counter() - t0
+
+    print("| type | tokenizer class | graph inputs | fused (transformer optimizer, model_type 'bert') | not fused | "
+          "export max abs diff | INT8 ok (max abs diff) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r.model_type} | {r.tokenizer_class} | {', '.join(r.graph_inputs)} | {fmt_ops(r.fused_ops)} | "
+              f"{', '.join(r.not_fused) or '-'} | {r.export_max_abs_diff:.1e} | "
+              f"{'yes' if r.int8_passed else 'NO'} ({r.int8_max_abs_diff:.1e}) |")
+    for r in rows:
+        for fusion, cause in r.not_fused.items():
+            print(f"\n{r.model_type}, {fusion} not fused: {cause}")
+    print(f"\n{len(rows)} types in {total:.1f} s on {platform.processor() or platform.machine()}")
+    out = Path(args.out)
+    atomic_write_json(out, {"machine": {"platform": platform.platform(), "python": platform.python_version()},
+                            "seconds": total, "rows": [serial.to_dict(r) for r in rows]})
+    print(f"wrote {out}")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

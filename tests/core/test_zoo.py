@@ -1,0 +1,188 @@
+"""The coverage matrix: every supported encoder type, with its own tokenizer class, through export,
+validation, fusion, dynamic INT8 and per-slice evaluation (workbench.zoo builds the tiny models
+offline). The fused-op counts below were measured with onnxruntime 1.19.2's transformer optimizer
+(model_type 'bert') on these tiny 2-layer models; the README's coverage matrix lists the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench import zoo
+from workbench.models import SUPPORTED_MODEL_TYPES, ModelError, load_model
+
+# What each type's graph takes: the model's forward() and its own tokenizer decide, not BERT's.
+GRAPH_INPUTS = {
+    "bert": ["input_ids", "attention_mask", "token_type_ids"],
+    "roberta": ["input_ids", "attention_mask"],
+    "distilbert": ["input_ids", "attention_mask"],
+    "xlm-roberta": ["input_ids", "attention_mask"],
+    "electra": ["input_ids", "attention_mask", "token_type_ids"],
+    "mpnet": ["input_ids", "attention_mask"],
+    # DeBERTa-v3's tokenizer produces token_type_ids, but with type_vocab_size 0 the model never
+    # reads them and the exporter drops the input.
+    "deberta-v2": ["input_ids", "attention_mask"],
+    "modernbert": ["input_ids", "attention_mask"],
+}
+TOKENIZER_CLASS = {
+    "bert": "BertTokenizerFast", "roberta": "RobertaTokenizerFast", "distilbert": "DistilBertTokenizerFast",
+    "xlm-roberta": "XLMRobertaTokenizerFast", "electra": "ElectraTokenizerFast", "mpnet": "MPNetTokenizerFast",
+    "deberta-v2": "DebertaV2TokenizerFast", "modernbert": "PreTrainedTokenizerFast",
+}
+BERT_FUSIONS = {"EmbedLayerNormalization": 1, "Attention": 2, "SkipLayerNormalization": 4, "BiasGelu": 2}
+# Measured (2 layers): what the optimizer fused, and the fusions it could not, with a word the
+# diagnosis' cause must contain (the part of the architecture that prevents it).
+FUSED = {
+    "bert": (BERT_FUSIONS, {}),
+    "distilbert": (BERT_FUSIONS, {}),
+    "electra": ({**BERT_FUSIONS, "Gelu": 1}, {}),  # + the classification head's GELU
+    "roberta": ({"Attention": 2, "SkipLayerNormalization": 4, "BiasGelu": 2},
+                {"EmbedLayerNormalization": "padding id"}),
+    "xlm-roberta": ({"Attention": 2, "SkipLayerNormalization": 4, "BiasGelu": 2},
+                    {"EmbedLayerNormalization": "padding id"}),
+    # The embedding sum (word + position, no segment) + LayerNormalization fuses as a fifth SkipLayerNormalization.
+    "mpnet": ({"SkipLayerNormalization": 5, "BiasGelu": 2},
+              {"Attention": "relative-position bias", "EmbedLayerNormalization": "padding id"}),
+    "deberta-v2": ({"SkipLayerNormalization": 4, "BiasGelu": 2, "Gelu": 1},  # + the pooler's GELU
+                   {"Attention": "disentangled", "EmbedLayerNormalization": "no absolute position embedding"}),
+    # GeGLU's GELU has no bias (one per layer) + the head's GELU.
+    "modernbert": ({"SkipLayerNormalization": 4, "Gelu": 3},
+                   {"Attention": "rotary", "EmbedLayerNormalization": "no position embedding"}),
+}
+
+
+def test_the_matrix_covers_every_supported_type():
+    assert set(zoo.ZOO_TYPES) == set(SUPPORTED_MODEL_TYPES) == set(FUSED) == set(GRAPH_INPUTS)
+
+
+@pytest.fixture(scope="module")
+def coverage(tmp_path_factory, quick_data):
+    """run_coverage per type, computed once (the tokenizer vocabularies are trained once per style)."""
+    rows = {}
+
+    def get(model_type: str):
+        if model_type not in rows:
+            rows[model_type] = zoo.run_coverage(model_type, tmp_path_factory.mktemp(f"zoo-{model_type}"), quick_data)
+        return rows[model_type]
+
+    return get
+
+
+@pytest.mark.parametrize("model_type", zoo.ZOO_TYPES)
+def test_every_type_goes_through_export_fusion_int8_and_slices(coverage, model_type):
+    row = coverage(model_type)
+    assert row.tokenizer_class == TOKENIZER_CLASS[model_type]
+    assert row.graph_inputs == GRAPH_INPUTS[model_type]
+    assert row.export_passed and row.export_max_abs_diff < 1e-5, row
+    assert row.optimizer_model_type == "bert"
+    fused, missing = FUSED[model_type]
+    assert row.fused_ops == fused
+    assert row.fused_passed
+    assert set(row.not_fused) == set(missing)
+    for fusion, word in missing.items():
+        assert word in row.not_fused[fusion], row.not_fused[fusion]
+    assert row.int8_passed and row.int8_quantized_nodes > 0
+    assert 0.0 <= row.int8_agreement <= 1.0
+    assert {"negation", "length:short", "class:rotten", "class:fresh"} <= set(row.slices)
+
+
+@pytest.mark.parametrize("model_type", zoo.ZOO_TYPES)
+def test_each_family_tokenizer_is_its_own_class(tmp_path, model_type):
+    from transformers import AutoTokenizer
+
+    folder = zoo.build_tiny(model_type, tmp_path / model_type)
+    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    assert type(tok).__name__ == TOKENIZER_CLASS[model_type]
+    enc = tok(["a dull, lifeless film"])
+    ids = enc["input_ids"][0]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    assert tok.unk_token_id not in ids  # the vocabulary was trained on these reviews
+    assert ("token_type_ids" in enc) == (model_type in ("bert", "electra", "deberta-v2"))
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == model_type and config["vocab_size"] == len(tok)
+
+
+def test_inputs_follow_the_model_not_the_tokenizer(tmp_path, quick_data):
+    """The issue's case: a DistilBERT saved with a BERT tokenizer (which produces token_type_ids)
+    used to fail with "forward() got an unexpected keyword argument 'token_type_ids'"."""
+    from transformers import AutoModelForSequenceClassification
+
+    from workbench.export import ExportConfig, run_export
+    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.train import TrainConfig, run_training
+
+    folder = zoo.build_tiny("distilbert", tmp_path / "distil")
+    bert_tok = zoo.build_tokenizer("bert")
+    assert "token_type_ids" in bert_tok(["x"])
+    mixed = tmp_path / "distil-bert-tokenizer"
+    AutoModelForSequenceClassification.from_pretrained(str(folder)).save_pretrained(str(mixed))
+    bert_tok.save_pretrained(str(mixed))
+
+    result = run_export(str(mixed), ExportConfig.quick(validation_examples=8), tmp_path / "export", data=quick_data)
+    assert result.input_names == ["input_ids", "attention_mask"]
+    assert result.validation.passed, result.validation.message
+    report = run_fusion(result, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), tmp_path / "export")
+    assert report.fused_op_counts == BERT_FUSIONS and report.all_passed
+    run = run_training(TrainConfig.quick(model=str(mixed), max_steps=2, eval_every=2, save_graphs=False), "eager",
+                       run_dir=tmp_path / "train")
+    assert run.status == "ok", run.reason
+
+
+def test_model_inputs_follow_forward_and_see_through_wrappers(tmp_path):
+    import torch
+
+    from workbench.batches import forward_parameters, model_inputs
+
+    distil = load_model(str(zoo.build_tiny("distilbert", tmp_path / "d"))).model
+    enc = {"token_type_ids": torch.zeros(1, 3), "attention_mask": torch.ones(1, 3), "input_ids": torch.ones(1, 3)}
+    assert list(model_inputs(distil, enc)) == ["input_ids", "attention_mask"]
+
+    class Wrap(torch.nn.Module):  # stands for DDP and ORTModule: the real model is ``.module``
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args, **kwargs):
+            return self.module(*args, **kwargs)
+
+    assert forward_parameters(Wrap(distil)) == forward_parameters(distil)
+    assert list(model_inputs(Wrap(distil), enc)) == ["input_ids", "attention_mask"]
+
+    class AnyKeywords(torch.nn.Module):
+        def forward(self, **kwargs):
+            return kwargs
+
+    assert set(model_inputs(AnyKeywords(), {**enc, "special_tokens_mask": enc["input_ids"]})) == set(enc)
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "llama", "not-a-model", None])
+def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_path, capsys, model_type):
+    from workbench.cli import main
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    config = {"vocab_size": 10} if model_type is None else {"model_type": model_type, "vocab_size": 10}
+    (folder / "config.json").write_text(json.dumps(config))
+    assert main(["export", "--model", str(folder), "--preset", "quick", "--run-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"model type {model_type!r}" in err and "not supported" in err
+    assert all(t in err for t in SUPPORTED_MODEL_TYPES)
+    with pytest.raises(ModelError, match=f"model type {model_type!r}.*bert, roberta, distilbert"):
+        load_model(str(folder))
+
+
+def test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot(tmp_path):
+    """Measured: ORTModule 1.19.2 cannot build ModernBERT's gradient graph (bias-free LayerNorms
+    export with an empty bias input; every empty input's gradient is named '_grad'). The run
+    fails with that reason and the fix, instead of a bare ONNX Runtime error."""
+    from workbench.train import TrainConfig, run_training
+
+    folder = zoo.build_tiny("modernbert", tmp_path / "mb")
+    cfg = TrainConfig.quick(model=str(folder), max_steps=2, eval_every=2, save_graphs=False)
+    eager = run_training(cfg, "eager", run_dir=tmp_path / "eager")
+    assert eager.status == "ok", eager.reason
+    ort = run_training(cfg, "ortmodule", run_dir=tmp_path / "ort")
+    assert ort.status == "failed"
+    assert "LayerNorms without a bias" in ort.reason and "eager or compile backend" in ort.reason

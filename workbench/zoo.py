@@ -1,0 +1,342 @@
+"""Tiny randomly initialised encoders of every supported architecture, each with its own tokenizer.
+
+``build_tiny(model_type, folder)`` writes an ordinary Hugging Face model folder (``config.json``,
+``model.safetensors``, the tokenizer files) that :func:`workbench.models.load_model` and
+``workbench export --model FOLDER`` load like any fine-tuned model. Nothing is downloaded: the
+tokenizer vocabulary is trained on the built-in reviews with the ``tokenizers`` library, in the
+style of the model family (WordPiece for BERT, DistilBERT, ELECTRA and MPNet; byte-level BPE for
+RoBERTa and ModernBERT; a SentencePiece-style Unigram for XLM-RoBERTa and DeBERTa-v2), and wrapped
+in the family's fast tokenizer class, so the inputs it produces are the ones that family's real
+tokenizer produces (RoBERTa's has no ``token_type_ids``, DeBERTa-v2's has).
+
+These models are what the coverage matrix is measured on (``tests/core/test_zoo.py`` and
+``benchmarks/zoo_matrix.py``): two layers, hidden size 32 (64 for ModernBERT), a vocabulary of
+about 1,000 tokens, so every architecture goes through export, fusion, INT8 and evaluation in
+seconds. They predict nothing useful: they prove the plumbing, not accuracy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from . import runs
+
+VOCAB_SIZE = 1000
+HIDDEN = 32
+LAYERS = 2
+HEADS = 2
+INTERMEDIATE = 64
+MAX_POSITIONS = 512
+# Texts the vocabularies are trained on: the first reviews of the built-in data (enough for a
+# 1,000-token vocabulary; training on all 12,800 takes longer and changes nothing the tests see).
+TRAINING_TEXTS = 1000
+
+
+@dataclass(frozen=True)
+class TokenizerStyle:
+    """How a family tokenizes: the subword algorithm and its special tokens, in id order."""
+
+    algorithm: str  # "wordpiece", "bpe" (byte-level) or "unigram" (SentencePiece-style, Metaspace)
+    specials: tuple[str, ...]
+    cls: str
+    sep: str
+    pair_separator: bool  # RoBERTa-style pairs: <s> A </s></s> B </s>
+    lowercase: bool
+
+
+WORDPIECE_BERT = TokenizerStyle("wordpiece", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, True)
+WORDPIECE_MPNET = TokenizerStyle("wordpiece", ("<s>", "<pad>", "</s>", "[UNK]", "<mask>"), "<s>", "</s>", True, True)
+BPE_ROBERTA = TokenizerStyle("bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
+BPE_MODERNBERT = TokenizerStyle("bpe", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, False)
+UNIGRAM_XLMR = TokenizerStyle("unigram", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
+UNIGRAM_DEBERTA = TokenizerStyle("unigram", ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), "[CLS]", "[SEP]", False, False)
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One architecture: its tokenizer style and fast tokenizer class, and a config builder."""
+
+    model_type: str
+    tokenizer_class: str
+    style: TokenizerStyle
+    make_config: Callable  # (tokenizer) -> transformers.PretrainedConfig
+
+
+def _special_kw(style: TokenizerStyle) -> dict:
+    s = style.specials
+    if style is WORDPIECE_BERT:
+        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    if style is UNIGRAM_DEBERTA:
+        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+                    bos_token="[CLS]", eos_token="[SEP]")
+    if style is BPE_MODERNBERT:
+        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    unk = "[UNK]" if "[UNK]" in s else "<unk>"
+    return dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", pad_token="<pad>",
+                unk_token=unk, mask_token="<mask>")
+
+
+def _ids(tok) -> dict:
+    return dict(pad_token_id=tok.pad_token_id)
+
+
+def _bert(tok):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                      intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _roberta(cls_name: str):
+    def make(tok):
+        import transformers
+
+        cls = getattr(transformers, cls_name)
+        # RoBERTa numbers positions from padding_idx + 1, so it needs two more position rows.
+        return cls(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                   intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
+                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+
+    return make
+
+
+def _distilbert(tok):
+    from transformers import DistilBertConfig
+
+    return DistilBertConfig(vocab_size=len(tok), dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
+                            max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _electra(tok):
+    from transformers import ElectraConfig
+
+    return ElectraConfig(vocab_size=len(tok), embedding_size=HIDDEN, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                         num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                         max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _mpnet(tok):
+    from transformers import MPNetConfig
+
+    return MPNetConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                       intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+
+
+def _deberta_v2(tok):
+    from transformers import DebertaV2Config
+
+    # DeBERTa-v3's settings (what fine-tuned DeBERTa-v2/v3 checkpoints use): disentangled
+    # attention with content-to-position and position-to-content terms, log-bucketed relative
+    # positions, no absolute position embedding.
+    return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                           num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                           max_position_embeddings=MAX_POSITIONS, relative_attention=True,
+                           pos_att_type=["p2c", "c2p"], position_buckets=64, max_relative_positions=-1,
+                           norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
+                           type_vocab_size=0, **_ids(tok))
+
+
+def _modernbert(tok):
+    from transformers import ModernBertConfig
+
+    return ModernBertConfig(vocab_size=len(tok), hidden_size=2 * HIDDEN, num_hidden_layers=LAYERS,
+                            num_attention_heads=HEADS, intermediate_size=2 * INTERMEDIATE,
+                            max_position_embeddings=MAX_POSITIONS, global_attn_every_n_layers=2, local_attention=64,
+                            pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
+                            eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
+                            sep_token_id=tok.sep_token_id)
+
+
+ZOO: dict[str, ZooEntry] = {e.model_type: e for e in (
+    ZooEntry("bert", "BertTokenizerFast", WORDPIECE_BERT, _bert),
+    ZooEntry("roberta", "RobertaTokenizerFast", BPE_ROBERTA, _roberta("RobertaConfig")),
+    ZooEntry("distilbert", "DistilBertTokenizerFast", WORDPIECE_BERT, _distilbert),
+    ZooEntry("xlm-roberta", "XLMRobertaTokenizerFast", UNIGRAM_XLMR, _roberta("XLMRobertaConfig")),
+    ZooEntry("electra", "ElectraTokenizerFast", WORDPIECE_BERT, _electra),
+    ZooEntry("mpnet", "MPNetTokenizerFast", WORDPIECE_MPNET, _mpnet),
+    ZooEntry("deberta-v2", "DebertaV2TokenizerFast", UNIGRAM_DEBERTA, _deberta_v2),
+    ZooEntry("modernbert", "PreTrainedTokenizerFast", BPE_MODERNBERT, _modernbert),
+)}
+ZOO_TYPES = tuple(ZOO)
+
+
+def training_texts(n: int = TRAINING_TEXTS) -> list[str]:
+    """The first ``n`` texts of the built-in reviews (what the tiny vocabularies are trained on)."""
+    from .data import read_reviews_frame
+
+    return [str(t) for t in read_reviews_frame()["text"].head(n)]
+
+
+_BACKENDS: dict = {}
+
+
+def train_backend(style: TokenizerStyle, texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE):
+    """A ``tokenizers.Tokenizer`` of ``style`` trained on ``texts`` (default: the reviews).
+
+    Trained once per (style, vocab size) in a process when ``texts`` is None: the architectures
+    that share a style share the trained vocabulary, which keeps the coverage matrix fast.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    key = (style, vocab_size)
+    if texts is None and key in _BACKENDS:
+        return Tokenizer.from_str(_BACKENDS[key])
+    corpus = list(texts) if texts is not None else training_texts()
+    specials = list(style.specials)
+    unk = next(s for s in specials if "unk" in s.lower())
+    if style.algorithm == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token=unk))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=style.lowercase)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1)
+    elif style.algorithm == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=None))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    elif style.algorithm == "unigram":
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = normalizers.Sequence([normalizers.NFKC()])
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk,
+                                          shrinking_factor=0.75, max_piece_length=12)
+    else:
+        raise ValueError(f"unknown tokenizer algorithm {style.algorithm!r}; use wordpiece, bpe or unigram")
+    tok.train_from_iterator(corpus, trainer=trainer)
+    cls_id, sep_id = tok.token_to_id(style.cls), tok.token_to_id(style.sep)
+    if style.algorithm == "bpe" and style.pair_separator:
+        tok.post_processor = processors.RobertaProcessing((style.sep, sep_id), (style.cls, cls_id),
+                                                          trim_offsets=True, add_prefix_space=False)
+    elif style.pair_separator:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{style.cls} $A {style.sep}", pair=f"{style.cls} $A {style.sep} {style.sep} $B {style.sep}",
+            special_tokens=[(style.cls, cls_id), (style.sep, sep_id)])
+    else:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{style.cls}:0 $A:0 {style.sep}:0", pair=f"{style.cls}:0 $A:0 {style.sep}:0 $B:1 {style.sep}:1",
+            special_tokens=[(style.cls, cls_id), (style.sep, sep_id)])
+    if texts is None:
+        _BACKENDS[key] = tok.to_str()
+    return tok
+
+
+def build_tokenizer(model_type: str, texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE):
+    """The family's fast tokenizer class around a vocabulary trained offline (see module docs)."""
+    import transformers
+
+    entry = zoo_entry(model_type)
+    backend = train_backend(entry.style, texts, vocab_size)
+    cls = getattr(transformers, entry.tokenizer_class)
+    kw = dict(tokenizer_object=backend, model_max_length=MAX_POSITIONS, **_special_kw(entry.style))
+    if model_type == "modernbert":
+        kw["model_input_names"] = ["input_ids", "attention_mask"]  # what ModernBERT's own tokenizer declares
+    return cls(**kw)
+
+
+def zoo_entry(model_type: str) -> ZooEntry:
+    if model_type not in ZOO:
+        raise ValueError(f"no tiny builder for model type {model_type!r}; types: {list(ZOO_TYPES)}")
+    return ZOO[model_type]
+
+
+def build_tiny(model_type: str, folder: str | os.PathLike, num_labels: int = 2, seed: int = 0,
+               texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE,
+               id2label: Optional[dict[int, str]] = None) -> Path:
+    """Write a tiny randomly initialised ``model_type`` sequence classifier and its own tokenizer
+    to ``folder`` (an ordinary Hugging Face folder, written atomically); return the folder."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    entry = zoo_entry(model_type)
+    tokenizer = build_tokenizer(model_type, texts, vocab_size)
+    config = entry.make_config(tokenizer)
+    labels = id2label or ({0: "rotten", 1: "fresh"} if num_labels == 2 else {i: str(i) for i in range(num_labels)})
+    config.num_labels = len(labels)
+    config.id2label = {int(k): v for k, v in labels.items()}
+    config.label2id = {v: int(k) for k, v in labels.items()}
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    folder = Path(folder)
+    with runs.atomic_dir(folder) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+    return folder
+
+
+# ---- the coverage matrix -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CoverageRow:
+    """One architecture through every stage: what its graph takes, what fused, what INT8 did."""
+
+    model_type: str
+    tokenizer_class: str
+    graph_inputs: list[str]
+    export_max_abs_diff: float
+    export_passed: bool
+    optimizer_model_type: str
+    fused_ops: dict[str, int]
+    expected_fusions: dict[str, int]
+    not_fused: dict[str, str]  # fusion -> the diagnosis' cause
+    fused_max_abs_diff: float
+    fused_passed: bool
+    int8_passed: bool
+    int8_max_abs_diff: float
+    int8_agreement: float
+    int8_quantized_nodes: int
+    slices: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.export_passed and self.fused_passed and self.int8_passed
+
+
+def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: int = 0) -> CoverageRow:
+    """Build the tiny ``model_type`` model in ``out_dir/model`` and take it through export
+    (validated against PyTorch), the transformer optimizer (validated, diagnosed), dynamic INT8 of
+    the fused graph and per-slice evaluation against FP32, the way a user's folder goes through
+    ``workbench export``, ``fuse`` and ``quantize``. Stages write their usual results in
+    ``out_dir``; the row sums them up."""
+    import time
+
+    from .data import DataConfig, load_data
+    from .export import ExportConfig, run_export
+    from .fusion import FusionConfig, optimizer_model_type, run_fusion
+    from .quantize import QuantConfig, TimingConfig, prepare_baseline, run_quantization
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    data = data if data is not None else load_data(DataConfig.quick())
+    folder = build_tiny(model_type, out / "model", seed=seed)
+    export = run_export(str(folder), ExportConfig.quick(), out / "export", data=data)
+    fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / "export")
+    baseline = prepare_baseline(fusion, data, out / "quantize" / "baseline", export=export, golden=False,
+                                timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
+    quant = run_quantization(None, QuantConfig.dynamic_int8(), out / "quantize" / "dynamic", baseline=baseline,
+                             n_boot=100, node_error_samples=4)
+    return CoverageRow(
+        model_type=model_type,
+        tokenizer_class=type(export.load_tokenizer()).__name__,
+        graph_inputs=list(export.input_names),
+        export_max_abs_diff=export.validation.max_abs_diff,
+        export_passed=export.validation.passed,
+        optimizer_model_type=optimizer_model_type(model_type),
+        fused_ops=fusion.fused_op_counts,
+        expected_fusions=dict(fusion.expected_fusions),
+        not_fused={d.fusion: d.cause for d in fusion.diagnoses},
+        fused_max_abs_diff=fusion.fused.validation.max_abs_diff,
+        fused_passed=fusion.fused.validation.passed,
+        int8_passed=quant.validation.passed,
+        int8_max_abs_diff=quant.validation.max_abs_diff,
+        int8_agreement=quant.report.overall.candidate.agreement,
+        int8_quantized_nodes=len(quant.quantized_nodes),
+        slices=[d.slice for d in quant.report.slices],
+        seconds=time.perf_counter() - t0,
+    )
