@@ -109,6 +109,7 @@ def make_session(
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
 
+    device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
     path = Path(onnx_path)
     if not path.is_file():
         raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
@@ -128,7 +129,6 @@ def make_session(
     if profile_prefix is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = str(profile_prefix)
-    device = require_device(device)
     provider_options = None
     if is_cuda(device) or cuda_graph:
         providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
