@@ -15,6 +15,15 @@ setup-test:
 setup-gpu:
 	bash scripts/setup.sh --gpu
 
+## Inference on a GPU without ORTModule: onnxruntime-gpu in .venv-gpu-infer (its own lock,
+## requirements/constraints-gpu-infer.txt). Offline GPU machine: WHEELHOUSE=DIR (scripts/setup_gpu_infer.sh --download DIR).
+setup-gpu-infer:
+	bash scripts/setup_gpu_infer.sh
+
+## The GPU benchmark (issue-10 table) in the inference GPU environment; on a machine without CUDA it says so.
+bench-gpu: setup-gpu-infer
+	.venv-gpu-infer/bin/python benchmarks/bench_gpu.py --out $(RUNS)/bench/bench_gpu.json
+
 doctor: setup
 	$(PY) -m workbench.cli doctor
 

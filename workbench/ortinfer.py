@@ -348,6 +348,16 @@ def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
     return dims
 
 
+def forward_arg_names(module) -> set[str]:
+    """The keyword arguments ``module.forward`` takes. ``inspect.signature`` follows ``__wrapped__``:
+    transformers 5 wraps ``forward`` in decorators whose own code object only has ``*args, **kwargs``
+    (reading ``forward.__code__.co_varnames`` there dropped every input: "You must specify exactly one
+    of input_ids or inputs_embeds")."""
+    import inspect
+
+    return set(inspect.signature(module.forward).parameters)
+
+
 def latency_by_shape(
     onnx_or_session: SessionOrPath,
     shapes: Sequence[Sequence[int]] = ((1, 128),),
@@ -440,7 +450,7 @@ def torch_latency_by_shape(
     gc.collect()  # free dead ONNX Runtime sessions: their spinning threads would compete with PyTorch
     module = getattr(model, "model", model)
     module.eval()
-    accepted = set(module.forward.__code__.co_varnames)
+    accepted = forward_arg_names(module)
     results = []
     with torch_threads(threads), torch.inference_mode():
         for batch, seq in check_shapes(shapes):
