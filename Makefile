@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-gpu demo lab workshop test test-fast bench doctor clean
+.PHONY: setup setup-test setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-fast bench doctor clean
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,15 @@ setup-test:
 
 setup-gpu:
 	bash scripts/setup.sh --gpu
+
+## Inference on a GPU without ORTModule: onnxruntime-gpu in .venv-gpu-infer (its own lock,
+## requirements/constraints-gpu-infer.txt). Offline GPU machine: WHEELHOUSE=DIR (scripts/setup_gpu_infer.sh --download DIR).
+setup-gpu-infer:
+	bash scripts/setup_gpu_infer.sh
+
+## The GPU benchmark (issue-10 table) in the inference GPU environment; on a machine without CUDA it says so.
+bench-gpu: setup-gpu-infer
+	.venv-gpu-infer/bin/python benchmarks/bench_gpu.py --out $(RUNS)/bench/bench_gpu.json
 
 doctor: setup
 	$(PY) -m workbench.cli doctor

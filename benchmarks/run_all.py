@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ("bench_train.py", "bench_graph.py", "bench_quant.py")
+# bench_gpu: the GPU section; on a machine without CUDA it says why and measures nothing (exit 0)
+BENCHES = ("bench_train.py", "bench_graph.py", "bench_quant.py", "bench_gpu.py")
 
 
 def main(argv=None) -> int:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from workbench.data import DataConfig, load_data
 from workbench.export import ExportConfig, ExportResult, load_export, run_export
+from workbench.device import DeviceError, normalize_device, require_device
 from workbench.fusion import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
 from workbench.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
 from workbench.plots import graph as graph_plots
@@ -37,7 +38,8 @@ from .base import (
 )
 
 EXPORT_PRESETS = ("quick", "default", "strict")
-FUSION_PRESETS = ("quick", "default", "inspect_only", "transformer_only")
+FUSION_PRESETS = ("quick", "default", "inspect_only", "transformer_only", "gpu")
+DEVICES = ("cpu", "cuda")
 FIGURES: dict[str, Callable[[FusionReport], go.Figure]] = {
     "operator counts": graph_plots.op_counts,
     "fused operators": graph_plots.fused_ops,
@@ -112,6 +114,20 @@ def node_detail_html(f: FusedNode) -> str:
     )
 
 
+def placement_html(report: FusionReport) -> str:
+    """Device, and on CUDA where each variant's nodes ran, the Memcpy nodes and CUDA-graph capture."""
+    if report.device == "cpu":
+        return f'<div class="wb-device">Device: <b>cpu</b> (ONNX Runtime CPU provider)</div>'
+    items = []
+    for name, p in report.placement.items():
+        line = html.escape(p.summary())
+        if p.capture_refusal is not None:
+            line += f"<br>fix: {html.escape(p.capture_refusal.fix)}"
+        items.append(f"<li><b>{html.escape(name)}</b>: {line}</li>")
+    return (f'<div class="wb-device">Device: <b>{html.escape(report.device)}</b> (I/O binding: inputs and outputs on the '
+            f'device)</div><ul class="wb-placement">{"".join(items)}</ul>')
+
+
 class GraphPanel(Panel):
     """Export a model to ONNX (validated against PyTorch on real examples), then build and compare
     the fused variants.
@@ -120,6 +136,9 @@ class GraphPanel(Panel):
     choices, e.g. the training step's checkpoints), ``export_preset`` (quick, default, strict),
     ``fusion_preset`` (quick, default, inspect_only, transformer_only), ``opset``,
     ``attn_implementation`` (eager, sdpa: try sdpa to see the Attention fusion go missing),
+    ``device`` (cpu, cuda, cuda:N: where ONNX Runtime validates and times; cuda needs the inference GPU
+    environment, and says so when it is absent), ``fp16`` (also build the fused graph in float16,
+    validated against FP32 with FP16's tolerance),
     ``data`` (a ``DataConfig`` or ``DatasetDict`` to validate on; default the quick reviews),
     ``run_dir`` (export goes to ``<run_dir>/export``, fusion to ``<run_dir>/fusion``), ``saved``
     (a ``FusionReport``, ``fusion.json`` or run folder to open without recomputing), ``figure``.
@@ -135,6 +154,8 @@ class GraphPanel(Panel):
         "fusion_preset": "quick",
         "opset": 17,
         "attn_implementation": "eager",
+        "device": "cpu",
+        "fp16": False,
         "data": None,
         "run_dir": None,
         "saved": None,
@@ -168,6 +189,10 @@ class GraphPanel(Panel):
         check_choice("fusion_preset", options["fusion_preset"], FUSION_PRESETS)
         check_choice("attn_implementation", options["attn_implementation"], ("eager", "sdpa"))
         check_choice("figure", options["figure"], list(FIGURES))
+        try:
+            device = normalize_device(options["device"])
+        except DeviceError as exc:
+            raise PanelInputError(str(exc)) from None
         style = {"description_width": "110px"}
         return {
             "model": W.Combobox(value=str(options["model"]), options=["tiny", "minilm"], ensure_option=False,
@@ -178,11 +203,15 @@ class GraphPanel(Panel):
             "attn_implementation": W.ToggleButtons(options=["eager", "sdpa"], value=options["attn_implementation"],
                                                    description="attention", style=style),
             "figure": W.ToggleButtons(options=list(FIGURES), value=options["figure"], description="figure", style=style),
+            # cuda is always offered: where it is absent, running says what to install (workbench.device)
+            "device": W.Dropdown(options=sorted({*DEVICES, device}), value=device, description="device", style=style),
+            "fp16": W.Checkbox(value=bool(options["fp16"]), description="FP16 variant (validated against FP32)", indent=False),
         }
 
     def _controls_box(self) -> W.Widget:
         c = self.controls
-        return W.VBox([c["model"], W.HBox([c["export_preset"], c["fusion_preset"]]), W.HBox([c["opset"], c["attn_implementation"]])])
+        return W.VBox([c["model"], W.HBox([c["export_preset"], c["fusion_preset"]]), W.HBox([c["opset"], c["attn_implementation"]]),
+                       W.HBox([c["device"], c["fp16"]])])
 
     def _build_views(self) -> list[W.Widget]:
         self.summary_html = W.HTML("")
@@ -224,9 +253,15 @@ class GraphPanel(Panel):
         model = str(values["model"]).strip()
         if not model:
             raise PanelInputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        device = values["device"]
+        # the gpu preset is CUDA whatever the dropdown says: asking for it where CUDA is absent is the clear error
+        fusion_kw = {"device": device} if values["fusion_preset"] != "gpu" or device != "cpu" else {}
+        if values["fp16"]:
+            fusion_kw["fp16"] = True
+        fusion_cfg = getattr(FusionConfig, values["fusion_preset"])(**fusion_kw)
+        require_device(fusion_cfg.device)  # before exporting anything
         export_cfg = getattr(ExportConfig, values["export_preset"])(
-            opset=int(values["opset"]), attn_implementation=values["attn_implementation"])
-        fusion_cfg = getattr(FusionConfig, values["fusion_preset"])()
+            opset=int(values["opset"]), attn_implementation=values["attn_implementation"], device=fusion_cfg.device)
         data = self.options["data"]
         if isinstance(data, DataConfig):
             data = load_data(data)
@@ -259,7 +294,7 @@ class GraphPanel(Panel):
             )
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in report.notes)
         self.summary_html.value = (
-            export_line + variants_table(report) + diagnoses_html(report)
+            export_line + variants_table(report) + placement_html(report) + diagnoses_html(report)
             + (f'<ul class="wb-notes">{notes}</ul>' if notes else "")
         )
         self._draw_figure()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from workbench.device import DeviceError, normalize_device
 from workbench.data import DataConfig, load_data
 from workbench.export import ExportResult
 from workbench.fusion import FusionReport
@@ -134,6 +135,7 @@ class QuantPanel(Panel):
         "data": None,
         "preset": "dynamic",
         "timing": "quick",
+        "device": "cpu",
         "n_boot": 1000,
         "worst_k": 3,
         "budget_overall": 0.01,
@@ -181,6 +183,10 @@ class QuantPanel(Panel):
         check_choice("preset", options["preset"], PRESETS)
         check_choice("timing", options["timing"], TIMINGS)
         check_choice("figure", options["figure"], FIGURES)
+        try:
+            device = normalize_device(options["device"])
+        except DeviceError as exc:
+            raise PanelInputError(str(exc)) from None
         for c in options["candidates"]:
             check_choice("candidates", c, PRESETS)
         check_range("n_boot", options["n_boot"], 100, 100_000, "a 95% interval needs at least 100 bootstrap draws")
@@ -191,6 +197,8 @@ class QuantPanel(Panel):
         return {
             "preset": W.Dropdown(options=PRESETS, value=options["preset"], description="preset", style=style),
             "timing": W.Dropdown(options=TIMINGS, value=options["timing"], description="timing", style=style),
+            # where the FP32 and INT8 graphs are timed; accuracy is scored on the CPU either way
+            "device": W.Dropdown(options=sorted({"cpu", "cuda", device}), value=device, description="timing device", style=style),
             "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=100, max=100_000, description="bootstrap draws", style=style),
             "worst_k": W.BoundedIntText(value=int(options["worst_k"]), min=1, max=10_000, description="nodes to keep FP32", style=style),
             "budget_overall": W.BoundedFloatText(value=float(options["budget_overall"]), min=0.0, max=0.99, step=0.005,
@@ -208,6 +216,7 @@ class QuantPanel(Panel):
         c = self.controls
         return W.VBox([
             W.HBox([c["preset"], c["timing"], c["n_boot"]]),
+            W.HBox([c["device"]]),
             W.HBox([c["worst_k"]]),
             W.HBox([c["budget_overall"], c["budget_per_slice"]]),
             c["candidates"],
@@ -243,7 +252,8 @@ class QuantPanel(Panel):
         return data
 
     def _timing(self, values: dict[str, Any]) -> TimingConfig:
-        return TimingConfig.quick() if values["timing"] == "quick" else TimingConfig()
+        device = values.get("device", "cpu")
+        return TimingConfig.quick(device=device) if values["timing"] == "quick" else TimingConfig(device=device)
 
     def _export(self) -> Any:
         """The export the graph came from: given, else the one a FusionReport names (the library
@@ -269,7 +279,7 @@ class QuantPanel(Panel):
         self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
                                            f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
         if baseline is not None:
-            return run_quantization(None, cfg, out, baseline=baseline, n_boot=int(values["n_boot"]))
+            return run_quantization(None, cfg, out, baseline=baseline, n_boot=int(values["n_boot"]), timing=self._timing(values))
         return run_quantization(graph, cfg, out, self._data(), export=self._export(),
                                 timing=self._timing(values), n_boot=int(values["n_boot"]))
 

@@ -24,6 +24,22 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+def _device_problem(args) -> Optional[str]:
+    """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
+    from .device import DeviceError, require_device
+
+    try:
+        require_device(getattr(args, "device", None) or "cpu")
+    except DeviceError as exc:
+        return str(exc)
+    return None
+
+
+def _add_device_flag(p) -> None:
+    p.add_argument("--device", default=None, help="where ONNX Runtime runs the graphs: cpu (default), cuda or cuda:N "
+                                                    "(needs onnxruntime-gpu: make setup-gpu-infer)")
+
+
 class TerminalProgress:
     """A one-line progress bar on stderr: ``[#####.....] 50/100 loss 0.41 eta 12s``."""
 
@@ -352,11 +368,13 @@ def _cmd_export(args) -> int:
     from .models import ModelError
     from .runs import new_run_dir
 
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
     try:
         overrides = {k: v for k, v in (("opset", args.opset), ("max_length", args.max_length),
                                        ("attn_implementation", args.attn), ("tolerance", args.tolerance),
                                        ("validation_examples", args.validation_examples),
-                                       ("validation_split", args.split)) if v is not None}
+                                       ("validation_split", args.split), ("device", args.device)) if v is not None}
         cfg = getattr(ExportConfig, args.preset)(**overrides)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
@@ -397,6 +415,8 @@ def _cmd_fuse(args) -> int:
     from .ortinfer import InferenceError
 
     source = Path(args.source)
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
     try:
         overrides = {k: v for k, v in (("shapes", args.shapes), ("threads", args.threads), ("warmup", args.warmup),
                                        ("repeats", args.repeats), ("transformer_session", args.transformer_session),
@@ -406,7 +426,13 @@ def _cmd_fuse(args) -> int:
             overrides["variants"] = tuple(v.strip() for v in args.variants.split(",") if v.strip())
         if args.no_latency:
             overrides.update(measure_latency=False, time_pytorch=False)
-        preset = {"default": "default", "quick": "quick", "inspect": "inspect_only"}[args.preset]
+        if args.device is not None:  # else the preset's device (cpu; cuda for --preset gpu)
+            overrides["device"] = args.device
+        if args.fp16:
+            overrides["fp16"] = True
+        if args.cuda_graph:
+            overrides["cuda_graph"] = True
+        preset = {"default": "default", "quick": "quick", "inspect": "inspect_only", "gpu": "gpu"}[args.preset]
         cfg = getattr(FusionConfig, preset)(**overrides)
         out_dir = Path(args.run_dir) if args.run_dir else (source if source.is_dir() else source.parent)
         report = run_fusion(source, cfg, out_dir)
@@ -436,13 +462,15 @@ def _add_graph(sub) -> None:
     p.add_argument("--runs", default="runs", help="folder for new run folders")
     p.add_argument("--run-dir", help="write into this run folder instead of a new one")
     p.add_argument("--json", action="store_true")
+    _add_device_flag(p)
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
                                     "validate, time, diff, trace fused nodes, diagnose missing fusions")
     p.add_argument("source", help="a run folder with export.json, an export.json, or an .onnx file")
-    p.add_argument("--preset", default="default", choices=["default", "quick", "inspect"],
-                   help="default: 3 shapes x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing")
+    p.add_argument("--preset", default="default", choices=["default", "quick", "inspect", "gpu"],
+                   help="default: 3 shapes x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; "
+                        "gpu: CUDA, FP16, CUDA graphs and PyTorch's GPU peers at 1x128 and 32x128")
     p.add_argument("--variants", help="comma-separated: unoptimized,ort_basic,ort_extended,ort_all,transformer (default: all)")
     p.add_argument("--shapes", type=_parse_shapes, help="BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")
     p.add_argument("--threads", type=int, help="intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")
@@ -457,6 +485,11 @@ def _add_graph(sub) -> None:
     p.add_argument("--tolerance", type=float, help="override the export's validation tolerance")
     p.add_argument("--run-dir", help="where to write (default: the source's folder)")
     p.add_argument("--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
+    _add_device_flag(p)
+    p.add_argument("--fp16", action="store_true", help="also build the fused graph in float16 (inputs/outputs float32), "
+                                                        "validated against FP32 with FP16's tolerance")
+    p.add_argument("--cuda-graph", action="store_true", help="CUDA only: also time each variant as a CUDA graph where "
+                                                              "ONNX Runtime accepts it, and say why where it refuses")
     p.set_defaults(func=_cmd_fuse)
 
 
@@ -514,6 +547,8 @@ def _cmd_quantize(args) -> int:
     from .ortinfer import InferenceError
     from .quantize import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
 
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
     try:
         graph, export, folder = _quant_source(Path(args.source), args.graph)
         cfg = _quant_config(args)
@@ -522,6 +557,10 @@ def _cmd_quantize(args) -> int:
             timing = TimingConfig(shapes=args.shapes, warmup=timing.warmup, repeats=args.repeats or timing.repeats)
         elif args.repeats:
             timing = TimingConfig(shapes=timing.shapes, warmup=timing.warmup, repeats=args.repeats)
+        if args.device is not None:
+            from dataclasses import replace as _replace
+
+            timing = _replace(timing, device=args.device)
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
         n_boot = args.n_boot or (200 if args.quick else 1000)
         tok = args.tokenizer
@@ -624,6 +663,7 @@ def _add_quant(sub) -> None:
                    help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     p.add_argument("--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     p.add_argument("--json", action="store_true")
+    _add_device_flag(p)
     p.set_defaults(func=_cmd_quantize)
 
 

@@ -141,8 +141,32 @@ def ortmodule_extension_files() -> list[Path]:
     return sorted(folder.glob("*.so")) if folder is not None and folder.is_dir() else []
 
 
+TRAINING_ENV_HINT = ("ORTModule (the ortmodule backend) needs the training environment: `make setup` (CPU) or "
+                     "`make setup-gpu` (onnxruntime-training 1.19.2, CUDA 12, Python 3.10/3.11); the eager and compile "
+                     "backends and every inference stage work here")
+
+
+def training_build() -> Optional[str]:
+    """``"cpu"`` or ``"cuda"`` for the installed ONNX Runtime *training* build, None when there is
+    none (the inference GPU environment: onnxruntime-gpu has no ``onnxruntime.training``)."""
+    if _version("onnxruntime-training"):
+        return "cuda"  # the CUDA 12 build; the CPU one is onnxruntime-training-cpu
+    if _version("onnxruntime-training-cpu"):
+        return "cpu"
+    return None
+
+
+def inference_only() -> bool:
+    """True in the inference GPU environment (onnxruntime-gpu and no training build)."""
+    return training_build() is None and _version("onnxruntime-gpu") is not None
+
+
 def check_ortmodule_extensions() -> Check:
     fix = "compile them once: python -m onnxruntime.training.ortmodule.torch_cpp_extensions.install (or `make setup`)"
+    if training_build() is None:
+        found = ", ".join(f"{d} {v}" for d in ("onnxruntime", "onnxruntime-gpu") if (v := _version(d))) or "no onnxruntime"
+        return Check("ortmodule extensions", False, f"no ONNX Runtime training build here ({found} is inference-only)",
+                     TRAINING_ENV_HINT, required=not inference_only())
     files = ortmodule_extension_files()
     if not files:
         return Check("ortmodule extensions", False, f"not built (no .so in {ortmodule_extension_dir()})", fix)
@@ -239,6 +263,34 @@ def _cpu_has_bf16() -> bool:
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 
+def check_gpu() -> Check:
+    """The GPU, ONNX Runtime's CUDA provider and whether the training build is a CUDA build (never
+    required: every stage runs on the CPU; ``--device cuda`` needs the first two)."""
+    from .device import CUDA_PROVIDER, cuda_facts, cuda_problem
+
+    facts = cuda_facts()
+    if facts.device_count:
+        gpus = "; ".join(f"{n} (compute capability {c})" for n, c in zip(facts.device_names, facts.capabilities))
+        gpu = f"GPU: {gpus}, torch CUDA {facts.torch_cuda_build}"
+    else:
+        gpu = f"GPU: none visible to torch {facts.torch_version or '(not installed)'}" + (
+            f" (a CUDA {facts.torch_cuda_build} build)" if facts.torch_cuda_build else "")
+    ort = ", ".join(f"{d} {v}" for d, v in facts.ort_dists.items()) or "no onnxruntime"
+    provider = f"{CUDA_PROVIDER}: {'yes' if facts.cuda_provider_built else 'no'} ({ort})"
+    build = training_build()
+    train = {"cuda": "training build: CUDA (onnxruntime-training)", "cpu": "training build: CPU (onnxruntime-training-cpu)",
+             None: "training build: none (inference-only environment; ORTModule needs the training environment)"}[build]
+    value = f"{gpu}; {provider}; {train}"
+    if facts.device_count and cuda_problem(facts) is not None:
+        # a GPU is here but the inference stages cannot use it: say what to install
+        return Check("gpu", False, value, cuda_problem(facts), required=False)
+    if facts.device_count and build == "cpu":
+        return Check("gpu", False, value, "training runs on this GPU only with the CUDA training build: `make setup-gpu` "
+                     "(Python 3.10/3.11); inference on it: `make setup-gpu-infer`", required=False)
+    return Check("gpu", True, value + ("" if facts.device_count else "; the inference stages run with --device cpu"),
+                 required=False)
+
+
 CHECKS: list[Callable[[], Check]] = [
     check_python,
     check_torch,
@@ -251,8 +303,17 @@ CHECKS: list[Callable[[], Check]] = [
     check_model,
     check_data,
     check_accelerators,
+    check_gpu,
 ]
+# What only training needs: in the inference GPU environment these are reported but not required.
+TRAINING_ONLY_CHECKS = ("torch", "transformers", "onnxruntime", "ortmodule extensions")
 
 
 def run_doctor() -> DoctorReport:
-    return DoctorReport([check() for check in CHECKS])
+    checks = [check() for check in CHECKS]
+    if inference_only():
+        import dataclasses
+
+        checks = [dataclasses.replace(c, required=False, fix=f"{c.fix} (training only: {TRAINING_ENV_HINT})" if c.fix else "")
+                  if c.name in TRAINING_ONLY_CHECKS else c for c in checks]
+    return DoctorReport(checks)

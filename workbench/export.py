@@ -91,8 +91,12 @@ class ExportConfig:
     tolerance: float = 1e-3
     min_label_agreement: float = 1.0
     do_constant_folding: bool = True
+    device: str = "cpu"  # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
 
     def __post_init__(self) -> None:
+        from .device import normalize_device
+
+        self.device = normalize_device(self.device)
         if isinstance(self.attn_implementation, str) and not isinstance(self.attn_implementation, Attention):
             try:
                 self.attn_implementation = Attention(self.attn_implementation)
@@ -321,6 +325,7 @@ def validate_onnx(
     graph_optimization: str = "all",
     threads: Optional[int] = None,
     what: str = "the graph",
+    device: Optional[str] = None,
 ) -> Validation:
     """Validate a graph (path or session) on real examples against a reference.
 
@@ -338,7 +343,8 @@ def validate_onnx(
         tokenizer = getattr(reference, "tokenizer", None)
         if tokenizer is None:
             raise ValueError("give the tokenizer the graph was exported with (reference logits carry none)")
-    session = as_session(onnx_path, threads=threads, graph_optimization=graph_optimization)
+    session = as_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
+                         device=device if device is not None else cfg.device)
     got = predict_dataset(session, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
     if hasattr(reference, "model") and hasattr(reference, "tokenizer"):
         ref = torch_predict_dataset(reference.model, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
@@ -573,6 +579,9 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     from .models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
 
     cfg = cfg or ExportConfig()
+    from .device import require_device
+
+    require_device(cfg.device)  # CUDA asked for and absent: say so before exporting anything
     if not isinstance(model, (str, os.PathLike, LoadedModel)):
         raise TypeError(
             f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.LoadedModel, "

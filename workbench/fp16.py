@@ -125,5 +125,8 @@ def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
     from .export import compare_logits
 
     what = f"the FP16 graph (run on {where}{'; float16 storage, float32 arithmetic per node' if where == 'cpu' else ''})"
-    return compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,
-                          FP16_MIN_LABEL_AGREEMENT if min_label_agreement is None else min_label_agreement, what=what)
+    import dataclasses
+
+    v = compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,
+                       FP16_MIN_LABEL_AGREEMENT if min_label_agreement is None else min_label_agreement, what=what)
+    return dataclasses.replace(v, message=f"{what} vs the FP32 fused graph: {v.message}")

@@ -23,7 +23,7 @@ import time
 from typing import Callable, Optional, Sequence
 
 from .latency import measure
-from .ortinfer import ShapeLatency, check_shapes, synthetic_batch
+from .ortinfer import ShapeLatency, check_shapes, forward_arg_names, synthetic_batch
 
 PEERS = ("eager_fp32", "sdpa_fp16", "compile_fp16")
 PEER_LABELS = {"eager_fp32": "PyTorch eager FP32", "sdpa_fp16": "PyTorch SDPA FP16",
@@ -54,7 +54,7 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
     notes: list[str] = []
 
     def time_module(module, base) -> list[ShapeLatency]:
-        accepted = set(base.forward.__code__.co_varnames)  # the plain module's: a compiled wrapper hides them
+        accepted = forward_arg_names(base)  # the plain module's: a compiled wrapper hides them
         res = []
         with torch.inference_mode():
             for batch, seq in shapes:
@@ -88,7 +88,7 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
             with torch.inference_mode():
                 for batch, seq in shapes:  # compile (and record the CUDA graphs) for every shape before timing
                     enc = {k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(batch, seq, vocab_size).items()
-                           if k in set(sdpa.forward.__code__.co_varnames)}
+                           if k in forward_arg_names(sdpa)}
                     for _ in range(3):
                         compiled(**enc)
             torch.cuda.synchronize(device)

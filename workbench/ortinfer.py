@@ -109,6 +109,7 @@ def make_session(
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
 
+    device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
     path = Path(onnx_path)
     if not path.is_file():
         raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
@@ -128,7 +129,6 @@ def make_session(
     if profile_prefix is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = str(profile_prefix)
-    device = require_device(device)
     provider_options = None
     if is_cuda(device) or cuda_graph:
         providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
@@ -346,6 +346,16 @@ def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
             raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding; "
                                  "pass output_shapes={name: shape}")
     return dims
+
+
+def forward_arg_names(module) -> set[str]:
+    """The keyword arguments ``module.forward`` takes. ``inspect.signature`` follows ``__wrapped__``:
+    transformers 5 wraps ``forward`` in decorators whose own code object only has ``*args, **kwargs``
+    (reading ``forward.__code__.co_varnames`` there dropped every input: "You must specify exactly one
+    of input_ids or inputs_embeds")."""
+    import inspect
+
+    return set(inspect.signature(module.forward).parameters)
 
 
 def latency_by_shape(

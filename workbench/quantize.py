@@ -272,10 +272,15 @@ class TimingConfig:
     repeats: int = 20
     threads: Optional[int] = None
     max_seconds: Optional[float] = 20.0
+    # where the FP32 and INT8 graphs are timed ("cpu", "cuda", "cuda:N"; CUDA with I/O binding). Accuracy
+    # is scored on the CPU provider either way, so the slice comparison does not mix devices.
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        from .device import normalize_device
         from .ortinfer import check_shapes
 
+        object.__setattr__(self, "device", normalize_device(self.device))
         object.__setattr__(self, "shapes", check_shapes(self.shapes))
         if self.repeats < 1 or self.warmup < 0:
             raise QuantizeError(f"repeats must be >= 1 and warmup >= 0, got repeats={self.repeats}, warmup={self.warmup}")
@@ -1108,6 +1113,11 @@ def run_quantization(
     from .ortinfer import latency_by_shape, make_session, predict_dataset
 
     cfg = cfg or QuantConfig.dynamic_int8()
+    chosen_timing = timing if timing is not None else (baseline.timing if baseline is not None else None)
+    if chosen_timing is not None:
+        from .device import require_device
+
+        require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
     if not isinstance(cfg, QuantConfig):
         raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
     out = Path(out_dir)
@@ -1169,9 +1179,9 @@ def run_quantization(
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
                                 what=f"the {cfg.label} graph")
 
-    t = baseline.timing
+    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
     lat_kw = dict(shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads, max_seconds=t.max_seconds,
-                  vocab_size=baseline.vocab_size)
+                  vocab_size=baseline.vocab_size, device=t.device)
     # paths, not the scoring sessions: latency_by_shape opens them with the timing's thread count
     fp32_latency = latency_by_shape(src, **lat_kw)
     latency = latency_by_shape(qpath, **lat_kw)
@@ -1458,7 +1468,7 @@ def _fp32_candidate(gname: str, base: Baseline, budget_overall: float, budget_pe
 
     t = base.timing
     lat = latency_by_shape(base.fp32_path, shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads,
-                           max_seconds=t.max_seconds, vocab_size=base.vocab_size)
+                           max_seconds=t.max_seconds, vocab_size=base.vocab_size, device=t.device)
     reps = [_report_for(e, e.fp32_logits(), base, "fp32", n_boot, seed) for e in base.eval_sets]
     chk = check_budget(reps, budget_overall, budget_per_slice, include_small, strict)
     return SearchCandidate(

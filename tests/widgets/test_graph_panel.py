@@ -136,3 +136,47 @@ def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytes
     assert panel.export_result is not None
     assert "opened" in panel.status.value
     assert len(panel.node_select.options) == len(fused_nodes(fused_tiny.fused))
+
+
+# ---- device and FP16 (issue 10) -----------------------------------------------------------------
+def test_device_and_fp16_controls(tmp_path, quick_data) -> None:
+    from workbench.device import cuda_facts, cuda_problem
+
+    with pytest.raises(PanelInputError, match="device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
+        GraphPanel(device="gpu")
+    panel = GraphPanel(model="tiny", data=quick_data, run_dir=tmp_path, fusion_preset="inspect_only", fp16=True)
+    try:
+        assert panel.controls["device"].options == ("cpu", "cuda") and panel.controls["device"].value == "cpu"
+        report = panel.run()
+        assert report.variant("transformer_fp16").validation.passed
+        assert "transformer_fp16" in panel.summary_html.value and "Device: <b>cpu</b>" in panel.summary_html.value
+        why = cuda_problem(cuda_facts())
+        if why is not None:  # CUDA absent: the panel shows the one message and writes nothing new
+            panel.controls["device"].value = "cuda"
+            before = sorted(p.name for p in tmp_path.iterdir())
+            with pytest.raises(ValueError):
+                panel.run()
+            import html
+
+            assert html.escape(why) in panel.error_box.value and panel.result is report
+            assert sorted(p.name for p in tmp_path.iterdir()) == before
+    finally:
+        panel.close()
+
+
+def test_a_cuda_report_shows_placement_memcpy_and_the_capture_refusal(graph_panel: GraphPanel) -> None:
+    import dataclasses
+
+    from workbench.device import CPU_PROVIDER, CUDA_PROVIDER, NodePlacement, analyze_placement
+
+    rep = analyze_placement([NodePlacement("Shape_1", "Shape", CPU_PROVIDER), NodePlacement("M", "MatMul", CUDA_PROVIDER)],
+                            "cuda", [CUDA_PROVIDER, CPU_PROVIDER], memcpy={"MemcpyToHost": 1, "MemcpyFromHost": 0},
+                            capture_error="all compute graph nodes have not been partitioned to the CUDA EP")
+    cpu_report = graph_panel.result
+    try:
+        graph_panel.show(dataclasses.replace(cpu_report, device="cuda", placement={"unoptimized": rep}))
+        text = graph_panel.summary_html.value
+        assert "Device: <b>cuda</b>" in text and "Memcpy nodes inserted: 1" in text
+        assert "CUDA graph refused" in text and "fix: use the fused graph" in text
+    finally:
+        graph_panel.show(cpu_report)

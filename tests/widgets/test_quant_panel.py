@@ -195,3 +195,21 @@ def test_out_of_range_numbers_are_refused_not_clamped() -> None:
         QuantPanel(n_boot=50)
     with pytest.raises(PanelInputError, match="budget_overall .* got 2"):
         QuantPanel(budget_overall=2)
+
+
+def test_timing_device_is_checked_and_cuda_without_cuda_is_one_clear_error(fused_tiny, quick_data, tmp_path: Path) -> None:
+    import html as html_module
+
+    from workbench.device import cuda_facts, cuda_problem
+
+    with pytest.raises(PanelInputError, match="device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
+        QuantPanel(device="gpu")
+    panel = QuantPanel(graph=fused_tiny, data=quick_data, n_boot=100, run_dir=tmp_path, device="cuda")
+    assert panel.controls["device"].options == ("cpu", "cuda") and panel._timing(panel.values()).device == "cuda"
+    why = cuda_problem(cuda_facts())
+    if why is None:
+        pytest.skip("CUDA is available here: the missing-CUDA error cannot be shown")
+    with pytest.raises(ValueError):
+        panel.run()
+    assert html_module.escape(why) in panel.error_box.value
+    assert not any(tmp_path.rglob("*.onnx"))  # refused before quantizing anything
