@@ -173,6 +173,8 @@ def _train_config(args):
         overrides["pad_to_max"] = True
     if args.no_spinning:
         overrides["ort_allow_spinning"] = False
+    if getattr(args, "spinning", False):
+        overrides["ort_allow_spinning"] = True
     if args.data is not None or args.max_train is not None:
         base = getattr(TrainConfig, args.preset)().data
         overrides["data"] = DataConfig(**{**{f: getattr(base, f) for f in ("text_column", "label_column", "validation_fraction",
@@ -333,7 +335,9 @@ def _train_flags(p, steps_help: str) -> None:
     g.add_argument("--memory-optimizer-level", type=int, choices=[0, 1, 2])
     g.add_argument("--ort-threads", type=int, help="intra-op threads of ONNX Runtime's session")
     g.add_argument("--ort-graph-optimization", choices=["disabled", "basic", "extended", "all"])
-    g.add_argument("--no-spinning", action="store_true", help="ONNX Runtime threads sleep instead of spinning when idle")
+    spin = g.add_mutually_exclusive_group()
+    spin.add_argument("--no-spinning", action="store_true", help="ONNX Runtime threads sleep instead of spinning when idle (the default)")
+    spin.add_argument("--spinning", action="store_true", help="ONNX Runtime's idle threads spin (ORTModule's own default; measured slower here)")
     g.add_argument("--fallback", choices=["disable", "detect"], help="disable: fail loudly; detect: stop and mark fell_back")
     g.add_argument("--save-graphs", action=argparse.BooleanOptionalAction, default=None,
                    help="keep ORTModule's training graphs in the run folder (default: yes)")

@@ -68,6 +68,9 @@ BF16_TOLERANCE = 0.05
 DROPOUT_TOLERANCE = 0.1
 DROPOUT_WINDOW = 10
 DEFAULT_BACKENDS = (Backend.EAGER, Backend.ORTMODULE, Backend.COMPILE)
+SPEED_BASIS = ("steady state, the median step after the start-up steps, as `benchmarks/bench_train.py` measures it")
+SPEED_WITH_STARTUP_BASIS = ("every step timed, the first one (ORTModule's export and graph build, torch.compile's "
+                            "compilation) included: what this run cost; it approaches the steady-state ratio as runs get longer")
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class BackendSummary:
     total_time: Metric
     final_val_loss: Metric
     final_accuracy: Metric
+    # samples/s over every step, the start-up step included (default: results saved before it existed)
+    throughput_with_startup: Metric = field(default_factory=lambda: Metric("throughput incl. start-up", float("nan"), "samples/s", True))
 
     @property
     def comparable(self) -> bool:
@@ -95,8 +100,8 @@ class BackendSummary:
         return self.status in (RunStatus.OK, RunStatus.STOPPED) and self.steps_done > 0
 
     def metrics(self) -> list[Metric]:
-        return [self.median_step_time, self.p90_step_time, self.throughput, self.peak_memory, self.startup,
-                self.total_time, self.final_val_loss, self.final_accuracy]
+        return [self.median_step_time, self.p90_step_time, self.throughput, self.throughput_with_startup, self.peak_memory,
+                self.startup, self.total_time, self.final_val_loss, self.final_accuracy]
 
 
 @dataclass(frozen=True)
@@ -105,13 +110,17 @@ class Ratio:
 
     backend: Backend
     baseline: Backend
-    throughput: float  # samples/s ratio (equals the inverse median step-time ratio)
+    throughput: float  # steady state: samples/s ratio of the median step after start-up (what the benchmark measures)
     memory: float  # baseline peak / backend peak
     startup: float  # baseline start-up / backend start-up
     max_loss_diff: float  # largest |loss difference| over the steps both ran (moving averages with dropout)
     loss_within_tolerance: bool
     steps_compared: int
     accuracy_diff: float  # backend final accuracy - baseline final accuracy
+    # start-up included: samples/s over *every* step, the first one (export + graph build, compilation)
+    # too, i.e. the ratio of the time both spent training the same steps; below `throughput` when the
+    # backend pays a start-up cost the baseline does not, and closer to it the longer the run
+    throughput_with_startup: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,7 @@ def summarize_run(run: TrainRun) -> BackendSummary:
         median_step_time=Metric("median step time", run.median_step_s, "s", False),
         p90_step_time=Metric("p90 step time", p90, "s", False),
         throughput=Metric("throughput", run.samples_per_s, "samples/s", True),
+        throughput_with_startup=Metric("throughput incl. start-up", run.samples_per_s_with_startup, "samples/s", True),
         peak_memory=Metric("peak memory", run.peak_memory_mib, "MiB", False),
         startup=Metric("start-up (first step)", run.startup_s, "s", False),
         total_time=Metric("total time", run.total_s, "s", False),
@@ -253,6 +263,14 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
         if r.config != cfg.replace(**_backend_only_fields(r.config)):
             notes.append(f"{r.backend.value}: trained with a different config than {baseline.value}; ratios compare more than the backend")
     pids = [r.environment.get("pid") for r in runs_]
+    if len(runs_) > 1 and len(set(pids)) == len(pids):
+        loads = ", ".join(f"{r.backend.value} {r.environment.get('load_avg_start') or '?'}" for r in runs_)
+        notes.append(
+            f"speed: each backend trained in its own process, one after the other (1-minute load average at each start: "
+            f"{loads}), so the ratios compare steps measured minutes apart; on a machine whose load changes, the "
+            "interleaved steps of `benchmarks/bench_train.py` (every variant stepped in turn in one process) are the "
+            "fairer speed figure"
+        )
     if len(runs_) > 1 and len(set(pids)) < len(pids):
         notes.append("peak memory: runs shared one process, so a later run's RSS includes memory an earlier one did not "
                      "return to the OS; use run_comparison(..., isolate=True) for per-backend figures")
@@ -266,6 +284,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             ratios.append(Ratio(
                 backend=r.backend, baseline=baseline,
                 throughput=s.throughput.ratio_to(base_summary.throughput),
+                throughput_with_startup=s.throughput_with_startup.ratio_to(base_summary.throughput_with_startup),
                 memory=s.peak_memory.ratio_to(base_summary.peak_memory),
                 startup=s.startup.ratio_to(base_summary.startup),
                 max_loss_diff=diff,
@@ -334,8 +353,8 @@ def load_comparison(path: str | os.PathLike) -> Comparison:
 
 def comparison_table(c: Comparison) -> str:
     """A plain-text table of the comparison (CLI, benchmark, logs)."""
-    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x':>6} {'peak MiB':>9} {'x':>6} " \
-           f"{'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
+    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x':>6} {'x w/ start-up':>13} " \
+           f"{'peak MiB':>9} {'x':>6} {'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
     lines = [head, "-" * len(head)]
     for s in c.summaries:
         try:
@@ -348,10 +367,12 @@ def comparison_table(c: Comparison) -> str:
         lines.append(
             f"{s.backend.value:<10} {s.status.value:<9} {'yes' if s.executed_in_onnxruntime else 'no':<6} "
             f"{fv(s.median_step_time.value * 1000, '.0f') + ' ms':>11} {fv(s.throughput.value, '.1f'):>10} "
-            f"{('1.00x' if base and s.comparable else fx(r.throughput if r else None)):>6} {fv(s.peak_memory.value, '.0f'):>9} "
+            f"{('1.00x' if base and s.comparable else fx(r.throughput if r else None)):>6} "
+            f"{('1.00x' if base and s.comparable else fx(r.throughput_with_startup if r else None)):>13} {fv(s.peak_memory.value, '.0f'):>9} "
             f"{('1.00x' if base and s.comparable else fx(r.memory if r else None)):>6} {fv(s.startup.value, '.1f'):>10} "
             f"{fv(s.final_accuracy.value, '.3f'):>7} {(fv(r.max_loss_diff, '.1e') if r else ''):>9}"
         )
+    lines.append(f"speed: x = {SPEED_BASIS}; x w/ start-up = {SPEED_WITH_STARTUP_BASIS}")
     lines.append(f"loss parity: {'yes' if c.loss_parity else 'NO'} ({c.parity_basis})")
     lines.extend(f"note: {n}" for n in c.notes)
     return "\n".join(lines)

@@ -139,3 +139,31 @@ def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):
 
     rc = main(["train", "--backend", "ortmodule", "--precision", "bf16", "--run-dir", str(tmp_path)])
     assert rc == 2 and "no bf16 MatMul kernel" in capsys.readouterr().err
+
+
+def _timed(run, first: float, rest: float, pid: str, load: str):
+    steps = [dataclasses.replace(s, step_s=first if s.step == 1 else rest) for s in run.steps]
+    return dataclasses.replace(run, steps=steps, startup_s=first, environment={**run.environment, "pid": pid, "load_avg_start": load})
+
+
+def test_the_report_gives_the_steady_state_and_the_start_up_inclusive_ratio(comparison):
+    eager, ort = comparison.runs
+    n = len(ort.steps)
+    # eager: 1 s every step; ORTModule: 10 s for the first step (export + graph build), then 0.5 s
+    c = compare([_timed(eager, 1.0, 1.0, "1", "0.50"), _timed(ort, 10.0, 0.5, "2", "7.25")])
+    r = c.ratio("ortmodule")
+    assert r.throughput == pytest.approx(2.0)  # median step after start-up: what the benchmark measures
+    assert r.throughput_with_startup == pytest.approx(n * 1.0 / (10.0 + (n - 1) * 0.5))  # every step, the first too
+    assert r.throughput_with_startup < 1.0 < r.throughput
+    assert c.summary("ortmodule").throughput_with_startup.unit == "samples/s"
+    table = comparison_table(c)
+    assert "x w/ start-up" in table and "2.00x" in table and f"{r.throughput_with_startup:.2f}x" in table
+    assert "steady state" in table and "first one" in table
+    # runs in separate processes: the report says so, with the load each one started under
+    note = next(x for x in c.notes if "its own process" in x)
+    assert "eager 0.50" in note and "ortmodule 7.25" in note and "bench_train" in note
+    # one process: no such note
+    same = compare([_timed(eager, 1.0, 1.0, "1", "0.5"), _timed(ort, 10.0, 0.5, "1", "0.5")])
+    assert not any("its own process" in x for x in same.notes)
+    again = load_comparison(comparison.run_dir)  # a compare.json saved before the field existed still loads
+    assert again.ratios[0].throughput == comparison.ratios[0].throughput

@@ -50,3 +50,24 @@ def test_a_failing_stage_is_recorded_and_earlier_results_survive(tmp_path):
     assert not result.ok
     assert "fine-tune: FAILED" in "\n".join(lines)
     assert "| fine-tune | failed:" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_the_demo_reports_the_fp32_test_accuracy_and_both_speed_ratios():
+    """The demo prints the fine-tuned model's test accuracy (issue 11: >= 0.80) from the FP32 logits it
+    scored, and the fine-tune headline gives the steady-state and the start-up-inclusive ratio."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from workbench.pipeline import _train_headline, fp32_test_accuracy
+
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [0.3, 0.1], [0.0, 5.0]])
+    test = SimpleNamespace(load_examples=lambda: [{"label": 0}, {"label": 1}, {"label": 1}, {"label": 1}],
+                           fp32_logits=lambda: logits)
+    baseline = SimpleNamespace(eval_set=lambda name: {"test": test}[name])
+    assert fp32_test_accuracy(baseline) == (0.75, 4)
+
+    ratio = SimpleNamespace(backend=SimpleNamespace(value="ortmodule"), baseline=SimpleNamespace(value="eager"),
+                            throughput=1.6, throughput_with_startup=0.9)
+    line = _train_headline(SimpleNamespace(runs=[], ratios=[ratio]))["ortmodule vs eager"]
+    assert "1.60x steady state" in line and "0.90x with start-up" in line
