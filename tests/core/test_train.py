@@ -330,6 +330,27 @@ def test_twice_the_learning_rate_breaks_parity(pair, tmp_path):
     assert abs(eager.losses[1] - doubled.losses[1]) > FP32_TOLERANCE
 
 
+@pytest.mark.gpu
+def test_ortmodule_trains_on_cuda_and_matches_eager(tmp_path):
+    """On a CUDA device (marked ``gpu``: skipped, with the reason, where torch sees no CUDA device or
+    ONNX Runtime has no CUDA provider; see tests/conftest.py): eager PyTorch and ORTModule train the
+    tiny BERT on the GPU, ORTModule inside ONNX Runtime, and the fp32 curves agree within the
+    library's default tolerance, as on the CPU. The CPU machines this project runs on have no GPU:
+    the skip is what they exercise."""
+    import torch
+
+    from workbench.compare import FP32_TOLERANCE, loss_difference, run_comparison
+
+    c = run_comparison(TrainConfig.quick(max_steps=6, eval_every=0, device="cuda"), ["eager", "ortmodule"], tmp_path)
+    eager, ort = c.run("eager"), c.run("ortmodule")
+    assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
+    assert ort.executed_in_onnxruntime and not eager.executed_in_onnxruntime
+    assert ort.config.device == "cuda" and ort.memory_source.startswith("torch.cuda.max_memory_allocated")
+    assert torch.cuda.max_memory_allocated() > 0  # the models and batches really were on the device
+    diff, n = loss_difference(eager, ort)
+    assert n == 6 and c.tolerance == FP32_TOLERANCE and c.loss_parity, f"eager vs ORTModule on CUDA differ by {diff}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
