@@ -276,7 +276,9 @@ def test_compile_backend_trains_the_same_model(tmp_path):
     compiled = run_training(cfg, "compile", tmp_path)
     assert compiled.status is RunStatus.OK, compiled.reason
     assert not compiled.executed_in_onnxruntime
-    assert max(abs(a - b) for a, b in zip(eager.losses, compiled.losses)) < 1e-3
+    # Inductor's kernels, the same fp32 math: within the few-steps parity measured for ORTModule
+    # (eager vs torch.compile measured at <= 1.2e-7 on the tiny model, see workbench/compare.py)
+    assert max(abs(a - b) for a, b in zip(eager.losses, compiled.losses)) <= FEW_STEPS_PARITY
     assert load_model(compiled.checkpoint_dir).model.config.num_labels == 2  # saved from the original module
     # Dynamo's own counters: the model was compiled (every frame Dynamo saw, into graphs)...
     cs = compiled.compile_stats
