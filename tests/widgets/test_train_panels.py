@@ -11,7 +11,7 @@ import pytest
 
 import widgets.train as train_module
 from widgets import ComparePanel, PanelInputError, TrainPanel
-from workbench.compare import Comparison, load_comparison
+from workbench.compare import Comparison, compare, load_comparison
 from workbench.plots import train as train_plots
 from workbench.train import Backend, RunStatus
 
@@ -145,10 +145,11 @@ def test_compare_panel_is_blocked_without_runs() -> None:
 
 
 def _shifted(c: Comparison, backend: str, by: float) -> Comparison:
-    """``c`` with every step loss of ``backend`` moved by ``by`` (a defect of known size)."""
+    """``c``'s runs with every step loss of ``backend`` moved by ``by`` (a defect of known size),
+    compared again (a Comparison carries the ratios computed from its runs)."""
     runs = [dataclasses.replace(r, steps=[dataclasses.replace(s, loss=s.loss + by) for s in r.steps])
             if r.backend.value == backend else r for r in c.runs]
-    return dataclasses.replace(c, runs=runs)
+    return compare(runs, baseline=c.baseline)
 
 
 def test_compare_panel_shows_and_recomputes(trained: TrainPanel) -> None:
