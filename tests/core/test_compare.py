@@ -112,6 +112,7 @@ def test_bad_requests_are_rejected_before_training(tmp_path, comparison, monkeyp
         compare([comparison.runs[0], comparison.runs[0]])
 
 
+@pytest.mark.timeout(1200)  # two isolated child processes; 583 s measured at load average 25
 def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     """The CLI runs each backend in its own process by default (per-backend peak memory)."""
     from workbench.cli import main
