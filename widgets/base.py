@@ -172,14 +172,15 @@ class ProgressView(W.VBox):
 
     def update(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
         total = max(int(total), 1)
-        self.bar.max = total
-        self.bar.value = max(0, min(int(done), total))
         parts = [f"step {int(done)}/{total}"]
         if detail:
             parts.append(detail)
         if eta_s is not None:
             parts.append(f"{format_seconds(eta_s)} left")
         self.label.value = html.escape(" · ".join(parts))
+        # the bar moves last: whoever observes ``bar.value`` finds the label already saying that step
+        self.bar.max = total
+        self.bar.value = max(0, min(int(done), total))
 
     def finish(self, text: str, ok: bool = True, stopped: bool = False) -> None:
         """Final state: green and full when ``ok``, amber where it stopped on request, red otherwise."""

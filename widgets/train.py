@@ -209,13 +209,14 @@ class TrainPanel(Panel):
         if p.val_accuracy is not None:
             detail += f" · validation accuracy {fmt(p.val_accuracy, '.3f')}"
         eta = p.eta_s if p.eta_s is not None and math.isfinite(p.eta_s) else None
-        self.progress_callback(p.step, p.total_steps, eta, detail)
         index = getattr(self, "_live_index", {}).get(backend)
         if index is not None and p.phase in ("train", "eval") and math.isfinite(p.loss):
             trace = self.figure.data[index]
             with self.figure.batch_update():
                 trace.x = (*(trace.x or ()), p.step)
                 trace.y = (*(trace.y or ()), p.loss)
+        # the bar moves last: whoever watches it (progress.bar.observe) sees the curve already drawn
+        self.progress_callback(p.step, p.total_steps, eta, detail)
 
     def _draw(self, c: Comparison) -> None:
         replace_figure(self.figure, train_plots.loss_curves(c))

@@ -95,13 +95,13 @@ def test_a_run_that_fell_back_never_enters_a_ratio(comparison):
         c.ratio("ortmodule")
 
 
-def test_bad_requests_are_rejected_before_training(tmp_path, comparison):
+def test_bad_requests_are_rejected_before_training(tmp_path, comparison, monkeypatch):
     import torch
 
-    # every backend is checked before any trains: on a CPU with bf16 instructions eager passes its
-    # check and ortmodule's refusal stops the run; on one without, eager's own refusal comes first
-    expected = "bf16.*ortmodule" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "bf16.*not supported by PyTorch"
-    with pytest.raises(TrainConfigError, match=expected):
+    # bf16 that eager could train (a CPU with bf16; this one may have none, see FIELD_NOTES) and
+    # ORTModule cannot: the ORTModule check must refuse the pair before eager, listed first, trains
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    with pytest.raises(TrainConfigError, match="bf16.*ortmodule"):
         run_comparison(TrainConfig.quick(precision="bf16"), ["eager", "ortmodule"], tmp_path)
     assert list(tmp_path.iterdir()) == []  # eager did not run first
     with pytest.raises(TrainConfigError, match="must not repeat"):
@@ -112,6 +112,7 @@ def test_bad_requests_are_rejected_before_training(tmp_path, comparison):
         compare([comparison.runs[0], comparison.runs[0]])
 
 
+@pytest.mark.timeout(1200)  # two isolated child processes; 583 s measured at load average 25
 def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     """The CLI runs each backend in its own process by default (per-backend peak memory)."""
     from workbench.cli import main
@@ -139,31 +140,3 @@ def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):
 
     rc = main(["train", "--backend", "ortmodule", "--precision", "bf16", "--run-dir", str(tmp_path)])
     assert rc == 2 and "no bf16 MatMul kernel" in capsys.readouterr().err
-
-
-def _timed(run, first: float, rest: float, pid: str, load: str):
-    steps = [dataclasses.replace(s, step_s=first if s.step == 1 else rest) for s in run.steps]
-    return dataclasses.replace(run, steps=steps, startup_s=first, environment={**run.environment, "pid": pid, "load_avg_start": load})
-
-
-def test_the_report_gives_the_steady_state_and_the_start_up_inclusive_ratio(comparison):
-    eager, ort = comparison.runs
-    n = len(ort.steps)
-    # eager: 1 s every step; ORTModule: 10 s for the first step (export + graph build), then 0.5 s
-    c = compare([_timed(eager, 1.0, 1.0, "1", "0.50"), _timed(ort, 10.0, 0.5, "2", "7.25")])
-    r = c.ratio("ortmodule")
-    assert r.throughput == pytest.approx(2.0)  # median step after start-up: what the benchmark measures
-    assert r.throughput_with_startup == pytest.approx(n * 1.0 / (10.0 + (n - 1) * 0.5))  # every step, the first too
-    assert r.throughput_with_startup < 1.0 < r.throughput
-    assert c.summary("ortmodule").throughput_with_startup.unit == "samples/s"
-    table = comparison_table(c)
-    assert "x w/ start-up" in table and "2.00x" in table and f"{r.throughput_with_startup:.2f}x" in table
-    assert "steady state" in table and "first one" in table
-    # runs in separate processes: the report says so, with the load each one started under
-    note = next(x for x in c.notes if "its own process" in x)
-    assert "eager 0.50" in note and "ortmodule 7.25" in note and "bench_train" in note
-    # one process: no such note
-    same = compare([_timed(eager, 1.0, 1.0, "1", "0.5"), _timed(ort, 10.0, 0.5, "1", "0.5")])
-    assert not any("its own process" in x for x in same.notes)
-    again = load_comparison(comparison.run_dir)  # a compare.json saved before the field existed still loads
-    assert again.ratios[0].throughput == comparison.ratios[0].throughput

@@ -501,6 +501,22 @@ def test_cli_quantize_json(exported_tiny, tmp_path, capsys):
     assert out["overall"]["n"] == 128 and len(out["worst_slices"]) == 5
 
 
+def test_cli_quantize_exits_1_when_validation_fails(exported_tiny, tmp_path, capsys, monkeypatch):
+    """The same dynamic INT8 preset held to a logit tolerance of 1e-7 (INT8 moves the tiny model's
+    logits by about 1e-4): the validation fails, the CLI says so and exits with 1."""
+    import dataclasses
+
+    import workbench.cli as cli
+
+    strict = dataclasses.replace(QuantConfig.dynamic_int8(), tolerance=1e-7)
+    monkeypatch.setattr(cli, "_quant_config", lambda args: strict)
+    rc = cli.main(["quantize", str(exported_tiny.out_dir), "--quick", "--json", "--node-samples", "0", "--repeats", "2",
+                   "--run-dir", str(tmp_path)])
+    v = json.loads(capsys.readouterr().out)["validation"]
+    assert v["max_abs_diff"] > 1e-7, "INT8 changed the logits"
+    assert v["passed"] is False and rc == 1
+
+
 def test_cli_quantize_bad_source(tmp_path, capsys):
     from workbench.cli import main
 

@@ -195,14 +195,18 @@ def test_a_killed_folder_write_leaves_the_old_folder(tmp_path, mode):
         (tmp / "weights.bin").write_bytes(b"old weights")
     said = _kill_mid_write(mode, target)
     assert said == ("writing" if mode == "dir" else "swapping")
-    # the folder is whole: the old one, or (killed after the swap) the complete new one
+    # the folder is whole: killed mid-write, the old one; killed right after the swap (one
+    # renameat2 exchange, before the old folder is removed), the complete new one
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "weights.bin"]
-    if mode == "dir" or (target / "config.json").read_text() == '{"v": 1}':
+    if mode == "dir":
         assert (target / "config.json").read_text() == '{"v": 1}'
         assert (target / "weights.bin").read_bytes() == b"old weights"
     else:
         assert (target / "config.json").read_text() == '{"v": 2}'
         assert (target / "weights.bin").stat().st_size == 64 << 20
+        # the old folder waits, whole, in the hidden leftover the exchange put it in
+        (old,) = [p for p in target.parent.iterdir() if p != target]
+        assert (old / "weights.bin").read_bytes() == b"old weights"
     # leftovers are hidden folders beside it, never listed as a run or a stage
     assert all(p.name.startswith(".") for p in target.parent.iterdir() if p != target)
     assert [r.path for r in runs.list_runs(tmp_path)] == [tmp_path / "run"]

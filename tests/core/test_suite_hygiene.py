@@ -77,3 +77,25 @@ def test_a_hung_test_fails_at_its_timeout(pytester: pytest.Pytester) -> None:
 def test_every_test_has_a_default_time_limit(request: pytest.FixtureRequest) -> None:
     assert float(request.config.getini("timeout")) == 600
     assert "--strict-markers" in request.config.getini("addopts")
+
+
+def test_the_suite_runs_in_a_random_order(pytester: pytest.Pytester) -> None:
+    """pytest-randomly (pinned in requirements/constraints.txt) shuffles the tests, and `make test` /
+    `make test-fast` ask for it: two seeds give two orders of the same tests."""
+    _suite(pytester)
+    names = [f"test_{i:02d}" for i in range(20)]
+    pytester.makepyfile(test_order="\n".join(f"def {n}():\n    pass\n" for n in names))
+    orders = []
+    for seed in (1, 2):
+        result = pytester.runpytest_subprocess("-p", "randomly", f"--randomly-seed={seed}", "-v", "test_order.py")
+        result.assert_outcomes(passed=20)
+        result.stdout.fnmatch_lines([f"*randomly-seed={seed}*"])
+        orders.append([line.split("::")[1].split()[0] for line in result.outlines if "::test_" in line and "PASSED" in line])
+    assert sorted(orders[0]) == sorted(orders[1]) == names
+    assert orders[0] != names and orders[1] != names and orders[0] != orders[1]
+    makefile = (PYPROJECT.parent / "Makefile").read_text()
+    for target in ("test:", "test-fast:"):
+        recipe = makefile.split(f"\n{target}", 1)[1].split("\n\n", 1)[0]
+        assert "-p randomly" in recipe, f"`make {target[:-1]}` does not run the tests in a random order"
+    pins = (PYPROJECT.parent / "requirements" / "constraints.txt").read_text().splitlines()
+    assert any(line.startswith("pytest-randomly==") for line in pins)

@@ -8,7 +8,7 @@ import dataclasses
 import plotly.graph_objects as go
 import pytest
 
-from workbench.compare import compare
+from workbench.compare import FP32_TOLERANCE, compare
 from workbench.plots.train import COLORS, loss_curves, step_time_distribution, throughput_memory_bars
 from workbench.train import Backend, EvalRecord, RunStatus, StepRecord, TrainConfig, TrainRun
 
@@ -39,7 +39,7 @@ def test_loss_curves_overlay_train_and_validation(cmp):
     assert list(train[1].y) == cmp.run("ortmodule").losses and list(train[1].x) == list(range(1, 13))
     assert list(val[0].x) == [6, 12] and list(val[0].y) == [0.66, 0.6]
     assert train[0].line.color == COLORS[Backend.EAGER]
-    assert "max |Δloss| 0.0e+00 (within 0.001)" in fig.layout.title.text
+    assert f"max |Δloss| 0.0e+00 (within {FP32_TOLERANCE:g})" in fig.layout.title.text
     assert fig.layout.xaxis.title.text == "optimizer step"
 
 
@@ -47,7 +47,7 @@ def test_loss_curves_flag_a_curve_outside_tolerance():
     eager = _run("eager", 0.1, 1000.0)
     off = _run("ortmodule", 0.2, 1000.0, losses=[x + 0.005 for x in eager.losses])
     fig = loss_curves([eager, off])  # a list of runs is compared on the fly
-    assert "OUTSIDE 0.001" in fig.layout.title.text
+    assert f"max |Δloss| 5.0e-03 (OUTSIDE {FP32_TOLERANCE:g})" in fig.layout.title.text
 
 
 def test_step_time_distribution_leaves_out_start_up(cmp):
