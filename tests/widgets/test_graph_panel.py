@@ -131,3 +131,17 @@ def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytes
     assert panel.export_result is not None
     assert "opened" in panel.status.value
     assert len(panel.node_select.options) == len(fused_nodes(fused_tiny.fused))
+
+
+def test_a_roberta_folder_shows_its_own_inputs_and_why_its_embeddings_do_not_fuse(tmp_path: Path, quick_data) -> None:
+    from workbench.zoo import build_tiny
+
+    folder = build_tiny("roberta", tmp_path / "roberta")
+    panel = GraphPanel(model=str(folder), fusion_preset="inspect_only", data=quick_data, run_dir=tmp_path / "run")
+    report = panel.run()
+    assert panel.export_result.input_names == ["input_ids", "attention_mask"]
+    html = panel.summary_html.value
+    assert "roberta" in html and "<code>input_ids, attention_mask</code>" in html
+    assert [d.fusion for d in report.diagnoses] == ["EmbedLayerNormalization"]
+    assert "padding id" in html  # the architecture's reason, not the generic one
+    panel.close()
