@@ -346,7 +346,7 @@ def _add_train(sub) -> None:
 def _cmd_export(args) -> int:
     from .data import DataConfig, DataError, load_data
     from .export import ExportConfig, ExportError, run_export
-    from .models import ModelError
+    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from .runs import new_run_dir
 
     try:
@@ -355,6 +355,8 @@ def _cmd_export(args) -> int:
                                        ("validation_examples", args.validation_examples),
                                        ("validation_split", args.split)) if v is not None}
         cfg = getattr(ExportConfig, args.preset)(**overrides)
+        if args.model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+            check_model_type(resolve_model_path(args.model))
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
         result = run_export(args.model, cfg, run_dir, data=data)

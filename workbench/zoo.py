@@ -193,19 +193,20 @@ def train_backend(style: TokenizerStyle, texts: Optional[Sequence[str]] = None, 
         tok.normalizer = normalizers.BertNormalizer(lowercase=style.lowercase)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1,
+                                           show_progress=False)
     elif style.algorithm == "bpe":
         tok = Tokenizer(models.BPE(unk_token=None))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     elif style.algorithm == "unigram":
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC()])
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk,
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk, show_progress=False,
                                           shrinking_factor=0.75, max_piece_length=12)
     else:
         raise ValueError(f"unknown tokenizer algorithm {style.algorithm!r}; use wordpiece, bpe or unigram")

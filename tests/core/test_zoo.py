@@ -103,6 +103,17 @@ def test_each_family_tokenizer_is_its_own_class(tmp_path, model_type):
     assert config["model_type"] == model_type and config["vocab_size"] == len(tok)
 
 
+@pytest.mark.parametrize("style", [zoo.WORDPIECE_BERT, zoo.BPE_ROBERTA, zoo.UNIGRAM_XLMR], ids=lambda s: s.algorithm)
+def test_training_a_vocabulary_prints_nothing(capfd, style):
+    """The tokenizers trainers draw progress bars by default: off a terminal they print blank
+    lines into the benchmark's table and the CLI's output."""
+    texts = zoo.training_texts(200)
+    tok = zoo.train_backend(style, texts, vocab_size=300)
+    assert tok.get_vocab_size() > len(style.specials)
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
 def test_inputs_follow_the_model_not_the_tokenizer(tmp_path, quick_data):
     """The issue's case: a DistilBERT saved with a BERT tokenizer (which produces token_type_ids)
     used to fail with "forward() got an unexpected keyword argument 'token_type_ids'"."""
@@ -157,9 +168,14 @@ def test_model_inputs_follow_forward_and_see_through_wrappers(tmp_path):
 
 
 @pytest.mark.parametrize("model_type", ["gpt2", "llama", "not-a-model", None])
-def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_path, capsys, model_type):
+def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_path, capsys, monkeypatch, model_type):
+    import workbench.data
     from workbench.cli import main
 
+    def no_data(*args, **kwargs):
+        raise AssertionError("the model type is checked before any data is read")
+
+    monkeypatch.setattr(workbench.data, "load_data", no_data)
     folder = tmp_path / "m"
     folder.mkdir()
     config = {"vocab_size": 10} if model_type is None else {"model_type": model_type, "vocab_size": 10}
