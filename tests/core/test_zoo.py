@@ -52,6 +52,13 @@ FUSED = {
 }
 
 
+# ORTModule fine-tuning (2 steps, fallback disabled), measured for every type by the benchmark and
+# the slow test below; the matrix test trains the two that show both outcomes.
+ORTMODULE = {t: "ok" for t in SUPPORTED_MODEL_TYPES if t != "modernbert"}
+ORTMODULE["modernbert"] = "failed"
+ORTMODULE_IN_MATRIX = ("distilbert", "modernbert")
+
+
 def test_the_matrix_covers_every_supported_type():
     assert set(zoo.ZOO_TYPES) == set(SUPPORTED_MODEL_TYPES) == set(FUSED) == set(GRAPH_INPUTS)
 
@@ -63,7 +70,8 @@ def coverage(tmp_path_factory, quick_data):
 
     def get(model_type: str):
         if model_type not in rows:
-            rows[model_type] = zoo.run_coverage(model_type, tmp_path_factory.mktemp(f"zoo-{model_type}"), quick_data)
+            rows[model_type] = zoo.run_coverage(model_type, tmp_path_factory.mktemp(f"zoo-{model_type}"), quick_data,
+                                                train_steps=2 if model_type in ORTMODULE_IN_MATRIX else 0)
         return rows[model_type]
 
     return get
@@ -85,6 +93,10 @@ def test_every_type_goes_through_export_fusion_int8_and_slices(coverage, model_t
     assert row.int8_passed and row.int8_quantized_nodes > 0
     assert 0.0 <= row.int8_agreement <= 1.0
     assert {"negation", "length:short", "class:rotten", "class:fresh"} <= set(row.slices)
+    if model_type in ORTMODULE_IN_MATRIX:
+        assert row.ortmodule.split(":")[0] == ORTMODULE[model_type], row.ortmodule
+    else:
+        assert row.ortmodule == "not run"
 
 
 @pytest.mark.parametrize("model_type", zoo.ZOO_TYPES)
@@ -189,16 +201,33 @@ def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_pa
         load_model(str(folder))
 
 
-def test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot(tmp_path):
+def test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot(tmp_path, coverage):
     """Measured: ORTModule 1.19.2 cannot build ModernBERT's gradient graph (bias-free LayerNorms
     export with an empty bias input; every empty input's gradient is named '_grad'). The run
-    fails with that reason and the fix, instead of a bare ONNX Runtime error."""
+    fails with that reason and the fix, instead of a bare ONNX Runtime error; eager PyTorch trains it."""
     from workbench.train import TrainConfig, run_training
 
-    folder = zoo.build_tiny("modernbert", tmp_path / "mb")
-    cfg = TrainConfig.quick(model=str(folder), max_steps=2, eval_every=2, save_graphs=False)
-    eager = run_training(cfg, "eager", run_dir=tmp_path / "eager")
-    assert eager.status == "ok", eager.reason
-    ort = run_training(cfg, "ortmodule", run_dir=tmp_path / "ort")
-    assert ort.status == "failed"
-    assert "LayerNorms without a bias" in ort.reason and "eager or compile backend" in ort.reason
+    row = coverage("modernbert")  # its ORTModule run (2 steps, fallback disabled)
+    assert row.ortmodule.startswith("failed: ")
+    assert "LayerNorms without a bias" in row.ortmodule and "eager or compile backend" in row.ortmodule
+    folder = tmp_path / "mb"
+    zoo.build_tiny("modernbert", folder)
+    eager = run_training(TrainConfig.quick(model=str(folder), max_steps=2, eval_every=2, save_graphs=False), "eager",
+                         run_dir=tmp_path / "eager")
+    assert eager.status == "ok" and eager.final_accuracy is not None, eager.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", [t for t in zoo.ZOO_TYPES if ORTMODULE[t] == "ok"])
+def test_ortmodule_fine_tunes_every_other_type_in_onnxruntime(tmp_path, model_type):
+    """Two ORTModule steps per type with the fallback to PyTorch disabled (conftest): the steps ran
+    in ONNX Runtime, with finite losses."""
+    import math
+
+    from workbench.train import TrainConfig, run_training
+
+    folder = zoo.build_tiny(model_type, tmp_path / model_type)
+    run = run_training(TrainConfig.quick(model=str(folder), max_steps=2, eval_every=2, save_graphs=False), "ortmodule",
+                       run_dir=tmp_path / "ort")
+    assert run.status == "ok" and run.executed_in_onnxruntime, run.reason
+    assert len(run.steps) == 2 and all(math.isfinite(s.loss) for s in run.steps)
