@@ -724,7 +724,9 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
                 "ORTModule could not build the gradient graph: the model has LayerNorms without a bias "
                 "(ModernBERT's norm_bias=False), which export with an empty bias input, and onnxruntime-training "
                 "1.19.2's gradient builder names the gradient of each empty input '_grad', twice. Fix: train with "
-                "the eager or compile backend (export, fusion and INT8 of the trained model work). "
+                "the eager or compile backend (export, fusion and INT8 of the trained model work), or set "
+                "\"norm_bias\": true in the model's config.json: its LayerNorms then get zero biases (the same "
+                "outputs) that ORTModule can differentiate, and are trained with the rest. "
                 "ONNX Runtime said: 'This is an invalid model. Error: Duplicate definition of name (_grad).'"
             )
         if "Could not find an implementation" in text:

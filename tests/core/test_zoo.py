@@ -231,3 +231,32 @@ def test_ortmodule_fine_tunes_every_other_type_in_onnxruntime(tmp_path, model_ty
                        run_dir=tmp_path / "ort")
     assert run.status == "ok" and run.executed_in_onnxruntime, run.reason
     assert len(run.steps) == 2 and all(math.isfinite(s.loss) for s in run.steps)
+
+
+@pytest.mark.slow
+def test_modernbert_with_zero_layernorm_biases_trains_under_ortmodule(tmp_path, quick_data):
+    """The workaround the failure message gives, measured: "norm_bias": true adds LayerNorm biases
+    initialised to zero, so the model computes exactly what it did, and ORTModule trains it."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from workbench.batches import encode
+    from workbench.train import TrainConfig, run_training
+
+    folder = zoo.build_tiny("modernbert", tmp_path / "mb")
+    biased = tmp_path / "mb-norm-bias"
+    shutil.copytree(folder, biased)
+    config = json.loads((biased / "config.json").read_text())
+    assert config["norm_bias"] is False
+    (biased / "config.json").write_text(json.dumps({**config, "norm_bias": True}))
+
+    before, after = (AutoModelForSequenceClassification.from_pretrained(str(f), attn_implementation="eager").eval()
+                     for f in (folder, biased))
+    enc = encode(load_model(str(folder)).tokenizer, quick_data["test"]["text"][:8], 64)
+    with torch.no_grad():
+        assert torch.equal(before(**enc).logits, after(**enc).logits)
+    run = run_training(TrainConfig.quick(model=str(biased), max_steps=2, eval_every=2, save_graphs=False), "ortmodule",
+                       run_dir=tmp_path / "ort")
+    assert run.status == "ok" and run.executed_in_onnxruntime, run.reason
