@@ -260,3 +260,31 @@ def test_modernbert_with_zero_layernorm_biases_trains_under_ortmodule(tmp_path, 
     run = run_training(TrainConfig.quick(model=str(biased), max_steps=2, eval_every=2, save_graphs=False), "ortmodule",
                        run_dir=tmp_path / "ort")
     assert run.status == "ok" and run.executed_in_onnxruntime, run.reason
+
+
+def test_the_readme_matrix_is_the_committed_measurement_and_what_these_tests_assert():
+    """README's coverage table, the benchmark run committed beside it and the expectations above
+    say the same thing, type by type (fused-op counts, what did not fuse, graph inputs, ORTModule)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    measured = {r["model_type"]: r for r in json.loads((root / "benchmarks/results/zoo_matrix.json").read_text())["rows"]}
+    section = (root / "README.md").read_text().split("## Encoder coverage", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0] in SUPPORTED_MODEL_TYPES:
+            table[cells[0]] = cells
+    assert set(table) == set(measured) == set(SUPPORTED_MODEL_TYPES)
+    for model_type, (_, tok_class, inputs, fused, not_fused, int8, ortmodule) in table.items():
+        row, (expected_fused, expected_missing) = measured[model_type], FUSED[model_type]
+        readme_ops = {op: int(n) for op, n in re.findall(r"(\w+) (\d+)", fused)}
+        assert readme_ops == row["fused_ops"] == expected_fused, model_type
+        assert set(row["not_fused"]) == set(expected_missing)
+        assert (set(not_fused.split(", ")) - {"-"}) == set(expected_missing), model_type
+        assert inputs.split(", ") == row["graph_inputs"] == GRAPH_INPUTS[model_type]
+        assert tok_class == row["tokenizer_class"] == TOKENIZER_CLASS[model_type]
+        assert int8 == "ok" and row["int8_passed"] and row["export_passed"] and row["fused_passed"]
+        assert row["ortmodule"].split(":")[0] == ORTMODULE[model_type]
+        assert ortmodule.split(",")[0] == ("ok" if ORTMODULE[model_type] == "ok" else "fails")
