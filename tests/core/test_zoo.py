@@ -288,3 +288,27 @@ def test_the_readme_matrix_is_the_committed_measurement_and_what_these_tests_ass
         assert int8 == "ok" and row["int8_passed"] and row["export_passed"] and row["fused_passed"]
         assert row["ortmodule"].split(":")[0] == ORTMODULE[model_type]
         assert ortmodule.split(",")[0] == ("ok" if ORTMODULE[model_type] == "ok" else "fails")
+
+
+def test_modernbert_graph_keeps_its_sliding_window_beyond_the_traced_length(tmp_path, quick_data):
+    """ModernBERT's local layers mask keys further than local_attention/2 tokens away, a mask built
+    from the sequence length inside forward(): the graph, traced on short reviews, must give
+    PyTorch's logits on texts several windows long too."""
+    import datasets
+    import numpy as np
+
+    from workbench.export import ExportConfig, run_export
+    from workbench.ortinfer import predict_dataset, torch_predict_dataset
+
+    folder = zoo.build_tiny("modernbert", tmp_path / "mb")
+    export = run_export(str(folder), ExportConfig.quick(validation_examples=8), tmp_path / "export", data=quick_data)
+    loaded = load_model(str(folder))
+    window = loaded.model.config.local_attention
+    texts = list(quick_data["test"]["text"])
+    long = datasets.Dataset.from_dict({"text": [" ".join(texts[i:i + 12]) for i in range(0, 48, 12)], "label": [0] * 4})
+    for max_length in (window // 2, 5 * window):
+        lengths = [len(loaded.tokenizer(t, truncation=True, max_length=max_length)["input_ids"]) for t in long["text"]]
+        assert min(lengths) == max_length  # every text fills the length
+        onnx_logits = predict_dataset(str(export.onnx_path), export.load_tokenizer(), long, max_length, 4)
+        torch_logits = torch_predict_dataset(loaded.model, loaded.tokenizer, long, max_length, 4)
+        assert np.abs(onnx_logits - torch_logits).max() < 1e-5, max_length
