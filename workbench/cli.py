@@ -135,7 +135,8 @@ _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
     from .data import DataConfig
-    from .train import TrainConfig
+    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from .train import TrainConfig, TrainConfigError
 
     overrides = {}
     for flag, key in (("model", "model"), ("steps", "max_steps"), ("epochs", "epochs"), ("batch_size", "batch_size"),
@@ -160,6 +161,12 @@ def _train_config(args):
                                                                            "test_fraction", "seed", "max_eval")},
                                           "source": args.data or base.source,
                                           "max_train": args.max_train if args.max_train is not None else base.max_train})
+    if overrides.get("model", BUILTIN_MODELS[0]) not in BUILTIN_MODELS:
+        # a wrong folder or model type is one line (the types that work), before any data is read
+        try:
+            check_model_type(resolve_model_path(overrides["model"]))
+        except ModelError as exc:
+            raise TrainConfigError(str(exc)) from exc
     return getattr(TrainConfig, args.preset)(**overrides)
 
 

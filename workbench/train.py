@@ -1145,12 +1145,12 @@ def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
 def _dropout_defaults(name: str) -> dict[str, Any]:
     from transformers import AutoConfig, BertConfig
 
-    from .models import resolve_model_path
+    from .models import DROPOUT_ATTRIBUTES, resolve_model_path
 
     path = resolve_model_path(name)
     base = BertConfig() if path is None else AutoConfig.from_pretrained(str(path), local_files_only=True)
-    keys = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
-    return {k: getattr(base, k) for k in keys if hasattr(base, k)}
+    # every name load_model(dropout=False) zeroes (DistilBERT's, DeBERTa's and ModernBERT's too)
+    return {k: getattr(base, k) for k in DROPOUT_ATTRIBUTES if hasattr(base, k)}
 
 
 # ---- training graphs ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ offline). The fused-op counts below were measured with onnxruntime 1.19.2's tran
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -150,6 +151,12 @@ def test_inputs_follow_the_model_not_the_tokenizer(tmp_path, quick_data):
     run = run_training(TrainConfig.quick(model=str(mixed), max_steps=2, eval_every=2, save_graphs=False), "eager",
                        run_dir=tmp_path / "train")
     assert run.status == "ok", run.reason
+    # trained with dropout off (DistilBERT's names: dropout, attention_dropout, seq_classif_dropout),
+    # saved with the model's own values back, so a later fine-tune of the checkpoint has dropout
+    original = json.loads((mixed / "config.json").read_text())
+    saved = json.loads((Path(run.checkpoint_dir) / "config.json").read_text())
+    for key in ("dropout", "attention_dropout", "seq_classif_dropout"):
+        assert original[key] > 0 and saved[key] == original[key], key
 
 
 def test_model_inputs_follow_forward_and_see_through_wrappers(tmp_path):
@@ -199,6 +206,25 @@ def test_a_type_outside_the_list_gets_one_line_naming_the_types_that_work(tmp_pa
     assert all(t in err for t in SUPPORTED_MODEL_TYPES)
     with pytest.raises(ModelError, match=f"model type {model_type!r}.*bert, roberta, distilbert"):
         load_model(str(folder))
+
+
+@pytest.mark.parametrize("command", ["train", "compare"])
+def test_training_commands_refuse_a_type_outside_the_list_in_one_line(tmp_path, capsys, monkeypatch, command):
+    import workbench.data
+    from workbench.cli import main
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the model type is checked before any data is read")
+
+    monkeypatch.setattr(workbench.data, "load_data", no_data)
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 10}))
+    assert main([command, "--model", str(folder), "--steps", "1", "--run-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "model type 'gpt2'" in err and all(t in err for t in SUPPORTED_MODEL_TYPES)
+    assert not (tmp_path / "out").exists()
 
 
 def test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot(tmp_path, coverage):
