@@ -154,7 +154,8 @@ _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
     from .data import DataConfig
-    from .train import TrainConfig
+    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from .train import TrainConfig, TrainConfigError
 
     overrides = {}
     for flag, key in (("model", "model"), ("steps", "max_steps"), ("epochs", "epochs"), ("batch_size", "batch_size"),
@@ -181,6 +182,12 @@ def _train_config(args):
                                                                            "test_fraction", "seed", "max_eval")},
                                           "source": args.data or base.source,
                                           "max_train": args.max_train if args.max_train is not None else base.max_train})
+    if overrides.get("model", BUILTIN_MODELS[0]) not in BUILTIN_MODELS:
+        # a wrong folder or model type is one line (the types that work), before any data is read
+        try:
+            check_model_type(resolve_model_path(overrides["model"]))
+        except ModelError as exc:
+            raise TrainConfigError(str(exc)) from exc
     return getattr(TrainConfig, args.preset)(**overrides)
 
 
@@ -369,7 +376,7 @@ def _add_train(sub) -> None:
 def _cmd_export(args) -> int:
     from .data import DataConfig, DataError, load_data
     from .export import ExportConfig, ExportError, run_export
-    from .models import ModelError
+    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from .runs import new_run_dir
 
     if (problem := _device_problem(args)) is not None:
@@ -380,6 +387,8 @@ def _cmd_export(args) -> int:
                                        ("validation_examples", args.validation_examples),
                                        ("validation_split", args.split), ("device", args.device)) if v is not None}
         cfg = getattr(ExportConfig, args.preset)(**overrides)
+        if args.model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+            check_model_type(resolve_model_path(args.model))
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
         result = run_export(args.model, cfg, run_dir, data=data)

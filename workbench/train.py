@@ -791,7 +791,9 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
                 "ORTModule could not build the gradient graph: the model has LayerNorms without a bias "
                 "(ModernBERT's norm_bias=False), which export with an empty bias input, and onnxruntime-training "
                 "1.19.2's gradient builder names the gradient of each empty input '_grad', twice. Fix: train with "
-                "the eager or compile backend (export, fusion and INT8 of the trained model work). "
+                "the eager or compile backend (export, fusion and INT8 of the trained model work), or set "
+                "\"norm_bias\": true in the model's config.json: its LayerNorms then get zero biases (the same "
+                "outputs) that ORTModule can differentiate, and are trained with the rest. "
                 "ONNX Runtime said: 'This is an invalid model. Error: Duplicate definition of name (_grad).'"
             )
         if "Could not find an implementation" in text:
@@ -1235,12 +1237,12 @@ def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
 def _dropout_defaults(name: str) -> dict[str, Any]:
     from transformers import AutoConfig, BertConfig
 
-    from .models import resolve_model_path
+    from .models import DROPOUT_ATTRIBUTES, resolve_model_path
 
     path = resolve_model_path(name)
     base = BertConfig() if path is None else AutoConfig.from_pretrained(str(path), local_files_only=True)
-    keys = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout")
-    return {k: getattr(base, k) for k in keys if hasattr(base, k)}
+    # every name load_model(dropout=False) zeroes (DistilBERT's, DeBERTa's and ModernBERT's too)
+    return {k: getattr(base, k) for k in DROPOUT_ATTRIBUTES if hasattr(base, k)}
 
 
 # ---- training graphs ---------------------------------------------------------------------

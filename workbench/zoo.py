@@ -193,19 +193,20 @@ def train_backend(style: TokenizerStyle, texts: Optional[Sequence[str]] = None, 
         tok.normalizer = normalizers.BertNormalizer(lowercase=style.lowercase)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, min_frequency=1,
+                                           show_progress=False)
     elif style.algorithm == "bpe":
         tok = Tokenizer(models.BPE(unk_token=None))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     elif style.algorithm == "unigram":
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC()])
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk,
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk, show_progress=False,
                                           shrinking_factor=0.75, max_piece_length=12)
     else:
         raise ValueError(f"unknown tokenizer algorithm {style.algorithm!r}; use wordpiece, bpe or unigram")
@@ -292,18 +293,24 @@ class CoverageRow:
     int8_quantized_nodes: int
     slices: list[str]
     seconds: float
+    # Fine-tuning under ORTModule (``run_coverage(train_steps=N)``): "ok" when N steps ran in
+    # ONNX Runtime, "failed: <the run's reason>" otherwise, "not run" when not asked for.
+    ortmodule: str = "not run"
 
     @property
     def ok(self) -> bool:
         return self.export_passed and self.fused_passed and self.int8_passed
 
 
-def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: int = 0) -> CoverageRow:
+def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: int = 0,
+                 train_steps: int = 0) -> CoverageRow:
     """Build the tiny ``model_type`` model in ``out_dir/model`` and take it through export
     (validated against PyTorch), the transformer optimizer (validated, diagnosed), dynamic INT8 of
     the fused graph and per-slice evaluation against FP32, the way a user's folder goes through
-    ``workbench export``, ``fuse`` and ``quantize``. Stages write their usual results in
-    ``out_dir``; the row sums them up."""
+    ``workbench export``, ``fuse`` and ``quantize``. With ``train_steps`` > 0, first fine-tune it
+    that many steps under ORTModule (``workbench train --backend ortmodule``; its fallback to
+    PyTorch disabled, so "ok" means the steps ran in ONNX Runtime). Stages write their usual
+    results in ``out_dir``; the row sums them up."""
     import time
 
     from .data import DataConfig, load_data
@@ -315,6 +322,14 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     out = Path(out_dir)
     data = data if data is not None else load_data(DataConfig.quick())
     folder = build_tiny(model_type, out / "model", seed=seed)
+    ortmodule = "not run"
+    if train_steps > 0:
+        from .train import TrainConfig, run_training
+
+        # the quick reviews (TrainConfig.quick's data); fallback to PyTorch is disabled by default
+        cfg = TrainConfig.quick(model=str(folder), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
+        run = run_training(cfg, "ortmodule", run_dir=out / "train")
+        ortmodule = "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
     export = run_export(str(folder), ExportConfig.quick(), out / "export", data=data)
     fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / "export")
     baseline = prepare_baseline(fusion, data, out / "quantize" / "baseline", export=export, golden=False,
@@ -339,4 +354,5 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
         int8_quantized_nodes=len(quant.quantized_nodes),
         slices=[d.slice for d in quant.report.slices],
         seconds=time.perf_counter() - t0,
+        ortmodule=ortmodule,
     )

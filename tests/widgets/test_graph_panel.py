@@ -180,3 +180,17 @@ def test_a_cuda_report_shows_placement_memcpy_and_the_capture_refusal(graph_pane
         assert "CUDA graph refused" in text and "fix: use the fused graph" in text
     finally:
         graph_panel.show(cpu_report)
+
+
+def test_a_roberta_folder_shows_its_own_inputs_and_why_its_embeddings_do_not_fuse(tmp_path: Path, quick_data) -> None:
+    from workbench.zoo import build_tiny
+
+    folder = build_tiny("roberta", tmp_path / "roberta")
+    panel = GraphPanel(model=str(folder), fusion_preset="inspect_only", data=quick_data, run_dir=tmp_path / "run")
+    report = panel.run()
+    assert panel.export_result.input_names == ["input_ids", "attention_mask"]
+    html = panel.summary_html.value
+    assert "roberta" in html and "<code>input_ids, attention_mask</code>" in html
+    assert [d.fusion for d in report.diagnoses] == ["EmbedLayerNormalization"]
+    assert "padding id" in html  # the architecture's reason, not the generic one
+    panel.close()
