@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ("bench_train.py", "bench_graph.py", "bench_quant.py")
+BENCHES = ("bench.py", "bench_train.py", "bench_graph.py", "bench_quant.py")
 
 
 def main(argv=None) -> int:
