@@ -426,6 +426,38 @@ def floor_text(fl: dict, peaks: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict) -> str:
+    """The README's table: the command, the machine, the inference rows, the floor and training."""
+    m, shapes = result["machine"], result["settings"]["shapes"]
+    flags = ", ".join(f"{f} {'yes' if v else 'no'}" for f, v in m["flags"].items())
+    lines = [f"`{result['command']}` on {m['cpu_model']}, {m['logical_cpus']} CPUs ({flags}); load average "
+             f"{m['load_avg_start'][0]:.1f} at start, {m['load_avg_end'][0]:.1f} at end; {result['threads']} threads for both "
+             f"frameworks; median of {result['settings']['rounds']} interleaved rounds x {result['settings']['repeats']} runs "
+             f"(p10-p90 in brackets); accuracy on {result['onnx']['test_examples']} held-out test reviews.", ""]
+    lines.append("| variant | " + " | ".join(f"{k} ms" for k in shapes) + " | vs eager (" + shapes[min(1, len(shapes) - 1)]
+                 + ") | accuracy (drop, worst slice) |")
+    lines.append("| --- " * (len(shapes) + 3) + "|")
+    ref = shapes[min(1, len(shapes) - 1)]
+    for r in result["inference"]:
+        cells = []
+        for k in shapes:
+            c = r["shapes"][k]
+            cells.append(f"{c['median_ms']:.2f} [{c['p10_ms']:.1f}-{c['p90_ms']:.1f}]" if c["available"] else "n/a")
+        c = r["shapes"][ref]
+        sp = f"{c['speedup_vs_eager']:.2f}x" if c["available"] else "n/a"
+        a = r["accuracy"]
+        acc = (f"{a['accuracy']:.3f} ({-a['delta'] * 100:+.2f} pt; {a['worst_slice']} {-a['worst_slice_drop'] * 100:+.1f} pt)"
+               if a else "")
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {sp} | {acc} |")
+    for r in result["inference"]:
+        if not r["available"]:
+            lines.append(f"\n{r['name']}: {r['reason']}")
+    lines += ["", "```", floor_text(result["floor"], result["peaks"]), "```"]
+    if result["training"]:
+        lines += ["", "```", train_table(result["training"]), "```"]
+    return "\n".join(lines)
+
+
 # ---- main ------------------------------------------------------------------------------------
 def resolve_model(name: str, quick: bool, log) -> str:
     """A model folder (or built-in name): default the workshop's fine-tuned MiniLM (trained once and
@@ -448,13 +480,13 @@ def run(args) -> dict:
 
     log = print
     t_start = time.perf_counter()
-    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    shapes = tuple(args.shapes) if args.shapes else (QUICK_SHAPES if args.quick else FULL_SHAPES)
     info = machine_info()
     log(f"bench: {info['cpu_model']}, {info['logical_cpus']} CPUs, flags "
         f"{' '.join(f for f, v in info['flags'].items() if v)}; load {info['load_avg_start'][0]:.2f}; threads {args.threads}")
     torch.set_num_threads(args.threads)
     model_dir = resolve_model(args.model, args.quick, log)
-    data = load_data(DataConfig.quick() if args.quick else DataConfig())
+    data = load_data(DataConfig.quick() if args.quick else DataConfig(max_eval=args.eval_examples))
     work = Path(args.work or tempfile.mkdtemp(prefix="bench."))
     log(f"model {model_dir}; test split {len(data['test'])} examples; work folder {work}")
 
@@ -474,9 +506,10 @@ def run(args) -> dict:
     peaks = gemm_peaks(args.threads, 256 if args.quick else 1024, 3 if args.quick else 10)
     floor_shape = (1, 128) if (1, 128) in shapes else shapes[-1]
     fl = floor_analysis(config, peaks, rows, floor_shape)
+    train_shape = tuple(args.train_shape[0]) if args.train_shape else ((8, 32) if args.quick else (16, 128))
     train = [] if args.no_train else training_section(
-        "tiny" if args.quick else "minilm", (8, 32) if args.quick else (16, 128),
-        1 if args.quick else 2, 2 if args.quick else 6, args.threads, log)
+        "tiny" if args.quick else "minilm", train_shape, 1 if args.quick else 2,
+        args.train_steps or (2 if args.quick else 6), args.threads, log)
 
     info["load_avg_end"] = list(os.getloadavg())
     result = {
@@ -498,8 +531,20 @@ def run(args) -> dict:
         log(train_table(train))
     log(f"\nload average start {info['load_avg_start'][0]:.2f}, end {info['load_avg_end'][0]:.2f}; wall {result['wall_s']:.0f} s")
     atomic_write_json(Path(args.out), result)
-    log(f"wrote {args.out}")
+    md = Path(args.out).with_suffix(".md")
+    md.write_text(markdown(result) + "\n")
+    log(f"wrote {args.out} and {md}")
     return result
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in part.lower().split("x")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (BATCHxSEQ), got {text!r}") from None
+    if not shapes or any(len(s) != 2 or s[0] < 1 or s[1] < 2 for s in shapes):
+        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (batch >= 1, sequence >= 2), got {text!r}")
+    return shapes
 
 
 def main(argv=None) -> int:
@@ -512,6 +557,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, help="timed runs per row per round (default 6; quick 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per row and shape")
     parser.add_argument("--no-train", action="store_true", help="skip the training section")
+    parser.add_argument("--shapes", type=parse_shapes, help="BATCHxSEQ,... (default 1x32,1x128,32x32,32x128; quick 1x16,4x16)")
+    parser.add_argument("--eval-examples", type=int, help="cap the test split scored for accuracy (default: all of it)")
+    parser.add_argument("--train-shape", type=parse_shapes, help="BATCHxSEQ of the training steps (default 16x128; quick 8x32)")
+    parser.add_argument("--train-steps", type=int, help="timed training steps per variant (default 6; quick 2)")
     parser.add_argument("--work", help="folder for graphs (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.threads < 1:

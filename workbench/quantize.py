@@ -137,6 +137,9 @@ class QuantConfig:
       leaving the activation-by-activation products of attention (Q·Kᵀ, softmax·V) in FP32, as
       dynamic quantization always does (ONNX Runtime's ``MatMulConstBOnly``, applied here to QDQ too
       by listing those nodes in ``nodes_to_exclude``).
+    - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (the
+      :func:`node_errors` ranking, on calibration texts: no test data), then quantize again leaving
+      the ``exclude_worst`` worst nodes in FP32 (:attr:`QuantResult.excluded_nodes` names them).
     - ``tolerance`` / ``min_label_agreement``: how the quantized graph is validated against the
       FP32 graph's logits (INT8 moves logits by about 0.01-0.3 on MiniLM; labels mostly agree).
     """
@@ -156,6 +159,7 @@ class QuantConfig:
     quant_format: QFormat = QFormat.QDQ
     activation_symmetric: bool = False
     matmul_const_b_only: bool = False
+    exclude_worst: int = 0
     tolerance: float = 1.0
     min_label_agreement: float = 0.9
     name: str = ""
@@ -193,6 +197,8 @@ class QuantConfig:
                 "quantization always quantizes activations to uint8 (DynamicQuantizeLinear). Use mode='static' "
                 "or leave activation_type at 'quint8'"
             )
+        if not isinstance(self.exclude_worst, int) or isinstance(self.exclude_worst, bool) or self.exclude_worst < 0:
+            raise QuantizeError(f"exclude_worst must be a whole number of nodes (0: none), got {self.exclude_worst!r}")
         for name in ("samples", "calibration_batch_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -244,10 +250,13 @@ class QuantConfig:
 
     @classmethod
     def static_best(cls, **kw) -> "QuantConfig":
-        """The static recipe that measured best on the fine-tuned MiniLM (benchmarks/bench.py and
-        the table in the README): MinMax calibration, one scale per weight column, and only the
-        weight MatMuls quantized (attention's activation products stay FP32)."""
-        return cls.static_qdq("minmax", samples=128, **{"per_channel": True, "matmul_const_b_only": True, **kw})
+        """The static recipe that measured best on the fine-tuned MiniLM (the table in the README):
+        MinMax calibration, one scale per weight column, only the weight MatMuls quantized
+        (attention's activation products stay FP32), and the 6 nodes with the worst SQNR on
+        calibration texts left in FP32 (on MiniLM: the feed-forward output projections, whose inputs
+        after GELU have the widest ranges)."""
+        return cls.static_qdq("minmax", samples=128, **{"per_channel": True, "matmul_const_b_only": True,
+                                                        "exclude_worst": 6, **kw})
 
     @classmethod
     def presets(cls) -> dict[str, "QuantConfig"]:
@@ -293,6 +302,8 @@ class QuantConfig:
             parts.append("rr")
         if self.nodes_to_exclude:
             parts.append(f"excl{len(self.nodes_to_exclude)}")
+        if self.exclude_worst:
+            parts.append(f"worst{self.exclude_worst}")
         return "-".join(parts)
 
     def resolved_op_types(self) -> tuple[str, ...]:
@@ -1212,6 +1223,18 @@ def run_quantization(
 
     t0 = time.perf_counter()
     qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
+    used = cfg  # what the graph was quantized with (exclude_worst adds the nodes it chose)
+    if cfg.exclude_worst:
+        if not calib_texts:
+            raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
+                                "split): give data with a training split, or list nodes_to_exclude yourself")
+        rank_feeds = _encoded_feeds(fsession, tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
+                                    pad_to_max=False)
+        worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
+        used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
+        qpath, float_path = quantize_graph(src, used, out / QUANTIZED_FILE, feeds)
+        notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
+                     f"{len(calib_texts[:max(16, node_error_samples)])} calibration texts: {list(worst)}")
     quantize_seconds = time.perf_counter() - t0
     if cfg.mode is QuantMode.DYNAMIC:
         notes.append(
@@ -1254,7 +1277,7 @@ def run_quantization(
         graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
         validation=validation, latency=latency, fp32_latency=fp32_latency,
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
-        node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(cfg.nodes_to_exclude),
+        node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
         calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
         baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes,
@@ -1291,9 +1314,9 @@ def requantize_excluding(
         if isinstance(nodes, str):
             raise QuantizeError(f"nodes must be a list of node names, got the string {nodes!r}")
         chosen = list(nodes)
-    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *chosen]))
+    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *result.excluded_nodes, *chosen]))
     base_name = result.config.name or ""
-    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded,
+    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded, exclude_worst=0,
                               name=f"{base_name}-excl{len(excluded)}" if base_name else "")
     baseline = load_baseline(result.baseline_path)
     target = Path(out_dir) if out_dir is not None else Path(result.out_dir) / f"exclude-{len(excluded)}"

@@ -553,13 +553,15 @@ def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(
     from workbench.quantize import activation_matmuls
 
     cfg = QuantConfig.preset("static", samples=32)
-    assert cfg.per_channel and cfg.matmul_const_b_only and cfg.label.endswith("pc-constb")
+    assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
+    assert cfg.label == f"static-minmax-32-constb-pc-worst{cfg.exclude_worst}"
     r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=0)
     act = set(activation_matmuls(r.float_path))
     weights = {n for n, node in nodes_by_name(r.float_path).items() if node.op_type in ("MatMul", "Gemm")} - act
     assert act and len(act) % 2 == 0, "tiny BERT has two activation MatMuls per layer"
     assert not act & set(r.quantized_nodes), "an attention product was quantized"
-    assert weights <= set(r.quantized_nodes), "a weight MatMul was left in FP32"
+    assert len(r.excluded_nodes) == cfg.exclude_worst and not set(r.excluded_nodes) & set(r.quantized_nodes)
+    assert weights - set(r.excluded_nodes) <= set(r.quantized_nodes), "a weight MatMul was left in FP32"
     # per-channel: weight scales are vectors (one per output column)
     from onnx import numpy_helper
 
@@ -584,3 +586,17 @@ def test_static_qoperator_and_symmetric_activations(quant_tiny_baseline, tmp_pat
     zps = [inits[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in inits]
     assert zps and all(z.dtype == np.int8 and not z.any() for z in zps), "symmetric int8 activations have zero points 0"
     assert r.validation.label_agreement >= 0.5
+
+
+def test_exclude_worst_leaves_the_ranked_worst_nodes_in_fp32(quant_tiny_static, quant_tiny_baseline, tmp_path):
+    """exclude_worst ranks on the same 16 calibration texts as node_errors: the nodes it leaves in
+    FP32 are the worst of the plain run's ranking, and the graph really has them unquantized."""
+    cfg = QuantConfig.static_qdq("minmax", samples=32, exclude_worst=2)
+    assert cfg.label == "static-minmax-32-worst2"
+    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=16)
+    assert r.excluded_nodes == worst_nodes(quant_tiny_static.node_errors, 2)
+    assert not set(r.excluded_nodes) & set(r.quantized_nodes)
+    assert set(r.quantized_nodes) == set(quant_tiny_static.quantized_nodes) - set(r.excluded_nodes)
+    assert any("exclude_worst=2" in n for n in r.notes)
+    with pytest.raises(QuantizeError, match="exclude_worst must be a whole number"):
+        QuantConfig.static_qdq(exclude_worst=-1)
