@@ -29,14 +29,14 @@ def quick_json(tmp_path_factory) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--quick", "--out", str(out),
                            "--work", str(out.parent / "work")], cwd=out.parent, env=env, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "== inference" in proc.stdout and "== the floor" in proc.stdout and "== training" in proc.stdout
     return json.loads(out.read_text())
 
 
 @pytest.mark.slow  # a long run: every variant, training included (2-3 min on an idle 2-core machine)
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_quick_bench_has_every_row_measured_or_explained(quick_json):
     r = quick_json
     assert r["schema_version"] == bench.SCHEMA_VERSION and r["quick"] is True
@@ -72,7 +72,7 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_quick_bench_floor_and_training(quick_json):
     fl, peaks = quick_json["floor"], quick_json["peaks"]
     assert fl["total_macs"] == fl["weight_gemm_macs"] + fl["attention_macs"] > 0
