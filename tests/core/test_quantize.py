@@ -554,11 +554,13 @@ def assert_weights_stay_fp32(r, nodes) -> None:
     q = nodes_by_name(r.quantized_path)
     prod = producers(q)
     model = onnx.load(str(r.quantized_path), load_external_data=False)
-    floats = {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT}
+    inits = {i.name for i in model.graph.initializer}
     for name in nodes:
         node = q[name]
         assert node.op_type in ("MatMul", "Gemm"), name
-        assert node.input[1] in floats and node.input[1] not in prod, f"{name}'s weight was quantized"
+        quantized_weights = [i for i in node.input if i in prod and prod[i].op_type == "DequantizeLinear"
+                             and prod[i].input[0] in inits]
+        assert not quantized_weights, f"{name} is fed a quantized weight: {quantized_weights}"
 
 
 def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
