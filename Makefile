@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-fast bench doctor clean
+.PHONY: setup setup-test setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-fast bench bench-all doctor clean
 
 setup:
 	bash scripts/setup.sh
@@ -48,7 +48,13 @@ test: setup-test
 test-fast: setup-test
 	$(PY) -m pytest -q -ra -p randomly -m "not slow and not ui" $(PYTEST_ARGS)
 
+## Every inference variant (PyTorch and ONNX Runtime, FP32 and INT8) and the training step, side by
+## side in one process, with the machine and the floor (benchmarks/bench.py; BENCH_ARGS=--quick).
 bench: setup
+	$(PY) benchmarks/bench.py --out $(RUNS)/bench/bench.json $(BENCH_ARGS)
+
+## The detailed benchmarks too (training knobs, graph variants, quantization search), one process each.
+bench-all: setup
 	$(PY) benchmarks/run_all.py --out $(RUNS)/bench
 
 clean:

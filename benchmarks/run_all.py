@@ -17,7 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # bench_gpu: the GPU section; on a machine without CUDA it says why and measures nothing (exit 0)
-BENCHES = ("bench_train.py", "bench_graph.py", "bench_quant.py", "bench_gpu.py")
+BENCHES = ("bench.py", "bench_train.py", "bench_graph.py", "bench_quant.py", "bench_gpu.py")
 
 
 def main(argv=None) -> int:

@@ -140,7 +140,7 @@ class QuantPanel(Panel):
         "worst_k": 3,
         "budget_overall": 0.01,
         "budget_per_slice": 0.02,
-        "candidates": ("dynamic", "dynamic-per-channel", "static-minmax"),
+        "candidates": ("dynamic", "dynamic-per-channel", "static"),
         "run_dir": None,
         "saved": None,
         "saved_search": None,

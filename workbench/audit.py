@@ -49,7 +49,7 @@ from .quantize import QuantConfig, TimingConfig
 Log = Callable[[str], None]
 AUDIT_FILE = "audit.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
-DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "static-minmax")
+DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "static")
 # The environment checks an audit depends on (training pieces such as ORTModule's extensions are not).
 AUDIT_NEEDS = ("python", "torch", "transformers", "onnxruntime", "execution providers", "ort transformer optimizer", "onnx exporter")
 STEPS = ("environment", "data and slices", "export and validate", "fuse", "quantize", "slice drift", "search", "report")

@@ -37,7 +37,7 @@ class DemoConfig:
     isolate: bool = True  # each backend in its own process: honest per-backend peak memory
     export: ExportConfig = field(default_factory=ExportConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
-    quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static-minmax")
+    quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static")
     search: bool = True
     budget_overall: float = 0.01
     budget_per_slice: float = 0.02

@@ -94,6 +94,15 @@ class QType(str, enum.Enum):
     QUINT8 = "quint8"
 
 
+class QFormat(str, enum.Enum):
+    """How a static graph stores its INT8 operations: QDQ (QuantizeLinear/DequantizeLinear pairs
+    around float ops, which ONNX Runtime fuses at load time) or QOperator (QLinearMatMul and
+    friends written into the graph)."""
+
+    QDQ = "qdq"
+    QOPERATOR = "qoperator"
+
+
 def _as_enum(cls, value, field_name: str, hint: str):
     if isinstance(value, cls):
         return value
@@ -121,6 +130,16 @@ class QuantConfig:
     - ``op_types``: operator types to quantize (empty: ONNX Runtime's default for dynamic,
       ``MatMul``/``Gemm`` for static). ``nodes_to_exclude``: node names left in FP32 (the names
       of the FP32 graph; see :attr:`QuantResult.node_errors` for the ones that hurt most).
+    - ``quant_format`` (static only): ``qdq`` or ``qoperator`` (see :class:`QFormat`).
+    - ``activation_symmetric`` (static only): activation ranges symmetric around zero (zero point 0;
+      ONNX Runtime's ``ActivationSymmetric``; use with ``activation_type='qint8'``).
+    - ``matmul_const_b_only`` (static only): quantize only MatMuls whose second input is a weight,
+      leaving the activation-by-activation products of attention (Q·Kᵀ, softmax·V) in FP32, as
+      dynamic quantization always does (ONNX Runtime's ``MatMulConstBOnly``, applied here to QDQ too
+      by listing those nodes in ``nodes_to_exclude``).
+    - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (the
+      :func:`node_errors` ranking, on calibration texts: no test data), then quantize again leaving
+      the ``exclude_worst`` worst nodes in FP32 (:attr:`QuantResult.excluded_nodes` names them).
     - ``tolerance`` / ``min_label_agreement``: how the quantized graph is validated against the
       FP32 graph's logits (INT8 moves logits by about 0.01-0.3 on MiniLM; labels mostly agree).
     """
@@ -137,6 +156,10 @@ class QuantConfig:
     percentile: float = 99.999
     op_types: tuple[str, ...] = ()
     nodes_to_exclude: tuple[str, ...] = ()
+    quant_format: QFormat = QFormat.QDQ
+    activation_symmetric: bool = False
+    matmul_const_b_only: bool = False
+    exclude_worst: int = 0
     tolerance: float = 1.0
     min_label_agreement: float = 0.9
     name: str = ""
@@ -146,6 +169,14 @@ class QuantConfig:
         object.__setattr__(self, "weight_type", _as_enum(QType, self.weight_type, "weight_type", "qint8 is the usual choice"))
         object.__setattr__(self, "activation_type", _as_enum(QType, self.activation_type, "activation_type", "quint8 is the usual choice"))
         object.__setattr__(self, "calibration", _as_enum(Calibration, self.calibration, "calibration", "minmax is the fastest"))
+        object.__setattr__(self, "quant_format", _as_enum(QFormat, self.quant_format, "quant_format", "qdq is the usual choice"))
+        if self.mode is QuantMode.DYNAMIC and (self.quant_format is not QFormat.QDQ or self.activation_symmetric or self.matmul_const_b_only):
+            raise QuantizeError(
+                f"quant_format={self.quant_format.value!r}, activation_symmetric={self.activation_symmetric} and "
+                f"matmul_const_b_only={self.matmul_const_b_only} apply to static quantization only (dynamic quantization "
+                "writes integer operators, computes activation scales per batch and quantizes only weight MatMuls). "
+                "Use mode='static' or leave them at their defaults"
+            )
         if isinstance(self.op_types, str) or isinstance(self.nodes_to_exclude, str):
             raise QuantizeError(
                 f"op_types and nodes_to_exclude are lists of names, got a string "
@@ -166,6 +197,8 @@ class QuantConfig:
                 "quantization always quantizes activations to uint8 (DynamicQuantizeLinear). Use mode='static' "
                 "or leave activation_type at 'quint8'"
             )
+        if not isinstance(self.exclude_worst, int) or isinstance(self.exclude_worst, bool) or self.exclude_worst < 0:
+            raise QuantizeError(f"exclude_worst must be a whole number of nodes (0: none), got {self.exclude_worst!r}")
         for name in ("samples", "calibration_batch_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -216,6 +249,16 @@ class QuantConfig:
                       "op_types": STATIC_DEFAULT_OP_TYPES, **kw})
 
     @classmethod
+    def static_best(cls, **kw) -> "QuantConfig":
+        """The static recipe that measured best on the fine-tuned MiniLM (the table in the README):
+        MinMax calibration, one scale per weight column, only the weight MatMuls quantized
+        (attention's activation products stay FP32), and the 6 nodes with the worst SQNR on
+        calibration texts left in FP32 (on MiniLM: the feed-forward output projections, whose inputs
+        after GELU have the widest ranges)."""
+        return cls.static_qdq("minmax", samples=128, **{"per_channel": True, "matmul_const_b_only": True,
+                                                        "exclude_worst": 6, **kw})
+
+    @classmethod
     def presets(cls) -> dict[str, "QuantConfig"]:
         """The named presets, as a view or the CLI lists them."""
         return {
@@ -226,6 +269,7 @@ class QuantConfig:
             "static-minmax": cls.static_qdq("minmax"),
             "static-entropy": cls.static_qdq("entropy"),
             "static-percentile": cls.static_qdq("percentile"),
+            "static": cls.static_best(),
         }
 
     @classmethod
@@ -246,12 +290,20 @@ class QuantConfig:
             parts = ["static", self.calibration.value, str(self.samples)]
             if self.weight_type is not QType.QINT8 or self.activation_type is not QType.QUINT8:
                 parts.append(f"w{self.weight_type.value}-a{self.activation_type.value}")
+            if self.quant_format is QFormat.QOPERATOR:
+                parts.append("qop")
+            if self.activation_symmetric:
+                parts.append("sym")
+            if self.matmul_const_b_only:
+                parts.append("constb")
         if self.per_channel:
             parts.append("pc")
         if self.reduce_range:
             parts.append("rr")
         if self.nodes_to_exclude:
             parts.append(f"excl{len(self.nodes_to_exclude)}")
+        if self.exclude_worst:
+            parts.append(f"worst{self.exclude_worst}")
         return "-".join(parts)
 
     def resolved_op_types(self) -> tuple[str, ...]:
@@ -715,10 +767,26 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
         raise QuantizeError("static quantization needs calibration texts: give data with a training split")
     float_path = preprocess_for_static(fp32_path, out_path.with_name(PREPROCESSED_FILE))
     _check_nodes_exist(float_path, cfg.nodes_to_exclude)
+    if cfg.matmul_const_b_only:
+        cfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *activation_matmuls(float_path)])))
+    if cfg.activation_symmetric:
+        extra["ActivationSymmetric"] = True
     ranges = calibrate(float_path, cfg, calibration_feeds)
     with runs.atomic_path(out_path) as tmp:
         _quantize_qdq(float_path, tmp, cfg, ranges, extra)
     return out_path, float_path
+
+
+def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
+    """Names of the MatMul nodes whose inputs are both computed (no weight initializer), such as
+    attention's Q·Kᵀ and softmax·V: what ``matmul_const_b_only`` leaves in FP32."""
+    import onnx
+
+    model = onnx.load(str(float_path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    consts = {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    return [n.name for n in model.graph.node
+            if n.op_type == "MatMul" and not any(i in inits or i in consts for i in n.input)]
 
 
 def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]):
@@ -758,21 +826,30 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
 
 
 def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, extra: dict) -> None:
-    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ format), given ranges."""
+    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ or QOperator format),
+    given ranges."""
     from onnxruntime.quantization import QDQQuantizer, QuantFormat, QuantType
-    from onnxruntime.quantization.quant_utils import load_model_with_shape_infer
+    from onnxruntime.quantization.onnx_quantizer import ONNXQuantizer
+    from onnxruntime.quantization.quant_utils import QuantizationMode, load_model_with_shape_infer
     from onnxruntime.quantization.quantize import check_static_quant_arguments
 
     qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
+    fmt = QuantFormat.QOperator if cfg.quant_format is QFormat.QOPERATOR else QuantFormat.QDQ
     try:
-        check_static_quant_arguments(QuantFormat.QDQ, qtype[cfg.activation_type], qtype[cfg.weight_type])
+        check_static_quant_arguments(fmt, qtype[cfg.activation_type], qtype[cfg.weight_type])
     except ValueError as exc:
         raise QuantizeError(f"{exc} (weight_type={cfg.weight_type.value}, activation_type={cfg.activation_type.value})") from exc
     model = load_model_with_shape_infer(Path(float_path))
-    quantizer = QDQQuantizer(
-        model, cfg.per_channel, cfg.reduce_range, qtype[cfg.weight_type], qtype[cfg.activation_type], ranges,
-        [], list(cfg.nodes_to_exclude), list(cfg.resolved_op_types()), extra,
-    )
+    if fmt is QuantFormat.QOperator:
+        quantizer = ONNXQuantizer(
+            model, cfg.per_channel, cfg.reduce_range, QuantizationMode.QLinearOps, True, qtype[cfg.weight_type],
+            qtype[cfg.activation_type], ranges, [], list(cfg.nodes_to_exclude), list(cfg.resolved_op_types()), extra,
+        )
+    else:
+        quantizer = QDQQuantizer(
+            model, cfg.per_channel, cfg.reduce_range, qtype[cfg.weight_type], qtype[cfg.activation_type], ranges,
+            [], list(cfg.nodes_to_exclude), list(cfg.resolved_op_types()), extra,
+        )
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(out_path), False)
 
@@ -1156,6 +1233,18 @@ def run_quantization(
 
     t0 = time.perf_counter()
     qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
+    used = cfg  # what the graph was quantized with (exclude_worst adds the nodes it chose)
+    if cfg.exclude_worst:
+        if not calib_texts:
+            raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
+                                "split): give data with a training split, or list nodes_to_exclude yourself")
+        rank_feeds = _encoded_feeds(fsession, tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
+                                    pad_to_max=False)
+        worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
+        used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
+        qpath, float_path = quantize_graph(src, used, out / QUANTIZED_FILE, feeds)
+        notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
+                     f"{len(calib_texts[:max(16, node_error_samples)])} calibration texts: {list(worst)}")
     quantize_seconds = time.perf_counter() - t0
     if cfg.mode is QuantMode.DYNAMIC:
         notes.append(
@@ -1198,7 +1287,7 @@ def run_quantization(
         graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
         validation=validation, latency=latency, fp32_latency=fp32_latency,
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
-        node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(cfg.nodes_to_exclude),
+        node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
         calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
         baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes,
@@ -1235,9 +1324,9 @@ def requantize_excluding(
         if isinstance(nodes, str):
             raise QuantizeError(f"nodes must be a list of node names, got the string {nodes!r}")
         chosen = list(nodes)
-    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *chosen]))
+    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *result.excluded_nodes, *chosen]))
     base_name = result.config.name or ""
-    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded,
+    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded, exclude_worst=0,
                               name=f"{base_name}-excl{len(excluded)}" if base_name else "")
     baseline = load_baseline(result.baseline_path)
     target = Path(out_dir) if out_dir is not None else Path(result.out_dir) / f"exclude-{len(excluded)}"
@@ -1365,12 +1454,13 @@ def select_candidate(candidates: Sequence[SearchCandidate], objective: str = "la
 
 
 def default_candidates() -> list[QuantConfig]:
-    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, static MinMax/Entropy."""
+    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, the best static recipe
+    (:meth:`QuantConfig.static_best`), static Entropy."""
     return [
         QuantConfig.dynamic_int8(),
         QuantConfig.dynamic_int8_per_channel(),
         QuantConfig.dynamic_int8_reduce_range(),
-        QuantConfig.static_qdq("minmax", samples=64),
+        QuantConfig.static_best(samples=64),
         QuantConfig.static_qdq("entropy", samples=64),
     ]
 

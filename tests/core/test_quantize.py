@@ -76,6 +76,9 @@ def test_presets_and_string_conversion():
         (dict(tolerance=0), "tolerance must be a positive number"),
         (dict(mode="static", histogram_bins=128), "histogram_bins must be 0"),
         (dict(percentile=100.0), "percentile must be in"),
+        (dict(quant_format="qlinear"), "quant_format must be one of"),
+        (dict(matmul_const_b_only=True), "apply to static quantization only"),
+        (dict(activation_symmetric=True), "apply to static quantization only"),
     ],
 )
 def test_bad_config_names_the_fix(kwargs, match):
@@ -558,3 +561,74 @@ def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_t
     with pytest.raises(QuantizeError, match="with symbolic shape inference"):  # it fails on exported graphs
         preprocess_for_static(broken, tmp_path / "graphs" / "pre.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs"]
+
+
+def assert_weights_stay_fp32(r, nodes) -> None:
+    """An excluded MatMul/Gemm computes in FP32 with its original float weight (its activation input
+    may still arrive through a Q/DQ pair when another consumer of that tensor is quantized: ONNX
+    Runtime's QDQ quantizer rewires every consumer)."""
+    q = nodes_by_name(r.quantized_path)
+    prod = producers(q)
+    model = onnx.load(str(r.quantized_path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    for name in nodes:
+        node = q[name]
+        assert node.op_type in ("MatMul", "Gemm"), name
+        quantized_weights = [i for i in node.input if i in prod and prod[i].op_type == "DequantizeLinear"
+                             and prod[i].input[0] in inits]
+        assert not quantized_weights, f"{name} is fed a quantized weight: {quantized_weights}"
+
+
+def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
+    """The "static" preset (the recipe the benchmark chose): per-channel weights, and the MatMuls
+    that multiply two activations (attention's Q·Kᵀ, softmax·V) left in FP32."""
+    from workbench.quantize import activation_matmuls
+
+    cfg = QuantConfig.preset("static", samples=32)
+    assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
+    assert cfg.label == f"static-minmax-32-constb-pc-worst{cfg.exclude_worst}"
+    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=0)
+    act = set(activation_matmuls(r.float_path))
+    weights = {n for n, node in nodes_by_name(r.float_path).items() if node.op_type in ("MatMul", "Gemm")} - act
+    assert act and len(act) % 2 == 0, "tiny BERT has two activation MatMuls per layer"
+    assert not act & set(r.quantized_nodes), "an attention product was quantized"
+    assert len(r.excluded_nodes) == cfg.exclude_worst
+    assert weights - set(r.excluded_nodes) <= set(r.quantized_nodes), "a weight MatMul was left in FP32"
+    assert_weights_stay_fp32(r, r.excluded_nodes)
+    # per-channel: weight scales are vectors (one per output column)
+    from onnx import numpy_helper
+
+    model = onnx.load(str(r.quantized_path), load_external_data=False)
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    scales = [inits[n.input[1]] for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits
+              and inits[n.input[0]].ndim == 2]
+    assert scales and all(s.ndim == 1 and s.size > 1 for s in scales)
+
+
+def test_static_qoperator_and_symmetric_activations(quant_tiny_baseline, tmp_path):
+    cfg = QuantConfig.static_qdq("minmax", samples=32, quant_format="qoperator", activation_type="qint8",
+                                 activation_symmetric=True, matmul_const_b_only=True)
+    assert cfg.label == "static-minmax-32-wqint8-aqint8-qop-sym-constb"
+    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=0)
+    model = onnx.load(str(r.quantized_path), load_external_data=False)
+    ops = [n.op_type for n in model.graph.node]
+    assert "QLinearMatMul" in ops and "DequantizeLinear" in ops
+    from onnx import numpy_helper
+
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    zps = [inits[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in inits]
+    assert zps and all(z.dtype == np.int8 and not z.any() for z in zps), "symmetric int8 activations have zero points 0"
+    assert r.validation.label_agreement >= 0.5
+
+
+def test_exclude_worst_leaves_the_ranked_worst_nodes_in_fp32(quant_tiny_static, quant_tiny_baseline, tmp_path):
+    """exclude_worst ranks on the same 16 calibration texts as node_errors: the nodes it leaves in
+    FP32 are the worst of the plain run's ranking, and the graph really has them unquantized."""
+    cfg = QuantConfig.static_qdq("minmax", samples=32, exclude_worst=2)
+    assert cfg.label == "static-minmax-32-worst2"
+    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=16)
+    assert r.excluded_nodes == worst_nodes(quant_tiny_static.node_errors, 2)
+    assert_weights_stay_fp32(r, r.excluded_nodes)
+    assert any("exclude_worst=2" in n for n in r.notes)
+    with pytest.raises(QuantizeError, match="exclude_worst must be a whole number"):
+        QuantConfig.static_qdq(exclude_worst=-1)

@@ -1,0 +1,575 @@
+"""``make bench``: every inference variant a user could pick, and the training step, side by side
+in **one process** on the same machine, with the machine recorded.
+
+Inference (the fine-tuned MiniLM of the workshop/demo, or ``--model``): PyTorch eager FP32, SDPA,
+bf16 (only where the CPU has bf16 instructions), torch.compile, PyTorch dynamic INT8; ONNX Runtime
+exported FP32, fused FP32 (transformer optimizer) and each INT8 variant (dynamic per-tensor,
+per-channel, reduce-range on the fused graph; static QDQ presets on the exported graph), at batch
+1 and 32 for sequence 32 and 128. Every variant is timed with the workbench's own measuring code
+(:func:`workbench.ortinfer.latency_by_shape`, :func:`workbench.ortinfer.torch_latency_by_shape`,
+both on :func:`workbench.latency.measure`): warm-up first, then ``--rounds`` rounds in which
+every variant takes ``--repeats`` timed runs in a rotating order, so a burst of load from other
+processes hits all variants alike. Medians, p10/p90 and the interquartile range of all timed runs;
+ratios against PyTorch eager FP32 of the same shape. Threads are explicit and equal: ``--threads``
+for PyTorch (``torch.set_num_threads``) and ONNX Runtime (``intra_op_num_threads``).
+
+Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quantize.run_quantization`
+on the held-out test split (and golden set) against their FP32 graph, slice by slice; the budget
+check is the issue's (0.5 points overall, 2 points per slice of >= 50 examples).
+
+The floor: multiply-accumulates of one forward pass (from the model's config), the machine's
+measured FP32 and INT8 matrix-multiply throughput (big GEMMs, same threads), and the fastest a
+forward pass could possibly run: how far the best variant is from it, and whether a target speed-up
+over eager is reachable on this CPU at all.
+
+Training (small section; the ORTModule defaults come from :class:`workbench.train.TrainConfig`, so
+changing them there changes this row): eager, torch.compile, ORTModule defaults and ORTModule
+tuned, stepped in rotation (:func:`bench_train.interleaved`).
+
+Prints the tables and writes JSON (``--out``). ``--quick`` runs every row on the tiny model with
+few repeats (what the test runs). Nothing here asserts a timing.
+
+    .venv/bin/python benchmarks/bench.py --out runs/bench/bench.json
+    .venv/bin/python benchmarks/bench.py --quick --out /tmp/bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+HERE = Path(__file__).resolve().parent
+# OpenMP threads that sleep when idle, like ONNX Runtime's with spinning off: on a shared machine,
+# spin-waiting OpenMP threads that lose their core turn a 0.4 ms forward pass into hundreds of ms
+# (measured here), which would flatter every ONNX Runtime row. Set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+SCHEMA_VERSION = 1
+FULL_SHAPES = ((1, 32), (1, 128), (32, 32), (32, 128))
+QUICK_SHAPES = ((1, 16), (4, 16))
+BUDGET_OVERALL, BUDGET_SLICE = 0.005, 0.02
+TARGET_SPEEDUP = 5.0
+# Inference rows, in table order: name -> (framework, what it is)
+ROWS: dict[str, tuple[str, str]] = {
+    "torch-eager-fp32": ("pytorch", "PyTorch eager FP32 (eager attention): the reference"),
+    "torch-sdpa-fp32": ("pytorch", "PyTorch FP32 with scaled_dot_product_attention"),
+    "torch-bf16": ("pytorch", "PyTorch bf16 weights and activations (eager attention)"),
+    "torch-compile": ("pytorch", "torch.compile (Inductor, default mode) of the eager FP32 model"),
+    "torch-dynamic-int8": ("pytorch", "torch.ao dynamic INT8 (nn.Linear weights qint8, activations per batch)"),
+    "ort-exported-fp32": ("onnxruntime", "ONNX Runtime, exported graph (opset 17), session optimization 'all'"),
+    "ort-fused-fp32": ("onnxruntime", "ONNX Runtime, transformer-optimized (fused) graph"),
+}
+# ONNX Runtime INT8 rows: name -> (FP32 graph it starts from, QuantConfig preset name)
+INT8_ROWS: dict[str, tuple[str, str]] = {
+    "ort-fused-int8-dynamic": ("fused", "dynamic"),
+    "ort-fused-int8-dynamic-per-channel": ("fused", "dynamic-per-channel"),
+    "ort-fused-int8-dynamic-reduce-range": ("fused", "dynamic-reduce-range"),
+    "ort-exported-int8-static-minmax": ("exported", "static-minmax"),
+    "ort-exported-int8-static-best": ("exported", "static"),
+}
+TRAIN_VARIANTS = ("eager", "compile", "ortmodule", "ort-opset14-fused-no-spin")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+RECORDED_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+# ---- the machine -----------------------------------------------------------------------------
+def machine_info() -> dict:
+    """CPU model, the flags that decide which kernels run (VNNI, AMX, bf16), cores, load, versions."""
+    model, flags = platform.processor(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and model in ("", "x86_64"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    lscpu = ""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        pass
+    versions = {}
+    for mod in ("torch", "onnxruntime", "transformers", "numpy"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            versions[mod] = None
+    return {
+        "cpu_model": model, "flags": {f: f in flags for f in RECORDED_FLAGS},
+        "logical_cpus": os.cpu_count(), "lscpu": lscpu, "platform": platform.platform(),
+        "python": platform.python_version(), "versions": versions, "load_avg_start": list(os.getloadavg()),
+    }
+
+
+def bf16_unavailable_reason(info: dict) -> Optional[str]:
+    if any(info["flags"].get(f) for f in BF16_FLAGS):
+        return None
+    return (f"not available: this CPU ({info['cpu_model']}) has no bf16 instructions ({' / '.join(BF16_FLAGS)} absent "
+            "from its flags), so PyTorch would emulate bf16 with FP32 conversions: slower than FP32 and no fair peer")
+
+
+# ---- rows ------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    name: str
+    framework: str
+    what: str
+    runner: Optional[Any] = None  # a model (PyTorch) or an onnxruntime session
+    path: Optional[str] = None
+    reason: str = ""  # why the row has no figures
+    startup_s: dict = field(default_factory=dict)  # "BxS" -> first call (compilation) seconds
+    samples: dict = field(default_factory=dict)  # "BxS" -> [ms]
+    loads: dict = field(default_factory=dict)  # "BxS" -> load average while measured
+    accuracy: Optional[dict] = None
+    size_mib: Optional[float] = None
+
+
+def key(shape) -> str:
+    return f"{shape[0]}x{shape[1]}"
+
+
+def quantiles(samples: list[float]) -> dict:
+    from workbench.latency import summarize
+
+    s = summarize(samples)
+    return {"median_ms": s.median_ms, "p10_ms": s.p10_ms, "p25_ms": s.p25_ms, "p75_ms": s.p75_ms, "p90_ms": s.p90_ms,
+            "iqr_ms": s.iqr_ms, "min_ms": s.min_ms, "runs": s.repeats}
+
+
+def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: int) -> list[float]:
+    """``repeats`` timed runs of one row at one shape, through the workbench's timing functions."""
+    from workbench.ortinfer import latency_by_shape, torch_latency_by_shape
+
+    if row.framework == "onnxruntime":
+        lat = latency_by_shape(row.runner, [shape], warmup=warmup, repeats=repeats, vocab_size=vocab)
+    else:
+        lat = torch_latency_by_shape(row.runner, [shape], warmup=warmup, repeats=repeats, threads=threads, vocab_size=vocab)
+    return lat[0].stats.samples_ms
+
+
+def interleave(rows: list[Row], shapes, vocab: int, threads: int, rounds: int, repeats: int, warmup: int, log) -> None:
+    """Per shape: warm every row (the first call is its start-up: compilation, graph build), then
+    ``rounds`` rounds of ``repeats`` runs per row in a rotating order."""
+    live = [r for r in rows if not r.reason]
+    for shape in shapes:
+        k = key(shape)
+        for r in live:
+            if r.reason:
+                continue
+            t0 = time.perf_counter()
+            try:
+                time_once(r, shape, vocab, threads, repeats=1, warmup=0)
+            except Exception as exc:  # noqa: BLE001 - recorded as the row's reason, the others go on
+                r.reason = f"failed at {k}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                log(f"    {r.name}: {r.reason}")
+                continue
+            r.startup_s[k] = time.perf_counter() - t0
+            time_once(r, shape, vocab, threads, repeats=1, warmup=max(0, warmup - 1))
+        ok = [r for r in live if not r.reason]
+        for i in range(rounds):
+            order = ok[i % len(ok):] + ok[:i % len(ok)] if ok else []
+            for r in order:
+                r.samples.setdefault(k, []).extend(time_once(r, shape, vocab, threads, repeats=repeats, warmup=0))
+                r.loads.setdefault(k, []).append(os.getloadavg()[0])
+        log(f"  {k}: {rounds} rounds x {repeats} runs of {len(ok)} rows done, load {os.getloadavg()[0]:.2f}")
+
+
+# ---- building the variants -------------------------------------------------------------------
+def load_torch_models(model_dir: str, info: dict, threads: int, log) -> dict[str, Row]:
+    import torch
+
+    from workbench.models import load_model
+
+    rows = {n: Row(n, *ROWS[n]) for n in ROWS if ROWS[n][0] == "pytorch"}
+    eager = load_model(model_dir, attn_implementation="eager", dropout=False).model.eval()
+    rows["torch-eager-fp32"].runner = eager
+    rows["torch-sdpa-fp32"].runner = load_model(model_dir, attn_implementation="sdpa", dropout=False).model.eval()
+    reason = bf16_unavailable_reason(info)
+    if reason:
+        rows["torch-bf16"].reason = reason
+    else:
+        rows["torch-bf16"].runner = load_model(model_dir, attn_implementation="eager", dropout=False).model.eval().to(torch.bfloat16)
+    try:
+        rows["torch-compile"].runner = torch.compile(load_model(model_dir, attn_implementation="eager", dropout=False).model.eval())
+    except Exception as exc:  # noqa: BLE001 - the row says why
+        rows["torch-compile"].reason = f"torch.compile failed: {type(exc).__name__}: {exc}"
+    rows["torch-dynamic-int8"].runner = torch.ao.quantization.quantize_dynamic(
+        load_model(model_dir, attn_implementation="eager", dropout=False).model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
+    return rows
+
+
+def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, quick: bool, log) -> tuple[dict[str, Row], dict]:
+    """Export, fuse, quantize (each INT8 preset, scored on the test split against its FP32 graph)."""
+    from workbench.export import ExportConfig, run_export
+    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.ortinfer import make_session
+    from workbench.quantize import QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
+
+    t0 = time.perf_counter()
+    exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / "export", data=data)
+    fus = run_fusion(exp, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / "fusion")
+    graphs = {"exported": Path(exp.onnx_path), "fused": Path(fus.fused_path)}
+    log(f"  export + fusion: {time.perf_counter() - t0:.0f} s; fused ops {dict(sorted(fus.variants[-1].fused_ops.items()))}")
+    rows = {}
+    for name, g in (("ort-exported-fp32", "exported"), ("ort-fused-fp32", "fused")):
+        rows[name] = Row(name, *ROWS[name], path=str(graphs[g]))
+    timing = TimingConfig(shapes=((1, 16),), warmup=0, repeats=1, threads=threads, max_seconds=1.0)  # timed later, side by side
+    baselines = {}
+    for g in ("exported", "fused"):
+        baselines[g] = prepare_baseline(graphs[g], data, work / f"baseline-{g}", export=exp, timing=timing,
+                                        calibration_samples=64 if quick else 256, batch_size=32)
+    for name, (g, preset) in INT8_ROWS.items():
+        cfg = QuantConfig.preset(preset)
+        if quick and cfg.mode.value == "static":
+            cfg = QuantConfig.preset(preset, samples=32)
+        t1 = time.perf_counter()
+        row = Row(name, "onnxruntime", f"ONNX Runtime {g} graph, INT8 preset {preset!r} ({cfg.label})")
+        try:
+            res = run_quantization(graphs[g], cfg, work / name, baseline=baselines[g], n_boot=100 if quick else 300,
+                                   node_error_samples=0)
+        except Exception as exc:  # noqa: BLE001 - the row says why
+            row.reason = f"quantization failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            rows[name] = row
+            continue
+        reps = [res.report] + ([res.golden] if res.golden is not None else [])
+        chk = check_budget(reps, BUDGET_OVERALL, BUDGET_SLICE)
+        row.path, row.size_mib = str(res.quantized_path), res.size_mib
+        row.accuracy = {"accuracy": res.accuracy, "fp32_accuracy": res.accuracy - res.accuracy_delta,
+                        "delta": res.accuracy_delta, "worst_slice": chk.worst_slice, "worst_slice_drop": chk.worst_slice_drop,
+                        "within_budget": chk.feasible, "violations": chk.violations, "n": res.report.overall.n,
+                        "config": cfg.label, "quantize_s": round(time.perf_counter() - t1, 1)}
+        rows[name] = row
+        log(f"  {name}: accuracy {res.accuracy:.4f} ({res.accuracy_delta:+.4f}), worst slice {chk.worst_slice} "
+            f"{-chk.worst_slice_drop:+.4f}, within budget {chk.feasible} ({time.perf_counter() - t1:.0f} s)")
+    for r in rows.values():
+        if r.path and not r.reason:
+            # spinning off: a spinning ORT pool would slow the PyTorch rows that run next (see make_session)
+            r.runner = make_session(r.path, threads=threads, allow_spinning=False)
+    meta = {"fused_ops": fus.variants[-1].fused_ops,
+            "export_validation": exp.validation.passed, "test_examples": baselines["exported"].eval_sets[0].n}
+    return rows, meta
+
+
+# ---- the floor -------------------------------------------------------------------------------
+def forward_macs(config, batch: int, seq: int) -> dict:
+    """Multiply-accumulates of one encoder forward pass, from the model's config: the weight GEMMs
+    (Q, K, V, output projection, both feed-forward layers: what INT8 speeds up) and attention's
+    activation products (Q·Kᵀ and softmax·V, which stay FP32 in dynamic INT8)."""
+    L, H, I = config.num_hidden_layers, config.hidden_size, config.intermediate_size
+    tokens = batch * seq
+    weight = L * tokens * (4 * H * H + 2 * H * I) + batch * (H * H + H * config.num_labels)  # + pooler, classifier
+    attention = L * batch * 2 * seq * seq * H
+    return {"weight_gemm_macs": weight, "attention_macs": attention, "total_macs": weight + attention,
+            "gflop": 2 * (weight + attention) / 1e9}
+
+
+def gemm_peaks(threads: int, n: int, repeats: int) -> dict:
+    """Measured matrix-multiply throughput with ``threads`` threads: FP32 (torch.mm, numpy, ONNX
+    Runtime MatMul) and INT8 (ONNX Runtime MatMulInteger, u8 x s8: the kernel dynamic INT8 runs),
+    on n x n x n, best of ``repeats``."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper
+
+    from workbench.latency import measure
+    from workbench.ortinfer import torch_threads
+
+    flop = 2.0 * n ** 3
+    out = {"n": n, "threads": threads}
+    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
+    with torch_threads(threads):
+        ta = torch.from_numpy(a)
+        out["torch_fp32_gflops"] = flop / measure(lambda: torch.mm(ta, ta), warmup=2, repeats=repeats).min_ms / 1e6
+    out["numpy_fp32_gflops"] = flop / measure(lambda: a @ a, warmup=2, repeats=repeats).min_ms / 1e6  # numpy's own threads
+
+    def ort_gflops(op: str, ta_: int, tb_: int, tc_: int, A, B) -> float:
+        g = helper.make_graph([helper.make_node(op, ["A", "B"], ["C"])], "g",
+                              [helper.make_tensor_value_info("A", ta_, [n, n])],
+                              [helper.make_tensor_value_info("C", tc_, [n, n])],
+                              [onnx.numpy_helper.from_array(B, "B")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return flop / measure(lambda: s.run(None, {"A": A}), warmup=2, repeats=repeats).min_ms / 1e6
+
+    out["ort_fp32_gflops"] = ort_gflops("MatMul", TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.FLOAT, a, a)
+    rng = np.random.default_rng(1)
+    qa = rng.integers(0, 255, (n, n), dtype=np.uint8)
+    qb = rng.integers(-127, 127, (n, n), dtype=np.int8)
+    out["ort_int8_gops"] = ort_gflops("MatMulInteger", TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32, qa, qb)
+    out["fp32_peak_gflops"] = max(out["torch_fp32_gflops"], out["numpy_fp32_gflops"], out["ort_fp32_gflops"])
+    return out
+
+
+def floor_analysis(config, peaks: dict, rows: list[Row], shape=(1, 128)) -> dict:
+    macs = forward_macs(config, *shape)
+    fp32_floor = 2 * macs["total_macs"] / (peaks["fp32_peak_gflops"] * 1e9) * 1e3
+    int8_floor = (2 * macs["weight_gemm_macs"] / (peaks["ort_int8_gops"] * 1e9)
+                  + 2 * macs["attention_macs"] / (peaks["fp32_peak_gflops"] * 1e9)) * 1e3
+    med = {r.name: statistics.median(r.samples[key(shape)]) for r in rows if key(shape) in r.samples}
+    eager = med.get("torch-eager-fp32")
+    best = min(((v, n) for n, v in med.items() if n.startswith("ort-")), default=(None, None))
+    res = {"shape": key(shape), **macs, "fp32_floor_ms": fp32_floor, "int8_floor_ms": int8_floor, "eager_ms": eager,
+           "best_ort": best[1], "best_ort_ms": best[0]}
+    if eager:
+        res["eager_fraction_of_fp32_peak"] = fp32_floor / eager
+        res["max_speedup_fp32"] = eager / fp32_floor
+        res["max_speedup_int8"] = eager / int8_floor
+        res["target_speedup"] = TARGET_SPEEDUP
+        res["target_reachable_in_principle"] = eager / int8_floor >= TARGET_SPEEDUP
+    if best[0]:
+        res["best_fraction_of_its_floor"] = (int8_floor if "int8" in best[1] else fp32_floor) / best[0]
+    return res
+
+
+# ---- training (small; the defaults are workbench.train's) ------------------------------------
+def training_section(model: str, shape, warmup: int, steps: int, threads: int, log) -> list[dict]:
+    import bench_train
+
+    log(f"  training {shape[0]}x{shape[1]}: {', '.join(TRAIN_VARIANTS)} stepped in rotation")
+    rows = bench_train.interleaved(list(TRAIN_VARIANTS), model, shape[0], shape[1], warmup, steps, threads)
+    for r in rows:
+        r["what"] = bench_train.VARIANTS[r["variant"]][2]
+        timed = r["step_s"][warmup:]
+        if len(timed) >= 2:
+            q = statistics.quantiles(timed, n=10, method="inclusive")
+            r["p10_step_s"], r["p90_step_s"] = q[0], q[-1]
+    return rows
+
+
+# ---- output ----------------------------------------------------------------------------------
+def fmt(v, spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+
+def row_json(r: Row, shapes, eager: Row) -> dict:
+    out = {"name": r.name, "framework": r.framework, "what": r.what, "available": not r.reason, "reason": r.reason,
+           "size_mib": r.size_mib, "accuracy": r.accuracy, "shapes": {}}
+    for s in shapes:
+        k = key(s)
+        if k not in r.samples:
+            out["shapes"][k] = {"available": False, "reason": r.reason or "not measured"}
+            continue
+        q = quantiles(r.samples[k])
+        base = statistics.median(eager.samples[k]) if k in eager.samples else None
+        out["shapes"][k] = {"available": True, **q, "speedup_vs_eager": base / q["median_ms"] if base else None,
+                            "startup_s": r.startup_s.get(k), "load_avg": statistics.median(r.loads[k])}
+    return out
+
+
+def inference_table(rows_json: list[dict], shapes) -> str:
+    head = f"{'variant':<36}" + "".join(f" {key(s) + ' ms':>10} {'p10-p90':>13} {'vs eager':>8}" for s in shapes) + f" {'acc':>6} {'drop':>6} {'worst slice':>22}"
+    lines = [head, "-" * len(head)]
+    for r in rows_json:
+        cells = ""
+        for s in shapes:
+            c = r["shapes"][key(s)]
+            if not c["available"]:
+                cells += f" {'n/a':>10} {'':>13} {'':>8}"
+            else:
+                cells += (f" {c['median_ms']:>10.2f} {fmt(c['p10_ms'], '.1f') + '-' + fmt(c['p90_ms'], '.1f'):>13} "
+                          f"{fmt(c['speedup_vs_eager'], '.2f'):>7}x")
+        a = r["accuracy"]
+        acc = (f" {a['accuracy']:>6.3f} {-a['delta'] * 100:>5.2f}p {a['worst_slice'][-16:]:>16} {a['worst_slice_drop'] * 100:>4.1f}p"
+               if a else f" {'':>6} {'':>6} {'':>22}")
+        lines.append(f"{r['name']:<36}{cells}{acc}")
+    for r in rows_json:
+        if not r["available"]:
+            lines.append(f"  {r['name']}: {r['reason']}")
+    return "\n".join(lines)
+
+
+def train_table(rows: list[dict]) -> str:
+    head = f"{'training variant':<28} {'status':<7} {'median s':>9} {'p10-p90 s':>13} {'vs eager':>8} {'first step s':>12}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['variant']:<28} {r['status']:<7} {fmt(r['median_step_s'], '.3f'):>9} "
+                     f"{fmt(r.get('p10_step_s'), '.2f') + '-' + fmt(r.get('p90_step_s'), '.2f'):>13} "
+                     f"{fmt(r['speed_vs_eager'], '.2f'):>7}x {fmt(r['first_step_s'], '.1f'):>12}")
+        if r["status"] != "ok":
+            lines.append(f"  {r['variant']}: {r['reason']}")
+    return "\n".join(lines)
+
+
+def floor_text(fl: dict, peaks: dict) -> str:
+    lines = [f"one forward pass at {fl['shape']}: {fl['total_macs'] / 1e9:.3f} GMAC ({fl['gflop']:.2f} GFLOP; weight GEMMs "
+             f"{fl['weight_gemm_macs'] / 1e9:.3f} GMAC, attention products {fl['attention_macs'] / 1e9:.3f} GMAC)",
+             f"measured peak ({peaks['threads']} threads, {peaks['n']}^3): FP32 {peaks['fp32_peak_gflops']:.0f} GFLOP/s "
+             f"(torch {peaks['torch_fp32_gflops']:.0f}, numpy {peaks['numpy_fp32_gflops']:.0f}, ORT {peaks['ort_fp32_gflops']:.0f}); "
+             f"INT8 (ORT MatMulInteger u8s8) {peaks['ort_int8_gops']:.0f} GOP/s",
+             f"floor: FP32 {fl['fp32_floor_ms']:.2f} ms, INT8 {fl['int8_floor_ms']:.2f} ms"]
+    if fl.get("eager_ms"):
+        lines.append(f"PyTorch eager {fl['eager_ms']:.2f} ms = {fl['eager_fraction_of_fp32_peak']:.0%} of FP32 peak; the most any "
+                     f"variant could gain over eager here: FP32 {fl['max_speedup_fp32']:.2f}x, INT8 {fl['max_speedup_int8']:.2f}x "
+                     f"(target {fl['target_speedup']:.0f}x: {'reachable in principle' if fl['target_reachable_in_principle'] else 'NOT reachable on this CPU'})")
+    if fl.get("best_ort_ms"):
+        lines.append(f"best ONNX Runtime variant {fl['best_ort']} {fl['best_ort_ms']:.2f} ms = {fl['best_fraction_of_its_floor']:.0%} of its floor")
+    return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    """The README's table: the command, the machine, the inference rows, the floor and training."""
+    m, shapes = result["machine"], result["settings"]["shapes"]
+    flags = ", ".join(f"{f} {'yes' if v else 'no'}" for f, v in m["flags"].items())
+    lines = [f"`{result['command']}` on {m['cpu_model']}, {m['logical_cpus']} CPUs ({flags}); load average "
+             f"{m['load_avg_start'][0]:.1f} at start, {m['load_avg_end'][0]:.1f} at end; {result['threads']} threads for both "
+             f"frameworks; median of {result['settings']['rounds']} interleaved rounds x {result['settings']['repeats']} runs "
+             f"(p10-p90 in brackets); accuracy on {result['onnx']['test_examples']} held-out test reviews.", ""]
+    lines.append("| variant | " + " | ".join(f"{k} ms" for k in shapes) + " | vs eager (" + shapes[min(1, len(shapes) - 1)]
+                 + ") | accuracy (drop, worst slice) |")
+    lines.append("| --- " * (len(shapes) + 3) + "|")
+    ref = shapes[min(1, len(shapes) - 1)]
+    for r in result["inference"]:
+        cells = []
+        for k in shapes:
+            c = r["shapes"][k]
+            cells.append(f"{c['median_ms']:.2f} [{c['p10_ms']:.1f}-{c['p90_ms']:.1f}]" if c["available"] else "n/a")
+        c = r["shapes"][ref]
+        sp = f"{c['speedup_vs_eager']:.2f}x" if c["available"] else "n/a"
+        a = r["accuracy"]
+        acc = (f"{a['accuracy']:.3f} ({-a['delta'] * 100:+.2f} pt; {a['worst_slice']} {-a['worst_slice_drop'] * 100:+.1f} pt)"
+               if a else "")
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {sp} | {acc} |")
+    for r in result["inference"]:
+        if not r["available"]:
+            lines.append(f"\n{r['name']}: {r['reason']}")
+    lines += ["", "```", floor_text(result["floor"], result["peaks"]), "```"]
+    if result["training"]:
+        lines += ["", "```", train_table(result["training"]), "```"]
+    return "\n".join(lines)
+
+
+# ---- main ------------------------------------------------------------------------------------
+def resolve_model(name: str, quick: bool, log) -> str:
+    """A model folder (or built-in name): default the workshop's fine-tuned MiniLM (trained once and
+    cached if missing), ``tiny`` in quick mode."""
+    if name:
+        return name
+    if quick:
+        return "tiny"
+    from workbench.workshop import ensure_finetuned
+
+    return str(ensure_finetuned("minilm", log=log))
+
+
+def run(args) -> dict:
+    import torch
+
+    from workbench.data import DataConfig, load_data
+    from workbench.models import load_model
+    from workbench.runs import atomic_write_json
+
+    log = print
+    t_start = time.perf_counter()
+    shapes = tuple(args.shapes) if args.shapes else (QUICK_SHAPES if args.quick else FULL_SHAPES)
+    info = machine_info()
+    log(f"bench: {info['cpu_model']}, {info['logical_cpus']} CPUs, flags "
+        f"{' '.join(f for f, v in info['flags'].items() if v)}; load {info['load_avg_start'][0]:.2f}; threads {args.threads}")
+    torch.set_num_threads(args.threads)
+    model_dir = resolve_model(args.model, args.quick, log)
+    data = load_data(DataConfig.quick() if args.quick else DataConfig(max_eval=args.eval_examples))
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench."))
+    log(f"model {model_dir}; test split {len(data['test'])} examples; work folder {work}")
+
+    torch_rows = load_torch_models(model_dir, info, args.threads, log)
+    ort_rows, meta = build_onnx(model_dir, data, work, max(s for _, s in shapes), args.threads, args.quick, log)
+    rows = [*torch_rows.values(), *ort_rows.values()]
+    vocab = load_model(model_dir, dropout=False).model.config.vocab_size
+    config = torch_rows["torch-eager-fp32"].runner.config
+    log(f"timing {len(rows)} rows x {len(shapes)} shapes, {args.rounds} rounds x {args.repeats} runs, interleaved")
+    interleave(rows, shapes, vocab, args.threads, args.rounds, args.repeats, args.warmup, log)
+    eager = torch_rows["torch-eager-fp32"]
+    rows_json = [row_json(r, shapes, eager) for r in rows]
+    for r in rows:  # free sessions and models before the GEMM peaks and training
+        r.runner = None
+    gc.collect()
+
+    peaks = gemm_peaks(args.threads, 256 if args.quick else 1024, 3 if args.quick else 10)
+    floor_shape = (1, 128) if (1, 128) in shapes else shapes[-1]
+    fl = floor_analysis(config, peaks, rows, floor_shape)
+    train_shape = tuple(args.train_shape[0]) if args.train_shape else ((8, 32) if args.quick else (16, 128))
+    train = [] if args.no_train else training_section(
+        "tiny" if args.quick else "minilm", train_shape, 1 if args.quick else 2,
+        args.train_steps or (2 if args.quick else 6), args.threads, log)
+
+    info["load_avg_end"] = list(os.getloadavg())
+    result = {
+        "schema_version": SCHEMA_VERSION, "benchmark": "bench", "quick": args.quick, "model": str(model_dir),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": info, "threads": args.threads,
+        "settings": {"shapes": [key(s) for s in shapes], "rounds": args.rounds, "repeats": args.repeats, "warmup": args.warmup,
+                     "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning off",
+                     "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
+                     "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},
+        "inference": rows_json, "onnx": meta, "peaks": peaks, "floor": fl, "training": train,
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    log("\n== inference (median ms, p10-p90, speed-up vs PyTorch eager FP32 of the same shape; accuracy on the test split)")
+    log(inference_table(rows_json, shapes))
+    log("\n== the floor")
+    log(floor_text(fl, peaks))
+    if train:
+        log("\n== training steps (interleaved)")
+        log(train_table(train))
+    log(f"\nload average start {info['load_avg_start'][0]:.2f}, end {info['load_avg_end'][0]:.2f}; wall {result['wall_s']:.0f} s")
+    atomic_write_json(Path(args.out), result)
+    md = Path(args.out).with_suffix(".md")
+    md.write_text(markdown(result) + "\n")
+    log(f"wrote {args.out} and {md}")
+    return result
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in part.lower().split("x")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (BATCHxSEQ), got {text!r}") from None
+    if not shapes or any(len(s) != 2 or s[0] < 1 or s[1] < 2 for s in shapes):
+        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (batch >= 1, sequence >= 2), got {text!r}")
+    return shapes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="runs/bench/bench.json", help="JSON file to write")
+    parser.add_argument("--quick", action="store_true", help="every row on the tiny model, small shapes, few repeats")
+    parser.add_argument("--model", default="", help="model folder or built-in name (default: the workshop's fine-tuned MiniLM)")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for PyTorch and ONNX Runtime alike")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per shape (default 5; quick 2)")
+    parser.add_argument("--repeats", type=int, help="timed runs per row per round (default 6; quick 2)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per row and shape")
+    parser.add_argument("--no-train", action="store_true", help="skip the training section")
+    parser.add_argument("--shapes", type=parse_shapes, help="BATCHxSEQ,... (default 1x32,1x128,32x32,32x128; quick 1x16,4x16)")
+    parser.add_argument("--eval-examples", type=int, help="cap the test split scored for accuracy (default: all of it)")
+    parser.add_argument("--train-shape", type=parse_shapes, help="BATCHxSEQ of the training steps (default 16x128; quick 8x32)")
+    parser.add_argument("--train-steps", type=int, help="timed training steps per variant (default 6; quick 2)")
+    parser.add_argument("--work", help="folder for graphs (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    args.rounds = args.rounds or (2 if args.quick else 5)
+    args.repeats = args.repeats or (2 if args.quick else 6)
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""`make bench`'s benchmark (benchmarks/bench.py) in --quick mode on the tiny model: the JSON has
+every row the issue names, each measured or carrying a reason, and the floor analysis. No timing is
+asserted (timings belong to the benchmark's table, not to tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench  # noqa: E402
+
+INFERENCE_ROWS = {"torch-eager-fp32", "torch-sdpa-fp32", "torch-bf16", "torch-compile", "torch-dynamic-int8",
+                  "ort-exported-fp32", "ort-fused-fp32", "ort-fused-int8-dynamic", "ort-fused-int8-dynamic-per-channel",
+                  "ort-fused-int8-dynamic-reduce-range", "ort-exported-int8-static-minmax", "ort-exported-int8-static-best"}
+TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin"}
+
+
+@pytest.fixture(scope="module")
+def quick_json(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench.py"), "--quick", "--out", str(out),
+                           "--work", str(out.parent / "work")], cwd=out.parent, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "== inference" in proc.stdout and "== the floor" in proc.stdout and "== training" in proc.stdout
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow  # a long run: every variant, training included (2-3 min on an idle 2-core machine)
+@pytest.mark.timeout(1800)
+def test_quick_bench_has_every_row_measured_or_explained(quick_json):
+    r = quick_json
+    assert r["schema_version"] == bench.SCHEMA_VERSION and r["quick"] is True
+    m = r["machine"]
+    assert m["cpu_model"] and m["logical_cpus"] >= 1 and len(m["load_avg_start"]) == 3 and len(m["load_avg_end"]) == 3
+    assert set(bench.RECORDED_FLAGS) == set(m["flags"]) and {"avx512_vnni", "amx_bf16", "avx512_bf16"} <= set(m["flags"])
+    assert r["threads"] == 2 and r["settings"]["shapes"] == [bench.key(s) for s in bench.QUICK_SHAPES]
+    rows = {row["name"]: row for row in r["inference"]}
+    assert set(rows) == INFERENCE_ROWS
+    for name, row in rows.items():
+        assert set(row["shapes"]) == set(r["settings"]["shapes"]), name
+        for shape, cell in row["shapes"].items():
+            if cell["available"]:
+                assert cell["runs"] == r["settings"]["rounds"] * r["settings"]["repeats"], (name, shape)
+                assert 0 < cell["p10_ms"] <= cell["median_ms"] <= cell["p90_ms"] and cell["iqr_ms"] >= 0, (name, shape)
+                assert cell["speedup_vs_eager"] > 0 and cell["load_avg"] >= 0
+            else:
+                assert cell["reason"], (name, shape)
+        if not row["available"]:
+            assert row["reason"], name
+    # bf16 is measured exactly when the CPU has bf16 instructions, else it says why not
+    has_bf16 = m["flags"]["avx512_bf16"] or m["flags"]["amx_bf16"]
+    assert rows["torch-bf16"]["available"] == has_bf16
+    if not has_bf16:
+        assert "no bf16 instructions" in rows["torch-bf16"]["reason"]
+    # the rows every machine can run are measured
+    for name in INFERENCE_ROWS - {"torch-bf16", "torch-compile"}:
+        assert rows[name]["available"], (name, rows[name]["reason"])
+    for name in ("ort-fused-int8-dynamic", "ort-exported-int8-static-best"):
+        acc = rows[name]["accuracy"]
+        assert acc["n"] > 0 and 0 <= acc["accuracy"] <= 1 and isinstance(acc["within_budget"], bool)
+    assert r["onnx"]["fused_ops"], "the fused graph has fused operators"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_quick_bench_floor_and_training(quick_json):
+    fl, peaks = quick_json["floor"], quick_json["peaks"]
+    assert fl["total_macs"] == fl["weight_gemm_macs"] + fl["attention_macs"] > 0
+    assert peaks["fp32_peak_gflops"] > 0 and peaks["ort_int8_gops"] > 0
+    assert 0 < fl["int8_floor_ms"] and 0 < fl["fp32_floor_ms"] and fl["max_speedup_int8"] > 0
+    train = {row["variant"]: row for row in quick_json["training"]}
+    assert set(train) == TRAIN_ROWS
+    for name, row in train.items():
+        assert row["status"] == "ok" or row["reason"], name
+    assert train["eager"]["status"] == "ok" and train["eager"]["median_step_s"] > 0
+
+
+def test_forward_macs_matches_minilm_by_hand():
+    """MiniLM-L6 (6 layers, hidden 384, FFN 1536) at 1x128: 2.87 GFLOP, the figure FIELD_NOTES quotes."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(num_hidden_layers=6, hidden_size=384, intermediate_size=1536, num_labels=2)
+    m = bench.forward_macs(cfg, 1, 128)
+    per_layer_weights = 128 * (4 * 384 * 384 + 2 * 384 * 1536)
+    assert m["weight_gemm_macs"] == 6 * per_layer_weights + 384 * 384 + 384 * 2
+    assert m["attention_macs"] == 6 * 2 * 128 * 128 * 384
+    assert 2.8 < m["gflop"] < 3.0
+    assert bench.forward_macs(cfg, 32, 128)["total_macs"] == pytest.approx(32 * m["total_macs"], rel=1e-3)
+
+
+def test_bf16_reason_follows_the_flags():
+    info = {"cpu_model": "X", "flags": {f: False for f in bench.RECORDED_FLAGS}}
+    assert "no bf16 instructions" in bench.bf16_unavailable_reason(info)
+    info["flags"]["amx_bf16"] = True
+    assert bench.bf16_unavailable_reason(info) is None
+
+
+def test_latency_quantiles():
+    from workbench.latency import quantile, summarize
+
+    s = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s.median_ms, s.min_ms, s.p25_ms, s.p75_ms, s.iqr_ms) == (3.0, 1.0, 2.0, 4.0, 2.0)
+    assert s.p10_ms == pytest.approx(1.4) and quantile([7.0], 0.9) == 7.0
+    with pytest.raises(ValueError, match="q must be in"):
+        quantile([1.0], 1.5)
