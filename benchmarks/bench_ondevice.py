@@ -23,23 +23,6 @@ import time
 from pathlib import Path
 
 
-def _pytorch_curve(cfg, data, lr: float, torch_adamw: bool) -> list[float]:
-    """PyTorch eager losses on the stage's batches with another lr or torch.optim.AdamW."""
-    import torch
-
-    from workbench.export import _data_classes
-    from workbench.ondevice import _batches, _TorchTrainer, load_ondevice_model, trainable_names
-
-    classes = _data_classes(data)
-    loaded = load_ondevice_model(cfg, classes)
-    names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
-    trainer = _TorchTrainer(loaded, names, cfg.replace(lr=lr))
-    if torch_adamw:
-        trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps,
-                                              weight_decay=cfg.weight_decay)
-    return [trainer.step(b) for b in _batches(loaded, data["train"], cfg)]
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench_ondevice.json")
@@ -54,7 +37,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from workbench.data import DataConfig, load_data
-    from workbench.ondevice import OnDeviceConfig, run_ondevice
+    from workbench.ondevice import OnDeviceConfig, pytorch_curve, run_ondevice
 
     data = load_data(DataConfig(max_train=max(256, args.steps * args.batch_size), max_eval=64))
     rows = []
@@ -65,8 +48,8 @@ def main(argv=None) -> int:
                                  measure_memory=not args.no_memory, memory_steps=min(args.steps, 10))
             t0 = time.perf_counter()
             r = run_ondevice(cfg, Path(work) / trainable, data=data)
-            doubled = _pytorch_curve(cfg, data, 2 * args.lr, False)
-            torch_adamw = _pytorch_curve(cfg, data, args.lr, True)
+            doubled = pytorch_curve(cfg, data, lr=2 * args.lr)
+            torch_adamw = pytorch_curve(cfg, data, torch_adamw=True)
             d2 = [abs(a - b) for a, b in zip(r.ondevice_losses, doubled)]
             dt = [abs(a - b) for a, b in zip(r.ondevice_losses, torch_adamw)]
             rows.append({

@@ -737,6 +737,28 @@ class _TorchTrainer:
         return float(loss.detach())
 
 
+def pytorch_curve(cfg: OnDeviceConfig, data, lr: Optional[float] = None, torch_adamw: bool = False) -> list[float]:
+    """PyTorch eager's losses on the stage's batches alone (no artifacts): the same run with another
+    learning rate, or with ``torch.optim.AdamW`` instead of ONNX Runtime's update. What the
+    tolerance is measured against (tests and benchmarks/bench_ondevice.py)."""
+    import torch
+
+    from .export import _data_classes
+
+    lr = cfg.lr if lr is None else lr
+    loaded = load_ondevice_model(cfg, _data_classes(data))
+    names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
+    trainer = _TorchTrainer(loaded, names, cfg.replace(lr=lr))
+    if torch_adamw:
+        trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads or previous)
+    try:
+        return [trainer.step(b) for b in _batches(loaded, data["train"], cfg)]
+    finally:
+        torch.set_num_threads(previous)
+
+
 # ---- peak memory, one side per fresh process -----------------------------------------------------
 def _child(argv: Optional[list[str]] = None) -> int:
     """``python -m workbench.ondevice --side ort|eager --work DIR``: run the steps of one side and
