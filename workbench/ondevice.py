@@ -102,12 +102,13 @@ class OnDeviceError(RuntimeError):
 
 class GradientGraphError(OnDeviceError):
     """ONNX Runtime's gradient graph builder could not handle the model. ``operator`` names the
-    operator it stopped at, ``fix`` what to do; ``detail`` keeps ONNX Runtime's own first line."""
+    operator it stopped at, ``where`` which nodes, ``fix`` what to do; ``detail`` keeps ONNX
+    Runtime's own first line (source file and failed check, without the C++ signature)."""
 
-    def __init__(self, operator: str, fix: str, detail: str):
-        self.operator, self.fix, self.detail = operator, fix, detail
-        super().__init__(f"ONNX Runtime's gradient builder cannot differentiate the {operator} operator of this graph; "
-                         f"fix: {fix} (onnxruntime said: {detail})")
+    def __init__(self, operator: str, fix: str, detail: str, where: str = ""):
+        self.operator, self.fix, self.detail, self.where = operator, fix, detail, where
+        super().__init__(f"ONNX Runtime's gradient builder cannot differentiate the {operator} operator"
+                         f"{f' ({where})' if where else ''}; fix: {fix} (onnxruntime said: {detail})")
 
 
 class Trainable(str, enum.Enum):
@@ -520,22 +521,29 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
     """Turn the gradient builder's C++ error into the operator it stopped at and the fix."""
     text = str(exc)
     detail = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    detail = re.sub(r"^/onnxruntime_src/\S+/", "", detail)[:300]
+    detail = re.sub(r"^/onnxruntime_src/\S+/", "", detail)
+    cpp = re.match(r"(\S+\.\w+:\d+) .*?\)(?: const)? (.*)$", detail)  # file:line <C++ signature> <failed check>
+    if cpp:
+        detail = f"{cpp.group(1)}: {cpp.group(2)}"
+    detail = detail[:300]
     nodes = list(graph.graph.node)
     if "OutputDefs().size()" in text:
         # A gradient that reads an output the forward node does not have.
         ln = [n for n in nodes if n.op_type == "LayerNormalization" and len(n.output) < 3]
         if ln:
             return GradientGraphError(
-                f"LayerNormalization ({len(ln)} node(s), e.g. {ln[0].name!r}, written with 1 output at opset {opset})",
+                "LayerNormalization",
                 "export for training at opset 14, where LayerNorm is written as primitive operators: "
-                "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", detail)
+                "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", detail,
+                f"{len(ln)} node(s), e.g. {ln[0].name!r}, written with 1 output at opset {opset}; its gradient reads "
+                "the saved mean and inverse standard deviation, outputs 1 and 2")
         drop = [n for n in nodes if n.op_type == "Dropout" and len(n.output) < 2]
         if drop:
             return GradientGraphError(
-                f"Dropout ({len(drop)} node(s), e.g. {drop[0].name!r}, without its mask output)",
+                "Dropout",
                 "load the model with dropout off and eager attention (load_model(..., dropout=False, "
-                "attn_implementation='eager'), which this stage does for built-in models and folders)", detail)
+                "attn_implementation='eager'), which this stage does for built-in models and folders)", detail,
+                f"{len(drop)} node(s), e.g. {drop[0].name!r}, without the mask output its gradient reads")
     m = re.search(r"Duplicate definition of name \(([^)]*)\)", text)
     if m:
         tensor = m.group(1)
@@ -547,10 +555,10 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
             where = "a node with an empty optional input (e.g. a LayerNorm without a bias, as in ModernBERT)"
             op = "LayerNormalization"
         return GradientGraphError(
-            f"{op} ({where}: its gradient is defined twice)",
+            op,
             "train a smaller set (trainable='head' or 'last') or export at opset 14 in training mode; an architecture "
             "with bias-free LayerNorms cannot be trained by onnxruntime-training 1.19.2: train it with PyTorch "
-            "(`workbench train --backend eager`) and export it afterwards", detail)
+            "(`workbench train --backend eager`) and export it afterwards", detail, f"{where}: its gradient is defined twice")
     op_hits = re.findall(r"\b([A-Z][A-Za-z]+)\b", text)
     known = {n.op_type for n in nodes}
     op = next((o for o in op_hits if o in known), "an operator of this graph")
@@ -856,6 +864,14 @@ def _environment(threads: int) -> dict[str, Any]:
             "logical_cores": os.cpu_count(), "threads": threads}
 
 
+def check_model(cfg: OnDeviceConfig) -> None:
+    """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
+    from .models import BUILTIN_MODELS, check_model_type, resolve_model_path
+
+    if cfg.model not in BUILTIN_MODELS:
+        check_model_type(resolve_model_path(cfg.model))
+
+
 def _check_classes(loaded, data_classes: list[str]) -> None:
     if loaded.num_labels != len(data_classes):
         raise OnDeviceError(
@@ -876,12 +892,9 @@ def run_ondevice(cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLik
 
     from .data import DataConfig, load_data
     from .export import _data_classes
-    from .models import BUILTIN_MODELS, check_model_type, resolve_model_path
-
     cfg = cfg or OnDeviceConfig()
     started = time.perf_counter()
-    if cfg.model not in BUILTIN_MODELS:
-        check_model_type(resolve_model_path(cfg.model))  # ModelError: one line, before any data is loaded
+    check_model(cfg)  # ModelError: one line, before any data is loaded
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
