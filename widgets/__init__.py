@@ -7,14 +7,16 @@ Each panel reads its controls, calls one ``workbench`` function, keeps the resul
 - :class:`TrainPanel`, :class:`ComparePanel`: fine-tune eager / ORTModule / torch.compile and compare;
 - :class:`GraphPanel`: export, validate, fuse, provenance, Netron;
 - :class:`QuantPanel`: INT8 presets, per-slice drift, flips, re-quantization, constrained search;
+- :class:`OnDevicePanel`: on-device training artifacts, onnxruntime.training.api beside PyTorch eager;
 - :class:`Workbench`: all of them in order, as steps.
 """
 
 from .base import Panel, PanelInputError
 from .doctor import DoctorBanner
 from .graph import GraphPanel
+from .ondevice import OnDevicePanel
 from .quant import QuantPanel
 from .train import ComparePanel, TrainPanel
 from .workbench import Workbench
 
-__all__ = ["ComparePanel", "DoctorBanner", "GraphPanel", "Panel", "PanelInputError", "QuantPanel", "TrainPanel", "Workbench"]
+__all__ = ["ComparePanel", "DoctorBanner", "GraphPanel", "OnDevicePanel", "Panel", "PanelInputError", "QuantPanel", "TrainPanel", "Workbench"]

@@ -831,7 +831,91 @@ def _add_workshop(sub) -> None:
     p.set_defaults(func=_cmd_workshop)
 
 
-REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_workshop]
+# --------------------------------------------------------------------------------------------
+# ondevice: training artifacts, onnxruntime.training.api vs PyTorch eager, inference export  (issue 13)
+# --------------------------------------------------------------------------------------------
+def _cmd_ondevice(args) -> int:
+    from .data import DataError
+    from .models import ModelError
+    from .ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
+    from .runs import new_run_dir
+
+    try:
+        over = {k: v for k, v in (("trainable", args.trainable), ("last_n_layers", args.last_n), ("loss", args.loss),
+                                  ("optimizer", args.optimizer), ("lr", args.lr), ("weight_decay", args.weight_decay),
+                                  ("steps", args.steps), ("batch_size", args.batch_size), ("max_length", args.max_length),
+                                  ("seed", args.seed), ("data", args.data), ("max_train", args.max_train), ("opset", args.opset),
+                                  ("tolerance", args.tolerance), ("threads", args.threads),
+                                  ("validation_examples", args.validation_examples)) if v is not None}
+        if args.no_memory:
+            over["measure_memory"] = False
+        cfg = OnDeviceConfig.quick(model=args.model, **over) if args.model == "tiny" else OnDeviceConfig.default(model=args.model, **over)
+        check_model(cfg)  # a wrong folder fails here, before a run folder is made
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
+        bar = None if args.json else TerminalProgress("on-device")
+        try:
+            result = run_ondevice(cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
+                                  stop=_stop_on_sigint())
+        finally:
+            if bar is not None:
+                bar.close()
+    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()))
+    except OSError as exc:
+        return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
+    if args.json:
+        _print_json({"run_dir": str(run_dir), "result": str(run_dir / "ondevice.json"), "ok": result.ok,
+                     "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
+                     "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
+                     "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
+                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio,
+                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes})
+    else:
+        print(table(result))
+        print(f"saved: {run_dir / 'ondevice.json'}   next: workbench fuse {result.inference_dir}")
+    return 0 if result.ok else 1
+
+
+def _add_ondevice(sub) -> None:
+    p = sub.add_parser("ondevice", help="export ONNX Runtime on-device training artifacts, train with onnxruntime.training.api "
+                                        "beside PyTorch eager, export the result for inference",
+                       description="From a fine-tuned checkpoint: write the training, eval and optimizer graphs and the "
+                                   "checkpoint; train STEPS steps with onnxruntime.training.api and with PyTorch eager on the "
+                                   "same batches (dropout off); compare the loss curves, step time and peak memory; export "
+                                   "the trained model to an inference graph (an export folder that `workbench fuse` and "
+                                   "`workbench quantize` read). Exit 0: curves agree and the graph validates; 1: they do "
+                                   "not; 2: bad input.")
+    p.add_argument("--model", default="tiny", help="'tiny' (default), 'minilm' or a fine-tuned Hugging Face model folder")
+    p.add_argument("--trainable", help="head (default for tiny), last (the last N layers + head; default for others) or all")
+    p.add_argument("--last-n", type=int, help="with --trainable last: how many encoder layers train (default 1)")
+    p.add_argument("--loss", help="loss in the training graph (CrossEntropyLoss)")
+    p.add_argument("--optimizer", help="optimizer graph (AdamW)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--steps", type=int, help="training steps on each side (default 10; 20 for MiniLM)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--max-length", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--data", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
+    p.add_argument("--max-train", type=int, help="use at most this many training examples")
+    p.add_argument("--opset", type=int, help="opset of the training export (default 14: the gradient builder fails at 17)")
+    p.add_argument("--tolerance", type=float, help="largest per-step loss difference allowed (default 2e-5, measured)")
+    p.add_argument("--threads", type=int, help="intra-op threads of both sides (default: PyTorch's)")
+    p.add_argument("--validation-examples", type=int, help="examples the inference graph is validated on")
+    p.add_argument("--no-memory", action="store_true", help="skip measuring peak memory (one fresh process per side)")
+    p.add_argument("--runs", default="runs", help="folder for new run folders")
+    p.add_argument("--run-dir", help="write into this folder instead of a new one")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_ondevice)
+
+    def one_line_error(message: str) -> None:  # argparse's usage block would make it two lines
+        p.exit(2, f"workbench ondevice: error: {message} (see workbench ondevice --help)\n")
+
+    p.error = one_line_error
+
+
+REGISTRARS: list[Callable] = [_add_core, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_workshop,
+                               _add_ondevice]
 
 
 def build_parser() -> argparse.ArgumentParser:

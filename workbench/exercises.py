@@ -198,3 +198,23 @@ def check_most_hurt_class(answer: Any, quant_result: Any) -> Verdict:
                                       "the flip table shows which reviews.")
     return Verdict(name, NOT_QUITE, "compare the bars of the class:... slices in the slice chart (the change in "
                                     "accuracy, not the accuracy itself).")
+
+
+# ---- 06 on-device training -------------------------------------------------------------------
+def check_trainable_fraction(answer: Any, result: Any) -> Verdict:
+    """06: what fraction of the model's parameters trains on the device (within 10%)."""
+    name = "trainable fraction"
+    art = getattr(result, "artifacts", None)
+    if art is None:
+        return Verdict(name, NOT_YET, "train on the device first: the answer comes from your own artifacts.")
+    if answer is None:
+        return Verdict(name, NOT_YET, "set FRACTION to your answer (e.g. 0.05 for 5%) and run this cell again.")
+    value = _number(answer)
+    if value is None or not 0 < value <= 1:
+        return Verdict(name, NOT_QUITE, f"FRACTION must be a number above 0 and at most 1, got {answer!r}.")
+    truth = art.trainable_parameters / art.total_parameters
+    if _close(value, truth, 0.10):
+        return Verdict(name, CORRECT, "only these parameters get gradients, optimizer moments and updates; the "
+                                      "frozen rest still sits in the checkpoint, which is why it is nearly as large.")
+    hint = "trainable parameters divided by all parameters: both are in the panel's first table"
+    return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")

@@ -28,11 +28,12 @@ EXPECTED = [
     "03_export_and_fusion",
     "04_quantization_drift",
     "05_audit_your_own_model",
+    "06_on_device_training",
 ]
 CELL_TIMEOUT_S = 300
 DEFAULTS_CELL_TIMEOUT_S = 1200  # committed defaults: MiniLM fine-tuning runs inside one cell
 # The notebooks that start from the workshop's fine-tuned checkpoint (workbench.workshop).
-NEEDS_CHECKPOINT = ("03_export_and_fusion", "04_quantization_drift", "05_audit_your_own_model")
+NEEDS_CHECKPOINT = ("03_export_and_fusion", "04_quantization_drift", "05_audit_your_own_model", "06_on_device_training")
 
 # Small parameters per notebook (RUNS is added by the test: a temporary folder; the notebooks in
 # NEEDS_CHECKPOINT get MODEL = the tiny_checkpoint fixture's folder, so no fine-tuning runs here).
@@ -43,6 +44,8 @@ SMALL: dict[str, dict[str, Any]] = {
     "03_export_and_fusion": {"MODEL": "tiny", "FUSION_PRESET": "inspect_only"},
     "04_quantization_drift": {"MODEL": "tiny", "N_BOOT": 100, "MAX_EVAL": 128},
     "05_audit_your_own_model": {"MODEL": "tiny", "N_BOOT": 100, "MAX_TRAIN": 256, "MAX_EVAL": 128},
+    "06_on_device_training": {"MODEL": "tiny", "TRAINABLE": "last", "STEPS": 3, "LR": 1e-3, "BATCH_SIZE": 8, "THREADS": 1,
+                              "MEASURE_MEMORY": False},
 }
 
 # What must hold at the end of each notebook: its panels ran and kept a result.
@@ -76,6 +79,11 @@ assert graph.error is None and quant.error is None and quant.result is result
 slices = [d.slice for d in result.report.slices]
 for column in SLICE_COLUMNS:
     assert any(s.startswith(column + "=") for s in slices), (column, slices)
+""",
+    "06_on_device_training": """
+assert panel.error is None and panel.result is result
+assert result.loss_parity and result.validation.passed, (result.max_loss_diff, result.validation.message)
+assert len(result.ondevice_losses) == STEPS
 """,
 }
 

@@ -1,0 +1,119 @@
+"""The on-device training panel: write ONNX Runtime's training artifacts for a chosen trainable
+set, train with ``onnxruntime.training.api`` beside PyTorch eager on the same batches, and show
+both loss curves with their difference against the tolerance, step time and peak memory, the
+artifact sizes and the inference graph's validation.
+
+A view over :func:`workbench.ondevice.run_ondevice` and :mod:`workbench.plots.ondevice`.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Optional
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench.ondevice import OnDeviceConfig, OnDeviceResult, Trainable, run_ondevice
+from workbench.plots import ondevice as ondevice_plots
+
+from .base import FAIL_COLOUR, OK_COLOUR, Panel, check_choice, check_range, coloured, fmt, html_table, replace_figure
+
+TRAINABLE = tuple(t.value for t in Trainable)
+
+
+def result_html(r: OnDeviceResult) -> str:
+    """Artifacts, agreement, cost and the inference graph as tables."""
+    a = r.artifacts
+    files = html_table(["artifact", "size", "IR as written"],
+                       [[f.name, fmt(f.size_mib, ".2f", " MiB"), f.ir_version if f.ir_version is not None else "–"] for f in a.files])
+    facts = html_table(["", ""], [
+        ["trainable", f"{a.trainable.value}{f' (last {a.last_n_layers})' if a.trainable is Trainable.LAST else ''}: "
+                      f"{a.trainable_parameters:,} of {a.total_parameters:,} parameters ({len(a.trainable_tensors)} tensors)"],
+        ["loss, optimizer, opset", f"{a.loss}, {a.optimizer}, {a.opset}"],
+        ["loss curves", coloured(f"{'agree' if r.loss_parity else 'DIFFER'}: largest |Δ| {r.max_loss_diff:.2g} vs "
+                                 f"tolerance {r.tolerance:g} over {len(r.ondevice_losses)} steps", r.loss_parity)],
+        ["inference graph", coloured(r.validation.message, r.validation.passed)],
+        ["vs the PyTorch-trained model", f"largest |Δ logit| {r.agreement_with_pytorch_training.max_abs_diff:.2g}; "
+                                         f"weights differ by {r.weights_max_abs_diff:.2g}"],
+        ["next", f"workbench fuse {r.inference_dir}"],
+    ])
+    cost = html_table(["side", "median step", "peak RSS", "growth during steps"], [
+        [s.name, fmt(s.median_step_ms, ".2f", " ms"), fmt(s.peak_rss_mib, ".0f", " MiB"), fmt(s.rss_growth_mib, ".0f", " MiB")]
+        for s in (r.ondevice, r.pytorch)])
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in r.notes)
+    return facts + files + cost + (f"<ul>{notes}</ul>" if notes else "")
+
+
+class OnDevicePanel(Panel):
+    """Train on the device (``onnxruntime.training.api``) beside PyTorch eager; ``panel.result`` is
+    the :class:`~workbench.ondevice.OnDeviceResult`.
+
+    Options: ``model`` ("tiny", "minilm" or a checkpoint folder; a TrainPanel's checkpoint works),
+    ``trainable``, ``last_n_layers``, ``steps``, ``lr``, ``batch_size``, ``threads``,
+    ``measure_memory``, ``data`` (a DatasetDict; default the reviews), ``run_dir``.
+    """
+
+    OPTIONS = {"model": "tiny", "trainable": "head", "last_n_layers": 1, "steps": 10, "lr": 1e-3, "batch_size": 8,
+               "threads": None, "measure_memory": True, "data": None, "run_dir": None}
+    TITLE = "On-device training"
+    HELP = ("ONNX Runtime's training artifacts for the chosen parameters, trained with onnxruntime.training.api "
+            "beside PyTorch eager on the same batches; exported back to an inference graph.")
+    RUN_LABEL = "Train on device"
+    STOPPABLE = True
+
+    def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
+        check_choice("trainable", options["trainable"], TRAINABLE)
+        check_range("steps", options["steps"], 1, 10_000)
+        check_range("last_n_layers", options["last_n_layers"], 1, 100)
+        check_range("lr", options["lr"], 1e-8, 0.5, "a learning rate such as 1e-4")
+        check_range("batch_size", options["batch_size"], 1, 1024)
+        style = {"description_width": "110px"}
+        return {
+            "model": W.Text(value=str(options["model"]), description="model", style=style),
+            "trainable": W.ToggleButtons(options=TRAINABLE, value=options["trainable"], description="trainable", style=style),
+            "last_n_layers": W.BoundedIntText(value=int(options["last_n_layers"]), min=1, max=100, description="last N layers",
+                                              style=style),
+            "steps": W.BoundedIntText(value=int(options["steps"]), min=1, max=10_000, description="steps", style=style),
+            "lr": W.BoundedFloatText(value=float(options["lr"]), min=1e-8, max=0.5, step=1e-4, description="learning rate",
+                                     style=style),
+            "batch_size": W.BoundedIntText(value=int(options["batch_size"]), min=1, max=1024, description="batch size",
+                                           style=style),
+        }
+
+    def _controls_box(self) -> W.Widget:
+        c = self.controls
+        return W.VBox([W.HBox([c["model"], c["trainable"]]), W.HBox([c["last_n_layers"], c["steps"]]),
+                       W.HBox([c["lr"], c["batch_size"]])])
+
+    def _build_views(self) -> list[W.Widget]:
+        self.figure = go.FigureWidget(layout=dict(height=460, template="plotly_white"))
+        self.cost_figure = go.FigureWidget(layout=dict(height=340, template="plotly_white"))
+        self.results_html = W.HTML("")
+        return [self.figure, self.results_html, self.cost_figure]
+
+    def config(self, values: Optional[dict[str, Any]] = None) -> OnDeviceConfig:
+        """The OnDeviceConfig the controls describe (OnDeviceError, one line, for a bad value)."""
+        v = values or self.values()
+        base = OnDeviceConfig.quick if v["model"] == "tiny" else OnDeviceConfig.default
+        return base(model=v["model"], trainable=v["trainable"], last_n_layers=int(v["last_n_layers"]), steps=int(v["steps"]),
+                    lr=float(v["lr"]), batch_size=int(v["batch_size"]), threads=self.options["threads"],
+                    measure_memory=bool(self.options["measure_memory"]))
+
+    def _compute(self, values: dict[str, Any]) -> OnDeviceResult:
+        cfg = self.config(values)
+        return run_ondevice(cfg, self._resolve_run_dir("ondevice"), data=self.options["data"],
+                            progress=lambda i, n, what: self.progress_callback(i, n, None, what), stop=self.stop_event)
+
+    def _draw(self, result: OnDeviceResult) -> None:
+        replace_figure(self.figure, ondevice_plots.loss_curves(result))
+        replace_figure(self.cost_figure, ondevice_plots.cost_bars(result))
+        self.results_html.value = result_html(result)
+
+    def _summary(self, result: OnDeviceResult) -> str:
+        return (f"curves {'agree' if result.loss_parity else 'DIFFER'} (|Δ| {result.max_loss_diff:.2g}); "
+                f"inference graph {'validated' if result.validation.passed else 'FAILED validation'}; "
+                f"step time {result.step_time_ratio:.2f}x PyTorch eager")
+
+    def _summary_colour(self, result: OnDeviceResult) -> str:
+        return OK_COLOUR if result.ok else FAIL_COLOUR
