@@ -422,6 +422,7 @@ def build_summary(inp: ReportInputs) -> dict:
                                            "repeats": base.timing.repeats, "threads": base.timing.threads})
         except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
             inp.notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
+    inp.data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
     quant = []
     for r in results:
         chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)
