@@ -459,3 +459,15 @@ def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_t
     with pytest.raises(QuantizeError, match="with symbolic shape inference"):  # it fails on exported graphs
         preprocess_for_static(broken, tmp_path / "graphs" / "pre.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs"]
+
+
+def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, monkeypatch):
+    """A relative run folder (`workbench audit --out out`) once resolved against the scratch folder
+    pre-processing runs in, and static quantization failed with FileNotFoundError."""
+    from pathlib import Path
+
+    from workbench.quantize import preprocess_for_static
+
+    monkeypatch.chdir(tmp_path)
+    out = preprocess_for_static(Path(fused_tiny.fused_path), Path("rel") / "pre.onnx")
+    assert (tmp_path / "rel" / "pre.onnx").is_file() and out == Path("rel") / "pre.onnx"
