@@ -317,8 +317,10 @@ def check_inputs(cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> Chec
     """Every check that needs no heavy work; raises :class:`AuditInputError` with one clear line."""
     model = check_model(cfg.model)
     data = prepare_data(cfg, model)
-    out = Path(out_dir) if out_dir is not None else runs.new_run_dir(f"audit-{model.folder.name}")
+    out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model.folder.name}"
     try:
+        if out_dir is None:  # runs/<timestamp>-audit-<model>, under the current folder (or $WORKBENCH_RUNS)
+            out = runs.new_run_dir(f"audit-{model.folder.name}")
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{time.time_ns()}"
         probe.write_text("")

@@ -178,7 +178,7 @@ def test_bad_inputs_exit_2_with_one_line_before_any_export(audit_model, audit_cs
     assert "['review', 'sentiment', 'channel', 'id']" in err
 
 
-def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys):
+def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys, monkeypatch):
     from workbench.cli import main
 
     blocker = tmp_path / "a-file"
@@ -186,6 +186,15 @@ def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys):
     code = main(_audit_args(audit_model, audit_csv, blocker / "out"))
     err = capsys.readouterr().err
     assert code == 2 and "cannot write the output folder" in err
+    # without --out the run folder goes under runs/ (WORKBENCH_RUNS): the same one line when it cannot be made
+    import workbench.runs as runs
+
+    monkeypatch.setattr(runs, "DEFAULT_ROOT", blocker / "runs")
+    args = _audit_args(audit_model, audit_csv, tmp_path)
+    del args[args.index("--out"):args.index("--out") + 2]
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot write the output folder" in err and str(blocker) in err, err
 
 
 def test_rerun_keeps_the_previous_report_until_the_new_one_is_complete(audit_meets, monkeypatch):
