@@ -93,7 +93,8 @@ class AuditConfig:
         for name in ("budget_overall", "budget_slice"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not -1.0 <= v <= 1.0:
-                raise AuditInputError(f"{name} is a fraction of accuracy between -1 and 1 (0.01 = one point), got {v!r}")
+                raise AuditInputError(f"{name} (--{name.replace('_', '-')}) is a fraction of accuracy between -1 and 1 "
+                                      f"(0.01 = one point), got {v!r}")
         if not 8 <= self.calibration_size <= 100_000:
             raise AuditInputError(f"calibration_size must be from 8 to 100000 rows, got {self.calibration_size}")
         if not 0.0 < self.calibration_fraction <= 0.5:
@@ -316,8 +317,10 @@ def check_inputs(cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> Chec
     """Every check that needs no heavy work; raises :class:`AuditInputError` with one clear line."""
     model = check_model(cfg.model)
     data = prepare_data(cfg, model)
-    out = Path(out_dir) if out_dir is not None else runs.new_run_dir(f"audit-{model.folder.name}")
+    out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model.folder.name}"
     try:
+        if out_dir is None:  # runs/<timestamp>-audit-<model>, under the current folder (or $WORKBENCH_RUNS)
+            out = runs.new_run_dir(f"audit-{model.folder.name}")
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{time.time_ns()}"
         probe.write_text("")
@@ -361,7 +364,7 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
     later is recorded (its message in the report) and the audit ends with exit code 1."""
     import datasets
 
-    from .report import EXIT_INCOMPLETE, ReportInputs, search_over_results, write_report
+    from .report import ReportInputs, search_over_results, write_report
 
     t_start = time.perf_counter()
     checked = checked or check_inputs(cfg, out_dir)
@@ -509,7 +512,7 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
     rpath, spath, summary = write_report(inputs, out)
     stages[-1]["seconds"] = time.perf_counter() - t0
     verdict = summary["verdict"]
-    code = verdict["exit_code"] if not any(s["status"] == "failed" for s in stages) else EXIT_INCOMPLETE
+    code = verdict["exit_code"]  # 1 (incomplete) when a step failed: the report decides, summary.json agrees
     log(f"      wrote {rpath} and {spath.name}")
     log(f"\nverdict: {verdict['text']}")
     return AuditResult(out, rpath, spath, verdict, code, stages, time.perf_counter() - t_start)

@@ -683,8 +683,11 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
         try:
             # ONNX Runtime's symbolic shape inference saves a failing model as
             # ./sym_shape_infer_temp.onnx (+ a .data file): work from a scratch folder instead.
+            # Both paths are made absolute *before* changing directory: a relative run folder
+            # (`workbench audit --out out`) once resolved against the scratch folder.
+            src_abs, tmp_abs = str(Path(fp32_path).resolve()), str(tmp.resolve())
             with _working_directory(scratch):
-                quant_pre_process(str(Path(fp32_path).resolve()), str(tmp.resolve()), skip_symbolic_shape=not symbolic)
+                quant_pre_process(src_abs, tmp_abs, skip_symbolic_shape=not symbolic)
         except Exception as exc:
             raise QuantizeError(
                 f"pre-processing {fp32_path} for static quantization failed "

@@ -316,6 +316,19 @@ def _load_candidate(c, by_path: dict):
 
 
 def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
+    """The verdict of what was evaluated; when a step failed it is ``incomplete`` (exit code 1)
+    whatever the variants that did run show, so summary.json and the exit code always agree."""
+    v = _verdict_of_variants(inp, search, by_path)
+    failed = [s for s in inp.stages if s.get("status") == "failed"]
+    if failed and v["status"] != "incomplete":
+        steps = "; ".join(f"{s['name']} ({s.get('message', '')})" for s in failed)
+        v.update(status="incomplete", exit_code=EXIT_INCOMPLETE,
+                 text=f"Incomplete: a step failed, so this is not a verdict on everything asked for. Failed: {steps}. "
+                      f"Of what did run: {v['text']}")
+    return v
+
+
+def _verdict_of_variants(inp: ReportInputs, search, by_path: dict) -> dict:
     bo, bs = inp.budget_overall, inp.budget_per_slice
     budget_words = f"{_pts(bo)} overall and {_pts(bs)} on every slice"
     failed = [s for s in inp.stages if s.get("status") == "failed"]
@@ -422,6 +435,7 @@ def build_summary(inp: ReportInputs) -> dict:
                                            "repeats": base.timing.repeats, "threads": base.timing.threads})
         except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
             inp.notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
+    inp.data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
     quant = []
     for r in results:
         chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)

@@ -37,12 +37,21 @@ def _audit_args(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def audit_meets(audit_model, audit_csv, tmp_path_factory):
-    """One audit with a budget any sane INT8 variant meets (99 points): (exit code, out folder, summary)."""
+    """One audit with a budget any sane INT8 variant meets (99 points): (exit code, out folder, summary).
+
+    Run as a user would, from another folder with relative paths: a relative --out once broke the
+    static preset (pre-processing resolved it against its scratch folder)."""
     from workbench.cli import main
 
     out = tmp_path_factory.mktemp("audit-meets")
-    code = main(_audit_args(audit_model, audit_csv, out, "--presets", "dynamic", "static-minmax",
-                            "--budget-overall", "0.99", "--budget-slice", "0.99"))
+    cwd = out.parent
+    rel = [Path(os.path.relpath(p, cwd)) for p in (audit_model, audit_csv, out)]
+    previous = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = main(_audit_args(*rel, "--presets", "dynamic", "static-minmax", "--budget-overall", "0.99", "--budget-slice", "0.99"))
+    finally:
+        os.chdir(previous)
     return code, out, json.loads((out / "summary.json").read_text())
 
 
@@ -169,7 +178,7 @@ def test_bad_inputs_exit_2_with_one_line_before_any_export(audit_model, audit_cs
     assert "['review', 'sentiment', 'channel', 'id']" in err
 
 
-def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys):
+def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys, monkeypatch):
     from workbench.cli import main
 
     blocker = tmp_path / "a-file"
@@ -177,6 +186,15 @@ def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys):
     code = main(_audit_args(audit_model, audit_csv, blocker / "out"))
     err = capsys.readouterr().err
     assert code == 2 and "cannot write the output folder" in err
+    # without --out the run folder goes under runs/ (WORKBENCH_RUNS): the same one line when it cannot be made
+    import workbench.runs as runs
+
+    monkeypatch.setattr(runs, "DEFAULT_ROOT", blocker / "runs")
+    args = _audit_args(audit_model, audit_csv, tmp_path)
+    del args[args.index("--out"):args.index("--out") + 2]
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "cannot write the output folder" in err and str(blocker) in err, err
 
 
 def test_rerun_keeps_the_previous_report_until_the_new_one_is_complete(audit_meets, monkeypatch):
@@ -219,3 +237,19 @@ def test_demo_runs_folder_that_cannot_be_created(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and "cannot create a run folder" in err and str(blocker) in err
+
+
+def test_a_failed_step_makes_the_verdict_incomplete_in_summary_json_too(audit_meets):
+    """A static preset that failed while a dynamic one met the budget: the audit exits 1, and
+    summary.json must say the same (a CI job may read either), naming the failed step."""
+    from workbench.report import EXIT_INCOMPLETE, build_summary, inputs_from_run
+
+    _, out, _ = audit_meets
+    stages = [{"name": "environment", "status": "ok", "seconds": 1.0},
+              {"name": "quantize", "status": "failed", "seconds": 2.0, "message": "QuantizeError: static pre-processing failed"}]
+    s = build_summary(inputs_from_run(out, kind="audit", stages=stages, budget_overall=0.99, budget_per_slice=0.99))
+    v = s["verdict"]
+    assert v["status"] == "incomplete" and v["exit_code"] == EXIT_INCOMPLETE
+    assert "quantize (QuantizeError: static pre-processing failed)" in v["text"] and "Of what did run:" in v["text"]
+    ok = build_summary(inputs_from_run(out, kind="audit", stages=stages[:1], budget_overall=0.99, budget_per_slice=0.99))
+    assert ok["verdict"]["status"] == "meets_budget" and ok["verdict"]["exit_code"] == 0

@@ -140,3 +140,20 @@ def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):
 
     rc = main(["train", "--backend", "ortmodule", "--precision", "bf16", "--run-dir", str(tmp_path)])
     assert rc == 2 and "no bf16 MatMul kernel" in capsys.readouterr().err
+
+
+def test_cli_compare_works_from_another_directory(tmp_path):
+    """The per-backend child process once read its config through a path relative to the
+    caller's directory while running in the repository: from anywhere else it failed."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "compare", "--backends", "eager", "--steps", "2",
+                           "--eval-every", "0", "--runs", "relative-runs", "--json"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (run_dir,) = (tmp_path / "relative-runs").iterdir()
+    assert json.loads(proc.stdout)["backends"]["eager"]["status"] == "ok"
+    assert (run_dir / "compare.json").is_file() and (run_dir / "eager" / "train.json").is_file()

@@ -18,10 +18,10 @@ def test_quick_demo_runs_every_stage_from_the_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     result = load_result(DemoResult, run / "demo.json")
-    assert [s.name for s in result.stages] == ["doctor", "data", "fine-tune", "export", "fuse", "quantize"]
+    assert [s.name for s in result.stages] == ["doctor", "data", "fine-tune", "export", "fuse", "quantize", "report"]
     assert all(s.status == "ok" for s in result.stages)
     for rel in ("compare.json", "export/export.json", "export/model.onnx", "fusion/fusion.json",
-                "quantize/dynamic/quantize.json", "summary.md"):
+                "quantize/dynamic/quantize.json", "summary.md", "report.html", "summary.json"):
         assert (run / rel).is_file(), rel
     compare = json.loads((run / "compare.json").read_text())
     by_backend = {r["backend"]: r for r in compare["runs"]}
@@ -36,6 +36,16 @@ def test_quick_demo_runs_every_stage_from_the_cli(tmp_path, capsys):
     summary = (run / "summary.md").read_text()
     assert "| fine-tune | ok |" in summary and "ran in ONNX Runtime: yes" in summary
     assert "== quantize ==" in out
+    # the same one-page report as `workbench audit` writes
+    from workbench.report import validate_summary
+
+    report = json.loads((run / "summary.json").read_text())
+    validate_summary(report)
+    assert report["kind"] == "demo" and report["training"]["runs"] and report["quantization"][0]["name"] == "dynamic-qint8"
+    import html
+
+    assert html.escape(report["verdict"]["text"], quote=True) in (run / "report.html").read_text()
+    assert report["data"]["split_sizes"]["test"] == report["quantization"][0]["overall"]["n"]
 
 
 def test_a_failing_stage_is_recorded_and_earlier_results_survive(tmp_path):
@@ -43,7 +53,10 @@ def test_a_failing_stage_is_recorded_and_earlier_results_survive(tmp_path):
     lines: list[str] = []
     result = run_demo(cfg, tmp_path / "run", log=lines.append)
     status = {s.name: s.status for s in result.stages}
-    assert status == {"doctor": "ok", "data": "ok", "fine-tune": "failed", "export": "skipped", "fuse": "skipped", "quantize": "skipped"}
+    assert status == {"doctor": "ok", "data": "ok", "fine-tune": "failed", "export": "skipped", "fuse": "skipped", "quantize": "skipped",
+                      "report": "ok"}
+    report = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert report["verdict"]["status"] == "incomplete" and "fine-tune" in report["verdict"]["text"]
     failed = result.stage("fine-tune")
     assert "no-such-model" in failed.message and "neither a built-in model" in failed.message
     assert (tmp_path / "run" / "data.json").is_file() and (tmp_path / "run" / "doctor.txt").is_file()

@@ -632,3 +632,15 @@ def test_exclude_worst_leaves_the_ranked_worst_nodes_in_fp32(quant_tiny_static, 
     assert any("exclude_worst=2" in n for n in r.notes)
     with pytest.raises(QuantizeError, match="exclude_worst must be a whole number"):
         QuantConfig.static_qdq(exclude_worst=-1)
+
+
+def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, monkeypatch):
+    """A relative run folder (`workbench audit --out out`) once resolved against the scratch folder
+    pre-processing runs in, and static quantization failed with FileNotFoundError."""
+    from pathlib import Path
+
+    from workbench.quantize import preprocess_for_static
+
+    monkeypatch.chdir(tmp_path)
+    out = preprocess_for_static(Path(fused_tiny.fused_path), Path("rel") / "pre.onnx")
+    assert (tmp_path / "rel" / "pre.onnx").is_file() and out == Path("rel") / "pre.onnx"

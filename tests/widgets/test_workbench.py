@@ -113,3 +113,18 @@ def test_a_working_step_says_running_in_its_title(tmp_path: Path) -> None:
     wb.train.run()
     assert seen[0] == "True: ● 2. Fine-tune — running"
     assert seen[-1].startswith(f"False: {DONE} 2. Fine-tune — done")
+
+
+def test_write_report_button_reports_what_was_done(finished: Workbench) -> None:
+    import json
+
+    from workbench.report import validate_summary
+
+    finished.report_button.click()
+    assert finished.error_box.layout.display == "none", finished.error_box.value
+    page, data = finished.run_dir / "report.html", finished.run_dir / "summary.json"
+    assert page.is_file() and "Plotly.newPlot" in page.read_text()
+    summary = json.loads(data.read_text())
+    validate_summary(summary)
+    assert summary["kind"] == "workbench" and summary["training"] is not None and summary["quantization"]
+    assert "wrote" in finished.report_link.value
