@@ -161,6 +161,18 @@ class _ProgressLines:
                 self.next_fraction += 0.1
 
 
+def _readable_by_all(folder: Path) -> None:
+    """The usual permissions (0666 / 0777 less the umask) on the checkpoint and its files: the
+    safetensors writer makes its weights file 0600, which locks out the other accounts of a room
+    that shares one ``ORT_WORKBENCH_HOME``."""
+    mask = os.umask(0)
+    os.umask(mask)
+    folder.chmod(0o777 & ~mask)
+    for path in folder.iterdir():
+        if path.is_file():
+            path.chmod(0o666 & ~mask)
+
+
 def ensure_finetuned(
     model: Optional[str] = None,
     recipe: Optional[TrainConfig] = None,
@@ -221,6 +233,7 @@ def ensure_finetuned(
                 created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             )
             runs.save_result(info, checkpoint / INFO_FILE)
+            _readable_by_all(checkpoint)
             shutil.rmtree(folder, ignore_errors=True)  # an incomplete leftover (no finetuned.json)
             os.replace(checkpoint, folder)  # same file system: the complete folder appears at once
         finally:

@@ -40,6 +40,12 @@ def test_trains_once_then_returns_the_cached_checkpoint(tmp_path: Path, calls) -
     assert info.recipe == RECIPE and info.backend == "eager" and info.steps == 2
     assert info.recipe_hash == workshop.recipe_hash(RECIPE) and 0.0 <= info.val_accuracy <= 1.0
     assert any("step 2/2" in line for line in lines), lines  # progress reached the learner
+    # readable by the other accounts of a room sharing the cache (safetensors writes 0600)
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    assert {p.name: p.stat().st_mode & 0o777 for p in first.iterdir()} == {p.name: 0o666 & ~mask for p in first.iterdir()}
 
     mtime = (first / "model.safetensors").stat().st_mtime_ns
     again = workshop.ensure_finetuned(recipe=RECIPE, home=tmp_path, log=lines.append)
