@@ -98,9 +98,9 @@ def inject(nb: nbformat.NotebookNode, values: dict[str, Any]) -> None:
     nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]}))
 
 
-def test_the_six_notebooks_exist() -> None:
+def test_every_notebook_exists_and_has_its_checks() -> None:
     assert [p.stem for p in notebook_paths()] == EXPECTED
-    assert set(SMALL) == set(EXPECTED) == set(CHECKS)
+    assert set(SMALL) == set(EXPECTED) == set(CHECKS) == set(REAL_CHECKS)
 
 
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
@@ -241,6 +241,8 @@ REAL_CHECKS: dict[str, str] = {
     "assert report.num_layers == 6 and report.fused_op_counts.get('Attention') == 6, report.fused_op_counts\n",
     "04_quantization_drift": REAL.format(acc="result.report.overall.reference.accuracy"),
     "05_audit_your_own_model": REAL.format(acc="result.report.overall.reference.accuracy"),
+    "06_on_device_training": "assert 'finetuned' in str(result.model_source), result.model_source\n"
+    "assert result.artifacts.total_parameters > 20_000_000, result.artifacts.total_parameters  # MiniLM: 22.7 M\n",
 }
 
 
