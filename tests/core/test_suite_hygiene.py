@@ -30,7 +30,9 @@ def test_plain():
 def _suite(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makefile(".toml", pyproject=PYPROJECT.read_text().replace('testpaths = ["tests"]', 'testpaths = ["."]'))
-    pytester.makepyfile(test_gpu=GPU_TEST)
+    # a module name no real test file has: in-process runs share sys.modules with this suite
+    # (tests/core/test_gpu.py imported first made this file an import-mismatch error)
+    pytester.makepyfile(test_gpu_marker_probe=GPU_TEST)
 
 
 def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
