@@ -23,7 +23,8 @@ import time
 from typing import Callable, Optional, Sequence
 
 from .latency import measure
-from .ortinfer import ShapeLatency, check_shapes, forward_arg_names, synthetic_batch
+from .batches import model_inputs
+from .ortinfer import ShapeLatency, check_shapes, synthetic_batch
 
 PEERS = ("eager_fp32", "sdpa_fp16", "compile_fp16")
 PEER_LABELS = {"eager_fp32": "PyTorch eager FP32", "sdpa_fp16": "PyTorch SDPA FP16",
@@ -54,12 +55,12 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
     notes: list[str] = []
 
     def time_module(module, base) -> list[ShapeLatency]:
-        accepted = forward_arg_names(base)  # the plain module's: a compiled wrapper hides them
         res = []
         with torch.inference_mode():
             for batch, seq in shapes:
-                enc = {k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(batch, seq, vocab_size).items()
-                       if k in accepted}
+                # the plain module's inputs (model_inputs also sees through a compiled wrapper)
+                enc = model_inputs(base, {k: torch.from_numpy(v).to(device)
+                                          for k, v in synthetic_batch(batch, seq, vocab_size).items()})
 
                 def call():
                     module(**enc)
@@ -87,8 +88,8 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
             t0 = time.perf_counter()
             with torch.inference_mode():
                 for batch, seq in shapes:  # compile (and record the CUDA graphs) for every shape before timing
-                    enc = {k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(batch, seq, vocab_size).items()
-                           if k in forward_arg_names(sdpa)}
+                    enc = model_inputs(sdpa, {k: torch.from_numpy(v).to(device)
+                                              for k, v in synthetic_batch(batch, seq, vocab_size).items()})
                     for _ in range(3):
                         compiled(**enc)
             torch.cuda.synchronize(device)

@@ -348,16 +348,6 @@ def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
     return dims
 
 
-def forward_arg_names(module) -> set[str]:
-    """The keyword arguments ``module.forward`` takes. ``inspect.signature`` follows ``__wrapped__``:
-    transformers 5 wraps ``forward`` in decorators whose own code object only has ``*args, **kwargs``
-    (reading ``forward.__code__.co_varnames`` there dropped every input: "You must specify exactly one
-    of input_ids or inputs_embeds")."""
-    import inspect
-
-    return set(inspect.signature(module.forward).parameters)
-
-
 def latency_by_shape(
     onnx_or_session: SessionOrPath,
     shapes: Sequence[Sequence[int]] = ((1, 128),),
