@@ -255,8 +255,8 @@ class QuantConfig:
         (attention's activation products stay FP32), and the 6 nodes with the worst SQNR on
         calibration texts left in FP32 (on MiniLM: the feed-forward output projections, whose inputs
         after GELU have the widest ranges)."""
-        return cls.static_qdq("minmax", samples=128, **{"per_channel": True, "matmul_const_b_only": True,
-                                                        "exclude_worst": 6, **kw})
+        return cls.static_qdq("minmax", **{"samples": 128, "per_channel": True, "matmul_const_b_only": True,
+                                              "exclude_worst": 6, **kw})
 
     @classmethod
     def presets(cls) -> dict[str, "QuantConfig"]:

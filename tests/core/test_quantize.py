@@ -63,6 +63,19 @@ def test_presets_and_string_conversion():
     assert back == cfg
 
 
+def test_static_best_takes_every_knob_and_the_search_candidates_build():
+    """The demo's search starts from ``default_candidates()``; a keyword clash in a preset builder
+    (static_best(samples=64) once raised TypeError) failed the demo while every other test passed."""
+    from workbench.quantize import default_candidates
+
+    assert QuantConfig.static_best().samples == 128
+    assert QuantConfig.static_best(samples=64, exclude_worst=2).samples == 64
+    assert QuantConfig.static_best(exclude_worst=2).exclude_worst == 2
+    cands = default_candidates()
+    assert len({c.label for c in cands}) == len(cands) >= 4
+    assert any(c.samples == 64 and c.exclude_worst for c in cands)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
