@@ -13,7 +13,7 @@ processes hits all variants alike. Medians, p10/p90 and the interquartile range 
 ratios against PyTorch eager FP32 of the same shape. Threads are explicit and equal: ``--threads``
 for PyTorch (``torch.set_num_threads``) and ONNX Runtime (``intra_op_num_threads``).
 
-Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quantize.run_quantization`
+Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quant.quantize.run_quantization`
 on the held-out test split (and golden set) against their FP32 graph, slice by slice; the budget
 check is the issue's (0.5 points overall, 2 points per slice of >= 50 examples).
 
@@ -56,6 +56,8 @@ HERE = Path(__file__).resolve().parent
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+
+from workbench.options import shapes_arg  # noqa: E402
 
 SCHEMA_VERSION = 1
 FULL_SHAPES = ((1, 32), (1, 128), (32, 32), (32, 128))
@@ -214,10 +216,10 @@ def load_torch_models(model_dir: str, info: dict, threads: int, log) -> dict[str
 
 def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, quick: bool, log) -> tuple[dict[str, Row], dict]:
     """Export, fuse, quantize (each INT8 preset, scored on the test split against its FP32 graph)."""
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion
     from workbench.ortinfer import make_session
-    from workbench.quantize import QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
+    from workbench.quant import QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
     exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / "export", data=data)
@@ -537,16 +539,6 @@ def run(args) -> dict:
     return result
 
 
-def parse_shapes(text: str) -> list[tuple[int, int]]:
-    try:
-        shapes = [tuple(int(v) for v in part.lower().split("x")) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (BATCHxSEQ), got {text!r}") from None
-    if not shapes or any(len(s) != 2 or s[0] < 1 or s[1] < 2 for s in shapes):
-        raise argparse.ArgumentTypeError(f"shapes look like 1x128,32x128 (batch >= 1, sequence >= 2), got {text!r}")
-    return shapes
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench.json", help="JSON file to write")
@@ -557,9 +549,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, help="timed runs per row per round (default 6; quick 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per row and shape")
     parser.add_argument("--no-train", action="store_true", help="skip the training section")
-    parser.add_argument("--shapes", type=parse_shapes, help="BATCHxSEQ,... (default 1x32,1x128,32x32,32x128; quick 1x16,4x16)")
+    parser.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... (default 1x32,1x128,32x32,32x128; quick 1x16,4x16)")
     parser.add_argument("--eval-examples", type=int, help="cap the test split scored for accuracy (default: all of it)")
-    parser.add_argument("--train-shape", type=parse_shapes, help="BATCHxSEQ of the training steps (default 16x128; quick 8x32)")
+    parser.add_argument("--train-shape", type=shapes_arg, help="BATCHxSEQ of the training steps (default 16x128; quick 8x32)")
     parser.add_argument("--train-steps", type=int, help="timed training steps per variant (default 6; quick 2)")
     parser.add_argument("--work", help="folder for graphs (default: a temporary folder)")
     args = parser.parse_args(argv)

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from workbench.options import shapes_arg
+
 GOALS = {1: 2.5, 32: 1.5}  # fused FP16 + CUDA graph vs torch.compile reduce-overhead, per batch size (issue 10)
 ROWS = (  # (label, where in the report)
     ("PyTorch eager FP32", ("pytorch", None)),
@@ -38,10 +40,6 @@ ROWS = (  # (label, where in the report)
     ("ONNX Runtime {dev}, fused FP16", ("variant", "transformer_fp16")),
     ("ONNX Runtime {dev}, fused FP16 + CUDA graph", ("graph", "transformer_fp16")),
 )
-
-
-def _shapes(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple((int(b), int(s)) for b, s in (p.lower().split("x") for p in text.split(",")))
 
 
 def rows(report) -> list[tuple[str, dict[tuple[int, int], float]]]:
@@ -76,7 +74,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench_gpu.json", help="JSON file to write")
     parser.add_argument("--model", default=None, help="'minilm' (default), 'tiny' or a model folder")
-    parser.add_argument("--shapes", type=_shapes, help="BATCHxSEQ,... (default 1x128,32x128)")
+    parser.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... (default 1x128,32x128)")
     parser.add_argument("--repeats", type=int, help="timed runs per shape (default 100; quick: 10)")
     parser.add_argument("--warmup", type=int, help="untimed runs per shape first (default 10; quick: 3)")
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke run)")
@@ -110,8 +108,8 @@ def main(argv=None) -> int:
     else:
         device = "cpu"
 
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion, summary, table
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion, summary, table
 
     model = args.model or ("tiny" if args.cpu_dry_run else "minilm")
     shapes = args.shapes or (((1, 16), (2, 16)) if args.cpu_dry_run else ((1, 128), (32, 128)))

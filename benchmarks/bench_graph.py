@@ -18,9 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _shapes(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple((int(b), int(s)) for b, s in (p.lower().split("x") for p in text.split(",")))
+from workbench.options import shapes_arg
 
 
 def main(argv=None) -> int:
@@ -28,7 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="runs/bench/bench_graph.json", help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="two shapes, 5 timed runs each (a smoke run)")
     parser.add_argument("--model", default="minilm", help="'minilm', 'tiny' or a model folder")
-    parser.add_argument("--shapes", type=_shapes, help="BATCHxSEQ,... (default 1x32,1x128,8x128; quick: 1x32,1x128)")
+    parser.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... (default 1x32,1x128,8x128; quick: 1x32,1x128)")
     parser.add_argument("--repeats", type=int, help="timed runs per shape (default 30; quick: 5)")
     parser.add_argument("--warmup", type=int, help="untimed runs per shape first (default 5; quick: 2)")
     parser.add_argument("--threads", type=int, help="intra-op threads for both runtimes (default: each runtime's own)")
@@ -38,8 +36,8 @@ def main(argv=None) -> int:
     import onnxruntime
     import torch
 
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion, summary, table
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion, summary, table
 
     shapes = args.shapes or (((1, 32), (1, 128)) if args.quick else ((1, 32), (1, 128), (8, 128)))
     repeats = args.repeats or (5 if args.quick else 30)

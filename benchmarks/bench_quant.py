@@ -3,8 +3,8 @@ and the fused graph: latency, size on disk, accuracy and its drift slice by slic
 
 1. A fine-tuned MiniLM (``--checkpoint DIR``, or a short eager fine-tune here; ``--no-train``
    keeps the random classifier head: drift is still measured, accuracy is chance).
-2. Export (workbench.export) and the transformer-optimized graph (workbench.fusion).
-3. ``workbench.quantize.constrained_search`` over the configurations on both graphs: every
+2. Export (workbench.graph.export) and the transformer-optimized graph (workbench.graph.fusion).
+3. ``workbench.quant.quantize.constrained_search`` over the configurations on both graphs: every
    variant is scored on the same test split and golden set, against its own FP32 graph.
 4. Per-node SQNR of dynamic INT8 and a re-quantization without the 3 worst nodes.
 5. A separate timing pass: every graph in one process, round-robin over several rounds (so a
@@ -26,13 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _shapes(text: str) -> tuple[tuple[int, int], ...]:
-    return tuple((int(b), int(s)) for b, s in (p.lower().split("x") for p in text.split(",")))
+from workbench.options import shapes_arg
 
 
 def _configs(quick: bool):
-    from workbench.quantize import QuantConfig
+    from workbench.quant import QuantConfig
 
     if quick:
         return [QuantConfig.dynamic_int8(), QuantConfig.static_qdq("minmax", samples=64)]
@@ -67,7 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", help="a fine-tuned model folder (default: fine-tune MiniLM briefly here)")
     parser.add_argument("--no-train", action="store_true", help="use MiniLM with its random classifier head (no fine-tuning)")
     parser.add_argument("--train-steps", type=int, help="fine-tuning steps when no checkpoint is given (default 40; full 100)")
-    parser.add_argument("--shapes", type=_shapes, help="BATCHxSEQ,... to time (default 1x128,8x128; quick: 1x64)")
+    parser.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... to time (default 1x128,8x128; quick: 1x64)")
     parser.add_argument("--rounds", type=int, help="round-robin timing rounds (default 5; quick 2)")
     parser.add_argument("--repeats", type=int, help="timed runs per variant per round (default 10; quick 5)")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's own)")
@@ -81,9 +79,9 @@ def main(argv=None) -> int:
     import torch
 
     from workbench.data import DataConfig, load_data
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion
-    from workbench.quantize import TimingConfig, constrained_search, requantize_excluding, run_quantization
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion
+    from workbench.quant import TimingConfig, constrained_search, requantize_excluding, run_quantization
 
     quick = args.quick
     max_length = 64 if quick else 128
@@ -141,7 +139,7 @@ def main(argv=None) -> int:
 
     # 4. per-node error and the exclusion fix, on the exported graph with dynamic INT8
     t0 = time.perf_counter()
-    from workbench.quantize import QuantConfig, load_baseline, load_quant_result
+    from workbench.quant import QuantConfig, load_baseline, load_quant_result
 
     base = load_baseline(work / "search" / "exported")
     dyn = run_quantization(None, QuantConfig.dynamic_int8(), work / "nodes", baseline=base, n_boot=n_boot, node_error_samples=16)

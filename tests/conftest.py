@@ -116,7 +116,7 @@ def tiny_checkpoint(tiny_train_run) -> Path:
 def tiny_comparison(tmp_path_factory):
     """(Comparison, progress events) of eager and ORTModule on the tiny model: same config (10 steps,
     evaluation every 5), trained in this process. Shared by the training, comparison and widget tests."""
-    from workbench.compare import run_comparison
+    from workbench.train import run_comparison
     from workbench.train import TrainConfig
 
     events = []
@@ -154,7 +154,7 @@ def exported_tiny(tmp_path_factory, quick_data):
     Its folder holds model.onnx, tokenizer/, validation_examples.jsonl, reference_logits.npy and
     export.json. Treat it as read-only: copy the graph before changing it.
     """
-    from workbench.export import ExportConfig, run_export
+    from workbench.graph import ExportConfig, run_export
 
     return run_export("tiny", ExportConfig.quick(), tmp_path_factory.mktemp("exported_tiny"), data=quick_data)
 
@@ -163,7 +163,7 @@ def exported_tiny(tmp_path_factory, quick_data):
 def fused_tiny(tmp_path_factory, exported_tiny):
     """FusionReport of ``exported_tiny`` (every variant, quick timing). ``fused_tiny.fused_path``
     is the transformer-optimized graph quantization starts from."""
-    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.graph import FusionConfig, run_fusion
 
     return run_fusion(exported_tiny, FusionConfig.quick(), tmp_path_factory.mktemp("fused_tiny"))
 
@@ -172,7 +172,7 @@ def fused_tiny(tmp_path_factory, exported_tiny):
 def exported_minilm(tmp_path_factory, minilm, quick_data):
     """ExportResult of the real MiniLM (eager attention, opset 17, 16 validation examples). For
     tests marked slow."""
-    from workbench.export import ExportConfig, run_export
+    from workbench.graph import ExportConfig, run_export
 
     return run_export(minilm, ExportConfig.quick(validation_examples=16), tmp_path_factory.mktemp("exported_minilm"),
                       data=quick_data)
@@ -184,7 +184,7 @@ def quant_tiny_baseline(tmp_path_factory, exported_tiny, quick_data):
     """Baseline (FP32 logits, slices, golden set, calibration texts) of ``exported_tiny`` on the
     quick data, with quick timing. Shared by the quantization tests so every variant is scored on
     the same examples."""
-    from workbench.quantize import TimingConfig, prepare_baseline
+    from workbench.quant import TimingConfig, prepare_baseline
 
     return prepare_baseline(exported_tiny, quick_data, tmp_path_factory.mktemp("quant_tiny"),
                             timing=TimingConfig.quick(), calibration_samples=64)
@@ -193,7 +193,7 @@ def quant_tiny_baseline(tmp_path_factory, exported_tiny, quick_data):
 @pytest.fixture(scope="session")
 def quant_tiny_dynamic(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of dynamic INT8 on ``exported_tiny`` (with per-node errors; n_boot 200)."""
-    from workbench.quantize import QuantConfig, run_quantization
+    from workbench.quant import QuantConfig, run_quantization
 
     return run_quantization(None, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("quant_tiny_dynamic"),
                             baseline=quant_tiny_baseline, n_boot=200, node_error_samples=16)
@@ -202,7 +202,7 @@ def quant_tiny_dynamic(tmp_path_factory, quant_tiny_baseline):
 @pytest.fixture(scope="session")
 def quant_tiny_static(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of static QDQ INT8 (MinMax, 32 calibration texts) on ``exported_tiny``."""
-    from workbench.quantize import QuantConfig, run_quantization
+    from workbench.quant import QuantConfig, run_quantization
 
     return run_quantization(None, QuantConfig.static_qdq("minmax", samples=32), tmp_path_factory.mktemp("quant_tiny_static"),
                             baseline=quant_tiny_baseline, n_boot=200, node_error_samples=16)

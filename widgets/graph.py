@@ -2,7 +2,7 @@
 before/after operator counts, every fused node with the exported subgraph it replaced (choose one
 to draw it), the diagnoses of missing fusions, and the graph itself in Netron.
 
-A view over :func:`workbench.export.run_export`, :func:`workbench.fusion.run_fusion`,
+A view over :func:`workbench.graph.export.run_export`, :func:`workbench.graph.fusion.run_fusion`,
 :mod:`workbench.plots.graph` and :class:`workbench.netron_view.NetronServer`.
 """
 
@@ -17,9 +17,9 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from workbench.data import DataConfig, load_data
-from workbench.export import ExportConfig, ExportResult, load_export, run_export
+from workbench.graph import ExportConfig, ExportResult, load_export, run_export
 from workbench.device import DeviceError, normalize_device, require_device
-from workbench.fusion import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
+from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
 from workbench.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
 from workbench.plots import graph as graph_plots
 
@@ -58,7 +58,7 @@ def as_fusion_report(value: FusionLike) -> FusionReport:
         if path.is_dir() and not (path / "fusion.json").is_file() and (path / "fusion" / "fusion.json").is_file():
             path = path / "fusion"
         return load_fusion(path)
-    raise TypeError(f"expected a workbench.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
+    raise TypeError(f"expected a workbench.graph.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
 
 
 def fused_nodes(variant: VariantResult) -> list[FusedNode]:
@@ -143,8 +143,8 @@ class GraphPanel(Panel):
     ``run_dir`` (export goes to ``<run_dir>/export``, fusion to ``<run_dir>/fusion``), ``saved``
     (a ``FusionReport``, ``fusion.json`` or run folder to open without recomputing), ``figure``.
 
-    ``panel.result`` is the :class:`~workbench.fusion.FusionReport`; ``panel.export_result`` the
-    :class:`~workbench.export.ExportResult` it was built from.
+    ``panel.result`` is the :class:`~workbench.graph.fusion.FusionReport`; ``panel.export_result`` the
+    :class:`~workbench.graph.export.ExportResult` it was built from.
     """
 
     OPTIONS = {

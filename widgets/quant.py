@@ -2,8 +2,8 @@
 95% intervals, flipped predictions), re-quantization without the nodes that hurt most, and the
 accuracy-constrained search.
 
-A view over :func:`workbench.quantize.run_quantization`, :func:`~workbench.quantize.requantize_excluding`,
-:func:`~workbench.quantize.constrained_search` and :mod:`workbench.plots.quant`.
+A view over :func:`workbench.quant.quantize.run_quantization`, :func:`~workbench.quant.quantize.requantize_excluding`,
+:func:`~workbench.quant.quantize.constrained_search` and :mod:`workbench.plots.quant`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import plotly.graph_objects as go
 
 from workbench.device import DeviceError, normalize_device
 from workbench.data import DataConfig, load_data
-from workbench.export import ExportResult
-from workbench.fusion import FusionReport
+from workbench.graph import ExportResult
+from workbench.graph import FusionReport
 from workbench.plots import quant as quant_plots
-from workbench.quantize import (
+from workbench.quant import (
     QuantConfig,
     QuantResult,
     SearchResult,
@@ -62,7 +62,7 @@ def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
         return value
     if isinstance(value, (str, os.PathLike)):
         return load_quant_result(value)
-    raise TypeError(f"expected a workbench.quantize.QuantResult or the path of a saved quantize.json, got {type(value).__name__}")
+    raise TypeError(f"expected a workbench.quant.quantize.QuantResult or the path of a saved quantize.json, got {type(value).__name__}")
 
 
 def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
@@ -70,7 +70,7 @@ def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResu
         return value
     if isinstance(value, (str, os.PathLike)):
         return load_search(value)
-    raise TypeError(f"expected a workbench.quantize.SearchResult or the path of a saved search.json, got {type(value).__name__}")
+    raise TypeError(f"expected a workbench.quant.quantize.SearchResult or the path of a saved search.json, got {type(value).__name__}")
 
 
 def results_table(results: list[QuantResult]) -> str:
@@ -125,8 +125,8 @@ class QuantPanel(Panel):
     ``candidates`` (presets the search tries), ``run_dir``, ``saved`` (a ``QuantResult`` or
     ``quantize.json``), ``saved_search`` (a ``SearchResult`` or ``search.json``), ``figure``.
 
-    ``panel.result`` is the latest :class:`~workbench.quantize.QuantResult`, ``panel.results`` all
-    of them by name, ``panel.search`` the :class:`~workbench.quantize.SearchResult`.
+    ``panel.result`` is the latest :class:`~workbench.quant.quantize.QuantResult`, ``panel.results`` all
+    of them by name, ``panel.search`` the :class:`~workbench.quant.quantize.SearchResult`.
     """
 
     OPTIONS = {
@@ -166,7 +166,7 @@ class QuantPanel(Panel):
             if value is not None and name == "data" and not isinstance(value, DataConfig) and not hasattr(value, "keys"):
                 raise TypeError(f"data must be a workbench.data.DataConfig or a datasets.DatasetDict, got {type(value).__name__}")
             if value is not None and name == "export" and not isinstance(value, (ExportResult, str, os.PathLike)):
-                raise TypeError(f"export must be a workbench.export.ExportResult or its folder, got {type(value).__name__}")
+                raise TypeError(f"export must be a workbench.graph.export.ExportResult or its folder, got {type(value).__name__}")
         self._data_cache: Any = None
         if self.options["graph"] is None and self.options["saved"] is None:
             self.block("an FP32 graph: export and fuse in the step above, or pass graph=")

@@ -1,6 +1,6 @@
 """Fine-tuning panels: :class:`TrainPanel` (train eager / ORTModule / torch.compile side by side,
 live progress and loss curves, Stop) and :class:`ComparePanel` (the comparison figures and the
-ratio table). Both are views over :mod:`workbench.train` and :mod:`workbench.compare`.
+ratio table). Both are views over :mod:`workbench.train` and :mod:`workbench.train.compare`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.compare import Comparison, compare, load_comparison, run_comparison
+from workbench.train import Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
 from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
@@ -45,7 +45,7 @@ def as_comparison(value: ComparisonLike) -> Comparison:
     if isinstance(value, (str, os.PathLike)):
         return load_comparison(value)
     raise TypeError(
-        f"expected a workbench.compare.Comparison or the path of a saved compare.json, got {type(value).__name__}"
+        f"expected a workbench.train.compare.Comparison or the path of a saved compare.json, got {type(value).__name__}"
     )
 
 
@@ -102,8 +102,8 @@ class TrainPanel(Panel):
     ``run_dir`` (where the runs are written; default a new folder under ``runs/``), ``saved`` (a
     ``Comparison`` or a saved ``compare.json`` to open without training).
 
-    ``panel.result`` is the :class:`~workbench.compare.Comparison` that
-    :func:`workbench.compare.run_comparison` returned.
+    ``panel.result`` is the :class:`~workbench.train.compare.Comparison` that
+    :func:`workbench.train.compare.run_comparison` returned.
     """
 
     OPTIONS = {
@@ -291,8 +291,8 @@ class ComparePanel(Panel):
     Options: ``comparison`` (a ``Comparison`` or a saved ``compare.json``/run folder; the
     TrainPanel's result in the Workbench), ``baseline`` (a backend), ``tolerance`` (loss parity
     tolerance; 0: the library's default for the config), ``figure`` (which figure to show).
-    Run recomputes :func:`workbench.compare.compare` on the same runs with the chosen baseline and
-    tolerance; nothing is retrained. ``panel.result`` is the :class:`~workbench.compare.Comparison`.
+    Run recomputes :func:`workbench.train.compare.compare` on the same runs with the chosen baseline and
+    tolerance; nothing is retrained. ``panel.result`` is the :class:`~workbench.train.compare.Comparison`.
     """
 
     OPTIONS = {"comparison": None, "baseline": "eager", "tolerance": 0.0, "figure": "loss curves"}

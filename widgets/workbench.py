@@ -18,9 +18,9 @@ from typing import Any, Callable, Optional
 import ipywidgets as W
 
 from workbench import runs
-from workbench.compare import load_comparison
-from workbench.fusion import load_fusion
-from workbench.quantize import load_quant_result, load_search
+from workbench.train import load_comparison
+from workbench.graph import load_fusion
+from workbench.quant import load_quant_result, load_search
 
 from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner

@@ -42,9 +42,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from . import runs
-from .export import ExportConfig
-from .fusion import FusionConfig
-from .quantize import QuantConfig, TimingConfig
+from .graph import ExportConfig
+from .graph import FusionConfig
+from .quant import QuantConfig, TimingConfig
 
 Log = Callable[[str], None]
 AUDIT_FILE = "audit.json"
@@ -434,7 +434,7 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
     batch_dep: list[dict] = []
     if env_ok and dd is not None:
         with Step(2):
-            from .export import run_export
+            from .graph import run_export
 
             export = run_export(str(model.folder), cfg.export_config(), out / "export", data=dd)
             log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
@@ -444,7 +444,7 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
         skipped(2, "the environment check or the data step failed")
     if export is not None and export.validation.passed:
         with Step(3):
-            from .fusion import run_fusion
+            from .graph import run_fusion
 
             fusion = run_fusion(export, cfg.fusion_config(), out / "fusion")
             fused = ", ".join(f"{k} {n}" for k, n in fusion.fused_op_counts.items()) or "nothing fused"
@@ -456,7 +456,7 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
         graph = (Path(fusion.fused_path) if fusion is not None and fusion.fused_path and fusion.fused.validation.passed
                  else Path(export.onnx_path))
         with Step(4):
-            from .quantize import QuantConfig, prepare_baseline, run_quantization
+            from .quant import QuantConfig, prepare_baseline, run_quantization
 
             log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once")
             base = prepare_baseline(graph, dd, out / "quantize" / "baseline", export=export, slices=slice_set, golden=False,

@@ -274,18 +274,10 @@ def synthetic_batch(batch: int, seq: int, vocab_size: int = 1000, seed: int = 0)
 
 
 def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
-    """Validate ``[(batch, seq), ...]`` and return it as a tuple of int pairs."""
-    out = []
-    for shape in shapes:
-        if len(tuple(shape)) != 2:
-            raise InferenceError(f"each shape must be a (batch, sequence) pair, got {shape!r}")
-        b, s = (int(v) for v in shape)
-        if b < 1 or s < 2:
-            raise InferenceError(f"each shape needs batch >= 1 and sequence >= 2, got ({b}, {s})")
-        out.append((b, s))
-    if not out:
-        raise InferenceError("give at least one (batch, sequence) shape to time, e.g. [(1, 128)]")
-    return tuple(out)
+    """Validate ``[(batch, seq), ...]`` (or ``"1x128,..."``) and return it as a tuple of int pairs."""
+    from .options import parse_shapes
+
+    return parse_shapes(shapes, error=InferenceError)
 
 
 class BoundRunner:

@@ -20,9 +20,9 @@ from typing import Callable, Optional
 
 from . import runs
 from .data import DataConfig
-from .export import ExportConfig
-from .fusion import FusionConfig
-from .quantize import QuantConfig, TimingConfig
+from .graph import ExportConfig
+from .graph import FusionConfig
+from .quant import QuantConfig, TimingConfig
 from .train import TrainConfig
 
 Log = Callable[[str], None]
@@ -169,16 +169,16 @@ def run_demo(
     ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
     CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps.
     """
-    from .compare import comparison_table, run_comparison
+    from .train import comparison_table, run_comparison
     from .data import load_data, summarize
     from .env import run_doctor
-    from .export import run_export
-    from .fusion import run_fusion
-    from .fusion import table as fusion_table
+    from .graph import run_export
+    from .graph import run_fusion
+    from .graph import table as fusion_table
     from .plots import graph as graph_plots
     from .plots import quant as quant_plots
     from .plots import train as train_plots
-    from .quantize import constrained_search, prepare_baseline, run_quantization
+    from .quant import constrained_search, prepare_baseline, run_quantization
 
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")

@@ -11,7 +11,7 @@ that one module's import with stderr captured and writes back everything except 
 It costs nothing until the module is imported and changes nothing else about the import.
 
 The other one, ONNX Runtime's "Please consider to run pre-processing before quantization", is
-handled where dynamic quantization is called (``workbench.quantize.quantize_graph``).
+handled where dynamic quantization is called (``workbench.quant.quantize.quantize_graph``).
 """
 
 from __future__ import annotations

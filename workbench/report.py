@@ -145,12 +145,12 @@ class ReportInputs:
 def search_over_results(results: Sequence[Any], budget_overall: float, budget_per_slice: float,
                         include_small_slices: bool = False, objective: str = "latency",
                         out_dir: Optional[Path] = None):
-    """A :class:`~workbench.quantize.SearchResult` over quantized variants that were already
+    """A :class:`~workbench.quant.quantize.SearchResult` over quantized variants that were already
     scored (no re-quantizing, no re-timing): each one's drops are checked against the budgets
-    with :func:`~workbench.quantize.check_budget`, and the fastest (``objective``) INT8 variant
+    with :func:`~workbench.quant.quantize.check_budget`, and the fastest (``objective``) INT8 variant
     within both is chosen. The FP32 graph is listed, as the reference, with its latency measured
     in the first variant's run; it is never chosen. Saved as ``out_dir/search.json`` when given."""
-    from .quantize import BudgetCheck, SearchCandidate, SearchResult, check_budget, select_candidate
+    from .quant import BudgetCheck, SearchCandidate, SearchResult, check_budget, select_candidate
 
     cands = []
     if results:
@@ -303,7 +303,7 @@ def _quant_entry(r, check, examples: Optional[list]) -> dict:
 
 
 def _load_candidate(c, by_path: dict):
-    from .quantize import load_quant_result
+    from .quant import load_quant_result
 
     if c.result_path is None:
         return None
@@ -339,7 +339,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict) -> dict:
                 "text": f"No quantized variant was evaluated, so there is no verdict{why}."}
     chosen = next((c for c in int8 if c.name == search.chosen), None)
     if chosen is None:
-        from .quantize import select_candidate
+        from .quant import select_candidate
 
         chosen = select_candidate(int8, search.objective)
     if chosen is None:
@@ -407,7 +407,7 @@ def _training_summary(c) -> Optional[dict]:
 def build_summary(inp: ReportInputs) -> dict:
     """Every number of the report as one JSON-ready dict (``summary.json``)."""
     from . import serial
-    from .evaluate import MIN_SLICE_SIZE
+    from .quant import MIN_SLICE_SIZE
 
     results = list(inp.quant)
     search = inp.search if inp.search is not None else (
@@ -417,7 +417,7 @@ def build_summary(inp: ReportInputs) -> dict:
     if search is not None:
         for c in search.candidates:
             checks[c.name] = c.check
-    from .quantize import check_budget, load_baseline
+    from .quant import check_budget, load_baseline
 
     examples = None
     slices = []
@@ -768,11 +768,11 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     """ReportInputs from the results saved under a run folder (compare.json, export.json,
     fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
     done so far. ``doctor`` defaults to a fresh environment check."""
-    from .compare import load_comparison
+    from .train import load_comparison
     from .env import run_doctor
-    from .export import load_export
-    from .fusion import load_fusion
-    from .quantize import load_quant_result, load_search
+    from .graph import load_export
+    from .graph import load_fusion
+    from .quant import load_quant_result, load_search
 
     root = Path(run_dir)
     found = runs.find_results(root)

@@ -314,9 +314,9 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     import time
 
     from .data import DataConfig, load_data
-    from .export import ExportConfig, run_export
-    from .fusion import FusionConfig, optimizer_model_type, run_fusion
-    from .quantize import QuantConfig, TimingConfig, prepare_baseline, run_quantization
+    from .graph import ExportConfig, run_export
+    from .graph import FusionConfig, optimizer_model_type, run_fusion
+    from .quant import QuantConfig, TimingConfig, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
     out = Path(out_dir)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.compare import (
+from workbench.train import (
     BF16_TOLERANCE,
     DROPOUT_TOLERANCE,
     FP32_TOLERANCE,

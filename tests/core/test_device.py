@@ -187,9 +187,9 @@ def test_bound_runner_on_the_cpu_matches_a_plain_run(exported_tiny):
 
 # ---- every stage refuses CUDA before doing any work -------------------------------------------
 def test_configs_carry_and_check_the_device():
-    from workbench.export import ExportConfig
-    from workbench.fusion import FusionConfig, Variant
-    from workbench.quantize import TimingConfig
+    from workbench.graph import ExportConfig
+    from workbench.graph import FusionConfig, Variant
+    from workbench.quant import TimingConfig
 
     cfg = ExportConfig.quick(device="CUDA:0")
     assert cfg.device == "cuda:0" and serial.from_dict(ExportConfig, serial.to_dict(cfg)) == cfg
@@ -206,9 +206,9 @@ def test_configs_carry_and_check_the_device():
 
 @needs_no_cuda
 def test_stages_refuse_cuda_before_writing_anything(tmp_path, exported_tiny, quant_tiny_baseline):
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion
-    from workbench.quantize import QuantConfig, TimingConfig, run_quantization
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion
+    from workbench.quant import QuantConfig, TimingConfig, run_quantization
 
     with pytest.raises(DeviceError, match="onnxruntime-gpu|nvidia-smi"):
         run_export("tiny", ExportConfig.quick(device="cuda"), tmp_path / "export")
@@ -247,7 +247,7 @@ def test_fusion_summary_and_table_show_a_cuda_report(fused_tiny):
     CPU report: the text views and the JSON round trip carry every GPU field."""
     import dataclasses
 
-    from workbench.fusion import FusionReport, summary, table
+    from workbench.graph import FusionReport, summary, table
 
     unopt = analyze_placement([NodePlacement("Shape_1", "Shape", CPU_PROVIDER), NodePlacement("Erf_2", "Erf", CPU_PROVIDER),
                                NodePlacement("MatMul_3", "MatMul", CUDA_PROVIDER)], "cuda", [CUDA_PROVIDER, CPU_PROVIDER],

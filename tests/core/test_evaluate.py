@@ -1,4 +1,4 @@
-"""workbench.evaluate: per-slice metrics, paired bootstrap drift, flips and thresholds.
+"""workbench.quant.evaluate: per-slice metrics, paired bootstrap drift, flips and thresholds.
 
 The fixed set below is small enough to compute every metric by hand; the expected numbers in
 the tests are those hand computations (shown in the comments), not outputs of the code.
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from workbench import serial
-from workbench.evaluate import (
+from workbench.quant import (
     EvaluationError,
     FlipKind,
     SliceReport,

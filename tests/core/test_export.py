@@ -12,7 +12,7 @@ from onnx import numpy_helper
 
 from workbench import serial
 from workbench.batches import encode
-from workbench.export import (
+from workbench.graph import (
     Attention,
     ExportConfig,
     ExportError,
@@ -309,8 +309,8 @@ def test_export_after_ortmodule_training_is_plain_onnx(tmp_path):
     import torch
     from onnxruntime.training.ortmodule import ORTModule
 
-    from workbench.export import run_export
-    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.graph import run_export
+    from workbench.graph import FusionConfig, run_fusion
     from workbench.models import load_model
 
     def ort_step():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from workbench.cli import main
-from workbench.export import load_export
-from workbench.fusion import load_fusion
+from workbench.graph import load_export
+from workbench.graph import load_fusion
 
 
 def test_export_then_fuse_from_the_command_line(tmp_path, capsys):

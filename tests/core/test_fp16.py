@@ -12,7 +12,7 @@ import onnx
 import pytest
 
 from workbench.device import placements_from_profile, probe_placement
-from workbench.fp16 import (
+from workbench.graph import (
     FLOAT,
     FLOAT16,
     FP16_TOLERANCE,
@@ -21,7 +21,7 @@ from workbench.fp16 import (
     fp16_structure,
     validate_fp16,
 )
-from workbench.fusion import FUSED_FP16_FILE, FusionConfig, Variant, load_fusion, run_fusion
+from workbench.graph import FUSED_FP16_FILE, FusionConfig, Variant, load_fusion, run_fusion
 from workbench.ortinfer import make_feed, make_session, synthetic_batch
 
 

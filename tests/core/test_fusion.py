@@ -8,8 +8,8 @@ import onnx
 import pytest
 
 from workbench import serial
-from workbench.export import ExportConfig, run_export
-from workbench.fusion import (
+from workbench.graph import ExportConfig, run_export
+from workbench.graph import (
     ALL_VARIANTS,
     FusionConfig,
     FusionReport,
@@ -170,7 +170,7 @@ def test_a_bare_onnx_file_is_validated_against_its_unoptimized_self(exported_tin
     # tokenized with MiniLM's tokenizer (the tiny BERT shares its vocabulary)
     import numpy as np
 
-    from workbench.export import select_examples
+    from workbench.graph import select_examples
     from workbench.models import load_tokenizer
     from workbench.ortinfer import predict_dataset
 

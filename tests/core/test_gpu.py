@@ -54,7 +54,7 @@ def test_placement_of_the_unfused_graph_is_reported(exported_tiny):
 
 
 def test_gpu_fusion_report_with_fp16_cuda_graphs_and_pytorch_peers(exported_tiny, tmp_path):
-    from workbench.fusion import FusionConfig, run_fusion, table
+    from workbench.graph import FusionConfig, run_fusion, table
 
     cfg = FusionConfig.gpu(shapes=((1, 32), (4, 32)), warmup=3, repeats=10)
     r = run_fusion(exported_tiny, cfg, tmp_path)
@@ -69,7 +69,7 @@ def test_gpu_fusion_report_with_fp16_cuda_graphs_and_pytorch_peers(exported_tiny
 
 
 def test_quantization_timing_on_cuda(quant_tiny_baseline, tmp_path):
-    from workbench.quantize import QuantConfig, TimingConfig, run_quantization
+    from workbench.quant import QuantConfig, TimingConfig, run_quantization
 
     q = run_quantization(None, QuantConfig.dynamic_int8(), tmp_path, baseline=quant_tiny_baseline, n_boot=50,
                          timing=TimingConfig.quick(device="cuda"))

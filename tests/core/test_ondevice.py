@@ -151,8 +151,8 @@ def test_inference_graph_matches_the_trained_weights(tiny_last, quick_data):
 
 
 def test_fuse_quantize_and_evaluate_accept_the_inference_graph(tiny_last, quick_data, tmp_path):
-    from workbench.fusion import FusionConfig, run_fusion
-    from workbench.quantize import QuantConfig, TimingConfig, run_quantization
+    from workbench.graph import FusionConfig, run_fusion
+    from workbench.quant import QuantConfig, TimingConfig, run_quantization
 
     export = tiny_last.load_export()
     assert export.validation.passed and Path(export.onnx_path) == Path(tiny_last.inference_path)

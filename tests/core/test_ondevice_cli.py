@@ -7,7 +7,7 @@ import json
 import pytest
 
 from workbench.cli import main
-from workbench.export import load_export
+from workbench.graph import load_export
 from workbench.ondevice import load_ondevice
 
 

@@ -1,4 +1,4 @@
-"""workbench.quantize on the tiny BERT: configs, quantized graphs, exclusion, node errors, search.
+"""workbench.quant.quantize on the tiny BERT: configs, quantized graphs, exclusion, node errors, search.
 
 Graph facts are checked by reading the ONNX files, not by trusting the result's own lists.
 """
@@ -14,8 +14,8 @@ import onnx
 import pytest
 
 from workbench import serial
-from workbench.evaluate import evaluate_slices, softmax
-from workbench.quantize import (
+from workbench.quant import evaluate_slices, softmax
+from workbench.quant import (
     DYNAMIC_OP_TYPES,
     STATIC_OP_TYPES,
     Baseline,
@@ -66,7 +66,7 @@ def test_presets_and_string_conversion():
 def test_static_best_takes_every_knob_and_the_search_candidates_build():
     """The demo's search starts from ``default_candidates()``; a keyword clash in a preset builder
     (static_best(samples=64) once raised TypeError) failed the demo while every other test passed."""
-    from workbench.quantize import default_candidates
+    from workbench.quant import default_candidates
 
     assert QuantConfig.static_best().samples == 128
     assert QuantConfig.static_best(samples=64, exclude_worst=2).samples == 64
@@ -203,7 +203,7 @@ def test_node_errors_agree_with_qdq_loss_debug(quant_tiny_static, quant_tiny_bas
 
     from onnxruntime.quantization import qdq_loss_debug
 
-    from workbench.quantize import _encoded_feeds, _reader
+    from workbench.quant import _encoded_feeds, _reader
     from workbench.ortinfer import make_session
 
     r = quant_tiny_static
@@ -409,7 +409,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     import datasets
     import torch
 
-    from workbench.export import ExportConfig, run_export
+    from workbench.graph import ExportConfig, run_export
     from workbench.models import load_model
     from workbench.ortinfer import predict_dataset
 
@@ -522,7 +522,7 @@ def test_cli_quantize_exits_1_when_validation_fails(exported_tiny, tmp_path, cap
     logits by about 1e-4): the validation fails, the CLI says so and exits with 1."""
     import dataclasses
 
-    import workbench.cli as cli
+    import workbench.cli.core as cli
 
     strict = dataclasses.replace(QuantConfig.dynamic_int8(), tolerance=1e-7)
     monkeypatch.setattr(cli, "_quant_config", lambda args: strict)
@@ -545,7 +545,7 @@ def test_a_fusion_report_leads_to_its_export_wherever_the_folders_are(fused_tiny
     export_path is how quantization finds the tokenizer and class names."""
     from pathlib import Path
 
-    from workbench.quantize import QuantConfig, TimingConfig, run_quantization
+    from workbench.quant import QuantConfig, TimingConfig, run_quantization
 
     assert not (Path(fused_tiny.fused_path).parent / "export.json").exists()
     assert not (Path(fused_tiny.fused_path).parent.parent / "export.json").exists()
@@ -562,13 +562,13 @@ def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_t
 
     import pytest
 
-    from workbench.quantize import QuantizeError, preprocess_for_static
+    from workbench.quant import QuantizeError, preprocess_for_static
 
     monkeypatch.chdir(tmp_path)
     broken = tmp_path / "graphs" / "model_fused.onnx"  # named like a fused graph: symbolic inference runs
     broken.parent.mkdir()
     shutil.copy(exported_tiny.onnx_path, broken)
-    import workbench.quantize as q
+    import workbench.quant.quantize as q
 
     monkeypatch.setattr(q, "graph_kind", lambda p: "fused")
     with pytest.raises(QuantizeError, match="with symbolic shape inference"):  # it fails on exported graphs
@@ -595,7 +595,7 @@ def assert_weights_stay_fp32(r, nodes) -> None:
 def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
     """The "static" preset (the recipe the benchmark chose): per-channel weights, and the MatMuls
     that multiply two activations (attention's Q·Kᵀ, softmax·V) left in FP32."""
-    from workbench.quantize import activation_matmuls
+    from workbench.quant import activation_matmuls
 
     cfg = QuantConfig.preset("static", samples=32)
     assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
@@ -652,7 +652,7 @@ def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, 
     pre-processing runs in, and static quantization failed with FileNotFoundError."""
     from pathlib import Path
 
-    from workbench.quantize import preprocess_for_static
+    from workbench.quant import preprocess_for_static
 
     monkeypatch.chdir(tmp_path)
     out = preprocess_for_static(Path(fused_tiny.fused_path), Path("rel") / "pre.onnx")

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from workbench.quantize import (
+from workbench.quant import (
     QuantConfig,
     TimingConfig,
     constrained_search,
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def minilm_export(trained_minilm_checkpoint, quick_data, tmp_path_factory):
-    from workbench.export import ExportConfig, run_export
+    from workbench.graph import ExportConfig, run_export
 
     return run_export(str(trained_minilm_checkpoint), ExportConfig.quick(), tmp_path_factory.mktemp("minilm_export"), data=quick_data)
 
@@ -47,7 +47,7 @@ def minilm_dynamic(minilm_baseline, tmp_path_factory):
 
 
 def test_fine_tuned_baseline_is_better_than_chance(minilm_baseline):
-    from workbench.evaluate import softmax
+    from workbench.quant import softmax
 
     test = minilm_baseline.eval_set("test")
     labels = np.array([e["label"] for e in test.load_examples()])

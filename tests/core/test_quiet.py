@@ -1,5 +1,5 @@
 """Messages a learner should not see are stopped at their source, and nothing else is
-(workbench.quiet, and the dynamic-quantization filter in workbench.quantize)."""
+(workbench.quiet, and the dynamic-quantization filter in workbench.quant.quantize)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_fine_tuning_minilm_loads_without_the_new_head_warning() -> None:
 def test_dynamic_quantization_without_the_preprocessing_advice(exported_tiny, tmp_path: Path, caplog) -> None:
     from onnxruntime.quantization import quantize_dynamic
 
-    from workbench.quantize import QuantConfig, quantize_graph
+    from workbench.quant import QuantConfig, quantize_graph
 
     caplog.set_level(logging.WARNING)
     quantize_graph(exported_tiny.onnx_path, QuantConfig.dynamic_int8(), tmp_path / "ours.onnx")

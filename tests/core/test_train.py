@@ -59,7 +59,7 @@ def test_presets_and_string_conversion():
 
 
 @pytest.mark.parametrize("kw, needles", [
-    ({"precision": "fp8"}, ["precision", "'fp8'", "fp32, bf16, fp16"]),
+    ({"precision": "fp8"}, ["precision", "'fp8'", "['fp32', 'bf16', 'fp16']"]),
     ({"schedule": "step"}, ["schedule", "'step'", "constant"]),
     ({"batch_size": 0}, ["batch_size", "0"]),
     ({"lr": 5.0}, ["lr", "5.0"]),
@@ -84,7 +84,7 @@ def test_bf16_with_ortmodule_on_cpu_is_rejected_before_running(tmp_path):
     with pytest.raises(TrainConfigError, match="bf16.*ortmodule.*MatMul.*fp32"):
         run_training(cfg, "ortmodule", tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing ran, nothing written
-    with pytest.raises(TrainConfigError, match="backend must be one of eager, ortmodule, compile; got 'onnx'"):
+    with pytest.raises(TrainConfigError, match=r"backend must be one of \['eager', 'ortmodule', 'compile'\], got 'onnx'"):
         run_training(cfg, "onnx", tmp_path)
 
 
@@ -287,7 +287,7 @@ def test_bf16_on_a_cpu_without_it_is_refused_with_the_fix(tmp_path):
 
 @pytest.mark.timeout(900)
 def test_compile_backend_trains_the_same_model(tmp_path):
-    from workbench.compare import compare
+    from workbench.train import compare
 
     cfg = TrainConfig.quick(max_steps=3, eval_every=0, pad_to_max=True, max_length=32)
     eager = run_training(cfg, "eager", tmp_path)
@@ -295,7 +295,7 @@ def test_compile_backend_trains_the_same_model(tmp_path):
     assert compiled.status is RunStatus.OK, compiled.reason
     assert not compiled.executed_in_onnxruntime
     # Inductor's kernels, the same fp32 math: within the few-steps parity measured for ORTModule
-    # (eager vs torch.compile measured at <= 1.2e-7 on the tiny model, see workbench/compare.py)
+    # (eager vs torch.compile measured at <= 1.2e-7 on the tiny model, see workbench/train/compare.py)
     assert max(abs(a - b) for a, b in zip(eager.losses, compiled.losses)) <= FEW_STEPS_PARITY
     assert load_model(compiled.checkpoint_dir).model.config.num_labels == 2  # saved from the original module
     # Dynamo's own counters: the model was compiled (every frame Dynamo saw, into graphs)...
@@ -342,7 +342,7 @@ def test_a_failing_step_is_saved_as_failed_with_its_traceback(tmp_path):
 
 def test_twice_the_learning_rate_breaks_parity(pair, tmp_path):
     """The defect the parity tolerance must catch: the same eager run with 2x the learning rate."""
-    from workbench.compare import FP32_TOLERANCE, loss_difference
+    from workbench.train import FP32_TOLERANCE, loss_difference
 
     eager = pair[1]["eager"]
     doubled = run_training(eager.config.replace(lr=2 * eager.config.lr, eval_every=0), "eager", tmp_path)
@@ -362,7 +362,7 @@ def test_ortmodule_trains_on_cuda_and_matches_eager(tmp_path):
     the skip is what they exercise."""
     import torch
 
-    from workbench.compare import FP32_TOLERANCE, loss_difference, run_comparison
+    from workbench.train import FP32_TOLERANCE, loss_difference, run_comparison
 
     c = run_comparison(TrainConfig.quick(max_steps=6, eval_every=0, device="cuda"), ["eager", "ortmodule"], tmp_path)
     eager, ort = c.run("eager"), c.run("ortmodule")
@@ -380,7 +380,7 @@ def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
     """ORTModule on the real pretrained MiniLM (22.7M parameters), fp32, dropout off: the same
     losses as eager PyTorch step by step, within the tolerance measured for a few steps; twice
     the learning rate is far outside it."""
-    from workbench.compare import FP32_TOLERANCE, loss_difference, run_comparison
+    from workbench.train import FP32_TOLERANCE, loss_difference, run_comparison
     from workbench.data import DataConfig
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=8, max_steps=6, lr=1e-4,

@@ -132,8 +132,8 @@ def test_inputs_follow_the_model_not_the_tokenizer(tmp_path, quick_data):
     used to fail with "forward() got an unexpected keyword argument 'token_type_ids'"."""
     from transformers import AutoModelForSequenceClassification
 
-    from workbench.export import ExportConfig, run_export
-    from workbench.fusion import FusionConfig, run_fusion
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph import FusionConfig, run_fusion
     from workbench.train import TrainConfig, run_training
 
     folder = zoo.build_tiny("distilbert", tmp_path / "distil")
@@ -323,7 +323,7 @@ def test_modernbert_graph_keeps_its_sliding_window_beyond_the_traced_length(tmp_
     import datasets
     import numpy as np
 
-    from workbench.export import ExportConfig, run_export
+    from workbench.graph import ExportConfig, run_export
     from workbench.ortinfer import predict_dataset, torch_predict_dataset
 
     folder = zoo.build_tiny("modernbert", tmp_path / "mb")

@@ -7,7 +7,7 @@ import dataclasses
 import plotly.graph_objects as go
 import pytest
 
-from workbench.fusion import Diagnosis, FusionConfig, Variant
+from workbench.graph import Diagnosis, FusionConfig, Variant
 from workbench.plots import graph
 
 

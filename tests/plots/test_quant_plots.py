@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.evaluate import evaluate_slices
+from workbench.quant import evaluate_slices
 from workbench.plots import quant as qp
-from workbench.quantize import SearchCandidate, SearchResult, check_budget
+from workbench.quant import SearchCandidate, SearchResult, check_budget
 from workbench.slices import SliceSet, predicate_slice
 
 

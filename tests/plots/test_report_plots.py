@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test_quant_plots import make_report
-from workbench.evaluate import evaluate_slices
+from workbench.quant import evaluate_slices
 from workbench.plots.report import slice_drift_overview
 from workbench.slices import SliceSet, predicate_slice
 

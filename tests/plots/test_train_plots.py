@@ -8,7 +8,7 @@ import dataclasses
 import plotly.graph_objects as go
 import pytest
 
-from workbench.compare import FP32_TOLERANCE, compare
+from workbench.train import FP32_TOLERANCE, compare
 from workbench.plots.train import COLORS, loss_curves, step_time_distribution, throughput_memory_bars
 from workbench.train import Backend, EvalRecord, RunStatus, StepRecord, TrainConfig, TrainRun
 

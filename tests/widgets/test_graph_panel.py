@@ -11,7 +11,7 @@ import pytest
 import widgets.graph as graph_module
 from widgets import GraphPanel, PanelInputError
 from widgets.graph import fused_nodes
-from workbench.fusion import FusionReport, Variant
+from workbench.graph import FusionReport, Variant
 from workbench.plots import graph as graph_plots
 
 

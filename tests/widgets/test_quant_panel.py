@@ -10,9 +10,9 @@ import pytest
 
 import widgets.quant as quant_module
 from widgets import PanelInputError, QuantPanel
-from workbench.evaluate import Flip, FlipKind
+from workbench.quant import Flip, FlipKind
 from workbench.plots import quant as quant_plots
-from workbench.quantize import QuantResult, SearchResult, worst_nodes
+from workbench.quant import QuantResult, SearchResult, worst_nodes
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 import widgets.train as train_module
 from widgets import ComparePanel, PanelInputError, TrainPanel
-from workbench.compare import Comparison, compare, load_comparison
+from workbench.train import Comparison, compare, load_comparison
 from workbench.plots import train as train_plots
 from workbench.train import Backend, RunStatus
 

@@ -1,4 +1,4 @@
-"""Figures for export and fusion: a :class:`~workbench.fusion.FusionReport` in, a
+"""Figures for export and fusion: a :class:`~workbench.graph.fusion.FusionReport` in, a
 ``plotly.graph_objects.Figure`` out.
 
 - :func:`op_counts`: operator histogram of the exported graph beside an optimized variant;
@@ -19,7 +19,7 @@ from typing import Optional, Union
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..fusion import FusedNode, FusionReport, Variant
+from ..graph import FusedNode, FusionReport, Variant
 
 COLORS = {
     "pytorch": "#9D755D",

@@ -1,5 +1,5 @@
-"""Figures for quantization: a :class:`~workbench.evaluate.SliceReport`,
-:class:`~workbench.quantize.QuantResult` or :class:`~workbench.quantize.SearchResult` in, a
+"""Figures for quantization: a :class:`~workbench.quant.evaluate.SliceReport`,
+:class:`~workbench.quant.quantize.QuantResult` or :class:`~workbench.quant.quantize.SearchResult` in, a
 ``plotly.graph_objects.Figure`` out.
 
 - :func:`drift_bars`: change per slice with its 95% paired bootstrap interval, worst first;
@@ -21,8 +21,8 @@ from typing import Optional, Sequence, Union
 
 import plotly.graph_objects as go
 
-from ..evaluate import METRICS, FlipKind, SliceDrift, SliceReport
-from ..quantize import NodeError, QuantResult, SearchResult
+from ..quant import METRICS, FlipKind, SliceDrift, SliceReport
+from ..quant import NodeError, QuantResult, SearchResult
 
 WORSE, BETTER, NEUTRAL, SMALL = "#E45756", "#54A24B", "#9D9D9D", "#D8D8D8"
 FLIP_COLORS = {"same": "#BAB0AC", FlipKind.BROKEN.value: "#E45756", FlipKind.FIXED.value: "#54A24B",

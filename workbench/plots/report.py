@@ -10,8 +10,8 @@ from typing import Optional, Sequence
 
 import plotly.graph_objects as go
 
-from ..evaluate import SliceDrift
-from ..quantize import QuantResult
+from ..quant import SliceDrift
+from ..quant import QuantResult
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#FF9DA6", "#9D755D")
 

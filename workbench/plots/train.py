@@ -1,6 +1,6 @@
 """Figures for training runs: result in, ``plotly.graph_objects.Figure`` out.
 
-Each builder takes a :class:`~workbench.compare.Comparison` or a list of
+Each builder takes a :class:`~workbench.train.compare.Comparison` or a list of
 :class:`~workbench.train.TrainRun` (compared on the fly). Backends keep the same colour in every
 figure. Runs that fell back or failed are drawn only where their data exists and are labelled
 with their status; ratios are written on the bars.
@@ -14,7 +14,7 @@ from typing import Sequence, Union
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..compare import Comparison, compare
+from ..train import Comparison, compare
 from ..train import Backend, RunStatus, TrainRun
 
 COLORS = {Backend.EAGER: "#4C78A8", Backend.ORTMODULE: "#F58518", Backend.COMPILE: "#54A24B"}

@@ -63,8 +63,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from . import runs, serial
-from .data import DataConfig
+from .. import runs, serial
+from ..options import parse_choice
+from ..data import DataConfig
 
 
 class TrainConfigError(ValueError):
@@ -131,13 +132,7 @@ STEP_WARMUP = 2  # steps left out of the medians: step 1 is start-up, step 2 re-
 
 
 def _enum(cls: type[enum.Enum], value: Any, name: str):
-    if isinstance(value, cls):
-        return value
-    try:
-        return cls(str(value).lower())
-    except ValueError:
-        allowed = ", ".join(m.value for m in cls)
-        raise TrainConfigError(f"{name} must be one of {allowed}; got {value!r}") from None
+    return parse_choice(cls, value, name, TrainConfigError)
 
 
 _TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
@@ -589,7 +584,7 @@ def iter_micro_batches(dataset, tokenizer, cfg: TrainConfig, rank: int = 0, worl
     """
     import torch
 
-    from .batches import batch_indices, encode
+    from ..batches import batch_indices, encode
 
     texts, labels = dataset["text"], dataset["label"]
     global_batch = cfg.batch_size * world_size
@@ -686,13 +681,13 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     step (``TypeError: 'NoneType' object is not iterable`` in ``_export_model``: the label-sparsity
     hook list is None when the optimizer is off).
     """
-    from .env import check_ortmodule_extensions
+    from ..env import check_ortmodule_extensions
 
     ext = check_ortmodule_extensions()
     if not ext.ok:
         raise TrainConfigError(f"the ortmodule backend cannot run: {ext.value}; fix: {ext.fix}")
     allow_streams_without_fd()
-    from .quiet import ortmodule_warnings
+    from ..quiet import ortmodule_warnings
 
     ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
     with _env(ortmodule_env(cfg)):
@@ -852,7 +847,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     """Mean cross-entropy and accuracy of ``model`` (plain PyTorch, eval mode, no dropout) on ``dataset``."""
     import torch
 
-    from .batches import iter_encoded, model_inputs
+    from ..batches import iter_encoded, model_inputs
 
     was_training = model.training
     model.eval()
@@ -976,7 +971,7 @@ class Trainer:
         """
         import torch
 
-        from .batches import model_inputs
+        from ..batches import model_inputs
 
         cfg, device = self.cfg, self.device
         self.step_no += 1
@@ -1054,8 +1049,8 @@ def run_training(
 
     import torch
 
-    from .data import class_names
-    from .models import load_for_data
+    from ..data import class_names
+    from ..models import load_for_data
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -1067,7 +1062,7 @@ def run_training(
     memory = PeakMemory(cfg.device)
     with memory:
         if model is None:
-            from .quiet import new_classifier_head_expected
+            from ..quiet import new_classifier_head_expected
 
             with new_classifier_head_expected():  # the head is new on purpose: it is trained next
                 model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
@@ -1154,7 +1149,7 @@ def run_training(
 
 @functools.lru_cache(maxsize=4)
 def _load_builtin(cfg: DataConfig):
-    from .data import load_data
+    from ..data import load_data
 
     return load_data(cfg)
 
@@ -1162,7 +1157,7 @@ def _load_builtin(cfg: DataConfig):
 def _load_data(cfg: DataConfig):
     """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
     (runs of several backends in one process then skip re-reading them); user files are re-read."""
-    from .data import BUILTIN, load_data
+    from ..data import BUILTIN, load_data
 
     return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)
 
@@ -1237,7 +1232,7 @@ def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
 def _dropout_defaults(name: str) -> dict[str, Any]:
     from transformers import AutoConfig, BertConfig
 
-    from .models import DROPOUT_ATTRIBUTES, resolve_model_path
+    from ..models import DROPOUT_ATTRIBUTES, resolve_model_path
 
     path = resolve_model_path(name)
     base = BertConfig() if path is None else AutoConfig.from_pretrained(str(path), local_files_only=True)

@@ -50,8 +50,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from .metrics import Metric
-from .slices import SliceSet
+from ..metrics import Metric
+from ..slices import SliceSet
 
 MIN_SLICE_SIZE = 50
 DEFAULT_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
@@ -445,7 +445,7 @@ def _check_probs(name: str, probs, n: int) -> np.ndarray:
     if (arr < -1e-6).any() or np.abs(sums - 1.0).max() > 1e-3:
         raise EvaluationError(
             f"{name} rows must be probabilities (non-negative, summing to 1); got row sums from "
-            f"{sums.min():.4g} to {sums.max():.4g}. If these are logits, pass workbench.evaluate.softmax(logits)"
+            f"{sums.min():.4g} to {sums.max():.4g}. If these are logits, pass workbench.quant.evaluate.softmax(logits)"
         )
     return arr
 

@@ -15,9 +15,9 @@ One call, ``run_quantization(onnx_path, QuantConfig.dynamic_int8(), out_dir, dat
    quantization first runs ``quant_pre_process(skip_symbolic_shape=True)`` (symbolic shape
    inference fails on these graphs; see FIELD_NOTES).
 3. **Validate, time, size**: logits against the FP32 graph on the test split
-   (:func:`workbench.export.compare_logits`), latency of both graphs with the same settings in
+   (:func:`workbench.graph.export.compare_logits`), latency of both graphs with the same settings in
    the same process (:func:`workbench.ortinfer.latency_by_shape`), size on disk.
-4. **Drift**: :func:`workbench.evaluate.evaluate_slices` on the test split and the golden set.
+4. **Drift**: :func:`workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
 5. **Where it comes from**: :func:`node_errors`, the signal-to-quantization-noise ratio (SQNR,
    ``onnxruntime.quantization.qdq_loss_debug``'s formula) per quantized node, with both models fed
    the same batches.
@@ -45,11 +45,12 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import runs
+from .. import runs
+from ..options import parse_choice
 from .evaluate import MIN_SLICE_SIZE, SliceReport, evaluate_slices, softmax
-from .export import Validation, file_size_mib, save_tokenizer
-from .metrics import Metric
-from .ortinfer import ShapeLatency
+from ..graph import Validation, file_size_mib, save_tokenizer
+from ..metrics import Metric
+from ..ortinfer import ShapeLatency
 
 RESULT_FILE = "quantize.json"
 SEARCH_FILE = "search.json"
@@ -104,12 +105,7 @@ class QFormat(str, enum.Enum):
 
 
 def _as_enum(cls, value, field_name: str, hint: str):
-    if isinstance(value, cls):
-        return value
-    try:
-        return cls(str(value).lower())
-    except ValueError:
-        raise QuantizeError(f"{field_name} must be one of {[m.value for m in cls]}, got {value!r}; {hint}") from None
+    return parse_choice(cls, value, field_name, QuantizeError, hint)
 
 
 @dataclass(frozen=True)
@@ -329,8 +325,8 @@ class TimingConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        from .device import normalize_device
-        from .ortinfer import check_shapes
+        from ..device import normalize_device
+        from ..ortinfer import check_shapes
 
         object.__setattr__(self, "device", normalize_device(self.device))
         object.__setattr__(self, "shapes", check_shapes(self.shapes))
@@ -424,7 +420,7 @@ def graph_kind(onnx_path: str | os.PathLike) -> str:
 
 def _find_export(onnx_path: Path, export) -> Any:
     """The ExportResult describing a graph: given, or ``export.json`` beside the graph or one up."""
-    from .export import ExportResult, load_export
+    from ..graph import ExportResult, load_export
 
     if isinstance(export, ExportResult):
         return export
@@ -439,7 +435,7 @@ def _find_export(onnx_path: Path, export) -> Any:
 def _graph_source(obj, export) -> tuple[Path, Any]:
     """(graph path, export metadata) from a path, an ``ExportResult`` (``onnx_path``) or a
     ``FusionReport`` (``fused_path``; its export is ``export=`` or found beside the graph)."""
-    from .export import ExportResult
+    from ..graph import ExportResult
 
     if isinstance(obj, ExportResult):
         return Path(obj.onnx_path), export if export is not None else obj
@@ -462,7 +458,7 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
     """(tokenizer object, folder it can be reloaded from, or None)."""
     from transformers import AutoTokenizer
 
-    from .models import BUILTIN_MODELS, load_tokenizer, resolve_model_path
+    from ..models import BUILTIN_MODELS, load_tokenizer, resolve_model_path
 
     if tokenizer is None:
         if exp is None:
@@ -487,7 +483,7 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
-    from . import serial
+    from .. import serial
 
     return runs.atomic_write_text(path, "".join(json.dumps(serial.to_dict(r)) + "\n" for r in rows))
 
@@ -540,9 +536,9 @@ def prepare_baseline(
     example}). ``golden`` adds the hand-written edge cases of the built-in reviews task (default:
     when the classes are the reviews' rotten/fresh).
     """
-    from .data import REVIEW_CLASSES
-    from .ortinfer import make_session, predict_dataset
-    from .slices import golden_examples, golden_slices, slice_collection
+    from ..data import REVIEW_CLASSES
+    from ..ortinfer import make_session, predict_dataset
+    from ..slices import golden_examples, golden_slices, slice_collection
 
     src, export = _graph_source(onnx_path, export)
     if batch_size < 1 or calibration_samples < 0:
@@ -577,7 +573,7 @@ def prepare_baseline(
         extra_cols = [c for c in ev.column_names if c not in ("text", "label")]
         slices = slice_collection("default", names, train_texts, extra_cols, ev if extra_cols else None, dict(predicates or {}))
     elif predicates:
-        from .slices import predicate_slice
+        from ..slices import predicate_slice
 
         slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
 
@@ -631,8 +627,8 @@ def load_baseline(path: str | os.PathLike) -> Baseline:
 # quantizing
 # ----------------------------------------------------------------------------------------------
 def _encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, batch_size: int, pad_to_max: bool) -> list[dict]:
-    from .batches import encode
-    from .ortinfer import make_feed
+    from ..batches import encode
+    from ..ortinfer import make_feed
 
     return [make_feed(session, encode(tokenizer, list(texts[i : i + batch_size]), max_length, pad_to_max))
             for i in range(0, len(texts), batch_size)]
@@ -1189,13 +1185,13 @@ def run_quantization(
     ``node_error_samples`` calibration texts are fed to both graphs to rank the nodes by SQNR
     (0 skips it). Timings and the bootstrap are reported, never asserted.
     """
-    from .export import compare_logits, op_histogram
-    from .ortinfer import latency_by_shape, make_session, predict_dataset
+    from ..graph import compare_logits, op_histogram
+    from ..ortinfer import latency_by_shape, make_session, predict_dataset
 
     cfg = cfg or QuantConfig.dynamic_int8()
     chosen_timing = timing if timing is not None else (baseline.timing if baseline is not None else None)
     if chosen_timing is not None:
-        from .device import require_device
+        from ..device import require_device
 
         require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
     if not isinstance(cfg, QuantConfig):
@@ -1352,7 +1348,7 @@ class BudgetCheck:
     within_slices: bool
     violations: list[str]
     slices_checked: int
-    slices_skipped: list[str]  # too small to judge (see workbench.evaluate.MIN_SLICE_SIZE)
+    slices_skipped: list[str]  # too small to judge (see workbench.quant.evaluate.MIN_SLICE_SIZE)
 
     @property
     def feasible(self) -> bool:
@@ -1557,7 +1553,7 @@ def constrained_search(
 def _fp32_candidate(gname: str, base: Baseline, budget_overall: float, budget_per_slice: float,
                     include_small: bool, strict: bool, n_boot: int, seed: int) -> SearchCandidate:
     """The FP32 graph as a candidate: timed like the others, scored against itself (no drop)."""
-    from .ortinfer import latency_by_shape
+    from ..ortinfer import latency_by_shape
 
     t = base.timing
     lat = latency_by_shape(base.fp32_path, shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads,

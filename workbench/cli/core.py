@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from . import serial
+from .. import serial
+from ..options import shapes_arg
 
 
 def _print_json(obj) -> None:
@@ -26,7 +27,7 @@ def _fail(message: str, code: int = 2) -> int:
 
 def _device_problem(args) -> Optional[str]:
     """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
-    from .device import DeviceError, require_device
+    from ..device import DeviceError, require_device
 
     try:
         require_device(getattr(args, "device", None) or "cpu")
@@ -69,7 +70,7 @@ class TerminalProgress:
 # doctor, data, runs
 # --------------------------------------------------------------------------------------------
 def _cmd_doctor(args) -> int:
-    from .env import run_doctor
+    from ..env import run_doctor
 
     report = run_doctor()
     if args.json:
@@ -80,8 +81,8 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_data(args) -> int:
-    from .data import DataConfig, DataError, load_data, summarize
-    from .slices import slice_collection
+    from ..data import DataConfig, DataError, load_data, summarize
+    from ..slices import slice_collection
 
     try:
         cfg = DataConfig(
@@ -111,7 +112,7 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_runs(args) -> int:
-    from .runs import list_runs
+    from ..runs import list_runs
 
     runs = list_runs(args.runs)
     if args.json:
@@ -153,9 +154,9 @@ _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
-    from .data import DataConfig
-    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
-    from .train import TrainConfig, TrainConfigError
+    from ..data import DataConfig
+    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..train import TrainConfig, TrainConfigError
 
     overrides = {}
     for flag, key in (("model", "model"), ("steps", "max_steps"), ("epochs", "epochs"), ("batch_size", "batch_size"),
@@ -246,8 +247,8 @@ def _run_summary(run) -> dict:
 
 
 def _cmd_train(args) -> int:
-    from .runs import new_run_dir
-    from .train import TrainConfigError, run_training
+    from ..runs import new_run_dir
+    from ..train import TrainConfigError, run_training
 
     try:
         cfg = _train_config(args)
@@ -257,7 +258,7 @@ def _cmd_train(args) -> int:
     bar = None if args.json else _TrainProgressBar()
     try:
         if args.nproc > 1:
-            from .distributed import run_distributed
+            from ..train import run_distributed
 
             result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=run_dir)
             run = result.run
@@ -284,9 +285,9 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from .compare import comparison_table, run_comparison
-    from .runs import new_run_dir
-    from .train import TrainConfigError
+    from ..train import comparison_table, run_comparison
+    from ..runs import new_run_dir
+    from ..train import TrainConfigError
 
     try:
         cfg = _train_config(args)
@@ -374,10 +375,10 @@ def _add_train(sub) -> None:
 # export, fuse  (issue 4)
 # --------------------------------------------------------------------------------------------
 def _cmd_export(args) -> int:
-    from .data import DataConfig, DataError, load_data
-    from .export import ExportConfig, ExportError, run_export
-    from .models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
-    from .runs import new_run_dir
+    from ..data import DataConfig, DataError, load_data
+    from ..graph import ExportConfig, ExportError, run_export
+    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..runs import new_run_dir
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
@@ -411,21 +412,10 @@ def _cmd_export(args) -> int:
     return 0 if v.passed else 1
 
 
-def _parse_shapes(text: str) -> tuple[tuple[int, int], ...]:
-    shapes = []
-    for part in text.split(","):
-        try:
-            b, s = part.lower().strip().split("x")
-            shapes.append((int(b), int(s)))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"shapes are BATCHxSEQ separated by commas, e.g. 1x128,8x128; got {part!r}") from None
-    return tuple(shapes)
-
-
 def _cmd_fuse(args) -> int:
-    from .export import ExportError
-    from .fusion import FusionConfig, FusionError, run_fusion, summary, table
-    from .ortinfer import InferenceError
+    from ..graph import ExportError
+    from ..graph import FusionConfig, FusionError, run_fusion, summary, table
+    from ..ortinfer import InferenceError
 
     source = Path(args.source)
     if (problem := _device_problem(args)) is not None:
@@ -485,7 +475,7 @@ def _add_graph(sub) -> None:
                    help="default: 3 shapes x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; "
                         "gpu: CUDA, FP16, CUDA graphs and PyTorch's GPU peers at 1x128 and 32x128")
     p.add_argument("--variants", help="comma-separated: unoptimized,ort_basic,ort_extended,ort_all,transformer (default: all)")
-    p.add_argument("--shapes", type=_parse_shapes, help="BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")
+    p.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")
     p.add_argument("--threads", type=int, help="intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")
     p.add_argument("--warmup", type=int)
     p.add_argument("--repeats", type=int)
@@ -511,8 +501,8 @@ def _add_graph(sub) -> None:
 # --------------------------------------------------------------------------------------------
 def _quant_source(source: Path, which: str):
     """(FP32 graph path, ExportResult or None, run folder) from a run folder or an .onnx file."""
-    from .export import load_export
-    from .fusion import load_fusion
+    from ..graph import load_export
+    from ..graph import load_fusion
 
     if source.is_file() and source.suffix == ".onnx":
         folder = source.parent
@@ -534,7 +524,7 @@ def _quant_source(source: Path, which: str):
 def _quant_config(args):
     from dataclasses import replace
 
-    from .quantize import QuantConfig
+    from ..quant import QuantConfig
 
     cfg = QuantConfig.preset(args.preset)
     over = {k: v for k, v in (("samples", args.samples), ("calibration", args.calibration)) if v is not None}
@@ -555,10 +545,10 @@ def _slice_row(d) -> dict:
 
 
 def _cmd_quantize(args) -> int:
-    from .data import DataConfig, DataError, load_data
-    from .export import ExportError
-    from .ortinfer import InferenceError
-    from .quantize import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
+    from ..data import DataConfig, DataError, load_data
+    from ..graph import ExportError
+    from ..ortinfer import InferenceError
+    from ..quant import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
@@ -646,7 +636,7 @@ def _cmd_quantize(args) -> int:
 
 
 def _add_quant(sub) -> None:
-    from .quantize import QuantConfig
+    from ..quant import QuantConfig
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
     p.add_argument("source", help="a run folder with export.json (and fusion.json), or an .onnx file")
@@ -669,7 +659,7 @@ def _add_quant(sub) -> None:
     p.add_argument("--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     p.add_argument("--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     p.add_argument("--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
-    p.add_argument("--shapes", type=_parse_shapes, help="BATCHxSEQ,... to time (default 1x128; quick 1x64)")
+    p.add_argument("--shapes", type=shapes_arg, help="BATCHxSEQ,... to time (default 1x128; quick 1x64)")
     p.add_argument("--repeats", type=int, help="timed runs per shape")
     p.add_argument("--n-boot", type=int, help="bootstrap replicates (default 1000)")
     p.add_argument("--eval-batch-size", type=int, default=32,
@@ -684,8 +674,8 @@ def _add_quant(sub) -> None:
 # demo: the whole walkthrough
 # --------------------------------------------------------------------------------------------
 def _cmd_demo(args) -> int:
-    from .pipeline import DemoConfig, run_demo
-    from .runs import new_run_dir
+    from ..pipeline import DemoConfig, run_demo
+    from ..runs import new_run_dir
 
     try:
         overrides = {}
@@ -743,7 +733,7 @@ end, so a re-run into the same --out keeps the previous report until the new one
 
 
 def _cmd_audit(args) -> int:
-    from .audit import AuditConfig, AuditInputError, check_inputs, run_audit
+    from ..audit import AuditConfig, AuditInputError, check_inputs, run_audit
 
     presets = [p.strip() for item in (args.presets or []) for p in item.split(",") if p.strip()]
     try:
@@ -764,8 +754,8 @@ def _cmd_audit(args) -> int:
 
 
 def _add_audit(sub) -> None:
-    from .audit import DEFAULT_PRESETS
-    from .quantize import QuantConfig
+    from ..audit import DEFAULT_PRESETS
+    from ..quant import QuantConfig
 
     p = sub.add_parser(
         "audit", help="audit a fine-tuned classifier on all of your data: export, fuse, INT8 presets, slice drift, "
@@ -801,7 +791,7 @@ def _add_audit(sub) -> None:
 # workshop: the fine-tuned checkpoint the notebooks start from, prepared before the workshop
 # --------------------------------------------------------------------------------------------
 def _cmd_workshop(args) -> int:
-    from . import workshop
+    from .. import workshop
 
     try:
         recipe = workshop.workshop_recipe(args.model)
@@ -835,10 +825,10 @@ def _add_workshop(sub) -> None:
 # ondevice: training artifacts, onnxruntime.training.api vs PyTorch eager, inference export  (issue 13)
 # --------------------------------------------------------------------------------------------
 def _cmd_ondevice(args) -> int:
-    from .data import DataError
-    from .models import ModelError
-    from .ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
-    from .runs import new_run_dir
+    from ..data import DataError
+    from ..models import ModelError
+    from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
+    from ..runs import new_run_dir
 
     try:
         over = {k: v for k, v in (("trainable", args.trainable), ("last_n_layers", args.last_n), ("loss", args.loss),

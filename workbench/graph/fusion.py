@@ -18,7 +18,7 @@ transformer     ``onnxruntime.transformers.optimizer`` (the      ``cfg.transform
 
 For each variant: the graph file, its operator histogram and node count, size on disk,
 validation against PyTorch's logits on real examples (the reference saved at export, see
-:mod:`workbench.export`), latency by shape, the nodes removed and added, and the
+:mod:`workbench.graph.export`), latency by shape, the nodes removed and added, and the
 **provenance** of every fused node: the original nodes it replaced, i.e. the subgraph of the
 exported graph between the fused node's inputs and its outputs.
 
@@ -56,11 +56,11 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import runs
+from .. import runs
 from .export import ExportConfig, ExportResult, Validation, file_size_mib, load_export, op_histogram
-from .device import PlacementReport
-from .metrics import Metric
-from .ortinfer import GRAPH_OPTIMIZATION_LEVELS, ShapeLatency, check_shapes
+from ..device import PlacementReport
+from ..metrics import Metric
+from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, ShapeLatency, check_shapes
 
 RESULT_FILE = "fusion.json"
 FUSED_FILE = "model_fused.onnx"
@@ -152,7 +152,7 @@ class FusionConfig:
     time_pytorch_peers: bool = True
 
     def __post_init__(self) -> None:
-        from .device import normalize_device
+        from ..device import normalize_device
 
         self.device = normalize_device(self.device)
         if self.cuda_graph and self.device == "cpu":
@@ -409,7 +409,7 @@ def _match_by_value(orig_path: Path, opt_path: Path, orig: _Graph, opt: _Graph, 
     import onnx
     import onnxruntime as ort
 
-    from .ortinfer import make_feed, synthetic_batch
+    from ..ortinfer import make_feed, synthetic_batch
 
     if not wanted:
         return {}
@@ -680,7 +680,7 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
 
 # ---- building variants -------------------------------------------------------------------------
 def _ort_variant(src: Path, level: str, dst: Path) -> None:
-    from .ortinfer import make_session
+    from ..ortinfer import make_session
 
     with runs.atomic_path(dst) as tmp:
         session = make_session(src, threads=1, graph_optimization=level, optimized_model_path=tmp)
@@ -773,8 +773,8 @@ def _resolve_inputs(src, cfg: FusionConfig, data) -> _Inputs:
 
     # A bare ONNX file: tokenizer beside it or MiniLM's, data given or the quick reviews; the
     # reference is the unoptimized graph itself (no PyTorch model to compare with).
-    from .data import DataConfig, load_data
-    from .models import load_tokenizer
+    from ..data import DataConfig, load_data
+    from ..models import load_tokenizer
 
     tok_dir = source.parent / "tokenizer"
     if tok_dir.is_dir():
@@ -804,7 +804,7 @@ def _pytorch_model(inputs: _Inputs, model):
     exp = inputs.export
     if exp is None:
         return None, "no PyTorch model to time: pass model=... (a LoadedModel) or fuse an export result"
-    from .models import BUILTIN_MODELS, load_model
+    from ..models import BUILTIN_MODELS, load_model
 
     attn = exp.attn_implementation if exp.attn_implementation in ("eager", "sdpa") else "eager"
     n = len(exp.class_names)
@@ -819,7 +819,7 @@ def _pytorch_model(inputs: _Inputs, model):
 
 def _pytorch_model_sdpa(inputs: _Inputs, model):
     """The same PyTorch model loaded with SDPA attention (for the GPU peers), or None."""
-    from .models import BUILTIN_MODELS, load_model
+    from ..models import BUILTIN_MODELS, load_model
 
     exp = inputs.export
     if exp is None:
@@ -841,9 +841,9 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     ``model``: the PyTorch model to time as the eager reference (default: reloaded from the export).
     """
     from .export import compare_logits
-    from .ortinfer import as_session, latency_by_shape, predict_dataset, torch_latency_by_shape
+    from ..ortinfer import as_session, latency_by_shape, predict_dataset, torch_latency_by_shape
 
-    from .device import require_device
+    from ..device import require_device
 
     cfg = cfg or FusionConfig()
     device = require_device(cfg.device)  # before any work: CUDA asked for and absent is one clear error
@@ -916,7 +916,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         if pt_model is None:
             notes.append(why)
         elif device != "cpu":
-            from .gpu_peers import torch_gpu_latency
+            from ..gpu_peers import torch_gpu_latency
 
             peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
             timed, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
@@ -943,8 +943,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     placement: dict[str, PlacementReport] = {}
     graph_latency: dict[str, list[ShapeLatency]] = {}
     if device != "cpu":
-        from .device import probe_placement
-        from .ortinfer import make_feed, make_session, synthetic_batch
+        from ..device import probe_placement
+        from ..ortinfer import make_feed, make_session, synthetic_batch
 
         b0, s0 = cfg.shapes[0]
         for variant, (path, level, _) in built.items():

@@ -1,7 +1,7 @@
 """The same training loop on several processes: DistributedDataParallel under ``torchrun``.
 
 ``run_distributed(cfg, backend, nproc=2)`` launches ``torchrun --standalone --nproc_per_node N
--m workbench.distributed ...``. Every process initialises ``torch.distributed`` (gloo on the
+-m workbench.train.distributed ...``. Every process initialises ``torch.distributed`` (gloo on the
 CPU, NCCL on CUDA) and calls :func:`workbench.train.run_training`, which sees the process group
 and wraps the model in ``DistributedDataParallel`` (around ``ORTModule`` for the ortmodule
 backend). Each global batch of ``batch_size * N`` examples is split between the ranks, so one
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import runs, serial
-from .train import Backend, TrainConfig, TrainConfigError, TrainRun, _enum, check_backend, load_train_run
+from .. import runs, serial
+from .core import Backend, TrainConfig, TrainConfigError, TrainRun, _enum, check_backend, load_train_run
 
 DISTRIBUTED_BACKENDS = (Backend.EAGER, Backend.ORTMODULE)
 
@@ -99,7 +99,7 @@ def run_distributed(
     cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.ddp-config.json", cfg)
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        "-m", "workbench.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
+        "-m", "workbench.train.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))}
     t0 = time.perf_counter()
@@ -125,9 +125,9 @@ def _worker(argv: Optional[list[str]] = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .train import run_training
+    from .core import run_training
 
-    parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.distributed")
+    parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.train.distributed")
     parser.add_argument("--config", required=True)
     parser.add_argument("--backend", required=True, choices=[b.value for b in DISTRIBUTED_BACKENDS])
     parser.add_argument("--run-dir", required=True)
@@ -140,8 +140,8 @@ def _worker(argv: Optional[list[str]] = None) -> int:
         torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if cfg.device.startswith("cuda") else "gloo")
     try:
-        from .data import class_names, load_data
-        from .models import load_for_data
+        from ..data import class_names, load_data
+        from ..models import load_for_data
 
         loaded = load_for_data(cfg.model, class_names(load_data(cfg.data)), attn_implementation=cfg.attn_implementation,
                                dropout=cfg.dropout, seed=cfg.seed)

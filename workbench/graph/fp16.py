@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from . import runs
+from .. import runs
 
 # float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
 # magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
@@ -120,7 +120,7 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
 def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
                   min_label_agreement: Optional[float] = None, where: str = "cpu"):
     """Compare the FP16 graph's logits with the FP32 fused graph's on the same examples
-    (:func:`workbench.export.compare_logits` with FP16's tolerance); ``where`` names the device
+    (:func:`workbench.graph.export.compare_logits` with FP16's tolerance); ``where`` names the device
     the FP16 graph ran on, so the message says what was measured."""
     from .export import compare_logits
 

@@ -16,7 +16,7 @@ difference, agreement of predicted labels, pass/fail against a tolerance the use
 
 Attention matters here: load models with ``attn_implementation="eager"`` (the default in
 :func:`workbench.models.load_model`). An SDPA export works, but ONNX Runtime's transformer
-optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.fusion`).
+optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.graph.fusion`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import runs
-from .metrics import Metric
+from .. import runs
+from ..metrics import Metric
 
 RESULT_FILE = "export.json"
 ONNX_FILE = "model.onnx"
@@ -94,7 +94,7 @@ class ExportConfig:
     device: str = "cpu"  # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
 
     def __post_init__(self) -> None:
-        from .device import normalize_device
+        from ..device import normalize_device
 
         self.device = normalize_device(self.device)
         if isinstance(self.attn_implementation, str) and not isinstance(self.attn_implementation, Attention):
@@ -335,7 +335,7 @@ def validate_onnx(
     ``cfg.validation_examples`` examples are fed. ``tokenizer`` may be None when the reference is
     a LoadedModel (its tokenizer is used).
     """
-    from .ortinfer import as_session, predict_dataset, torch_predict_dataset
+    from ..ortinfer import as_session, predict_dataset, torch_predict_dataset
 
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)
@@ -386,7 +386,7 @@ def _data_classes(data) -> Optional[list[str]]:
 
 
 def _resolve_model(model, cfg: ExportConfig, data):
-    from .models import BUILTIN_MODELS, LoadedModel, load_for_data, load_model, resolve_model_path
+    from ..models import BUILTIN_MODELS, LoadedModel, load_for_data, load_model, resolve_model_path
 
     if isinstance(model, LoadedModel):
         return model
@@ -512,7 +512,7 @@ def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[st
     """
     import torch
 
-    from .batches import encode, model_inputs
+    from ..batches import encode, model_inputs
 
     model = loaded.model
     model.eval()
@@ -573,13 +573,13 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     """
     import onnx
 
-    from .data import DataConfig, load_data
-    from .ortinfer import torch_predict_dataset
+    from ..data import DataConfig, load_data
+    from ..ortinfer import torch_predict_dataset
 
-    from .models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
+    from ..models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
 
     cfg = cfg or ExportConfig()
-    from .device import require_device
+    from ..device import require_device
 
     require_device(cfg.device)  # CUDA asked for and absent: say so before exporting anything
     if not isinstance(model, (str, os.PathLike, LoadedModel)):

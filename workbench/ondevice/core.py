@@ -17,7 +17,7 @@ or on an edge box. This module does the second half and holds it to the same sta
     set, same learning rate and AdamW update), both loss curves and their agreement, step time
     and peak memory of both, and the trained model exported back to an inference graph
     (``Module.export_model_for_inferencing``) saved as an ``export.json`` that
-    :func:`workbench.fusion.run_fusion`, :func:`workbench.quantize.run_quantization` and the slice
+    :func:`workbench.graph.fusion.run_fusion`, :func:`workbench.quant.quantize.run_quantization` and the slice
     evaluation accept like any other export.
 
 Two pitfalls of onnxruntime-training 1.19.2 (measured here, see FIELD_NOTES):
@@ -66,9 +66,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from . import runs, serial
-from .export import ExportConfig, ExportResult, Validation, compare_logits, file_size_mib, model_info, op_histogram
-from .metrics import Metric
+from .. import runs, serial
+from ..options import parse_choice
+from ..graph import ExportConfig, ExportResult, Validation, compare_logits, file_size_mib, model_info, op_histogram
+from ..metrics import Metric
 
 RESULT_FILE = "ondevice.json"
 ARTIFACTS_DIR = "artifacts"
@@ -121,12 +122,7 @@ class Trainable(str, enum.Enum):
 
 
 def _enum(cls, value, name: str):
-    if isinstance(value, cls):
-        return value
-    try:
-        return cls(value)
-    except ValueError:
-        raise OnDeviceError(f"{name} must be one of {[m.value for m in cls]}, got {value!r}") from None
+    return parse_choice(cls, value, name, OnDeviceError)
 
 
 @dataclass(frozen=True)
@@ -316,7 +312,7 @@ class OnDeviceResult:
         return b / a if a and b else None
 
     def load_export(self) -> ExportResult:
-        from .export import load_export
+        from ..graph import load_export
 
         return load_export(self.inference_dir)
 
@@ -466,7 +462,7 @@ def _session_options(threads: int):
 
 def _training_api():
     """``onnxruntime.training`` imports ORTModule (and so tries DeepSpeed); keep its known warning out."""
-    from .quiet import ortmodule_warnings
+    from ..quiet import ortmodule_warnings
 
     ortmodule_warnings()
     try:
@@ -487,8 +483,8 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
     PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
     import torch
 
-    from .batches import encode, model_inputs
-    from .export import _without_ir_dump, standard_symbolics
+    from ..batches import encode, model_inputs
+    from ..graph import _without_ir_dump, standard_symbolics
 
     model = loaded.model
     enc = model_inputs(model, encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], max_length))
@@ -510,7 +506,7 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
                               dynamic_axes=dynamic, opset_version=opset, do_constant_folding=False,
                               training=torch.onnx.TrainingMode.TRAINING, dynamo=False)
     except Exception as exc:  # torch raises several types; the export stage explains them the same way
-        from .export import ExportConfig as _EC, _explain_failure
+        from ..graph import ExportConfig as _EC, _explain_failure
 
         raise OnDeviceError(str(_explain_failure(exc, _EC(opset=opset), loaded.attn_implementation))) from exc
     finally:
@@ -644,7 +640,7 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
 def load_ondevice_model(cfg: OnDeviceConfig, class_names: Optional[list[str]] = None):
     """The model as trained here: dropout off, eager attention, in eval mode (dropout is 0 anyway,
     so train and eval mode compute the same; eval mode keeps it so for any layer we missed)."""
-    from .models import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
+    from ..models import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
 
     if cfg.model in BUILTIN_MODELS:
         if class_names:
@@ -661,7 +657,7 @@ def load_ondevice_model(cfg: OnDeviceConfig, class_names: Optional[list[str]] = 
 def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
     the training split, cycled if it is shorter than the run. Both sides get exactly these."""
-    from .batches import batch_indices, encode, model_inputs
+    from ..batches import batch_indices, encode, model_inputs
 
     texts, labels = train["text"], train["label"]
     out: list[dict[str, np.ndarray]] = []
@@ -752,7 +748,7 @@ def pytorch_curve(cfg: OnDeviceConfig, data, lr: Optional[float] = None, torch_a
     tolerance is measured against (tests and benchmarks/bench_ondevice.py)."""
     import torch
 
-    from .export import _data_classes
+    from ..graph import _data_classes
 
     lr = cfg.lr if lr is None else lr
     loaded = load_ondevice_model(cfg, _data_classes(data))
@@ -867,7 +863,7 @@ def _environment(threads: int) -> dict[str, Any]:
 
 def check_model(cfg: OnDeviceConfig) -> None:
     """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
-    from .models import BUILTIN_MODELS, check_model_type, resolve_model_path
+    from ..models import BUILTIN_MODELS, check_model_type, resolve_model_path
 
     if cfg.model not in BUILTIN_MODELS:
         check_model_type(resolve_model_path(cfg.model))
@@ -891,8 +887,8 @@ def run_ondevice(cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLik
     """
     import torch
 
-    from .data import DataConfig, load_data
-    from .export import _data_classes
+    from ..data import DataConfig, load_data
+    from ..graph import _data_classes
     cfg = cfg or OnDeviceConfig()
     started = time.perf_counter()
     check_model(cfg)  # ModelError: one line, before any data is loaded
@@ -929,8 +925,8 @@ def _train_and_export(cfg, out, data, classes, loaded, initial, art, batches, in
                       progress, stop) -> OnDeviceResult:
     import torch
 
-    from .export import ONNX_FILE, RESULT_FILE as EXPORT_FILE, EXAMPLES_FILE, REFERENCE_FILE, TOKENIZER_DIR
-    from .export import save_tokenizer, validate_onnx, write_examples
+    from ..graph import ONNX_FILE, RESULT_FILE as EXPORT_FILE, EXAMPLES_FILE, REFERENCE_FILE, TOKENIZER_DIR
+    from ..graph import save_tokenizer, validate_onnx, write_examples
 
     ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
     torch_trainer = _TorchTrainer(loaded, art.trainable_tensors, cfg)
@@ -1001,8 +997,8 @@ def _train_and_export(cfg, out, data, classes, loaded, initial, art, batches, in
                                tolerance=EXPORT_TOLERANCE)
     split = "validation" if "validation" in data else "test"
     vcfg = replace(vcfg, validation_split=split)
-    from .export import select_examples
-    from .ortinfer import torch_predict_dataset
+    from ..graph import select_examples
+    from ..ortinfer import torch_predict_dataset
 
     examples = select_examples(data, vcfg)
     reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import runs
-from .metrics import Metric
-from .train import (
+from .. import runs
+from ..metrics import Metric
+from .core import (
     Backend,
     Precision,
     ProgressFn,

@@ -1,0 +1,7 @@
+"""cli stage."""
+
+from .core import (  # noqa: F401
+    _train_config,
+    build_parser,
+    main,
+)
