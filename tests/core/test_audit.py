@@ -116,8 +116,8 @@ def test_labels_given_as_ids_are_mapped(audit_model, tmp_path):
     from workbench.audit import AuditConfig, check_model, prepare_data
 
     path = write_csv(tmp_path / "ids.csv", make_rows(60, seed=1), label_as_id=True)
-    cfg = AuditConfig(model=str(audit_model), data=str(path), text_column="review", label_column="sentiment", presets=("dynamic",))
-    prepared = prepare_data(cfg, check_model(cfg.model))
+    cfg = AuditConfig(data=str(path), text_column="review", label_column="sentiment", presets=("dynamic",))
+    prepared = prepare_data(cfg, check_model(str(audit_model)))
     assert prepared.facts["label_format"] == "ids"
     want = [CLASSES.index(r["sentiment"]) for r in make_rows(60, seed=1)]
     assert list(prepared.scored["label"]) == want
