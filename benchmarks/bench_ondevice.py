@@ -43,13 +43,13 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for trainable in [t.strip() for t in args.trainable.split(",") if t.strip()]:
-            cfg = OnDeviceConfig(model=args.model, trainable=trainable, steps=args.steps, batch_size=args.batch_size,
+            cfg = OnDeviceConfig(trainable=trainable, steps=args.steps, batch_size=args.batch_size,
                                  max_length=args.max_length, lr=args.lr, threads=args.threads,
                                  measure_memory=not args.no_memory, memory_steps=min(args.steps, 10))
             t0 = time.perf_counter()
-            r = run_ondevice(cfg, Path(work) / trainable, data=data)
-            doubled = pytorch_curve(cfg, data, lr=2 * args.lr)
-            torch_adamw = pytorch_curve(cfg, data, torch_adamw=True)
+            r = run_ondevice(args.model, cfg, Path(work) / trainable, data=data)
+            doubled = pytorch_curve(args.model, cfg, data, lr=2 * args.lr)
+            torch_adamw = pytorch_curve(args.model, cfg, data, torch_adamw=True)
             d2 = [abs(a - b) for a, b in zip(r.ondevice_losses, doubled)]
             dt = [abs(a - b) for a, b in zip(r.ondevice_losses, torch_adamw)]
             rows.append({

@@ -93,16 +93,17 @@ class OnDevicePanel(Panel):
         return [self.figure, self.results_html, self.cost_figure]
 
     def config(self, values: Optional[dict[str, Any]] = None) -> OnDeviceConfig:
-        """The OnDeviceConfig the controls describe (OnDeviceError, one line, for a bad value)."""
+        """The OnDeviceConfig the controls describe (OnDeviceError, one line, for a bad value); the model
+        is the stage's input, ``values["model"]``."""
         v = values or self.values()
         base = OnDeviceConfig.quick if v["model"] == "tiny" else OnDeviceConfig.default
-        return base(model=v["model"], trainable=v["trainable"], last_n_layers=int(v["last_n_layers"]), steps=int(v["steps"]),
+        return base(trainable=v["trainable"], last_n_layers=int(v["last_n_layers"]), steps=int(v["steps"]),
                     lr=float(v["lr"]), batch_size=int(v["batch_size"]), threads=self.options["threads"],
                     measure_memory=bool(self.options["measure_memory"]))
 
     def _compute(self, values: dict[str, Any]) -> OnDeviceResult:
         cfg = self.config(values)
-        return run_ondevice(cfg, self._resolve_run_dir("ondevice"), data=self.options["data"],
+        return run_ondevice(values["model"], cfg, self._resolve_run_dir("ondevice"), data=self.options["data"],
                             progress=lambda i, n, what: self.progress_callback(i, n, None, what), stop=self.stop_event)
 
     def _draw(self, result: OnDeviceResult) -> None:

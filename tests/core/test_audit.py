@@ -116,12 +116,31 @@ def test_labels_given_as_ids_are_mapped(audit_model, tmp_path):
     from workbench.audit import AuditConfig, check_model, prepare_data
 
     path = write_csv(tmp_path / "ids.csv", make_rows(60, seed=1), label_as_id=True)
-    cfg = AuditConfig(model=str(audit_model), data=str(path), text_column="review", label_column="sentiment", presets=("dynamic",))
-    prepared = prepare_data(cfg, check_model(cfg.model))
+    cfg = AuditConfig(data=str(path), text_column="review", label_column="sentiment", presets=("dynamic",))
+    prepared = prepare_data(cfg, check_model(str(audit_model)))
     assert prepared.facts["label_format"] == "ids"
     want = [CLASSES.index(r["sentiment"]) for r in make_rows(60, seed=1)]
     assert list(prepared.scored["label"]) == want
 
+
+
+def test_the_model_folder_is_the_stage_input(audit_meets, audit_model, audit_csv, tmp_path):
+    """run_audit(model, AuditConfig, out): the folder is the input, not a config field; audit.json and
+    summary.json still name it as given; check_inputs takes the same arguments and writes nothing heavy."""
+    from workbench.audit import AuditConfig, AuditInputError, check_inputs
+
+    _, out, s = audit_meets
+    saved = json.loads((out / "audit.json").read_text())
+    assert Path(saved["config"]["model"]).name == audit_model.name == Path(s["config"]["model"]).name
+    assert saved["model"]["folder"] == str(audit_model.resolve())
+    with pytest.raises(TypeError):
+        AuditConfig(model=str(audit_model), data=str(audit_csv))  # the model is the input, not a setting
+    cfg = AuditConfig(data=str(audit_csv), text_column="review", label_column="sentiment", presets=("dynamic",))
+    checked = check_inputs(audit_model, cfg, tmp_path / "out")
+    assert checked.out_dir == tmp_path / "out" and checked.model.class_names == list(CLASSES)
+    assert checked.data.facts["rows_scored"] == N_ROWS and list((tmp_path / "out").iterdir()) == []
+    with pytest.raises(AuditInputError, match="model folder not found"):
+        check_inputs(tmp_path / "no-such-model", cfg, tmp_path / "out")
 
 # ---- bad input: one line, exit code 2, before any heavy work -----------------------------------
 def _bad_inputs(model: Path, csv: Path, tmp: Path) -> dict:
@@ -199,7 +218,7 @@ def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys, m
 
 def test_rerun_keeps_the_previous_report_until_the_new_one_is_complete(audit_meets, monkeypatch):
     """While a new report is being rendered into the same folder, the old report.html is intact."""
-    import workbench.report as report
+    import workbench.report.write as report  # where write_report finds render_html
 
     _, out, _ = audit_meets
     before = (out / "report.html").read_bytes()

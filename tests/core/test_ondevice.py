@@ -36,11 +36,11 @@ def _numel(model, names):
 def tiny_last(tmp_path_factory, quick_data):
     """Ten steps of the tiny model, last encoder layer + head, memory measured in fresh processes."""
     cfg = OnDeviceConfig.quick(trainable="last", steps=10, lr=1e-3, threads=1, memory_steps=3, validation_examples=16)
-    return run_ondevice(cfg, tmp_path_factory.mktemp("ondevice_tiny"), data=quick_data)
+    return run_ondevice("tiny", cfg, tmp_path_factory.mktemp("ondevice_tiny"), data=quick_data)
 
 
 def test_trainable_sets_follow_the_architecture():
-    loaded = load_ondevice_model(OnDeviceConfig.quick(), CLASSES)
+    loaded = load_ondevice_model("tiny", OnDeviceConfig.quick(), CLASSES)
     m = loaded.model
     head = trainable_names(m, "head")
     assert head == ["classifier.weight", "classifier.bias"]
@@ -63,7 +63,7 @@ def test_artifacts_for_the_tiny_model(tmp_path, trainable):
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
     cfg = OnDeviceConfig.quick(trainable=trainable)
-    loaded = load_ondevice_model(cfg, CLASSES)
+    loaded = load_ondevice_model("tiny", cfg, CLASSES)
     art = build_artifacts(loaded, cfg, tmp_path / "art", ["a fine film", "dull"])
     names = trainable_names(loaded.model, trainable)
     assert sorted(art.trainable_tensors) == sorted(names)
@@ -108,10 +108,10 @@ def test_ten_on_device_steps_track_pytorch(tiny_last):
 
 def test_twice_the_learning_rate_exceeds_the_tolerance(tiny_last, quick_data):
     """The defect the tolerance must catch: PyTorch on the same batches at 2x lr."""
-    doubled = pytorch_curve(tiny_last.config, quick_data, lr=2 * tiny_last.config.lr)
+    doubled = pytorch_curve("tiny", tiny_last.config, quick_data, lr=2 * tiny_last.config.lr)
     diff = np.abs(np.array(tiny_last.ondevice_losses) - np.array(doubled))
     assert diff.max() > 10 * FP32_TOLERANCE
-    same = pytorch_curve(tiny_last.config, quick_data)
+    same = pytorch_curve("tiny", tiny_last.config, quick_data)
     assert np.abs(np.array(tiny_last.pytorch_losses) - np.array(same)).max() == 0.0  # the replay is exact
 
 
@@ -120,7 +120,7 @@ def test_position_embedding_gradient_defect_is_caught(tmp_path, quick_data):
     gradient (POSITION_EMBEDDINGS_NOTE): the loss comparison must flag it."""
     cfg = OnDeviceConfig.quick(trainable="all", train_position_embeddings=True, steps=6, lr=1e-3, threads=1,
                                measure_memory=False, validation_examples=8)
-    r = run_ondevice(cfg, tmp_path, data=quick_data)
+    r = run_ondevice("tiny", cfg, tmp_path, data=quick_data)
     assert not r.loss_parity and r.max_loss_diff > FP32_TOLERANCE
     assert any("position embeddings train" in n for n in r.notes)
 
@@ -137,7 +137,7 @@ def test_inference_graph_matches_the_trained_weights(tiny_last, quick_data):
     assert r.agreement_with_pytorch_training.passed
     # independently: the PyTorch model saved with the trained weights, the graph, and the untrained model
     trained = load_model(str(r.trained_model_dir), dropout=False)
-    untrained = load_ondevice_model(r.config, CLASSES)
+    untrained = load_ondevice_model("tiny", r.config, CLASSES)
     texts = list(quick_data["test"]["text"][:8])
     enc = encode(trained.tokenizer, texts, 64)
     with torch.no_grad():
@@ -168,7 +168,7 @@ def test_fuse_quantize_and_evaluate_accept_the_inference_graph(tiny_last, quick_
 
 def test_gradient_builder_failure_names_the_operator_and_the_fix(tmp_path):
     cfg = OnDeviceConfig.quick(opset=17, trainable="last")  # head only needs no LayerNorm gradient: builds at 17
-    loaded = load_ondevice_model(cfg, CLASSES)
+    loaded = load_ondevice_model("tiny", cfg, CLASSES)
     with pytest.raises(GradientGraphError) as info:
         build_artifacts(loaded, cfg, tmp_path / "art")
     err = info.value
@@ -194,7 +194,7 @@ def test_config_errors_say_what_to_do():
 @pytest.mark.parametrize("trainable", ["head", "last"])
 def test_artifacts_for_minilm(tmp_path, trainable):
     cfg = OnDeviceConfig.default(trainable=trainable)
-    loaded = load_ondevice_model(cfg, CLASSES)
+    loaded = load_ondevice_model("minilm", cfg, CLASSES)
     art = build_artifacts(loaded, cfg, tmp_path / "art", ["a fine film"])
     names = trainable_names(loaded.model, trainable)
     assert art.trainable_parameters == _numel(loaded.model, names)
@@ -209,5 +209,27 @@ def test_artifacts_for_minilm(tmp_path, trainable):
 @pytest.mark.slow
 def test_minilm_last_layer_steps_track_pytorch(tmp_path, quick_data):
     cfg = OnDeviceConfig.default(steps=4, batch_size=8, threads=1, measure_memory=False, validation_examples=8)
-    r = run_ondevice(cfg, tmp_path, data=quick_data)
+    r = run_ondevice("minilm", cfg, tmp_path, data=quick_data)
     assert r.loss_parity and r.validation.passed, (r.max_loss_diff, r.validation.message)
+
+
+def test_child_process_entry_point_runs_from_any_folder():
+    """`python -m workbench.ondevice` (the per-side process measure_isolated starts) is the package's
+    __main__; it must start from any folder (the package has no module named core any more)."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "workbench.ondevice", "--help"], capture_output=True, text=True, cwd="/",
+                          env={**os.environ, "PYTHONPATH": str(repo)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "--side" in proc.stdout and "--work" in proc.stdout
+
+
+def test_results_saved_with_the_model_in_the_config_still_load(tmp_path):
+    """Before the stage took the model as its input, OnDeviceConfig held it: such JSON still loads."""
+    from workbench import serial
+
+    cfg = serial.from_dict(OnDeviceConfig, {"model": "tiny", "trainable": "last", "steps": 3})
+    assert cfg.trainable is Trainable.LAST and cfg.steps == 3 and not hasattr(cfg, "model")

@@ -48,7 +48,9 @@ def test_wheel_holds_every_subpackage(wheel):
     plots = {n for n in names if n.startswith("workbench/plots/") and n.endswith(".py")}
     assert {f"workbench/plots/{p.name}" for p in (REPO / "workbench" / "plots").glob("*.py")} == plots
     assert "workbench/resources/golden_reviews.jsonl" in names
-    assert {"workbench/audit.py", "workbench/report.py", "widgets/workbench.py"} <= names
+    for package in ("audit", "report", "ondevice"):
+        assert {f"workbench/{package}/{p.name}" for p in (REPO / "workbench" / package).glob("*.py")} <= names
+    assert "widgets/workbench.py" in names
 
 
 def test_installed_wheel_runs_outside_the_repo(wheel, tmp_path):

@@ -1,0 +1,86 @@
+"""The audit's configuration, its steps and file names, and the input error (exit code 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..graph import ExportConfig
+from ..graph import FusionConfig
+from ..quant import QuantConfig, TimingConfig
+from ..report import BUDGET_OVERALL, BUDGET_PER_SLICE
+
+Log = Callable[[str], None]
+AUDIT_FILE = "audit.json"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "static")
+# The environment checks an audit depends on (training pieces such as ORTModule's extensions are not).
+AUDIT_NEEDS = ("python", "torch", "transformers", "onnxruntime", "execution providers", "ort transformer optimizer", "onnx exporter")
+STEPS = ("environment", "data and slices", "export and validate", "fuse", "quantize", "slice drift", "search", "report")
+
+
+class AuditInputError(ValueError):
+    """Input an audit cannot use (exit code 2); the message says what was given and what to do."""
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """How to audit a model (the model folder is the stage's input: ``run_audit(model, cfg, out)``).
+    ``data`` is the labelled file every row of which is scored. ``budget_overall``/``budget_slice`` are fractions of accuracy
+    (0.01 = one point) a quantized variant may lose overall / on any slice big enough to judge
+    (a negative budget demands an improvement). ``quick`` times less and bootstraps less."""
+
+    data: str
+    text_column: str = "text"
+    label_column: str = "label"
+    slice_columns: tuple[str, ...] = ()
+    presets: tuple[str, ...] = DEFAULT_PRESETS
+    budget_overall: float = BUDGET_OVERALL
+    budget_slice: float = BUDGET_PER_SLICE
+    include_small_slices: bool = False
+    quick: bool = False
+    calibration_size: int = 128
+    calibration_fraction: float = 0.2
+    seed: int = 0
+    n_boot: int = 1000
+    eval_batch_size: int = 32
+    max_length: int = 128
+    node_error_samples: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
+        object.__setattr__(self, "presets", tuple(self.presets))
+        known = QuantConfig.presets()
+        bad = [p for p in self.presets if p not in known]
+        if bad or not self.presets:
+            raise AuditInputError(f"unknown quantization preset(s) {bad or '(none given)'}; presets: {list(known)}")
+        for name in ("budget_overall", "budget_slice"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not -1.0 <= v <= 1.0:
+                raise AuditInputError(f"{name} (--{name.replace('_', '-')}) is a fraction of accuracy between -1 and 1 "
+                                      f"(0.01 = one point), got {v!r}")
+        if not 8 <= self.calibration_size <= 100_000:
+            raise AuditInputError(f"calibration_size must be from 8 to 100000 rows, got {self.calibration_size}")
+        if not 0.0 < self.calibration_fraction <= 0.5:
+            raise AuditInputError(f"calibration_fraction must be in (0, 0.5], got {self.calibration_fraction}")
+        for name in ("n_boot", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise AuditInputError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 8 <= self.max_length <= 4096:
+            raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length}")
+
+    @property
+    def static_presets(self) -> list[str]:
+        return [p for p in self.presets if QuantConfig.preset(p).mode.value == "static"]
+
+    def export_config(self) -> ExportConfig:
+        return ExportConfig(max_length=self.max_length, validation_split="test",
+                            validation_examples=32 if self.quick else 64)
+
+    def fusion_config(self) -> FusionConfig:
+        if self.quick:
+            return FusionConfig.quick(variants=("unoptimized", "ort_all", "transformer"))
+        return FusionConfig(variants=("unoptimized", "ort_all", "transformer"), shapes=((1, self.max_length), (8, self.max_length)))
+
+    def timing(self) -> TimingConfig:
+        return TimingConfig.quick() if self.quick else TimingConfig(shapes=((1, self.max_length),))

@@ -1,0 +1,9 @@
+"""``python -m workbench.ondevice --side ort|eager --work DIR``: one side's steps in a fresh process
+(what :func:`workbench.ondevice.memory.measure_isolated` starts to measure its peak memory)."""
+
+import sys
+
+from .memory import _child
+
+if __name__ == "__main__":
+    sys.exit(_child())

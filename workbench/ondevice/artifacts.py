@@ -1,0 +1,244 @@
+"""On-device training: the four training artifacts (export for training, generate, fix IR versions),
+and why the gradient builder failed when it does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from .. import runs
+from ..graph import file_size_mib
+from .config import ARTIFACT_FILES, MAX_IR_VERSION, TRAINING_GRAPH, GradientGraphError, OnDeviceConfig, OnDeviceError, Trainable
+from .result import ArtifactFile, Artifacts
+from .trainable import POSITION_EMBEDDINGS_NOTE, _is_position_embedding, trainable_names
+
+
+@contextlib.contextmanager
+def _quiet_onnxruntime():
+    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks.
+
+    Building the gradient graph logs every graph transformer it runs (about 60 ``[I:onnxruntime:
+    Default, graph_transformer.cc ...]`` lines per build) through a logger the Python API cannot
+    set: ``set_default_logger_severity`` did not silence them here. They are written by C++ to file
+    descriptor 2 (a Jupyter kernel forwards that as a red stderr box), so while the block runs fd 2
+    goes to a temporary file; afterwards every line that is not an INFO line is written back to
+    ``sys.stderr``, so warnings and errors still show. The default severity is raised to ERROR
+    meanwhile too (a training session warns once per unused dropout constant), then set back to
+    ONNX Runtime's default, WARNING."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        ort.set_default_logger_severity(3)
+        try:
+            yield
+        finally:
+            ort.set_default_logger_severity(2)
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            kept = [line for line in text.splitlines(keepends=True) if "[I:onnxruntime" not in line]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+def _session_options(threads: int):
+    """One intra-op thread per PyTorch thread, and no spinning: the two sides alternate step by step
+    in one process, and ONNX Runtime's idle threads would otherwise spin on the cores PyTorch's
+    next step needs (measured here: PyTorch eager steps of the tiny model took 1.2 s instead of
+    milliseconds with spinning on)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = max(1, int(threads))
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return so
+
+
+def _training_api():
+    """``onnxruntime.training`` imports ORTModule (and so tries DeepSpeed); keep its known warning out."""
+    from ..quiet import ortmodule_warnings
+
+    ortmodule_warnings()
+    try:
+        from onnxruntime.training import artifacts as ort_artifacts
+        from onnxruntime.training import onnxblock
+        from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    except ImportError as exc:
+        raise OnDeviceError(
+            "on-device training needs the training build of ONNX Runtime (onnxruntime-training-cpu 1.19.2), which "
+            f"provides onnxruntime.training.api: {exc}. Run `make setup` (or pip install onnxruntime-training-cpu==1.19.2)"
+        ) from exc
+    return ort_artifacts, onnxblock, CheckpointState, Module, Optimizer
+
+
+def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[str], max_length: int) -> list[str]:
+    """Write the forward graph that the artifacts are built from: training mode (so nothing that
+    training needs is folded away), no constant folding (parameters stay initializers named as in
+    PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
+    import torch
+
+    from ..batches import encode, model_inputs
+    from ..graph import _without_ir_dump, standard_symbolics
+
+    model = loaded.model
+    enc = model_inputs(model, encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], max_length))
+    names = list(enc)
+    dynamic = {k: {0: "batch", 1: "sequence"} for k in names}
+    dynamic["logits"] = {0: "batch"}
+    was_training = model.training
+    try:
+        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics(), warnings.catch_warnings():
+            # Our own, deliberate request: the artifacts need a training-mode graph (see the module docstring).
+            warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
+                                    category=FutureWarning)
+            # "ONNX does not support not updating the embedding vector at padding_idx during training":
+            # true, and harmless here: the padding row only gets a gradient from padded positions,
+            # which the attention mask cuts off from the classifier (the loss curves agree with
+            # trainable='all' too, where the embeddings train).
+            warnings.filterwarnings("ignore", message="Warning: ONNX export of embedding with padding_idx", category=UserWarning)
+            torch.onnx.export(model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
+                              dynamic_axes=dynamic, opset_version=opset, do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING, dynamo=False)
+    except Exception as exc:  # torch raises several types; the export stage explains them the same way
+        from ..graph import ExportConfig as _EC, _explain_failure
+
+        raise OnDeviceError(str(_explain_failure(exc, _EC(opset=opset), loaded.attn_implementation))) from exc
+    finally:
+        model.train(was_training)
+    return names
+
+
+def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientGraphError:
+    """Turn the gradient builder's C++ error into the operator it stopped at and the fix."""
+    text = str(exc)
+    detail = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    detail = re.sub(r"^/onnxruntime_src/\S+/", "", detail)
+    cpp = re.match(r"(\S+\.\w+:\d+) .*?\)(?: const)? (.*)$", detail)  # file:line <C++ signature> <failed check>
+    if cpp:
+        detail = f"{cpp.group(1)}: {cpp.group(2)}"
+    detail = detail[:300]
+    nodes = list(graph.graph.node)
+    if "OutputDefs().size()" in text:
+        # A gradient that reads an output the forward node does not have.
+        ln = [n for n in nodes if n.op_type == "LayerNormalization" and len(n.output) < 3]
+        if ln:
+            return GradientGraphError(
+                "LayerNormalization",
+                "export for training at opset 14, where LayerNorm is written as primitive operators: "
+                "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", detail,
+                f"{len(ln)} node(s), e.g. {ln[0].name!r}, written with 1 output at opset {opset}; its gradient reads "
+                "the saved mean and inverse standard deviation, outputs 1 and 2")
+        drop = [n for n in nodes if n.op_type == "Dropout" and len(n.output) < 2]
+        if drop:
+            return GradientGraphError(
+                "Dropout",
+                "load the model with dropout off and eager attention (load_model(..., dropout=False, "
+                "attn_implementation='eager'), which this stage does for built-in models and folders)", detail,
+                f"{len(drop)} node(s), e.g. {drop[0].name!r}, without the mask output its gradient reads")
+    m = re.search(r"Duplicate definition of name \(([^)]*)\)", text)
+    if m:
+        tensor = m.group(1)
+        base = tensor[: -len("_grad")] if tensor.endswith("_grad") else tensor
+        users = [n for n in nodes if base and base in n.input]
+        op = users[0].op_type if users else "?"
+        where = f"{op} node {users[0].name!r} reading {base!r}" if users else f"the node producing {tensor!r}"
+        if not base:
+            where = "a node with an empty optional input (e.g. a LayerNorm without a bias, as in ModernBERT)"
+            op = "LayerNormalization"
+        return GradientGraphError(
+            op,
+            "train a smaller set (trainable='head' or 'last') or export at opset 14 in training mode; an architecture "
+            "with bias-free LayerNorms cannot be trained by onnxruntime-training 1.19.2: train it with PyTorch "
+            "(`workbench train --backend eager`) and export it afterwards", detail, f"{where}: its gradient is defined twice")
+    op_hits = re.findall(r"\b([A-Z][A-Za-z]+)\b", text)
+    known = {n.op_type for n in nodes}
+    op = next((o for o in op_hits if o in known), "an operator of this graph")
+    return GradientGraphError(
+        op, f"export at opset 14 (OnDeviceConfig(opset=14)) with eager attention and dropout off, or train fewer "
+            "layers (trainable='head' or 'last')", detail)
+
+
+def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
+    import onnx
+
+    files, fixed = [], []
+    for name in ARTIFACT_FILES:
+        path = folder / name
+        if name == "checkpoint":
+            files.append(ArtifactFile(name, path.stat().st_size / 2**20))
+            continue
+        proto = onnx.load(str(path))
+        ir = int(proto.ir_version)
+        if ir > MAX_IR_VERSION:
+            proto.ir_version = MAX_IR_VERSION
+            with runs.atomic_path(path) as tmp:
+                onnx.save(proto, str(tmp))
+            fixed.append(name)
+        files.append(ArtifactFile(name, file_size_mib(path), ir))
+    return files, fixed
+
+
+def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:
+    """Export ``loaded`` (a :class:`workbench.models.LoadedModel`, dropout off) for training and
+    write the four artifacts into ``folder`` (replaced atomically as a whole)."""
+    import onnx
+
+    ort_artifacts, onnxblock, *_ = _training_api()
+    folder = Path(folder)
+    names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
+    params = dict(loaded.model.named_parameters())
+    with runs.atomic_dir(folder) as tmp:
+        t0 = time.perf_counter()
+        base_path = tmp / TRAINING_GRAPH
+        export_for_training(loaded, base_path, cfg.opset, sample_texts, cfg.max_length)
+        export_seconds = time.perf_counter() - t0
+        graph = onnx.load(str(base_path))
+        initializers = [i.name for i in graph.graph.initializer]
+        init_set = set(initializers)
+        missing = [n for n in names if n not in init_set]
+        if missing:
+            raise OnDeviceError(
+                f"{len(missing)} parameter(s) chosen to train are not initializers of the exported graph (e.g. {missing[0]!r}): "
+                "the exporter renamed or folded them; export without constant folding, or choose another trainable set")
+        requires_grad = [n for n in initializers if n in set(names)]
+        frozen = [n for n in initializers if n not in set(names)]
+        optimizer = onnxblock.optim.AdamW(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
+        t0 = time.perf_counter()
+        try:
+            with _quiet_onnxruntime():
+                ort_artifacts.generate_artifacts(graph, requires_grad=requires_grad, frozen_params=frozen,
+                                                 loss=getattr(ort_artifacts.LossType, cfg.loss), optimizer=optimizer,
+                                                 artifact_directory=str(tmp))
+        except RuntimeError as exc:
+            raise explain_gradient_failure(exc, graph, cfg.opset) from None
+        generate_seconds = time.perf_counter() - t0
+        files, fixed = _fix_ir_versions(tmp)
+        nodes = len(onnx.load(str(tmp / "training_model.onnx"), load_external_data=False).graph.node)
+    notes = []
+    if cfg.trainable is Trainable.ALL and any(_is_position_embedding(n) for n in params):
+        notes.append(POSITION_EMBEDDINGS_NOTE if not cfg.train_position_embeddings else
+                     "position embeddings train (train_position_embeddings=True): expect the loss curves to part, "
+                     + POSITION_EMBEDDINGS_NOTE.split(": ", 1)[1].split("; OnDevice")[0])
+    if fixed:
+        notes.append(f"{', '.join(fixed)} written with an IR version onnxruntime 1.19.2 refuses "
+                     f"({', '.join(str(f.ir_version) for f in files if f.name in fixed)}): rewritten as IR {MAX_IR_VERSION}")
+    return Artifacts(
+        folder=folder.resolve(), files=files, trainable=cfg.trainable, last_n_layers=cfg.last_n_layers,
+        trainable_parameters=int(sum(params[n].numel() for n in requires_grad)),
+        total_parameters=int(sum(p.numel() for p in params.values())), trainable_tensors=requires_grad,
+        frozen_tensors=len(frozen), loss=cfg.loss, optimizer=cfg.optimizer, opset=cfg.opset, training_graph_nodes=nodes,
+        export_seconds=export_seconds, generate_seconds=generate_seconds, ir_version_fixed=fixed, notes=notes)

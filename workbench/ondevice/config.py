@@ -1,0 +1,143 @@
+"""On-device training: the configuration, its file names and constants, and the errors."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..options import parse_choice
+
+RESULT_FILE = "ondevice.json"
+ARTIFACTS_DIR = "artifacts"
+INFERENCE_DIR = "inference"  # holds model.onnx + export.json: what fuse / quantize / evaluate read
+TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights
+TRAINED_CHECKPOINT = "trained_checkpoint"
+BATCHES_FILE = "batches.npz"
+TRAINING_GRAPH = "base_for_training.onnx"
+ARTIFACT_FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
+MAX_IR_VERSION = 10  # the newest IR version onnxruntime 1.19.2 loads
+LOSSES = ("CrossEntropyLoss",)
+OPTIMIZERS = ("AdamW",)
+# Loss agreement between on-device steps and PyTorch eager steps (fp32, dropout off, same update
+# rule). Measured here (benchmarks/bench_ondevice.py; tiny model, 20 steps of 8 reviews, lr 1e-4
+# and 1e-3, head / last layer / all): the largest per-step difference was 6e-8 (head) to 1.2e-7
+# (last layer), float32 rounding of a loss near 0.69. Defects it must catch, same batches: PyTorch
+# at 2x the learning rate differs by 8.7e-4 (head only, the smallest) to 3.6e-3 (all) within 20
+# steps; MiniLM, last layer, 10 steps of 8 x 64: drift 1.2e-7;
+# position embeddings trained on-device (a gradient bug, POSITION_EMBEDDINGS_NOTE) by 5.5e-4.
+# 2e-5 is 170 times the largest drift and 27 times below the smallest defect; the tests check
+# both sides. (torch.optim.AdamW instead of ORT's formula moves the curve by 5e-7 (head) to 2.8e-5
+# (all) at lr 1e-4: a different update rule, which is why the PyTorch side uses ORT's, HFAdamW.)
+FP32_TOLERANCE = 2e-5
+# The inference graph is an FP32 graph of the trained weights: like any FP32 export it matches
+# PyTorch holding those weights within ~1e-6 (ExportConfig.strict uses 1e-5).
+EXPORT_TOLERANCE = 1e-5
+
+
+class OnDeviceError(RuntimeError):
+    """The stage cannot run with these inputs; the message says what was wrong and what to do."""
+
+
+class GradientGraphError(OnDeviceError):
+    """ONNX Runtime's gradient graph builder could not handle the model. ``operator`` names the
+    operator it stopped at, ``where`` which nodes, ``fix`` what to do; ``detail`` keeps ONNX
+    Runtime's own first line (source file and failed check, without the C++ signature)."""
+
+    def __init__(self, operator: str, fix: str, detail: str, where: str = ""):
+        self.operator, self.fix, self.detail, self.where = operator, fix, detail, where
+        super().__init__(f"ONNX Runtime's gradient builder cannot differentiate the {operator} operator"
+                         f"{f' ({where})' if where else ''}; fix: {fix} (onnxruntime said: {detail})")
+
+
+class Trainable(str, enum.Enum):
+    """Which parameters train on the device; everything else stays frozen in the checkpoint."""
+
+    HEAD = "head"  # the classification head only (parameters outside the base model)
+    LAST = "last"  # the last N encoder layers, what follows them (pooler, final norm) and the head
+    ALL = "all"  # every parameter
+
+
+def _enum(cls, value, name: str):
+    return parse_choice(cls, value, name, OnDeviceError)
+
+
+@dataclass(frozen=True)
+class OnDeviceConfig:
+    """How to train on the device and how to check it (the model is the stage's input:
+    ``run_ondevice(model, cfg, out)``).
+
+    ``trainable``: ``head``, ``last`` (with ``last_n_layers``) or ``all``. ``loss`` and
+    ``optimizer`` name what goes into the artifacts (the ones ONNX Runtime's artifact builder has
+    for classification: CrossEntropyLoss, AdamW). ``steps`` on-device steps, each on the same batch
+    as a PyTorch eager step. ``tolerance``: largest per-step loss difference allowed (default
+    :data:`FP32_TOLERANCE`). ``measure_memory``: run each side once more in a fresh process to
+    measure its peak memory (``memory_steps`` steps).
+    """
+
+    trainable: Trainable = Trainable.HEAD
+    last_n_layers: int = 1
+    loss: str = "CrossEntropyLoss"
+    optimizer: str = "AdamW"
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    steps: int = 10
+    batch_size: int = 8
+    max_length: int = 64
+    seed: int = 0
+    data: str = "reviews"
+    max_train: Optional[int] = 256
+    opset: int = 14
+    tolerance: Optional[float] = None
+    validation_examples: int = 32
+    measure_memory: bool = True
+    memory_steps: int = 10
+    threads: Optional[int] = None  # intra-op threads of both sides (default: PyTorch's current setting)
+    train_position_embeddings: bool = False  # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trainable", _enum(Trainable, self.trainable, "trainable"))
+        if self.loss not in LOSSES:
+            raise OnDeviceError(f"loss must be one of {list(LOSSES)} (a sequence classifier's loss), got {self.loss!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise OnDeviceError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}; "
+                                "ONNX Runtime's artifact builder also has SGD, which this stage does not compare")
+        for name, low in (("steps", 1), ("batch_size", 1), ("last_n_layers", 1), ("validation_examples", 1), ("memory_steps", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise OnDeviceError(f"{name} must be an integer of at least {low}, got {value!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr < 1):
+            raise OnDeviceError(f"lr must be a learning rate between 0 and 1, got {self.lr!r}; try 1e-4")
+        if not (0 <= self.weight_decay < 1):
+            raise OnDeviceError(f"weight_decay must be from 0 to 1, got {self.weight_decay!r}; 0.01 is AdamW's usual value")
+        if not (8 <= self.max_length <= 512):
+            raise OnDeviceError(f"max_length must be from 8 to 512 tokens, got {self.max_length!r}")
+        if not 11 <= self.opset <= 20:
+            raise OnDeviceError(f"opset must be from 11 to 20, got {self.opset!r}; 14 is what ONNX Runtime's gradient builder handles")
+        if self.tolerance is not None and not (self.tolerance > 0 and math.isfinite(self.tolerance)):
+            raise OnDeviceError(f"tolerance must be a positive loss difference, got {self.tolerance!r}; the default is {FP32_TOLERANCE:g}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise OnDeviceError(f"threads must be a positive integer (intra-op threads of both sides), got {self.threads!r}")
+        if self.max_train is not None and self.max_train < self.batch_size:
+            raise OnDeviceError(f"max_train ({self.max_train}) must hold at least one batch of {self.batch_size}")
+
+    @classmethod
+    def quick(cls, **kw) -> "OnDeviceConfig":
+        """Head only, 10 steps of 8 reviews (seconds with the tiny model)."""
+        return cls(**kw)
+
+    @classmethod
+    def default(cls, **kw) -> "OnDeviceConfig":
+        """Last encoder layer + head, 20 steps of 16 reviews at lr 1e-4 (MiniLM's settings)."""
+        return cls(**{"trainable": Trainable.LAST, "steps": 20, "batch_size": 16, "lr": 1e-4,
+                      "max_train": 1024, **kw})
+
+    @property
+    def effective_tolerance(self) -> float:
+        return self.tolerance if self.tolerance is not None else FP32_TOLERANCE
+
+    def replace(self, **kw) -> "OnDeviceConfig":
+        return replace(self, **kw)

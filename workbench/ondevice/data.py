@@ -1,0 +1,68 @@
+"""On-device training: the model as trained here, and the batches both sides train on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .. import runs
+from .config import OnDeviceConfig
+
+
+def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[list[str]] = None):
+    """``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification folder) as trained
+    here: dropout off, eager attention, in eval mode (dropout is 0 anyway, so train and eval mode
+    compute the same; eval mode keeps it so for any layer we missed)."""
+    from ..models import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
+
+    if model in BUILTIN_MODELS:
+        if class_names:
+            return load_for_data(model, class_names, dropout=False, seed=cfg.seed)
+        return load_model(model, dropout=False, seed=cfg.seed)
+    folder = resolve_model_path(model)
+    config = json.loads((folder / "config.json").read_text())
+    id2label = {int(k): v for k, v in (config.get("id2label") or {}).items()}
+    if len(id2label) >= 2:
+        return load_model(model, num_labels=len(id2label), id2label=id2label, dropout=False, seed=cfg.seed)
+    return load_model(model, dropout=False, seed=cfg.seed)
+
+
+def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
+    """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
+    the training split, cycled if it is shorter than the run. Both sides get exactly these."""
+    from ..batches import batch_indices, encode, model_inputs
+
+    texts, labels = train["text"], train["label"]
+    out: list[dict[str, np.ndarray]] = []
+    epoch = 0
+    while len(out) < cfg.steps:
+        for idx in batch_indices(len(train), cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch, drop_last=True):
+            enc = model_inputs(loaded.model, encode(loaded.tokenizer, [texts[i] for i in idx], cfg.max_length))
+            batch = {k: v.numpy().astype(np.int64) for k, v in enc.items()}
+            batch["labels"] = np.asarray([labels[i] for i in idx], dtype=np.int64)
+            out.append(batch)
+            if len(out) == cfg.steps:
+                break
+        epoch += 1
+    return out
+
+
+def _save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
+    import io
+
+    flat = {f"{i}:{k}": v for i, b in enumerate(batches) for k, v in b.items()}
+    buf = io.BytesIO()
+    np.savez(buf, **flat)
+    return runs.atomic_write_bytes(path, buf.getvalue())
+
+
+def _load_batches(path: Path) -> list[dict[str, np.ndarray]]:
+    data = np.load(path)
+    out: dict[int, dict[str, np.ndarray]] = {}
+    for key in data.files:
+        i, name = key.split(":", 1)
+        out.setdefault(int(i), {})[name] = data[key]
+    return [out[i] for i in sorted(out)]

@@ -1,0 +1,86 @@
+"""On-device training: the two training loops (onnxruntime.training.api and PyTorch eager) and
+PyTorch's curve on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .artifacts import _quiet_onnxruntime, _session_options, _training_api
+from .config import OnDeviceConfig, OnDeviceError
+from .data import _batches, load_ondevice_model
+from .reference import hf_adamw
+from .trainable import trainable_names
+
+
+class _OrtTrainer:
+    """``CheckpointState`` + ``Module`` + ``Optimizer`` over an artifacts folder."""
+
+    def __init__(self, folder: Path, lr: float, input_names: Sequence[str], threads: int):
+        _, _, CheckpointState, Module, Optimizer = _training_api()
+        with _quiet_onnxruntime():
+            self.state = CheckpointState.load_checkpoint(str(folder / "checkpoint"))
+            self.module = Module(str(folder / "training_model.onnx"), self.state, str(folder / "eval_model.onnx"),
+                                 session_options=_session_options(threads))
+            self.optimizer = Optimizer(str(folder / "optimizer_model.onnx"), self.module)
+        self.optimizer.set_learning_rate(lr)
+        self.module.train()
+        wanted = list(input_names) + ["labels"]
+        got = list(self.module.input_names())
+        if got != wanted:
+            raise OnDeviceError(f"the training graph takes inputs {got}, but the batches hold {wanted}; rebuild the artifacts")
+        self.input_names = got
+
+    def step(self, batch: dict[str, np.ndarray]) -> float:
+        loss = self.module(*[batch[k] for k in self.input_names])
+        self.optimizer.step()
+        self.module.lazy_reset_grad()
+        return float(loss)
+
+
+class _TorchTrainer:
+    def __init__(self, loaded, names: Sequence[str], cfg: OnDeviceConfig):
+        import torch
+
+        self.model = loaded.model
+        self.model.eval()  # dropout is 0 in the config; eval mode keeps any other dropout off too
+        chosen = set(names)
+        for n, p in self.model.named_parameters():
+            p.requires_grad_(n in chosen)
+        self.params = [p for n, p in self.model.named_parameters() if n in chosen]
+        self.optimizer = hf_adamw(self.params, cfg.lr, cfg.betas, cfg.eps, cfg.weight_decay)
+        self.torch = torch
+
+    def step(self, batch: dict[str, np.ndarray]) -> float:
+        torch = self.torch
+        inputs = {k: torch.from_numpy(v) for k, v in batch.items() if k != "labels"}
+        logits = self.model(**inputs).logits
+        loss = torch.nn.functional.cross_entropy(logits, torch.from_numpy(batch["labels"]))
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+
+def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = None, torch_adamw: bool = False) -> list[float]:
+    """PyTorch eager's losses on the stage's batches alone (no artifacts): the same run with another
+    learning rate, or with ``torch.optim.AdamW`` instead of ONNX Runtime's update. What the
+    tolerance is measured against (tests and benchmarks/bench_ondevice.py)."""
+    import torch
+
+    from ..graph import _data_classes
+
+    lr = cfg.lr if lr is None else lr
+    loaded = load_ondevice_model(model, cfg, _data_classes(data))
+    names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
+    trainer = _TorchTrainer(loaded, names, cfg.replace(lr=lr))
+    if torch_adamw:
+        trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads or previous)
+    try:
+        return [trainer.step(b) for b in _batches(loaded, data["train"], cfg)]
+    finally:
+        torch.set_num_threads(previous)

@@ -1,0 +1,95 @@
+"""On-device training: peak memory of each side, measured in a fresh process of its own
+(``python -m workbench.ondevice --side ort|eager --work DIR`` runs one side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from .. import runs, serial
+from .config import BATCHES_FILE, OnDeviceConfig, OnDeviceError
+from .data import _load_batches, _save_batches, load_ondevice_model
+from .loops import _OrtTrainer, _TorchTrainer
+from .result import Artifacts
+
+
+def _child(argv: Optional[list[str]] = None) -> int:
+    """``python -m workbench.ondevice --side ort|eager --work DIR``: run the steps of one side and
+    print JSON (peak RSS, growth, setup time, step times). Used by :func:`measure_isolated`."""
+    import argparse
+    import threading
+
+    parser = argparse.ArgumentParser(prog="python -m workbench.ondevice")
+    parser.add_argument("--side", required=True, choices=["ort", "eager"])
+    parser.add_argument("--work", required=True)
+    args = parser.parse_args(argv)
+    import psutil
+
+    work = Path(args.work)
+    spec = json.loads((work / "measure.json").read_text())
+    cfg = serial.from_dict(OnDeviceConfig, spec["config"])
+    batches = _load_batches(work / BATCHES_FILE)
+    proc = psutil.Process()
+    rss = lambda: proc.memory_info().rss / 2**20  # noqa: E731
+    peak = [rss()]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(0.01):
+            peak[0] = max(peak[0], rss())
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    t0 = time.perf_counter()
+    if args.side == "ort":
+        trainer = _OrtTrainer(Path(spec["artifacts"]), cfg.lr, spec["input_names"], spec["threads"])
+    else:
+        import torch
+
+        torch.set_num_threads(spec["threads"])
+        loaded = load_ondevice_model(spec["model"], cfg, spec["class_names"])
+        trainer = _TorchTrainer(loaded, spec["trainable"], cfg)
+    setup_s = time.perf_counter() - t0
+    before = rss()
+    times = []
+    for batch in batches:
+        s = time.perf_counter()
+        trainer.step(batch)
+        times.append((time.perf_counter() - s) * 1000)
+        peak[0] = max(peak[0], rss())
+    stop.set()
+    t.join()
+    peak[0] = max(peak[0], rss())
+    print(json.dumps({"peak_rss_mib": peak[0], "rss_growth_mib": peak[0] - before, "setup_s": setup_s,
+                      "median_step_ms": statistics.median(times[1:] or times)}))
+    return 0
+
+
+def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batches, input_names, class_names, trainable,
+                     work: Path, threads: int) -> dict[str, dict]:
+    """Peak RSS of each side in a fresh Python process of its own (ru_maxrss and RSS samples in
+    one process would carry the first side's memory into the second)."""
+    work.mkdir(parents=True, exist_ok=True)
+    _save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps] if len(batches) >= cfg.memory_steps else batches)
+    runs.atomic_write_json(work / "measure.json", {"model": model, "config": cfg, "artifacts": str(artifacts.folder),
+                                                   "input_names": list(input_names), "class_names": class_names,
+                                                   "trainable": list(trainable), "threads": threads})
+    here = str(Path(__file__).resolve().parents[2])  # the folder holding workbench/
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)}
+    out = {}
+    for side in ("ort", "eager"):
+        proc = subprocess.run([sys.executable, "-m", "workbench.ondevice", "--side", side, "--work", str(work)],
+                              capture_output=True, text=True, env=env, timeout=1800)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+            raise OnDeviceError(f"measuring the {side} side in its own process failed (exit {proc.returncode}): {tail}")
+        out[side] = json.loads(proc.stdout.strip().splitlines()[-1])
+    shutil.rmtree(work, ignore_errors=True)
+    return out

@@ -1,0 +1,240 @@
+"""On-device training: the stage, ``run_ondevice(model, OnDeviceConfig, out) -> OnDeviceResult``."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .. import runs
+from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
+from .artifacts import _quiet_onnxruntime, _training_api, build_artifacts
+from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
+                     TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
+from .data import _batches, load_ondevice_model
+from .loops import _OrtTrainer, _TorchTrainer
+from .memory import measure_isolated
+from .result import OnDeviceResult, SideCost
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+def _environment(threads: int) -> dict[str, Any]:
+    import platform
+
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1]
+                break
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile", "avx512_bf16")
+    return {"cpu": platform.processor() or platform.machine(), "flags": [f for f in wanted if f in flags.split()],
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "logical_cores": os.cpu_count(), "threads": threads}
+
+
+def check_model(model: str | os.PathLike) -> None:
+    """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
+    from ..models import BUILTIN_MODELS, check_model_type, resolve_model_path
+
+    if str(model) not in BUILTIN_MODELS:
+        check_model_type(resolve_model_path(str(model)))
+
+
+def _check_classes(loaded, data_classes: list[str]) -> None:
+    if loaded.num_labels != len(data_classes):
+        raise OnDeviceError(
+            f"the model has {loaded.num_labels} classes but the data has {len(data_classes)} ({data_classes}); "
+            "give a model fine-tuned on these classes, or data with the model's classes")
+
+
+def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike = "runs/ondevice",
+                 *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
+    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned Hugging Face
+    sequence-classification folder), train ``cfg.steps`` steps on the device and in PyTorch eager on
+    the same batches, compare, export the trained model for inference and validate it; save
+    ``ondevice.json`` in ``out_dir``.
+
+    ``data``: a ``DatasetDict`` (default: the reviews, ``cfg.max_train`` training examples).
+    ``progress(done, total, detail)`` is called after each step; ``stop`` (a ``threading.Event``)
+    ends the training early (the result says ``stopped``; what was trained is still exported).
+    """
+    import torch
+
+    from ..data import DataConfig, load_data
+    from ..graph import _data_classes
+    model = str(model)
+    cfg = cfg or OnDeviceConfig()
+    started = time.perf_counter()
+    check_model(model)  # ModelError: one line, before any data is loaded
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if data is None:
+        data = load_data(DataConfig(source=cfg.data, max_train=cfg.max_train, max_eval=max(cfg.validation_examples, 64)))
+    classes = _data_classes(data) or sorted({str(x) for x in data["train"]["label"]})
+    loaded = load_ondevice_model(model, cfg, classes)
+    _check_classes(loaded, classes)
+    if len(data["train"]) < cfg.batch_size:
+        raise OnDeviceError(f"the training split has {len(data['train'])} examples, fewer than one batch of {cfg.batch_size}")
+    notes: list[str] = []
+    initial = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
+
+    # 1. artifacts
+    art = build_artifacts(loaded, cfg, out / ARTIFACTS_DIR, data["train"]["text"][:2])
+    notes.extend(art.notes)
+    batches = _batches(loaded, data["train"], cfg)
+    input_names = [k for k in batches[0] if k != "labels"]
+
+    # 2. both loops, interleaved step by step in this process (same load on both), same thread count
+    threads = cfg.threads or torch.get_num_threads()
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes,
+                                 started, progress, stop)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes, started,
+                      progress, stop) -> OnDeviceResult:
+    import torch
+
+    from ..graph import ONNX_FILE, RESULT_FILE as EXPORT_FILE, EXAMPLES_FILE, REFERENCE_FILE, TOKENIZER_DIR
+    from ..graph import save_tokenizer, validate_onnx, write_examples
+
+    ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
+    torch_trainer = _TorchTrainer(loaded, art.trainable_tensors, cfg)
+    ort_losses, pt_losses, ort_ms, pt_ms = [], [], [], []
+    stopped = False
+    for i, batch in enumerate(batches):
+        if stop is not None and stop.is_set():
+            stopped = True
+            break
+        t0 = time.perf_counter()
+        ort_losses.append(ort_trainer.step(batch))
+        t1 = time.perf_counter()
+        pt_losses.append(torch_trainer.step(batch))
+        t2 = time.perf_counter()
+        ort_ms.append((t1 - t0) * 1000)
+        pt_ms.append((t2 - t1) * 1000)
+        if progress is not None:
+            progress(i + 1, len(batches), f"loss on-device {ort_losses[-1]:.4f}, PyTorch {pt_losses[-1]:.4f}")
+    if not ort_losses:
+        raise OnDeviceError("stopped before the first step: nothing was trained")
+    diffs = [abs(a - b) for a, b in zip(ort_losses, pt_losses)]
+    max_diff = max(diffs)
+    tol = cfg.effective_tolerance
+    basis = (f"fp32, dropout off, same batches, same trainable set and the same AdamW update: per-step losses compared "
+             f"within {tol:g}" + (" (given)" if cfg.tolerance is not None else
+                                   " (170x the largest drift measured, 5x below the smallest defect measured: 2x lr)"))
+    if not all(math.isfinite(x) for x in ort_losses + pt_losses):
+        notes.append("a loss was NaN or infinite: training diverged (lower the learning rate)")
+        max_diff = float("inf")
+
+    # 3. trained weights: on-device vs PyTorch, frozen ones untouched
+    state_params = ort_trainer.state.parameters
+    ort_trained = {n: np.asarray(state_params[n].data) for n in art.trainable_tensors}
+    pt_params = dict(loaded.model.named_parameters())
+    weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
+    moved = max(float(np.abs(ort_trained[n] - initial[n].numpy()).max()) for n in ort_trained)
+    frozen_names = [n for n in initial if n not in set(art.trainable_tensors)]
+    frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
+                    for n in frozen_names if n in state_params)
+    ckpt = out / TRAINED_CHECKPOINT
+    _, _, CheckpointState, _, _ = _training_api()
+    with runs.atomic_path(ckpt) as tmp:
+        CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
+
+    # 4. back to an inference graph, written as an export the later stages read
+    inf_dir = out / INFERENCE_DIR
+    inf_dir.mkdir(parents=True, exist_ok=True)
+    inf_path = inf_dir / ONNX_FILE
+    with runs.atomic_path(inf_path) as tmp, _quiet_onnxruntime():
+        ort_trainer.module.export_model_for_inferencing(str(tmp), ["logits"])
+    import onnx
+
+    proto = onnx.load(str(inf_path))
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+        with runs.atomic_path(inf_path) as tmp:
+            onnx.save(proto, str(tmp))
+    # PyTorch holding the on-device-trained weights: the graph must compute what it computes
+    pt_trained_state = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
+    with torch.no_grad():
+        for n, p in loaded.model.named_parameters():
+            p.copy_(torch.from_numpy(ort_trained[n]) if n in ort_trained else initial[n])
+    trained_dir = out / TRAINED_MODEL_DIR
+    with runs.atomic_dir(trained_dir) as tmp:
+        loaded.model.save_pretrained(str(tmp))
+        loaded.tokenizer.save_pretrained(str(tmp))
+    vcfg = ExportConfig.strict(opset=cfg.opset, max_length=cfg.max_length, validation_examples=cfg.validation_examples,
+                               tolerance=EXPORT_TOLERANCE)
+    split = "validation" if "validation" in data else "test"
+    vcfg = replace(vcfg, validation_split=split)
+    from ..graph import select_examples
+    from ..ortinfer import torch_predict_dataset
+
+    examples = select_examples(data, vcfg)
+    reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
+    validation = validate_onnx(inf_path, reference, loaded.tokenizer, examples, vcfg,
+                               what="the on-device inference graph (vs PyTorch with the on-device-trained weights)")
+    with torch.no_grad():
+        for n, p in loaded.model.named_parameters():
+            p.copy_(pt_trained_state[n])
+    pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
+    agreement = validate_onnx(inf_path, pt_reference, loaded.tokenizer, examples,
+                              replace(vcfg, tolerance=max(10 * tol, EXPORT_TOLERANCE)),
+                              what="the on-device inference graph (vs the model trained in PyTorch eager)")
+    tok_dir = save_tokenizer(loaded.tokenizer, inf_dir / TOKENIZER_DIR)
+    ex_path = write_examples(inf_dir / EXAMPLES_FILE, examples)
+    ref_path = runs.atomic_write_npy(inf_dir / REFERENCE_FILE, reference)
+    initializers = {i.name for i in proto.graph.initializer}
+    export = ExportResult(
+        onnx_path=inf_path.resolve(), model_source=str(trained_dir.resolve()), model_name=f"{loaded.name}+ondevice",
+        opset=cfg.opset, input_names=[i.name for i in proto.graph.input if i.name not in initializers],
+        output_names=["logits"], validation=validation, size_mib=file_size_mib(inf_path), node_count=len(proto.graph.node),
+        op_histogram=op_histogram(proto), attn_implementation=str(loaded.attn_implementation),
+        class_names=[str(c) for c in classes], max_length=cfg.max_length, model_info=model_info(loaded),
+        tokenizer_dir=tok_dir.resolve(), examples_path=ex_path.resolve(), reference_logits_path=ref_path.resolve(),
+        export_seconds=0.0, config=vcfg)
+    runs.save_result(export, inf_dir / EXPORT_FILE)
+    if any(n.op_type == "Dropout" for n in proto.graph.node):
+        notes.append("the inference graph keeps Dropout nodes (probability 0, a no-op at inference)")
+
+    # 5. cost: step time from the interleaved loop, memory from one fresh process per side
+    ort_cost = SideCost("onnxruntime.training.api", statistics.median(ort_ms[1:] or ort_ms), [round(x, 3) for x in ort_ms])
+    pt_cost = SideCost("pytorch eager", statistics.median(pt_ms[1:] or pt_ms), [round(x, 3) for x in pt_ms])
+    del ort_trainer
+    if cfg.measure_memory:
+        iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
+        ort_cost = replace(ort_cost, peak_rss_mib=round(iso["ort"]["peak_rss_mib"], 1),
+                           rss_growth_mib=round(iso["ort"]["rss_growth_mib"], 1), setup_s=round(iso["ort"]["setup_s"], 3),
+                           isolated_median_step_ms=round(iso["ort"]["median_step_ms"], 3))
+        pt_cost = replace(pt_cost, peak_rss_mib=round(iso["eager"]["peak_rss_mib"], 1),
+                          rss_growth_mib=round(iso["eager"]["rss_growth_mib"], 1), setup_s=round(iso["eager"]["setup_s"], 3),
+                          isolated_median_step_ms=round(iso["eager"]["median_step_ms"], 3))
+        notes.append("peak memory: process RSS (psutil, sampled every 10 ms) of a fresh process per side running the same "
+                     f"{min(cfg.memory_steps, len(batches))} steps; both processes import torch (onnxruntime.training "
+                     "imports ORTModule), so compare the growth during the steps as well as the peak")
+    else:
+        notes.append("peak memory not measured (measure_memory=False)")
+    result = OnDeviceResult(
+        config=cfg, model_source=str(loaded.source), class_names=[str(c) for c in classes], artifacts=art,
+        ondevice_losses=ort_losses, pytorch_losses=pt_losses, max_loss_diff=max_diff, tolerance=tol,
+        loss_parity=bool(max_diff <= tol), parity_basis=basis, ondevice=ort_cost, pytorch=pt_cost,
+        weights_max_abs_diff=weights_diff, weights_moved=moved, frozen_unchanged=bool(frozen_ok),
+        inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
+        agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
+        stopped=stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes)
+    runs.save_result(result, out / RESULT_FILE)
+    return result

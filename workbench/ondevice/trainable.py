@@ -1,0 +1,57 @@
+"""On-device training: which parameters train (head, last N layers, all)."""
+
+from __future__ import annotations
+
+import re
+
+from .config import OnDeviceError, Trainable, _enum
+
+_LAYER = re.compile(r"\.(?:layer|layers|blocks)\.(\d+)\.")
+
+
+POSITION_EMBEDDINGS_NOTE = (
+    "absolute position embeddings stay frozen with trainable='all': onnxruntime-training 1.19.2 writes the gradient of "
+    "the Add that broadcasts them over the batch as an Identity (no ReduceSum over the batch axis), so their GatherGrad "
+    "scatters only the first example's gradient (measured on the tiny model: 47x off PyTorch's at step 1, loss curves "
+    "5.5e-4 apart after 20 steps, 27x the tolerance); OnDeviceConfig(train_position_embeddings=True) trains them anyway"
+)
+
+
+def _is_position_embedding(name: str) -> bool:
+    return "position_embeddings" in name
+
+
+def trainable_names(model, trainable: Trainable | str, last_n_layers: int = 1,
+                    train_position_embeddings: bool = False) -> list[str]:
+    """Names of the parameters that train, in the model's order.
+
+    ``head``: every parameter outside the base model (``model.base_model_prefix``), i.e. the
+    classifier. ``last``: the encoder layers numbered ``L - N .. L - 1`` (``...layer.<i>.``), every
+    base-model parameter that is neither an embedding nor in an earlier layer (the pooler, a final
+    norm) and the head. ``all``: everything but the absolute position embeddings, unless
+    ``train_position_embeddings`` (:data:`POSITION_EMBEDDINGS_NOTE` says why).
+    """
+    trainable = _enum(Trainable, trainable, "trainable")
+    names = [n for n, _ in model.named_parameters()]
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    head = [n for n in names if not (prefix and n.startswith(prefix + "."))]
+    if trainable is Trainable.ALL:
+        return [n for n in names if train_position_embeddings or not _is_position_embedding(n)]
+    if not head:
+        raise OnDeviceError(f"cannot tell the classifier head from the base model {prefix!r} in this model's parameters; "
+                            "use trainable='all'")
+    if trainable is Trainable.HEAD:
+        return head
+    layers = sorted({int(m.group(1)) for n in names if (m := _LAYER.search(n))})
+    if not layers:
+        raise OnDeviceError("found no numbered encoder layers (.layer.<i>.) in this model; use trainable='head' or 'all'")
+    if last_n_layers > len(layers):
+        raise OnDeviceError(f"last_n_layers is {last_n_layers} but the model has {len(layers)} encoder layers; "
+                            f"give 1 to {len(layers)}, or trainable='all'")
+    first = layers[-last_n_layers]
+    out = []
+    for n in names:
+        m = _LAYER.search(n)
+        if n in head or (m and int(m.group(1)) >= first) or (not m and "embeddings" not in n and n not in head):
+            out.append(n)
+    return out

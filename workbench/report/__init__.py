@@ -1,0 +1,59 @@
+"""One report to hand over: ``report.html`` (a single self-contained file) and ``summary.json``.
+
+The same builder serves every front: ``workbench audit`` (:mod:`workbench.audit`), ``workbench
+demo`` (:mod:`workbench.pipeline`) and the notebook ``Workbench``'s "Write report" button, which
+reads a run folder with :func:`inputs_from_run`.
+
+Entry points: :func:`write_report` (``ReportInputs`` -> ``report.html`` + ``summary.json``),
+:func:`write_run_report` (what a run folder holds so far), :func:`build_summary`,
+:func:`render_html`, :func:`validate_summary`, and :func:`search_over_results` (the search over
+variants already quantized, which the audit uses).
+
+How it is built, so that the page and the JSON can never disagree:
+
+1. :func:`build_summary` turns the stage results (:class:`ReportInputs`) into one plain dict,
+   ``summary.json``, checked against :data:`SUMMARY_SCHEMA` (``schema_version``
+   :data:`SCHEMA_VERSION`; the README documents its fields);
+2. :func:`render_html` writes the page from that dict, plus the figures drawn from the results
+   by ``workbench.plots``; plotly.js is inlined once in ``<head>``, so the file opens offline
+   (from an e-mail attachment) and loads nothing else;
+3. :func:`write_report` writes ``summary.json`` then ``report.html``, each atomically: until the
+   new page is complete, the previous one stays in place.
+
+The verdict considers quantized (INT8) variants only: the FP32 graph is the reference every
+variant is measured against, never a candidate that "meets the budget".
+
+Files:
+
+- ``schema.py``: ``summary.json``'s schema, its version, the file names and exit codes
+- ``inputs.py``: :class:`ReportInputs` and :func:`inputs_from_run` (a run folder's results)
+- ``search.py``: :func:`search_over_results`, the search over variants already quantized
+- ``environment.py``: facts about the machine and the packages
+- ``rows.py``: plain rows of result objects (a slice's change, a quantization config in words)
+- ``verdict.py``: the verdict, and the default budgets (:data:`BUDGET_OVERALL`, :data:`BUDGET_PER_SLICE`)
+- ``summary.py``: :func:`build_summary`, every number as one dict
+- ``page.py``: :func:`render_html`, the page and its figures
+- ``write.py``: :func:`write_report`, :func:`write_run_report` (atomic writes)
+"""
+
+from .environment import CPU_FLAGS_OF_INTEREST, cpu_facts, environment_facts  # noqa: F401
+from .inputs import ReportInputs, inputs_from_run  # noqa: F401
+from .page import CSS, render_html  # noqa: F401
+from .rows import describe_config  # noqa: F401
+from .schema import (  # noqa: F401
+    EXIT_BAD_INPUT,
+    EXIT_INCOMPLETE,
+    EXIT_MEETS,
+    EXIT_NONE_MEETS,
+    MAX_FLIPS_SHOWN,
+    PACKAGES,
+    REPORT_FILE,
+    SCHEMA_VERSION,
+    SUMMARY_FILE,
+    SUMMARY_SCHEMA,
+    validate_summary,
+)
+from .search import search_over_results  # noqa: F401
+from .summary import build_summary  # noqa: F401
+from .verdict import BUDGET_OVERALL, BUDGET_PER_SLICE  # noqa: F401
+from .write import write_report, write_run_report  # noqa: F401

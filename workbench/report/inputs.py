@@ -1,0 +1,75 @@
+"""What a report is written from (:class:`ReportInputs`), given directly or read from a run folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import runs
+from .verdict import BUDGET_OVERALL, BUDGET_PER_SLICE
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is written from; every field but ``kind`` is optional, and a section
+    whose result is missing says so (frozen: writing a report never changes its inputs; change one
+    with ``dataclasses.replace``). ``quant`` are the quantized variants (QuantResult);
+    ``search`` a SearchResult (built from ``quant`` when not given); ``data`` and ``model`` are
+    plain facts (see :mod:`workbench.audit`); ``stages`` are ``{name, status, seconds, message}``."""
+
+    kind: str = "workbench"
+    title: str = "ORT Workbench report"
+    run_dir: Optional[Path] = None
+    budget_overall: float = BUDGET_OVERALL
+    budget_per_slice: float = BUDGET_PER_SLICE
+    include_small_slices: bool = False
+    doctor: Any = None
+    data: dict = field(default_factory=dict)
+    model: Optional[dict] = None
+    comparison: Any = None
+    export: Any = None
+    fusion: Any = None
+    quant: list = field(default_factory=list)
+    search: Any = None
+    stages: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    batch_dependence: list = field(default_factory=list)  # {variant, n, batch_a, batch_b, differ}
+    config: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------------
+# a run folder (the demo's, the Workbench's)
+# ----------------------------------------------------------------------------------------------
+def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=None, **overrides) -> ReportInputs:
+    """ReportInputs from the results saved under a run folder (compare.json, export.json,
+    fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
+    done so far. ``doctor`` defaults to a fresh environment check."""
+    from ..train import load_comparison
+    from ..env import run_doctor
+    from ..graph import load_export
+    from ..graph import load_fusion
+    from ..quant import load_quant_result, load_search
+
+    root = Path(run_dir)
+    found = runs.find_results(root)
+    quant = [load_quant_result(p) for p in sorted(root.glob("quantize/**/quantize.json"), key=lambda p: p.stat().st_mtime)]
+    search = load_search(found["search"]) if "search" in found else None
+    budgets = {}
+    if search is not None:
+        budgets = {"budget_overall": search.budget_overall, "budget_per_slice": search.budget_per_slice,
+                   "include_small_slices": search.include_small_slices}
+    inp = ReportInputs(
+        kind=kind, title=f"ORT Workbench {kind} report: {root.name}", run_dir=root,
+        doctor=doctor if doctor is not None else run_doctor(),
+        comparison=load_comparison(found["compare"]) if "compare" in found else None,
+        export=load_export(found["export"]) if "export" in found else None,
+        fusion=load_fusion(found["fusion"]) if "fusion" in found else None,
+        quant=quant, search=search, **budgets,
+    )
+    for k in overrides:
+        if not hasattr(inp, k):
+            raise TypeError(f"unknown report input {k!r}; inputs: {[f.name for f in dataclasses.fields(ReportInputs)]}")
+    return dataclasses.replace(inp, **overrides)

@@ -1,0 +1,38 @@
+"""Plain rows of result objects, shared by the verdict and ``summary.json``: a slice's change, a
+quantization config in words, latencies by shape."""
+
+from __future__ import annotations
+
+
+def _ci(d) -> list:
+    return [d.ci_low, d.ci_high]
+
+
+def _slice_row(d) -> dict:
+    return {"slice": d.slice, "n": int(d.n), "delta": d.delta, "ci95": _ci(d), "significant": bool(d.significant),
+            "too_small": bool(d.too_small), "flips": int(d.flips), "description": d.description, "group": d.group,
+            "fp32_accuracy": d.reference.accuracy, "int8_accuracy": d.candidate.accuracy}
+
+
+def describe_config(cfg) -> str:
+    """'dynamic per-channel INT8', 'static INT8 (QDQ, MinMax calibration on 128 texts)'."""
+    if cfg is None:
+        return "FP32"
+    mode = getattr(cfg.mode, "value", cfg.mode)
+    bits = []
+    if cfg.per_channel:
+        bits.append("per-channel")
+    if cfg.reduce_range:
+        bits.append("7-bit (reduce-range)")
+    if getattr(cfg.weight_type, "value", "") == "quint8":
+        bits.append("unsigned-weight")
+    if cfg.nodes_to_exclude:
+        bits.append(f"{len(cfg.nodes_to_exclude)} nodes left in FP32,")
+    text = f"{mode} {' '.join(bits) + ' ' if bits else ''}INT8"
+    if mode == "static":
+        text += f" (QDQ, {getattr(cfg.calibration, 'value', cfg.calibration)} calibration on {cfg.samples} texts)"
+    return text
+
+
+def _latency_map(lat) -> dict:
+    return {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}

@@ -1,0 +1,173 @@
+"""``summary.json``: every number of the report as one JSON-ready dict, checked against its schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from pathlib import Path
+from typing import Optional
+
+from .environment import environment_facts
+from .inputs import ReportInputs
+from .rows import _latency_map, _slice_row, describe_config
+from .schema import SCHEMA_VERSION, validate_summary
+from .search import search_over_results
+from .verdict import _verdict
+
+
+def _row_of(example: dict, index: int) -> int:
+    return int(example.get("row", index)) if isinstance(example, dict) else index
+
+
+def _quant_entry(r, check, examples: Optional[list]) -> dict:
+    rep = r.report
+    flips = []
+    for f in rep.flips:
+        ex = examples[f.index] if examples is not None and f.index < len(examples) else {}
+        flips.append({"index": int(f.index), "row": _row_of(ex, f.index), "text": f.text, "label": f.label_name or str(f.label),
+                      "fp32_pred": f.reference_pred_name or str(f.reference_pred), "fp32_confidence": f.reference_confidence,
+                      "int8_pred": f.candidate_pred_name or str(f.candidate_pred), "int8_confidence": f.candidate_confidence,
+                      "kind": f.kind.value, "slices": list(f.slices)})
+    cfg = r.config
+    return {
+        "name": r.name, "description": describe_config(cfg), "mode": cfg.mode.value, "per_channel": bool(cfg.per_channel),
+        "reduce_range": bool(cfg.reduce_range), "calibration": cfg.calibration.value if cfg.mode.value == "static" else None,
+        "calibration_samples": int(r.calibration_samples), "graph": r.graph_kind, "quantized_path": str(r.quantized_path),
+        "size_mib": r.size_mib, "fp32_size_mib": r.fp32_size_mib, "size_ratio": r.fp32_size_mib / r.size_mib if r.size_mib else None,
+        "latency_ms": r.latency_ms, "fp32_latency_ms": r.fp32_latency_ms, "speedup": r.speedup,
+        "latency_by_shape": [{"shape": f"{s.batch}x{s.seq}", "int8_ms": s.stats.median_ms, "fp32_ms": f.stats.median_ms}
+                             for s, f in zip(r.latency, r.fp32_latency)],
+        "accuracy": r.accuracy, "fp32_accuracy": rep.overall.reference.accuracy, "accuracy_delta": r.accuracy_delta,
+        "macro_f1": rep.overall.candidate.macro_f1, "fp32_macro_f1": rep.overall.reference.macro_f1,
+        "agreement": rep.overall.candidate.agreement, "validation_passed": bool(r.validation.passed),
+        "validation": r.validation.message, "overall": _slice_row(rep.overall), "slices": [_slice_row(d) for d in rep.slices],
+        "n_flips": len(rep.flips), "flips": flips, "within_budget": bool(check.feasible), "violations": list(check.violations),
+        "worst_slice": check.worst_slice or None, "worst_slice_drop": check.worst_slice_drop,
+        "slices_not_judged": list(check.slices_skipped), "notes": list(r.notes),
+    }
+
+
+def _training_summary(c) -> Optional[dict]:
+    if c is None:
+        return None
+    rows = []
+    for r in c.runs:
+        rows.append({"backend": r.backend.value, "status": r.status.value, "steps": len(r.steps), "median_step_ms": 1000 * r.median_step_s,
+                     "samples_per_s": r.samples_per_s, "startup_s": r.startup_s, "peak_memory_mib": r.peak_memory_mib,
+                     "final_accuracy": r.final_accuracy, "executed_in_onnxruntime": r.executed_in_onnxruntime, "reason": r.reason})
+    return {"baseline": c.baseline.value, "loss_parity": c.loss_parity, "runs": rows,
+            "ratios": {x.backend.value: dataclasses.asdict(x) if dataclasses.is_dataclass(x) else str(x) for x in c.ratios},
+            "notes": list(c.notes)}
+
+
+def build_summary(inp: ReportInputs) -> dict:
+    """Every number of the report as one JSON-ready dict (``summary.json``)."""
+    from .. import serial
+    from ..quant import MIN_SLICE_SIZE
+
+    data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
+    results = list(inp.quant)
+    search = inp.search if inp.search is not None else (
+        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices) if results else None)
+    by_path = {str((Path(r.out_dir) / "quantize.json").resolve()): r for r in results}
+    checks = {}
+    if search is not None:
+        for c in search.candidates:
+            checks[c.name] = c.check
+    from ..quant import check_budget, load_baseline
+
+    examples = None
+    slices = []
+    if results:
+        try:
+            base = load_baseline(results[0].baseline_path)
+            eset = base.eval_sets[0]
+            examples = eset.load_examples()
+            slices = [{"name": s.name, "description": s.description, "group": s.group, "n": len(s.indices),
+                       "too_small": len(s.indices) < MIN_SLICE_SIZE} for s in eset.slices]
+            data.setdefault("rows_scored", eset.n)
+            data.setdefault("eval_batch_size", base.batch_size)
+            data.setdefault("max_length", base.max_length)
+            data.setdefault("timing", {"shapes": [f"{b}x{s}" for b, s in base.timing.shapes], "warmup": base.timing.warmup,
+                                           "repeats": base.timing.repeats, "threads": base.timing.threads})
+        except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
+            notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
+    data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
+    quant = []
+    for r in results:
+        chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)
+        quant.append(_quant_entry(r, chk, examples))
+
+    export = None
+    if inp.export is not None:
+        e = inp.export
+        export = {"onnx_path": str(e.onnx_path), "opset": e.opset, "attn_implementation": e.attn_implementation,
+                  "node_count": e.node_count, "size_mib": e.size_mib, "export_seconds": e.export_seconds,
+                  "class_names": list(e.class_names), "max_length": e.max_length, "model_type": e.model_info.model_type,
+                  "num_parameters": e.model_info.num_parameters, "validation": serial.to_dict(e.validation),
+                  "top_ops": dict(list(e.op_histogram.items())[:12])}
+    fusion = None
+    if inp.fusion is not None:
+        f = inp.fusion
+        fusion = {"fused_ops": dict(f.fused_op_counts) if any(v.name.value == "transformer" for v in f.variants) else {},
+                  "expected_fusions": dict(f.expected_fusions), "diagnoses": [d.text for d in f.diagnoses],
+                  "pytorch_latency_ms": _latency_map(f.pytorch_latency), "fused_path": str(f.fused_path) if f.fused_path else None,
+                  "variants": [{"name": v.name.value, "session_optimization": v.session_optimization, "node_count": v.node_count,
+                                "size_mib": v.size_mib, "validation_passed": bool(v.validation.passed),
+                                "max_abs_diff": v.validation.max_abs_diff, "latency_ms": _latency_map(v.latency)}
+                               for v in f.variants],
+                  "threads": f.config.threads, "notes": list(f.notes)}
+    search_d = None
+    if search is not None:
+        search_d = {"objective": search.objective, "chosen": search.chosen, "message": search.message,
+                    "candidates": [{"name": c.name, "precision": c.precision, "description": describe_config(c.config),
+                                    "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
+                                    "accuracy_delta": c.accuracy_delta, "feasible": bool(c.feasible),
+                                    "worst_slice": c.check.worst_slice or None, "worst_slice_drop": c.check.worst_slice_drop,
+                                    "violations": list(c.check.violations)} for c in search.candidates]}
+    n_boot = results[0].report.n_boot if results else None
+    method_notes = [
+        "Accuracy changes are INT8 minus FP32 on the same examples; 95% intervals come from a paired bootstrap "
+        f"({n_boot} replicates): every replicate draws the same examples for both models, so the interval measures the change.",
+        f"Slices with fewer than {MIN_SLICE_SIZE} examples are shown but not held to the per-slice budget"
+        f"{' (here they are: --include-small)' if inp.include_small_slices else ''}: one flipped prediction moves such a slice by more than 2 points.",
+        "Dynamic INT8 quantizes activations with scales computed per batch at run time, so one example's prediction can "
+        "depend on which examples share its batch; FP32 and static INT8 do not. Every variant was scored in batches of "
+        f"{data.get('eval_batch_size', 32)} padded to the longest, the same batches for all.",
+        "Latency: median of repeated runs after warm-up, FP32 and INT8 timed in the same process with the same settings and "
+        "synthetic batches of the shapes listed; ratios measured in one run are meaningful, absolute times move with the machine's load.",
+    ]
+    if inp.batch_dependence:
+        for b in inp.batch_dependence:
+            method_notes.append(f"Measured here: {b['variant']}: {b['differ']} of {b['n']} predictions differ between batch "
+                                f"{b['batch_a']} and batch {b['batch_b']}.")
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": inp.kind,
+        "title": inp.title,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "run_dir": str(Path(inp.run_dir).resolve()) if inp.run_dir else "",
+        "verdict": _verdict(inp, search, by_path),
+        "budget": {"overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
+                   "include_small_slices": inp.include_small_slices, "min_slice_size": MIN_SLICE_SIZE},
+        "environment": environment_facts(inp.doctor),
+        "model": inp.model,
+        "data": data,
+        "slices": slices,
+        "stages": [{"name": s["name"], "status": s["status"], "seconds": float(s.get("seconds", 0.0)),
+                    "message": s.get("message", "")} for s in inp.stages],
+        "training": _training_summary(inp.comparison),
+        "export": export,
+        "fusion": fusion,
+        "quantization": quant,
+        "search": search_d,
+        "method": {"bootstrap": {"replicates": n_boot, "confidence_level": results[0].report.confidence_level if results else None,
+                                 "paired": True, "seed": results[0].report.seed if results else None},
+                   "eval_batch_size": data.get("eval_batch_size"), "timing": data.get("timing"),
+                   "batch_dependence": list(inp.batch_dependence), "notes": method_notes},
+        "config": inp.config,
+        "notes": notes,
+    }
+    summary = serial.to_dict(summary)  # NaN -> null, paths -> str
+    validate_summary(summary)
+    return summary
