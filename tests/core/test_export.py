@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -49,6 +50,16 @@ def test_config_converts_strings_and_rejects_bad_values():
         ExportConfig(min_label_agreement=1.5)
     assert ExportConfig.strict().tolerance < ExportConfig.default().tolerance
     assert ExportConfig.quick(opset=14).opset == 14
+
+
+def test_config_is_frozen_and_a_changed_copy_is_checked_again():
+    cfg = ExportConfig.quick()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.opset = 14
+    assert dataclasses.replace(cfg, opset=14).opset == 14 and cfg.opset == 17
+    assert dataclasses.replace(cfg, attn_implementation="SDPA").attn_implementation is Attention.SDPA
+    with pytest.raises(ValueError, match=r"opset must be an integer from 11 to 20, got 9"):
+        dataclasses.replace(cfg, opset=9)
 
 
 # ---- the exported tiny model ---------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+from collections import Counter
+from pathlib import Path
 
 import onnx
 import pytest
@@ -25,7 +28,7 @@ from workbench.graph import (
 def test_config_validates_and_keeps_the_baseline():
     cfg = FusionConfig(variants=("transformer",))
     assert cfg.variants == (Variant.UNOPTIMIZED, Variant.TRANSFORMER)
-    with pytest.raises(ValueError, match=r"unknown variant 'ort_max'; variants are \['unoptimized', 'ort_basic'"):
+    with pytest.raises(ValueError, match=r"variant must be one of \['unoptimized', 'ort_basic'.*got 'ort_max'"):
         FusionConfig(variants=("ort_max",))
     with pytest.raises(ValueError, match=r"transformer_session must be one of \['disabled', 'basic', 'extended', 'all'\], got 'fast'"):
         FusionConfig(transformer_session="fast")
@@ -36,6 +39,17 @@ def test_config_validates_and_keeps_the_baseline():
     assert FusionConfig.inspect_only().measure_latency is False
     cfg = FusionConfig.quick()
     assert serial.from_dict(FusionConfig, serial.to_dict(cfg)) == cfg
+
+
+def test_config_is_frozen_and_a_changed_copy_is_checked_again():
+    cfg = FusionConfig.quick()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.threads = 2
+    fp16 = dataclasses.replace(cfg, fp16=True)
+    assert fp16.variants[-2:] == (Variant.TRANSFORMER, Variant.TRANSFORMER_FP16) and cfg.fp16 is False
+    assert dataclasses.replace(cfg, variants=("ort_all",)).variants == (Variant.UNOPTIMIZED, Variant.ORT_ALL)
+    with pytest.raises(ValueError, match="repeats"):
+        dataclasses.replace(cfg, repeats=0)
 
 
 def test_every_variant_is_built_validated_and_timed(fused_tiny, exported_tiny):
@@ -115,6 +129,34 @@ def test_session_level_fusions_have_provenance_too(fused_tiny):
     fm = next(f for f in ext.provenance if f.op_type == "FusedMatMul")
     assert fm.replaced_ops == {"MatMul": 1, "Div": 1, "Constant": 1}  # the constant scale folded into the MatMul
     assert ext.removed_by_op["Identity"] > 0
+
+
+def test_each_graph_file_is_parsed_once(exported_tiny, tmp_path, monkeypatch):
+    """Fusion parses the exported graph and every variant file it writes once, and passes the parsed
+    graph to the counts, the diff, the provenance (its value match included) and the diagnoses.
+
+    Counts the parses workbench makes through ``onnx.load`` (the transformer optimizer, imported
+    before the patch, parses with its own binding and is not counted)."""
+    import onnxruntime.transformers.optimizer  # noqa: F401  (bound to the real onnx.load_model)
+
+    real = onnx.load
+    parsed: Counter = Counter()
+
+    def counting(f, *args, **kwargs):
+        parsed[Path(str(f)).resolve()] += 1
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(onnx, "load", counting)
+    monkeypatch.setattr(onnx, "load_model", counting)
+    r = run_fusion(exported_tiny, FusionConfig.inspect_only(fp16=True), tmp_path)
+    files = {v.path for v in r.variants}
+    assert len(files) == len(ALL_VARIANTS) + 1  # the exported graph and five written files
+    assert set(parsed) == files, sorted(parsed)  # each read once ...
+    assert max(parsed.values()) == 1, {str(p.name): n for p, n in parsed.items() if n > 1}  # ... and only once
+    # the facts still come from the files: counts and diffs as a fresh parse gives them
+    for v in r.variants:
+        assert v.node_count == len(real(str(v.path)).graph.node)
+    assert r.fused_op_counts == {"SkipLayerNormalization": 4, "Attention": 2, "BiasGelu": 2, "EmbedLayerNormalization": 1}
 
 
 def test_report_round_trips(fused_tiny):

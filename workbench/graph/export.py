@@ -1,6 +1,7 @@
 """Export a sequence classifier to ONNX and prove the graph computes what the model computes.
 
-``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
+The export stage: its configuration (:class:`ExportConfig`), its result (:class:`ExportResult`),
+and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
 
 - ``model.onnx``: the graph (TorchScript exporter, ``dynamo=False``), dynamic ``batch`` and
   ``sequence`` axes, the chosen opset;
@@ -10,9 +11,11 @@
   their graphs against *the same PyTorch reference* without reloading the model;
 - ``export.json``: the :class:`ExportResult`.
 
-Validation (:func:`validate_onnx`, reused by fusion and quantization) feeds real batches from the
-data through ONNX Runtime and compares logits with the reference: largest and mean absolute
-difference, agreement of predicted labels, pass/fail against a tolerance the user sets.
+Validation (:func:`workbench.graph.validate.validate_onnx`, reused by fusion and quantization)
+feeds real batches from the data through ONNX Runtime and compares logits with the reference:
+largest and mean absolute difference, agreement of predicted labels, pass/fail against a
+tolerance the user sets. Tracing itself (torch's exporter and its quirks) is in
+:mod:`workbench.graph.trace`.
 
 Attention matters here: load models with ``attn_implementation="eager"`` (the default in
 :func:`workbench.models.load_model`). An SDPA export works, but ONNX Runtime's transformer
@@ -21,43 +24,28 @@ optimizer does not recognise its pattern and fuses no Attention (see :mod:`workb
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import os
-import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from .. import runs
 from ..metrics import Metric
+from ..options import parse_choice
+from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
+from .trace import OPSET_RANGE, ExportError, export_onnx
+from .validate import Validation, read_examples, select_examples, validate_onnx, write_examples
 
-RESULT_FILE = "export.json"
+EXPORT_FILE = "export.json"
 ONNX_FILE = "model.onnx"
 TOKENIZER_DIR = "tokenizer"
 EXAMPLES_FILE = "validation_examples.jsonl"
 REFERENCE_FILE = "reference_logits.npy"
-# The TorchScript exporter in torch 2.6 writes opsets 7..20; LayerNormalization is a single op
-# from 17 on, SDPA attention needs 14+, and ONNX Runtime 1.19 runs up to opset 21.
-OPSET_RANGE = (11, 20)
-
-
-class ExportError(RuntimeError):
-    """Export failed. ``operator`` names the unsupported operator when there is one, and
-    ``options`` lists what to try (another opset, eager attention, ...)."""
-
-    def __init__(self, message: str, operator: Optional[str] = None, options: Sequence[str] = ()):
-        self.operator = operator
-        self.options = list(options)
-        text = message
-        if self.options:
-            text += "\nOptions:\n" + "\n".join(f"  - {o}" for o in self.options)
-        super().__init__(text)
 
 
 class Attention(str, enum.Enum):
@@ -67,7 +55,7 @@ class Attention(str, enum.Enum):
     SDPA = "sdpa"
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExportConfig:
     """How to export and how strictly to validate.
 
@@ -79,6 +67,8 @@ class ExportConfig:
     logits are about 0.02, where 1e-3 is already 5%.
     ``attn_implementation`` applies when the model is given by name or folder; a ``LoadedModel``
     is exported with the attention it was loaded with.
+
+    Frozen: derive a changed copy with ``dataclasses.replace(cfg, tolerance=...)``.
     """
 
     opset: int = 17
@@ -96,15 +86,10 @@ class ExportConfig:
     def __post_init__(self) -> None:
         from ..device import normalize_device
 
-        self.device = normalize_device(self.device)
-        if isinstance(self.attn_implementation, str) and not isinstance(self.attn_implementation, Attention):
-            try:
-                self.attn_implementation = Attention(self.attn_implementation)
-            except ValueError:
-                raise ValueError(
-                    f"attn_implementation must be one of {[a.value for a in Attention]}, got "
-                    f"{self.attn_implementation!r}; use 'eager' (what ONNX Runtime's optimizer fuses)"
-                ) from None
+        object.__setattr__(self, "device", normalize_device(self.device))
+        object.__setattr__(self, "attn_implementation", parse_choice(
+            Attention, self.attn_implementation, "attn_implementation", ValueError,
+            "use 'eager' (what ONNX Runtime's optimizer fuses)"))
         lo, hi = OPSET_RANGE
         if not isinstance(self.opset, int) or not lo <= self.opset <= hi:
             raise ValueError(
@@ -137,31 +122,6 @@ class ExportConfig:
     def strict(cls, **kw) -> "ExportConfig":
         """Tolerance 1e-5: what an FP32 export should meet (not a fused or quantized graph)."""
         return cls(**{"tolerance": 1e-5, "validation_examples": 128, **kw})
-
-
-@dataclass(frozen=True)
-class Validation:
-    """How closely a graph reproduces the reference logits on real examples."""
-
-    max_abs_diff: float
-    mean_abs_diff: float
-    label_agreement: float
-    n_examples: int
-    tolerance: float
-    passed: bool
-    message: str
-    min_label_agreement: float = 1.0
-    worst_example: int = -1  # index (within the validation examples) of the largest difference
-    reference_scale: float = 0.0  # largest |reference logit|: what a difference is small against
-    relative_diff: float = 0.0  # max_abs_diff / reference_scale
-
-    def metrics(self) -> list[Metric]:
-        return [
-            Metric("max |Δ logit|", self.max_abs_diff, "", higher_is_better=False),
-            Metric("mean |Δ logit|", self.mean_abs_diff, "", higher_is_better=False),
-            Metric("max |Δ logit| / max |logit|", 100.0 * self.relative_diff, "%", higher_is_better=False),
-            Metric("label agreement", 100.0 * self.label_agreement, "%", higher_is_better=True),
-        ]
 
 
 @dataclass(frozen=True)
@@ -220,162 +180,7 @@ class ExportResult:
         return np.load(self.reference_logits_path)
 
 
-# ---- graph facts -------------------------------------------------------------------------------
-def op_histogram(model_or_path) -> dict[str, int]:
-    """Operator counts of a graph, most frequent first (``domain:`` prefix for non-ONNX domains
-    is left out: contrib ops like ``Attention`` are named as ONNX Runtime names them)."""
-    model = _as_model(model_or_path)
-    counts = Counter(n.op_type for n in model.graph.node)
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def file_size_mib(path: str | os.PathLike) -> float:
-    """Size on disk of a graph, external weight file (``<name>.data``) included."""
-    path = Path(path)
-    size = path.stat().st_size
-    side = path.with_name(path.name + ".data")
-    if side.exists():
-        size += side.stat().st_size
-    return size / 2**20
-
-
-def _as_model(model_or_path):
-    import onnx
-
-    if isinstance(model_or_path, (str, os.PathLike)):
-        return onnx.load(str(model_or_path), load_external_data=False)
-    return model_or_path
-
-
-# ---- validation --------------------------------------------------------------------------------
-def compare_logits(candidate: np.ndarray, reference: np.ndarray, tolerance: float,
-                   min_label_agreement: float = 1.0, what: str = "the graph") -> Validation:
-    """Compare two logit arrays of the same shape; the pure-NumPy core of :func:`validate_onnx`."""
-    candidate = np.asarray(candidate, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    if candidate.shape != reference.shape:
-        raise ValueError(
-            f"logits of {what} have shape {candidate.shape} but the reference has {reference.shape}; "
-            "both must come from the same examples in the same order with the same classes"
-        )
-    n = int(reference.shape[0])
-    if n == 0:
-        raise ValueError("no examples to validate on: give a data split with at least one example")
-    if not np.all(np.isfinite(candidate)):
-        bad = int(np.sum(~np.isfinite(candidate).all(axis=-1)))
-        return Validation(float("inf"), float("inf"), 0.0, n, tolerance, False,
-                          f"FAILED: {what} produced NaN or infinite logits for {bad}/{n} examples; "
-                          "the graph is broken (re-export it, or check the last transformation applied to it)",
-                          min_label_agreement, -1, float(np.abs(reference).max()), float("inf"))
-    diff = np.abs(candidate - reference)
-    per_example = diff.max(axis=-1)
-    worst = int(per_example.argmax())
-    max_diff, mean_diff = float(diff.max()), float(diff.mean())
-    agree = float(np.mean(candidate.argmax(-1) == reference.argmax(-1)))
-    n_agree = int(round(agree * n))
-    scale = float(np.abs(reference).max())
-    relative = max_diff / scale if scale > 0 else float("inf")
-    ok_diff = max_diff <= tolerance
-    ok_agree = agree >= min_label_agreement
-    passed = ok_diff and ok_agree
-    detail = (f"largest |Δ logit| {max_diff:.3g} {'≤' if ok_diff else '>'} tolerance {tolerance:.3g}"
-              f"{'' if ok_diff else f' (example {worst})'}, {relative:.2%} of the largest logit {scale:.3g}; "
-              f"labels agree on {n_agree}/{n} examples")
-    if passed:
-        message = f"passed: {detail}"
-    else:
-        why = []
-        if not ok_diff:
-            why.append("the logits moved more than the tolerance")
-        if not ok_agree:
-            why.append(f"label agreement {agree:.1%} is below the required {min_label_agreement:.1%}")
-        message = (f"FAILED: {detail}. {what[0].upper() + what[1:]} does not reproduce the reference: "
-                   f"{' and '.join(why)}. If the graph was deliberately approximated (fused kernels, INT8), "
-                   "raise the tolerance knowingly; otherwise re-export and check each transformation")
-    return Validation(max_diff, mean_diff, agree, n, float(tolerance), passed, message, float(min_label_agreement),
-                      worst, scale, relative)
-
-
-def select_examples(data, cfg: ExportConfig):
-    """The first ``cfg.validation_examples`` examples of ``cfg.validation_split`` (a
-    ``DatasetDict``) or of the ``Dataset`` given. Real data, a fixed order."""
-    import datasets
-
-    ds = data
-    if isinstance(data, (datasets.DatasetDict, dict)):
-        if cfg.validation_split not in data:
-            raise ValueError(
-                f"validation split {cfg.validation_split!r} not in the data (splits: {list(data.keys())}); "
-                "set ExportConfig(validation_split=...)"
-            )
-        ds = data[cfg.validation_split]
-    if "text" not in ds.column_names:
-        raise ValueError(f"the validation data needs a 'text' column; it has {ds.column_names}")
-    if len(ds) == 0:
-        raise ValueError("the validation split is empty: choose a split with examples")
-    return ds.select(range(min(cfg.validation_examples, len(ds))))
-
-
-def validate_onnx(
-    onnx_path,
-    reference,
-    tokenizer,
-    dataset,
-    cfg: Optional[ExportConfig] = None,
-    graph_optimization: str = "all",
-    threads: Optional[int] = None,
-    what: str = "the graph",
-    device: Optional[str] = None,
-) -> Validation:
-    """Validate a graph (path or session) on real examples against a reference.
-
-    ``reference`` is a :class:`workbench.models.LoadedModel` (PyTorch logits are computed on the
-    same batches) or an array of reference logits for the examples. ``dataset`` is a
-    ``DatasetDict`` (``cfg.validation_split`` is used) or a ``Dataset``; the first
-    ``cfg.validation_examples`` examples are fed. ``tokenizer`` may be None when the reference is
-    a LoadedModel (its tokenizer is used).
-    """
-    from ..ortinfer import as_session, predict_dataset, torch_predict_dataset
-
-    cfg = cfg or ExportConfig()
-    examples = select_examples(dataset, cfg)
-    if tokenizer is None:
-        tokenizer = getattr(reference, "tokenizer", None)
-        if tokenizer is None:
-            raise ValueError("give the tokenizer the graph was exported with (reference logits carry none)")
-    session = as_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
-                         device=device if device is not None else cfg.device)
-    got = predict_dataset(session, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
-    if hasattr(reference, "model") and hasattr(reference, "tokenizer"):
-        ref = torch_predict_dataset(reference.model, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
-    else:
-        ref = np.asarray(reference)
-        if ref.ndim != 2 or ref.shape[0] < len(examples):
-            raise ValueError(
-                f"reference logits have shape {ref.shape}, expected ({len(examples)}, n_classes) for the "
-                f"{len(examples)} validation examples; compute them on the same examples in the same order"
-            )
-        ref = ref[: len(examples)]
-    return compare_logits(got, ref, cfg.tolerance, cfg.min_label_agreement, what)
-
-
-def write_examples(path: Path, examples) -> Path:
-    lines = [json.dumps({"text": t, "label": int(l)}) for t, l in zip(examples["text"], examples["label"])]
-    return runs.atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def read_examples(path: str | os.PathLike):
-    import datasets
-
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    if not rows:
-        raise ValueError(f"no examples in {path}")
-    return datasets.Dataset.from_list(rows)
-
-
-
-
-# ---- export ------------------------------------------------------------------------------------
+# ---- the export ----------------------------------------------------------------------------------
 def _data_classes(data) -> Optional[list[str]]:
     """Class names carried by the data's ``label`` feature (a ClassLabel), if any."""
     import datasets
@@ -410,139 +215,6 @@ def _resolve_model(model, cfg: ExportConfig, data):
     return load_model(name, attn_implementation=attn)
 
 
-def _explain_failure(exc: BaseException, cfg: ExportConfig, attn: str) -> ExportError:
-    text = str(exc)
-    op = re.search(r"operator '([^']+)'", text)
-    operator = op.group(1) if op else None
-    added = re.search(r"added in version (\d+)", text)
-    options = []
-    if added:
-        options.append(f"export with opset {added.group(1)} or later: ExportConfig(opset={added.group(1)}) "
-                       f"(or `workbench export --opset {added.group(1)}`)")
-    elif operator:
-        other = [o for o in (17, 18, 14) if o != cfg.opset][0]
-        options.append(f"try another opset, e.g. ExportConfig(opset={other}) (allowed {OPSET_RANGE[0]}..{OPSET_RANGE[1]})")
-    if attn != "eager" or (operator and "attention" in operator):
-        options.append("load the model with eager attention: ExportConfig(attn_implementation='eager') or "
-                       "load_model(..., attn_implementation='eager') (it is also what ONNX Runtime fuses)")
-    if not options:
-        options.append(f"try another opset (allowed {OPSET_RANGE[0]}..{OPSET_RANGE[1]}) or eager attention")
-    options.append("if the model has custom layers, export a standard Hugging Face architecture "
-                   "(BERT, RoBERTa, DistilBERT, ...) or register a symbolic for the operator")
-    where = f"operator {operator!r} cannot be exported" if operator else "the export failed"
-    return ExportError(
-        f"ONNX export failed at opset {cfg.opset} with {attn} attention: {where}. "
-        f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}",
-        operator=operator, options=options,
-    )
-
-
-def _is_onnxruntime_symbolic(fn) -> bool:
-    module = getattr(fn, "__module__", "") or ""
-    return module == "onnxruntime" or module.startswith("onnxruntime.")
-
-
-@contextlib.contextmanager
-def standard_symbolics():
-    """Export with torch's own ONNX symbolics, not the ones ORTModule registers for training.
-
-    Building an ``ORTModule`` registers custom symbolics process-wide (``embedding`` as a
-    ``com.microsoft::ATen`` node, ``gelu`` as the contrib ``Gelu``, ...) and never removes them.
-    An inference export made afterwards in the same process (a notebook that fine-tunes with
-    ORTModule, then exports) would then hold ATen nodes: the transformer optimizer cannot fuse
-    EmbedLayerNormalization, and the graph needs ORTModule's ATen executor to run at all. While
-    our export runs, those overrides are taken out of torch's registry; they are put back after.
-    """
-    from torch.onnx._internal import registration
-
-    removed = []
-    for group in list(registration.registry._registry.values()):
-        overrides = getattr(getattr(group, "_functions", None), "_overrides", {})
-        for opset, fn in list(overrides.items()):
-            if _is_onnxruntime_symbolic(fn):
-                group.remove_custom(opset)
-                removed.append((group, opset, fn))
-    try:
-        yield [f"{g._name}@{o}" for g, o, _ in removed]
-    finally:
-        for group, opset, fn in removed:
-            group.add_custom(fn, opset)
-
-
-@contextlib.contextmanager
-def _without_ir_dump():
-    """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
-
-    torch 2.6's ``torch.onnx.utils.setup_onnx_logging`` tests the *function*
-    ``_C._jit_is_onnx_log_enabled`` instead of calling it, so ONNX logging is always switched on
-    during an export, and a failed export prints its IR graph (hundreds of lines, on stdout)
-    before raising. While our export runs, that helper is replaced by one that calls the function;
-    logging then stays as the user set it (off by default). The exception is untouched.
-    """
-    import torch
-    import torch.onnx.utils as onnx_utils
-
-    original = getattr(onnx_utils, "setup_onnx_logging", None)
-    if original is None:  # another torch version: nothing to fix
-        yield
-        return
-
-    @contextlib.contextmanager
-    def setup_onnx_logging(verbose: bool):
-        # Off unless asked for, even if something earlier in the process (an ORTModule export)
-        # switched it on and left it on; the previous state comes back afterwards.
-        was_enabled = torch._C._jit_is_onnx_log_enabled()
-        torch._C._jit_set_onnx_log_enabled(bool(verbose))
-        try:
-            yield
-        finally:
-            torch._C._jit_set_onnx_log_enabled(was_enabled)
-
-    onnx_utils.setup_onnx_logging = setup_onnx_logging
-    try:
-        yield
-    finally:
-        onnx_utils.setup_onnx_logging = original
-
-
-def export_onnx(loaded, path: Path, cfg: ExportConfig, sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Trace ``loaded.model`` on a real batch and write the graph to ``path`` (atomically).
-
-    Returns the graph's input and output names. Raises :class:`ExportError` with options.
-    """
-    import torch
-
-    from ..batches import encode, model_inputs
-
-    model = loaded.model
-    model.eval()
-    enc = encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], cfg.max_length)
-    # The TorchScript exporter binds inputs to forward()'s signature and names graph inputs in
-    # that order (input_ids, attention_mask, token_type_ids for BERT), whatever order the
-    # tokenizer produced them in: name them in signature order or the names get swapped. And
-    # only what forward() takes: DistilBERT and MPNet have no token_type_ids, whatever the
-    # tokenizer produces (model_inputs).
-    enc = model_inputs(model, enc)
-    names = list(enc)
-    dynamic = None
-    if cfg.dynamic_axes:
-        dynamic = {k: {0: "batch", 1: "sequence"} for k in names}
-        dynamic["logits"] = {0: "batch"}
-    attn = getattr(loaded, "attn_implementation", "eager")
-    try:
-        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics():
-            torch.onnx.export(
-                model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
-                dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,
-                dynamo=False,
-            )
-    except ExportError:
-        raise
-    except Exception as exc:  # torch raises UnsupportedOperatorError, OnnxExporterError, RuntimeError, ...
-        raise _explain_failure(exc, cfg, attn) from exc
-    return names, ["logits"]
-
-
 def save_tokenizer(tokenizer, folder: Path) -> Path:
     """Save the tokenizer into ``folder`` atomically (temporary folder, then rename)."""
     with runs.atomic_dir(folder) as tmp:
@@ -563,24 +235,22 @@ def model_info(loaded) -> ModelInfo:
 
 
 def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike = "runs/export",
-               data=None) -> ExportResult:
+               *, data=None) -> ExportResult:
     """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to
     ``out_dir/model.onnx``, validate it against PyTorch on real examples and save ``export.json``.
 
-    ``data`` is a ``DatasetDict``/``Dataset`` to validate on (default: the quick slice of the
-    built-in reviews). A failed validation does not raise: ``result.validation.passed`` is False
-    and its message says by how much and what to do.
+    ``data`` (runtime only, not recorded) is a ``DatasetDict``/``Dataset`` to validate on
+    (default: the quick slice of the built-in reviews). A failed validation does not raise:
+    ``result.validation.passed`` is False and its message says by how much and what to do.
     """
     import onnx
 
     from ..data import DataConfig, load_data
+    from ..device import require_device
+    from ..models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
     from ..ortinfer import torch_predict_dataset
 
-    from ..models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
-
     cfg = cfg or ExportConfig()
-    from ..device import require_device
-
     require_device(cfg.device)  # CUDA asked for and absent: say so before exporting anything
     if not isinstance(model, (str, os.PathLike, LoadedModel)):
         raise TypeError(
@@ -600,7 +270,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
 
     t0 = time.perf_counter()
     onnx_path = out / ONNX_FILE
-    inputs, outputs = export_onnx(loaded, onnx_path, cfg, examples["text"])
+    _, outputs = export_onnx(loaded, onnx_path, cfg, examples["text"])
     export_seconds = time.perf_counter() - t0
     try:
         onnx.checker.check_model(str(onnx_path))
@@ -614,16 +284,13 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     ref_path = runs.atomic_write_npy(out / REFERENCE_FILE, reference)
     validation = validate_onnx(onnx_path, reference, loaded.tokenizer, examples, cfg, what="the exported graph")
 
-    proto = onnx.load(str(onnx_path), load_external_data=False)
-    # What the graph declares (the exporter drops an input the traced model never reads).
-    initializers = {i.name for i in proto.graph.initializer}
-    inputs = [i.name for i in proto.graph.input if i.name not in initializers]
+    proto = load_graph(onnx_path)  # parsed once: inputs, node count and operator counts all come from it
     result = ExportResult(
         onnx_path=onnx_path.resolve(),
         model_source=str(loaded.source),
         model_name=str(loaded.name),
         opset=cfg.opset,
-        input_names=inputs,
+        input_names=graph_inputs(proto),
         output_names=outputs,
         validation=validation,
         size_mib=file_size_mib(onnx_path),
@@ -639,10 +306,10 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
         export_seconds=export_seconds,
         config=cfg,
     )
-    runs.save_result(result, out / RESULT_FILE)
+    runs.save_result(result, out / EXPORT_FILE)
     return result
 
 
 def load_export(path: str | os.PathLike) -> ExportResult:
     """Read an ``export.json`` (or the folder holding it)."""
-    return runs.load_result(ExportResult, path, RESULT_FILE)
+    return runs.load_result(ExportResult, path, EXPORT_FILE)

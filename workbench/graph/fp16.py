@@ -18,6 +18,7 @@ the CPU figure: see :data:`FP16_TOLERANCE`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Optional
 
 from .. import runs
+from .facts import as_model
+from .validate import compare_logits
 
 # float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
 # magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
@@ -64,12 +67,7 @@ class Fp16Structure:
 def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
     """Check the keep-io-types contract: no float16 graph input or output (float inputs/outputs of
     the FP32 graph stay float32), float weights stored as float16, none left as float32."""
-    import onnx
-
-    def load(m):
-        return onnx.load(str(m), load_external_data=False) if isinstance(m, (str, os.PathLike)) else m
-
-    model = load(model_or_path)
+    model = as_model(model_or_path)
     g = model.graph
     inputs = {i.name: i.type.tensor_type.elem_type for i in g.input}
     outputs = {o.name: o.type.tensor_type.elem_type for o in g.output}
@@ -80,7 +78,7 @@ def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
             if t == FLOAT16:
                 problems.append(f"graph {kind} {name!r} is float16; keep_io_types=True should keep it float32")
     if fp32_model_or_path is not None:
-        ref = load(fp32_model_or_path).graph
+        ref = as_model(fp32_model_or_path).graph
         for kind, want, got in (("input", {i.name: i.type.tensor_type.elem_type for i in ref.input}, inputs),
                                 ("output", {o.name: o.type.tensor_type.elem_type for o in ref.output}, outputs)):
             for name, t in want.items():
@@ -95,10 +93,12 @@ def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
 
 
 def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_type: str = "bert",
-                 num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True) -> Fp16Structure:
+                 num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True, *, fp32_model=None) -> Fp16Structure:
     """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure.
 
-    ``use_gpu=True`` lets the optimizer keep the fusions meant for the CUDA provider."""
+    ``use_gpu=True`` lets the optimizer keep the fusions meant for the CUDA provider.
+    ``fp32_model``: the fused graph already parsed (its inputs and outputs are what the FP16 graph
+    must keep); without it, ``fused_path`` is parsed for the check."""
     try:
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:
@@ -109,7 +109,7 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
         model.convert_float_to_float16(keep_io_types=True)
     except Exception as exc:
         raise Fp16Error(f"converting {fused_path} to float16 failed: {type(exc).__name__}: {exc}") from exc
-    structure = fp16_structure(model.model, fused_path)
+    structure = fp16_structure(model.model, fp32_model if fp32_model is not None else fused_path)
     if not structure.ok:
         raise Fp16Error(f"the FP16 graph of {fused_path} breaks the keep-io-types contract: {'; '.join(structure.problems)}")
     with runs.atomic_path(Path(dst)) as tmp:
@@ -120,12 +120,9 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
 def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
                   min_label_agreement: Optional[float] = None, where: str = "cpu"):
     """Compare the FP16 graph's logits with the FP32 fused graph's on the same examples
-    (:func:`workbench.graph.export.compare_logits` with FP16's tolerance); ``where`` names the device
+    (:func:`workbench.graph.validate.compare_logits` with FP16's tolerance); ``where`` names the device
     the FP16 graph ran on, so the message says what was measured."""
-    from .export import compare_logits
-
     what = f"the FP16 graph (run on {where}{'; float16 storage, float32 arithmetic per node' if where == 'cpu' else ''})"
-    import dataclasses
 
     v = compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,
                        FP16_MIN_LABEL_AGREEMENT if min_label_agreement is None else min_label_agreement, what=what)

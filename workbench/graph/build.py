@@ -1,0 +1,104 @@
+"""Building each variant's graph file, and parsing it once.
+
+:func:`build_variants` writes every variant the config asks for into the fusion folder
+(:func:`workbench.graph.variants.variant_file` names the files): ONNX Runtime's session levels
+save their optimized graph, the transformer optimizer writes the fused graph, and the FP16
+conversion starts from the fused one. Each file is parsed once, right after it is written, and
+the :class:`BuiltVariant` carries the parsed graph to validation, diffs, provenance and counts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .. import runs
+from .facts import load_graph
+from .provenance import GraphIndex
+from .variants import ORT_LEVEL, FusionConfig, FusionError, Variant, variant_file
+
+
+@dataclass(frozen=True)
+class BuiltVariant:
+    """A variant's graph file, the session level it runs at, how long it took to build, and the
+    graph parsed once."""
+
+    variant: Variant
+    path: Path
+    session_optimization: str
+    seconds: float
+    graph: GraphIndex
+    source: Path  # the exported graph it was built from
+
+    @property
+    def run_path(self) -> Path:
+        """The file a session opens to run the variant: the exported graph for ONNX Runtime's
+        levels (the session optimizes it at ``session_optimization``), the variant's file otherwise."""
+        return self.source if self.variant in ORT_LEVEL else self.path
+
+
+def build_variants(source: GraphIndex, cfg: FusionConfig, out: Path, num_heads: int, hidden_size: int,
+                   model_type: str) -> dict[Variant, BuiltVariant]:
+    """Build every variant of ``cfg.variants`` from the exported graph ``source`` (parsed, with its
+    path) into ``out``; the unoptimized variant is ``source`` itself (nothing written, nothing parsed)."""
+    src = source.path
+    if src is None:
+        raise ValueError("build_variants needs the exported graph's path (GraphIndex(model, path))")
+    built: dict[Variant, BuiltVariant] = {}
+    for variant in cfg.variants:
+        t0 = time.perf_counter()
+        if variant is Variant.UNOPTIMIZED:
+            built[variant] = BuiltVariant(variant, src, "disabled", 0.0, source, src)
+            continue
+        path = out / variant_file(variant)
+        if variant is Variant.TRANSFORMER:
+            _transformer_variant(src, path, cfg, num_heads, hidden_size, model_type)
+            level = cfg.transformer_session
+        elif variant is Variant.TRANSFORMER_FP16:
+            from .fp16 import Fp16Error, convert_fp16
+
+            fused = built[Variant.TRANSFORMER]
+            try:
+                convert_fp16(fused.path, path, cfg.model_type, num_heads, hidden_size, fp32_model=fused.graph.model)
+            except Fp16Error as exc:
+                raise FusionError(f"the {variant.value} variant: {exc}") from exc
+            level = cfg.transformer_session
+        else:
+            level = ORT_LEVEL[variant]
+            _ort_variant(src, level, path)
+        seconds = time.perf_counter() - t0
+        built[variant] = BuiltVariant(variant, path, level, seconds, GraphIndex(load_graph(path), path), src)
+    return built
+
+
+def _ort_variant(src: Path, level: str, dst: Path) -> None:
+    from ..ortinfer import make_session
+
+    with runs.atomic_path(dst) as tmp:
+        session = make_session(src, threads=1, graph_optimization=level, optimized_model_path=tmp)
+        del session
+
+
+def _transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
+                         model_type: Optional[str] = None) -> None:
+    model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
+    try:
+        from onnxruntime.transformers.optimizer import optimize_model
+    except ImportError as exc:
+        raise FusionError(
+            f"onnxruntime.transformers.optimizer cannot be imported ({exc}); it needs 'coloredlogs' and "
+            "'sympy' next to the onnxruntime-training wheel: run `make setup`"
+        ) from exc
+    try:
+        optimizer = optimize_model(str(src), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
+                                   opt_level=cfg.opt_level, use_gpu=False)
+    except Exception as exc:
+        raise FusionError(
+            f"the transformer optimizer failed on {src} (model_type={model_type}, num_heads={num_heads}, "
+            f"hidden_size={hidden_size}, opt_level={cfg.opt_level}): {type(exc).__name__}: {exc}. Try opt_level=0, "
+            "or pass the model's num_heads and hidden_size"
+        ) from exc
+    with runs.atomic_path(dst) as tmp:
+        optimizer.save_model_to_file(str(tmp))

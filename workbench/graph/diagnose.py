@@ -1,0 +1,203 @@
+"""Missing fusions: what the BERT fusions should produce for a graph, and why one fell short.
+
+For a BERT-like model with L attention layers the transformer optimizer should write 1
+EmbedLayerNormalization, L Attention, 2L SkipLayerNormalization and, when the model has a GELU,
+L BiasGelu/FastGelu (:func:`expected_fusions`). When a fusion is missing, :func:`diagnose` writes a
+:class:`Diagnosis`: what was found, the likely cause read off the exported graph (an SDPA export,
+no GELU, an architecture whose pattern onnxruntime 1.19.2 does not match, ...) and the fix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from .provenance import GraphIndex
+
+# Families of fused operators, as ONNX Runtime names them.
+GELU_OPS = ("BiasGelu", "FastGelu", "Gelu", "BiasFastGelu", "GemmFastGelu", "QuickGelu")
+ATTENTION_OPS = ("Attention", "MultiHeadAttention")
+SKIP_LN_OPS = ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """An expected fusion that did not happen: what was found, why, and what to do."""
+
+    fusion: str
+    expected: int
+    found: int
+    cause: str
+    fix: str
+    evidence: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.fusion}: expected {self.expected}, found {self.found}. Cause: {self.cause} Fix: {self.fix}"
+
+
+def _attention_style(model) -> str:
+    """'sdpa' when the scores MatMul feeding a Softmax takes Q and K each scaled by a Sqrt (what the
+    exporter writes for ``scaled_dot_product_attention``), 'eager' when it is scaled after the
+    MatMul (Div or Mul), 'none' without Softmax, else 'unknown'."""
+    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
+    softmaxes = [n for n in g.nodes if n.op_type == "Softmax"]
+    if not softmaxes:
+        return "none"
+    styles = set()
+    for sm in softmaxes:
+        node, hops = g.producer.get(sm.input[0]), 0
+        while node is not None and node.op_type != "MatMul" and hops < 4:
+            node, hops = g.producer.get(node.input[0]), hops + 1
+        if node is None or node.op_type != "MatMul":
+            styles.add("unknown")
+            continue
+        feeders = [g.producer.get(t) for t in node.input]
+        scaled = [f for f in feeders if f is not None and f.op_type == "Mul"
+                  and any((p := g.producer.get(t)) is not None and p.op_type == "Sqrt" for t in f.input)]
+        styles.add("sdpa" if scaled else "eager")
+    return styles.pop() if len(styles) == 1 else "unknown"
+
+
+def expected_fusions(model, num_layers: int) -> dict[str, int]:
+    """What the BERT fusions should produce for a graph with ``num_layers`` attention layers."""
+    ops = Counter(n.op_type for n in model.graph.node)
+    expected = {"EmbedLayerNormalization": 1, "Attention": num_layers, "SkipLayerNormalization": 2 * num_layers}
+    has_gelu = ops.get("Erf", 0) >= num_layers or ops.get("Gelu", 0) >= num_layers or \
+        (ops.get("Tanh", 0) > num_layers and ops.get("Pow", 0) >= num_layers)
+    if has_gelu:
+        expected["BiasGelu/FastGelu"] = num_layers
+    return expected
+
+
+def _family_count(hist: dict[str, int], key: str) -> int:
+    if key == "Attention":
+        return sum(hist.get(o, 0) for o in ATTENTION_OPS)
+    if key == "SkipLayerNormalization":
+        return sum(hist.get(o, 0) for o in SKIP_LN_OPS)
+    if key == "BiasGelu/FastGelu":
+        return sum(hist.get(o, 0) for o in GELU_OPS)
+    return hist.get(key, 0)
+
+
+_ARCH_LIMIT_FIX = ("nothing to fix in the export: this is what onnxruntime 1.19.2's optimizer does for this "
+                   "architecture, and the unfused operators still run and validate. ")
+_ROBERTA_POSITIONS = (
+    "RoBERTa-style position ids are counted from the padding id (cumulative sum of input_ids != padding_idx, "
+    "plus padding_idx), and onnxruntime 1.19.2 switches that match off in fusion_embedlayer.py ('TODO: Support "
+    "roberta (position starts from 2 instead of 0) in EmbedLayerNormalization kernel'), so the word + position "
+    "embedding sum and its LayerNormalization stay separate ops.")
+# Why the BERT fusions cannot fire for an architecture, read off its exported graph (opset 17,
+# eager attention, transformers 4.57.6) and onnxruntime 1.19.2's fusion code; (cause, fix).
+ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
+    ("roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                             "supporting a position offset (the TODO above)."),
+    ("xlm-roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                                 "supporting a position offset (the TODO above)."),
+    ("mpnet", "Attention"): (
+        "MPNet adds a relative-position bias (bucketed relative positions, shared by every layer) to the scores "
+        "before the mask: MatMul -> Div -> Add(position bias) -> Add(mask) -> Softmax. The BERT attention fusion "
+        "expects the mask Add right after the scaling and does not match the extra Add.",
+        _ARCH_LIMIT_FIX + "It would take fusing to MultiHeadAttention with the bias as its attention_bias input "
+                          "(a pattern onnxruntime 1.19.2's BERT fusion does not write)."),
+    ("mpnet", "EmbedLayerNormalization"): (
+        "MPNet's position ids are counted from the padding id as in RoBERTa (not matched by onnxruntime 1.19.2), "
+        "and the embedding fusion also needs a fused Attention after the LayerNormalization, which MPNet has not.",
+        _ARCH_LIMIT_FIX.rstrip() + ""),
+    ("deberta-v2", "Attention"): (
+        "DeBERTa-v2/v3 attention is disentangled: the scores add content-to-position and position-to-content "
+        "terms (relative-position embeddings gathered with GatherElements), scaled by sqrt(3 x head size), and "
+        "masked with Where. onnxruntime 1.19.2's optimizer has no fusion for that pattern.",
+        _ARCH_LIMIT_FIX + "It would take a DeBERTa attention fusion in ONNX Runtime; the FP32 graph runs "
+                          "unfused, and dynamic INT8 still quantizes its MatMuls."),
+    ("deberta-v2", "EmbedLayerNormalization"): (
+        "DeBERTa-v3 has no absolute position embedding (position_biased_input=False): the embedding is a word "
+        "Gather + LayerNormalization, not the word + position (+ segment) sum the fusion matches; it also needs "
+        "a fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+    ("modernbert", "Attention"): (
+        "ModernBERT projects Q, K and V with one Linear and Splits it, applies rotary position embeddings to Q "
+        "and K (Sin/Cos, Neg, Concat, Mul, Add), scales with Mul and picks a global or sliding-window mask with "
+        "Where. The BERT attention fusion matches none of that, and the optimizer's RotaryEmbedding fusion "
+        "(its patterns are those of decoder models such as LLaMA and Phi) did not match the in-graph Sin/Cos "
+        "either: the fused graph has no RotaryEmbedding node.",
+        _ARCH_LIMIT_FIX + "It would take a ModernBERT attention fusion (rotary + packed QKV + local window) in "
+                          "ONNX Runtime."),
+    ("modernbert", "EmbedLayerNormalization"): (
+        "ModernBERT has no position embedding (rotary attention instead) and its LayerNormalization has no bias: "
+        "the embedding is a word Gather + LayerNormalization, not the sum the fusion matches; it also needs a "
+        "fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+}
+
+
+def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,
+             input_names: Sequence[str], num_heads: int, hidden_size: int, architecture: str = "") -> list[Diagnosis]:
+    """A :class:`Diagnosis` for every expected fusion that fell short.
+
+    ``architecture`` is the Hugging Face ``config.model_type`` when known: for the architectures
+    whose attention or embeddings the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), the
+    cause names the part of the architecture that prevents it (after the general causes such as
+    an SDPA export, which a re-export fixes)."""
+    ops = Counter(n.op_type for n in orig_model.graph.node)
+    style = _attention_style(orig_model)
+    sdpa = attn_implementation == "sdpa" or style == "sdpa"
+    reexport = ("re-export with eager attention: run_export(model, ExportConfig(attn_implementation='eager'), ...) "
+                "or `workbench export --attn eager`; load models with load_model(..., attn_implementation='eager')")
+    out = []
+    attention_short = _family_count(fused_hist, "Attention") < expected.get("Attention", 0)
+    for key, want in expected.items():
+        got = _family_count(fused_hist, key)
+        if got >= want:
+            continue
+        evidence = (f"exported graph: {ops.get('Softmax', 0)} Softmax, {ops.get('Sqrt', 0)} Sqrt, "
+                    f"{ops.get('LayerNormalization', 0)} LayerNormalization, {ops.get('Erf', 0)} Erf; "
+                    f"attention pattern: {style}; recorded attention: {attn_implementation or 'unknown'}")
+        limit = ARCHITECTURE_LIMITS.get((architecture, key))
+        if limit is not None and not (sdpa and key in ("Attention", "EmbedLayerNormalization")):
+            cause, fix = limit
+        elif key == "Attention":
+            if sdpa:
+                cause = ("the graph was exported with SDPA attention (torch scaled_dot_product_attention): the "
+                         "exporter scales Q and K by Sqrt before the MatMul and builds the mask with Where, a "
+                         "pattern ONNX Runtime's BERT attention fusion does not match.")
+                fix = reexport + "."
+            elif style == "none":
+                cause = "the graph has no Softmax, so there is no self-attention to fuse."
+                fix = "nothing to fix if the model has no attention; otherwise check that the right graph was given."
+            elif num_heads and hidden_size and hidden_size % num_heads:
+                cause = f"hidden_size {hidden_size} is not a multiple of num_heads {num_heads}, so the fusion rejected the shapes."
+                fix = "pass the model's real num_heads and hidden_size (FusionConfig(num_heads=..., hidden_size=...))."
+            else:
+                cause = ("the attention subgraph did not match the BERT pattern the optimizer knows "
+                         "(MatMul -> Div -> Add mask -> Softmax -> MatMul with Q/K/V MatMul+Add and Reshape/Transpose).")
+                fix = ("pass num_heads and hidden_size explicitly (FusionConfig(num_heads=..., hidden_size=...)), "
+                       "export at opset 17 with eager attention, and check the model type is BERT-like.")
+        elif key == "EmbedLayerNormalization":
+            if attention_short:
+                cause = ("the embedding fusion only fires when the embedding LayerNormalization feeds a fused "
+                         "Attention node, and Attention was not fused.")
+                fix = ("fix the Attention fusion first" + (f": {reexport}." if sdpa else " (see its diagnosis)."))
+            elif "token_type_ids" not in input_names:
+                cause = ("the graph has no token_type_ids input and its word + position embedding sum did not match a "
+                         "form the optimizer knows (BERT's or DistilBERT's position ids fuse without token types; "
+                         "RoBERTa-style ids counted from the padding id do not in onnxruntime 1.19.2).")
+                fix = "expected for RoBERTa-style models; nothing to fix (the LayerNormalization still runs)."
+            else:
+                cause = "the embedding sum (word, position and segment Gathers + Add + LayerNormalization) did not match the pattern."
+                fix = "export at opset 17 with position ids computed inside the graph (the default Hugging Face export)."
+        elif key == "SkipLayerNormalization":
+            if ops.get("LayerNormalization", 0) == 0 and ops.get("ReduceMean", 0) == 0:
+                cause = "the graph has no LayerNormalization (nor its ReduceMean pattern)."
+                fix = "nothing to fix if the architecture uses no layer norm."
+            else:
+                cause = "residual Add + LayerNormalization pairs did not match (an op between them, or a LayerNormalization the optimizer could not fuse first)."
+                fix = "export at opset 17 (LayerNormalization as one op) and keep opt_level 1 or higher."
+        else:
+            cause = "the GELU pattern (Div by sqrt 2, Erf, Add 1, Mul, Mul 0.5 after the bias Add) did not match."
+            fix = "export at opset 17; approximate GELU (gelu_new) fuses as FastGelu, which is counted here too."
+        out.append(Diagnosis(key, int(want), int(got), cause, fix, evidence))
+    # Attention first: a missing Attention fusion also blocks the embedding fusion.
+    priority = {"Attention": 0, "EmbedLayerNormalization": 1, "SkipLayerNormalization": 2}
+    return sorted(out, key=lambda d: priority.get(d.fusion, 3))

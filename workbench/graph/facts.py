@@ -1,0 +1,53 @@
+"""Facts about an ONNX graph read off its file: the parsed model, operator counts, inputs, size.
+
+:func:`load_graph` is the one place the graph stage parses an ONNX file (weights left on disk:
+``load_external_data=False``). Everything else takes the parsed ``ModelProto``, so a stage
+parses each file once and passes the model along (:func:`op_histogram` and friends still accept
+a path for callers that have nothing parsed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+
+def load_graph(path: str | os.PathLike):
+    """The ``onnx.ModelProto`` at ``path``, its external weights (if any) left on disk."""
+    import onnx
+
+    return onnx.load(str(path), load_external_data=False)
+
+
+def as_model(model_or_path):
+    """A ``ModelProto`` as given, or the one parsed from a path."""
+    if isinstance(model_or_path, (str, os.PathLike)):
+        return load_graph(model_or_path)
+    return model_or_path
+
+
+def op_histogram(model_or_path) -> dict[str, int]:
+    """Operator counts of a graph, most frequent first (``domain:`` prefix for non-ONNX domains
+    is left out: contrib ops like ``Attention`` are named as ONNX Runtime names them)."""
+    model = as_model(model_or_path)
+    counts = Counter(n.op_type for n in model.graph.node)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def graph_inputs(model_or_path) -> list[str]:
+    """The inputs a caller feeds: the graph's declared inputs that are not initializers (the
+    exporter drops an input the traced model never reads, so this is what the graph takes)."""
+    model = as_model(model_or_path)
+    initializers = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in initializers]
+
+
+def file_size_mib(path: str | os.PathLike) -> float:
+    """Size on disk of a graph, external weight file (``<name>.data``) included."""
+    path = Path(path)
+    size = path.stat().st_size
+    side = path.with_name(path.name + ".data")
+    if side.exists():
+        size += side.stat().st_size
+    return size / 2**20

@@ -1,0 +1,227 @@
+"""What was fused into what: the exported nodes each new node of an optimized graph replaced.
+
+A node of the optimized graph is *new* when the exported graph has no node of that name and
+type; the exported nodes that are gone were *removed*. Starting from a new node's outputs (tensor
+names the two graphs share), :func:`provenance` walks back through the removed producers until
+reaching a tensor the optimized graph still computes. Some fusions give their output a new name
+(``EmbedLayerNormalization_0_output``); those are matched by value: both graphs run once on the
+same batch and the new tensor is identified with the exported tensor that holds the same numbers.
+Removed nodes reached from two fused nodes (the attention-mask preparation, shared by every layer)
+are listed under each and flagged as shared. :func:`graph_diff` counts what was removed and added.
+
+Both take a :class:`GraphIndex` (or a ``ModelProto`` or a path): a graph parsed once is indexed
+once and serves the diff, the provenance and the value match.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from .facts import load_graph
+
+# New nodes that only convert or rename (the optimizer casts input ids to int32): not fusions.
+BOOKKEEPING_OPS = ("Cast", "Identity")
+
+
+@dataclass(frozen=True)
+class OriginalNode:
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclass(frozen=True)
+class FusedNode:
+    """One new node of an optimized graph and the exported nodes it replaced."""
+
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    replaced: list[OriginalNode]
+    boundary_inputs: list[str]  # exported tensors where the replaced subgraph begins (weights left out)
+    shared: list[str] = field(default_factory=list)  # replaced nodes also attributed to another fused node
+    matched_by_value: dict[str, str] = field(default_factory=dict)  # new output name -> exported tensor
+
+    @property
+    def replaced_ops(self) -> dict[str, int]:
+        return dict(Counter(n.op_type for n in self.replaced).most_common())
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.op_type} (unnamed)"
+
+
+class GraphIndex:
+    """Index of a parsed ONNX graph: producers, names, tensors; ``path`` is where it was read from
+    (needed only to load external weights when the graph is run for the value match)."""
+
+    def __init__(self, model, path: Optional[Union[str, os.PathLike]] = None):
+        self.model = model
+        self.path = Path(path) if path is not None else None
+        g = model.graph
+        self.nodes = list(g.node)
+        self.inputs = {i.name for i in g.input}
+        self.initializers = {i.name for i in g.initializer}
+        self.producer: dict[str, Any] = {}
+        self.order: dict[str, int] = {}
+        for idx, n in enumerate(self.nodes):
+            for o in n.output:
+                if o:
+                    self.producer[o] = n
+                    self.order[o] = idx
+        self.keys = {(n.name, n.op_type) for n in self.nodes if n.name}
+        self.tensors = set(self.producer) | self.inputs | self.initializers
+
+    def is_leaf(self, tensor: str) -> bool:
+        return tensor in self.inputs or tensor in self.initializers or tensor not in self.producer
+
+
+GraphLike = Union[GraphIndex, Any, str, os.PathLike]  # an index, a ModelProto or a path
+
+
+def index_graph(graph: GraphLike) -> GraphIndex:
+    """``graph`` indexed: an index as given, a ``ModelProto`` indexed, a path parsed then indexed."""
+    if isinstance(graph, GraphIndex):
+        return graph
+    if isinstance(graph, (str, os.PathLike)):
+        return GraphIndex(load_graph(graph), graph)
+    return GraphIndex(graph)
+
+
+def _original(n) -> OriginalNode:
+    return OriginalNode(n.name, n.op_type, [i for i in n.input], [o for o in n.output])
+
+
+def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.ndarray]:
+    """Run ``g`` once, unoptimized, on ``batch`` with ``names`` added as graph outputs (ONNX
+    Runtime infers their types). Works on a copy: the parsed model others hold stays as it was."""
+    import onnx
+    import onnxruntime as ort
+    from onnx.external_data_helper import load_external_data_for_model
+
+    from ..ortinfer import make_feed
+
+    model = onnx.ModelProto()
+    model.CopyFrom(g.model)
+    if g.path is not None:
+        load_external_data_for_model(model, str(g.path.parent))  # no-op unless weights live beside the file
+    present = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in present:
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    outs = sess.run(names, make_feed(sess, batch))
+    return dict(zip(names, outs))
+
+
+def _match_by_value(orig: GraphIndex, opt: GraphIndex, wanted: list[str], vocab_size: int) -> dict[str, str]:
+    """Map new tensor names of the optimized graph to exported tensors with the same values
+    (both graphs run once on the same synthetic batch)."""
+    from ..ortinfer import synthetic_batch
+
+    if not wanted:
+        return {}
+    batch = synthetic_batch(2, 11, vocab_size)
+    removed_outputs = [t for n in orig.nodes if (n.name, n.op_type) not in opt.keys for t in n.output if t]
+    got = _run_with_outputs(opt, wanted, batch)
+    ref = _run_with_outputs(orig, removed_outputs, batch)
+    mapping = {}
+    for name, value in got.items():
+        if value.dtype.kind != "f" or value.size < 2 or float(np.std(value)) == 0.0:
+            continue
+        best = None
+        for cand, cval in ref.items():
+            if cval.shape != value.shape or cval.dtype.kind != "f":
+                continue
+            scale = 1.0 + float(np.abs(cval).max())
+            if float(np.abs(cval - value).max()) <= 1e-4 * scale:
+                if best is None or orig.order[cand] > orig.order[best]:
+                    best = cand  # the last equal tensor: where the replaced computation ends
+        if best is not None:
+            mapping[name] = best
+    return mapping
+
+
+def provenance(orig: GraphLike, opt: GraphLike, match_by_value: bool = True, vocab_size: int = 1000) -> list[FusedNode]:
+    """Fused nodes of the optimized graph ``opt`` and the nodes of the exported graph ``orig``
+    each replaced (see the module docs). Each is a :class:`GraphIndex`, a ``ModelProto`` or a path."""
+    orig, opt = index_graph(orig), index_graph(opt)
+    new_nodes = [n for n in opt.nodes if (n.name, n.op_type) not in orig.keys]
+    renamed = [o for n in new_nodes for o in n.output if o and o not in orig.tensors]
+    by_value: dict[str, str] = {}
+    if match_by_value and renamed:
+        by_value = _match_by_value(orig, opt, renamed, vocab_size)
+    # Exported tensors the optimized graph still computes (under the same or a matched name).
+    surviving = (opt.tensors & orig.tensors) | set(by_value.values())
+
+    claims: dict[str, list[str]] = defaultdict(list)
+    found = []
+    for idx, node in enumerate(new_nodes):
+        anchors = [by_value.get(o, o) for o in node.output if o]
+        anchors = [a for a in anchors if a in orig.producer]
+        replaced, boundary, seen = [], [], set()
+        stack = [orig.producer[a] for a in anchors]
+        while stack:
+            n = stack.pop()
+            key = (n.name, n.op_type)
+            if id(n) in seen or key in opt.keys:
+                continue
+            seen.add(id(n))
+            replaced.append(n)
+            for t in n.input:
+                if not t or t in orig.initializers:
+                    continue
+                if t in surviving or orig.is_leaf(t):
+                    if t not in boundary:
+                        boundary.append(t)
+                    continue
+                stack.append(orig.producer[t])
+        replaced.sort(key=lambda n: orig.order[n.output[0]] if n.output and n.output[0] in orig.order else 0)
+        key = node.name or f"#{idx}"
+        for r in replaced:
+            claims[r.name].append(key)
+        found.append((key, node, replaced, boundary))
+
+    out = []
+    for key, node, replaced, boundary in found:
+        if not replaced and node.op_type in BOOKKEEPING_OPS:
+            continue
+        shared = [r.name for r in replaced if len(claims[r.name]) > 1]
+        out.append(FusedNode(
+            name=node.name, op_type=node.op_type, inputs=list(node.input), outputs=list(node.output),
+            replaced=[_original(r) for r in replaced], boundary_inputs=boundary, shared=shared,
+            matched_by_value={o: by_value[o] for o in node.output if o in by_value},
+        ))
+    return out
+
+
+def graph_diff(orig: GraphLike, opt: GraphLike) -> tuple[int, int, dict[str, int], dict[str, int]]:
+    """(nodes removed, nodes added, removed by op, added by op) going from ``orig`` to ``opt``
+    (nothing when both are the same graph: the same object or the same file)."""
+    if orig is opt or (isinstance(orig, (str, os.PathLike)) and isinstance(opt, (str, os.PathLike))
+                       and Path(orig) == Path(opt)):
+        return 0, 0, {}, {}
+    orig, opt = index_graph(orig), index_graph(opt)
+    if orig.model is opt.model:
+        return 0, 0, {}, {}
+    removed = Counter(n.op_type for n in orig.nodes if (n.name, n.op_type) not in opt.keys or not n.name)
+    added = Counter(n.op_type for n in opt.nodes if (n.name, n.op_type) not in orig.keys or not n.name)
+    return (sum(removed.values()), sum(added.values()),
+            dict(removed.most_common()), dict(added.most_common()))
+
+
+def fused_counts(nodes: list[FusedNode]) -> dict[str, int]:
+    """Fused operators by type, most frequent first (nodes that replaced nothing, and conversions, left out)."""
+    counts = Counter(f.op_type for f in nodes if f.replaced and f.op_type not in BOOKKEEPING_OPS)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

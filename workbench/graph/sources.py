@@ -1,0 +1,134 @@
+"""What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch
+reference logits) or a bare ONNX file (a tokenizer beside it or MiniLM's, the data given, the
+unoptimized graph as its own reference), and the PyTorch model to time as the eager baseline.
+
+:func:`resolve_source` parses the exported graph once; :class:`FusionSource` carries it on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from .export import EXPORT_FILE, TOKENIZER_DIR, ExportConfig, ExportResult, load_export
+from .facts import load_graph
+from .provenance import GraphIndex
+from .validate import select_examples
+from .variants import FusionConfig
+
+
+@dataclass(frozen=True)
+class FusionSource:
+    """Everything :func:`workbench.graph.fusion.run_fusion` needs from what it was given."""
+
+    source: Path  # the exported graph
+    graph: GraphIndex  # ... parsed once
+    export: Optional[ExportResult]
+    export_path: Optional[Path]
+    tokenizer: Any
+    examples: Any
+    reference: Optional[np.ndarray]  # PyTorch's logits saved at export; None for a bare ONNX file
+    validation_cfg: ExportConfig
+    attn: str
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    vocab_size: int
+    notes: tuple[str, ...]
+    architecture: str = ""  # the Hugging Face config.model_type, when the export recorded it
+
+
+def _find_export(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Path]]:
+    """(export result, its export.json, the bare ONNX path when there is no export result)."""
+    if isinstance(src, ExportResult):
+        return src, Path(src.out_dir) / EXPORT_FILE, None
+    if not isinstance(src, (str, os.PathLike)):
+        raise TypeError(f"expected an ExportResult, an export folder or an ONNX path, got {type(src).__name__}")
+    path = Path(src)
+    if path.is_dir() or path.name.endswith(".json"):
+        return load_export(path), (path if path.name.endswith(".json") else path / EXPORT_FILE), None
+    if not path.is_file():
+        raise FileNotFoundError(f"no ONNX graph or export result at {path}: run the export first (workbench export)")
+    if (path.parent / EXPORT_FILE).is_file():
+        candidate = load_export(path.parent)
+        if Path(candidate.onnx_path).resolve() == path.resolve():
+            return candidate, path.parent / EXPORT_FILE, None
+    return None, None, path
+
+
+def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
+    """An :class:`ExportResult`, a folder holding ``export.json``, or an ONNX file, as a
+    :class:`FusionSource` (``data`` is used only for a bare ONNX file)."""
+    export, export_path, bare = _find_export(src)
+    if export is not None:
+        source = Path(export.onnx_path)
+        changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
+                   if v is not None}
+        vcfg = dataclasses.replace(export.config, **changes)
+        info = export.model_info
+        return FusionSource(source, GraphIndex(load_graph(source), source), export, export_path, export.load_tokenizer(),
+                            export.load_examples(), export.reference_logits(), vcfg, export.attn_implementation,
+                            info.num_layers, cfg.num_heads or info.num_heads, cfg.hidden_size or info.hidden_size,
+                            info.vocab_size or 1000, (), info.model_type)
+
+    # A bare ONNX file: tokenizer beside it or MiniLM's, data given or the quick reviews; the
+    # reference is the unoptimized graph itself (no PyTorch model to compare with).
+    from ..data import DataConfig, load_data
+    from ..models import load_tokenizer
+
+    notes = []
+    tok_dir = bare.parent / TOKENIZER_DIR
+    if tok_dir.is_dir():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+    else:
+        tokenizer = load_tokenizer("minilm")
+        notes.append(f"no {TOKENIZER_DIR}/ folder beside {bare.name}: used MiniLM's tokenizer")
+    data = data if data is not None else load_data(DataConfig.quick())
+    vcfg = ExportConfig(**{k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
+                           if v is not None})
+    examples = select_examples(data, vcfg)
+    graph = GraphIndex(load_graph(bare), bare)
+    num_layers = sum(1 for n in graph.nodes if n.op_type == "Softmax")
+    notes.append("no export result: variants are validated against the unoptimized graph, not PyTorch; "
+                 f"{num_layers} attention layers inferred from the Softmax count")
+    return FusionSource(bare, graph, None, None, tokenizer, examples, None, vcfg, "", num_layers, cfg.num_heads,
+                        cfg.hidden_size, getattr(tokenizer, "vocab_size", 1000) or 1000, tuple(notes))
+
+
+def _reload(exp: ExportResult, attn: str):
+    """The exported PyTorch model loaded again with ``attn`` attention, or None when it cannot be."""
+    from ..models import BUILTIN_MODELS, load_model
+
+    n = len(exp.class_names)
+    if exp.model_name in BUILTIN_MODELS:
+        return load_model(exp.model_name, num_labels=n, attn_implementation=attn)
+    if Path(exp.model_source).is_dir():
+        return load_model(exp.model_source, num_labels=n, id2label=dict(enumerate(exp.class_names)),
+                          attn_implementation=attn)
+    return None
+
+
+def pytorch_model(source: FusionSource, model=None):
+    """The PyTorch model to time (``model`` when given, else the exported one reloaded), or (None, reason)."""
+    if model is not None:
+        return model, ""
+    exp = source.export
+    if exp is None:
+        return None, "no PyTorch model to time: pass model=... (a LoadedModel) or fuse an export result"
+    loaded = _reload(exp, exp.attn_implementation if exp.attn_implementation in ("eager", "sdpa") else "eager")
+    if loaded is None:
+        return None, (f"PyTorch eager not timed: the exported model ({exp.model_source}) cannot be reloaded; "
+                      "pass model=... to run_fusion")
+    return loaded, ""
+
+
+def pytorch_model_sdpa(source: FusionSource):
+    """The same PyTorch model loaded with SDPA attention (for the GPU peers), or None."""
+    return _reload(source.export, "sdpa") if source.export is not None else None

@@ -1,0 +1,193 @@
+"""The variants fusion builds, and how to build and time them: :class:`Variant`, :class:`FusionConfig`.
+
+==============  ===============================================  ===============================
+variant         graph                                            session level when it runs
+==============  ===============================================  ===============================
+unoptimized     the exported graph                               ``disabled``
+ort_basic       ONNX Runtime's basic level (constant folding,    ``basic``
+                redundant-node removal), saved to a file
+ort_extended    + ONNX Runtime's fusions (FusedMatMul, BiasGelu) ``extended``
+ort_all         + layout optimizations                           ``all``
+transformer     ``onnxruntime.transformers.optimizer`` (the      ``cfg.transformer_session``
+                BERT fusions: EmbedLayerNormalization,           (``all`` by default: what a
+                Attention, SkipLayerNormalization, BiasGelu)     deployment gets)
+transformer_    the transformer graph in float16 (inputs and     ``cfg.transformer_session``
+fp16            outputs kept float32; ``FusionConfig.fp16``)
+==============  ===============================================  ===============================
+
+Each variant's file name inside the fusion folder is :func:`variant_file`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+from ..options import parse_choice
+from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
+
+FUSED_FILE = "model_fused.onnx"
+FUSED_FP16_FILE = "model_fused_fp16.onnx"
+
+
+class FusionError(RuntimeError):
+    """A variant could not be built; the message names the variant and what to do."""
+
+
+class Variant(str, enum.Enum):
+    UNOPTIMIZED = "unoptimized"
+    ORT_BASIC = "ort_basic"
+    ORT_EXTENDED = "ort_extended"
+    ORT_ALL = "ort_all"
+    TRANSFORMER = "transformer"
+    TRANSFORMER_FP16 = "transformer_fp16"  # the fused graph in float16 (FusionConfig.fp16; inputs/outputs kept float32)
+
+
+# Session graph-optimization level each ONNX Runtime variant stands for.
+ORT_LEVEL = {Variant.ORT_BASIC: "basic", Variant.ORT_EXTENDED: "extended", Variant.ORT_ALL: "all"}
+# The FP32 variants; the FP16 one is built when FusionConfig.fp16 asks for it (it needs the transformer variant).
+ALL_VARIANTS = tuple(v for v in Variant if v is not Variant.TRANSFORMER_FP16)
+
+
+def to_variant(v) -> Variant:
+    """A :class:`Variant` from a member or its name; otherwise a ValueError listing the variants."""
+    return parse_choice(Variant, v, "variant", ValueError, "e.g. FusionConfig(variants=('unoptimized', 'transformer'))")
+
+
+def variant_file(variant: Variant) -> Optional[str]:
+    """The file a variant's graph is written to inside the fusion folder (None for the unoptimized
+    graph: it is the exported file itself)."""
+    variant = to_variant(variant)
+    if variant is Variant.UNOPTIMIZED:
+        return None
+    if variant is Variant.TRANSFORMER:
+        return FUSED_FILE
+    if variant is Variant.TRANSFORMER_FP16:
+        return FUSED_FP16_FILE
+    return f"model_ort_{ORT_LEVEL[variant]}.onnx"
+
+
+OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
+# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export).
+# onnxruntime 1.19.2's optimizer.MODEL_TYPES has no entry for RoBERTa, DistilBERT, XLM-RoBERTa,
+# ELECTRA, MPNet, DeBERTa-v2 or ModernBERT: its encoder fusions all live in BertOnnxModel
+# ("bert"), which matches DistilBERT's and RoBERTa's attention and position patterns too (see
+# fusion_embedlayer.py). The other types apply decoder or diffusion patterns. What "bert" fuses
+# for each architecture is measured in the README's coverage matrix (tests/core/test_zoo.py).
+ARCH_OPTIMIZER_TYPE = {arch: "bert" for arch in (
+    "bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")}
+
+
+def optimizer_model_type(architecture: str) -> str:
+    """The transformer optimizer's ``model_type`` for a Hugging Face ``config.model_type``."""
+    return ARCH_OPTIMIZER_TYPE.get(architecture, "bert")
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """Which variants to build and how to time them.
+
+    ``shapes`` are the ``(batch, sequence)`` shapes timed; ``threads`` the intra-op threads for
+    both ONNX Runtime and PyTorch (None: each runtime's default). ``tolerance`` overrides the
+    export's validation tolerance (fused kernels reorder float sums: about 1e-5 on MiniLM).
+    ``num_heads``/``hidden_size`` (0: taken from the export, else detected by the optimizer)
+    and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``;
+    ``model_type="auto"`` picks the optimizer's type for the exported architecture
+    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder).
+
+    Frozen: derive a changed copy with ``dataclasses.replace(cfg, shapes=...)``.
+    """
+
+    variants: tuple[Variant, ...] = ALL_VARIANTS
+    shapes: tuple[tuple[int, int], ...] = ((1, 32), (1, 128), (8, 128))
+    warmup: int = 3
+    repeats: int = 20
+    max_seconds_per_shape: Optional[float] = 20.0
+    threads: Optional[int] = None
+    measure_latency: bool = True
+    time_pytorch: bool = True
+    transformer_session: str = "all"
+    model_type: str = "auto"
+    opt_level: int = 1
+    num_heads: int = 0
+    hidden_size: int = 0
+    tolerance: Optional[float] = None
+    validation_examples: Optional[int] = None
+    match_by_value: bool = True
+    device: str = "cpu"
+    fp16: bool = False
+    cuda_graph: bool = False
+    time_pytorch_peers: bool = True
+
+    def __post_init__(self) -> None:
+        from ..device import normalize_device
+
+        device = normalize_device(self.device)
+        if self.cuda_graph and device == "cpu":
+            raise ValueError("cuda_graph=True needs device='cuda' (CUDA graphs are a CUDA-provider feature); "
+                             "use FusionConfig.gpu() on a machine with a GPU")
+        variants = tuple(to_variant(v) for v in self.variants)
+        fp16 = bool(self.fp16) or Variant.TRANSFORMER_FP16 in variants
+        if fp16:
+            variants = (*variants, Variant.TRANSFORMER, Variant.TRANSFORMER_FP16)
+        if not variants:
+            raise ValueError("variants must name at least one variant, e.g. ('unoptimized', 'transformer')")
+        # the unoptimized graph is always built: the baseline every diff is taken against
+        variants = tuple(v for v in Variant if v in variants or v is Variant.UNOPTIMIZED)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "fp16", fp16)
+        object.__setattr__(self, "variants", variants)
+        object.__setattr__(self, "shapes", check_shapes(self.shapes))
+        if self.warmup < 0 or self.repeats < 1:
+            raise ValueError(f"warmup must be >= 0 and repeats >= 1, got warmup={self.warmup}, repeats={self.repeats}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be a positive number or None, got {self.threads}")
+        if self.transformer_session not in GRAPH_OPTIMIZATION_LEVELS:
+            raise ValueError(
+                f"transformer_session must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {self.transformer_session!r}; "
+                "'all' is what a deployment runs, 'disabled' shows the optimizer's fusions alone"
+            )
+        if self.model_type != "auto" and self.model_type not in OPTIMIZER_MODEL_TYPES:
+            raise ValueError(
+                f"model_type must be one of {['auto', *OPTIMIZER_MODEL_TYPES]}, got {self.model_type!r}; "
+                "'auto' (the default) picks 'bert', which covers BERT, RoBERTa, DistilBERT, MiniLM and the other encoders"
+            )
+        if self.opt_level not in (0, 1, 2, 99):
+            raise ValueError(f"opt_level must be one of [0, 1, 2, 99], got {self.opt_level!r}; 1 is the default for BERT")
+        if self.num_heads < 0 or self.hidden_size < 0:
+            raise ValueError("num_heads and hidden_size must be >= 0 (0: detect)")
+        if self.tolerance is not None and not self.tolerance > 0:
+            raise ValueError(f"tolerance must be a positive number or None, got {self.tolerance}")
+        if self.validation_examples is not None and self.validation_examples < 1:
+            raise ValueError(f"validation_examples must be at least 1 or None, got {self.validation_examples}")
+
+    @classmethod
+    def default(cls, **kw) -> "FusionConfig":
+        """Every variant, three shapes, 3 warm-up + 20 timed runs each."""
+        return cls(**kw)
+
+    @classmethod
+    def quick(cls, **kw) -> "FusionConfig":
+        """Every variant, two small shapes, 1 + 3 runs, one thread: tests and workshops."""
+        return cls(**{"shapes": ((1, 16), (2, 32)), "warmup": 1, "repeats": 3, "threads": 1,
+                      "max_seconds_per_shape": 5.0, **kw})
+
+    @classmethod
+    def gpu(cls, **kw) -> "FusionConfig":
+        """The GPU comparison: exported, fused and fused FP16 graphs on CUDA with I/O binding, each
+        also as a CUDA graph where ONNX Runtime accepts it, next to PyTorch eager, SDPA FP16 and
+        torch.compile(mode="reduce-overhead") at batch 1 and 32, sequence 128."""
+        return cls(**{"variants": (Variant.UNOPTIMIZED, Variant.TRANSFORMER, Variant.TRANSFORMER_FP16),
+                      "shapes": ((1, 128), (32, 128)), "warmup": 10, "repeats": 100, "device": "cuda", "fp16": True,
+                      "cuda_graph": True, **kw})
+
+    @classmethod
+    def inspect_only(cls, **kw) -> "FusionConfig":
+        """Build, diff and validate every variant; time nothing."""
+        return cls(**{"measure_latency": False, "time_pytorch": False, **kw})
+
+    @classmethod
+    def transformer_only(cls, **kw) -> "FusionConfig":
+        """Just the transformer optimizer against the unoptimized graph (what quantization needs)."""
+        return cls(**{"variants": (Variant.UNOPTIMIZED, Variant.TRANSFORMER), **kw})

@@ -1,0 +1,93 @@
+"""Fusion reports as text: a JSON-ready :func:`summary` and a plain-text :func:`table` (the CLI
+and the benchmarks print them; the panels draw :mod:`workbench.plots.graph`)."""
+
+from __future__ import annotations
+
+from .fusion import FusionReport
+
+
+def summary(report: FusionReport) -> dict:
+    """A compact, JSON-ready summary (the full report, provenance included, is in fusion.json)."""
+    speed = report.speedups() if report.pytorch_latency else {}
+    return {
+        "source": str(report.source_path),
+        "fused_path": str(report.fused_path) if report.fused_path else None,
+        "reference": report.reference,
+        "all_passed": report.all_passed,
+        "expected_fusions": report.expected_fusions,
+        "variants": [{
+            "name": v.name.value, "path": str(v.path), "session_optimization": v.session_optimization,
+            "node_count": v.node_count, "fused_ops": v.fused_ops, "size_mib": v.size_mib,
+            "nodes_removed": v.nodes_removed, "nodes_added": v.nodes_added,
+            "validation": {"passed": v.validation.passed, "max_abs_diff": v.validation.max_abs_diff,
+                           "label_agreement": v.validation.label_agreement, "message": v.validation.message},
+            "median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in v.latency},
+            "speedup_vs_pytorch": speed.get(v.name.value, {}),
+        } for v in report.variants],
+        "pytorch_median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in report.pytorch_latency},
+        "diagnoses": [{"fusion": d.fusion, "expected": d.expected, "found": d.found, "cause": d.cause, "fix": d.fix}
+                      for d in report.diagnoses],
+        "notes": report.notes,
+        "device": report.device,
+        "placement": {name: {"summary": p.summary(), "nodes_by_provider": p.nodes_by_provider, "cpu_ops": p.cpu_ops,
+                             "memcpy_nodes": p.memcpy_nodes, "graph_capture": p.graph_capture,
+                             "capture_refusal": (p.capture_refusal.kind + ": " + p.capture_refusal.reason)
+                             if p.capture_refusal else None} for name, p in report.placement.items()},
+        "cuda_graph_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
+                                 for name, lat in report.cuda_graph_latency.items()},
+        "pytorch_peers_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
+                                    for name, lat in report.pytorch_peers.items()},
+    }
+
+
+def table(report: FusionReport) -> str:
+    """The report as a plain-text table: one row per variant, medians per shape with speed-ups."""
+    shapes = [(s[0], s[1]) for s in report.shapes]
+    timed = bool(report.pytorch_latency) or any(v.latency for v in report.variants)
+    w = max([13] + [len(v.name.value) for v in report.variants])
+    head = f"{'variant':<{w}} {'session':<9} {'nodes':>5} {'MiB':>6} {'max|Δ|':>9} {'ok':>3}"
+    if timed:
+        head += "".join(f" {f'{b}x{s} ms':>12}" for b, s in shapes)
+    lines = [head, "-" * len(head)]
+    base = {(s.batch, s.seq): s.stats.median_ms for s in report.pytorch_latency}
+
+    def cells(lat) -> str:
+        got = {(s.batch, s.seq): s.stats.median_ms for s in lat}
+        out = ""
+        for shape in shapes:
+            ms = got.get(shape)
+            if ms is None:
+                out += f" {'-':>12}"
+            elif shape in base:
+                out += f" {f'{ms:.2f} {base[shape] / ms:.2f}x':>12}"
+            else:
+                out += f" {f'{ms:.2f}':>12}"
+        return out
+
+    if report.pytorch_latency:
+        lines.append(f"{'pytorch':<{w}} {'eager':<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(report.pytorch_latency))
+    for name, lat in report.pytorch_peers.items():
+        lines.append(f"{'pytorch':<{w}} {name:<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(lat))
+    for v in report.variants:
+        row = (f"{v.name.value:<{w}} {v.session_optimization:<9} {v.node_count:>5} {v.size_mib:>6.1f} "
+               f"{v.validation.max_abs_diff:>9.2g} {'yes' if v.validation.passed else 'NO':>3}")
+        lines.append(row + (cells(v.latency) if timed else ""))
+        if v.name.value in report.cuda_graph_latency:
+            lines.append(f"{'  + CUDA graph':<{w}} {'':<9} {'':>5} {'':>6} {'':>9} {'':>3}"
+                         + cells(report.cuda_graph_latency[v.name.value]))
+    if report.device != "cpu":
+        lines.append(f"\ndevice: {report.device} (ONNX Runtime with I/O binding: inputs and outputs on the device)")
+        for name, p in report.placement.items():
+            lines.append(f"placement {name}: {p.summary()}")
+            if p.capture_refusal is not None:
+                lines.append(f"  CUDA graph refused ({p.capture_refusal.kind}): {p.capture_refusal.error}\n  fix: {p.capture_refusal.fix}")
+    if report.fused_path is not None:
+        counts = ", ".join(f"{k} {n}" for k, n in report.fused_op_counts.items()) or "none"
+        lines.append(f"\nfused by the transformer optimizer: {counts}")
+    if timed and report.pytorch_latency:
+        lines.append("(ms: median per batch; x: speed-up over PyTorch eager measured in this run)")
+    for d in report.diagnoses:
+        lines.append(f"\nMISSING {d.fusion}: expected {d.expected}, found {d.found}\n  cause: {d.cause}\n  fix:   {d.fix}")
+    for n in report.notes:
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
