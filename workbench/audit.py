@@ -44,7 +44,7 @@ import numpy as np
 from . import runs
 from .graph import ExportConfig
 from .graph import FusionConfig
-from .quant import QuantConfig, TimingConfig
+from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
 
 Log = Callable[[str], None]
 AUDIT_FILE = "audit.json"
@@ -71,14 +71,14 @@ class AuditConfig:
     label_column: str = "label"
     slice_columns: tuple[str, ...] = ()
     presets: tuple[str, ...] = DEFAULT_PRESETS
-    budget_overall: float = 0.01
-    budget_slice: float = 0.02
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
     quick: bool = False
     calibration_size: int = 128
     calibration_fraction: float = 0.2
     seed: int = 0
-    n_boot: int = 1000
+    n_boot: int = DEFAULT_N_BOOT
     eval_batch_size: int = 32
     max_length: int = 128
     node_error_samples: int = 16

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import runs
+from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
 
 SCHEMA_VERSION = 1
 REPORT_FILE = "report.html"
@@ -122,8 +123,8 @@ class ReportInputs:
     kind: str = "workbench"
     title: str = "ORT Workbench report"
     run_dir: Optional[Path] = None
-    budget_overall: float = 0.01
-    budget_per_slice: float = 0.02
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
     doctor: Any = None
     data: dict = field(default_factory=dict)
@@ -145,9 +146,9 @@ class ReportInputs:
 def search_over_results(results: Sequence[Any], budget_overall: float, budget_per_slice: float,
                         include_small_slices: bool = False, objective: str = "latency",
                         out_dir: Optional[Path] = None):
-    """A :class:`~workbench.quant.quantize.SearchResult` over quantized variants that were already
+    """A :class:`~workbench.quant.SearchResult` over quantized variants that were already
     scored (no re-quantizing, no re-timing): each one's drops are checked against the budgets
-    with :func:`~workbench.quant.quantize.check_budget`, and the fastest (``objective``) INT8 variant
+    with :func:`~workbench.quant.check_budget`, and the fastest (``objective``) INT8 variant
     within both is chosen. The FP32 graph is listed, as the reference, with its latency measured
     in the first variant's run; it is never chosen. Saved as ``out_dir/search.json`` when given."""
     from .quant import BudgetCheck, SearchCandidate, SearchResult, check_budget, select_candidate

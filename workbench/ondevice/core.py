@@ -17,7 +17,7 @@ or on an edge box. This module does the second half and holds it to the same sta
     set, same learning rate and AdamW update), both loss curves and their agreement, step time
     and peak memory of both, and the trained model exported back to an inference graph
     (``Module.export_model_for_inferencing``) saved as an ``export.json`` that
-    :func:`workbench.graph.fusion.run_fusion`, :func:`workbench.quant.quantize.run_quantization` and the slice
+    :func:`workbench.graph.fusion.run_fusion`, :func:`workbench.quant.run_quantization` and the slice
     evaluation accept like any other export.
 
 Two pitfalls of onnxruntime-training 1.19.2 (measured here, see FIELD_NOTES):
