@@ -4,7 +4,7 @@ and the fused graph: latency, size on disk, accuracy and its drift slice by slic
 1. A fine-tuned MiniLM (``--checkpoint DIR``, or a short eager fine-tune here; ``--no-train``
    keeps the random classifier head: drift is still measured, accuracy is chance).
 2. Export (workbench.graph.export) and the transformer-optimized graph (workbench.graph.fusion).
-3. ``workbench.quant.quantize.constrained_search`` over the configurations on both graphs: every
+3. ``workbench.quant.run_search`` over the configurations on both graphs: every
    variant is scored on the same test split and golden set, against its own FP32 graph.
 4. Per-node SQNR of dynamic INT8 and a re-quantization without the 3 worst nodes.
 5. A separate timing pass: every graph in one process, round-robin over several rounds (so a
@@ -58,6 +58,8 @@ def _timing_pass(paths: dict[str, Path], shapes, rounds: int, repeats: int, warm
 
 
 def main(argv=None) -> int:
+    from workbench.quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench_quant.json", help="JSON file to write")
     parser.add_argument("--quick", action="store_true",
@@ -69,8 +71,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, help="round-robin timing rounds (default 5; quick 2)")
     parser.add_argument("--repeats", type=int, help="timed runs per variant per round (default 10; quick 5)")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: ONNX Runtime's own)")
-    parser.add_argument("--budget-overall", type=float, default=0.01, help="accuracy drop allowed overall (0.01 = 1 point)")
-    parser.add_argument("--budget-slice", type=float, default=0.02, help="accuracy drop allowed on any slice (0.02 = 2 points)")
+    parser.add_argument("--budget-overall", type=float, default=DEFAULT_BUDGET_OVERALL,
+                        help=f"accuracy drop allowed overall (default {DEFAULT_BUDGET_OVERALL}; 0.01 = 1 point)")
+    parser.add_argument("--budget-slice", type=float, default=DEFAULT_BUDGET_PER_SLICE,
+                        help=f"accuracy drop allowed on any slice (default {DEFAULT_BUDGET_PER_SLICE}; 0.02 = 2 points)")
     parser.add_argument("--n-boot", type=int, help="bootstrap replicates (default 1000; quick 300)")
     parser.add_argument("--work", help="folder for models and graphs (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -81,7 +85,7 @@ def main(argv=None) -> int:
     from workbench.data import DataConfig, load_data
     from workbench.graph import ExportConfig, run_export
     from workbench.graph import FusionConfig, run_fusion
-    from workbench.quant import TimingConfig, constrained_search, requantize_excluding, run_quantization
+    from workbench.quant import SearchConfig, TimingConfig, requantize_excluding, run_quantization, run_search
 
     quick = args.quick
     max_length = 64 if quick else 128
@@ -130,11 +134,11 @@ def main(argv=None) -> int:
 
     # 3. quantize and score every configuration on every graph
     t0 = time.perf_counter()
-    search = constrained_search(
-        graphs, _configs(quick), args.budget_overall, args.budget_slice, work / "search", dd, export=exported,
-        timing=TimingConfig(shapes=(shapes[0],), warmup=1, repeats=3, max_seconds=5.0), n_boot=n_boot,
-        progress=lambda d, t, name: print(f"  [{d}/{t}] {name}", file=sys.stderr, flush=True),
-    )
+    search_cfg = SearchConfig(candidates=tuple(_configs(quick)), budget_overall=args.budget_overall,
+                              budget_per_slice=args.budget_slice, n_boot=n_boot,
+                              timing=TimingConfig(shapes=(shapes[0],), warmup=1, repeats=3, max_seconds=5.0))
+    search = run_search(graphs, search_cfg, work / "search", data=dd, export=exported,
+                        progress=lambda d, t, name: print(f"  [{d}/{t}] {name}", file=sys.stderr, flush=True))
     phases["search"] = time.perf_counter() - t0
 
     # 4. per-node error and the exclusion fix, on the exported graph with dynamic INT8

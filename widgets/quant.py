@@ -2,8 +2,8 @@
 95% intervals, flipped predictions), re-quantization without the nodes that hurt most, and the
 accuracy-constrained search.
 
-A view over :func:`workbench.quant.quantize.run_quantization`, :func:`~workbench.quant.quantize.requantize_excluding`,
-:func:`~workbench.quant.quantize.constrained_search` and :mod:`workbench.plots.quant`.
+A view over :func:`workbench.quant.run_quantization`, :func:`~workbench.quant.requantize_excluding`,
+:func:`~workbench.quant.run_search` and :mod:`workbench.plots.quant`.
 """
 
 from __future__ import annotations
@@ -22,16 +22,20 @@ from workbench.graph import ExportResult
 from workbench.graph import FusionReport
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
+    DEFAULT_BUDGET_OVERALL,
+    DEFAULT_BUDGET_PER_SLICE,
+    DEFAULT_N_BOOT,
     QuantConfig,
     QuantResult,
+    SearchConfig,
     SearchResult,
     TimingConfig,
-    constrained_search,
     load_baseline,
     load_quant_result,
     load_search,
     requantize_excluding,
     run_quantization,
+    run_search,
 )
 
 from .base import (
@@ -62,7 +66,7 @@ def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
         return value
     if isinstance(value, (str, os.PathLike)):
         return load_quant_result(value)
-    raise TypeError(f"expected a workbench.quant.quantize.QuantResult or the path of a saved quantize.json, got {type(value).__name__}")
+    raise TypeError(f"expected a workbench.quant.QuantResult or the path of a saved quantize.json, got {type(value).__name__}")
 
 
 def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
@@ -70,7 +74,7 @@ def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResu
         return value
     if isinstance(value, (str, os.PathLike)):
         return load_search(value)
-    raise TypeError(f"expected a workbench.quant.quantize.SearchResult or the path of a saved search.json, got {type(value).__name__}")
+    raise TypeError(f"expected a workbench.quant.SearchResult or the path of a saved search.json, got {type(value).__name__}")
 
 
 def results_table(results: list[QuantResult]) -> str:
@@ -125,8 +129,8 @@ class QuantPanel(Panel):
     ``candidates`` (presets the search tries), ``run_dir``, ``saved`` (a ``QuantResult`` or
     ``quantize.json``), ``saved_search`` (a ``SearchResult`` or ``search.json``), ``figure``.
 
-    ``panel.result`` is the latest :class:`~workbench.quant.quantize.QuantResult`, ``panel.results`` all
-    of them by name, ``panel.search`` the :class:`~workbench.quant.quantize.SearchResult`.
+    ``panel.result`` is the latest :class:`~workbench.quant.QuantResult`, ``panel.results`` all
+    of them by name, ``panel.search`` the :class:`~workbench.quant.SearchResult`.
     """
 
     OPTIONS = {
@@ -136,10 +140,10 @@ class QuantPanel(Panel):
         "preset": "dynamic",
         "timing": "quick",
         "device": "cpu",
-        "n_boot": 1000,
+        "n_boot": DEFAULT_N_BOOT,
         "worst_k": 3,
-        "budget_overall": 0.01,
-        "budget_per_slice": 0.02,
+        "budget_overall": DEFAULT_BUDGET_OVERALL,
+        "budget_per_slice": DEFAULT_BUDGET_PER_SLICE,
         "candidates": ("dynamic", "dynamic-per-channel", "static"),
         "run_dir": None,
         "saved": None,
@@ -308,11 +312,16 @@ class QuantPanel(Panel):
             if not candidates:
                 raise PanelInputError("search candidates is empty: select at least one preset (ctrl/cmd-click for several)")
             total = len(candidates) + 1
-            self.progress_callback(0, total, None, "scoring the FP32 graph")
-            return constrained_search(
-                self._graph(), candidates, float(values["budget_overall"]), float(values["budget_per_slice"]),
-                self._resolve_run_dir("quantize") / "search", self._data(), export=self._export(), timing=self._timing(values),
-                n_boot=int(values["n_boot"]),
+            graph = self._graph()
+            baseline = self._baseline_for(graph)  # scored and timed once: not again for the search
+            self.progress_callback(0, total, None, "scoring the FP32 graph" if baseline is None else "FP32 graph: the saved baseline")
+            search = SearchConfig(candidates=tuple(candidates), budget_overall=float(values["budget_overall"]),
+                                  budget_per_slice=float(values["budget_per_slice"]), n_boot=int(values["n_boot"]),
+                                  timing=self._timing(values))
+            return run_search(
+                baseline if baseline is not None else graph, search, self._resolve_run_dir("quantize") / "search",
+                data=self._data() if baseline is None else None, export=self._export(),
+                previous=list(self.results.values()),  # presets quantized here with the same settings are reused
                 progress=lambda done, n, what: self.progress_callback(done, n, None, f"scored {what}"),
             )
         return self._execute(compute, self._draw_search, self._search_summary, self._search_colour, store="search")

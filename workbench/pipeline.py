@@ -22,7 +22,7 @@ from . import runs
 from .data import DataConfig
 from .graph import ExportConfig
 from .graph import FusionConfig
-from .quant import QuantConfig, TimingConfig
+from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
 from .train import TrainConfig
 
 Log = Callable[[str], None]
@@ -39,10 +39,10 @@ class DemoConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static")
     search: bool = True
-    budget_overall: float = 0.01
-    budget_per_slice: float = 0.02
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     timing: TimingConfig = field(default_factory=TimingConfig)
-    n_boot: int = 1000
+    n_boot: int = DEFAULT_N_BOOT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backends", tuple(self.backends))
@@ -178,7 +178,7 @@ def run_demo(
     from .plots import graph as graph_plots
     from .plots import quant as quant_plots
     from .plots import train as train_plots
-    from .quant import constrained_search, prepare_baseline, run_quantization
+    from .quant import SearchConfig, prepare_baseline, run_quantization, run_search
 
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
@@ -261,13 +261,13 @@ def run_demo(
         return _finish(run, cfg, outcomes, log, facts)
 
     graph = Path(fusion.fused_path) if fusion is not None and fusion.fused_path else Path(export.onnx_path)
+    baseline, results = None, []  # the search takes both: the FP32 side scored and timed once, presets not redone
     with _Stage("quantize", log, outcomes) as st:
         log(f"   FP32 graph: {graph}")
         baseline = prepare_baseline(graph, data, run / "quantize" / "baseline", export=export, timing=cfg.timing)
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
-        results = []
         for name in cfg.quant_presets:
             log(f"   {name} ...")
             res = run_quantization(graph, QuantConfig.preset(name), run / "quantize" / name, data,
@@ -290,9 +290,11 @@ def run_demo(
 
     if cfg.search:
         with _Stage("search", log, outcomes) as st:
-            found = constrained_search(graph, None, cfg.budget_overall, cfg.budget_per_slice, run / "search", data,
-                                       export=export, timing=cfg.timing, n_boot=cfg.n_boot,
-                                       progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
+            search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
+                                  n_boot=cfg.n_boot, timing=cfg.timing)
+            found = run_search(baseline if baseline is not None else graph, search, run / "search", data=data,
+                               export=export, previous=results,
+                               progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
             st.result_path = str(run / "search" / "search.json")
             st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
             st.headline = {"best": found.message}

@@ -14,6 +14,7 @@ import pytest
 
 from workbench import serial
 from workbench.quant import (
+    EvalConfig,
     EvaluationError,
     FlipKind,
     SliceReport,
@@ -58,8 +59,8 @@ def odd_slices() -> SliceSet:
 @pytest.fixture(scope="module")
 def report() -> SliceReport:
     return evaluate_slices(
-        examples(), LABELS, probs(REF_P1), probs(CAND_P1), odd_slices(), n_boot=400, seed=0,
-        class_names=["rotten", "fresh"], thresholds=(0.5, 0.8, 0.99),
+        examples(), LABELS, probs(REF_P1), probs(CAND_P1), odd_slices(), EvalConfig(n_boot=400, seed=0, thresholds=(0.5, 0.8, 0.99)),
+        class_names=["rotten", "fresh"],
     )
 
 
@@ -106,7 +107,7 @@ def test_small_and_empty_slices_are_marked_not_hidden(report):
     assert all(d.too_small for d in report.slices)  # default minimum is 50 examples
     empty = report.drift("nobody")
     assert empty.n == 0 and math.isnan(empty.reference.accuracy) and not empty.significant
-    big_enough = evaluate_slices(examples(), LABELS, probs(REF_P1), probs(CAND_P1), odd_slices(), n_boot=200, min_slice_size=4)
+    big_enough = evaluate_slices(examples(), LABELS, probs(REF_P1), probs(CAND_P1), odd_slices(), EvalConfig(n_boot=200, min_slice_size=4))
     assert [d.too_small for d in big_enough.slices] == [False, True, True]
 
 
@@ -148,9 +149,9 @@ def test_bootstrap_deterministic_under_seed():
     ref = softmax(rng.normal(size=(n, 2)) + 2.0 * np.eye(2)[labels])
     cand = softmax(np.log(ref) + rng.normal(scale=0.6, size=(n, 2)))
     ex = [{"text": f"t{i}"} for i in range(n)]
-    a = evaluate_slices(ex, labels, ref, cand, None, n_boot=300, seed=7)
-    b = evaluate_slices(ex, labels, ref, cand, None, n_boot=300, seed=7)
-    c = evaluate_slices(ex, labels, ref, cand, None, n_boot=300, seed=8)
+    a = evaluate_slices(ex, labels, ref, cand, None, EvalConfig(n_boot=300, seed=7))
+    b = evaluate_slices(ex, labels, ref, cand, None, EvalConfig(n_boot=300, seed=7))
+    c = evaluate_slices(ex, labels, ref, cand, None, EvalConfig(n_boot=300, seed=8))
     keys = [(m.ci_low, m.ci_high) for m in a.overall.deltas.values()]
     assert keys == [(m.ci_low, m.ci_high) for m in b.overall.deltas.values()]
     assert keys != [(m.ci_low, m.ci_high) for m in c.overall.deltas.values()]
@@ -167,8 +168,8 @@ def test_slice_interval_does_not_move_when_other_slices_are_added():
     ref, cand = softmax(rng.normal(size=(n, 2))), softmax(rng.normal(size=(n, 2)))
     s1 = SliceSet("a", (predicate_slice("even", lambda e: e["id"] % 2 == 0),))
     s2 = s1.extend([predicate_slice("low", lambda e: e["id"] < 20)])
-    r1 = evaluate_slices(ex, labels, ref, cand, s1, n_boot=200, seed=0)
-    r2 = evaluate_slices(ex, labels, ref, cand, s2, n_boot=200, seed=0)
+    r1 = evaluate_slices(ex, labels, ref, cand, s1, EvalConfig(n_boot=200, seed=0))
+    r2 = evaluate_slices(ex, labels, ref, cand, s2, EvalConfig(n_boot=200, seed=0))
     assert r1.drift("even").ci_low == r2.drift("even").ci_low
     assert r1.drift("even").ci_high == r2.drift("even").ci_high
 
@@ -198,12 +199,12 @@ def test_significance_flag_follows_the_interval():
     one = np.full(n, 0.1)
     one[0] = 0.9  # one flip: the interval touches zero
     ex = [{"text": "x"}] * n
-    bad = evaluate_slices(ex, labels, ref, probs(many), None, n_boot=500)
+    bad = evaluate_slices(ex, labels, ref, probs(many), None, EvalConfig(n_boot=500))
     assert bad.overall.significant and bad.overall.ci_high < 0
     assert bad.significant_drops()[0].slice == "all"
-    tiny_change = evaluate_slices(ex, labels, ref, probs(one), None, n_boot=500)
+    tiny_change = evaluate_slices(ex, labels, ref, probs(one), None, EvalConfig(n_boot=500))
     assert not tiny_change.overall.significant and tiny_change.overall.ci_high == 0.0
-    same = evaluate_slices(ex, labels, ref, ref, None, n_boot=200)
+    same = evaluate_slices(ex, labels, ref, ref, None, EvalConfig(n_boot=200))
     assert (same.overall.ci_low, same.overall.ci_high, same.overall.significant) == (0.0, 0.0, False)
     assert same.flips == []
 
@@ -243,7 +244,36 @@ def test_bad_inputs_say_what_to_do(kwargs, match):
     args = dict(examples=examples(), labels=LABELS, reference_probs=probs(REF_P1), candidate_probs=probs(CAND_P1))
     args.update(kwargs)
     with pytest.raises(EvaluationError, match=match):
+        if "n_boot" in args:  # a knob of the EvalConfig: refused when the config is built
+            args["config"] = EvalConfig(n_boot=args.pop("n_boot"))
         evaluate_slices(**args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(confidence_level=1.0), "confidence_level must be between 0.5 and 1"),
+        (dict(min_slice_size=0), "min_slice_size must be at least 1"),
+        (dict(n_bins=0), "n_bins must be at least 1"),
+        (dict(thresholds=(0.5, 1.5)), r"thresholds are confidences in \[0, 1\], got \[1.5\]"),
+        (dict(thresholds="0.5"), "thresholds are a list of confidences"),
+    ],
+)
+def test_eval_config_refuses_bad_knobs(kwargs, match):
+    with pytest.raises(EvaluationError, match=match):
+        EvalConfig(**kwargs)
+
+
+def test_eval_config_is_frozen_and_the_report_records_it():
+    cfg = EvalConfig(n_boot=200, seed=3, confidence_level=0.9, min_slice_size=4, n_bins=5, thresholds=[0.6])
+    with pytest.raises(Exception):
+        cfg.n_boot = 300  # frozen
+    assert cfg.thresholds == (0.6,)
+    rep = evaluate_slices(examples(), LABELS, probs(REF_P1), probs(CAND_P1), odd_slices(), cfg)
+    assert (rep.n_boot, rep.seed, rep.confidence_level, rep.min_slice_size, rep.n_bins) == (200, 3, 0.9, 4, 5)
+    assert [t.threshold for t in rep.thresholds] == [0.6]
+    with pytest.raises(EvaluationError, match="config must be an EvalConfig"):
+        evaluate_slices(examples(), LABELS, probs(REF_P1), probs(CAND_P1), None, 300)
 
 
 def test_nan_probabilities_rejected():

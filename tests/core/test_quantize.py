@@ -5,6 +5,7 @@ Graph facts are checked by reading the ONNX files, not by trusting the result's 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -14,7 +15,7 @@ import onnx
 import pytest
 
 from workbench import serial
-from workbench.quant import evaluate_slices, softmax
+from workbench.quant import EvalConfig, evaluate_slices, softmax
 from workbench.quant import (
     DYNAMIC_OP_TYPES,
     STATIC_OP_TYPES,
@@ -25,15 +26,20 @@ from workbench.quant import (
     QuantMode,
     QuantResult,
     SearchCandidate,
+    SearchConfig,
     SearchResult,
     TimingConfig,
     check_budget,
     constrained_search,
+    fp32_latency,
     load_baseline,
     load_quant_result,
+    load_search,
     node_errors,
     requantize_excluding,
+    prepare_baseline,
     run_quantization,
+    run_search,
     select_candidate,
     worst_nodes,
 )
@@ -346,7 +352,7 @@ def _report(drop_idx_all: int, slice_drop: int, n: int = 200):
     cand[195:197] = [0.2, 0.8]
     ex = [{"text": "x", "i": i} for i in range(n)]
     ss = SliceSet("t", (predicate_slice("big", lambda e: e["i"] < 100), predicate_slice("tiny", lambda e: e["i"] >= 195)))
-    return evaluate_slices(ex, labels, ref, cand, ss, n_boot=200)
+    return evaluate_slices(ex, labels, ref, cand, ss, EvalConfig(n_boot=200))
 
 
 def test_check_budget_per_slice():
@@ -377,11 +383,13 @@ def test_selection_skips_faster_candidates_that_break_a_slice():
     assert select_candidate(cands[:1]) is None
 
 
-def test_constrained_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp_path):
-    res = constrained_search(
-        exported_tiny, [QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()],
-        budget_overall=0.0, budget_per_slice=0.0, out_dir=tmp_path, data=quick_data,
-        timing=TimingConfig.quick(repeats=3), include_small_slices=True, n_boot=100,
+def test_run_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp_path):
+    res = run_search(
+        exported_tiny,
+        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()),
+                     budget_overall=0.0, budget_per_slice=0.0, timing=TimingConfig.quick(repeats=3),
+                     include_small_slices=True, n_boot=100),
+        tmp_path, data=quick_data,
     )
     assert [c.name for c in res.candidates] == ["model/fp32", "model/dynamic-qint8", "model/dynamic-qint8-pc"]
     for c in res.candidates:
@@ -454,8 +462,9 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     budget_slice = (hand["trap"] + max(hand["rest"], 0.0)) / 2  # between the trap's drop and the other slice's
     budget_overall = min(max(hand["overall"], 0.0) + 0.01, 0.99)
 
-    res = constrained_search(export, [QuantConfig.dynamic_int8()], budget_overall, budget_slice, tmp_path / "search",
-                             data, slices=slices, timing=TimingConfig.quick(repeats=2), n_boot=100)
+    search = SearchConfig(candidates=(QuantConfig.dynamic_int8(),), budget_overall=budget_overall, budget_per_slice=budget_slice,
+                          timing=TimingConfig.quick(repeats=2), n_boot=100)
+    res = run_search(export, search, tmp_path / "search", data=data, slices=slices)
     fp32, int8 = res.candidates
     assert (fp32.precision, int8.precision) == ("fp32", "int8")
     # the search's own INT8 graph, scored here: the same predictions, so the drops above are what it judged
@@ -470,18 +479,183 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     assert fp32.feasible and res.chosen == fp32.name
 
     # the same graphs with the per-slice budget at the trap's drop: INT8 fits, and is the smaller one
-    loose = constrained_search(export, [QuantConfig.dynamic_int8()], budget_overall, hand["trap"], tmp_path / "loose",
-                               data, slices=slices, timing=TimingConfig.quick(repeats=2), n_boot=100, objective="size")
+    loose = run_search(export, dataclasses.replace(search, budget_per_slice=hand["trap"], objective="size"), tmp_path / "loose",
+                       data=data, slices=slices)
     assert loose.candidates[1].feasible and loose.chosen == loose.candidates[1].name
 
 
-def test_search_rejects_bad_budgets(exported_tiny, tmp_path):
+def test_search_config_refuses_bad_knobs(exported_tiny, tmp_path):
+    from workbench.quant import EvaluationError, Objective
+
+    with pytest.raises(QuantizeError, match="fraction of accuracy"):
+        SearchConfig(budget_per_slice=2.0)
+    with pytest.raises(QuantizeError, match=r"objective must be one of \['latency', 'size'\], got 'power'"):
+        SearchConfig(objective="power")
+    with pytest.raises(QuantizeError, match="unique"):
+        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8()))
+    with pytest.raises(QuantizeError, match="must be QuantConfigs"):
+        SearchConfig(candidates=("dynamic",))
+    with pytest.raises(QuantizeError, match="nothing to search"):
+        SearchConfig(candidates=(), include_fp32=False)
+    with pytest.raises(EvaluationError, match="n_boot must be at least 100"):
+        SearchConfig(n_boot=10)
+    cfg = SearchConfig(objective="SIZE", candidates=[QuantConfig.dynamic_int8()])
+    assert cfg.objective is Objective.SIZE and cfg.candidates == (QuantConfig.dynamic_int8(),)
+    assert len(SearchConfig().candidates) >= 4  # None: the default candidates
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.budget_overall = 0.5
+    with pytest.raises(QuantizeError, match="config must be a SearchConfig"):
+        run_search(exported_tiny, {"budget_overall": 0.01}, tmp_path)
+    # the keyword form the CLI still calls goes through the same config
     with pytest.raises(QuantizeError, match="fraction of accuracy"):
         constrained_search(exported_tiny, budget_per_slice=2.0, out_dir=tmp_path)
-    with pytest.raises(QuantizeError, match="objective must be one of"):
-        constrained_search(exported_tiny, objective="power", out_dir=tmp_path)
-    with pytest.raises(QuantizeError, match="unique"):
-        constrained_search(exported_tiny, [QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8()], out_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+# ---- the package: rooms of one idea -------------------------------------------------------------
+def test_quant_package_files_stay_small_and_the_init_maps_them():
+    import workbench.quant as quant
+
+    folder = Path(quant.__file__).parent
+    sizes = {p.name: len(p.read_text().splitlines()) for p in folder.glob("*.py")}
+    assert max(sizes.values()) <= 500, sizes
+    doc = quant.__doc__
+    missing = [name for name in sizes if name != "__init__.py" and f"``{name}``" not in doc]
+    assert not missing, f"the package docstring's file map misses {missing}"
+    for entry in ("run_quantization", "run_search", "prepare_baseline", "evaluate_slices", "SearchConfig", "EvalConfig"):
+        assert entry in doc and hasattr(quant, entry), entry
+
+
+# ---- work done once: the FP32 latency and scores, and results the search can take ----------------
+class _Counter:
+    """Counts, through monkeypatched ``workbench.ortinfer`` functions, how often the FP32 graph is
+    timed (``latency_by_shape`` on its path) and scored (``predict_dataset`` on a session opened
+    from its path), and which other graphs are timed."""
+
+    def __init__(self, monkeypatch, fp32_path) -> None:
+        import workbench.ortinfer as ortinfer
+
+        self.fp32 = Path(fp32_path).resolve()
+        self.timed: list[Path] = []
+        self.fp32_scored = 0
+        fp32_sessions: list = []
+        real_lat, real_make, real_predict = ortinfer.latency_by_shape, ortinfer.make_session, ortinfer.predict_dataset
+
+        def latency_by_shape(path, *a, **k):
+            self.timed.append(Path(path).resolve())
+            return real_lat(path, *a, **k)
+
+        def make_session(path, *a, **k):
+            session = real_make(path, *a, **k)
+            if isinstance(path, (str, Path)) and Path(path).resolve() == self.fp32:
+                fp32_sessions.append(session)
+            return session
+
+        def predict_dataset(session, *a, **k):
+            self.fp32_scored += any(session is s for s in fp32_sessions)
+            return real_predict(session, *a, **k)
+
+        monkeypatch.setattr(ortinfer, "latency_by_shape", latency_by_shape)
+        monkeypatch.setattr(ortinfer, "make_session", make_session)
+        monkeypatch.setattr(ortinfer, "predict_dataset", predict_dataset)
+
+    @property
+    def fp32_timed(self) -> int:
+        return self.timed.count(self.fp32)
+
+    @property
+    def others_timed(self) -> int:
+        return len(self.timed) - self.fp32_timed
+
+
+def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exported_tiny, quick_data, tmp_path,
+                                                                            monkeypatch):
+    """The demo's order: one baseline, presets quantized into it, then the search over candidates that
+    include two of the same configurations. The FP32 graph is timed once (with the baseline) and scored
+    once; the search quantizes only what was not quantized before. (Before: every run_quantization
+    timed the FP32 graph again, and the search prepared, scored and timed a baseline of its own.)"""
+    count = _Counter(monkeypatch, exported_tiny.onnx_path)
+    timing = TimingConfig.quick(repeats=2)
+    base = prepare_baseline(exported_tiny, quick_data, tmp_path / "quantize" / "baseline", timing=timing)
+    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets) >= 1
+    assert [(s.batch, s.seq) for s in base.fp32_latency] == list(timing.shapes) and base.fp32_latency[0].median_ms > 0
+    assert load_baseline(base.out_dir).fp32_latency == base.fp32_latency  # saved with the baseline
+
+    presets = [run_quantization(None, QuantConfig.preset(name), tmp_path / "quantize" / name, baseline=base, n_boot=100,
+                                node_error_samples=0) for name in ("dynamic", "dynamic-per-channel")]
+    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets)  # neither timed nor scored again
+    assert count.others_timed == 2
+    assert all(r.fp32_latency == base.fp32_latency and r.timing == timing for r in presets)
+    assert load_quant_result(presets[0].out_dir).timing == timing
+
+    steps: list[str] = []
+    cands = (QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel(), QuantConfig.dynamic_int8_reduce_range())
+    res = run_search(base, SearchConfig(candidates=cands, n_boot=100), tmp_path / "search", previous=presets,
+                     progress=lambda i, n, what: steps.append(what))
+    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
+    assert count.others_timed == 3  # only the reduce-range candidate was quantized and timed
+    assert res.reused == ["model/dynamic-qint8", "model/dynamic-qint8-pc"]
+    assert not (tmp_path / "search" / "model" / "baseline").exists()
+    assert sorted(p.name for p in (tmp_path / "search" / "model").iterdir()) == ["dynamic-qint8-rr"]
+    assert [w.endswith(")") and "(reused" in w for w in steps] == [False, True, True, False], steps
+    assert "reused 2 earlier results" in res.message
+    for r, name in zip(presets, res.reused):
+        c = res.candidate(name)
+        assert c.reused and c.result_path == Path(r.out_dir) / "quantize.json" and c.latency_ms == r.latency_ms
+        assert c.accuracy == r.accuracy and c.onnx_path == Path(r.quantized_path)
+    assert res.candidate("model/fp32").latency_ms == base.fp32_latency[0].median_ms
+    assert load_search(tmp_path / "search").reused == res.reused
+
+    # reused only when the scoring would be the same: other bootstrap settings quantize again
+    other = run_search({"exported": base}, SearchConfig(candidates=cands[:1], n_boot=200, include_fp32=False),
+                       tmp_path / "search-200", previous=presets)
+    assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 1
+    # other timing settings time the FP32 graph again, with those settings (a comparison needs both)
+    slow = dataclasses.replace(timing, repeats=3)
+    again = run_quantization(None, QuantConfig.preset("dynamic"), tmp_path / "other-timing", baseline=base, timing=slow,
+                             n_boot=100, node_error_samples=0)
+    assert count.fp32_timed == 2 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
+
+
+def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_baseline, quant_tiny_dynamic, tmp_path,
+                                                                  monkeypatch):
+    """baseline.json, quantize.json and search.json written before these fields existed load; an old
+    baseline has no FP32 latency, so it is measured (once per call), and an old result is never reused."""
+    import shutil
+
+    old_base = tmp_path / "baseline"
+    shutil.copytree(quant_tiny_baseline.out_dir, old_base)
+    data = json.loads((old_base / "baseline.json").read_text())
+    del data["fp32_latency"]
+    data["out_dir"] = str(old_base)
+    (old_base / "baseline.json").write_text(json.dumps(data))
+    base = load_baseline(old_base)
+    assert base.fp32_latency == []
+    count = _Counter(monkeypatch, base.fp32_path)
+    assert fp32_latency(base)[0].median_ms > 0 and count.fp32_timed == 1
+    assert fp32_latency(quant_tiny_baseline) == quant_tiny_baseline.fp32_latency and count.fp32_timed == 1
+
+    q = json.loads((Path(quant_tiny_dynamic.out_dir) / "quantize.json").read_text())
+    del q["timing"]
+    (tmp_path / "quantize.json").write_text(json.dumps(q))
+    old_result = load_quant_result(tmp_path / "quantize.json")
+    assert old_result.timing is None and old_result.accuracy == quant_tiny_dynamic.accuracy
+    from workbench.quant import reusable_result
+
+    assert reusable_result([quant_tiny_dynamic], QuantConfig.dynamic_int8(), quant_tiny_baseline,
+                           quant_tiny_baseline.timing, 200, 0) is quant_tiny_dynamic
+    assert reusable_result([old_result], QuantConfig.dynamic_int8(), quant_tiny_baseline,
+                           quant_tiny_baseline.timing, 200, 0) is None
+
+    cand = {"name": "model/fp32", "graph": "model", "precision": "fp32", "config": None, "onnx_path": "m.onnx",
+            "result_path": None, "latency_ms": 1.0, "size_mib": 1.0, "accuracy": 0.9, "accuracy_delta": 0.0,
+            "check": serial.to_dict(check_budget([quant_tiny_dynamic.report], 0.5, 0.5)), "feasible": True}
+    old_search = {"candidates": [cand], "chosen": "model/fp32", "budget_overall": 0.01, "budget_per_slice": 0.02,
+                  "objective": "latency", "include_small_slices": False, "strict": False, "out_dir": str(tmp_path),
+                  "message": "m"}
+    (tmp_path / "search.json").write_text(json.dumps(old_search))
+    s = load_search(tmp_path)
+    assert s.best.name == "model/fp32" and s.reused == [] and s.best.reused is False
 
 
 # ---- the fused graph ----------------------------------------------------------------------------

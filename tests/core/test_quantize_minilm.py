@@ -16,12 +16,13 @@ import pytest
 
 from workbench.quant import (
     QuantConfig,
+    SearchConfig,
     TimingConfig,
-    constrained_search,
     load_quant_result,
     prepare_baseline,
     requantize_excluding,
     run_quantization,
+    run_search,
 )
 
 pytestmark = pytest.mark.slow
@@ -113,10 +114,11 @@ def test_requantize_without_worst_nodes(minilm_dynamic, minilm_export):
 
 
 def test_search_respects_the_per_slice_budget(minilm_export, quick_data, tmp_path):
-    res = constrained_search(
-        minilm_export, [QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()],
-        budget_overall=0.02, budget_per_slice=0.02, out_dir=tmp_path, data=quick_data,
-        timing=TimingConfig.quick(repeats=2), n_boot=200,
+    res = run_search(
+        minilm_export,
+        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()),
+                     budget_overall=0.02, budget_per_slice=0.02, timing=TimingConfig.quick(repeats=2), n_boot=200),
+        tmp_path, data=quick_data,
     )
     for c in res.candidates:
         if c.result_path is None:

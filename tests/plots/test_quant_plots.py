@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.quant import evaluate_slices
+from workbench.quant import EvalConfig, evaluate_slices
 from workbench.plots import quant as qp
 from workbench.quant import SearchCandidate, SearchResult, check_budget
 from workbench.slices import SliceSet, predicate_slice
@@ -28,7 +28,7 @@ def make_report(n: int = 200):
     ex = [{"text": f"example {i}", "i": i} for i in range(n)]
     ss = SliceSet("t", (predicate_slice("good", lambda e: 60 <= e["i"] < 120), predicate_slice("bad", lambda e: e["i"] < 60),
                         predicate_slice("small", lambda e: e["i"] >= 195)))
-    return evaluate_slices(ex, labels, ref, cand, ss, n_boot=300, class_names=["rotten", "fresh"])
+    return evaluate_slices(ex, labels, ref, cand, ss, EvalConfig(n_boot=300), class_names=["rotten", "fresh"])
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test_quant_plots import make_report
-from workbench.quant import evaluate_slices
+from workbench.quant import EvalConfig, evaluate_slices
 from workbench.plots.report import slice_drift_overview
 from workbench.slices import SliceSet, predicate_slice
 
@@ -29,7 +29,7 @@ def test_one_bar_per_variant_per_slice_with_intervals_and_the_budget_line():
     ex = [{"text": f"example {i}", "i": i} for i in range(n)]
     ss = SliceSet("t", (predicate_slice("good", lambda e: 60 <= e["i"] < 120), predicate_slice("bad", lambda e: e["i"] < 60),
                         predicate_slice("small", lambda e: e["i"] >= 195)))
-    b = evaluate_slices(ex, labels, ref, cand, ss, n_boot=300, class_names=["rotten", "fresh"])
+    b = evaluate_slices(ex, labels, ref, cand, ss, EvalConfig(n_boot=300), class_names=["rotten", "fresh"])
     fig = slice_drift_overview([_variant("dyn", a), _variant("stat", b)], budget_per_slice=0.02)
     assert [t.name for t in fig.data] == ["dyn", "stat"] and fig.layout.barmode == "group"
     y = [label.split(" ")[0] for label in fig.data[0].y]

@@ -183,7 +183,7 @@ def test_opens_saved_results_without_recomputing(quant_tiny_dynamic, searched: Q
         raise AssertionError("opening saved results must not quantize")
 
     monkeypatch.setattr(quant_module, "run_quantization", no)
-    monkeypatch.setattr(quant_module, "constrained_search", no)
+    monkeypatch.setattr(quant_module, "run_search", no)
     panel = QuantPanel(saved=quant_tiny_dynamic.out_dir, saved_search=searched.search.out_dir)
     assert panel.result.name == quant_tiny_dynamic.name
     assert panel.result.report.overall.delta == quant_tiny_dynamic.report.overall.delta

@@ -83,7 +83,7 @@ def test_a_saved_run_opens_without_recomputing(finished: Workbench, monkeypatch:
         raise AssertionError("opening a saved run must not recompute")
 
     for module, names in ((train_module, ("run_comparison",)), (graph_module, ("run_export", "run_fusion")),
-                          (quant_module, ("run_quantization", "constrained_search"))):
+                          (quant_module, ("run_quantization", "run_search"))):
         for name in names:
             monkeypatch.setattr(module, name, no)
     wb = Workbench(runs_root=finished.runs_root, saved=finished.run_dir, background=False)

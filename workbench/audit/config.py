@@ -7,8 +7,7 @@ from typing import Callable
 
 from ..graph import ExportConfig
 from ..graph import FusionConfig
-from ..quant import QuantConfig, TimingConfig
-from ..report import BUDGET_OVERALL, BUDGET_PER_SLICE
+from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
 
 Log = Callable[[str], None]
 AUDIT_FILE = "audit.json"
@@ -35,15 +34,15 @@ class AuditConfig:
     label_column: str = "label"
     slice_columns: tuple[str, ...] = ()
     presets: tuple[str, ...] = DEFAULT_PRESETS
-    budget_overall: float = BUDGET_OVERALL
-    budget_slice: float = BUDGET_PER_SLICE
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
     quick: bool = False
     calibration_size: int = 128
     calibration_fraction: float = 0.2
     seed: int = 0
-    n_boot: int = 1000
-    eval_batch_size: int = 32
+    n_boot: int = DEFAULT_N_BOOT
+    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE
     max_length: int = 128
     node_error_samples: int = 16
 

@@ -109,7 +109,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
                       progress, stop) -> OnDeviceResult:
     import torch
 
-    from ..graph import ONNX_FILE, RESULT_FILE as EXPORT_FILE, EXAMPLES_FILE, REFERENCE_FILE, TOKENIZER_DIR
+    from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
     from ..graph import save_tokenizer, validate_onnx, write_examples
 
     ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)

@@ -1,5 +1,5 @@
 """Figures for quantization: a :class:`~workbench.quant.evaluate.SliceReport`,
-:class:`~workbench.quant.quantize.QuantResult` or :class:`~workbench.quant.quantize.SearchResult` in, a
+:class:`~workbench.quant.QuantResult` or :class:`~workbench.quant.SearchResult` in, a
 ``plotly.graph_objects.Figure`` out.
 
 - :func:`drift_bars`: change per slice with its 95% paired bootstrap interval, worst first;

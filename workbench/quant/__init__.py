@@ -1,48 +1,95 @@
-"""quant stage."""
+"""The quantization stage: INT8 with ONNX Runtime, scored slice by slice against the FP32 graph.
 
-from .quantize import (  # noqa: F401
-    Baseline,
-    BudgetCheck,
+Entry points (what a user calls):
+
+- ``prepare_baseline(graph, data, out)`` -> :class:`Baseline`: the FP32 graph scored and timed once.
+- ``run_quantization(graph, QuantConfig, out, data, baseline=...)`` -> :class:`QuantResult`;
+  ``requantize_excluding(result, worst_k=...)`` the same again without the worst nodes.
+- ``run_search(baseline_or_graph, SearchConfig, out, previous=...)`` -> :class:`SearchResult`: the
+  fastest configuration within an accuracy budget, overall and on every slice.
+- ``evaluate_slices(examples, labels, ref_probs, cand_probs, slices, EvalConfig)`` -> :class:`SliceReport`.
+- ``load_baseline`` / ``load_quant_result`` / ``load_search``: saved results back.
+
+Files, one idea each:
+
+- ``config.py``: :class:`QuantConfig` and its presets, :class:`TimingConfig`, :class:`QuantizeError`.
+- ``baseline.py``: the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
+- ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator).
+- ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
+- ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
+- ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.
+- ``search.py``: :class:`SearchConfig`, ``run_search``, :class:`SearchResult`.
+- ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport` (slices and drift).
+- ``bootstrap.py``: metrics of one model and the paired bootstrap of their change.
+- ``flips.py``: predictions that changed, and accept/reject at confidence thresholds.
+"""
+
+from .config import (  # noqa: F401
     DYNAMIC_OP_TYPES,
-    NodeError,
-    QuantConfig,
-    QuantMode,
-    QuantResult,
-    QuantizeError,
+    STATIC_DEFAULT_OP_TYPES,
     STATIC_OP_TYPES,
-    SearchCandidate,
-    SearchResult,
+    Calibration,
+    QFormat,
+    QType,
+    QuantConfig,
+    QuantizeError,
+    QuantMode,
     TimingConfig,
+)
+from .baseline import (  # noqa: F401
+    BASELINE_DIR,
+    BASELINE_FILE,
+    DEFAULT_CALIBRATION_TEXTS,
+    DEFAULT_EVAL_BATCH_SIZE,
+    Baseline,
+    EvalSet,
+    SliceInfo,
+    fp32_latency,
+    graph_kind,
+    load_baseline,
+    prepare_baseline,
+    time_graph,
+)
+from .quantize import (  # noqa: F401
     _encoded_feeds,
     _reader,
     activation_matmuls,
-    check_budget,
-    constrained_search,
-    default_candidates,
-    load_baseline,
-    load_quant_result,
-    load_search,
-    node_errors,
-    prepare_baseline,
+    calibrate,
     preprocess_for_static,
     quantize_graph,
-    requantize_excluding,
-    run_quantization,
-    select_candidate,
-    worst_nodes,
+    quantized_nodes,
 )
+from .sqnr import NodeError, RankBy, node_errors, worst_nodes  # noqa: F401
+from .run import QUANTIZED_FILE, RESULT_FILE, QuantResult, load_quant_result, requantize_excluding, run_quantization  # noqa: F401
+from .budget import (  # noqa: F401
+    DEFAULT_BUDGET_OVERALL,
+    DEFAULT_BUDGET_PER_SLICE,
+    OBJECTIVES,
+    BudgetCheck,
+    Objective,
+    check_budget,
+)
+from .search import (  # noqa: F401
+    SEARCH_FILE,
+    SearchCandidate,
+    SearchConfig,
+    SearchResult,
+    constrained_search,
+    default_candidates,
+    load_search,
+    reusable_result,
+    run_search,
+    select_candidate,
+)
+from .bootstrap import METRICS, EvaluationError, MetricDelta, SliceMetrics, _Preds, _weighted_metrics, slice_metrics  # noqa: F401
+from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis  # noqa: F401
 from .evaluate import (  # noqa: F401
-    EvaluationError,
-    Flip,
-    FlipKind,
-    METRICS,
+    DEFAULT_N_BOOT,
     MIN_SLICE_SIZE,
+    EvalConfig,
     SliceDrift,
     SliceReport,
-    _Preds,
-    _weighted_metrics,
+    bootstrap_coverage,
     evaluate_slices,
-    slice_metrics,
     softmax,
-    sort_flips,
 )

@@ -42,81 +42,64 @@ marked ``too_small`` — still computed and shown, never hidden. Why 50:
 
 from __future__ import annotations
 
-import enum
 import math
-import zlib
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+import numbers
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..metrics import Metric
 from ..slices import SliceSet
+from .bootstrap import (DEFAULT_N_BINS, METRICS, EvaluationError, MetricDelta, SliceMetrics, _bootstrap_deltas,
+                        _metrics_record, _preds, _Preds, _slice_seed, _take)
+from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis
 
 MIN_SLICE_SIZE = 50
-DEFAULT_THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
-DEFAULT_N_BINS = 10
 CONFIDENCE_LEVEL = 0.95
+DEFAULT_N_BOOT = 1000
 ALL = "all"  # name of the whole-set "slice"
 
-# name -> (unit, higher is better); the order is the order shown everywhere.
-METRICS: dict[str, tuple[str, bool]] = {
-    "accuracy": ("", True),
-    "macro_f1": ("", True),
-    "mean_confidence": ("", True),
-    "ece": ("", False),
-    "agreement": ("", True),
-}
-_BOOT_CHUNK = 250  # bootstrap replicates computed at once (bounds memory for large sets)
-
-
-class EvaluationError(ValueError):
-    """Inputs that cannot be evaluated; the message says what was wrong and what to do."""
-
-
-class FlipKind(str, enum.Enum):
-    """How a prediction changed: wrong->right (fixed), right->wrong (broken), wrong->other wrong."""
-
-    FIXED = "fixed"
-    BROKEN = "broken"
-    CHANGED = "changed"
-
 
 @dataclass(frozen=True)
-class SliceMetrics:
-    """One model's metrics on one set of examples (NaN where the set is empty)."""
+class EvalConfig:
+    """How a candidate is scored against the reference (the knobs of :func:`evaluate_slices`).
 
-    name: str
-    n: int
-    accuracy: float
-    macro_f1: float
-    mean_confidence: float
-    ece: float
-    agreement: float  # with the reference model; 1.0 for the reference itself
+    - ``n_boot``: paired bootstrap replicates (at least 100); ``seed``: their random stream (each
+      slice draws its own stream from the seed and its name).
+    - ``confidence_level``: the interval's coverage (0.95: the 2.5th to 97.5th percentile).
+    - ``min_slice_size``: slices smaller than this are marked ``too_small`` (shown, not judged;
+      why 50: the module docstring).
+    - ``n_bins``: equal-width confidence bins of the calibration error (ECE).
+    - ``thresholds``: confidences at which accept/reject is compared (:func:`threshold_analysis`).
+    """
 
-    def metrics(self) -> list[Metric]:
-        """The values as :class:`~workbench.metrics.Metric` (unit and direction attached)."""
-        return [Metric(k, float(getattr(self, k)), unit, hib) for k, (unit, hib) in METRICS.items()]
+    n_boot: int = DEFAULT_N_BOOT
+    seed: int = 0
+    confidence_level: float = CONFIDENCE_LEVEL
+    min_slice_size: int = MIN_SLICE_SIZE
+    n_bins: int = DEFAULT_N_BINS
+    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
 
-
-@dataclass(frozen=True)
-class MetricDelta:
-    """Candidate minus reference for one metric on one slice, with its paired bootstrap interval."""
-
-    metric: str
-    reference: float
-    candidate: float
-    delta: float
-    ci_low: float
-    ci_high: float
-    significant: bool  # the interval excludes zero
-    unit: str = ""
-    higher_is_better: bool = True
-
-    @property
-    def worse(self) -> bool:
-        """The point estimate moved in the bad direction."""
-        return self.delta < 0 if self.higher_is_better else self.delta > 0
+    def __post_init__(self) -> None:
+        if isinstance(self.thresholds, (str, bytes)) or not hasattr(self.thresholds, "__iter__"):
+            raise EvaluationError(f"thresholds are a list of confidences in [0, 1], got {self.thresholds!r}")
+        object.__setattr__(self, "thresholds", tuple(float(t) for t in self.thresholds))
+        for name in ("n_boot", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise EvaluationError(f"{name} must be a whole number, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        if self.n_boot < 100:
+            raise EvaluationError(f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}")
+        if not 0.5 < self.confidence_level < 1.0:
+            raise EvaluationError(f"confidence_level must be between 0.5 and 1, got {self.confidence_level}")
+        if self.min_slice_size < 1:
+            raise EvaluationError(f"min_slice_size must be at least 1, got {self.min_slice_size}")
+        if self.n_bins < 1:
+            raise EvaluationError(f"n_bins must be at least 1, got {self.n_bins}")
+        bad_t = [t for t in self.thresholds if not 0.0 <= t <= 1.0]
+        if bad_t:
+            raise EvaluationError(f"thresholds are confidences in [0, 1], got {bad_t}")
 
 
 @dataclass(frozen=True)
@@ -146,49 +129,6 @@ class SliceDrift:
             raise KeyError(f"no metric {metric!r}; metrics: {list(self.deltas)}")
         return self.deltas[metric]
 
-
-@dataclass(frozen=True)
-class Flip:
-    """One example whose predicted label changed between the reference and the candidate."""
-
-    index: int  # position in the evaluated examples
-    text: str
-    slices: list[str]
-    label: int
-    reference_pred: int
-    reference_confidence: float
-    candidate_pred: int
-    candidate_confidence: float
-    kind: FlipKind
-    label_name: str = ""
-    reference_pred_name: str = ""
-    candidate_pred_name: str = ""
-
-    @property
-    def confidence_change(self) -> float:
-        """Candidate's top-class confidence minus the reference's."""
-        return self.candidate_confidence - self.reference_confidence
-
-
-@dataclass(frozen=True)
-class ThresholdPoint:
-    """Accept a prediction only when its confidence is at least ``threshold``: what happens.
-
-    Coverage is the share accepted; accuracy is measured on the accepted examples (NaN if none).
-    ``decisions_changed`` counts examples accepted by one model and rejected by the other;
-    ``accepted_flips`` counts examples accepted by both whose label differs (flips that would
-    still reach a user at this threshold).
-    """
-
-    threshold: float
-    reference_coverage: float
-    reference_accuracy: float
-    candidate_coverage: float
-    candidate_accuracy: float
-    decisions_changed: int
-    newly_rejected: int
-    newly_accepted: int
-    accepted_flips: int
 
 
 @dataclass(frozen=True)
@@ -265,122 +205,6 @@ class SliceReport:
         return max([0.0, *drops])
 
 
-FLIP_SORT_KEYS = ("index", "confidence_change", "reference_confidence", "candidate_confidence", "kind", "label")
-
-
-def sort_flips(flips: Iterable[Flip], by: str = "confidence_change", descending: bool = False) -> list[Flip]:
-    """Sort flips by one of :data:`FLIP_SORT_KEYS` (ties broken by index)."""
-    if by not in FLIP_SORT_KEYS:
-        raise EvaluationError(f"flips can be sorted by one of {list(FLIP_SORT_KEYS)}, got {by!r}")
-    getters = {
-        "index": lambda f: f.index,
-        "confidence_change": lambda f: f.confidence_change,
-        "reference_confidence": lambda f: f.reference_confidence,
-        "candidate_confidence": lambda f: f.candidate_confidence,
-        "kind": lambda f: f.kind.value,
-        "label": lambda f: f.label,
-    }
-    g = getters[by]
-    ordered = sorted(flips, key=lambda f: f.index)
-    return sorted(ordered, key=g, reverse=descending)
-
-
-# ----------------------------------------------------------------------------------------------
-# metric kernels: every metric is computed from bootstrap *weights* (how many times each example
-# is drawn); the point estimate is the same kernel with all weights 1. This keeps the bootstrap
-# vectorised and guarantees the interval and the point estimate use the same formula.
-# ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Preds:
-    labels: np.ndarray  # (n,) int
-    pred: np.ndarray  # (n,) int
-    conf: np.ndarray  # (n,) float
-    n_classes: int
-    n_bins: int
-
-    @property
-    def correct(self) -> np.ndarray:
-        return (self.pred == self.labels).astype(np.float64)
-
-    @property
-    def bins(self) -> np.ndarray:
-        # bin b holds confidences in (b/B, (b+1)/B]; a confidence of exactly 0 goes to bin 0.
-        # Rounding first keeps edges exact: 0.7 * 10 is 7.000000000000001 in floating point.
-        scaled = np.round(self.conf * self.n_bins, 9)
-        return np.clip(np.ceil(scaled).astype(np.int64) - 1, 0, self.n_bins - 1)
-
-
-def _weighted_metrics(w: np.ndarray, p: _Preds, agree: np.ndarray) -> dict[str, np.ndarray]:
-    """Metrics under example weights ``w`` of shape (r, n); returns arrays of shape (r,)."""
-    total = w.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acc = w @ p.correct / total
-        conf = w @ p.conf / total
-        agreement = w @ agree / total
-        # macro-F1 over classes present (in labels or predictions) in the weighted sample
-        f1s = []
-        for c in range(p.n_classes):
-            t, q = p.labels == c, p.pred == c
-            tp = w @ (t & q).astype(np.float64)
-            fp = w @ (~t & q).astype(np.float64)
-            fn = w @ (t & ~q).astype(np.float64)
-            denom = 2 * tp + fp + fn
-            f1s.append(np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1.0), np.nan))
-        f1 = np.stack(f1s, axis=1)
-        present = ~np.isnan(f1)
-        macro = np.where(present.any(axis=1), np.nansum(f1, axis=1) / np.maximum(present.sum(axis=1), 1), np.nan)
-        # ECE = sum over bins |sum correct - sum conf| / total
-        onehot = np.zeros((len(p.conf), p.n_bins))
-        onehot[np.arange(len(p.conf)), p.bins] = 1.0
-        gap = (w @ (onehot * p.correct[:, None])) - (w @ (onehot * p.conf[:, None]))
-        ece = np.abs(gap).sum(axis=1) / total
-    return {"accuracy": acc, "macro_f1": macro, "mean_confidence": conf, "ece": ece, "agreement": agreement}
-
-
-def slice_metrics(name: str, labels, probs, reference_pred=None, n_bins: int = DEFAULT_N_BINS) -> SliceMetrics:
-    """Metrics of one model on one set of examples (``probs``: (n, classes) probabilities)."""
-    labels = np.asarray(labels, dtype=np.int64)
-    probs = np.asarray(probs, dtype=np.float64)
-    p = _preds(labels, probs, n_bins)
-    agree = np.ones(len(labels)) if reference_pred is None else (p.pred == np.asarray(reference_pred)).astype(np.float64)
-    return _metrics_record(name, p, agree)
-
-
-def _metrics_record(name: str, p: _Preds, agree: np.ndarray) -> SliceMetrics:
-    n = len(p.labels)
-    if n == 0:
-        nan = float("nan")
-        return SliceMetrics(name, 0, nan, nan, nan, nan, nan)
-    vals = _weighted_metrics(np.ones((1, n)), p, agree)
-    return SliceMetrics(name, n, *(float(vals[k][0]) for k in METRICS))
-
-
-def _preds(labels: np.ndarray, probs: np.ndarray, n_bins: int) -> _Preds:
-    n_classes = probs.shape[1] if probs.ndim == 2 else 0
-    return _Preds(labels, probs.argmax(axis=1) if len(probs) else np.zeros(0, np.int64), probs.max(axis=1) if len(probs) else np.zeros(0), n_classes, n_bins)
-
-
-def _bootstrap_deltas(ref: _Preds, cand: _Preds, agree: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Paired bootstrap: the same resampled examples for both models; returns (n_boot,) deltas."""
-    n = len(ref.labels)
-    out: dict[str, list[np.ndarray]] = {k: [] for k in METRICS}
-    ones = np.ones(n)
-    done = 0
-    while done < n_boot:
-        r = min(_BOOT_CHUNK, n_boot - done)
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=r).astype(np.float64)
-        mr = _weighted_metrics(w, ref, ones)
-        mc = _weighted_metrics(w, cand, agree)
-        for k in METRICS:
-            out[k].append(mc[k] - mr[k])
-        done += r
-    return {k: np.concatenate(v) for k, v in out.items()}
-
-
-def _slice_seed(seed: int, name: str) -> list[int]:
-    """A per-slice seed: a slice's interval does not change when other slices are added."""
-    return [int(seed), zlib.crc32(name.encode("utf-8"))]
-
 
 def _drift(
     name: str, description: str, group: str, idx: np.ndarray, ref_all: _Preds, cand_all: _Preds,
@@ -412,9 +236,6 @@ def _drift(
         delta=acc.delta, ci_low=acc.ci_low, ci_high=acc.ci_high, significant=acc.significant,
     )
 
-
-def _take(p: _Preds, idx: np.ndarray) -> _Preds:
-    return _Preds(p.labels[idx], p.pred[idx], p.conf[idx], p.n_classes, p.n_bins)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -471,16 +292,11 @@ def evaluate_slices(
     reference_probs,
     candidate_probs,
     slices: Optional[SliceSet] = None,
-    n_boot: int = 1000,
-    seed: int = 0,
+    config: Optional[EvalConfig] = None,
     *,
     class_names: Optional[Sequence[str]] = None,
     reference_name: str = "fp32",
     candidate_name: str = "int8",
-    min_slice_size: int = MIN_SLICE_SIZE,
-    confidence_level: float = CONFIDENCE_LEVEL,
-    n_bins: int = DEFAULT_N_BINS,
-    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
     set_name: str = "test",
     membership: Optional[dict[str, Any]] = None,
 ) -> SliceReport:
@@ -488,11 +304,18 @@ def evaluate_slices(
 
     ``examples``: list of dicts with ``text`` (and whatever the slice predicates read) or a
     ``datasets.Dataset``; ``labels``: (n,) true class ids; ``*_probs``: (n, classes) probabilities
-    (use :func:`softmax` on logits). ``slices`` decides the slices (``None``: overall only);
+    (use :func:`softmax` on logits). ``config`` (:class:`EvalConfig`, default ``EvalConfig()``)
+    holds the bootstrap and slice-size knobs. ``slices`` decides the slices (``None``: overall only);
     ``membership`` may pass precomputed masks ``{slice name: bool array}`` instead of recomputing.
     The bootstrap is deterministic under ``seed`` (each slice has its own stream derived from the
     seed and the slice name, so adding a slice does not move the others' intervals).
     """
+    if config is None:
+        config = EvalConfig()
+    if not isinstance(config, EvalConfig):
+        raise EvaluationError(f"config must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(config).__name__}")
+    n_boot, seed, n_bins = config.n_boot, config.seed, config.n_bins
+    confidence_level, min_slice_size, thresholds = config.confidence_level, config.min_slice_size, config.thresholds
     rows = _rows(examples)
     n = len(rows)
     labels_arr = np.asarray(labels, dtype=np.int64).reshape(-1)
@@ -507,17 +330,6 @@ def evaluate_slices(
     k = ref_p.shape[1]
     if n and (labels_arr.min() < 0 or labels_arr.max() >= k):
         raise EvaluationError(f"labels must be class ids in [0, {k - 1}], got values from {labels_arr.min()} to {labels_arr.max()}")
-    if n_boot < 100:
-        raise EvaluationError(f"n_boot must be at least 100 for a 95% interval to mean anything, got {n_boot}")
-    if not 0.5 < confidence_level < 1.0:
-        raise EvaluationError(f"confidence_level must be between 0.5 and 1, got {confidence_level}")
-    if min_slice_size < 1:
-        raise EvaluationError(f"min_slice_size must be at least 1, got {min_slice_size}")
-    if n_bins < 1:
-        raise EvaluationError(f"n_bins must be at least 1, got {n_bins}")
-    bad_t = [t for t in thresholds if not 0.0 <= float(t) <= 1.0]
-    if bad_t:
-        raise EvaluationError(f"thresholds are confidences in [0, 1], got {bad_t}")
     names = list(class_names) if class_names is not None else [str(i) for i in range(k)]
     if len(names) != k:
         raise EvaluationError(f"class_names has {len(names)} names but the models score {k} classes: {names}")
@@ -570,33 +382,6 @@ def evaluate_slices(
     )
 
 
-def threshold_analysis(labels, reference_probs, candidate_probs, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> list[ThresholdPoint]:
-    """Accept/reject at each confidence threshold: coverage and accuracy of both models and
-    how many decisions the candidate changes."""
-    labels = np.asarray(labels, dtype=np.int64)
-    rp, cp = np.asarray(reference_probs, dtype=np.float64), np.asarray(candidate_probs, dtype=np.float64)
-    r_pred, c_pred = rp.argmax(axis=1), cp.argmax(axis=1)
-    r_conf, c_conf = rp.max(axis=1), cp.max(axis=1)
-    n = len(labels)
-    out = []
-    for t in sorted(float(x) for x in thresholds):
-        ra, ca = r_conf >= t, c_conf >= t
-        out.append(
-            ThresholdPoint(
-                threshold=t,
-                reference_coverage=float(ra.mean()) if n else float("nan"),
-                reference_accuracy=float((r_pred[ra] == labels[ra]).mean()) if ra.any() else float("nan"),
-                candidate_coverage=float(ca.mean()) if n else float("nan"),
-                candidate_accuracy=float((c_pred[ca] == labels[ca]).mean()) if ca.any() else float("nan"),
-                decisions_changed=int((ra != ca).sum()),
-                newly_rejected=int((ra & ~ca).sum()),
-                newly_accepted=int((~ra & ca).sum()),
-                accepted_flips=int((ra & ca & (r_pred != c_pred)).sum()),
-            )
-        )
-    return out
-
-
 def bootstrap_coverage(n: int, p_ref: float, p_flip: float, trials: int = 200, n_boot: int = 500, seed: int = 0) -> float:
     """How often the paired percentile interval for the accuracy change covers the true change.
 
@@ -614,6 +399,6 @@ def bootstrap_coverage(n: int, p_ref: float, p_flip: float, trials: int = 200, n
         c_ok = r_ok ^ flip
         ref = np.where(r_ok[:, None], [[0.9, 0.1]], [[0.1, 0.9]])
         cand = np.where(c_ok[:, None], [[0.8, 0.2]], [[0.2, 0.8]])
-        rep = evaluate_slices([{"text": ""}] * n, labels, ref, cand, None, n_boot=n_boot, seed=t, thresholds=())
+        rep = evaluate_slices([{"text": ""}] * n, labels, ref, cand, None, EvalConfig(n_boot=n_boot, seed=t, thresholds=()))
         hits += rep.overall.ci_low <= truth <= rep.overall.ci_high
     return hits / trials

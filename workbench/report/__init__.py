@@ -30,7 +30,7 @@ Files:
 - ``search.py``: :func:`search_over_results`, the search over variants already quantized
 - ``environment.py``: facts about the machine and the packages
 - ``rows.py``: plain rows of result objects (a slice's change, a quantization config in words)
-- ``verdict.py``: the verdict, and the default budgets (:data:`BUDGET_OVERALL`, :data:`BUDGET_PER_SLICE`)
+- ``verdict.py``: the verdict (default budgets: ``workbench.quant.DEFAULT_BUDGET_OVERALL`` / ``_PER_SLICE``)
 - ``summary.py``: :func:`build_summary`, every number as one dict
 - ``page.py``: :func:`render_html`, the page and its figures
 - ``write.py``: :func:`write_report`, :func:`write_run_report` (atomic writes)
@@ -55,5 +55,4 @@ from .schema import (  # noqa: F401
 )
 from .search import search_over_results  # noqa: F401
 from .summary import build_summary  # noqa: F401
-from .verdict import BUDGET_OVERALL, BUDGET_PER_SLICE  # noqa: F401
 from .write import write_report, write_run_report  # noqa: F401

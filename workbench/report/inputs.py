@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import runs
-from .verdict import BUDGET_OVERALL, BUDGET_PER_SLICE
+from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,8 @@ class ReportInputs:
     kind: str = "workbench"
     title: str = "ORT Workbench report"
     run_dir: Optional[Path] = None
-    budget_overall: float = BUDGET_OVERALL
-    budget_per_slice: float = BUDGET_PER_SLICE
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
     doctor: Any = None
     data: dict = field(default_factory=dict)

@@ -11,12 +11,6 @@ from .schema import EXIT_INCOMPLETE, EXIT_MEETS, EXIT_NONE_MEETS
 if TYPE_CHECKING:
     from .inputs import ReportInputs
 
-# The default budget of a verdict (fractions of accuracy a quantized variant may lose): overall, and on
-# every slice big enough to judge. The one copy: the report's and the audit's defaults read it.
-BUDGET_OVERALL = 0.01
-BUDGET_PER_SLICE = 0.02
-
-
 def _load_candidate(c, by_path: dict):
     from ..quant import load_quant_result
 

@@ -1,0 +1,344 @@
+"""The FP32 baseline: what the FP32 graph contributes to every comparison, computed and saved once.
+
+:func:`prepare_baseline` scores the FP32 graph on the evaluation examples (test split and the golden
+edge cases), saves their slices as index lists, the FP32 logits, calibration texts and the timing
+settings, and **times the FP32 graph once** (:attr:`Baseline.fp32_latency`): every quantization, every
+re-quantization and the search compare against that figure (:func:`fp32_latency`) instead of timing
+the FP32 graph again."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .. import runs
+from ..graph import file_size_mib, save_tokenizer
+from ..ortinfer import ShapeLatency
+from .config import QuantizeError, TimingConfig
+
+BASELINE_DIR = "baseline"
+BASELINE_FILE = "baseline.json"
+DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
+DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest
+FUSED_OP_TYPES = frozenset(
+    {"Attention", "MultiHeadAttention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu", "FastGelu",
+     "FusedMatMul", "QuickGelu", "SkipSimplifiedLayerNormalization"}
+)
+
+
+@dataclass(frozen=True)
+class SliceInfo:
+    """A slice as saved with the baseline: its definition and which examples are in it."""
+
+    name: str
+    description: str
+    group: str
+    indices: list[int]
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Examples a quantized graph is scored on, with their slices and the FP32 logits."""
+
+    name: str  # "test", "golden"
+    slice_set: str
+    n: int
+    examples_path: Path
+    fp32_logits_path: Path
+    slices: list[SliceInfo]
+
+    def load_examples(self) -> list[dict]:
+        return [json.loads(line) for line in Path(self.examples_path).read_text().splitlines() if line.strip()]
+
+    def fp32_logits(self) -> np.ndarray:
+        return np.load(self.fp32_logits_path)
+
+    def membership(self) -> dict[str, np.ndarray]:
+        out = {}
+        for s in self.slices:
+            m = np.zeros(self.n, dtype=bool)
+            m[np.asarray(s.indices, dtype=np.int64)] = True
+            out[s.name] = m
+        return out
+
+    def describe(self) -> dict[str, tuple[str, str]]:
+        return {s.name: (s.description, s.group) for s in self.slices}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The FP32 graph's side of every comparison, computed once and saved (``baseline.json``)."""
+
+    fp32_path: Path
+    graph_kind: str  # "exported" or "fused"
+    tokenizer_dir: Path
+    class_names: list[str]
+    max_length: int
+    batch_size: int
+    vocab_size: int
+    eval_sets: list[EvalSet]
+    calibration_path: Path
+    timing: TimingConfig
+    fp32_size_mib: float
+    out_dir: Path
+    # measured once by prepare_baseline with ``timing`` (empty in baselines saved before it was kept)
+    fp32_latency: list[ShapeLatency] = field(default_factory=list)
+
+    def eval_set(self, name: str) -> EvalSet:
+        for e in self.eval_sets:
+            if e.name == name:
+                return e
+        raise KeyError(f"no evaluation set {name!r}; sets: {[e.name for e in self.eval_sets]}")
+
+    def calibration_texts(self) -> list[str]:
+        return [json.loads(line)["text"] for line in Path(self.calibration_path).read_text().splitlines() if line.strip()]
+
+    def load_tokenizer(self):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
+
+
+def time_graph(onnx_path: str | os.PathLike, timing: TimingConfig, vocab_size: int) -> list[ShapeLatency]:
+    """Latency of one graph file with ``timing`` (the one place a baseline's graph and its quantized
+    variants are timed, so both get the same settings)."""
+    from ..ortinfer import latency_by_shape
+
+    t = timing
+    return latency_by_shape(onnx_path, shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads,
+                            max_seconds=t.max_seconds, vocab_size=vocab_size, device=t.device)
+
+
+def fp32_latency(baseline: Baseline, timing: Optional[TimingConfig] = None) -> list[ShapeLatency]:
+    """The FP32 graph's latency with ``timing`` (default: the baseline's): the figure saved with the
+    baseline when the settings are the baseline's, measured now otherwise (other settings, or a
+    baseline saved before it kept its latency)."""
+    t = timing if timing is not None else baseline.timing
+    if baseline.fp32_latency and t == baseline.timing:
+        return list(baseline.fp32_latency)
+    return time_graph(baseline.fp32_path, t, baseline.vocab_size)
+
+
+def graph_kind(onnx_path: str | os.PathLike) -> str:
+    """``"fused"`` when the graph holds ONNX Runtime's fused transformer ops, else ``"exported"``."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    return "fused" if any(n.op_type in FUSED_OP_TYPES or n.domain == "com.microsoft" for n in model.graph.node) else "exported"
+
+
+def _find_export(onnx_path: Path, export) -> Any:
+    """The ExportResult describing a graph: given, or ``export.json`` beside the graph or one up."""
+    from ..graph import ExportResult, load_export
+
+    if isinstance(export, ExportResult):
+        return export
+    if export is not None:
+        return load_export(export)
+    for folder in (onnx_path.parent, onnx_path.parent.parent):
+        if (folder / "export.json").is_file():
+            return load_export(folder)
+    return None
+
+
+def _graph_source(obj, export) -> tuple[Path, Any]:
+    """(graph path, export metadata) from a path, an ``ExportResult`` (``onnx_path``) or a
+    ``FusionReport`` (``fused_path``; its export is ``export=`` or found beside the graph)."""
+    from ..graph import ExportResult
+
+    if isinstance(obj, ExportResult):
+        return Path(obj.onnx_path), export if export is not None else obj
+    for attr in ("fused_path", "onnx_path"):
+        if hasattr(obj, attr) and not isinstance(obj, (str, os.PathLike)):
+            found = getattr(obj, attr)
+            if export is None and isinstance(getattr(obj, "export", None), ExportResult):
+                export = obj.export
+            if export is None and getattr(obj, "export_path", None):  # a FusionReport names its export
+                export = obj.export_path
+            return Path(found), export
+    if not isinstance(obj, (str, os.PathLike)):
+        raise QuantizeError(
+            f"expected the FP32 graph as a path, an ExportResult or a FusionReport, got {type(obj).__name__}"
+        )
+    return Path(obj), export
+
+
+def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
+    """(tokenizer object, folder it can be reloaded from, or None)."""
+    from transformers import AutoTokenizer
+
+    from ..models import BUILTIN_MODELS, load_tokenizer, resolve_model_path
+
+    if tokenizer is None:
+        if exp is None:
+            raise QuantizeError(
+                "cannot tell which tokenizer the graph was exported with: no export.json beside it. "
+                "Pass tokenizer=<tokenizer, tokenizer folder, 'minilm' or a model folder> or export=<export folder>"
+            )
+        folder = Path(exp.tokenizer_dir)
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True), folder
+    if isinstance(tokenizer, (str, os.PathLike)):
+        name = str(tokenizer)
+        if name in BUILTIN_MODELS:
+            return load_tokenizer(name), None
+        folder = Path(name)
+        if not folder.is_dir():
+            raise QuantizeError(f"tokenizer {name!r} is neither {list(BUILTIN_MODELS)} nor a folder")
+        path = resolve_model_path(name) if (folder / "config.json").is_file() else folder
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True), Path(path)
+    if not callable(tokenizer) or not hasattr(tokenizer, "save_pretrained"):
+        raise QuantizeError(f"tokenizer must be a Hugging Face tokenizer or a folder, got {type(tokenizer).__name__}")
+    return tokenizer, None
+
+
+def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
+    from .. import serial
+
+    return runs.atomic_write_text(path, "".join(json.dumps(serial.to_dict(r)) + "\n" for r in rows))
+
+
+def _is_dict_of_splits(data) -> bool:
+    return isinstance(data, Mapping)  # datasets.DatasetDict is a dict; a Dataset is not
+
+
+def _split(data, name: str):
+    if _is_dict_of_splits(data):
+        if name not in data:
+            raise QuantizeError(f"split {name!r} not in the data (splits: {list(data.keys())}); pass eval_split=/calibration_split=")
+        return data[name]
+    return data
+
+
+def prepare_baseline(
+    onnx_path: str | os.PathLike | Any,
+    data,
+    out_dir: str | os.PathLike,
+    *,
+    tokenizer=None,
+    export=None,
+    class_names: Optional[Sequence[str]] = None,
+    slices=None,
+    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
+    golden: Optional[bool] = None,
+    eval_split: str = "test",
+    calibration_split: str = "train",
+    max_length: Optional[int] = None,
+    batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
+    calibration_samples: int = DEFAULT_CALIBRATION_TEXTS,
+    timing: Optional[TimingConfig] = None,
+    seed: int = 0,
+) -> Baseline:
+    """Score the FP32 graph once and save what every quantized variant is compared on, in
+    ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the FP32
+    graph's latency under ``timing`` (measured here, once; see :func:`fp32_latency`).
+
+    ``batch_size`` is how examples are grouped when scored (padded to the longest in each batch):
+    FP32 and static INT8 give the same predictions at any batch size, dynamic INT8 does not (its
+    activation scales are computed per batch); use 1 to score as a one-request-at-a-time server.
+
+    ``onnx_path``: the FP32 graph (exported or fused) or an ``ExportResult``. ``data``: a
+    ``DatasetDict`` (``eval_split`` is scored, ``calibration_split`` calibrates) or, for scoring
+    only, a ``Dataset``. The tokenizer, class names and maximum length come from the export
+    (``export.json`` beside the graph, or ``export=``) unless given.
+
+    Slices: ``slices`` (a SliceSet) replaces the default collection; otherwise the built-in
+    slices plus one per user column of the data, plus ``predicates`` ({name: function of an
+    example}). ``golden`` adds the hand-written edge cases of the built-in reviews task (default:
+    when the classes are the reviews' rotten/fresh).
+    """
+    from ..data import REVIEW_CLASSES
+    from ..ortinfer import make_session, predict_dataset
+    from ..slices import golden_examples, golden_slices, slice_collection
+
+    from ..device import require_device
+
+    src, export = _graph_source(onnx_path, export)
+    timing = timing or TimingConfig()
+    require_device(timing.device)  # CUDA asked for and absent: one clear error before any work
+    if batch_size < 1 or calibration_samples < 0:
+        raise QuantizeError(f"batch_size must be >= 1 and calibration_samples >= 0, got {batch_size} and {calibration_samples}")
+    if not src.is_file():
+        raise QuantizeError(f"no ONNX graph at {src}: export one first (workbench export, or run_export)")
+    if data is None:
+        raise QuantizeError("data is needed to score the FP32 graph: pass the DatasetDict from workbench.data.load_data")
+    exp = _find_export(src, export)
+    tok, tok_dir = _resolve_tokenizer(tokenizer, exp)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if tok_dir is None:
+        tok_dir = save_tokenizer(tok, out / "tokenizer")
+
+    ev = _split(data, eval_split)
+    if len(ev) == 0:
+        raise QuantizeError(f"the evaluation split {eval_split!r} is empty")
+    feats = getattr(ev, "features", {}) or {}
+    names = list(class_names) if class_names else (
+        list(feats["label"].names) if "label" in feats and hasattr(feats["label"], "names") else
+        list(exp.class_names) if exp is not None else None
+    )
+    if not names:
+        raise QuantizeError("cannot tell the class names: pass class_names=[...] (in label order)")
+    max_len = int(max_length or (exp.max_length if exp is not None else 128))
+    has_train = _is_dict_of_splits(data) and calibration_split in data
+    train_texts = list(data[calibration_split]["text"]) if has_train else []
+
+    rows = ev.to_list()
+    if slices is None:
+        extra_cols = [c for c in ev.column_names if c not in ("text", "label")]
+        slices = slice_collection("default", names, train_texts, extra_cols, ev if extra_cols else None, dict(predicates or {}))
+    elif predicates:
+        from ..slices import predicate_slice
+
+        slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
+
+    session = make_session(src)
+    eval_sets = []
+
+    def add_set(set_name: str, examples: list[dict], sset) -> None:
+        import datasets
+
+        ds = datasets.Dataset.from_list([{"text": r["text"], "label": int(r["label"])} for r in examples])
+        logits = predict_dataset(session, tok, ds, max_len, batch_size)
+        masks = sset.membership(examples)
+        eval_sets.append(EvalSet(
+            name=set_name, slice_set=sset.name, n=len(examples),
+            examples_path=_write_jsonl(out / f"{set_name}_examples.jsonl", examples).resolve(),
+            fp32_logits_path=runs.atomic_write_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
+            slices=[SliceInfo(s.name, s.description, s.group, np.flatnonzero(masks[s.name]).tolist()) for s in sset],
+        ))
+
+    add_set(eval_split, rows, slices)
+    use_golden = golden if golden is not None else list(names) == list(REVIEW_CLASSES)
+    if use_golden:
+        add_set("golden", golden_examples(), golden_slices(names, train_texts))
+
+    calib_rows = []
+    if has_train and len(data[calibration_split]):
+        tr = data[calibration_split]
+        order = np.random.default_rng(seed).permutation(len(tr))[: min(calibration_samples, len(tr))]
+        calib_rows = [{"text": tr[int(i)]["text"]} for i in order]
+    calib_path = _write_jsonl(out / "calibration_texts.jsonl", calib_rows)
+
+    vocab = int(getattr(exp.model_info, "vocab_size", 0) if exp is not None else 0) or int(getattr(tok, "vocab_size", 0) or 30522)
+    base = Baseline(
+        fp32_path=src.resolve(), graph_kind=graph_kind(src), tokenizer_dir=Path(tok_dir).resolve(), class_names=names,
+        max_length=max_len, batch_size=batch_size, vocab_size=vocab, eval_sets=eval_sets,
+        calibration_path=calib_path.resolve(), timing=timing,
+        fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
+        fp32_latency=time_graph(src, timing, vocab),  # a path: opened with the timing's thread count
+    )
+    runs.save_result(base, out / BASELINE_FILE)
+    return base
+
+
+def load_baseline(path: str | os.PathLike) -> Baseline:
+    path = Path(path)
+    if path.is_dir():
+        path = path / BASELINE_FILE if (path / BASELINE_FILE).is_file() else path / BASELINE_DIR / BASELINE_FILE
+    return runs.load_result(Baseline, path)
+

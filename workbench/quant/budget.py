@@ -1,0 +1,101 @@
+"""Accuracy budgets: the shared defaults, the objectives, and whether one candidate's drops fit."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..options import parse_choice
+from .config import QuantizeError
+from .evaluate import SliceReport
+
+# Accuracy a quantized variant may lose (fractions: 0.01 = one point), overall and on any slice big
+# enough to judge; the one copy the pipeline, the audit, the report, the panel and the benchmarks use.
+DEFAULT_BUDGET_OVERALL = 0.01
+DEFAULT_BUDGET_PER_SLICE = 0.02
+
+
+class Objective(str, enum.Enum):
+    """What the search minimises among the candidates within budget."""
+
+    LATENCY = "latency"
+    SIZE = "size"
+
+
+OBJECTIVES = tuple(o.value for o in Objective)
+
+
+def parse_objective(value) -> Objective:
+    return parse_choice(Objective, value, "objective", QuantizeError, "latency picks the fastest, size the smallest")
+
+
+def check_budget_value(name: str, value: float) -> float:
+    """A budget as a fraction of accuracy in [0, 1); one message for every front."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise QuantizeError(f"{name} is a fraction of accuracy (0.02 = 2 points), got {value!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise QuantizeError(f"{name} is a fraction of accuracy (0.02 = 2 points), got {value}")
+    return v
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    """Whether one candidate's drops fit the budgets. Drops are positive when accuracy fell."""
+
+    overall_drop: float
+    worst_slice: str
+    worst_slice_drop: float
+    within_overall: bool
+    within_slices: bool
+    violations: list[str]
+    slices_checked: int
+    slices_skipped: list[str]  # too small to judge (see workbench.quant.evaluate.MIN_SLICE_SIZE)
+
+    @property
+    def feasible(self) -> bool:
+        return self.within_overall and self.within_slices
+
+
+def check_budget(reports: Sequence[SliceReport], budget_overall: float, budget_per_slice: float,
+                 include_small_slices: bool = False, strict: bool = False, metric: str = "accuracy") -> BudgetCheck:
+    """Do the drops in ``metric`` stay within budget, overall (on the first report) and on every
+    slice of every report? ``strict`` uses the worse end of the 95% interval instead of the
+    point estimate; slices smaller than the reports' minimum size are skipped (and listed)
+    unless ``include_small_slices``."""
+    if not reports:
+        raise QuantizeError("check_budget needs at least one SliceReport")
+
+    def drop(d) -> float:
+        m = d.deltas[metric]
+        if strict:
+            v = m.ci_low if m.higher_is_better else m.ci_high
+        else:
+            v = m.delta
+        return -v if m.higher_is_better else v
+
+    main = reports[0]
+    overall = drop(main.overall)
+    violations = []
+    if overall > budget_overall + 1e-12:
+        violations.append(f"overall ({main.set_name}): -{overall:.2%} > budget {budget_overall:.2%}")
+    worst, worst_drop, checked, skipped = "", 0.0, 0, []
+    for rep in reports:
+        pool = list(rep.slices) + ([rep.overall] if rep is not main else [])
+        for d in pool:
+            label = f"{rep.set_name}:{d.slice}"
+            if d.n == 0:
+                continue
+            if d.too_small and not include_small_slices:
+                skipped.append(label)
+                continue
+            checked += 1
+            v = drop(d)
+            if v > worst_drop or not worst:
+                worst, worst_drop = label, v
+            if v > budget_per_slice + 1e-12:
+                violations.append(f"slice {label} (n={d.n}): -{v:.2%} > budget {budget_per_slice:.2%}")
+    return BudgetCheck(overall, worst, worst_drop, overall <= budget_overall + 1e-12,
+                       not any(v.startswith("slice") for v in violations), violations, checked, skipped)

@@ -1,0 +1,304 @@
+"""The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
+
+One call, ``run_quantization(onnx_path, QuantConfig.dynamic_int8(), out_dir, data)``:
+
+1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph, or passed
+   as ``baseline=``): evaluation examples, slices, FP32 logits, calibration texts, timing settings
+   and the FP32 latency, saved under ``out_dir/baseline/``. Every variant (presets,
+   re-quantizations, search candidates) is scored on exactly these, so their numbers compare.
+2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
+   on training texts.
+3. **Validate, time, size**: logits against the FP32 graph on the test split, latency of the
+   quantized graph with the baseline's timing settings (the FP32 latency comes from the baseline:
+   :func:`~workbench.quant.baseline.fp32_latency`), size on disk.
+4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
+5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
+
+:func:`requantize_excluding` re-runs the same configuration without the worst nodes. Results are
+frozen dataclasses saved as ``quantize.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .. import runs
+from ..graph import Validation, file_size_mib
+from ..metrics import Metric
+from ..ortinfer import ShapeLatency
+from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, EvalSet,
+                       _graph_source, fp32_latency, load_baseline, prepare_baseline, time_graph)
+from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
+from .evaluate import DEFAULT_N_BOOT, EvalConfig, SliceReport, evaluate_slices, softmax
+from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
+from .sqnr import NodeError, node_errors, worst_nodes
+
+RESULT_FILE = "quantize.json"
+QUANTIZED_FILE = "model.int8.onnx"
+
+
+@dataclass(frozen=True)
+class QuantResult:
+    """One quantized graph: what it cost (accuracy, slice by slice) and what it bought (speed, size)."""
+
+    name: str
+    config: QuantConfig
+    source_path: Path  # the FP32 graph that was quantized
+    float_path: Path  # the FP32 graph the node names refer to (pre-processed copy for static)
+    quantized_path: Path
+    graph_kind: str
+    size_mib: float
+    fp32_size_mib: float
+    validation: Validation
+    latency: list[ShapeLatency]
+    fp32_latency: list[ShapeLatency]
+    report: SliceReport
+    golden: Optional[SliceReport]
+    node_errors: list[NodeError]
+    quantized_nodes: list[str]
+    excluded_nodes: list[str]
+    op_histogram: dict[str, int]
+    quantize_seconds: float
+    calibration_samples: int
+    baseline_path: Path
+    out_dir: Path
+    notes: list[str] = field(default_factory=list)
+    # the timing settings of ``latency``/``fp32_latency`` (None in results saved before it was kept)
+    timing: Optional[TimingConfig] = None
+
+    @property
+    def latency_ms(self) -> float:
+        return self.latency[0].median_ms if self.latency else float("nan")
+
+    @property
+    def fp32_latency_ms(self) -> float:
+        return self.fp32_latency[0].median_ms if self.fp32_latency else float("nan")
+
+    @property
+    def speedup(self) -> float:
+        """FP32 median latency / quantized median latency (first timing shape, same process)."""
+        return self.fp32_latency_ms / self.latency_ms if self.latency_ms > 0 else float("nan")
+
+    @property
+    def accuracy(self) -> float:
+        return self.report.overall.candidate.accuracy
+
+    @property
+    def accuracy_delta(self) -> float:
+        return self.report.overall.delta
+
+    def metrics(self) -> list[Metric]:
+        return [
+            Metric("latency", self.latency_ms, "ms", False),
+            Metric("FP32 latency", self.fp32_latency_ms, "ms", False),
+            Metric("speed-up", self.speedup, "x", True),
+            Metric("size on disk", self.size_mib, "MiB", False),
+            Metric("FP32 size", self.fp32_size_mib, "MiB", False),
+            Metric("accuracy", 100.0 * self.accuracy, "%", True),
+            Metric("accuracy change", 100.0 * self.accuracy_delta, "points", True),
+            Metric("largest slice drop", 100.0 * self.report.max_slice_drop(), "points", False),
+            Metric("agreement with FP32", 100.0 * self.report.overall.candidate.agreement, "%", True),
+        ]
+
+
+def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, n_boot: int, seed: int) -> SliceReport:
+    examples = eset.load_examples()
+    ref = softmax(eset.fp32_logits())
+    cand = softmax(logits)
+    rep = evaluate_slices(
+        examples, [int(e["label"]) for e in examples], ref, cand, None, EvalConfig(n_boot=n_boot, seed=seed),
+        class_names=base.class_names, reference_name="fp32", candidate_name=name, set_name=eset.name,
+        membership=eset.membership(),
+    )
+    meta = eset.describe()
+    slices = [dataclasses.replace(d, description=meta[d.slice][0], group=meta[d.slice][1]) for d in rep.slices]
+    return dataclasses.replace(rep, slices=slices, slice_set=eset.slice_set)
+
+
+def run_quantization(
+    onnx_path: str | os.PathLike | Any,
+    cfg: Optional[QuantConfig] = None,
+    out_dir: str | os.PathLike = "runs/quantize",
+    data=None,
+    tokenizer=None,
+    *,
+    baseline: Optional[Baseline] = None,
+    export=None,
+    slices=None,
+    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
+    timing: Optional[TimingConfig] = None,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    node_error_samples: int = 16,
+    max_length: Optional[int] = None,
+    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
+) -> QuantResult:
+    """Quantize the FP32 graph ``onnx_path`` with ``cfg`` into ``out_dir`` and score it.
+
+    Writes ``out_dir/model.int8.onnx`` and ``out_dir/quantize.json``; the FP32 side is taken
+    from ``baseline`` or computed from ``data`` and saved in ``out_dir/baseline/``.
+    ``node_error_samples`` calibration texts are fed to both graphs to rank the nodes by SQNR
+    (0 skips it). The FP32 latency is the baseline's, measured once when it was prepared; only a
+    ``timing`` other than the baseline's times the FP32 graph again (both graphs need the same
+    settings). Timings and the bootstrap are reported, never asserted.
+    """
+    from ..graph import compare_logits, op_histogram
+    from ..ortinfer import make_session, predict_dataset
+
+    cfg = cfg or QuantConfig.dynamic_int8()
+    chosen_timing = timing if timing is not None else (baseline.timing if baseline is not None else None)
+    if chosen_timing is not None:
+        from ..device import require_device
+
+        require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
+    if not isinstance(cfg, QuantConfig):
+        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if baseline is not None and onnx_path is not None:
+        given = _graph_source(onnx_path, None)[0].resolve()
+        if given != Path(baseline.fp32_path).resolve():
+            raise QuantizeError(
+                f"the baseline was computed for {baseline.fp32_path}, not {given}: pass the same graph, "
+                "or prepare a baseline for this one (prepare_baseline)"
+            )
+    if baseline is None:
+        baseline = prepare_baseline(onnx_path, data, out / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices,
+                                    predicates=predicates, timing=timing, seed=seed, max_length=max_length,
+                                    calibration_samples=max(DEFAULT_CALIBRATION_TEXTS, cfg.samples), batch_size=eval_batch_size)
+    src = Path(baseline.fp32_path)
+    tok = baseline.load_tokenizer()
+    notes: list[str] = []
+
+    calib_texts = baseline.calibration_texts()
+    sessions: dict[str, Any] = {}
+
+    def fsession():  # the FP32 graph opened only when feeds are built (static, exclude_worst, node errors)
+        if "fp32" not in sessions:
+            sessions["fp32"] = make_session(src)
+        return sessions["fp32"]
+
+    feeds = None
+    if cfg.mode is QuantMode.STATIC:
+        if len(calib_texts) < cfg.samples:
+            if len(calib_texts) < cfg.calibration_batch_size:
+                raise QuantizeError(
+                    f"static quantization asked for {cfg.samples} calibration texts but the baseline holds "
+                    f"{len(calib_texts)}: give data with a larger training split, or lower samples"
+                )
+            notes.append(f"calibrated on {len(calib_texts)} texts (asked for {cfg.samples}): the training split is smaller")
+        texts = calib_texts[: cfg.samples]
+        usable = (len(texts) // cfg.calibration_batch_size) * cfg.calibration_batch_size
+        texts = texts[:usable]  # equal batches (histogram calibrators stack them)
+        # padded to max_length: the histogram calibrators need equal shapes across batches
+        feeds = _encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
+
+    t0 = time.perf_counter()
+    qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
+    used = cfg  # what the graph was quantized with (exclude_worst adds the nodes it chose)
+    if cfg.exclude_worst:
+        if not calib_texts:
+            raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
+                                "split): give data with a training split, or list nodes_to_exclude yourself")
+        rank_feeds = _encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
+                                    pad_to_max=False)
+        worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
+        used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
+        qpath, float_path = quantize_graph(src, used, out / QUANTIZED_FILE, feeds)
+        notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
+                     f"{len(calib_texts[:max(16, node_error_samples)])} calibration texts: {list(worst)}")
+    quantize_seconds = time.perf_counter() - t0
+    if cfg.mode is QuantMode.DYNAMIC:
+        notes.append(
+            f"dynamic INT8 computes activation scales per batch tensor, so a prediction can depend on which "
+            f"examples share its batch (on MiniLM, 3 of 128 test predictions differed between batch 1 and 32); "
+            f"scored here in batches of {baseline.batch_size} padded to the longest (prepare_baseline(batch_size=...))"
+        )
+    qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
+    if not qnodes:
+        notes.append("no node was quantized: check op_types and nodes_to_exclude against the graph's operators")
+
+    qsession = make_session(qpath)
+    reports = {}
+    for eset in baseline.eval_sets:
+        import datasets
+
+        ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
+        logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size)
+        reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, n_boot, seed))
+    main_set = baseline.eval_sets[0]
+    validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
+                                what=f"the {cfg.label} graph")
+
+    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
+    # the FP32 figure measured once with the baseline (timed anew only under other settings); the
+    # quantized graph by its path, opened with the timing's thread count (not the scoring session)
+    fp32_lat = fp32_latency(baseline, t)
+    latency = time_graph(qpath, t, baseline.vocab_size)
+
+    errors: list[NodeError] = []
+    if node_error_samples > 0 and calib_texts:
+        dbg = _encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
+        errors = node_errors(float_path, qpath, dbg, cfg.resolved_op_types())
+    elif node_error_samples > 0:
+        notes.append("per-node errors skipped: the baseline has no calibration texts (no training split)")
+
+    result = QuantResult(
+        name=cfg.label, config=cfg, source_path=src, float_path=Path(float_path).resolve(), quantized_path=qpath.resolve(),
+        graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
+        validation=validation, latency=latency, fp32_latency=fp32_lat,
+        report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
+        node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
+        op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
+        calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
+        baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes, timing=t,
+    )
+    runs.save_result(result, out / RESULT_FILE)
+    return result
+
+
+def load_quant_result(path: str | os.PathLike) -> QuantResult:
+    return runs.load_result(QuantResult, path, RESULT_FILE)
+
+
+def requantize_excluding(
+    result: QuantResult,
+    worst_k: Optional[int] = None,
+    nodes: Optional[Sequence[str]] = None,
+    out_dir: Optional[str | os.PathLike] = None,
+    rank_by: str = "local",
+    n_boot: Optional[int] = None,
+    node_error_samples: int = 16,
+) -> QuantResult:
+    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or
+    the named ``nodes``) in FP32, scored on the same baseline. Writes into
+    ``<result.out_dir>/exclude-<k>`` unless ``out_dir`` is given."""
+    if (worst_k is None) == (nodes is None):
+        raise QuantizeError("give exactly one of worst_k (exclude the k worst nodes) or nodes (names to exclude)")
+    if nodes is None:
+        if not result.node_errors:
+            raise QuantizeError(
+                f"{result.name} has no per-node errors to rank: run it with node_error_samples > 0, or pass nodes=[...]"
+            )
+        chosen = worst_nodes(result.node_errors, int(worst_k), rank_by)
+    else:
+        if isinstance(nodes, str):
+            raise QuantizeError(f"nodes must be a list of node names, got the string {nodes!r}")
+        chosen = list(nodes)
+    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *result.excluded_nodes, *chosen]))
+    base_name = result.config.name or ""
+    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded, exclude_worst=0,
+                              name=f"{base_name}-excl{len(excluded)}" if base_name else "")
+    baseline = load_baseline(result.baseline_path)
+    target = Path(out_dir) if out_dir is not None else Path(result.out_dir) / f"exclude-{len(excluded)}"
+    return run_quantization(baseline.fp32_path, cfg, target, baseline=baseline,
+                            n_boot=n_boot or result.report.n_boot, seed=result.report.seed,
+                            node_error_samples=node_error_samples, timing=result.timing)
+

@@ -1,0 +1,313 @@
+"""The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
+within a budget overall *and* on every slice big enough to judge.
+
+``run_search(baseline_or_graph, SearchConfig(...), out_dir)``: every candidate configuration is
+quantized into the FP32 baseline and scored on it; the FP32 graph is a candidate too, so the answer
+falls back to FP32 when no INT8 variant fits. Given a :class:`~workbench.quant.baseline.Baseline`
+the search scores and times nothing of the FP32 graph again (its logits and latency are saved with
+it), and a candidate that an earlier run already quantized with the same configuration into the
+same baseline (``previous=``) is reused, not quantized and scored again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from .. import runs
+from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, fp32_latency,
+                       prepare_baseline)
+from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, BudgetCheck, Objective, check_budget,
+                     check_budget_value, parse_objective)
+from .config import QuantConfig, QuantizeError, TimingConfig
+from .evaluate import DEFAULT_N_BOOT, EvalConfig
+from .run import RESULT_FILE, QuantResult, _report_for, run_quantization
+
+SEARCH_FILE = "search.json"
+
+
+@dataclass(frozen=True)
+class SearchCandidate:
+    name: str
+    graph: str  # which FP32 graph it came from (key of the graphs searched)
+    precision: str  # "fp32" or "int8"
+    config: Optional[QuantConfig]
+    onnx_path: Path
+    result_path: Optional[Path]
+    latency_ms: float
+    size_mib: float
+    accuracy: float
+    accuracy_delta: float
+    check: BudgetCheck
+    feasible: bool
+    reused: bool = False  # an earlier run's result with the same config and baseline, not re-quantized
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Every candidate (for the chart) and the fastest one within both budgets."""
+
+    candidates: list[SearchCandidate]
+    chosen: Optional[str]
+    budget_overall: float
+    budget_per_slice: float
+    objective: str
+    include_small_slices: bool
+    strict: bool
+    out_dir: Path
+    message: str
+
+    def candidate(self, name: str) -> SearchCandidate:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate {name!r}; candidates: {[c.name for c in self.candidates]}")
+
+    @property
+    def best(self) -> Optional[SearchCandidate]:
+        return self.candidate(self.chosen) if self.chosen else None
+
+    @property
+    def reused(self) -> list[str]:
+        """Names of the candidates taken from earlier results instead of quantized again."""
+        return [c.name for c in self.candidates if c.reused]
+
+
+def default_candidates() -> list[QuantConfig]:
+    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, the best static recipe
+    (:meth:`QuantConfig.static_best`), static Entropy."""
+    return [
+        QuantConfig.dynamic_int8(),
+        QuantConfig.dynamic_int8_per_channel(),
+        QuantConfig.dynamic_int8_reduce_range(),
+        QuantConfig.static_best(samples=64),
+        QuantConfig.static_qdq("entropy", samples=64),
+    ]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """What the search tries and what it accepts.
+
+    - ``candidates``: the configurations to quantize with (``None``: :func:`default_candidates`);
+      their labels must be unique (give ``name=`` to tell two apart).
+    - ``budget_overall`` / ``budget_per_slice``: accuracy a candidate may lose against its FP32
+      graph, overall and on every slice big enough to judge (fractions: 0.02 = 2 points).
+    - ``objective``: ``latency`` (the fastest within budget) or ``size`` (the smallest).
+    - ``include_small_slices``: hold slices below the minimum size to the budget too.
+    - ``strict``: judge the worse end of the 95% interval instead of the point estimate.
+    - ``include_fp32``: the FP32 graph is a candidate (the answer when no INT8 variant fits).
+    - ``n_boot`` / ``seed``: the paired bootstrap of every candidate's slice report.
+    - ``timing``: how latency is measured (``None``: the baseline's; given a graph instead of a
+      baseline, the baseline is prepared with it). ``eval_batch_size``: scoring batch of a baseline
+      prepared here.
+    """
+
+    candidates: Optional[tuple[QuantConfig, ...]] = None
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
+    objective: Objective = Objective.LATENCY
+    include_small_slices: bool = False
+    strict: bool = False
+    include_fp32: bool = True
+    n_boot: int = DEFAULT_N_BOOT
+    seed: int = 0
+    timing: Optional[TimingConfig] = None
+    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objective", parse_objective(self.objective))
+        for name in ("budget_overall", "budget_per_slice"):
+            object.__setattr__(self, name, check_budget_value(name, getattr(self, name)))
+        cands = tuple(default_candidates()) if self.candidates is None else tuple(self.candidates)
+        bad = [type(c).__name__ for c in cands if not isinstance(c, QuantConfig)]
+        if bad:
+            raise QuantizeError(f"candidates must be QuantConfigs (e.g. QuantConfig.preset('dynamic')), got {bad}")
+        labels = [c.label for c in cands]
+        dupes = sorted({lab for lab in labels if labels.count(lab) > 1})
+        if dupes:
+            raise QuantizeError(f"candidate names must be unique, repeated: {dupes}; give them name=...")
+        object.__setattr__(self, "candidates", cands)
+        if not cands and not self.include_fp32:
+            raise QuantizeError("nothing to search: give at least one candidate or include_fp32=True")
+        if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
+            raise QuantizeError(f"eval_batch_size must be a positive integer, got {self.eval_batch_size!r}")
+        self.evaluation()  # n_boot and seed checked once, with EvalConfig's message
+
+    def evaluation(self) -> EvalConfig:
+        return EvalConfig(n_boot=self.n_boot, seed=self.seed)
+
+
+def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str, Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
+    """The feasible candidate with the lowest latency (or size); ties go to the higher accuracy."""
+    objective = parse_objective(objective)
+    ok = [c for c in candidates if c.feasible]
+    if not ok:
+        return None
+    if objective is Objective.LATENCY:
+        return min(ok, key=lambda c: (c.latency_ms, -c.accuracy, c.name))
+    return min(ok, key=lambda c: (c.size_mib, -c.accuracy, c.name))
+
+
+def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Baseline, timing: TimingConfig,
+                    n_boot: int, seed: int) -> Optional[QuantResult]:
+    """An earlier result of ``cfg`` on this baseline that the search may take as it is: the same
+    configuration, the same FP32 graph and baseline, timed with the same settings, bootstrapped
+    with the same replicates and seed, and its quantized graph still on disk."""
+    base_file = (Path(base.out_dir) / BASELINE_FILE).resolve()
+    for r in previous:
+        if (r.config == cfg and Path(r.baseline_path).resolve() == base_file
+                and Path(r.source_path).resolve() == Path(base.fp32_path).resolve()
+                and r.timing == timing and r.report.n_boot == n_boot and r.report.seed == seed
+                and Path(r.quantized_path).is_file()):
+            return r
+    return None
+
+
+def run_search(
+    source: Union[Baseline, str, os.PathLike, Any, Mapping[str, Any]],
+    config: Optional[SearchConfig] = None,
+    out_dir: str | os.PathLike = "runs/search",
+    *,
+    data=None,
+    tokenizer=None,
+    export=None,
+    slices=None,
+    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
+    previous: Sequence[QuantResult] = (),
+    progress: Optional[Callable[[int, int, str], None]] = None,
+) -> SearchResult:
+    """Search ``config.candidates`` on one FP32 graph, or on several ({name: graph}, e.g. exported and
+    fused), and keep the best within both budgets. Writes ``search.json`` and one folder per candidate.
+
+    A graph is a :class:`~workbench.quant.baseline.Baseline` (reused as it is: its FP32 logits and
+    latency are not computed again), or a path, an ExportResult or a FusionReport (a baseline is then
+    prepared from ``data`` in ``<out_dir>/<name>/baseline``, with ``tokenizer``/``export``/``slices``/
+    ``predicates`` as in :func:`~workbench.quant.baseline.prepare_baseline`). ``previous``: earlier
+    :class:`QuantResult`s; a candidate with the same configuration on the same baseline is taken from
+    them (:func:`reusable_result`; ``SearchCandidate.reused``, and "reused" in the progress).
+    ``progress(done, total, what)`` is called after each candidate.
+    """
+    config = config if config is not None else SearchConfig()
+    if not isinstance(config, SearchConfig):
+        raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
+    graphs = dict(source) if isinstance(source, Mapping) else {"model": source}
+    if not graphs:
+        raise QuantizeError("give at least one FP32 graph (or baseline) to search over")
+    previous = list(previous)
+    bad = [type(r).__name__ for r in previous if not isinstance(r, QuantResult)]
+    if bad:
+        raise QuantizeError(f"previous must be QuantResults (from run_quantization or load_quant_result), got {bad}")
+    configs = list(config.candidates)
+    ev = config.evaluation()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    total = len(graphs) * (len(configs) + (1 if config.include_fp32 else 0))
+    done = 0
+    found: list[SearchCandidate] = []
+
+    def step(what: str) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total, what)
+
+    for gname, graph in graphs.items():
+        gdir = out / gname
+        if isinstance(graph, Baseline):
+            base = graph
+        else:
+            base = prepare_baseline(graph, data, gdir / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices,
+                                    predicates=predicates, timing=config.timing, seed=config.seed,
+                                    calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.samples for c in configs)]),
+                                    batch_size=config.eval_batch_size)
+        timing = config.timing if config.timing is not None else base.timing
+        if config.include_fp32:
+            found.append(_fp32_candidate(gname, base, config, timing, ev))
+            step(f"{gname}/fp32")
+        for cfg in configs:
+            res = reusable_result(previous, cfg, base, timing, ev.n_boot, ev.seed)
+            reused = res is not None
+            if res is None:
+                res = run_quantization(None, cfg, gdir / cfg.label, baseline=base, n_boot=ev.n_boot, seed=ev.seed,
+                                       node_error_samples=0, timing=None if timing == base.timing else timing)
+            reps = [res.report] + ([res.golden] if res.golden is not None else [])
+            chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices,
+                               config.strict)
+            found.append(SearchCandidate(
+                name=f"{gname}/{cfg.label}", graph=gname, precision="int8", config=cfg, onnx_path=Path(res.quantized_path),
+                result_path=(Path(res.out_dir) / RESULT_FILE), latency_ms=res.latency_ms, size_mib=res.size_mib,
+                accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=chk, feasible=chk.feasible, reused=reused,
+            ))
+            step(f"{gname}/{cfg.label}" + (f" (reused {res.out_dir})" if reused else ""))
+    best = select_candidate(found, config.objective)
+    result = SearchResult(found, best.name if best else None, config.budget_overall, config.budget_per_slice,
+                          config.objective.value, config.include_small_slices, config.strict, out.resolve(),
+                          _message(found, best, config))
+    runs.save_result(result, out / SEARCH_FILE)
+    return result
+
+
+def _message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: SearchConfig) -> str:
+    if best is None:
+        closest = min(found, key=lambda c: c.check.worst_slice_drop)
+        message = (f"no candidate is within {config.budget_overall:.1%} overall and {config.budget_per_slice:.1%} per "
+                   f"slice; closest: {closest.name} ({'; '.join(closest.check.violations[:2])}). Raise a budget or try "
+                   "per-channel, static calibration or excluding the worst nodes")
+    else:
+        message = (f"{best.name}: {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, accuracy "
+                   f"{best.accuracy:.1%} ({-best.check.overall_drop:+.2%}), worst slice {best.check.worst_slice or '-'} "
+                   f"{-best.check.worst_slice_drop:+.2%}")
+    reused = [c.name for c in found if c.reused]
+    if reused:
+        message += f" (reused {len(reused)} earlier result{'s' if len(reused) > 1 else ''}: {', '.join(reused)})"
+    return message
+
+
+def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: TimingConfig, ev: EvalConfig) -> SearchCandidate:
+    """The FP32 graph as a candidate: its latency from the baseline (timed once, when it was
+    prepared), scored against itself (no drop)."""
+    lat = fp32_latency(base, timing)
+    reps = [_report_for(e, e.fp32_logits(), base, "fp32", ev.n_boot, ev.seed) for e in base.eval_sets]
+    chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
+    return SearchCandidate(
+        name=f"{gname}/fp32", graph=gname, precision="fp32", config=None, onnx_path=Path(base.fp32_path), result_path=None,
+        latency_ms=lat[0].median_ms, size_mib=base.fp32_size_mib, accuracy=reps[0].overall.reference.accuracy,
+        accuracy_delta=0.0, check=chk, feasible=chk.feasible,
+    )
+
+
+def constrained_search(
+    onnx_paths: Union[str, os.PathLike, Any, Mapping[str, Any]],
+    candidates: Optional[Sequence[QuantConfig]] = None,
+    budget_overall: float = DEFAULT_BUDGET_OVERALL,
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE,
+    out_dir: str | os.PathLike = "runs/search",
+    data=None,
+    tokenizer=None,
+    *,
+    export=None,
+    slices=None,
+    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
+    timing: Optional[TimingConfig] = None,
+    objective: str = "latency",
+    include_small_slices: bool = False,
+    strict: bool = False,
+    include_fp32: bool = True,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
+    progress: Optional[Callable[[int, int, str], None]] = None,
+) -> SearchResult:
+    """The old keyword form of :func:`run_search`, kept only until ``workbench/cli`` calls
+    ``run_search(graph, SearchConfig(...), out)``; new code calls :func:`run_search`."""
+    cfg = SearchConfig(None if candidates is None else tuple(candidates), budget_overall, budget_per_slice, objective,
+                       include_small_slices, strict, include_fp32, n_boot, seed, timing, eval_batch_size)
+    return run_search(onnx_paths, cfg, out_dir, data=data, tokenizer=tokenizer, export=export, slices=slices,
+                      predicates=predicates, progress=progress)
+
+
+def load_search(path: str | os.PathLike) -> SearchResult:
+    return runs.load_result(SearchResult, path, SEARCH_FILE)

@@ -1,0 +1,236 @@
+"""Per-node quantization error: SQNR of every quantized node between the FP32 and the INT8 graph."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..options import parse_choice
+from .config import QuantizeError
+from .quantize import quantized_nodes
+
+SQNR_EPS = float(np.finfo("float").eps)  # qdq_loss_debug's floor for norms
+
+
+@dataclass(frozen=True)
+class NodeError:
+    """Quantization error at one quantized node, in dB of signal-to-quantization-noise ratio
+    (higher is better; every 6 dB is about one bit).
+
+    - ``output_sqnr_db``: the node's output in the quantized graph against the FP32 graph (the
+      error accumulated up to here).
+    - ``input_sqnr_db``: the same at its activation input (the error that arrived).
+    - ``activation_sqnr_db``: the noise that quantizing its activation input adds by itself
+      (the tensor before against after quantize/dequantize, inside the quantized graph).
+    - ``weight_sqnr_db``: the noise of its quantized weight against the FP32 weight.
+    - ``local_sqnr_db``: the lower of the two: how much this node's own quantization hurts; the
+      ranking (worst first) uses it, since it does not depend on what happened upstream.
+    """
+
+    node: str
+    op_type: str
+    output: str
+    output_sqnr_db: float
+    input_sqnr_db: float
+    activation_sqnr_db: float
+    weight_sqnr_db: float
+    local_sqnr_db: float
+    rank: int = 0
+
+
+def _sqnr_db(signal_sq: float, noise_sq: float) -> float:
+    """20*log10(||x|| / ||x - y||) with qdq_loss_debug's epsilon floors (never infinite)."""
+    return 20.0 * math.log10(max(math.sqrt(signal_sq), SQNR_EPS) / max(math.sqrt(noise_sq), SQNR_EPS))
+
+
+def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) -> None:
+    """Copy of the graph that also returns the named tensors (name -> ONNX element type)."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(model_path))
+    have = {o.name for o in model.graph.output}
+    for name, elem in outputs.items():
+        if name not in have:
+            model.graph.output.append(helper.make_tensor_value_info(name, elem, None))
+    onnx.save(model, str(out_path))
+
+
+def _weight_sqnr(qmodel, finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
+    """SQNR of a quantized weight against the FP32 weight (NaN if the weight was not quantized).
+
+    The quantized graph holds ``<w>_quantized`` with ``<w>_scale``/``<w>_zero_point``; a QDQ graph
+    dequantizes it with a ``DequantizeLinear`` node (whose ``axis`` says the channel axis), a
+    dynamic graph feeds it to ``MatMulInteger`` (per-channel along the last axis). The arithmetic
+    is done in float64: ``qdq_loss_debug.create_weight_matching`` subtracts the zero point in the
+    weight's own integer type, which wraps around for uint8 weights (what ONNX Runtime 1.19 uses
+    for per-tensor QDQ MatMul weights) and reports nonsense (about -15 dB).
+    """
+    from onnx import numpy_helper
+    from onnxruntime.quantization.qdq_loss_debug import compute_signal_to_quantization_noice_ratio
+
+    qname = f"{weight}_quantized"
+    if weight not in finit or qname not in qinit:
+        return float("nan")
+    dq = dq_nodes.get(qname)
+    scale_name = dq.input[1] if dq is not None else f"{weight}_scale"
+    zp_name = dq.input[2] if dq is not None and len(dq.input) > 2 else f"{weight}_zero_point"
+    if scale_name not in qinit:
+        return float("nan")
+    w = numpy_helper.to_array(finit[weight]).astype(np.float64)
+    q = numpy_helper.to_array(qinit[qname]).astype(np.float64)
+    scale = numpy_helper.to_array(qinit[scale_name]).astype(np.float64)
+    zp = numpy_helper.to_array(qinit[zp_name]).astype(np.float64) if zp_name in qinit else np.zeros_like(scale)
+    if scale.size > 1:
+        axis = None
+        if dq is not None:
+            axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
+        elif q.shape[-1] == scale.size:
+            axis = q.ndim - 1
+        else:
+            axis = int(np.flatnonzero(np.array(q.shape) == scale.size)[0])
+        shape = [1] * q.ndim
+        shape[axis] = scale.size
+        scale, zp = scale.reshape(shape), zp.reshape(shape)
+    deq = (q - zp) * scale
+    if deq.shape != w.shape or not np.any(w):
+        return float("nan")  # an all-zero tensor (an untrained bias) has no signal to compare
+    return float(compute_signal_to_quantization_noice_ratio(w, deq))
+
+
+def node_errors(
+    float_path: str | os.PathLike,
+    quant_path: str | os.PathLike,
+    feeds: Sequence[Mapping[str, np.ndarray]],
+    op_types: Iterable[str] = ("MatMul", "Gemm", "Attention", "Gather", "EmbedLayerNormalization"),
+) -> list[NodeError]:
+    """SQNR per quantized node between the FP32 graph and the quantized graph, worst first.
+
+    Both graphs get the *same* batches ``feeds`` (dicts of int64 arrays); every compared tensor
+    is added as a graph output and the sums of squares are accumulated batch by batch (the
+    same number as ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` on the
+    concatenated tensors, without holding every batch in memory); weights are compared with
+    ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` (see :func:`_weight_sqnr`).
+    Graphs run with ONNX Runtime's optimizations off, as ``qdq_loss_debug.collect_activations`` does.
+    """
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    float_path, quant_path = Path(float_path), Path(quant_path)
+    if not feeds:
+        raise QuantizeError("node_errors needs at least one batch of inputs")
+    fmodel = onnx.load(str(float_path))
+    qmodel = onnx.load(str(quant_path))
+    names = quantized_nodes(float_path, quant_path, op_types)
+    fnodes = {n.name: n for n in fmodel.graph.node}
+    finit = {i.name for i in fmodel.graph.initializer}
+    const_out = {o for n in fmodel.graph.node if n.op_type == "Constant" for o in n.output}
+    qproduced = {o for n in qmodel.graph.node for o in n.output} | {i.name for i in qmodel.graph.input}
+    finit_map = {i.name: i for i in fmodel.graph.initializer}
+    qinit_map = {i.name: i for i in qmodel.graph.initializer}
+    dq_nodes = {n.input[0]: n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"}
+    float_inputs = {"MatMul": (0, 1), "Gemm": (0, 1), "Attention": (0,), "Conv": (0,)}
+
+    plan = []  # (node, output, [activation inputs], [weights])
+    f_out: dict[str, int] = {}
+    q_out: dict[str, int] = {}
+    for name in names:
+        node = fnodes[name]
+        out = node.output[0]
+        acts = [node.input[i] for i in float_inputs.get(node.op_type, ()) if i < len(node.input)
+                and node.input[i] and node.input[i] not in finit and node.input[i] not in const_out]
+        weights = [x for x in node.input if x in finit]
+        plan.append((node, out, acts, weights))
+        if out in qproduced:
+            f_out[out] = q_out[out] = TensorProto.FLOAT
+        for a in acts:
+            f_out[a] = TensorProto.FLOAT
+            if a in qproduced:
+                q_out[a] = TensorProto.FLOAT
+            for post in (f"{a}_DequantizeLinear_Output", f"{a}_DequantizeLinear_Output_1"):
+                if post in qproduced:
+                    q_out[post] = TensorProto.FLOAT
+            if f"{a}_quantized" in qproduced:  # DynamicQuantizeLinear outputs
+                q_out[f"{a}_quantized"] = TensorProto.UINT8
+                q_out[f"{a}_scale"] = TensorProto.FLOAT
+                q_out[f"{a}_zero_point"] = TensorProto.UINT8
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    acc: dict[str, list[float]] = {}  # key -> [signal^2, noise^2]
+
+    def add(key: str, x: np.ndarray, y: np.ndarray) -> None:
+        x = np.asarray(x, dtype=np.float64).ravel()
+        y = np.asarray(y, dtype=np.float64).ravel()
+        s = acc.setdefault(key, [0.0, 0.0])
+        s[0] += float((x**2).sum())
+        s[1] += float(((x - y) ** 2).sum())
+
+    with tempfile.TemporaryDirectory(prefix="node-errors-") as tmp:
+        fa, qa = Path(tmp) / "float.onnx", Path(tmp) / "quant.onnx"
+        _augment_outputs(float_path, f_out, fa)
+        _augment_outputs(quant_path, q_out, qa)
+        fs = ort.InferenceSession(str(fa), sess_options=opts, providers=["CPUExecutionProvider"])
+        qs = ort.InferenceSession(str(qa), sess_options=opts, providers=["CPUExecutionProvider"])
+        fnames, qnames = list(f_out), list(q_out)
+        for feed in feeds:
+            fv = dict(zip(fnames, fs.run(fnames, dict(feed))))
+            qv = dict(zip(qnames, qs.run(qnames, dict(feed))))
+            for node, out, acts, _ in plan:
+                if out in qv:
+                    add(f"out:{out}", fv[out], qv[out])
+                for a in acts:
+                    if a in qv:
+                        add(f"in:{a}", fv[a], qv[a])
+                        pre = qv[a]
+                        post = qv.get(f"{a}_DequantizeLinear_Output", qv.get(f"{a}_DequantizeLinear_Output_1"))
+                        if post is None and f"{a}_quantized" in qv:
+                            post = (qv[f"{a}_quantized"].astype(np.float64) - float(qv[f"{a}_zero_point"])) * float(qv[f"{a}_scale"])
+                        if post is not None:
+                            add(f"qdq:{a}", pre, post)
+
+    def db(key: str) -> float:
+        return _sqnr_db(*acc[key]) if key in acc else float("nan")
+
+    rows = []
+    for node, out, acts, weights in plan:
+        w_vals = [_weight_sqnr(qmodel, finit_map, qinit_map, dq_nodes, w) for w in weights]
+        w_vals = [v for v in w_vals if not math.isnan(v)]
+        a_vals = [v for v in (db(f"qdq:{a}") for a in acts) if not math.isnan(v)]
+        in_vals = [v for v in (db(f"in:{a}") for a in acts) if not math.isnan(v)]
+        wv = min(w_vals) if w_vals else float("nan")
+        av = min(a_vals) if a_vals else float("nan")
+        local = min([v for v in (wv, av) if not math.isnan(v)], default=float("nan"))
+        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), min(in_vals) if in_vals else float("nan"), av, wv, local))
+    ranked = sorted(rows, key=lambda r: (math.isnan(r.local_sqnr_db), r.local_sqnr_db if not math.isnan(r.local_sqnr_db) else 0.0, r.node))
+    return [dataclasses.replace(r, rank=i + 1) for i, r in enumerate(ranked)]
+
+
+class RankBy(str, enum.Enum):
+    """Which SQNR of :class:`NodeError` ranks the nodes (its field is ``<value>_sqnr_db``)."""
+
+    LOCAL = "local"
+    OUTPUT = "output"
+    WEIGHT = "weight"
+    ACTIVATION = "activation"
+
+
+def worst_nodes(errors: Sequence[NodeError], k: int, rank_by: str | RankBy = RankBy.LOCAL) -> list[str]:
+    """Names of the ``k`` nodes with the lowest SQNR (``rank_by``: local | output | weight | activation)."""
+    field_name = f"{parse_choice(RankBy, rank_by, 'rank_by', QuantizeError, 'local ranks by the error the node adds itself').value}_sqnr_db"
+    if k < 1:
+        raise QuantizeError(f"worst_k must be at least 1, got {k}")
+    usable = [e for e in errors if not math.isnan(getattr(e, field_name))]
+    return [e.node for e in sorted(usable, key=lambda e: (getattr(e, field_name), e.node))[:k]]
+
