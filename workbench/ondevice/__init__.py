@@ -17,7 +17,7 @@ Entry points:
     set, same learning rate and AdamW update), both loss curves and their agreement, step time
     and peak memory of both, and the trained model exported back to an inference graph
     (``Module.export_model_for_inferencing``) saved as an ``export.json`` that
-    :func:`workbench.graph.fusion.run_fusion`, :func:`workbench.quant.quantize.run_quantization` and the slice
+    :func:`workbench.graph.run_fusion`, :func:`workbench.quant.run_quantization` and the slice
     evaluation accept like any other export.
 ``build_artifacts(loaded, cfg, folder) -> Artifacts``
     export the model for training and call ``onnxruntime.training.artifacts.generate_artifacts``
