@@ -80,7 +80,7 @@ def _hints(cls: type) -> dict[str, Any]:
     back to the type of its default (the class may live in a module that imports names lazily)."""
     try:
         return typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - resolved field by field below
+    except (NameError, TypeError, AttributeError):  # one unresolvable name: resolve field by field below
         pass
     module = vars(sys.modules.get(cls.__module__, types.ModuleType("empty")))
     out = {}
@@ -89,7 +89,7 @@ def _hints(cls: type) -> dict[str, Any]:
         if isinstance(t, str):
             try:
                 t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
-            except Exception:  # noqa: BLE001
+            except (NameError, TypeError, AttributeError, SyntaxError):
                 value = _field_default(cls, f.name)
                 t = type(value) if value is not None else str
         out[f.name] = t
