@@ -15,6 +15,14 @@ from .ondevice import _add_ondevice
 from .quant import _add_quant
 from .train import _add_train
 
+EXIT_CODES = """exit codes (every command):
+  0  done, and every check it makes passed (validation, loss parity, the doctor's checks)
+  1  done, but a check failed or a stage failed; the output says which
+  2  bad input or a setting that cannot work: one line on stderr saying what was wrong and what to do
+  3  audit only: no quantized variant meets the budgets
+
+`workbench COMMAND --help` lists a command's flags with their defaults."""
+
 REGISTRARS: list[Callable] = [_add_basics, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_ondevice]
 
 
@@ -26,7 +34,8 @@ class OneLineErrors(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrors(prog="workbench", description="ORT Workbench: ONNX Runtime for Hugging Face transformers, measured.")
+    parser = OneLineErrors(prog="workbench", description="ORT Workbench: ONNX Runtime for Hugging Face transformers, measured.",
+                           epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
     for register in REGISTRARS:
         register(sub)
