@@ -43,6 +43,7 @@ class Inner:
 class Toy:
     name: str = "x"
     count: int = 1
+    sizes: tuple[int, ...] = ()
     rate: Optional[float] = None
     color: Color = Color.RED
     verbose: bool = False
@@ -58,9 +59,10 @@ class Toy:
 
 
 HELPS = {"Toy": {"name": "a name", "count": "how many", "rate": "a rate (default: none)", "color": "which colour",
-                 "verbose": "say more", "tags": "labels", "colors": "colours", "pair": "two numbers"},
+                 "verbose": "say more", "tags": "labels", "colors": "colours", "pair": "two numbers",
+                 "sizes": "sizes"},
          "Inner": {"size": "inner size"}}
-TOY_FLAGS = ("name", "count", "rate", "color", "verbose", "tags", "colors", "pair", Flag("inner.size", "size"))
+TOY_FLAGS = ("name", "count", "sizes", "rate", "color", "verbose", "tags", "colors", "pair", Flag("inner.size", "size"))
 
 
 def _toy_parser(specs=TOY_FLAGS, base=None) -> argparse.ArgumentParser:
@@ -80,9 +82,9 @@ def test_no_flag_given_is_the_base_unchanged():
 def test_every_kind_of_field_round_trips():
     args = _toy_parser().parse_args(["--name", "y", "--count", "2", "--rate", "0.5", "--color", "BLUE", "--verbose",
                                      "--tags", "a,b", "--tags", "c", "--colors", "blue,red", "--pair", "0.8, 0.9",
-                                     "--size", "7", "--json"])
+                                     "--size", "7", "--sizes", "1,2", "--json"])
     assert build(Toy, args) == Toy(name="y", count=2, rate=0.5, color=Color.BLUE, verbose=True, tags=("a", "b", "c"),
-                                   colors=(Color.BLUE, Color.RED), pair=(0.8, 0.9), inner=Inner(7))
+                                   colors=(Color.BLUE, Color.RED), pair=(0.8, 0.9), inner=Inner(7), sizes=(1, 2))
     assert args.json is True  # command-line-only flags stay beside the config
 
 
@@ -124,6 +126,7 @@ def test_help_shows_the_description_and_the_default_of_the_base(capsys):
     (["--color", "green"], "argument --color: color must be one of ['red', 'blue'], got 'green'"),
     (["--colors", "red,green"], "argument --colors: colors must be one of ['red', 'blue'], got 'green'"),
     (["--count", "many"], "argument --count: invalid int value: 'many'"),
+    (["--sizes", "1,two"], "argument --sizes: invalid int value: 'two'"),
     (["--pair", "1,2,3"], "pair takes 2 comma-separated values, got '1,2,3'"),
     (["--verbose", "--no-verbose"], "argument --no-verbose: not allowed with argument --verbose"),
 ])
@@ -155,7 +158,7 @@ def test_declaration_mistakes_are_found_when_the_parser_is_built():
 class Lazy:
     """A config whose annotation names something its module does not define at run time."""
 
-    limit: "NotImportedHere" = 3  # noqa: F821
+    limit: NotImportedHere = 3  # noqa: F821 - the point
 
 
 def test_an_annotation_that_cannot_be_resolved_falls_back_to_the_default_type():

@@ -90,8 +90,10 @@ def _hints(cls: type) -> dict[str, Any]:
             try:
                 t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
             except (NameError, TypeError, AttributeError, SyntaxError):
-                value = _field_default(cls, f.name)
-                t = type(value) if value is not None else str
+                pass
+        if isinstance(t, str):  # still text: judge by the default
+            value = _field_default(cls, f.name)
+            t = type(value) if value is not None else str
         out[f.name] = t
     return out
 
@@ -215,8 +217,11 @@ class Items(argparse.Action):
                 if part.strip():
                     try:
                         items.append(self.convert(part.strip()))
-                    except (argparse.ArgumentTypeError, ValueError) as exc:
+                    except argparse.ArgumentTypeError as exc:
                         raise argparse.ArgumentError(self, str(exc)) from None
+                    except ValueError:
+                        kind = getattr(self.convert, "__name__", "")
+                        raise argparse.ArgumentError(self, f"invalid {kind} value: {part.strip()!r}") from None
         setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *items])
 
 
