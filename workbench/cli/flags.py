@@ -6,7 +6,8 @@ field's annotation:
 
 - ``bool``: ``--name`` / ``--no-name`` (giving both is an error), or only ``--name`` with
   ``negatable=False``;
-- an enum: its values are the choices (any case), a wrong one gets :func:`parse_choice`'s message;
+- an enum: its values are the choices shown; the config checks the value (``parse_choice``), so a
+  wrong one gets the same one-line message and exit code 2 as any other bad setting;
 - ``int`` / ``float`` / ``str`` (``Optional`` or not): that type (``choices`` where the field has a
   fixed set that is not an enum);
 - ``tuple[X, ...]``: a comma list, repeatable (``--x a,b --x c``), or several words with
@@ -31,7 +32,6 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ..options import parse_choice
 
 _UNSET = object()
 
@@ -144,10 +144,12 @@ def _is_enum(t: Any) -> bool:
     return isinstance(t, type) and issubclass(t, enum.Enum)
 
 
-def _scalar(t: Any, name: str) -> Optional[Callable[[str], Any]]:
-    """The converter for one value of type ``t`` (None: not a scalar the CLI can parse)."""
+def _scalar(t: Any) -> Optional[Callable[[str], Any]]:
+    """The converter for one value of type ``t`` (None: not a scalar the CLI can parse). An enum's
+    value is passed on as text: the config parses it (``parse_choice``), so a wrong one gets the
+    config's message, exit code 2 and one line like every other bad setting."""
     if _is_enum(t):
-        return lambda text: parse_choice(t, text, name, argparse.ArgumentTypeError)
+        return str
     if t in (int, float, str):
         return t
     return None
@@ -254,17 +256,17 @@ def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any]
     if typing.get_origin(t) is tuple:
         args = typing.get_args(t)
         if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]: a list flag
-            convert = _scalar(args[0], name)
+            convert = _scalar(args[0])
             if convert is None:
                 raise ConfigFlagError(f"{where} is a tuple of {args[0]}: give Flag(type=...)")
             note = f"; any of: {', '.join(m.value for m in args[0])}" if _is_enum(args[0]) else ""
             return {"action": Items, "convert": convert, "split": spec.split, "metavar": spec.metavar,
                     "nargs": spec.nargs}, note
-        convs = [_scalar(a, name) for a in args]  # tuple[X, Y]: exactly that many values
+        convs = [_scalar(a) for a in args]  # tuple[X, Y]: exactly that many values
         if None in convs:
             raise ConfigFlagError(f"{where}: {t} needs Flag(type=...)")
         return {"type": _fixed_tuple(convs, name), "metavar": spec.metavar or ",".join(a.__name__.upper() for a in args)}, ""
-    convert = _scalar(t, name)
+    convert = _scalar(t)
     if convert is None:
         raise ConfigFlagError(f"{where} has type {t}: give Flag(type=...)")
     metavar = spec.metavar or ("{" + ",".join(m.value for m in t) + "}" if _is_enum(t) else None)
