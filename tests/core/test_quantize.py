@@ -696,10 +696,11 @@ def test_cli_quantize_exits_1_when_validation_fails(exported_tiny, tmp_path, cap
     logits by about 1e-4): the validation fails, the CLI says so and exits with 1."""
     import dataclasses
 
-    import workbench.cli.core as cli
+    import workbench.cli as cli
+    import workbench.cli.quant as cli_quant
 
     strict = dataclasses.replace(QuantConfig.dynamic_int8(), tolerance=1e-7)
-    monkeypatch.setattr(cli, "_quant_config", lambda args: strict)
+    monkeypatch.setattr(cli_quant, "_quant_config", lambda args: strict)
     rc = cli.main(["quantize", str(exported_tiny.out_dir), "--quick", "--json", "--node-samples", "0", "--repeats", "2",
                    "--run-dir", str(tmp_path)])
     v = json.loads(capsys.readouterr().out)["validation"]

@@ -2,7 +2,7 @@
 
 import sys
 
-from .core import main
+from .app import main
 
 if __name__ == "__main__":
     sys.exit(main())

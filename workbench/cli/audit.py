@@ -1,0 +1,60 @@
+"""``audit``: someone else's classifier on all of their labelled data, in one report, with an
+exit code a CI job can act on."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import _fail
+from .flags import Flag, add_config_flags, build, cli_only
+
+AUDIT_EXIT_CODES = """exit codes:
+  0  a quantized (INT8) variant meets both budgets (the verdict names the fastest)
+  3  no quantized variant meets the budgets (the FP32 graph is the reference, never a candidate)
+  2  bad input, found before any heavy work: no such folder, not a sequence-classification model,
+     an architecture the exporter does not handle, label values the model does not know, missing
+     columns, an empty or unreadable file, an output folder that cannot be written
+  1  a step failed during the run (environment incomplete, export or validation failed); the
+     report says which
+
+Writes OUT/report.html (one self-contained file: open it offline or send it) and OUT/summary.json
+(every figure of the report; fields documented in the README), each replaced atomically at the
+end, so a re-run into the same --out keeps the previous report until the new one is complete."""
+
+
+def _cmd_audit(args) -> int:
+    from ..audit import AuditConfig, AuditInputError, check_inputs, run_audit
+
+    try:
+        cfg = build(AuditConfig, args, **({"n_boot": 200} if args.quick else {}))  # --n-boot still wins
+        checked = check_inputs(cfg, args.out)
+    except AuditInputError as exc:
+        return _fail(str(exc), 2)
+    result = run_audit(cfg, log=lambda line: print(line, flush=True), checked=checked)
+    print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
+    return result.exit_code
+
+
+def _add_audit(sub) -> None:
+    from ..audit import AuditConfig
+    from ..quant import QuantConfig
+
+    p = sub.add_parser(
+        "audit", help="audit a fine-tuned classifier on all of your data: export, fuse, INT8 presets, slice drift, "
+                      "search, one report.html; exit 0 meets the budget, 3 none does, 2 bad input",
+        description="Audit a local Hugging Face sequence classifier on every row of a labelled file: export and "
+                    "validate, fuse, quantize with the presets, per-slice accuracy drift with 95%% intervals, the "
+                    "accuracy-constrained search, and one report. Nothing is trained and the file is not split: every row "
+                    "is scored, except a seeded calibration subset for static presets (named in the report).",
+        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_flags(p, AuditConfig, (
+        Flag("model", required=True), Flag("data", required=True), "text_column", "label_column",
+        Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),
+        Flag("presets", nargs="+", metavar="P",  # words or a comma list
+             help=f"quantization presets, each one of {', '.join(QuantConfig.presets())}"),
+        "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"),
+    ))
+    cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
+    add_config_flags(p, AuditConfig, (Flag("quick", negatable=False), "n_boot", "calibration_size", "max_length",
+                                      "eval_batch_size", "seed"))
+    p.set_defaults(func=_cmd_audit)

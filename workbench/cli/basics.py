@@ -1,0 +1,83 @@
+"""Looking around before and after a run: ``doctor`` (the environment), ``data`` (splits and
+slices of a data set), ``runs`` (the run folders)."""
+
+from __future__ import annotations
+
+from .. import serial
+from .common import _fail, _print_json
+from .flags import Flag, add_config_flags, build, cli_only
+
+DATA_FLAGS = ("source", "text_column", "label_column", Flag("slice_columns", nargs="*", split=False), "seed")
+
+
+def _cmd_doctor(args) -> int:
+    from ..env import run_doctor
+
+    report = run_doctor()
+    if args.json:
+        _print_json({"ok": report.ok, "checks": [{**serial.to_dict(c), "status": c.status} for c in report.checks]})
+    else:
+        print(report.as_text())
+    return 0 if report.ok else 1
+
+
+def _cmd_data(args) -> int:
+    from ..data import DataConfig, DataError, load_data, summarize
+    from ..slices import slice_collection
+
+    try:
+        cfg = build(DataConfig, args)
+        dd = load_data(cfg)
+    except DataError as exc:
+        return _fail(str(exc))
+    summary = summarize(dd, cfg.source)
+    names = summary.classes
+    slices = slice_collection(args.slices, names, dd["train"]["text"], cfg.slice_columns, dd["test"])
+    sizes = {k: int(v.sum()) for k, v in slices.membership(dd["test"]).items()}
+    if args.json:
+        _print_json({"summary": summary, "test_slice_sizes": sizes})
+        return 0
+    print(f"source: {summary.source}   classes: {names}")
+    if summary.dropped_rows:
+        left_out = "; ".join(f"{n} with {why}" for why, n in summary.dropped_rows.items())
+        print(f"  left out {sum(summary.dropped_rows.values())} row(s): {left_out}")
+    for split, n in summary.split_sizes.items():
+        print(f"  {split:<10} {n:>6}  {summary.class_counts[split]}")
+    print(f"slices ({args.slices}) on the test split:")
+    for name, n in sizes.items():
+        print(f"  {name:<28} {n:>6}")
+    return 0
+
+
+def _cmd_runs(args) -> int:
+    from ..runs import list_runs
+
+    runs = list_runs(args.runs)
+    if args.json:
+        _print_json([{"path": str(r.path), "stages": list(r.stages)} for r in runs])
+        return 0
+    if not runs:
+        print(f"no runs under {args.runs}")
+    for r in runs:
+        print(f"{r.path}  {', '.join(r.stages) or '(empty)'}")
+    return 0
+
+
+def _add_basics(sub) -> None:
+    from ..data import DataConfig
+
+    p = sub.add_parser("doctor", help="check the environment; non-zero exit when a needed piece is missing")
+    cli_only(p, "--json", action="store_true", help="print the checks as JSON")
+    p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("data", help="load data, show splits and slice sizes")
+    add_config_flags(p, DataConfig, DATA_FLAGS)
+    cli_only(p, "--slices", default="default", choices=["default", "golden"],
+             help="slice set to count on the test split (default: default)")
+    cli_only(p, "--json", action="store_true", help="print the summary and slice sizes as JSON")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("runs", help="list run folders")
+    cli_only(p, "--runs", default="runs", help="folder that holds run folders (default: runs)")
+    cli_only(p, "--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=_cmd_runs)

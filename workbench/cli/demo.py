@@ -1,0 +1,75 @@
+"""``demo`` (the whole walkthrough headless, into one run folder) and ``workshop`` (the notebooks'
+fine-tuned model, prepared once before a workshop)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import _fail
+from .flags import Flag, add_config_flags, build, cli_only
+from .progress import _TrainProgressBar, _stop_on_sigint
+
+DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps per backend"), "search")
+
+
+def _cmd_demo(args) -> int:
+    from ..pipeline import DemoConfig, run_demo
+    from ..runs import new_run_dir
+
+    try:
+        cfg = build(DemoConfig, args, base=DemoConfig.quick() if args.quick else DemoConfig.default())
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        where = args.run_dir or args.runs
+        return _fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
+    bar = _TrainProgressBar()
+    try:
+        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
+    finally:
+        bar.close()
+    return 0 if result.ok else 1
+
+
+def _cmd_workshop(args) -> int:
+    from .. import workshop
+
+    try:
+        recipe = workshop.workshop_recipe(args.model)
+        folder = workshop.cache_dir(recipe, home=args.home)
+        if workshop.is_cached(folder):
+            info = workshop.load_info(folder)
+            print(f"already prepared: {folder} ({info.model}, validation accuracy {info.val_accuracy:.3f})")
+            return 0
+        bar = _TrainProgressBar()
+        try:
+            folder = workshop.ensure_finetuned(recipe=recipe, home=args.home, log=lambda line: None, progress=bar)
+        finally:
+            bar.close()
+    except (ValueError, workshop.WorkshopError) as exc:
+        return _fail(str(exc))
+    info = workshop.load_info(folder)
+    print(f"prepared: {folder}\n  {info.model} fine-tuned with the demo recipe in {info.train_seconds:.0f} s, "
+          f"validation accuracy {info.val_accuracy:.3f} on {info.val_examples} reviews, peak memory {info.peak_memory_mib:.0f} MiB\n"
+          "  the notebooks reuse it; nothing is downloaded")
+    return 0
+
+
+def _add_demo(sub) -> None:
+    from ..pipeline import DemoConfig
+
+    p = sub.add_parser("demo", help="the whole walkthrough headless: fine-tune, compare, export, fuse, quantize, slices")
+    cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "
+                                                      "below are the full demo's")
+    add_config_flags(p, DemoConfig, DEMO_FLAGS, base=DemoConfig.default())
+    cli_only(p, "--runs", default="runs", help="folder that holds run folders")
+    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")
+    cli_only(p, "--model", default="minilm", help="minilm (default), tiny, or a model folder")
+    cli_only(p, "--home", help="cache folder (default $ORT_WORKBENCH_HOME or ~/.cache/ort-workbench)")
+    p.set_defaults(func=_cmd_workshop)

@@ -1,0 +1,354 @@
+"""Command-line flags derived from a config dataclass, and the config built back from them.
+
+A command names the fields it exposes (:class:`Flag`, or just the field name) and
+:func:`add_config_flags` adds one ``--field-name`` flag per field, its kind read from the
+field's annotation:
+
+- ``bool``: ``--name`` / ``--no-name`` (giving both is an error), or only ``--name`` with
+  ``negatable=False``;
+- an enum: its values are the choices shown; the config checks the value (``parse_choice``), so a
+  wrong one gets the same one-line message and exit code 2 as any other bad setting;
+- ``int`` / ``float`` / ``str`` (``Optional`` or not): that type (``choices`` where the field has a
+  fixed set that is not an enum);
+- ``tuple[X, ...]``: a comma list, repeatable (``--x a,b --x c``), or several words with
+  ``nargs``; ``tuple[X, Y]``: exactly that many comma-separated values.
+
+The help text is the field's description (:data:`workbench.cli.fields.FIELD_HELP`) followed by
+the default, read from the config the command starts from. A flag that is not given leaves the
+field alone: :func:`build` applies only the flags on the command line, onto a base config (a
+preset) or onto the class's own defaults. Dotted fields (``train.max_steps``) reach into nested
+configs. Flags that set no config field (``--json``, ``--run-dir``) are added with
+:func:`cli_only`, so that every flag of every command is accounted for (the tests check it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import sys
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+
+_UNSET = object()
+
+
+class ConfigFlagError(TypeError):
+    """A command declares a flag the config cannot have (a programming error, found when the parser is built)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One config field as a command-line flag.
+
+    ``field`` is the field (dotted for a nested config); ``name`` the flag without dashes (default:
+    the field's name with ``-`` for ``_``); ``help`` replaces the field's description for this
+    command; ``also`` are further fields set to the same value; ``choices`` restricts a plain
+    ``str``/``int`` field; ``type`` converts a value the annotation cannot (``--shapes``);
+    ``nargs`` (``"*"``/``"+"``) makes a tuple take several words, ``split=False`` keeps commas
+    inside items; ``negatable=False`` drops a bool's ``--no-`` form; ``default`` is kept as the
+    argparse default (so the flag is always applied) and ``required`` makes it mandatory.
+    """
+
+    field: str
+    name: Optional[str] = None
+    help: Optional[str] = None
+    also: tuple[str, ...] = ()
+    choices: Optional[Sequence[Any]] = None
+    type: Optional[Callable[[str], Any]] = None
+    nargs: Optional[str] = None
+    split: bool = True
+    negatable: bool = True
+    required: bool = False
+    default: Any = _UNSET
+    metavar: Optional[str] = None
+
+    @property
+    def option(self) -> str:
+        return "--" + (self.name or self.field.rsplit(".", 1)[-1].replace("_", "-"))
+
+
+FlagSpec = Union[str, Flag]
+
+
+# ---- reading the dataclass -----------------------------------------------------------------------
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a dataclass; a field whose annotation cannot be evaluated falls
+    back to the type of its default (the class may live in a module that imports names lazily)."""
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError, AttributeError):  # one unresolvable name: resolve field by field below
+        pass
+    module = vars(sys.modules.get(cls.__module__, types.ModuleType("empty")))
+    out = {}
+    for f in dataclasses.fields(cls):
+        t = f.type
+        if isinstance(t, str):
+            try:
+                t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
+            except (NameError, TypeError, AttributeError, SyntaxError):
+                pass
+        if isinstance(t, str):  # still text: judge by the default
+            value = _field_default(cls, f.name)
+            t = type(value) if value is not None else str
+        out[f.name] = t
+    return out
+
+
+def _field_default(cls: type, name: str) -> Any:
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            return None
+    raise ConfigFlagError(f"{cls.__name__} has no field {name!r}")
+
+
+def _strip_optional(t: Any) -> Any:
+    if typing.get_origin(t) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return t
+
+
+def field_type(cls: type, path: str) -> tuple[type, str, Any]:
+    """(the dataclass holding the last part of ``path``, its name, its annotation without Optional)."""
+    head, _, rest = path.partition(".")
+    if not dataclasses.is_dataclass(cls) or head not in {f.name for f in dataclasses.fields(cls)}:
+        fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+        raise ConfigFlagError(f"{cls.__name__} has no field {head!r}; its fields: {fields}")
+    t = _strip_optional(_hints(cls)[head])
+    if rest:
+        return field_type(t, rest)
+    return cls, head, t
+
+
+def config_value(cls: type, base: Any, path: str) -> Any:
+    """The value of ``path`` in ``base`` (or in the class's defaults when there is no base)."""
+    head, _, rest = path.partition(".")
+    value = getattr(base, head) if base is not None else _field_default(cls, head)
+    if not rest:
+        return value
+    _, _, sub = field_type(cls, head)
+    return config_value(sub, value, rest)
+
+
+# ---- parsing values ------------------------------------------------------------------------------
+def _is_enum(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, enum.Enum)
+
+
+def _scalar(t: Any) -> Optional[Callable[[str], Any]]:
+    """The converter for one value of type ``t`` (None: not a scalar the CLI can parse). An enum's
+    value is passed on as text: the config parses it (``parse_choice``), so a wrong one gets the
+    config's message, exit code 2 and one line like every other bad setting."""
+    if _is_enum(t):
+        return str
+    if t in (int, float, str):
+        return t
+    return None
+
+
+def _fixed_tuple(convs: Sequence[Callable[[str], Any]], name: str) -> Callable[[str], tuple]:
+    def convert(text: str) -> tuple:
+        parts = [p.strip() for p in text.split(",")]
+        if len(parts) != len(convs):
+            raise argparse.ArgumentTypeError(f"{name} takes {len(convs)} comma-separated values, got {text!r}")
+        try:
+            return tuple(c(p) for c, p in zip(convs, parts))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{name}: {exc}") from None
+
+    return convert
+
+
+def shown(value: Any) -> Optional[str]:
+    """How a default reads in ``--help`` (None: nothing worth showing)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        if not value:
+            return "none"
+        if all(isinstance(v, tuple) for v in value):
+            return ",".join("x".join(str(x) for x in v) for v in value)  # (batch, sequence) shapes
+        return ",".join(shown(v) or "" for v in value)
+    return str(value)
+
+
+class OnOff(argparse.Action):
+    """``--name`` / ``--no-name`` for one yes/no setting (None when neither is given); both is an error."""
+
+    def __init__(self, option_strings, dest, default=None, required=False, help=None):
+        strings = [*option_strings, *(f"--no-{s[2:]}" for s in option_strings if s.startswith("--"))]
+        super().__init__(strings, dest, nargs=0, default=default, required=required, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        value = not option_string.startswith("--no-")
+        seen = f"_given_{self.dest}"
+        previous = getattr(namespace, seen, None)
+        if previous is not None and previous[1] != value:
+            raise argparse.ArgumentError(None, f"argument {option_string}: not allowed with argument {previous[0]}")
+        setattr(namespace, seen, (option_string, value))
+        setattr(namespace, self.dest, value)
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+
+class Items(argparse.Action):
+    """A list flag: comma-separated and/or several words (``nargs``), repeatable; items converted one by one."""
+
+    def __init__(self, option_strings, dest, convert=str, split=True, **kw):
+        self.convert, self.split = convert, split
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = []
+        for token in values if isinstance(values, list) else [values]:
+            for part in token.split(",") if self.split else [token]:
+                if part.strip():
+                    try:
+                        items.append(self.convert(part.strip()))
+                    except argparse.ArgumentTypeError as exc:
+                        raise argparse.ArgumentError(self, str(exc)) from None
+                    except ValueError:
+                        kind = getattr(self.convert, "__name__", "")
+                        raise argparse.ArgumentError(self, f"invalid {kind} value: {part.strip()!r}") from None
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), *items])
+
+
+# ---- adding the flags, building the config ------------------------------------------------------
+def _registry_key(cls: type) -> str:
+    return f"_config_flags_{cls.__name__}"
+
+
+def _help_for(leaf_cls: type, name: str, spec: Flag, helps: Optional[Mapping[str, Mapping[str, str]]]) -> str:
+    if spec.help is not None:
+        return spec.help
+    if helps is None:
+        from .fields import FIELD_HELP
+
+        helps = FIELD_HELP
+    text = helps.get(leaf_cls.__name__, {}).get(name)
+    if not text:
+        raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: add it to "
+                              f"workbench/cli/fields.py FIELD_HELP or give Flag(help=...)")
+    return text
+
+
+def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any], str]:
+    """The argparse keywords for a field of annotation ``t``, and a note for its help text."""
+    where = f"{leaf_cls.__name__}.{name}"
+    if spec.type is not None:
+        return {"type": spec.type, "choices": spec.choices, "metavar": spec.metavar}, ""
+    if t is bool:
+        return ({"action": OnOff} if spec.negatable else {"action": "store_const", "const": True}), ""
+    if typing.get_origin(t) is tuple:
+        args = typing.get_args(t)
+        if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]: a list flag
+            convert = _scalar(args[0])
+            if convert is None:
+                raise ConfigFlagError(f"{where} is a tuple of {args[0]}: give Flag(type=...)")
+            note = f"; any of: {', '.join(m.value for m in args[0])}" if _is_enum(args[0]) else ""
+            return {"action": Items, "convert": convert, "split": spec.split, "metavar": spec.metavar,
+                    "nargs": spec.nargs}, note
+        convs = [_scalar(a) for a in args]  # tuple[X, Y]: exactly that many values
+        if None in convs:
+            raise ConfigFlagError(f"{where}: {t} needs Flag(type=...)")
+        return {"type": _fixed_tuple(convs, name), "metavar": spec.metavar or ",".join(a.__name__.upper() for a in args)}, ""
+    convert = _scalar(t)
+    if convert is None:
+        raise ConfigFlagError(f"{where} has type {t}: give Flag(type=...)")
+    metavar = spec.metavar or ("{" + ",".join(m.value for m in t) + "}" if _is_enum(t) else None)
+    return {"type": convert, "choices": spec.choices, "metavar": metavar}, ""
+
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence[FlagSpec], *, base: Any = None,
+                     group: Any = None, helps: Optional[Mapping[str, Mapping[str, str]]] = None) -> list[argparse.Action]:
+    """Add one flag per spec to ``parser`` (or to ``group``, an argument group of it) and remember
+    them, so that :func:`build` can make a ``cls`` from the parsed arguments. ``base`` is the
+    config the command starts from when no preset is chosen (its values are the defaults shown)."""
+    target = group if group is not None else parser
+    added, entries = [], []
+    for spec in specs:
+        spec = Flag(spec) if isinstance(spec, str) else spec
+        leaf_cls, name, t = field_type(cls, spec.field)
+        for other in spec.also:
+            field_type(cls, other)
+        kw, note = _kind(spec, leaf_cls, name, t)
+        text = _help_for(leaf_cls, name, spec, helps) + note
+        default = shown(config_value(cls, base, spec.field) if spec.default is _UNSET else spec.default)
+        if default is not None:
+            text += f" (default: {default})"
+        kw.update(help=text.replace("%", "%%"), default=None if spec.default is _UNSET else spec.default,
+                  required=spec.required or None)
+        action = target.add_argument(spec.option, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+        action.config_field = (cls.__name__, (spec.field, *spec.also))
+        added.append(action)
+        entries.append((action.dest, (spec.field, *spec.also)))
+    key = _registry_key(cls)
+    parser.set_defaults(**{key: [*(parser.get_default(key) or []), *entries]})
+    return added
+
+
+def cli_only(target: Any, *names: str, **kw) -> argparse.Action:
+    """Add a flag that sets no config field (where to write, output format, a runtime choice);
+    marked so the tests can tell it from a derived one. It must say what it does."""
+    if not kw.get("help"):
+        raise ConfigFlagError(f"command-line-only flag {names} needs a help text")
+    action = target.add_argument(*names, **kw)
+    action.cli_only = True
+    return action
+
+
+def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``cls`` set on the command line (dotted paths), with their values."""
+    entries = getattr(args, _registry_key(cls), None)
+    if entries is None:
+        raise ConfigFlagError(f"this command has no flags of {cls.__name__} (add_config_flags was not called)")
+    out: dict[str, Any] = {}
+    for dest, paths in entries:
+        value = getattr(args, dest, None)
+        if isinstance(value, list):
+            value = tuple(value)
+            if not value:  # a list flag given without items changes nothing
+                continue
+        if value is None:
+            continue
+        for path in paths:
+            out[path] = value
+    return out
+
+
+def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
+    direct: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for path, value in changes.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            direct[head] = value
+    for head, sub in nested.items():
+        inner = getattr(base, head) if base is not None else _field_default(cls, head)
+        direct[head] = _apply(type(inner), inner, sub)
+    if base is None:
+        return cls(**direct)
+    return dataclasses.replace(base, **direct) if direct else base
+
+
+def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any) -> Any:
+    """``cls`` from ``base`` (a preset; None: the class's own defaults) changed by ``defaults``
+    and then by every flag given on the command line. The config's own checks run as usual, so a
+    bad value raises the config's error with its message."""
+    return _apply(cls, base, {**defaults, **given(cls, args)})

@@ -1,0 +1,105 @@
+"""``export`` (a model to ONNX, validated against PyTorch) and ``fuse`` (the exported graph
+optimized several ways, validated, timed and diffed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..options import shapes_arg
+from .common import _device_problem, _fail, _print_json
+from .flags import Flag, add_config_flags, build, cli_only
+
+EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
+                Flag("validation_split", "split"), "device")
+FUSE_FLAGS = (
+    "variants", Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "threads", "warmup", "repeats",
+    Flag("measure_latency", "latency", also=("time_pytorch",)),
+    Flag("transformer_session", choices=("disabled", "basic", "extended", "all")),
+    Flag("opt_level", choices=(0, 1, 2, 99)), "num_heads", "hidden_size", "tolerance", "device", "fp16", "cuda_graph",
+)
+_FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_only", "gpu": "gpu"}
+
+
+def _cmd_export(args) -> int:
+    from ..data import DataConfig, DataError, load_data
+    from ..graph import ExportConfig, ExportError, run_export
+    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..runs import new_run_dir
+
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
+    try:
+        cfg = build(ExportConfig, args, base=getattr(ExportConfig, args.preset)())
+        if args.model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+            check_model_type(resolve_model_path(args.model))
+        data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
+        result = run_export(args.model, cfg, run_dir, data=data)
+    except (ExportError, ModelError, DataError, ValueError) as exc:
+        return _fail(str(exc))
+    v = result.validation
+    if args.json:
+        _print_json({"run_dir": str(run_dir), "onnx_path": str(result.onnx_path), "opset": result.opset,
+                     "attn_implementation": result.attn_implementation, "node_count": result.node_count,
+                     "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
+                     "validation": v, "op_histogram": result.op_histogram})
+    else:
+        top = ", ".join(f"{op} {n}" for op, n in list(result.op_histogram.items())[:8])
+        print(f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "
+              f"in {result.export_seconds:.1f} s")
+        print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
+        print(f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)")
+        print(f"validation: {v.message}")
+        print(f"saved:      {run_dir / 'export.json'}   next: workbench fuse {run_dir}")
+    return 0 if v.passed else 1
+
+
+def _cmd_fuse(args) -> int:
+    from ..graph import ExportError
+    from ..graph import FusionConfig, FusionError, run_fusion, summary, table
+    from ..ortinfer import InferenceError
+
+    source = Path(args.source)
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
+    try:
+        # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
+        cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
+        out_dir = Path(args.run_dir) if args.run_dir else (source if source.is_dir() else source.parent)
+        report = run_fusion(source, cfg, out_dir)
+    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        _print_json({"run_dir": str(out_dir), "result": str(out_dir / "fusion.json"), **summary(report)})
+    else:
+        print(table(report))
+        print(f"\nsaved: {out_dir / 'fusion.json'}   fused graph: {report.fused_path}")
+    return 0 if report.all_passed else 1
+
+
+def _add_graph(sub) -> None:
+    from ..graph import ExportConfig, FusionConfig
+
+    p = sub.add_parser("export", help="export a model to ONNX and validate it against PyTorch on real examples")
+    cli_only(p, "--model", default="minilm", help="'minilm', 'tiny' or a checkpoint / Hugging Face model folder")
+    cli_only(p, "--preset", default="default", choices=["default", "quick", "strict"],
+             help="starting point, whose values the flags below change (defaults shown are default's): default: opset 17, "
+                  "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
+    add_config_flags(p, ExportConfig, EXPORT_FLAGS, base=ExportConfig.default())
+    cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
+    cli_only(p, "--runs", default="runs", help="folder for new run folders")
+    cli_only(p, "--run-dir", help="write into this run folder instead of a new one")
+    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
+                                    "validate, time, diff, trace fused nodes, diagnose missing fusions")
+    p.add_argument("source", help="a run folder with export.json, an export.json, or an .onnx file")
+    cli_only(p, "--preset", default="default", choices=list(_FUSE_PRESETS),
+             help="starting point, whose values the flags below change (defaults shown are default's): default: 3 shapes "
+                  "x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; gpu: CUDA, FP16, CUDA graphs "
+                  "and PyTorch's GPU peers at 1x128 and 32x128")
+    add_config_flags(p, FusionConfig, FUSE_FLAGS, base=FusionConfig.default())
+    cli_only(p, "--run-dir", help="where to write (default: the source's folder)")
+    cli_only(p, "--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
+    p.set_defaults(func=_cmd_fuse)

@@ -1,0 +1,68 @@
+"""``ondevice``: ONNX Runtime on-device training artifacts, trained with onnxruntime.training.api
+beside PyTorch eager on the same batches, and the result exported for inference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import _fail, _print_json
+from .flags import Flag, add_config_flags, build, cli_only
+from .progress import TerminalProgress, _stop_on_sigint
+
+ONDEVICE_FLAGS = (
+    Flag("model", default="tiny"), "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
+    "steps", "batch_size", "max_length", "seed", "data", "max_train", "opset", "tolerance", "threads",
+    "validation_examples", Flag("measure_memory", "memory"),
+)
+
+
+def _cmd_ondevice(args) -> int:
+    from ..data import DataError
+    from ..models import ModelError
+    from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
+    from ..runs import new_run_dir
+
+    try:
+        cfg = build(OnDeviceConfig, args, base=OnDeviceConfig.quick() if args.model == "tiny" else OnDeviceConfig.default())
+        check_model(cfg)  # a wrong folder fails here, before a run folder is made
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
+        bar = None if args.json else TerminalProgress("on-device")
+        try:
+            result = run_ondevice(cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
+                                  stop=_stop_on_sigint())
+        finally:
+            if bar is not None:
+                bar.close()
+    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()))
+    except OSError as exc:
+        return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
+    if args.json:
+        _print_json({"run_dir": str(run_dir), "result": str(run_dir / "ondevice.json"), "ok": result.ok,
+                     "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
+                     "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
+                     "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
+                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio,
+                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes})
+    else:
+        print(table(result))
+        print(f"saved: {run_dir / 'ondevice.json'}   next: workbench fuse {result.inference_dir}")
+    return 0 if result.ok else 1
+
+
+def _add_ondevice(sub) -> None:
+    from ..ondevice import OnDeviceConfig
+
+    p = sub.add_parser("ondevice", help="export ONNX Runtime on-device training artifacts, train with onnxruntime.training.api "
+                                        "beside PyTorch eager, export the result for inference",
+                       description="From a fine-tuned checkpoint: write the training, eval and optimizer graphs and the "
+                                   "checkpoint; train STEPS steps with onnxruntime.training.api and with PyTorch eager on the "
+                                   "same batches (dropout off); compare the loss curves, step time and peak memory; export "
+                                   "the trained model to an inference graph (an export folder that `workbench fuse` and "
+                                   "`workbench quantize` read). Exit 0: curves agree and the graph validates; 1: they do "
+                                   "not; 2: bad input.")
+    add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
+    cli_only(p, "--runs", default="runs", help="folder for new run folders")
+    cli_only(p, "--run-dir", help="write into this folder instead of a new one")
+    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_ondevice)

@@ -1,0 +1,73 @@
+"""Progress on the terminal: a one-line bar, one bar per training backend, and Ctrl-C that stops cleanly."""
+
+from __future__ import annotations
+
+import sys
+
+
+class TerminalProgress:
+    """A one-line progress bar on stderr: ``[#####.....] 50/100 loss 0.41 eta 12s``."""
+
+    def __init__(self, label: str, width: int = 30, stream=None):
+        self.label, self.width, self.stream = label, width, stream or sys.stderr
+        self._last_len = 0
+
+    def update(self, done: int, total: int, extra: str = "") -> None:
+        total = max(total, 1)
+        filled = int(self.width * min(done, total) / total)
+        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {extra}".rstrip()
+        pad = " " * max(0, self._last_len - len(line))
+        if self.stream.isatty():
+            self.stream.write("\r" + line + pad)
+        elif done == total or done % max(1, total // 10) == 0:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._last_len = len(line)
+
+    def close(self) -> None:
+        if self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _TrainProgressBar:
+    """Adapts workbench.train.Progress to the terminal bar, one bar per backend."""
+
+    def __init__(self):
+        self.bars: dict[str, TerminalProgress] = {}
+
+    def __call__(self, p) -> None:
+        name = p.backend.value if hasattr(p.backend, "value") else str(p.backend)
+        bar = self.bars.get(name)
+        if bar is None:
+            bar = self.bars[name] = TerminalProgress(f"{name:<9}")
+        if p.phase == "startup":
+            bar.update(0, p.total_steps, "starting (export / compile happen on the first step)")
+            return
+        extra = f"loss {p.loss:.4f}  {p.samples_per_s:.1f} samples/s  eta {p.eta_s:.0f}s"
+        if p.val_accuracy is not None:
+            extra += f"  val acc {p.val_accuracy:.3f}"
+        bar.update(p.step, p.total_steps, extra)
+        if p.phase == "done":
+            bar.close()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def _stop_on_sigint():
+    """A threading.Event set by the first Ctrl-C, so the run stops cleanly between steps."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    return stop

@@ -1,0 +1,160 @@
+"""``quantize``: INT8 variants of an exported or fused graph with accuracy drift slice by slice,
+or (``--search``) the accuracy-constrained search over the standard candidates."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..options import shapes_arg
+from .common import _device_problem, _fail, _print_json
+from .flags import Flag, add_config_flags, build, cli_only
+
+QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
+               Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"))
+TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
+
+
+def _quant_source(source: Path, which: str):
+    """(FP32 graph path, ExportResult or None, run folder) from a run folder or an .onnx file."""
+    from ..graph import load_export
+    from ..graph import load_fusion
+
+    if source.is_file() and source.suffix == ".onnx":
+        folder = source.parent
+        export = load_export(folder) if (folder / "export.json").is_file() else None
+        return source, export, folder
+    folder = source.parent if source.is_file() else source
+    if not (folder / "export.json").is_file():
+        raise FileNotFoundError(f"{source} is neither an .onnx file nor a run folder with export.json: run `workbench export` first")
+    export = load_export(folder)
+    fused = None
+    if (folder / "fusion.json").is_file():
+        fused = load_fusion(folder).fused_path
+    if which == "fused" and fused is None:
+        raise FileNotFoundError(f"no fused graph in {folder}: run `workbench fuse {folder}` first, or use --graph exported")
+    use_fused = which == "fused" or (which == "auto" and fused is not None)
+    return (Path(fused) if use_fused else Path(export.onnx_path)), export, folder
+
+
+def _quant_config(args):
+    from ..quant import QuantConfig
+
+    return build(QuantConfig, args, base=QuantConfig.preset(args.preset))
+
+
+def _slice_row(d) -> dict:
+    return {"slice": d.slice, "n": d.n, "delta": d.delta, "ci95": [d.ci_low, d.ci_high], "significant": d.significant,
+            "too_small": d.too_small, "flips": d.flips}
+
+
+def _cmd_quantize(args) -> int:
+    from ..data import DataConfig, DataError, load_data
+    from ..graph import ExportError
+    from ..ortinfer import InferenceError
+    from ..quant import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
+
+    if (problem := _device_problem(args)) is not None:
+        return _fail(problem)
+    try:
+        graph, export, folder = _quant_source(Path(args.source), args.graph)
+        cfg = _quant_config(args)
+        timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
+        data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
+        n_boot = args.n_boot or (200 if args.quick else 1000)
+        tok = args.tokenizer
+        if args.search:
+            out = Path(args.run_dir) if args.run_dir else folder / "search"
+            found = constrained_search(graph, None, args.budget_overall, args.budget_slice, out, data, tok, export=export,
+                                       timing=timing, n_boot=n_boot, include_small_slices=args.include_small,
+                                       eval_batch_size=args.eval_batch_size,
+                                       progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
+            if args.json:
+                _print_json({"run_dir": str(out), "result": str(out / "search.json"), "chosen": found.chosen, "message": found.message,
+                             "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
+                                             "accuracy_delta": c.accuracy_delta, "feasible": c.feasible,
+                                             "worst_slice": c.check.worst_slice, "worst_slice_drop": c.check.worst_slice_drop,
+                                             "violations": c.check.violations} for c in found.candidates]})
+            else:
+                print(f"{'candidate':<34} {'ms':>8} {'MiB':>7} {'acc %':>6} {'Δ pts':>6} {'worst slice':>28} {'ok':>3}")
+                for c in found.candidates:
+                    print(f"{c.name:<34} {c.latency_ms:>8.2f} {c.size_mib:>7.1f} {100 * c.accuracy:>6.1f} {100 * c.accuracy_delta:>+6.1f} "
+                          f"{(c.check.worst_slice or '-') + f' {-100 * c.check.worst_slice_drop:+.1f}':>28} {'yes' if c.feasible else 'no':>3}")
+                print(f"\n{found.message}\nsaved: {out / 'search.json'}")
+            return 0 if found.chosen else 1
+        out = Path(args.run_dir) if args.run_dir else folder / "quantize" / cfg.label
+        result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
+                                  node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
+        if args.exclude_worst:
+            result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
+    except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
+        return _fail(str(exc))
+    rep = result.report
+    worst = rep.worst_slices(k=5)
+    if args.json:
+        _print_json({
+            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / "quantize.json"), "name": result.name,
+            "graph": str(result.source_path), "graph_kind": result.graph_kind, "quantized_path": str(result.quantized_path),
+            "size_mib": result.size_mib, "fp32_size_mib": result.fp32_size_mib, "latency_ms": result.latency_ms,
+            "fp32_latency_ms": result.fp32_latency_ms, "speedup": result.speedup, "validation": result.validation,
+            "accuracy": result.accuracy, "fp32_accuracy": rep.overall.reference.accuracy, "overall": _slice_row(rep.overall),
+            "worst_slices": [_slice_row(d) for d in worst], "flips": len(rep.flips),
+            "golden_flips": len(result.golden.flips) if result.golden else None, "excluded_nodes": result.excluded_nodes,
+            "worst_nodes": [{"node": e.node, "op_type": e.op_type, "local_sqnr_db": e.local_sqnr_db,
+                             "output_sqnr_db": e.output_sqnr_db} for e in result.node_errors[:5]],
+            "notes": result.notes,
+        })
+    else:
+        o = rep.overall
+        print(f"{result.name} on the {result.graph_kind} graph {result.source_path}")
+        print(f"size:       {result.size_mib:.1f} MiB (FP32 {result.fp32_size_mib:.1f})")
+        print(f"latency:    {result.latency_ms:.2f} ms vs FP32 {result.fp32_latency_ms:.2f} ms ({result.speedup:.2f}x; "
+              f"shape {result.latency[0].batch}x{result.latency[0].seq}, medians, same process)")
+        print(f"accuracy:   {100 * result.accuracy:.1f}% vs FP32 {100 * o.reference.accuracy:.1f}% "
+              f"({100 * o.delta:+.1f} pts, 95% CI [{100 * o.ci_low:+.1f}, {100 * o.ci_high:+.1f}]); "
+              f"{len(rep.flips)} of {rep.n} predictions flipped")
+        print(f"validation: {result.validation.message}")
+        print("slices, worst first (pts, 95% CI):")
+        for d in worst:
+            flag = " significant" if d.significant else ""
+            small = f" (too small: n < {rep.min_slice_size})" if d.too_small else ""
+            print(f"  {d.slice:<28} n={d.n:<5} {100 * d.delta:+6.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]{flag}{small}")
+        if result.golden is not None:
+            print(f"golden set: {len(result.golden.flips)} of {result.golden.n} flipped")
+        if result.node_errors:
+            print("worst nodes (own quantization SQNR, dB):")
+            for e in result.node_errors[:5]:
+                print(f"  {e.node:<55} {e.op_type:<8} {e.local_sqnr_db:6.1f}")
+        for n in result.notes:
+            print(f"note: {n}")
+        print(f"saved:      {Path(result.out_dir) / 'quantize.json'}")
+    return 0 if result.validation.passed else 1
+
+
+def _add_quant(sub) -> None:
+    from ..quant import QuantConfig, TimingConfig
+
+    p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
+    p.add_argument("source", help="a run folder with export.json (and fusion.json), or an .onnx file")
+    cli_only(p, "--graph", default="auto", choices=["auto", "exported", "fused"],
+             help="which FP32 graph of the run folder (auto: the fused one when `workbench fuse` ran)")
+    cli_only(p, "--preset", default="dynamic", choices=list(QuantConfig.presets()),
+             help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
+                  "needed; static-*: QDQ, calibrated on training texts")
+    add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
+    cli_only(p, "--exclude-worst", type=int, help="then re-quantize without the K nodes with the lowest SQNR")
+    cli_only(p, "--node-samples", type=int, default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
+    cli_only(p, "--search", action="store_true", help="accuracy-constrained search over the standard candidates instead")
+    cli_only(p, "--budget-overall", type=float, default=0.01, help="search: accuracy drop allowed overall (0.01 = 1 point)")
+    cli_only(p, "--budget-slice", type=float, default=0.02, help="search: accuracy drop allowed on every slice")
+    cli_only(p, "--include-small", action="store_true", help="search: hold slices under 50 examples to the budget too")
+    cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
+    cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
+    cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
+    add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
+    cli_only(p, "--n-boot", type=int, help="bootstrap replicates (default 1000)")
+    cli_only(p, "--eval-batch-size", type=int, default=32,
+             help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
+    cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
+    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_quantize)
