@@ -30,7 +30,6 @@ from workbench.quant import (
     SearchResult,
     TimingConfig,
     check_budget,
-    constrained_search,
     fp32_latency,
     load_baseline,
     load_quant_result,
@@ -506,9 +505,8 @@ def test_search_config_refuses_bad_knobs(exported_tiny, tmp_path):
         cfg.budget_overall = 0.5
     with pytest.raises(QuantizeError, match="config must be a SearchConfig"):
         run_search(exported_tiny, {"budget_overall": 0.01}, tmp_path)
-    # the keyword form the CLI still calls goes through the same config
     with pytest.raises(QuantizeError, match="fraction of accuracy"):
-        constrained_search(exported_tiny, budget_per_slice=2.0, out_dir=tmp_path)
+        run_search(exported_tiny, SearchConfig(budget_per_slice=2.0), tmp_path)
     assert not any(tmp_path.iterdir())
 
 

@@ -11,7 +11,7 @@ Commands, by file:
 | ``basics.py`` | ``doctor``, ``data``, ``runs`` | ``env.run_doctor``, ``data.load_data``, ``runs.list_runs`` |
 | ``train.py`` | ``train``, ``compare`` | ``train.run_training`` / ``run_distributed``, ``train.run_comparison`` |
 | ``graph.py`` | ``export``, ``fuse`` | ``graph.run_export``, ``graph.run_fusion`` |
-| ``quant.py`` | ``quantize`` (``--search``) | ``quant.run_quantization``, ``quant.constrained_search`` |
+| ``quant.py`` | ``quantize`` (``--search``) | ``quant.run_quantization``, ``quant.run_search`` |
 | ``demo.py`` | ``demo``, ``workshop`` | ``pipeline.run_demo``, ``workshop.ensure_finetuned`` |
 | ``audit.py`` | ``audit`` | ``audit.run_audit`` |
 | ``ondevice.py`` | ``ondevice`` | ``ondevice.run_ondevice`` |

@@ -27,10 +27,10 @@ def _cmd_audit(args) -> int:
 
     try:
         cfg = build(AuditConfig, args, **({"n_boot": 200} if args.quick else {}))  # --n-boot still wins
-        checked = check_inputs(cfg, args.out)
+        checked = check_inputs(args.model, cfg, args.out)
     except AuditInputError as exc:
         return _fail(str(exc), 2)
-    result = run_audit(cfg, log=lambda line: print(line, flush=True), checked=checked)
+    result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code
 
@@ -47,8 +47,9 @@ def _add_audit(sub) -> None:
                     "accuracy-constrained search, and one report. Nothing is trained and the file is not split: every row "
                     "is scored, except a seeded calibration subset for static presets (named in the report).",
         epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli_only(p, "--model", required=True, help="Hugging Face model folder (config.json, weights, tokenizer): the audit's input")
     add_config_flags(p, AuditConfig, (
-        Flag("model", required=True), Flag("data", required=True), "text_column", "label_column",
+        Flag("data", required=True), "text_column", "label_column",
         Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),
         Flag("presets", nargs="+", metavar="P",  # words or a comma list
              help=f"quantization presets, each one of {', '.join(QuantConfig.presets())}"),

@@ -90,8 +90,6 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "device": f"where the FP32 and INT8 graphs are timed (accuracy is scored on the CPU either way): {_DEVICE}",
     },
     "OnDeviceConfig": {
-        "model": "'tiny', 'minilm' or a fine-tuned Hugging Face model folder; defaults below are tiny's (for the "
-                 "others: last layer + head, 20 steps of 16, lr 1e-4)",
         "trainable": "head, last (the last N encoder layers + head) or all",
         "last_n_layers": "with --trainable last: how many encoder layers train",
         "loss": "loss in the training graph",
@@ -110,8 +108,12 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "validation_examples": "examples the inference graph is validated on",
         "measure_memory": "measure peak memory, one fresh process per side (--no-memory skips it)",
     },
+    "SearchConfig": {
+        "budget_overall": "search: accuracy drop allowed overall (0.01 = 1 point)",
+        "budget_per_slice": "search: accuracy drop allowed on every slice big enough to judge",
+        "include_small_slices": "search: hold slices under 50 examples to the budget too",
+    },
     "AuditConfig": {
-        "model": "Hugging Face model folder (config.json, weights, tokenizer)",
         "data": "CSV, TSV, JSONL or Parquet file with a text and a label column",
         "text_column": "column holding the texts",
         "label_column": "column holding the labels: the model's class names or ids",

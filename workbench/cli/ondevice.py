@@ -10,7 +10,7 @@ from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TerminalProgress, _stop_on_sigint
 
 ONDEVICE_FLAGS = (
-    Flag("model", default="tiny"), "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
+    "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
     "steps", "batch_size", "max_length", "seed", "data", "max_train", "opset", "tolerance", "threads",
     "validation_examples", Flag("measure_memory", "memory"),
 )
@@ -24,11 +24,11 @@ def _cmd_ondevice(args) -> int:
 
     try:
         cfg = build(OnDeviceConfig, args, base=OnDeviceConfig.quick() if args.model == "tiny" else OnDeviceConfig.default())
-        check_model(cfg)  # a wrong folder fails here, before a run folder is made
+        check_model(args.model)  # a wrong folder fails here, before a run folder is made
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
         try:
-            result = run_ondevice(cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
+            result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
                                   stop=_stop_on_sigint())
         finally:
             if bar is not None:
@@ -61,6 +61,9 @@ def _add_ondevice(sub) -> None:
                                    "the trained model to an inference graph (an export folder that `workbench fuse` and "
                                    "`workbench quantize` read). Exit 0: curves agree and the graph validates; 1: they do "
                                    "not; 2: bad input.")
+    cli_only(p, "--model", default="tiny", help="the stage's input: 'tiny', 'minilm' or a fine-tuned Hugging Face model "
+                                              "folder; defaults below are tiny's (for the others: last layer + head, "
+                                              "20 steps of 16, lr 1e-4) (default: tiny)")
     add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
     cli_only(p, "--runs", default="runs", help="folder for new run folders")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one")

@@ -13,6 +13,7 @@ from .flags import Flag, add_config_flags, build, cli_only
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"))
 TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
+SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"))
 
 
 def _quant_source(source: Path, which: str):
@@ -52,7 +53,8 @@ def _cmd_quantize(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportError
     from ..ortinfer import InferenceError
-    from ..quant import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
+    from ..quant import (DEFAULT_N_BOOT, QuantizeError, SearchConfig, TimingConfig, requantize_excluding, run_quantization,
+                         run_search)
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
@@ -61,14 +63,13 @@ def _cmd_quantize(args) -> int:
         cfg = _quant_config(args)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
-        n_boot = args.n_boot or (200 if args.quick else 1000)
+        n_boot = args.n_boot or (200 if args.quick else DEFAULT_N_BOOT)
         tok = args.tokenizer
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / "search"
-            found = constrained_search(graph, None, args.budget_overall, args.budget_slice, out, data, tok, export=export,
-                                       timing=timing, n_boot=n_boot, include_small_slices=args.include_small,
-                                       eval_batch_size=args.eval_batch_size,
-                                       progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
+            search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
+            found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
+                               progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
                 _print_json({"run_dir": str(out), "result": str(out / "search.json"), "chosen": found.chosen, "message": found.message,
                              "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
@@ -132,7 +133,7 @@ def _cmd_quantize(args) -> int:
 
 
 def _add_quant(sub) -> None:
-    from ..quant import QuantConfig, TimingConfig
+    from ..quant import DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, SearchConfig, TimingConfig
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
     p.add_argument("source", help="a run folder with export.json (and fusion.json), or an .onnx file")
@@ -145,15 +146,13 @@ def _add_quant(sub) -> None:
     cli_only(p, "--exclude-worst", type=int, help="then re-quantize without the K nodes with the lowest SQNR")
     cli_only(p, "--node-samples", type=int, default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
     cli_only(p, "--search", action="store_true", help="accuracy-constrained search over the standard candidates instead")
-    cli_only(p, "--budget-overall", type=float, default=0.01, help="search: accuracy drop allowed overall (0.01 = 1 point)")
-    cli_only(p, "--budget-slice", type=float, default=0.02, help="search: accuracy drop allowed on every slice")
-    cli_only(p, "--include-small", action="store_true", help="search: hold slices under 50 examples to the budget too")
+    add_config_flags(p, SearchConfig, SEARCH_FLAGS, base=SearchConfig())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
-    cli_only(p, "--n-boot", type=int, help="bootstrap replicates (default 1000)")
-    cli_only(p, "--eval-batch-size", type=int, default=32,
+    cli_only(p, "--n-boot", type=int, help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
+    cli_only(p, "--eval-batch-size", type=int, default=DEFAULT_EVAL_BATCH_SIZE,
              help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")

@@ -74,7 +74,6 @@ from .search import (  # noqa: F401
     SearchCandidate,
     SearchConfig,
     SearchResult,
-    constrained_search,
     default_candidates,
     load_search,
     reusable_result,

@@ -279,35 +279,5 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
     )
 
 
-def constrained_search(
-    onnx_paths: Union[str, os.PathLike, Any, Mapping[str, Any]],
-    candidates: Optional[Sequence[QuantConfig]] = None,
-    budget_overall: float = DEFAULT_BUDGET_OVERALL,
-    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE,
-    out_dir: str | os.PathLike = "runs/search",
-    data=None,
-    tokenizer=None,
-    *,
-    export=None,
-    slices=None,
-    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
-    timing: Optional[TimingConfig] = None,
-    objective: str = "latency",
-    include_small_slices: bool = False,
-    strict: bool = False,
-    include_fp32: bool = True,
-    n_boot: int = DEFAULT_N_BOOT,
-    seed: int = 0,
-    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
-    progress: Optional[Callable[[int, int, str], None]] = None,
-) -> SearchResult:
-    """The old keyword form of :func:`run_search`, kept only until ``workbench/cli`` calls
-    ``run_search(graph, SearchConfig(...), out)``; new code calls :func:`run_search`."""
-    cfg = SearchConfig(None if candidates is None else tuple(candidates), budget_overall, budget_per_slice, objective,
-                       include_small_slices, strict, include_fp32, n_boot, seed, timing, eval_batch_size)
-    return run_search(onnx_paths, cfg, out_dir, data=data, tokenizer=tokenizer, export=export, slices=slices,
-                      predicates=predicates, progress=progress)
-
-
 def load_search(path: str | os.PathLike) -> SearchResult:
     return runs.load_result(SearchResult, path, SEARCH_FILE)
