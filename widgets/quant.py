@@ -20,6 +20,7 @@ from workbench.device import DeviceError, normalize_device
 from workbench.data import DataConfig, load_data
 from workbench.graph import ExportResult
 from workbench.graph import FusionReport
+from workbench.runs import layout
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
     QuantConfig,
@@ -274,7 +275,7 @@ class QuantPanel(Panel):
     def _compute(self, values: dict[str, Any]) -> QuantResult:
         graph = self._graph()
         cfg = QuantConfig.preset(values["preset"])
-        out = self._resolve_run_dir("quantize") / "quantize" / values["preset"]
+        out = self._resolve_run_dir("quantize") / layout.quantize_dir(values["preset"])
         baseline = self._baseline_for(graph)
         self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
                                            f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
@@ -311,7 +312,7 @@ class QuantPanel(Panel):
             self.progress_callback(0, total, None, "scoring the FP32 graph")
             return constrained_search(
                 self._graph(), candidates, float(values["budget_overall"]), float(values["budget_per_slice"]),
-                self._resolve_run_dir("quantize") / "search", self._data(), export=self._export(), timing=self._timing(values),
+                self._resolve_run_dir("quantize") / layout.SEARCH_DIR, self._data(), export=self._export(), timing=self._timing(values),
                 n_boot=int(values["n_boot"]),
                 progress=lambda done, n, what: self.progress_callback(done, n, None, f"scored {what}"),
             )

@@ -453,8 +453,9 @@ def run_audit(cfg: AuditConfig, out_dir: Optional[str | Path] = None, log: Log =
                 log(f"      missing fusion: {d.text}")
             if not fusion.fused.validation.passed:
                 log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
-        graph = (Path(fusion.fused_path) if fusion is not None and fusion.fused_path and fusion.fused.validation.passed
-                 else Path(export.onnx_path))
+        from .flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
+
+        graph = graph_to_quantize(export, fusion).path
         with Step(4):
             from .quant import QuantConfig, prepare_baseline, run_quantization
 

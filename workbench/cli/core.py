@@ -378,7 +378,7 @@ def _cmd_export(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, run_export
     from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
-    from ..runs import new_run_dir
+    from ..runs import RunError, layout, new_run_dir
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
@@ -388,16 +388,31 @@ def _cmd_export(args) -> int:
                                        ("validation_examples", args.validation_examples),
                                        ("validation_split", args.split), ("device", args.device)) if v is not None}
         cfg = getattr(ExportConfig, args.preset)(**overrides)
-        if args.model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
-            check_model_type(resolve_model_path(args.model))
+        model, run, note = args.model, None, None
+        given = Path(model)
+        if (model not in BUILTIN_MODELS and given.exists() and not (given / "config.json").is_file()
+                and (run := _run_of(given)) is not None):
+            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow picks
+            pick = run.require("finished training run with a checkpoint", run.checkpoint_to_export(),
+                               f"run `workbench compare --run-dir {run.root}` first, or pass --model a checkpoint folder")
+            model, note = str(pick.path), pick.note
+        elif given.is_dir():
+            run = _run_of(given)  # a checkpoint inside a run: the export goes into that run
+        if model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+            check_model_type(resolve_model_path(model))
+        if note:
+            _say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
-        result = run_export(args.model, cfg, run_dir, data=data)
-    except (ExportError, ModelError, DataError, ValueError) as exc:
+        run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
+                                                           new_run_dir(f"export-{Path(model).name}", args.runs))
+        out = _stage_dir(run_dir, "export")
+        result = run_export(model, cfg, out, data=data)
+    except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
         return _fail(str(exc))
     v = result.validation
     if args.json:
-        _print_json({"run_dir": str(run_dir), "onnx_path": str(result.onnx_path), "opset": result.opset,
+        _print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
+                     "onnx_path": str(result.onnx_path), "opset": result.opset,
                      "attn_implementation": result.attn_implementation, "node_count": result.node_count,
                      "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
                      "validation": v, "op_histogram": result.op_histogram})
@@ -408,7 +423,7 @@ def _cmd_export(args) -> int:
         print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
         print(f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)")
         print(f"validation: {v.message}")
-        print(f"saved:      {run_dir / 'export.json'}   next: workbench fuse {run_dir}")
+        print(f"saved:      {out / layout.EXPORT_FILE}   next: workbench fuse {run_dir}")
     return 0 if v.passed else 1
 
 
@@ -416,11 +431,21 @@ def _cmd_fuse(args) -> int:
     from ..graph import ExportError
     from ..graph import FusionConfig, FusionError, run_fusion, summary, table
     from ..ortinfer import InferenceError
+    from ..runs import RunError
 
     source = Path(args.source)
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
+        run = _run_of(source)
+        src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
+        if run is not None:
+            if not (source.suffix == ".onnx" and source.is_file()):  # an explicit graph is fused as given
+                pick = run.require("export", run.export_to_fuse(),
+                                   f"run `workbench export --model MODEL --run-dir {run.root}` first")
+                src = pick.path
+                _say(pick.note, args.json)
+            out_dir = run.stage_dir("fusion")
         overrides = {k: v for k, v in (("shapes", args.shapes), ("threads", args.threads), ("warmup", args.warmup),
                                        ("repeats", args.repeats), ("transformer_session", args.transformer_session),
                                        ("tolerance", args.tolerance), ("num_heads", args.num_heads),
@@ -437,9 +462,9 @@ def _cmd_fuse(args) -> int:
             overrides["cuda_graph"] = True
         preset = {"default": "default", "quick": "quick", "inspect": "inspect_only", "gpu": "gpu"}[args.preset]
         cfg = getattr(FusionConfig, preset)(**overrides)
-        out_dir = Path(args.run_dir) if args.run_dir else (source if source.is_dir() else source.parent)
-        report = run_fusion(source, cfg, out_dir)
-    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError) as exc:
+        out_dir = Path(args.run_dir) if args.run_dir else out_dir
+        report = run_fusion(src, cfg, out_dir)
+    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
         return _fail(str(exc))
     if args.json:
         _print_json({"run_dir": str(out_dir), "result": str(out_dir / "fusion.json"), **summary(report)})
@@ -470,7 +495,8 @@ def _add_graph(sub) -> None:
 
     p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
                                     "validate, time, diff, trace fused nodes, diagnose missing fusions")
-    p.add_argument("source", help="a run folder with export.json, an export.json, or an .onnx file")
+    p.add_argument("source", help="any folder of a run (its root, export/, fusion/, ...) or a result file in it: the "
+                                  "run's newest export is fused into <run>/fusion; or an export folder or an .onnx file")
     p.add_argument("--preset", default="default", choices=["default", "quick", "inspect", "gpu"],
                    help="default: 3 shapes x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; "
                         "gpu: CUDA, FP16, CUDA graphs and PyTorch's GPU peers at 1x128 and 32x128")
@@ -486,7 +512,7 @@ def _add_graph(sub) -> None:
     p.add_argument("--num-heads", type=int, help="attention heads (default: from the export)")
     p.add_argument("--hidden-size", type=int, help="hidden size (default: from the export)")
     p.add_argument("--tolerance", type=float, help="override the export's validation tolerance")
-    p.add_argument("--run-dir", help="where to write (default: the source's folder)")
+    p.add_argument("--run-dir", help="where to write (default: <run>/fusion; the source's folder outside a run)")
     p.add_argument("--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
     _add_device_flag(p)
     p.add_argument("--fp16", action="store_true", help="also build the fused graph in float16 (inputs/outputs float32), "
@@ -499,26 +525,59 @@ def _add_graph(sub) -> None:
 # --------------------------------------------------------------------------------------------
 # quantize  (issue 5)
 # --------------------------------------------------------------------------------------------
-def _quant_source(source: Path, which: str):
-    """(FP32 graph path, ExportResult or None, run folder) from a run folder or an .onnx file."""
-    from ..graph import load_export
-    from ..graph import load_fusion
+def _run_of(path: Path):
+    """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
+    from ..runs import RunError, open_run
 
-    if source.is_file() and source.suffix == ".onnx":
-        folder = source.parent
-        export = load_export(folder) if (folder / "export.json").is_file() else None
-        return source, export, folder
-    folder = source.parent if source.is_file() else source
-    if not (folder / "export.json").is_file():
-        raise FileNotFoundError(f"{source} is neither an .onnx file nor a run folder with export.json: run `workbench export` first")
-    export = load_export(folder)
-    fused = None
-    if (folder / "fusion.json").is_file():
-        fused = load_fusion(folder).fused_path
-    if which == "fused" and fused is None:
-        raise FileNotFoundError(f"no fused graph in {folder}: run `workbench fuse {folder}` first, or use --graph exported")
-    use_fused = which == "fused" or (which == "auto" and fused is not None)
-    return (Path(fused) if use_fused else Path(export.onnx_path)), export, folder
+    try:
+        return open_run(path)
+    except RunError:
+        return None
+
+
+def _stage_dir(run_dir: Path, stage: str) -> Path:
+    """Where ``stage`` writes in the run ``run_dir`` (given as its root or any of its stage folders)."""
+    from ..runs import layout
+
+    return (layout.root_by_name(run_dir) or run_dir) / layout.STAGE_DIRS[stage]
+
+
+def _say(note: str, as_json: bool) -> None:
+    """Say which input a command took (on stderr under --json, so stdout stays one JSON document)."""
+    print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def _quant_source(source: Path, which: str):
+    """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
+    result file in it, or an .onnx file; ``which``: auto (workbench.flow's rule: the fused graph when
+    there is one), fused or exported."""
+    from .. import flow
+    from ..graph import load_export
+
+    run = _run_of(source)
+    if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
+        export = load_export(source.parent) if (source.parent / "export.json").is_file() else None
+        if export is None and run is not None:
+            export = run.export()
+        return source, export, (run.root if run is not None else source.parent), f"quantizing {source} (as given)"
+    if run is None:
+        raise FileNotFoundError(f"{source} is neither an .onnx file nor a folder of a run with an export "
+                                "(export.json): run `workbench export` first")
+    export, fusion = run.export(), run.fusion()
+    export_hint = f"run `workbench export --model MODEL --run-dir {run.root}` first"
+    if which == "fused":
+        problem = flow.fused_problem(fusion)
+        if problem is not None:
+            raise FileNotFoundError(f"no fused graph to quantize in {run.root}: {problem}; run `workbench fuse {run.root}` "
+                                    "first, or use --graph exported")
+        pick = flow.Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path} (--graph fused)")
+    elif which == "exported":
+        if export is None:
+            raise FileNotFoundError(f"no exported graph in {run.root}: {export_hint}")
+        pick = flow.Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} (--graph exported)")
+    else:
+        pick = run.require("exported or fused graph", run.graph_to_quantize(), export_hint)
+    return pick.path, export, run.root, pick.note
 
 
 def _quant_config(args):
@@ -549,11 +608,13 @@ def _cmd_quantize(args) -> int:
     from ..graph import ExportError
     from ..ortinfer import InferenceError
     from ..quant import QuantizeError, TimingConfig, constrained_search, requantize_excluding, run_quantization
+    from ..runs import layout
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
-        graph, export, folder = _quant_source(Path(args.source), args.graph)
+        graph, export, folder, note = _quant_source(Path(args.source), args.graph)
+        _say(note, args.json)
         cfg = _quant_config(args)
         timing = TimingConfig.quick() if args.quick else TimingConfig()
         if args.shapes:
@@ -568,7 +629,7 @@ def _cmd_quantize(args) -> int:
         n_boot = args.n_boot or (200 if args.quick else 1000)
         tok = args.tokenizer
         if args.search:
-            out = Path(args.run_dir) if args.run_dir else folder / "search"
+            out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             found = constrained_search(graph, None, args.budget_overall, args.budget_slice, out, data, tok, export=export,
                                        timing=timing, n_boot=n_boot, include_small_slices=args.include_small,
                                        eval_batch_size=args.eval_batch_size,
@@ -586,7 +647,7 @@ def _cmd_quantize(args) -> int:
                           f"{(c.check.worst_slice or '-') + f' {-100 * c.check.worst_slice_drop:+.1f}':>28} {'yes' if c.feasible else 'no':>3}")
                 print(f"\n{found.message}\nsaved: {out / 'search.json'}")
             return 0 if found.chosen else 1
-        out = Path(args.run_dir) if args.run_dir else folder / "quantize" / cfg.label
+        out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
         result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
                                   node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
         if args.exclude_worst:
@@ -597,7 +658,8 @@ def _cmd_quantize(args) -> int:
     worst = rep.worst_slices(k=5)
     if args.json:
         _print_json({
-            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / "quantize.json"), "name": result.name,
+            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / layout.QUANTIZE_FILE), "name": result.name,
+            "input": note,
             "graph": str(result.source_path), "graph_kind": result.graph_kind, "quantized_path": str(result.quantized_path),
             "size_mib": result.size_mib, "fp32_size_mib": result.fp32_size_mib, "latency_ms": result.latency_ms,
             "fp32_latency_ms": result.fp32_latency_ms, "speedup": result.speedup, "validation": result.validation,
@@ -639,7 +701,8 @@ def _add_quant(sub) -> None:
     from ..quant import QuantConfig
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
-    p.add_argument("source", help="a run folder with export.json (and fusion.json), or an .onnx file")
+    p.add_argument("source", help="any folder of a run (its root, export/, fusion/, quantize/..., a result file): its "
+                                  "newest graph (--graph); or an .onnx file")
     p.add_argument("--graph", default="auto", choices=["auto", "exported", "fused"],
                    help="which FP32 graph of the run folder (auto: the fused one when `workbench fuse` ran)")
     p.add_argument("--preset", default="dynamic", choices=list(QuantConfig.presets()),
