@@ -123,13 +123,14 @@ def newest(paths: list[Path]) -> Optional[Path]:
     return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
 
 
-def result_files(root: str | os.PathLike) -> dict[str, Path]:
-    """``{stage: newest result file}`` under a run root, in the layout's places and the older ones."""
+def result_files(root: str | os.PathLike, any_folder: bool = True) -> dict[str, Path]:
+    """``{stage: newest result file}`` under a run root, in the layout's places and the older ones
+    (with ``any_folder``, also ``<root>/*/<stage file>`` for a stage none of those places holds)."""
     root = Path(root)
     found: dict[str, Path] = {}
     for stage, places in RESULT_PLACES.items():
         candidates = [p for place in places for p in root.glob(place) if p.is_file()]
-        if stage != "quantize" and not candidates:  # any stage folder of an older run
+        if any_folder and stage != "quantize" and not candidates:  # any stage folder of an older run
             candidates = [p for p in root.glob(f"*/{STAGE_FILES[stage]}") if p.is_file()
                           and not p.parent.name.startswith(".")]
         path = newest(candidates)

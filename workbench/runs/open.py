@@ -25,7 +25,8 @@ class RunError(FileNotFoundError):
 
 
 def _holds_results(folder: Path) -> bool:
-    return folder.is_dir() and bool(layout.result_files(folder))
+    """Whether ``folder`` is a run root: a stage result in one of the layout's places (old or new)."""
+    return folder.is_dir() and bool(layout.result_files(folder, any_folder=False))
 
 
 def find_root(path: str | os.PathLike) -> Path:
@@ -39,13 +40,11 @@ def find_root(path: str | os.PathLike) -> Path:
     by_name = layout.root_by_name(start)
     if by_name is not None and _holds_results(by_name):
         return by_name
-    for folder in (start, *list(start.parents)[:2]):  # an older flat run: results at its root
-        if _holds_results(folder):
-            return folder
+    if _holds_results(start):  # a run root, or an older flat run (results at its root)
+        return start
     wanted = ", ".join(p for places in layout.RESULT_PLACES.values() for p in places[:1])
-    raise RunError(f"{str(path)!r} holds no saved result and lies in no run folder (looked for {wanted} in it and "
-                   "the two folders above it); pass a folder written by `workbench demo`, the Workbench or the CLI "
-                   "(`workbench runs` lists them)")
+    raise RunError(f"{str(path)!r} holds no saved result and lies in no run folder (looked for {wanted}); pass a "
+                   "folder written by `workbench demo`, the Workbench or the CLI (`workbench runs` lists them)")
 
 
 @dataclass
