@@ -118,12 +118,23 @@ class Run:
         return self._load("search", load_search)
 
     # ---- what each next stage takes (the rules are workbench.flow's) --------------------------
+    def training_runs(self) -> list:
+        """The runs of the newest comparison, else every ``train/<backend>/train.json`` (``workbench
+        train`` alone writes no comparison)."""
+        comparison = self.comparison()
+        if comparison is not None:
+            return list(comparison.runs)
+        from ..train import load_train_run
+
+        files = sorted(p for p in self.root.glob(f"{layout.TRAIN_DIR}/*/{layout.TRAIN_FILE}") if p.is_file())
+        return [load_train_run(p) for p in files]
+
     def checkpoint_to_export(self):
         """The checkpoint the export stage takes (:func:`workbench.flow.checkpoint_to_export`); None
         when the run has no finished training."""
         from .. import flow
 
-        return flow.checkpoint_to_export(self.comparison())
+        return flow.checkpoint_to_export(self.training_runs())
 
     def export_to_fuse(self):
         """The newest export (a :class:`workbench.flow.Pick` naming its ``export.json``); None when
