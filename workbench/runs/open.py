@@ -26,7 +26,8 @@ class RunError(FileNotFoundError):
 
 def _holds_results(folder: Path) -> bool:
     """Whether ``folder`` is a run root: a stage result in one of the layout's places (old or new)."""
-    return folder.is_dir() and bool(layout.result_files(folder, any_folder=False))
+    return folder.is_dir() and (bool(layout.result_files(folder, any_folder=False))
+                                or any(folder.glob(f"{layout.TRAIN_DIR}/*/{layout.TRAIN_FILE}")))
 
 
 def find_root(path: str | os.PathLike) -> Path:
