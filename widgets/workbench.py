@@ -222,6 +222,8 @@ class Workbench(W.VBox):
             pick = run.graph_to_quantize()
             if pick is not None and self.quant.options["graph"] is None:
                 self.quant.set_graph(pick.path, export=run.export())
+            elif self.quant.options["graph"] is None and run.quantization() is not None:  # only quantizations saved
+                self.quant.set_graph(run.quantization().source_path)
             if run.quantization() is not None:
                 self.quant.show(run.quantization())
             if run.search() is not None:
