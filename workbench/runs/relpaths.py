@@ -22,24 +22,25 @@ from .layout import root_for_file
 MARK = "_run_relative"
 
 
-def _inside(value: str, root_real: str, cwd: str) -> Optional[str]:
-    """``value`` relative to the run root when it names a path inside it, else None."""
+def _inside(value: str, roots: tuple[str, ...], cwd: str) -> Optional[str]:
+    """``value`` relative to the run root when it names a path inside it, else None. ``roots``: the
+    root as given and with its links resolved (either may prefix a saved path)."""
     if not value or len(value) > 4096 or "\n" in value or "://" in value:
         return None
     if os.path.isabs(value):
-        full = value
+        full = os.path.normpath(value)
     else:  # a relative path is taken only when it has a folder part and exists (a bare word is no path)
         if "/" not in value and os.sep not in value:
             return None
-        full = os.path.join(cwd, value)
+        full = os.path.normpath(os.path.join(cwd, value))
         if not os.path.exists(full):
             return None
-    real = os.path.realpath(full)
-    if real == root_real:
-        return "."
-    if not real.startswith(root_real.rstrip(os.sep) + os.sep):
-        return None
-    return Path(os.path.relpath(real, root_real)).as_posix()
+    for root in roots:
+        if full == root:
+            return "."
+        if full.startswith(root.rstrip(os.sep) + os.sep):
+            return Path(os.path.relpath(full, root)).as_posix()
+    return None
 
 
 def relativize(data: Any, json_path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
@@ -49,7 +50,7 @@ def relativize(data: Any, json_path: str | os.PathLike, root: str | os.PathLike 
         return data
     json_path = Path(os.path.abspath(json_path))
     root = Path(os.path.abspath(root)) if root is not None else root_for_file(json_path)
-    root_real, cwd = os.path.realpath(root), os.getcwd()
+    roots, cwd = tuple(dict.fromkeys((os.path.normpath(root), os.path.realpath(root)))), os.getcwd()
     pointers: list[list] = []
 
     def walk(obj: Any, where: list) -> Any:
@@ -58,7 +59,7 @@ def relativize(data: Any, json_path: str | os.PathLike, root: str | os.PathLike 
         if isinstance(obj, list):
             return [walk(v, [*where, i]) for i, v in enumerate(obj)]
         if isinstance(obj, str) and where:
-            rel = _inside(obj, root_real, cwd)
+            rel = _inside(obj, roots, cwd)
             if rel is not None:
                 pointers.append(where)
                 return rel
