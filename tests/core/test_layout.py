@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 def demo_run(tmp_path_factory) -> Path:
     """The quick demo (tiny model, eager + ORTModule, 4 steps, dynamic INT8), written once."""
     cfg = DemoConfig.quick()
-    cfg = dataclasses.replace(cfg, train=cfg.train.replace(max_steps=4), n_boot=50)
+    cfg = dataclasses.replace(cfg, train=cfg.train.replace(max_steps=4), n_boot=100)
     run = tmp_path_factory.mktemp("layout") / "20260101-000000-demo"
     result = run_demo(cfg, run, log=lambda line: None)
     assert result.ok, [(s.name, s.message) for s in result.stages if s.status != "ok"]
@@ -174,7 +174,7 @@ def test_the_fused_graph_is_quantized_only_when_it_passed_validation(demo_run: P
 
 
 # ---- the CLI continues a run from any of its folders ---------------------------------------------
-QUICK_QUANT = ("--quick", "--node-samples", "0", "--n-boot", "50", "--repeats", "1", "--json")
+QUICK_QUANT = ("--quick", "--node-samples", "0", "--n-boot", "100", "--repeats", "1", "--json")
 
 
 @pytest.mark.parametrize("where", [".", "export", "fusion", "fusion/fusion.json"])
