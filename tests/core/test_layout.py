@@ -174,7 +174,7 @@ def test_the_fused_graph_is_quantized_only_when_it_passed_validation(demo_run: P
 
 
 # ---- the CLI continues a run from any of its folders ---------------------------------------------
-QUICK_QUANT = ("--quick", "--node-samples", "0", "--n-boot", "100", "--repeats", "1", "--json")
+QUICK_QUANT = ("--quick", "--node-samples", "0", "--n-boot", "100", "--repeats", "1", "--shapes", "1x16", "--json")
 
 
 @pytest.mark.parametrize("where", [".", "export", "fusion", "fusion/fusion.json"])
