@@ -59,17 +59,15 @@ def test_the_demo_writes_the_run_layout(demo_run: Path) -> None:
         "quantize": f"{layout.quantize_dir('dynamic')}/{layout.QUANTIZE_FILE}"}
 
 
-def test_the_layout_names_are_the_stages_own(demo_run: Path) -> None:
-    """The stage modules name their files themselves; the layout must agree with them."""
-    from workbench.graph import export as export_mod
-    from workbench.graph import fusion as fusion_mod
-    from workbench.quant import quantize as quant_mod
-    from workbench import report
-
-    assert (export_mod.RESULT_FILE, export_mod.ONNX_FILE) == (layout.EXPORT_FILE, layout.EXPORT_GRAPH)
-    assert (fusion_mod.RESULT_FILE, fusion_mod.FUSED_FILE) == (layout.FUSION_FILE, layout.FUSED_GRAPH)
-    assert (quant_mod.RESULT_FILE, quant_mod.SEARCH_FILE) == (layout.QUANTIZE_FILE, layout.SEARCH_FILE)
-    assert (report.REPORT_FILE, report.SUMMARY_FILE) == (layout.REPORT_FILE, layout.SUMMARY_FILE)
+def test_the_layout_names_are_the_files_the_stages_write(demo_run: Path) -> None:
+    """The stage modules name their files themselves; the layout must agree with what they wrote."""
+    run = runs.open_run(demo_run)
+    assert run.export().onnx_path.name == layout.EXPORT_GRAPH
+    assert Path(run.fusion().fused_path).name == layout.FUSED_GRAPH
+    assert run.result_path("quantize").name == layout.QUANTIZE_FILE
+    assert Path(run.quantization().baseline_path).is_relative_to(demo_run / layout.BASELINE)
+    assert {p.name for p in demo_run.iterdir()} >= {layout.REPORT_FILE, layout.SUMMARY_FILE, layout.DEMO_FILE,
+                                                     layout.DEMO_SUMMARY, layout.DATA_FILE, layout.DOCTOR_FILE}
 
 
 def test_results_store_paths_inside_the_run_relative_to_it(demo_run: Path) -> None:
