@@ -219,13 +219,14 @@ def load_torch_models(model_dir: str, info: dict, threads: int, log) -> dict[str
 def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, quick: bool, log) -> tuple[dict[str, Row], dict]:
     """Export, fuse, quantize (each INT8 preset, scored on the test split against its FP32 graph)."""
     from workbench.graph import ExportConfig, run_export
+    from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion
     from workbench.ortinfer import make_session
     from workbench.quant import QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
-    exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / "export", data=data)
-    fus = run_fusion(exp, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / "fusion")
+    exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / layout.EXPORT_DIR, data=data)
+    fus = run_fusion(exp, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / layout.FUSION_DIR)
     graphs = {"exported": Path(exp.onnx_path), "fused": Path(fus.fused_path)}
     log(f"  export + fusion: {time.perf_counter() - t0:.0f} s; fused ops {dict(sorted(fus.variants[-1].fused_ops.items()))}")
     rows = {}

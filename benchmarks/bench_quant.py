@@ -84,6 +84,7 @@ def main(argv=None) -> int:
 
     from workbench.data import DataConfig, load_data
     from workbench.graph import ExportConfig, run_export
+    from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion
     from workbench.quant import SearchConfig, TimingConfig, requantize_excluding, run_quantization, run_search
 
@@ -113,7 +114,7 @@ def main(argv=None) -> int:
         steps = args.train_steps or (40 if quick else 100)
         tcfg = TrainConfig(model="minilm", data=data_cfg, max_length=64, batch_size=16, max_steps=steps, lr=1e-4,
                            warmup_steps=4, eval_every=0, save_graphs="off")
-        run = run_training(tcfg, "eager", run_dir=work / "train")
+        run = run_training(tcfg, "eager", run_dir=work / layout.TRAIN_DIR)
         if getattr(run.status, "value", run.status) != "ok":
             print(f"fine-tuning failed: {run.reason}", file=sys.stderr)
             return 1
@@ -123,8 +124,8 @@ def main(argv=None) -> int:
     # 2. export and fusion
     t0 = time.perf_counter()
     exported = run_export(model_src, ExportConfig.quick(max_length=max_length, validation_examples=16 if quick else 64),
-                          work / "export", data=dd)
-    fusion = run_fusion(exported, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / "fusion")
+                          work / layout.EXPORT_DIR, data=dd)
+    fusion = run_fusion(exported, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / layout.FUSION_DIR)
     phases["export+fusion"] = time.perf_counter() - t0
     graphs = {"exported": exported}
     if fusion.fused_path is not None:
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
     search_cfg = SearchConfig(candidates=tuple(_configs(quick)), budget_overall=args.budget_overall,
                               budget_per_slice=args.budget_slice, n_boot=n_boot,
                               timing=TimingConfig(shapes=(shapes[0],), warmup=1, repeats=3, max_seconds=5.0))
-    search = run_search(graphs, search_cfg, work / "search", data=dd, export=exported,
+    search = run_search(graphs, search_cfg, work / layout.SEARCH_DIR, data=dd, export=exported,
                         progress=lambda d, t, name: print(f"  [{d}/{t}] {name}", file=sys.stderr, flush=True))
     phases["search"] = time.perf_counter() - t0
 
@@ -145,7 +146,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     from workbench.quant import QuantConfig, load_baseline, load_quant_result
 
-    base = load_baseline(work / "search" / "exported")
+    base = load_baseline(work / layout.SEARCH_DIR / "exported")
     dyn = run_quantization(None, QuantConfig.dynamic_int8(), work / "nodes", baseline=base, n_boot=n_boot, node_error_samples=16)
     fixed = requantize_excluding(dyn, worst_k=3, n_boot=n_boot, node_error_samples=0)
     phases["node errors + exclusion"] = time.perf_counter() - t0

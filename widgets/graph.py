@@ -17,6 +17,8 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from workbench.data import DataConfig, load_data
+from workbench import runs
+from workbench.runs import layout
 from workbench.graph import ExportConfig, ExportResult, load_export, run_export
 from workbench.device import DeviceError, normalize_device, require_device
 from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
@@ -50,13 +52,16 @@ FusionLike = Union[FusionReport, str, os.PathLike]
 
 
 def as_fusion_report(value: FusionLike) -> FusionReport:
-    """A FusionReport, or one read from ``fusion.json``, its folder or a run folder holding ``fusion/``."""
+    """A FusionReport, or one read from ``fusion.json``, its folder or any folder of a run that holds
+    one (:func:`workbench.runs.open_run`: the newest fusion of the run)."""
     if isinstance(value, FusionReport):
         return value
     if isinstance(value, (str, os.PathLike)):
         path = Path(value)
-        if path.is_dir() and not (path / "fusion.json").is_file() and (path / "fusion" / "fusion.json").is_file():
-            path = path / "fusion"
+        if path.is_dir() and not (path / layout.FUSION_FILE).is_file():
+            fusion = runs.open_run(path).fusion()
+            if fusion is not None:
+                return fusion
         return load_fusion(path)
     raise TypeError(f"expected a workbench.graph.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
 
@@ -267,9 +272,9 @@ class GraphPanel(Panel):
             data = load_data(data)
         run_dir = self._resolve_run_dir("graph")
         self.progress_callback(0, 2, None, f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch")
-        self.export_result = run_export(model, export_cfg, run_dir / "export", data=data)
+        self.export_result = run_export(model, export_cfg, run_dir / layout.EXPORT_DIR, data=data)
         self.progress_callback(1, 2, None, "building, validating and timing the optimized variants")
-        report = run_fusion(self.export_result, fusion_cfg, run_dir / "fusion")
+        report = run_fusion(self.export_result, fusion_cfg, run_dir / layout.FUSION_DIR)
         self.progress_callback(2, 2, None, "done")
         return report
 

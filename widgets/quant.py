@@ -20,6 +20,7 @@ from workbench.device import DeviceError, normalize_device
 from workbench.data import DataConfig, load_data
 from workbench.graph import ExportResult
 from workbench.graph import FusionReport
+from workbench.runs import layout
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
     DEFAULT_BUDGET_OVERALL,
@@ -278,7 +279,7 @@ class QuantPanel(Panel):
     def _compute(self, values: dict[str, Any]) -> QuantResult:
         graph = self._graph()
         cfg = QuantConfig.preset(values["preset"])
-        out = self._resolve_run_dir("quantize") / "quantize" / values["preset"]
+        out = self._resolve_run_dir("quantize") / layout.quantize_dir(values["preset"])
         baseline = self._baseline_for(graph)
         self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
                                            f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
@@ -319,7 +320,7 @@ class QuantPanel(Panel):
                                   budget_per_slice=float(values["budget_per_slice"]), n_boot=int(values["n_boot"]),
                                   timing=self._timing(values))
             return run_search(
-                baseline if baseline is not None else graph, search, self._resolve_run_dir("quantize") / "search",
+                baseline if baseline is not None else graph, search, self._resolve_run_dir("quantize") / layout.SEARCH_DIR,
                 data=self._data() if baseline is None else None, export=self._export(),
                 previous=list(self.results.values()),  # presets quantized here with the same settings are reused
                 progress=lambda done, n, what: self.progress_callback(done, n, None, f"scored {what}"),

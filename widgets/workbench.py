@@ -4,8 +4,10 @@
 
 Each step is enabled when its inputs exist (compare needs training runs, the graph step a trained
 checkpoint, quantization a fused graph) and its title says whether it is done. Results flow from
-one step to the next; every step writes into one run folder, and a saved run (from the
-Workbench, ``workbench demo`` or the CLI) can be opened without recomputing anything.
+one step to the next by :mod:`workbench.flow`'s rules (the checkpoint the demo exports, the graph
+it quantizes); every step writes into one run folder (:mod:`workbench.runs.layout`), and a saved
+run (from the Workbench, ``workbench demo`` or the CLI) can be opened from any of its folders
+without recomputing anything.
 """
 
 from __future__ import annotations
@@ -17,10 +19,7 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
-from workbench import runs
-from workbench.train import load_comparison
-from workbench.graph import load_fusion
-from workbench.quant import load_quant_result, load_search
+from workbench import flow, runs
 
 from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner
@@ -165,7 +164,8 @@ class Workbench(W.VBox):
     def _after_train(self, panel: Panel) -> None:
         comparison = panel.result
         self.compare.set_input(comparison)
-        self.graph.set_models(self.train.checkpoints())
+        # the checkpoint the demo would export comes first (flow.checkpoint_to_export: ORTModule's when it ran in ONNX Runtime)
+        self.graph.set_models(flow.ordered_checkpoints(comparison))
         data = comparison.runs[0].config.data if comparison.runs else None
         if data is not None:
             self.graph.set_data(data)
@@ -173,7 +173,9 @@ class Workbench(W.VBox):
         self.refresh()
 
     def _after_graph(self, panel: Panel) -> None:
-        self.quant.set_graph(self.graph.result, export=self.graph.export_result)
+        pick = flow.graph_to_quantize(self.graph.export_result, self.graph.result)
+        if pick is not None:
+            self.quant.set_graph(self.graph.result if pick.kind == "fused" else pick.path, export=self.graph.export_result)
         self.refresh()
 
     def refresh(self, advance: bool = False) -> None:
@@ -203,30 +205,29 @@ class Workbench(W.VBox):
         return found
 
     def open_run(self, run_dir: str | os.PathLike) -> dict[str, Path]:
-        """Show every result saved under ``run_dir`` in its step, without recomputing.
+        """Show every result saved in the run ``run_dir`` belongs to (its root, a stage folder or a
+        result file: :func:`workbench.runs.open_run`) in its step, without recomputing.
 
         Returns ``{stage: file}`` for what was opened; raises ``FileNotFoundError`` when the folder
         holds no result (the error is also shown at the top of the Workbench).
         """
         self.error_box.layout.display = "none"
         try:
-            found = runs.find_results(run_dir)
-            if not found:
-                raise FileNotFoundError(
-                    f"{run_dir} holds no saved result (compare.json, export.json, fusion.json, quantize.json, search.json); "
-                    "choose a run folder written by the Workbench, `workbench demo` or the CLI"
-                )
-            if "compare" in found:
-                self.train.show(load_comparison(found["compare"]))
-            if "fusion" in found:
-                self.graph.show(load_fusion(found["fusion"]))
-            if "quantize" in found:
-                result = load_quant_result(found["quantize"])
-                if self.quant.options["graph"] is None:
-                    self.quant.set_graph(result.source_path)
-                self.quant.show(result)
-            if "search" in found:
-                self.quant.show_search(load_search(found["search"]))
+            run = runs.open_run(run_dir)
+            found = run.results()
+            if run.comparison() is not None:
+                self.train.show(run.comparison())
+            if run.fusion() is not None:
+                self.graph.show(run.fusion())
+            pick = run.graph_to_quantize()
+            if pick is not None and self.quant.options["graph"] is None:
+                self.quant.set_graph(pick.path, export=run.export())
+            elif self.quant.options["graph"] is None and run.quantization() is not None:  # only quantizations saved
+                self.quant.set_graph(run.quantization().source_path)
+            if run.quantization() is not None:
+                self.quant.show(run.quantization())
+            if run.search() is not None:
+                self.quant.show_search(run.search())
         except Exception as exc:
             self.error_box.value = error_html(exc, f"opening {run_dir}")
             self.error_box.layout.display = None

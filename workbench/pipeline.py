@@ -3,11 +3,13 @@ folder. ``workbench demo`` (and ``make demo``) call :func:`run_demo`.
 
     doctor -> fine-tune (eager / ORTModule / torch.compile) -> export -> fuse -> quantize + slices
 
-Each stage writes its own result (``compare.json``, ``export/export.json``, ``fusion/fusion.json``,
+Each stage writes its own result where the run layout says (:mod:`workbench.runs.layout`:
+``train/compare.json``, ``export/export.json``, ``fusion/fusion.json``,
 ``quantize/<preset>/quantize.json``, ``search/search.json``) and its figures (``figures/*.html``)
 as soon as it finishes, atomically, so a failure later never loses what was already written. A
 stage that fails is recorded with its message and the stages that do not need its output still
-run; ``demo.json`` and ``summary.md`` say what happened.
+run; ``demo.json`` and ``summary.md`` say what happened. Which checkpoint is exported and which
+graph is quantized are :mod:`workbench.flow`'s rules, the same the notebook ``Workbench`` follows.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import runs
+from . import flow, runs
+from .runs import layout
 from .data import DataConfig
 from .graph import ExportConfig
 from .graph import FusionConfig
@@ -183,15 +186,15 @@ def run_demo(
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
     run.mkdir(parents=True, exist_ok=True)
-    figs = run / "figures"
+    figs = run / layout.FIGURES_DIR
     outcomes: list[StageOutcome] = []
     log(f"run folder: {run}")
 
     facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
     with _Stage("doctor", log, outcomes) as st:
         report = facts["doctor"] = run_doctor()
-        runs.atomic_write_text(run / "doctor.txt", report.as_text() + "\n")
-        st.result_path = str(run / "doctor.txt")
+        runs.atomic_write_text(run / layout.DOCTOR_FILE, report.as_text() + "\n")
+        st.result_path = str(run / layout.DOCTOR_FILE)
         log(report.as_text())
         if not report.ok:
             raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
@@ -201,8 +204,8 @@ def run_demo(
         data = load_data(cfg.train.data)
         summary = summarize(data, cfg.train.data.source)
         facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
-        runs.save_result(summary, run / "data.json")
-        st.result_path = str(run / "data.json")
+        runs.save_result(summary, run / layout.DATA_FILE)
+        st.result_path = str(run / layout.DATA_FILE)
         st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
         log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
 
@@ -210,9 +213,10 @@ def run_demo(
     with _Stage("fine-tune", log, outcomes) as st:
         log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
-        comparison = run_comparison(cfg.train, cfg.backends, run / "train", progress=progress, stop=stop, isolate=cfg.isolate)
-        runs.save_result(comparison, run / "compare.json")
-        st.result_path = str(run / "compare.json")
+        # writes train/compare.json and train/<backend>/ (the run layout)
+        comparison = run_comparison(cfg.train, cfg.backends, run / layout.TRAIN_DIR, progress=progress, stop=stop,
+                                    isolate=cfg.isolate)
+        st.result_path = str(run / layout.COMPARE)
         log(comparison_table(comparison))
         st.figures += [
             write_figure(train_plots.loss_curves(comparison), figs / "train_loss_curves.html"),
@@ -224,15 +228,16 @@ def run_demo(
         if not_ok:  # recorded as a failed stage; export still uses a backend that finished
             raise RuntimeError("; ".join(not_ok))
 
-    checkpoint = _pick_checkpoint(comparison)
+    pick = flow.checkpoint_to_export(comparison)
     export = None
-    if checkpoint is None:
+    if pick is None:
         _skip("export", "no backend finished training with a checkpoint to export", log, outcomes)
     else:
+        checkpoint = pick.path
         with _Stage("export", log, outcomes) as st:
-            log(f"   exporting {checkpoint}")
-            export = run_export(checkpoint, cfg.export, run / "export", data=data)
-            st.result_path = str(run / "export" / "export.json")
+            log(f"   {pick.note}")
+            export = run_export(checkpoint, cfg.export, run / layout.EXPORT_DIR, data=data)
+            st.result_path = str(run / layout.EXPORT)
             v = export.validation
             st.headline = {"checkpoint": str(checkpoint), "nodes": str(export.node_count),
                            "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree {v.label_agreement:.1%}"}
@@ -243,8 +248,8 @@ def run_demo(
         _skip("fuse", "needs the exported graph", log, outcomes)
     else:
         with _Stage("fuse", log, outcomes) as st:
-            fusion = run_fusion(export, cfg.fusion, run / "fusion")
-            st.result_path = str(run / "fusion" / "fusion.json")
+            fusion = run_fusion(export, cfg.fusion, run / layout.FUSION_DIR)
+            st.result_path = str(run / layout.FUSION)
             log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
             st.figures += [
                 write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
@@ -260,17 +265,18 @@ def run_demo(
         _skip("quantize", "needs the exported graph", log, outcomes)
         return _finish(run, cfg, outcomes, log, facts)
 
-    graph = Path(fusion.fused_path) if fusion is not None and fusion.fused_path else Path(export.onnx_path)
+    graph_pick = flow.graph_to_quantize(export, fusion)
+    graph = graph_pick.path
     baseline, results = None, []  # the search takes both: the FP32 side scored and timed once, presets not redone
     with _Stage("quantize", log, outcomes) as st:
-        log(f"   FP32 graph: {graph}")
-        baseline = prepare_baseline(graph, data, run / "quantize" / "baseline", export=export, timing=cfg.timing)
+        log(f"   FP32 graph: {graph_pick.note}")
+        baseline = prepare_baseline(graph, data, run / layout.BASELINE, export=export, timing=cfg.timing)
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
         for name in cfg.quant_presets:
             log(f"   {name} ...")
-            res = run_quantization(graph, QuantConfig.preset(name), run / "quantize" / name, data,
+            res = run_quantization(graph, QuantConfig.preset(name), run / layout.quantize_dir(name), data,
                                    baseline=baseline, export=export, timing=cfg.timing, n_boot=cfg.n_boot)
             results.append(res)
             drop = res.report.max_slice_drop()
@@ -286,16 +292,16 @@ def run_demo(
                 st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
             st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
                                  f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
-        st.result_path = str(run / "quantize")
+        st.result_path = str(run / layout.QUANTIZE_DIR)
 
     if cfg.search:
         with _Stage("search", log, outcomes) as st:
             search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
                                   n_boot=cfg.n_boot, timing=cfg.timing)
-            found = run_search(baseline if baseline is not None else graph, search, run / "search", data=data,
+            found = run_search(baseline if baseline is not None else graph, search, run / layout.SEARCH_DIR, data=data,
                                export=export, previous=results,
                                progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
-            st.result_path = str(run / "search" / "search.json")
+            st.result_path = str(run / layout.SEARCH)
             st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
             st.headline = {"best": found.message}
             log(f"   {st.headline['best']}")
@@ -310,18 +316,6 @@ def fp32_test_accuracy(baseline) -> tuple[float, int]:
     labels = np.array([int(e["label"]) for e in test.load_examples()])
     preds = test.fp32_logits().argmax(-1)
     return float((preds == labels).mean()), int(len(labels))
-
-
-def _pick_checkpoint(comparison) -> Optional[Path]:
-    """Export what ORTModule trained when it ran in ONNX Runtime; else the eager (or any) run's."""
-    if comparison is None:
-        return None
-    ok = [r for r in comparison.runs if r.status.value == "ok" and r.checkpoint_dir]
-    for want in ("ortmodule", "eager"):
-        for r in ok:
-            if r.backend.value == want and (want != "ortmodule" or r.executed_in_onnxruntime):
-                return Path(r.checkpoint_dir)
-    return Path(ok[0].checkpoint_dir) if ok else None
 
 
 def _train_headline(c) -> dict[str, str]:
@@ -353,10 +347,10 @@ def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log, 
         st.headline = {"verdict": summary["verdict"]["text"]}
         log(f"   {page}\n   verdict: {summary['verdict']['text']}")
     result = DemoResult(str(run), outcomes, cfg)
-    runs.save_result(result, run / "demo.json")
-    runs.atomic_write_text(run / "summary.md", summary_markdown(result))
+    runs.save_result(result, run / layout.DEMO_FILE)
+    runs.atomic_write_text(run / layout.DEMO_SUMMARY, summary_markdown(result))
     failed = [s.name for s in outcomes if s.status != "ok"]
-    log(f"\nwrote {run / 'summary.md'}" + (f"; not ok: {', '.join(failed)}" if failed else "; every stage ok"))
+    log(f"\nwrote {run / layout.DEMO_SUMMARY}" + (f"; not ok: {', '.join(failed)}" if failed else "; every stage ok"))
     return result
 
 

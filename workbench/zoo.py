@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import runs
+from .runs import layout
 
 VOCAB_SIZE = 1000
 HIDDEN = 32
@@ -328,13 +329,13 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
 
         # the quick reviews (TrainConfig.quick's data); fallback to PyTorch is disabled by default
         cfg = TrainConfig.quick(model=str(folder), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
-        run = run_training(cfg, "ortmodule", run_dir=out / "train")
+        run = run_training(cfg, "ortmodule", run_dir=out / layout.TRAIN_DIR)
         ortmodule = "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
-    export = run_export(str(folder), ExportConfig.quick(), out / "export", data=data)
-    fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / "export")
-    baseline = prepare_baseline(fusion, data, out / "quantize" / "baseline", export=export, golden=False,
+    export = run_export(str(folder), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
+    fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / layout.FUSION_DIR)
+    baseline = prepare_baseline(fusion, data, out / layout.BASELINE, export=export, golden=False,
                                 timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
-    quant = run_quantization(None, QuantConfig.dynamic_int8(), out / "quantize" / "dynamic", baseline=baseline,
+    quant = run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
                              n_boot=100, node_error_samples=4)
     return CoverageRow(
         model_type=model_type,

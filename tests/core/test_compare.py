@@ -130,7 +130,7 @@ def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
         return next(m["value"] for m in out["backends"][backend]["metrics"] if m["unit"] == "samples/s")
 
     assert out["ratios"]["ortmodule"]["throughput"] == pytest.approx(samples_per_s("ortmodule") / samples_per_s("eager"))
-    c = load_comparison(tmp_path)
+    c = load_comparison(tmp_path / "train")  # the run layout: <run>/train/compare.json
     pids = {r.environment["pid"] for r in c.runs}
     assert len(pids) == 2 and all(r.environment["isolated"] == "1" for r in c.runs)
 
@@ -156,4 +156,4 @@ def test_cli_compare_works_from_another_directory(tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = (tmp_path / "relative-runs").iterdir()
     assert json.loads(proc.stdout)["backends"]["eager"]["status"] == "ok"
-    assert (run_dir / "compare.json").is_file() and (run_dir / "eager" / "train.json").is_file()
+    assert (run_dir / "train" / "compare.json").is_file() and (run_dir / "train" / "eager" / "train.json").is_file()

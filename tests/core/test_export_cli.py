@@ -14,7 +14,7 @@ def test_export_then_fuse_from_the_command_line(tmp_path, capsys):
     assert main(["export", "--model", "tiny", "--preset", "quick", "--validation-examples", "8", "--run-dir", str(run)]) == 0
     out = capsys.readouterr().out
     assert "validation: passed" in out and f"workbench fuse {run}" in out
-    exported = load_export(run)
+    exported = load_export(run / "export")  # the run layout: export/export.json
     assert exported.validation.passed and exported.config.validation_examples == 8
 
     code = main(["fuse", str(run), "--preset", "inspect", "--variants", "transformer", "--json"])
@@ -23,8 +23,8 @@ def test_export_then_fuse_from_the_command_line(tmp_path, capsys):
     assert summary["all_passed"] is True
     assert [v["name"] for v in summary["variants"]] == ["unoptimized", "transformer"]
     assert summary["variants"][1]["fused_ops"]["Attention"] == 2
-    assert summary["fused_path"] == str(run / "model_fused.onnx")
-    assert load_fusion(run).fused_path == run / "model_fused.onnx"  # written beside the export
+    assert summary["fused_path"] == str(run / "fusion" / "model_fused.onnx")
+    assert load_fusion(run / "fusion").fused_path == run / "fusion" / "model_fused.onnx"  # the run layout: fusion/
 
     assert main(["fuse", str(run), "--preset", "quick", "--variants", "ort_extended", "--shapes", "1x8"]) == 0
     text = capsys.readouterr().out

@@ -20,10 +20,10 @@ def test_quick_demo_runs_every_stage_from_the_cli(tmp_path, capsys):
     result = load_result(DemoResult, run / "demo.json")
     assert [s.name for s in result.stages] == ["doctor", "data", "fine-tune", "export", "fuse", "quantize", "report"]
     assert all(s.status == "ok" for s in result.stages)
-    for rel in ("compare.json", "export/export.json", "export/model.onnx", "fusion/fusion.json",
+    for rel in ("train/compare.json", "export/export.json", "export/model.onnx", "fusion/fusion.json",
                 "quantize/dynamic/quantize.json", "summary.md", "report.html", "summary.json"):
         assert (run / rel).is_file(), rel
-    compare = json.loads((run / "compare.json").read_text())
+    compare = json.loads((run / "train" / "compare.json").read_text())
     by_backend = {r["backend"]: r for r in compare["runs"]}
     assert by_backend["ortmodule"]["executed_in_onnxruntime"] is True, by_backend["ortmodule"]
     assert by_backend["eager"]["executed_in_onnxruntime"] is False

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import runs
+from ..runs import layout
 from .config import AUDIT_FILE, AUDIT_NEEDS, STEPS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
 
@@ -123,7 +124,7 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         with Step(2):
             from ..graph import run_export
 
-            export = run_export(str(model.folder), cfg.export_config(), out / "export", data=dd)
+            export = run_export(str(model.folder), cfg.export_config(), out / layout.EXPORT_DIR, data=dd)
             log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
             if not export.validation.passed:
                 raise RuntimeError(f"the exported graph does not reproduce the model: {export.validation.message}")
@@ -133,27 +134,28 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         with Step(3):
             from ..graph import run_fusion
 
-            fusion = run_fusion(export, cfg.fusion_config(), out / "fusion")
+            fusion = run_fusion(export, cfg.fusion_config(), out / layout.FUSION_DIR)
             fused = ", ".join(f"{k} {n}" for k, n in fusion.fused_op_counts.items()) or "nothing fused"
             log(f"      fused: {fused}")
             for d in fusion.diagnoses:
                 log(f"      missing fusion: {d.text}")
             if not fusion.fused.validation.passed:
                 log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
-        graph = (Path(fusion.fused_path) if fusion is not None and fusion.fused_path and fusion.fused.validation.passed
-                 else Path(export.onnx_path))
+        from ..flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
+
+        graph = graph_to_quantize(export, fusion).path
         with Step(4):
             from ..quant import QuantConfig, prepare_baseline, run_quantization
 
             log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once")
-            base = prepare_baseline(graph, dd, out / "quantize" / "baseline", export=export, slices=slice_set, golden=False,
+            base = prepare_baseline(graph, dd, out / layout.BASELINE, export=export, slices=slice_set, golden=False,
                                     calibration_samples=facts["calibration_count"], timing=cfg.timing(),
                                     batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
             for name in cfg.presets:
                 qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
                 if qcfg.mode.value == "static":
                     qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
-                res = run_quantization(None, qcfg, out / "quantize" / name, baseline=base, n_boot=cfg.n_boot, seed=cfg.seed,
+                res = run_quantization(None, qcfg, out / layout.quantize_dir(name), baseline=base, n_boot=cfg.n_boot, seed=cfg.seed,
                                        node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
                 results.append(res)
                 log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "
@@ -173,7 +175,7 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
                             f"[{100 * w.ci_low:+.1f}, {100 * w.ci_high:+.1f}]")
             with Step(6):
                 search = search_over_results(results, cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
-                                             out_dir=out / "search")
+                                             out_dir=out / layout.SEARCH_DIR)
                 log(f"      {search.message}")
         else:
             skipped(5, "no quantized variant")

@@ -50,11 +50,13 @@ def _cmd_data(args) -> int:
 
 
 def _cmd_runs(args) -> int:
-    from ..runs import list_runs
+    from ..runs import find_results, list_runs
 
     runs = list_runs(args.runs)
-    if args.json:
-        _print_json([{"path": str(r.path), "stages": list(r.stages)} for r in runs])
+    if args.json:  # with each stage's newest result, where the run layout (or an older one) put it
+        _print_json([{"path": str(r.path), "stages": list(r.stages),
+                      "results": {k: v.relative_to(r.path).as_posix() for k, v in find_results(r.path).items()}}
+                     for r in runs])
         return 0
     if not runs:
         print(f"no runs under {args.runs}")

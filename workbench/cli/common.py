@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Optional
 
 from .. import serial
@@ -27,3 +28,25 @@ def _device_problem(args) -> Optional[str]:
     except DeviceError as exc:
         return str(exc)
     return None
+
+
+def _run_of(path: Path):
+    """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
+    from ..runs import RunError, open_run
+
+    try:
+        return open_run(path)
+    except RunError:
+        return None
+
+
+def _stage_dir(run_dir: Path, stage: str) -> Path:
+    """Where ``stage`` writes in the run ``run_dir`` (given as its root or any of its stage folders)."""
+    from ..runs import layout
+
+    return (layout.root_by_name(run_dir) or run_dir) / layout.STAGE_DIRS[stage]
+
+
+def _say(note: str, as_json: bool) -> None:
+    """Say which input a command took (on stderr under --json, so stdout stays one JSON document)."""
+    print(note, file=sys.stderr if as_json else sys.stdout, flush=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json
+from .common import _device_problem, _fail, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -24,22 +24,37 @@ def _cmd_export(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, run_export
     from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
-    from ..runs import new_run_dir
+    from ..runs import RunError, layout, new_run_dir
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
         cfg = build(ExportConfig, args, base=getattr(ExportConfig, args.preset)())
-        if args.model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
-            check_model_type(resolve_model_path(args.model))
+        model, run, note = args.model, None, None
+        given = Path(model)
+        if (model not in BUILTIN_MODELS and given.exists() and not (given / "config.json").is_file()
+                and (run := _run_of(given)) is not None):
+            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow picks
+            pick = run.require("finished training run with a checkpoint", run.checkpoint_to_export(),
+                               f"run `workbench compare --run-dir {run.root}` first, or pass --model a checkpoint folder")
+            model, note = str(pick.path), pick.note
+        elif given.is_dir():
+            run = _run_of(given)  # a checkpoint inside a run: the export goes into that run
+        if model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+            check_model_type(resolve_model_path(model))
+        if note:
+            _say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"export-{Path(args.model).name}", args.runs)
-        result = run_export(args.model, cfg, run_dir, data=data)
-    except (ExportError, ModelError, DataError, ValueError) as exc:
+        run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
+                                                           new_run_dir(f"export-{Path(model).name}", args.runs))
+        out = _stage_dir(run_dir, "export")
+        result = run_export(model, cfg, out, data=data)
+    except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
         return _fail(str(exc))
     v = result.validation
     if args.json:
-        _print_json({"run_dir": str(run_dir), "onnx_path": str(result.onnx_path), "opset": result.opset,
+        _print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
+                     "onnx_path": str(result.onnx_path), "opset": result.opset,
                      "attn_implementation": result.attn_implementation, "node_count": result.node_count,
                      "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
                      "validation": v, "op_histogram": result.op_histogram})
@@ -50,7 +65,7 @@ def _cmd_export(args) -> int:
         print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
         print(f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)")
         print(f"validation: {v.message}")
-        print(f"saved:      {run_dir / 'export.json'}   next: workbench fuse {run_dir}")
+        print(f"saved:      {out / layout.EXPORT_FILE}   next: workbench fuse {run_dir}")
     return 0 if v.passed else 1
 
 
@@ -58,22 +73,32 @@ def _cmd_fuse(args) -> int:
     from ..graph import ExportError
     from ..graph import FusionConfig, FusionError, run_fusion, summary, table
     from ..ortinfer import InferenceError
+    from ..runs import RunError, layout
 
     source = Path(args.source)
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
+        run = _run_of(source)
+        src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
+        if run is not None:
+            if not (source.suffix == ".onnx" and source.is_file()):  # an explicit graph is fused as given
+                pick = run.require("export", run.export_to_fuse(),
+                                   f"run `workbench export --model MODEL --run-dir {run.root}` first")
+                src = pick.path
+                _say(pick.note, args.json)
+            out_dir = run.stage_dir("fusion")
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
-        out_dir = Path(args.run_dir) if args.run_dir else (source if source.is_dir() else source.parent)
-        report = run_fusion(source, cfg, out_dir)
-    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError) as exc:
+        out_dir = Path(args.run_dir) if args.run_dir else out_dir
+        report = run_fusion(src, cfg, out_dir)
+    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
         return _fail(str(exc))
     if args.json:
-        _print_json({"run_dir": str(out_dir), "result": str(out_dir / "fusion.json"), **summary(report)})
+        _print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})
     else:
         print(table(report))
-        print(f"\nsaved: {out_dir / 'fusion.json'}   fused graph: {report.fused_path}")
+        print(f"\nsaved: {out_dir / layout.FUSION_FILE}   fused graph: {report.fused_path}")
     return 0 if report.all_passed else 1
 
 
@@ -88,18 +113,19 @@ def _add_graph(sub) -> None:
     add_config_flags(p, ExportConfig, EXPORT_FLAGS, base=ExportConfig.default())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     cli_only(p, "--runs", default="runs", help="folder for new run folders")
-    cli_only(p, "--run-dir", help="write into this run folder instead of a new one")
+    cli_only(p, "--run-dir", help="write into this run folder (its root or any folder of it) instead of a new one")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
                                     "validate, time, diff, trace fused nodes, diagnose missing fusions")
-    p.add_argument("source", help="a run folder with export.json, an export.json, or an .onnx file")
+    p.add_argument("source", help="any folder of a run (its root, export/, fusion/, ...) or a result file in it: the "
+                                  "run's newest export is fused into <run>/fusion; or an export folder or an .onnx file")
     cli_only(p, "--preset", default="default", choices=list(_FUSE_PRESETS),
              help="starting point, whose values the flags below change (defaults shown are default's): default: 3 shapes "
                   "x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; gpu: CUDA, FP16, CUDA graphs "
                   "and PyTorch's GPU peers at 1x128 and 32x128")
     add_config_flags(p, FusionConfig, FUSE_FLAGS, base=FusionConfig.default())
-    cli_only(p, "--run-dir", help="where to write (default: the source's folder)")
+    cli_only(p, "--run-dir", help="where to write (default: <run>/fusion; the source's folder outside a run)")
     cli_only(p, "--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
     p.set_defaults(func=_cmd_fuse)

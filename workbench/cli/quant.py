@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json
+from .common import _device_problem, _fail, _print_json, _run_of, _say
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
@@ -17,25 +17,37 @@ SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag
 
 
 def _quant_source(source: Path, which: str):
-    """(FP32 graph path, ExportResult or None, run folder) from a run folder or an .onnx file."""
+    """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
+    result file in it, or an .onnx file; ``which``: auto (workbench.flow's rule: the fused graph when
+    there is one), fused or exported."""
+    from .. import flow
     from ..graph import load_export
-    from ..graph import load_fusion
+    from ..runs import layout
 
-    if source.is_file() and source.suffix == ".onnx":
-        folder = source.parent
-        export = load_export(folder) if (folder / "export.json").is_file() else None
-        return source, export, folder
-    folder = source.parent if source.is_file() else source
-    if not (folder / "export.json").is_file():
-        raise FileNotFoundError(f"{source} is neither an .onnx file nor a run folder with export.json: run `workbench export` first")
-    export = load_export(folder)
-    fused = None
-    if (folder / "fusion.json").is_file():
-        fused = load_fusion(folder).fused_path
-    if which == "fused" and fused is None:
-        raise FileNotFoundError(f"no fused graph in {folder}: run `workbench fuse {folder}` first, or use --graph exported")
-    use_fused = which == "fused" or (which == "auto" and fused is not None)
-    return (Path(fused) if use_fused else Path(export.onnx_path)), export, folder
+    run = _run_of(source)
+    if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
+        export = load_export(source.parent) if (source.parent / layout.EXPORT_FILE).is_file() else None
+        if export is None and run is not None:
+            export = run.export()
+        return source, export, (run.root if run is not None else source.parent), f"quantizing {source} (as given)"
+    if run is None:
+        raise FileNotFoundError(f"{source} is neither an .onnx file nor a folder of a run with an export "
+                                "(export.json): run `workbench export` first")
+    export, fusion = run.export(), run.fusion()
+    export_hint = f"run `workbench export --model MODEL --run-dir {run.root}` first"
+    if which == "fused":
+        problem = flow.fused_problem(fusion)
+        if problem is not None:
+            raise FileNotFoundError(f"no fused graph to quantize in {run.root}: {problem}; run `workbench fuse {run.root}` "
+                                    "first, or use --graph exported")
+        pick = flow.Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path} (--graph fused)")
+    elif which == "exported":
+        if export is None:
+            raise FileNotFoundError(f"no exported graph in {run.root}: {export_hint}")
+        pick = flow.Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} (--graph exported)")
+    else:
+        pick = run.require("exported or fused graph", run.graph_to_quantize(), export_hint)
+    return pick.path, export, run.root, pick.note
 
 
 def _quant_config(args):
@@ -55,23 +67,25 @@ def _cmd_quantize(args) -> int:
     from ..ortinfer import InferenceError
     from ..quant import (DEFAULT_N_BOOT, QuantizeError, SearchConfig, TimingConfig, requantize_excluding, run_quantization,
                          run_search)
+    from ..runs import layout
 
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
-        graph, export, folder = _quant_source(Path(args.source), args.graph)
+        graph, export, folder, note = _quant_source(Path(args.source), args.graph)
+        _say(note, args.json)
         cfg = _quant_config(args)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
         n_boot = args.n_boot or (200 if args.quick else DEFAULT_N_BOOT)
         tok = args.tokenizer
         if args.search:
-            out = Path(args.run_dir) if args.run_dir else folder / "search"
+            out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
             found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
                                progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
-                _print_json({"run_dir": str(out), "result": str(out / "search.json"), "chosen": found.chosen, "message": found.message,
+                _print_json({"run_dir": str(out), "result": str(out / layout.SEARCH_FILE), "chosen": found.chosen, "message": found.message,
                              "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
                                              "accuracy_delta": c.accuracy_delta, "feasible": c.feasible,
                                              "worst_slice": c.check.worst_slice, "worst_slice_drop": c.check.worst_slice_drop,
@@ -81,9 +95,9 @@ def _cmd_quantize(args) -> int:
                 for c in found.candidates:
                     print(f"{c.name:<34} {c.latency_ms:>8.2f} {c.size_mib:>7.1f} {100 * c.accuracy:>6.1f} {100 * c.accuracy_delta:>+6.1f} "
                           f"{(c.check.worst_slice or '-') + f' {-100 * c.check.worst_slice_drop:+.1f}':>28} {'yes' if c.feasible else 'no':>3}")
-                print(f"\n{found.message}\nsaved: {out / 'search.json'}")
+                print(f"\n{found.message}\nsaved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
-        out = Path(args.run_dir) if args.run_dir else folder / "quantize" / cfg.label
+        out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
         result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
                                   node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
         if args.exclude_worst:
@@ -94,7 +108,8 @@ def _cmd_quantize(args) -> int:
     worst = rep.worst_slices(k=5)
     if args.json:
         _print_json({
-            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / "quantize.json"), "name": result.name,
+            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / layout.QUANTIZE_FILE), "name": result.name,
+            "input": note,
             "graph": str(result.source_path), "graph_kind": result.graph_kind, "quantized_path": str(result.quantized_path),
             "size_mib": result.size_mib, "fp32_size_mib": result.fp32_size_mib, "latency_ms": result.latency_ms,
             "fp32_latency_ms": result.fp32_latency_ms, "speedup": result.speedup, "validation": result.validation,
@@ -128,7 +143,7 @@ def _cmd_quantize(args) -> int:
                 print(f"  {e.node:<55} {e.op_type:<8} {e.local_sqnr_db:6.1f}")
         for n in result.notes:
             print(f"note: {n}")
-        print(f"saved:      {Path(result.out_dir) / 'quantize.json'}")
+        print(f"saved:      {Path(result.out_dir) / layout.QUANTIZE_FILE}")
     return 0 if result.validation.passed else 1
 
 
@@ -136,7 +151,8 @@ def _add_quant(sub) -> None:
     from ..quant import DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, SearchConfig, TimingConfig
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
-    p.add_argument("source", help="a run folder with export.json (and fusion.json), or an .onnx file")
+    p.add_argument("source", help="any folder of a run (its root, export/, fusion/, quantize/..., a result file): its "
+                                  "newest graph (--graph); or an .onnx file")
     cli_only(p, "--graph", default="auto", choices=["auto", "exported", "fused"],
              help="which FP32 graph of the run folder (auto: the fused one when `workbench fuse` ran)")
     cli_only(p, "--preset", default="dynamic", choices=list(QuantConfig.presets()),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _fail, _print_json
+from .common import _fail, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
 
@@ -61,15 +61,16 @@ def _cmd_train(args) -> int:
     except (TrainConfigError, ValueError) as exc:
         return _fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
+    out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
     bar = None if args.json else _TrainProgressBar()
     try:
         if args.nproc > 1:
             from ..train import run_distributed
 
-            result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=run_dir)
+            result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
             run = result.run
         else:
-            run = run_training(cfg, args.backend, run_dir, progress=bar, stop=_stop_on_sigint())
+            run = run_training(cfg, args.backend, out, progress=bar, stop=_stop_on_sigint())
     except TrainConfigError as exc:
         return _fail(str(exc))
     finally:
@@ -86,7 +87,7 @@ def _cmd_train(args) -> int:
               f"val acc {run.final_accuracy:.3f}")
         if run.reason:
             print(f"reason: {run.reason}")
-        print(f"saved: {run_dir / run.backend.value}")
+        print(f"saved: {out / run.backend.value}")
     return 0 if run.status.value in ("ok", "stopped") else 1
 
 
@@ -99,9 +100,10 @@ def _cmd_compare(args) -> int:
         cfg = _train_config(args)
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
+        out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
         bar = None if args.json else _TrainProgressBar()
         try:
-            c = run_comparison(cfg, backends, run_dir, progress=bar, stop=_stop_on_sigint(),
+            c = run_comparison(cfg, backends, out, progress=bar, stop=_stop_on_sigint(),
                                tolerance=args.tolerance, isolate=not args.in_process)
         finally:
             if bar is not None:
@@ -118,7 +120,7 @@ def _cmd_compare(args) -> int:
         })
     else:
         print(comparison_table(c))
-        print(f"saved: {run_dir / 'compare.json'}")
+        print(f"saved: {out / 'compare.json'}   next: workbench export --model {run_dir}")
     return 0 if all(s.status.value == "ok" for s in c.summaries) and c.loss_parity else 1
 
 

@@ -1,28 +1,20 @@
-"""Run folders: where every stage writes its results, atomically, and where they are found again.
+"""Atomic writes: a file, a JSON document, a numpy array, a copy, a path a library writes, a folder.
 
-A run folder is ``<root>/<timestamp>-<label>/``; each stage writes ``<stage>.json`` (its result)
-plus its artifacts (checkpoints, graphs, figures). Writes go to a temporary file in the same
-folder and are renamed into place, so a crash or an error never leaves half a file behind and
-never clobbers what an earlier step wrote.
+Writes go to a temporary file in the same folder and are renamed into place, so a crash or an
+error never leaves half a file behind and never clobbers what an earlier step wrote.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, TypeVar
+from typing import Any
 
-from . import serial
-
-T = TypeVar("T")
-
-DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
+from .. import serial
 
 
 def _umask() -> int:
@@ -187,109 +179,3 @@ def _move_external_data(tmp: Path, final: Path) -> None:
     side = tmp.with_name(tmp.name + ".data")
     if side.exists():
         os.replace(side, final.with_name(final.name + ".data"))
-
-
-def save_result(result: Any, path: str | os.PathLike) -> Path:
-    """Write a result dataclass as JSON (atomically)."""
-    return atomic_write_json(path, result)
-
-
-def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = None) -> T:
-    """Read a result dataclass back from the JSON written by :func:`save_result`.
-
-    ``path`` is the JSON file or, when ``name`` is given, the folder holding ``name``."""
-    path = Path(path)
-    if name is not None and path.is_dir():
-        path = path / name
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"no saved result at {path}: run the stage first (or pass the run folder it wrote)"
-        )
-    return serial.from_dict(cls, json.loads(path.read_text()))
-
-
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Path:
-    """Create and return a fresh run folder ``<root>/<UTC timestamp>-<label>``."""
-    root = Path(root) if root is not None else DEFAULT_ROOT
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    base = f"{stamp}-{_SAFE.sub('-', label).strip('-') or 'run'}"
-    for i in range(1000):
-        path = root / (base if i == 0 else f"{base}-{i}")
-        try:
-            path.mkdir(parents=True, exist_ok=False)
-            return path
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"could not create a new run folder under {root}")
-
-
-# Where each stage's result lies in a run folder written by the demo, the Workbench or the CLI:
-#   <run>/compare.json or <run>/train/compare.json        Comparison
-#   <run>/export/export.json or <run>/export.json          ExportResult
-#   <run>/fusion/fusion.json or beside export.json         FusionReport
-#   <run>/quantize/<preset>/quantize.json                  QuantResult (the newest is taken)
-#   <run>/search/search.json                               SearchResult
-STAGE_FILES = {
-    "compare": "compare.json",
-    "export": "export.json",
-    "fusion": "fusion.json",
-    "quantize": "quantize.json",
-    "search": "search.json",
-}
-
-
-def _newest(paths: list[Path]) -> Optional[Path]:
-    return max(paths, key=lambda p: p.stat().st_mtime) if paths else None
-
-
-def find_results(run_dir: str | os.PathLike) -> dict[str, Path]:
-    """``{stage: path of its saved result}`` for the stages found under ``run_dir``, so a panel
-    or the CLI can open them without recomputing (reading them is each stage's ``load_*``).
-
-    Raises ``FileNotFoundError`` when ``run_dir`` is not a folder.
-    """
-    root = Path(run_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(
-            f"no run folder at {root}: pass a folder written by the Workbench, `workbench demo` or the CLI "
-            "(see `workbench runs` for the list)"
-        )
-    found: dict[str, Path] = {}
-    for stage, name in STAGE_FILES.items():
-        if stage == "quantize":
-            # quantize/<preset>/quantize.json (and re-quantizations below them), not the search candidates
-            candidates = list(root.glob("quantize/**/quantize.json")) or list(root.glob(name))
-        else:
-            candidates = list(root.glob(name)) or list(root.glob(f"*/{name}"))
-        path = _newest(candidates)
-        if path is not None:
-            found[stage] = path
-    return found
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    path: Path
-    stages: tuple[str, ...]
-    modified: float
-
-
-def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
-    """Run folders under ``root``, newest first, with the stage results each holds (top-level
-    JSON files and the stage results of :func:`find_results`)."""
-    root = Path(root) if root is not None else DEFAULT_ROOT
-    if not root.is_dir():
-        return []
-    out = []
-    for child in root.iterdir():
-        if child.is_dir() and not child.name.startswith("."):
-            stages = {p.stem for p in child.glob("*.json")} | set(find_results(child))
-            out.append(RunInfo(child, tuple(sorted(stages)), child.stat().st_mtime))
-    return sorted(out, key=lambda r: r.modified, reverse=True)
-
-
-def iter_files(run: str | os.PathLike, pattern: str) -> Iterator[Path]:
-    return iter(sorted(Path(run).glob(pattern)))

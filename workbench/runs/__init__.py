@@ -1,0 +1,100 @@
+"""Run folders: where every stage writes, atomically, and how a run is opened again from any of its folders.
+
+Entry points:
+    open_run(path) -> Run       a run from its root, a stage folder or a result file: the newest
+                                result of each stage, and what each next stage takes
+                                (``run.graph_to_quantize()``, ``run.checkpoint_to_export()``)
+    layout                      where every stage writes, relative to the run root
+    save_result / load_result   a result dataclass as JSON; paths inside the run stored relative
+    new_run_dir, list_runs, find_results
+    atomic_write_json / _text / _bytes / _npy, atomic_copy, atomic_path, atomic_dir
+
+Files:
+    atomic.py     atomic writes (file, JSON, array, copy, a path a library writes, a folder)
+    layout.py     the run layout: folders and files of each stage, older places still read
+    relpaths.py   paths inside a run saved relative to it, resolved on load
+    results.py    save_result / load_result
+    open.py       open_run and Run: the run root from any of its folders, the newest results
+    __init__.py   run folders: create, list, find results
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from . import layout
+from .atomic import (_exchange, _move_external_data, _umask, atomic_copy, atomic_dir, atomic_path, atomic_write_bytes,
+                     atomic_write_json, atomic_write_npy, atomic_write_text)
+from .layout import STAGE_FILES
+from .open import Run, RunError, find_root, open_run
+from .results import load_result, read_result_json, save_result
+
+__all__ = [
+    "DEFAULT_ROOT", "STAGE_FILES", "Run", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
+    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "find_root",
+    "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "open_run", "read_result_json", "save_result",
+    "_exchange", "_move_external_data", "_umask",
+]
+
+DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Path:
+    """Create and return a fresh run folder ``<root>/<UTC timestamp>-<label>``."""
+    root = Path(root) if root is not None else DEFAULT_ROOT
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = f"{stamp}-{_SAFE.sub('-', label).strip('-') or 'run'}"
+    for i in range(1000):
+        path = root / (base if i == 0 else f"{base}-{i}")
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a new run folder under {root}")
+
+
+def find_results(run_dir: str | os.PathLike) -> dict[str, Path]:
+    """``{stage: path of its newest saved result}`` under the run root ``run_dir``, in the layout's
+    places and the older ones (:mod:`workbench.runs.layout`); reading them is each stage's
+    ``load_*`` (or :func:`open_run`). Raises ``FileNotFoundError`` when ``run_dir`` is not a folder.
+    """
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"no run folder at {root}: pass a folder written by the Workbench, `workbench demo` or the CLI "
+            "(see `workbench runs` for the list)"
+        )
+    return layout.result_files(root)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    stages: tuple[str, ...]
+    modified: float
+
+
+def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
+    """Run folders under ``root``, newest first, with the stage results each holds (top-level
+    JSON files and the stage results of :func:`find_results`)."""
+    root = Path(root) if root is not None else DEFAULT_ROOT
+    if not root.is_dir():
+        return []
+    out = []
+    for child in root.iterdir():
+        if child.is_dir() and not child.name.startswith("."):
+            stages = {p.stem for p in child.glob("*.json")} | set(find_results(child))
+            out.append(RunInfo(child, tuple(sorted(stages)), child.stat().st_mtime))
+    return sorted(out, key=lambda r: r.modified, reverse=True)
+
+
+def iter_files(run: str | os.PathLike, pattern: str) -> Iterator[Path]:
+    return iter(sorted(Path(run).glob(pattern)))
