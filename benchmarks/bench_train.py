@@ -174,16 +174,16 @@ def fmt(v, spec: str) -> str:
 
 
 def table(inter: list[dict], iso: list[dict]) -> str:
-    head = f"{'shape':<7} {'variant':<19} {'status':<7} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} {'max dloss':>9}"
+    head = f"{'shape':<7} {'variant':<26} {'status':<7} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} {'max dloss':>9}"
     lines = ["interleaved step times (one process, variants stepped in rotation)", head, "-" * len(head)]
     for r in inter:
-        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['median_step_s'] * 1000, '.0f'):>9} "
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<26} {r['status']:<7} {fmt(r['median_step_s'] * 1000, '.0f'):>9} "
                      f"{fmt(r['min_step_s'] * 1000, '.0f'):>7} {fmt(r['samples_per_s'], '.1f'):>9} "
                      f"{fmt(r['speed_vs_eager'], '.2f'):>7}x {fmt(r['max_loss_diff_vs_eager'], '.1e'):>9}")
-    head = f"{'shape':<7} {'backend':<19} {'status':<7} {'start-up s':>10} {'peak MiB':>8} {'mem vs eager':>12}"
+    head = f"{'shape':<7} {'backend':<26} {'status':<7} {'start-up s':>10} {'peak MiB':>8} {'mem vs eager':>12}"
     lines += ["", "isolated runs (one process each): start-up and peak RSS", head, "-" * len(head)]
     for r in iso:
-        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['startup_s'], '.1f'):>10} "
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<26} {r['status']:<7} {fmt(r['startup_s'], '.1f'):>10} "
                      f"{fmt(r['peak_rss_mib'], '.0f'):>8} {fmt(r['memory_vs_eager'], '.2f'):>11}x")
     failed = [r for r in inter + iso if r["status"] != "ok"]
     lines += [f"{r['variant']} ({r['batch']}x{r['seq']}): {r['status']}: {r['reason']}" for r in failed]
