@@ -22,9 +22,10 @@ measured FP32 and INT8 matrix-multiply throughput (big GEMMs, same threads), and
 forward pass could possibly run: how far the best variant is from it, and whether a target speed-up
 over eager is reachable on this CPU at all.
 
-Training (small section; the ORTModule defaults come from :class:`workbench.train.TrainConfig`, so
-changing them there changes this row): eager, torch.compile, ORTModule defaults and ORTModule
-tuned, stepped in rotation (:func:`bench_train.interleaved`).
+Training (small section; the settings come from :mod:`workbench.train`: ``ortmodule`` is ORTModule
+with its own defaults, ``ORTMODULE_OWN_DEFAULTS``, and ``ort-opset14-fused-no-spin`` the tuned set
+``TrainConfig`` defaults to, ``TUNED_DEFAULTS``, so changing them there changes these rows): eager,
+torch.compile, ORTModule defaults and ORTModule tuned, stepped in rotation (:func:`bench_train.interleaved`).
 
 Prints the tables and writes JSON (``--out``). ``--quick`` runs every row on the tiny model with
 few repeats (what the test runs). Nothing here asserts a timing.

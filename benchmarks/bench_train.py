@@ -14,6 +14,11 @@ Two parts, because a shared 2-core machine changes speed from minute to minute:
    step, including export or compilation) and peak RSS, which in a shared process would mix the
    variants' memory.
 
+Every variant starts from the *untuned* settings (``ORTMODULE_OWN_DEFAULTS``: ORTModule's own opset
+17 and thread spinning, torch's foreach AdamW) and changes only what its name says; the tuned set
+that ``TrainConfig`` defaults to (``TUNED_DEFAULTS``) is the variant ``ort-opset14-fused-no-spin``.
+Each row records the settings it ran with.
+
 Prints a table and writes JSON (``--out``). Nothing here asserts a timing.
 
     .venv/bin/python benchmarks/bench_train.py --out runs/bench/bench_train.json            # full
@@ -35,10 +40,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from workbench.options import parse_shapes  # noqa: E402
 from workbench.runs import atomic_write_json  # noqa: E402
-from workbench.train import TrainConfig, Trainer, run_training_isolated  # noqa: E402
+from workbench.train import (  # noqa: E402
+    DEFAULT_BACKENDS,
+    ORTMODULE_OWN_DEFAULTS,
+    STEP_WARMUP,
+    TUNED_DEFAULTS,
+    TrainConfig,
+    Trainer,
+    run_training_isolated,
+)
 
-# name -> (backend, TrainConfig overrides, what it tries)
+# Every variant starts from the *untuned* settings, ORTModule's own defaults (opset 17, spinning on,
+# torch's foreach AdamW: ORTMODULE_OWN_DEFAULTS), not from TrainConfig's defaults (the tuned set
+# these variants found: TUNED_DEFAULTS); each variant then changes what it names from there.
+UNTUNED = dict(ORTMODULE_OWN_DEFAULTS)
+# the knobs the two sets differ in, recorded in every row
+SETTINGS = tuple(sorted(set(ORTMODULE_OWN_DEFAULTS) | set(TUNED_DEFAULTS)))
+# name -> (backend, TrainConfig overrides on top of UNTUNED, what it tries)
 VARIANTS: dict[str, tuple[str, dict, str]] = {
     "eager": ("eager", {}, "PyTorch eager, AdamW (foreach): the baseline"),
     "compile": ("compile", {}, "torch.compile (Inductor, default mode), fixed shapes"),
@@ -52,7 +72,7 @@ VARIANTS: dict[str, tuple[str, dict, str]] = {
     "eager-fused-adamw": ("eager", {"optimizer": "adamw_fused"}, "eager with torch's fused AdamW kernel"),
     "ort-fused-adamw": ("ortmodule", {"optimizer": "adamw_fused"}, "ORTModule with torch's fused AdamW kernel (ORT's FusedAdam is CUDA-only)"),
     "ort-fused-no-spin": ("ortmodule", {"optimizer": "adamw_fused", "ort_allow_spinning": False}, "fused AdamW + no spinning"),
-    "ort-opset14-fused-no-spin": ("ortmodule", {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}, "opset 14 + fused AdamW + no spinning"),
+    "ort-opset14-fused-no-spin": ("ortmodule", dict(TUNED_DEFAULTS), "opset 14 + fused AdamW + no spinning: the tuned set, TrainConfig's defaults"),
     "eager-sdpa": ("eager", {"attn_implementation": "sdpa"}, "eager with PyTorch's SDPA attention (what a PyTorch user might pick; ORTModule needs eager attention)"),
     "eager-dropout": ("eager", {"dropout": True}, "eager, dropout on (a normal fine-tune)"),
     "ort-dropout": ("ortmodule", {"dropout": True}, "ORTModule, dropout on (Dropout/BitmaskDropout and their gradients in the graph)"),
@@ -62,21 +82,20 @@ DEFAULT_VARIANTS = ("eager", "compile", "ortmodule", "ort-no-spin", "ort-1-threa
                     "ort-basic", "ort-recompute", "eager-fused-adamw", "ort-fused-adamw", "ort-fused-no-spin",
                     "ort-opset14-fused-no-spin", "eager-sdpa", "eager-dropout", "ort-dropout")
 DEFAULT_SHAPES = ("16x128", "32x64")
-ISOLATED = ("eager", "ortmodule", "compile")
-
-
-def parse_shape(text: str) -> tuple[int, int]:
-    try:
-        b, s = (int(x) for x in text.lower().split("x"))
-    except ValueError:
-        raise SystemExit(f"shape must look like BATCHxSEQ (e.g. 16x128), got {text!r}") from None
-    return b, s
+ISOLATED = tuple(b.value for b in DEFAULT_BACKENDS)  # one variant per backend, named after it
+QUICK_VARIANTS = ("eager", "ortmodule", "ort-opset14-fused-no-spin", "compile")
 
 
 def config_for(name: str, model: str, batch: int, seq: int, steps: int, threads) -> TrainConfig:
+    """The variant's config: the benchmark shape, the untuned settings, then the variant's own overrides."""
     _, overrides, _ = VARIANTS[name]
     return TrainConfig.bench(model=model, batch_size=batch, max_length=seq, max_steps=steps, threads=threads,
-                             lr=1e-3 if model == "tiny" else 5e-5, **overrides)
+                             lr=1e-3 if model == "tiny" else 5e-5, **{**UNTUNED, **overrides})
+
+
+def settings(cfg: TrainConfig) -> dict:
+    """The knobs that tell untuned from tuned, as run (JSON-ready)."""
+    return {k: getattr(getattr(cfg, k), "value", getattr(cfg, k)) for k in SETTINGS}
 
 
 def interleaved(names: list[str], model: str, batch: int, seq: int, warmup: int, steps: int, threads) -> list[dict]:
@@ -93,7 +112,8 @@ def interleaved(names: list[str], model: str, batch: int, seq: int, warmup: int,
         dd = _load_data(cfg.data)
         loaded = load_for_data(cfg.model, class_names(dd), attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
         trainers[name] = Trainer(cfg, backend, loaded, dd["train"], total)
-        rows[name] = {"variant": name, "backend": backend, "what": what, "overrides": overrides, "batch": batch, "seq": seq,
+        rows[name] = {"variant": name, "backend": backend, "what": what, "overrides": overrides, "settings": settings(cfg),
+                      "batch": batch, "seq": seq,
                       "status": "ok", "reason": "", "step_s": [], "losses": []}
     for i in range(total):
         order = names[i % len(names):] + names[:i % len(names)]
@@ -136,7 +156,8 @@ def isolated(names: list[str], model: str, batch: int, seq: int, steps: int, thr
         # a fresh Inductor cache: the compile start-up is the cold one a new user pays
         env = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor.", dir=root)} if backend == "compile" else None
         run = run_training_isolated(cfg, backend, root / f"{batch}x{seq}" / name, env=env)
-        rows.append({"variant": name, "backend": backend, "batch": batch, "seq": seq, "status": run.status.value,
+        rows.append({"variant": name, "backend": backend, "settings": settings(cfg), "batch": batch, "seq": seq,
+                     "status": run.status.value,
                      "reason": run.reason, "startup_s": run.startup_s, "setup_s": run.setup_s,
                      "peak_rss_mib": run.peak_memory_mib, "rss_before_model_mib": run.memory_baseline_mib,
                      "median_step_s": run.median_step_s, "steps": len(run.steps), "wall_s": time.perf_counter() - t0,
@@ -153,16 +174,16 @@ def fmt(v, spec: str) -> str:
 
 
 def table(inter: list[dict], iso: list[dict]) -> str:
-    head = f"{'shape':<7} {'variant':<19} {'status':<7} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} {'max dloss':>9}"
+    head = f"{'shape':<7} {'variant':<26} {'status':<7} {'median ms':>9} {'min ms':>7} {'samples/s':>9} {'vs eager':>8} {'max dloss':>9}"
     lines = ["interleaved step times (one process, variants stepped in rotation)", head, "-" * len(head)]
     for r in inter:
-        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['median_step_s'] * 1000, '.0f'):>9} "
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<26} {r['status']:<7} {fmt(r['median_step_s'] * 1000, '.0f'):>9} "
                      f"{fmt(r['min_step_s'] * 1000, '.0f'):>7} {fmt(r['samples_per_s'], '.1f'):>9} "
                      f"{fmt(r['speed_vs_eager'], '.2f'):>7}x {fmt(r['max_loss_diff_vs_eager'], '.1e'):>9}")
-    head = f"{'shape':<7} {'backend':<19} {'status':<7} {'start-up s':>10} {'peak MiB':>8} {'mem vs eager':>12}"
+    head = f"{'shape':<7} {'backend':<26} {'status':<7} {'start-up s':>10} {'peak MiB':>8} {'mem vs eager':>12}"
     lines += ["", "isolated runs (one process each): start-up and peak RSS", head, "-" * len(head)]
     for r in iso:
-        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<19} {r['status']:<7} {fmt(r['startup_s'], '.1f'):>10} "
+        lines.append(f"{r['batch']}x{r['seq']:<4} {r['variant']:<26} {r['status']:<7} {fmt(r['startup_s'], '.1f'):>10} "
                      f"{fmt(r['peak_rss_mib'], '.0f'):>8} {fmt(r['memory_vs_eager'], '.2f'):>11}x")
     failed = [r for r in inter + iso if r["status"] != "ok"]
     lines += [f"{r['variant']} ({r['batch']}x{r['seq']}): {r['status']}: {r['reason']}" for r in failed]
@@ -172,9 +193,9 @@ def table(inter: list[dict], iso: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench/bench_train.json")
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny model, eager/ortmodule/compile, one shape, few steps")
+    parser.add_argument("--quick", action="store_true", help=f"smoke run: tiny model, {'/'.join(QUICK_VARIANTS)}, one shape, few steps")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after --warmup)")
-    parser.add_argument("--warmup", type=int, default=2, help="steps per variant left out of the medians")
+    parser.add_argument("--warmup", type=int, default=STEP_WARMUP, help="steps per variant left out of the medians")
     parser.add_argument("--isolated-steps", type=int, default=4, help="steps of each isolated run (start-up, memory)")
     parser.add_argument("--shapes", nargs="*", default=list(DEFAULT_SHAPES), help="BATCHxSEQ, every batch padded to SEQ")
     parser.add_argument("--variants", nargs="*", default=list(DEFAULT_VARIANTS), choices=list(VARIANTS))
@@ -185,9 +206,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.model, args.steps, args.warmup, args.isolated_steps = "tiny", 4, 2, 3
-        args.shapes, args.variants, args.second_shape_variants = ["16x64"], ["eager", "ortmodule", "compile"], []
-    shapes = [parse_shape(s) for s in args.shapes]
+        args.model, args.steps, args.warmup, args.isolated_steps = "tiny", 4, STEP_WARMUP, 3
+        args.shapes, args.variants, args.second_shape_variants = ["16x64"], list(QUICK_VARIANTS), []
+    shapes = [shape for text in args.shapes for shape in parse_shapes(text, error=SystemExit)]
     root = Path(tempfile.mkdtemp(prefix="bench_train."))
     load0 = os.getloadavg()
     t_start = time.perf_counter()
@@ -207,6 +228,7 @@ def main(argv=None) -> int:
     print(table(inter, iso))
     atomic_write_json(Path(args.out), {
         "benchmark": "bench_train", "model": args.model, "warmup": args.warmup, "steps": args.steps, "quick": args.quick,
+        "untuned": UNTUNED, "tuned": TUNED_DEFAULTS,
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "load_avg_at_start": load0, "load_avg_at_end": os.getloadavg(), "wall_s": time.perf_counter() - t_start},
         "note": "interleaved: variants stepped in rotation in one process, medians after warm-up, ratios vs eager of the "

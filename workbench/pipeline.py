@@ -26,7 +26,7 @@ from .data import DataConfig
 from .graph import ExportConfig
 from .graph import FusionConfig
 from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
-from .train import TrainConfig
+from .train import DEFAULT_BACKENDS, TrainConfig
 
 Log = Callable[[str], None]
 
@@ -36,7 +36,7 @@ class DemoConfig:
     """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
 
     train: TrainConfig = field(default_factory=TrainConfig.demo)
-    backends: tuple[str, ...] = ("eager", "ortmodule", "compile")
+    backends: tuple[str, ...] = tuple(b.value for b in DEFAULT_BACKENDS)
     isolate: bool = True  # each backend in its own process: honest per-backend peak memory
     export: ExportConfig = field(default_factory=ExportConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)

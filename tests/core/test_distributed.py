@@ -9,8 +9,10 @@ from workbench.train import TrainConfig, TrainConfigError
 
 
 @pytest.mark.parametrize("backend", ["eager", "ortmodule"])
-def test_two_ranks_end_with_identical_weights(tmp_path, backend):
-    d = run_distributed(TrainConfig.quick(max_steps=4, eval_every=0, save_graphs=False), backend, nproc=2, run_dir=tmp_path)
+def test_two_ranks_end_with_identical_weights(tmp_path, backend, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a run folder relative to the caller's directory, wherever that is
+    d = run_distributed(TrainConfig.quick(max_steps=4, eval_every=0, save_graphs=False), backend, nproc=2, run_dir="ddp")
+    assert (tmp_path / "ddp" / backend / "train.json").is_file() and (tmp_path / "ddp" / backend / "rank1.json").is_file()
     assert d.process_group_backend == "gloo" and d.run.world_size == 2
     assert d.run.status == "ok" and d.run.executed_in_onnxruntime is (backend == "ortmodule")
     assert [r.rank for r in d.ranks] == [0, 1] and all(r.steps == 4 for r in d.ranks)

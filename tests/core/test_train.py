@@ -437,6 +437,65 @@ def test_the_defaults_are_the_settings_that_measured_fastest():
     assert (own.opset, own.optimizer, own.ort_allow_spinning) == (17, Optimizer.ADAMW, True)
 
 
+def test_the_benchmarks_untuned_variants_run_with_ortmodules_own_defaults():
+    """benchmarks/bench_train.py: "ortmodule" and the one-knob variants start from ORTModule's own
+    defaults, not from TrainConfig's tuned ones; the tuned variant is exactly TUNED_DEFAULTS."""
+    import importlib.util
+    from pathlib import Path
+
+    from workbench.train import ORTMODULE_OWN_DEFAULTS, TUNED_DEFAULTS
+
+    spec = importlib.util.spec_from_file_location("bench_train", Path(__file__).resolve().parents[2] / "benchmarks" / "bench_train.py")
+    bench_train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_train)
+
+    def knobs(name_or_cfg):
+        cfg = bench_train.config_for(name_or_cfg, "tiny", 16, 64, 4, None) if isinstance(name_or_cfg, str) else name_or_cfg
+        return {"opset": cfg.opset, "optimizer": cfg.optimizer.value, "ort_allow_spinning": cfg.ort_allow_spinning}
+
+    own = dict(ORTMODULE_OWN_DEFAULTS)
+    assert knobs("ortmodule") == knobs("eager") == knobs("compile") == knobs("ort-dropout") == own
+    assert knobs("ort-no-spin") == {**own, "ort_allow_spinning": False}
+    assert knobs("ort-opset14") == {**own, "opset": 14} and knobs("ort-opset18") == {**own, "opset": 18}
+    assert knobs("ort-fused-adamw") == knobs("eager-fused-adamw") == {**own, "optimizer": "adamw_fused"}
+    assert knobs("ort-opset14-fused-no-spin") == TUNED_DEFAULTS == knobs(TrainConfig()) != own
+    assert bench_train.settings(bench_train.config_for("ortmodule", "tiny", 16, 64, 4, None)) == own
+
+
+def test_the_child_processes_entry_points_start_cleanly():
+    """``python -m workbench.train`` (run_training_isolated's child) and ``python -m
+    workbench.train.distributed`` (torchrun's worker) exist; the package does not import
+    distributed.py itself, so runpy neither warns nor runs that module twice."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    for module in ("workbench.train", "workbench.train.distributed"):
+        proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", module, "--help"],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0 and "--config" in proc.stdout and "--run-dir" in proc.stdout, (module, proc.stderr)
+
+
+def test_the_train_package_has_one_idea_per_file_and_names_them():
+    """Issue 14: no file over 500 lines, no catch-all module, and the package docstring maps every file."""
+    from pathlib import Path
+
+    import workbench.train as train
+
+    folder = Path(train.__file__).parent
+    files = sorted(p.name for p in folder.glob("*.py"))
+    assert "core.py" not in files
+    assert not {f: n for f in files if (n := len((folder / f).read_text().splitlines())) > 500}
+    assert not [f for f in files if f != "__init__.py" and f"``{f}``" not in train.__doc__]
+    for name in ("run_training", "run_training_isolated", "run_comparison", "run_distributed", "load_train_run", "compare"):
+        assert f":func:`{name}`" in train.__doc__, name
+    assert ":class:`TrainConfig`" in train.__doc__ and "Stage contract" in train.__doc__
+    assert all(getattr(train, name) is not None for name in train.__all__)
+
+
 def test_cli_spinning_flags_set_the_session_option_both_ways():
     from workbench.cli import _train_config, build_parser
 

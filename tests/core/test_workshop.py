@@ -16,7 +16,7 @@ RECIPE = TrainConfig.quick(max_steps=2, eval_every=0, save_graphs=False)
 @pytest.fixture
 def calls(monkeypatch):
     """Counts the trainings ensure_finetuned starts (the real run_training still runs)."""
-    import workbench.train.core as train
+    import workbench.train as train  # workshop looks run_training up on the package when it trains
 
     real = train.run_training
     seen = []
@@ -68,7 +68,7 @@ def test_a_changed_recipe_is_trained_again_into_its_own_folder(tmp_path: Path, c
 
 
 def test_a_failed_training_leaves_nothing_and_the_next_call_trains(tmp_path: Path, monkeypatch) -> None:
-    import workbench.train.core as train
+    import workbench.train as train
 
     real = train.run_training
 
@@ -100,7 +100,7 @@ def test_an_incomplete_folder_is_not_taken_for_a_checkpoint(tmp_path: Path, call
 def test_a_failed_run_raises_with_the_reason(tmp_path: Path, monkeypatch) -> None:
     import dataclasses
 
-    import workbench.train.core as train
+    import workbench.train as train
 
     real = train.run_training
 

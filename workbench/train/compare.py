@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,26 +47,15 @@ from typing import Optional, Sequence
 
 from .. import runs
 from ..metrics import Metric
-from .core import (
-    Backend,
-    Precision,
-    ProgressFn,
-    RunStatus,
-    TrainConfig,
-    TrainConfigError,
-    TrainRun,
-    _enum,
-    check_backend,
-    load_train_run,
-    run_training,
-    run_training_isolated,
-)
+from .config import BACKEND_ONLY_FIELDS, DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
+from .loop import run_training
+from .process import run_training_isolated
+from .results import ProgressFn, RunStatus, TrainRun
 
 FP32_TOLERANCE = 1e-4
 BF16_TOLERANCE = 0.05
 DROPOUT_TOLERANCE = 0.1
 DROPOUT_WINDOW = 10
-DEFAULT_BACKENDS = (Backend.EAGER, Backend.ORTMODULE, Backend.COMPILE)
 SPEED_BASIS = ("steady state, the median step after the start-up steps, as `benchmarks/bench_train.py` measures it")
 SPEED_WITH_STARTUP_BASIS = ("every step timed, the first one (ORTModule's export and graph build, torch.compile's "
                             "compilation) included: what this run cost; it approaches the steady-state ratio as runs get longer")
@@ -299,9 +287,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
 
 def _backend_only_fields(cfg: TrainConfig) -> dict:
     """Config fields that only affect one backend (ORT and compile knobs): ignored when checking configs match."""
-    return {k: getattr(cfg, k) for k in (
-        "opset", "memory_optimizer_level", "ort_threads", "ort_graph_optimization", "ort_allow_spinning",
-        "ort_log_level", "fallback", "save_graphs", "compile_mode", "compile_dynamic")}
+    return {k: getattr(cfg, k) for k in BACKEND_ONLY_FIELDS}
 
 
 def run_comparison(
@@ -323,7 +309,7 @@ def run_comparison(
     backend is recorded and the others still run.
     """
     if not backends:
-        raise TrainConfigError("backends must name at least one of eager, ortmodule, compile")
+        raise TrainConfigError(f"backends must name at least one of {', '.join(b.value for b in Backend)}")
     chosen = [check_backend(cfg, b) for b in backends]
     if len(set(chosen)) != len(chosen):
         raise TrainConfigError(f"backends must not repeat, got {[b.value for b in chosen]}")

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Optional
 
 from .. import runs, serial
-from .core import Backend, TrainConfig, TrainConfigError, TrainRun, _enum, check_backend, load_train_run
+from .config import Backend, TrainConfig, TrainConfigError, _enum, check_backend
+from .results import TrainRun, load_train_run
 
 DISTRIBUTED_BACKENDS = (Backend.EAGER, Backend.ORTMODULE)
 
@@ -102,10 +103,14 @@ def run_distributed(
         "-m", "workbench.train.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))}
+    # The workers run in the caller's working directory (relative paths in cfg and run_dir mean the
+    # same there) and import this very copy of workbench: the folder holding it goes first on
+    # PYTHONPATH (this file is <root>/workbench/train/distributed.py).
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              cwd=str(Path(__file__).resolve().parent.parent))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"torchrun did not finish within {timeout_s} s; raise timeout_s or train fewer steps. "
                            f"Last output: {str(exc.stderr or '')[-2000:]}") from exc
@@ -122,16 +127,17 @@ def _worker(argv: Optional[list[str]] = None) -> int:
     """One torchrun process: join the group, train, write this rank's digest."""
     import argparse
 
-    import torch
-    import torch.distributed as dist
-
-    from .core import run_training
-
     parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.train.distributed")
     parser.add_argument("--config", required=True)
     parser.add_argument("--backend", required=True, choices=[b.value for b in DISTRIBUTED_BACKENDS])
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
+
+    import torch
+    import torch.distributed as dist
+
+    from .loop import run_training
+
     cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
     backend = _enum(Backend, args.backend, "backend")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

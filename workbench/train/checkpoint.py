@@ -1,0 +1,55 @@
+"""The trained weights as a Hugging Face checkpoint folder (``save_pretrained``), written atomically."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import TrainConfig
+
+
+def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
+    """``save_pretrained`` into a temporary folder beside ``folder``, then rename it into place.
+
+    A model trained with dropout off has its dropout probabilities set to 0 in its config; the
+    saved config gets the original values back so that later fine-tuning behaves normally.
+    """
+    folder = Path(folder)
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    old = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.old")
+    model = getattr(model, "_orig_mod", model)
+    saved = {}
+    if not cfg.dropout:
+        defaults = _dropout_defaults(cfg.model)
+        for k, v in defaults.items():
+            if hasattr(model.config, k):
+                saved[k] = getattr(model.config, k)
+                setattr(model.config, k, v)
+    try:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for k, v in saved.items():
+            setattr(model.config, k, v)
+    shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def _dropout_defaults(name: str) -> dict[str, Any]:
+    from transformers import AutoConfig, BertConfig
+
+    from ..models import DROPOUT_ATTRIBUTES, resolve_model_path
+
+    path = resolve_model_path(name)
+    base = BertConfig() if path is None else AutoConfig.from_pretrained(str(path), local_files_only=True)
+    # every name load_model(dropout=False) zeroes (DistilBERT's, DeBERTa's and ModernBERT's too)
+    return {k: getattr(base, k) for k in DROPOUT_ATTRIBUTES if hasattr(base, k)}

@@ -1,0 +1,388 @@
+"""The training loop: :class:`Trainer` (one backend's state, one optimizer step at a time) and
+:func:`run_training` (load, train, evaluate, save one backend's run).
+
+Same seed, same data order, same optimizer, same schedule, same gradient clipping for every
+backend. Evaluation (validation loss and accuracy) always runs the same eager PyTorch code on the
+trained weights, so the accuracy compares the *training*, not the evaluation engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import os
+import platform
+import shutil
+import statistics
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Optional
+
+from .. import runs
+from ..data import DataConfig
+from .backends import _compile_stats, _dynamo_counters, _make_optimizer, _prepare_model, explain_failure
+from .checkpoint import save_checkpoint
+from .config import Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
+from .graphs import _finalise_graphs
+from .memory import PeakMemory
+from .ortmodule import FellBackError, _raise_if_fell_back
+from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, TrainRun
+from .schedule import iter_micro_batches, lr_factor, total_steps_for
+
+ISOLATED_ENV = "WORKBENCH_ISOLATED"  # "1" in a run's own process (process.py): recorded in TrainRun.environment
+
+
+def _dist_info() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return 0, 1
+
+
+class Trainer:
+    """One backend's training state, advanced one optimizer step at a time.
+
+    This *is* the training loop body: :func:`run_training` calls :meth:`step` in a loop, and the
+    benchmark interleaves several trainers step by step so that every variant sees the same
+    machine load. Builds the wrapped model (ORTModule / torch.compile / plain), the optimizer
+    (on the original module's parameters, which ORTModule and torch.compile train in place), the
+    schedule and the seeded batch stream.
+    """
+
+    def __init__(self, cfg: TrainConfig, backend: Backend | str, loaded, train_dataset, total_steps: int,
+                 graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
+        import torch
+
+        self.cfg, self.backend = cfg, _enum(Backend, backend, "backend")
+        self.world_size, self.total_steps, self.step_no = world_size, total_steps, 0
+        self.device = torch.device(cfg.device)
+        self.net = loaded.model.to(self.device)
+        self.net.train()
+        torch.manual_seed(cfg.seed)
+        wrapped = _prepare_model(self.net, self.backend, cfg, graph_prefix)
+        self.ort_module = wrapped if self.backend is Backend.ORTMODULE else None
+        if world_size > 1:
+            wrapped = torch.nn.parallel.DistributedDataParallel(wrapped)
+        self.wrapped = wrapped
+        if self.backend is Backend.ORTMODULE:
+            import onnxruntime
+
+            onnxruntime.set_seed(cfg.seed)
+        self.optimizer = _make_optimizer(self.net.parameters(), cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, total_steps, cfg))
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision is Precision.FP16 else None
+        self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
+
+    def step(self) -> StepRecord:
+        """One optimizer step (``grad_accum`` micro-batches); tokenisation is done before the clock starts.
+
+        Raises :class:`FellBackError` when ORTModule ran the step in PyTorch, FloatingPointError
+        on a non-finite loss, and whatever the backend raised otherwise.
+        """
+        import torch
+
+        from ..batches import model_inputs
+
+        cfg, device = self.cfg, self.device
+        self.step_no += 1
+        micro = [next(self.batches) for _ in range(cfg.grad_accum)]
+        # Only what the model's forward() takes (no token_type_ids for DistilBERT, MPNet, ...).
+        micro = [({k: v.to(device) for k, v in model_inputs(self.net, enc).items()}, y.to(device)) for enc, y in micro]
+        _sync(device)
+        t0 = time.perf_counter()
+        loss_sum = 0.0
+        for enc, labels in micro:
+            with _autocast(cfg, device):
+                out = self.wrapped(**enc, labels=labels)
+            if self.ort_module is not None:
+                _raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
+            loss = out.loss / cfg.grad_accum
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            loss_sum += float(loss.detach())
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        lr_now = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        _sync(device)
+        dt = time.perf_counter() - t0
+        if not math.isfinite(loss_sum):
+            raise FloatingPointError(
+                f"the training loss became {loss_sum} at step {self.step_no}: lower lr (now {cfg.lr}) or use precision='fp32'"
+            )
+        examples = cfg.examples_per_step * self.world_size
+        return StepRecord(self.step_no, loss_sum, dt, examples / dt, lr_now, examples)
+
+
+def run_training(
+    cfg: TrainConfig,
+    backend: Backend | str,
+    run_dir: str | os.PathLike | None = None,
+    progress: Optional[ProgressFn] = None,
+    stop: Optional[threading.Event] = None,
+    *,
+    model=None,
+) -> TrainRun:
+    """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
+
+    ``progress(Progress)`` is called after every step and evaluation. ``stop`` (a
+    ``threading.Event``) is checked between steps: a stopped run keeps what it has (steps,
+    checkpoint) and is marked ``stopped``. Settings that cannot work together raise
+    :class:`TrainConfigError` before anything runs; a failure *during* training is returned as a
+    run with status ``failed`` and the cause and fix in ``reason`` (it is also saved).
+
+    Under ``torchrun`` (``torch.distributed`` initialised) the same loop runs with
+    DistributedDataParallel; only rank 0 reports progress and writes the run.
+
+    ``model`` (advanced, tests): a ``workbench.models.LoadedModel`` to train instead of loading
+    ``cfg.model``; its head must match the data's classes.
+    """
+    backend = check_backend(cfg, backend)
+    rank, world_size = _dist_info()
+    if world_size > 1 and backend is Backend.COMPILE:
+        raise TrainConfigError("the compile backend is not supported under DistributedDataParallel here; use eager or ortmodule")
+    if run_dir is None:
+        run_dir = runs.new_run_dir(f"train-{backend.value}") if rank == 0 else None
+    out = Path(run_dir) / backend.value if run_dir is not None else None
+    if out is not None and rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    load_start = _load_average()
+    t_start = time.perf_counter()
+
+    import torch
+
+    from ..data import class_names
+    from ..models import load_for_data
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device(cfg.device)
+    dd = _load_data(cfg.data)
+    classes = class_names(dd)
+    total = total_steps_for(len(dd["train"]), cfg, world_size)
+
+    memory = PeakMemory(cfg.device)
+    with memory:
+        if model is None:
+            from ..quiet import new_classifier_head_expected
+
+            with new_classifier_head_expected():  # the head is new on purpose: it is trained next
+                model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
+        loaded = model
+        net = loaded.model.to(device)
+        net.train()
+        n_params = sum(p.numel() for p in net.parameters())
+        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if (out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0) else None
+        if graph_tmp is not None:
+            shutil.rmtree(graph_tmp, ignore_errors=True)
+
+        steps: list[StepRecord] = []
+        evals: list[EvalRecord] = []
+        status, reason, error = RunStatus.OK, "", ""
+        startup_s = float("nan")
+        setup_s = 0.0
+        executed_in_ort = False
+        dynamo_before = _dynamo_counters() if backend is Backend.COMPILE else None
+        try:
+            trainer = Trainer(cfg, backend, loaded, dd["train"], total, graph_tmp / "train" if graph_tmp is not None else None,
+                              rank=rank, world_size=world_size)
+            setup_s = time.perf_counter() - t_start
+            if progress is not None and rank == 0:
+                progress(Progress(backend, 0, total, float("nan"), setup_s, float("nan"), 0.0, phase="startup"))
+
+            for step in range(1, total + 1):
+                if _should_stop(stop, world_size):
+                    status, reason = RunStatus.STOPPED, f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
+                    break
+                rec = trainer.step()
+                if step == 1:
+                    startup_s = rec.step_s
+                    executed_in_ort = backend is Backend.ORTMODULE
+                steps.append(rec)
+                memory.sample()
+
+                val = None
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < total and rank == 0:
+                    val = _run_eval(net, dd, loaded.tokenizer, cfg, device, step, evals)
+                if progress is not None and rank == 0:
+                    progress(_progress(backend, steps, total, t_start, val))
+
+            if status is RunStatus.OK and rank == 0 and dd["validation"].num_rows:
+                val = _run_eval(net, dd, loaded.tokenizer, cfg, device, len(steps), evals)
+                if progress is not None:
+                    progress(dataclasses.replace(_progress(backend, steps, total, t_start, val), phase="done"))
+        except Exception as exc:  # recorded with its cause and fix, saved, and returned as a failed run
+            error = "".join(traceback.format_exception(exc))
+            reason = explain_failure(exc, backend, cfg)
+            status = RunStatus.FELL_BACK if isinstance(exc, FellBackError) else RunStatus.FAILED
+            executed_in_ort = False
+            if world_size > 1:
+                raise  # a failing rank must bring the whole job down, not hang the other ranks
+
+    compile_stats = _compile_stats(dynamo_before) if dynamo_before is not None else None
+    if compile_stats is not None and status is RunStatus.OK and not compile_stats.compiled:
+        # the counterpart of ORTModule's silent fallback: a "compile" run that compiled nothing was eager
+        status = RunStatus.FELL_BACK
+        reason = (f"torch.compile compiled nothing: Dynamo's counters show {compile_stats.frames_compiled} of "
+                  f"{compile_stats.frames_total} frame(s) compiled and {compile_stats.graphs} graph(s); the run was "
+                  "eager PyTorch. Fix: check TORCHDYNAMO_DISABLE and torch._dynamo.config, or train with eager")
+    graphs = None
+    checkpoint = None
+    if rank == 0 and out is not None:
+        if graph_tmp is not None and graph_tmp.exists() and status in (RunStatus.OK, RunStatus.STOPPED):
+            graphs = _finalise_graphs(graph_tmp, out / "graphs")
+        if graph_tmp is not None:
+            shutil.rmtree(graph_tmp, ignore_errors=True)
+        if status in (RunStatus.OK, RunStatus.STOPPED) and steps:
+            checkpoint = str(save_checkpoint(net, loaded.tokenizer, out / "checkpoint", cfg))
+    run = TrainRun(
+        backend=backend, status=status, reason=reason, executed_in_onnxruntime=executed_in_ort,
+        steps=steps, evals=evals, peak_memory_mib=round(memory.peak_mib, 1),
+        startup_s=startup_s, total_s=time.perf_counter() - t_start, checkpoint_dir=checkpoint, graphs=graphs,
+        config=cfg, total_steps=total, setup_s=setup_s, memory_baseline_mib=round(memory.baseline_mib, 1),
+        memory_source=memory.source, error=error, world_size=world_size, model_parameters=n_params,
+        started_at=started_at, compile_stats=compile_stats,
+        environment={**_environment(cfg), "load_avg_start": load_start, "load_avg_end": _load_average()},
+    )
+    if rank == 0 and out is not None:
+        runs.save_result(run, out / "train.json")
+    return run
+
+
+@functools.lru_cache(maxsize=4)
+def _load_builtin(cfg: DataConfig):
+    from ..data import load_data
+
+    return load_data(cfg)
+
+
+def _load_data(cfg: DataConfig):
+    """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
+    (runs of several backends in one process then skip re-reading them); user files are re-read."""
+    from ..data import BUILTIN, load_data
+
+    return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)
+
+
+def _should_stop(stop: Optional[threading.Event], world_size: int) -> bool:
+    flag = bool(stop is not None and stop.is_set())
+    if world_size > 1:  # every rank must agree, or the others would wait forever in all-reduce
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1 if flag else 0])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        flag = bool(t.item())
+    return flag
+
+
+def _run_eval(net, dd, tokenizer, cfg, device, step, evals) -> EvalRecord:
+    t0 = time.perf_counter()
+    loss, acc = evaluate(net, dd["validation"], tokenizer, cfg, device)
+    rec = EvalRecord(step, loss, acc, dd["validation"].num_rows, time.perf_counter() - t0)
+    evals.append(rec)
+    return rec
+
+
+def _progress(backend, steps: list[StepRecord], total: int, t_start: float, val: Optional[EvalRecord]) -> Progress:
+    last = steps[-1]
+    recent = [s.step_s for s in steps[1:][-20:]] or [last.step_s]
+    per_step = statistics.median(recent)
+    return Progress(
+        backend=backend, step=last.step, total_steps=total, loss=last.loss,
+        elapsed_s=time.perf_counter() - t_start, eta_s=per_step * (total - last.step),
+        samples_per_s=last.examples / per_step,
+        val_loss=val.val_loss if val else None, val_accuracy=val.val_accuracy if val else None,
+        phase="eval" if val else "train",
+    )
+
+
+# ---- evaluation, precision, and the machine a run ran on ------------------------------------
+def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` (plain PyTorch, eval mode, no dropout) on ``dataset``."""
+    import torch
+
+    from ..batches import iter_encoded, model_inputs
+
+    was_training = model.training
+    model.eval()
+    total_loss, correct, n = 0.0, 0, 0
+    try:
+        with torch.no_grad(), _autocast(cfg, device):
+            for enc, labels, _ in iter_encoded(dataset, tokenizer, cfg.eval_batch_size, cfg.max_length):
+                enc = {k: v.to(device) for k, v in model_inputs(model, enc).items()}
+                labels = labels.to(device)
+                logits = model(**enc).logits.float()
+                total_loss += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
+                correct += int((logits.argmax(-1) == labels).sum())
+                n += len(labels)
+    finally:
+        model.train(was_training)
+    return total_loss / max(n, 1), correct / max(n, 1)
+
+
+def _autocast(cfg: TrainConfig, device):
+    import torch
+
+    if cfg.precision is Precision.FP32:
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if cfg.precision is Precision.BF16 else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def _load_average() -> str:
+    """The 1-minute load average (runnable processes), as text: a shared machine's load is part of every timing."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:  # not available on this platform
+        return ""
+
+
+def _environment(cfg: TrainConfig) -> dict[str, str]:
+    import torch
+
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": str(torch.get_num_threads()),
+        "cpu_count": str(os.cpu_count()),
+        "processor": platform.processor() or platform.machine(),
+        "pid": str(os.getpid()),
+        "isolated": "1" if os.environ.get(ISOLATED_ENV) == "1" else "0",
+    }
+    try:
+        import onnxruntime
+
+        env["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    try:
+        import transformers
+
+        env["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    return env

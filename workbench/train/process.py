@@ -1,0 +1,114 @@
+"""One backend in its own process: :func:`run_training_isolated` starts ``python -m workbench.train``
+(``workbench/train/__main__.py`` -> :func:`_child_main`), which trains and saves the run; progress
+comes back as JSON lines on its stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from .. import runs, serial
+from .config import Backend, TrainConfig, check_backend
+from .loop import ISOLATED_ENV, run_training
+from .results import Progress, ProgressFn, TrainRun, load_train_run
+
+PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
+
+
+def run_training_isolated(
+    cfg: TrainConfig,
+    backend: Backend | str,
+    run_dir: str | os.PathLike,
+    progress: Optional[ProgressFn] = None,
+    stop: Optional[threading.Event] = None,
+    timeout_s: Optional[float] = None,
+    env: Optional[dict[str, str]] = None,
+) -> TrainRun:
+    """:func:`run_training` in a fresh Python process (``python -m workbench.train``).
+
+    Each backend then starts from a clean process: its peak RSS, thread pools and compile caches
+    are its own. Progress comes back as JSON lines; ``stop`` sends SIGTERM, which the child turns
+    into a clean stop between steps (a first step that is still exporting or compiling finishes
+    first). ``env`` adds environment variables for the child (e.g. a fresh
+    ``TORCHINDUCTOR_CACHE_DIR`` to measure a cold torch.compile start-up).
+    """
+    import signal
+    import subprocess
+
+    backend = check_backend(cfg, backend)
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.config.json", cfg)
+    cmd = [sys.executable, "-m", "workbench.train", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir)]
+    # The child runs in the caller's working directory (relative model and data paths in cfg mean
+    # the same there) and imports this very copy of workbench: its parent folder goes first on
+    # PYTHONPATH (a checkout, or site-packages for an installed wheel). parents[2]: this file is
+    # <root>/workbench/train/process.py.
+    here = str(Path(__file__).resolve().parents[2])
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (here, child_env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env)
+    err_tail: list[str] = []
+
+    def drain_stderr():
+        for line in proc.stderr:
+            err_tail.append(line)
+            del err_tail[:-60]
+
+    t_err = threading.Thread(target=drain_stderr, daemon=True)
+    t_err.start()
+    watcher = None
+    if stop is not None:
+        def watch():
+            while proc.poll() is None:
+                if stop.wait(0.2):
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+    t0 = time.perf_counter()
+    for line in proc.stdout:
+        if line.startswith(PROGRESS_PREFIX) and progress is not None:
+            progress(serial.from_dict(Progress, json.loads(line[len(PROGRESS_PREFIX):])))
+        if timeout_s is not None and time.perf_counter() - t0 > timeout_s:
+            proc.kill()
+            break
+    rc = proc.wait()
+    t_err.join(timeout=5)
+    cfg_path.unlink(missing_ok=True)
+    result = run_dir / backend.value / "train.json"
+    if rc != 0 or not result.is_file():
+        raise RuntimeError(
+            f"the {backend.value} training process exited with code {rc} without a result at {result}; "
+            f"its last output:\n{''.join(err_tail[-25:])}"
+        )
+    return load_train_run(result)
+
+
+def _child_main(argv: Optional[list[str]] = None) -> int:
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m workbench.train", description="one training run (used by run_training_isolated)")
+    parser.add_argument("--config", required=True, help="TrainConfig as JSON (workbench.serial.to_dict)")
+    parser.add_argument("--backend", required=True, choices=[b.value for b in Backend])
+    parser.add_argument("--run-dir", required=True)
+    args = parser.parse_args(argv)
+    cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    os.environ[ISOLATED_ENV] = "1"
+
+    def emit(p: Progress) -> None:
+        print(PROGRESS_PREFIX + json.dumps(serial.to_dict(p), allow_nan=False), flush=True)
+
+    run_training(cfg, args.backend, args.run_dir, progress=emit, stop=stop)
+    return 0  # a failed run is a result too (saved with its reason); the parent reads train.json
