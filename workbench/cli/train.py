@@ -139,14 +139,17 @@ def _train_flags(p, steps_help: str) -> None:
 
 
 def _add_train(sub) -> None:
+    from ..train import DEFAULT_BACKENDS, Backend
+
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
-    cli_only(p, "--backend", default="eager", choices=["eager", "ortmodule", "compile"], help="what runs the training step")
+    cli_only(p, "--backend", default="eager", choices=[b.value for b in Backend], help="what runs the training step")
     cli_only(p, "--nproc", type=int, default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
     _train_flags(p, "optimizer steps (overrides --epochs)")
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("compare", help="train several backends with the same config and compare them")
-    cli_only(p, "--backends", default="eager,ortmodule,compile", help="comma-separated: eager,ortmodule,compile")
+    cli_only(p, "--backends", default=",".join(b.value for b in DEFAULT_BACKENDS),
+             help=f"comma-separated, from {', '.join(b.value for b in Backend)}")
     cli_only(p, "--tolerance", type=float, help="loss-parity tolerance (default: justified per precision/dropout)")
     cli_only(p, "--in-process", action="store_true", help="run the backends in this process (default: one process each, "
                                                            "so peak memory is per backend)")

@@ -27,7 +27,7 @@ from typing import Optional
 from ..options import parse_choice
 from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
 
-FUSED_FILE = "model_fused.onnx"
+from ..runs.layout import FUSED_GRAPH as FUSED_FILE  # noqa: E402  (the run layout names every file)
 FUSED_FP16_FILE = "model_fused_fp16.onnx"
 
 

