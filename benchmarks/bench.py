@@ -441,7 +441,7 @@ def markdown(result: dict) -> str:
              f"frameworks; median of {result['settings']['rounds']} interleaved rounds x {result['settings']['repeats']} runs "
              f"(p10-p90 in brackets); accuracy on {result['onnx']['test_examples']} held-out test reviews.", ""]
     lines.append("| variant | " + " | ".join(f"{k} ms" for k in shapes) + " | vs eager (" + shapes[min(1, len(shapes) - 1)]
-                 + ") | accuracy (drop, worst slice) |")
+                 + ") | accuracy (change vs FP32 graph, worst slice) |")
     lines.append("| --- " * (len(shapes) + 3) + "|")
     ref = shapes[min(1, len(shapes) - 1)]
     for r in result["inference"]:
@@ -452,7 +452,7 @@ def markdown(result: dict) -> str:
         c = r["shapes"][ref]
         sp = f"{c['speedup_vs_eager']:.2f}x" if c["available"] else "n/a"
         a = r["accuracy"]
-        acc = (f"{a['accuracy']:.3f} ({-a['delta'] * 100:+.2f} pt; {a['worst_slice']} {-a['worst_slice_drop'] * 100:+.1f} pt)"
+        acc = (f"{a['accuracy']:.3f} ({a['delta'] * 100:+.2f} pt; {a['worst_slice']} {-a['worst_slice_drop'] * 100:+.1f} pt)"
                if a else "")
         lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {sp} | {acc} |")
     for r in result["inference"]:

@@ -146,32 +146,34 @@ def check_fusions_per_layer(answer: Any, report: Any) -> Verdict:
 
 # ---- 04 quantization -----------------------------------------------------------------------
 def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str, Any] | None,
-                               budget: float = 0.01, against: str = "dynamic") -> Verdict:
-    """04: a quantization the learner ran that keeps every slice (of 50+ examples) and the overall
-    accuracy within ``budget`` of FP32, and is faster than ``against`` (dynamic INT8)."""
-    name = "preset within 1 point, faster than dynamic INT8"
+                               budget: float = 0.01, min_speedup: float = 1.25) -> Verdict:
+    """04: a quantization the learner ran that keeps the overall accuracy and every slice (of 50+
+    examples) within ``budget`` of FP32 and is at least ``min_speedup`` times faster than the FP32
+    graph (its speed-up column). On the workshop MiniLM neither plain dynamic preset qualifies
+    (dynamic: -1.3 points, a slice -2.2; per-channel: a slice -1.7) and the accuracy-first static
+    preset is only ~1.2x faster; leaving a few of the worst nodes in FP32 does it (measured
+    2026-11-23 on 1,000 test reviews: per-channel with 4 nodes kept, worst slice -0.7, 1.47x)."""
+    name = "within 1 point on every slice, faster than FP32"
     pool = list(results.values()) if isinstance(results, Mapping) else list(results or [])
     by_name = {r.name: r for r in pool}
     if answer is None:
         return Verdict(name, NOT_YET, "set BETTER_PRESET to the name of a result in the panel's table and run this cell again.")
-    if against not in by_name:
-        return Verdict(name, NOT_YET, f"run the {against!r} preset first: it is the one to beat.")
-    chosen = by_name.get(str(answer))
+    chosen = by_name.get(str(answer).strip())
     if chosen is None:
         return Verdict(name, NOT_YET, f"{answer!r} has not been run here: pick it in the panel and press Quantize "
                                       f"(results so far: {sorted(by_name)}).")
-    if chosen.name == against:
-        return Verdict(name, NOT_QUITE, f"that is {against!r} itself: find one that beats it.")
     problems = []
     worst = max(chosen.report.max_slice_drop(), -chosen.accuracy_delta)
     if worst > budget:
-        problems.append(f"some slice (or the overall accuracy) drops by more than {100 * budget:.0f} point")
-    if not chosen.latency_ms < by_name[against].latency_ms:
-        problems.append(f"it is not faster than {against!r}")
+        problems.append(f"a slice (or the overall accuracy) drops by {100 * worst:.1f} points, more than "
+                        f"{100 * budget:.0f}")
+    if not chosen.speedup >= min_speedup:
+        problems.append(f"it is {chosen.speedup:.2f}x as fast as FP32; the goal is at least {min_speedup:.2f}x")
     if not problems:
-        return Verdict(name, CORRECT, "accuracy held on every slice and it is faster: that is the trade-off the "
-                                      "search in the panel automates.")
-    return Verdict(name, NOT_QUITE, "; ".join(problems) + ". Try another preset, or keep the worst nodes in FP32.")
+        return Verdict(name, CORRECT, "accuracy held on every slice and it is still clearly faster: that is the "
+                                      "trade-off the search in the panel automates.")
+    return Verdict(name, NOT_QUITE, "; ".join(problems) + ". Try another preset, or keep some of the worst nodes "
+                                    "in FP32 (Re-quantize) and see what each costs.")
 
 
 # ---- 05 audit your own model ---------------------------------------------------------------
