@@ -22,7 +22,7 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 
 def _cmd_export(args) -> int:
     from ..data import DataConfig, DataError, load_data
-    from ..graph import ExportConfig, ExportError, run_export
+    from ..graph import ExportConfig, ExportError, export_text, run_export
     from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
@@ -59,12 +59,7 @@ def _cmd_export(args) -> int:
                      "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
                      "validation": v, "op_histogram": result.op_histogram})
     else:
-        top = ", ".join(f"{op} {n}" for op, n in list(result.op_histogram.items())[:8])
-        print(f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "
-              f"in {result.export_seconds:.1f} s")
-        print(f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)")
-        print(f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)")
-        print(f"validation: {v.message}")
+        print(export_text(result))
         print(f"saved:      {out / layout.EXPORT_FILE}   next: workbench fuse {run_dir}")
     return 0 if v.passed else 1
 

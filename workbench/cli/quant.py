@@ -66,7 +66,7 @@ def _cmd_quantize(args) -> int:
     from ..graph import ExportError
     from ..ortinfer import InferenceError
     from ..quant import (DEFAULT_N_BOOT, QuantizeError, SearchConfig, TimingConfig, requantize_excluding, run_quantization,
-                         run_search)
+                         result_text, run_search, search_text)
     from ..runs import layout
 
     if (problem := _device_problem(args)) is not None:
@@ -91,11 +91,8 @@ def _cmd_quantize(args) -> int:
                                              "worst_slice": c.check.worst_slice, "worst_slice_drop": c.check.worst_slice_drop,
                                              "violations": c.check.violations} for c in found.candidates]})
             else:
-                print(f"{'candidate':<34} {'ms':>8} {'MiB':>7} {'acc %':>6} {'Δ pts':>6} {'worst slice':>28} {'ok':>3}")
-                for c in found.candidates:
-                    print(f"{c.name:<34} {c.latency_ms:>8.2f} {c.size_mib:>7.1f} {100 * c.accuracy:>6.1f} {100 * c.accuracy_delta:>+6.1f} "
-                          f"{(c.check.worst_slice or '-') + f' {-100 * c.check.worst_slice_drop:+.1f}':>28} {'yes' if c.feasible else 'no':>3}")
-                print(f"\n{found.message}\nsaved: {out / layout.SEARCH_FILE}")
+                print(search_text(found))
+                print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
         result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
@@ -121,28 +118,7 @@ def _cmd_quantize(args) -> int:
             "notes": result.notes,
         })
     else:
-        o = rep.overall
-        print(f"{result.name} on the {result.graph_kind} graph {result.source_path}")
-        print(f"size:       {result.size_mib:.1f} MiB (FP32 {result.fp32_size_mib:.1f})")
-        print(f"latency:    {result.latency_ms:.2f} ms vs FP32 {result.fp32_latency_ms:.2f} ms ({result.speedup:.2f}x; "
-              f"shape {result.latency[0].batch}x{result.latency[0].seq}, medians, same process)")
-        print(f"accuracy:   {100 * result.accuracy:.1f}% vs FP32 {100 * o.reference.accuracy:.1f}% "
-              f"({100 * o.delta:+.1f} pts, 95% CI [{100 * o.ci_low:+.1f}, {100 * o.ci_high:+.1f}]); "
-              f"{len(rep.flips)} of {rep.n} predictions flipped")
-        print(f"validation: {result.validation.message}")
-        print("slices, worst first (pts, 95% CI):")
-        for d in worst:
-            flag = " significant" if d.significant else ""
-            small = f" (too small: n < {rep.min_slice_size})" if d.too_small else ""
-            print(f"  {d.slice:<28} n={d.n:<5} {100 * d.delta:+6.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]{flag}{small}")
-        if result.golden is not None:
-            print(f"golden set: {len(result.golden.flips)} of {result.golden.n} flipped")
-        if result.node_errors:
-            print("worst nodes (own quantization SQNR, dB):")
-            for e in result.node_errors[:5]:
-                print(f"  {e.node:<55} {e.op_type:<8} {e.local_sqnr_db:6.1f}")
-        for n in result.notes:
-            print(f"note: {n}")
+        print(result_text(result))
         print(f"saved:      {Path(result.out_dir) / layout.QUANTIZE_FILE}")
     return 0 if result.validation.passed else 1
 

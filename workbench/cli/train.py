@@ -52,9 +52,11 @@ def _run_summary(run) -> dict:
         "final_val_loss": run.final_val_loss, "final_accuracy": run.final_accuracy, "checkpoint_dir": run.checkpoint_dir,
         "graphs_dir": run.graphs.folder if run.graphs else None,
     }
+
+
 def _cmd_train(args) -> int:
     from ..runs import new_run_dir
-    from ..train import TrainConfigError, run_training
+    from ..train import TrainConfigError, run_text, run_training
 
     try:
         cfg = _train_config(args)
@@ -82,11 +84,7 @@ def _cmd_train(args) -> int:
     if args.json:
         _print_json({**summary, "run_dir": str(run_dir)})
     else:
-        print(f"{run.backend.value}: {run.status.value}; {len(run.steps)} steps, median step {run.median_step_s * 1000:.0f} ms, "
-              f"{run.samples_per_s:.1f} samples/s, peak {run.peak_memory_mib:.0f} MiB, start-up {run.startup_s:.1f} s, "
-              f"val acc {run.final_accuracy:.3f}")
-        if run.reason:
-            print(f"reason: {run.reason}")
+        print(run_text(run))
         print(f"saved: {out / run.backend.value}")
     return 0 if run.status.value in ("ok", "stopped") else 1
 

@@ -73,4 +73,4 @@ from .variants import (  # noqa: F401
     optimizer_model_type,
     variant_file,
 )
-from .views import summary, table  # noqa: F401
+from .views import export_text, summary, table  # noqa: F401

@@ -3,6 +3,7 @@ and the benchmarks print them; the panels draw :mod:`workbench.plots.graph`)."""
 
 from __future__ import annotations
 
+from .export import ExportResult
 from .fusion import FusionReport
 
 
@@ -91,3 +92,16 @@ def table(report: FusionReport) -> str:
     for n in report.notes:
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def export_text(result: ExportResult) -> str:
+    """An export in a few lines: model, attention, opset, time, the graph's size and top ops, its
+    inputs, and the validation against PyTorch."""
+    top = ", ".join(f"{op} {n}" for op, n in list(result.op_histogram.items())[:8])
+    return "\n".join([
+        f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "
+        f"in {result.export_seconds:.1f} s",
+        f"graph:      {result.onnx_path} ({result.size_mib:.1f} MiB, {result.node_count} nodes: {top}, ...)",
+        f"inputs:     {', '.join(result.input_names)} (what {result.model_info.model_type or 'the model'}'s forward() takes)",
+        f"validation: {result.validation.message}",
+    ])

@@ -22,6 +22,7 @@ Files, one idea each:
 - ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport` (slices and drift).
 - ``bootstrap.py``: metrics of one model and the paired bootstrap of their change.
 - ``flips.py``: predictions that changed, and accept/reject at confidence thresholds.
+- ``views.py``: a quantization and a search as text (what the CLI prints).
 """
 
 from .config import (  # noqa: F401
@@ -80,6 +81,7 @@ from .search import (  # noqa: F401
     run_search,
     select_candidate,
 )
+from .views import result_text, search_text  # noqa: F401
 from .bootstrap import METRICS, EvaluationError, MetricDelta, SliceMetrics, _Preds, _weighted_metrics, slice_metrics  # noqa: F401
 from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis  # noqa: F401
 from .evaluate import (  # noqa: F401

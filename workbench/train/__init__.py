@@ -110,6 +110,7 @@ from .results import (
     TrainRun,
     list_train_runs,
     load_train_run,
+    run_text,
 )
 from .schedule import iter_micro_batches, lr_factor, steps_per_epoch, total_steps_for
 
@@ -137,4 +138,5 @@ __all__ = [
     "list_train_runs", "load_comparison", "load_train_run", "loss_difference", "lr_factor", "ortmodule_fell_back",
     "run_comparison", "run_training", "run_training_isolated", "save_checkpoint", "steps_per_epoch",
     "summarize_graph", "total_steps_for", "wrap_ortmodule", *_DISTRIBUTED,
+    "run_text",
 ]

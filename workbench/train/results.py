@@ -153,6 +153,15 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
+def run_text(run: TrainRun) -> str:
+    """One training run as text: status, steps, median step, throughput, peak memory, start-up,
+    validation accuracy, and why it stopped when it did not finish."""
+    line = (f"{run.backend.value}: {run.status.value}; {len(run.steps)} steps, median step {run.median_step_s * 1000:.0f} ms, "
+            f"{run.samples_per_s:.1f} samples/s, peak {run.peak_memory_mib:.0f} MiB, start-up {run.startup_s:.1f} s, "
+            f"val acc {run.final_accuracy:.3f}")
+    return line + (f"\nreason: {run.reason}" if run.reason else "")
+
+
 def load_train_run(path: str | os.PathLike) -> TrainRun:
     """Read a TrainRun back from ``train.json`` or from the backend folder holding it."""
     return runs.load_result(TrainRun, path, "train.json")

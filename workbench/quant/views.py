@@ -1,0 +1,47 @@
+"""Quantization results as text: what the CLI prints for one quantization (:func:`result_text`)
+and for the search (:func:`search_text`); the panels draw :mod:`workbench.plots.quant` instead."""
+
+from __future__ import annotations
+
+from .run import QuantResult
+from .search import SearchResult
+
+
+def result_text(result: QuantResult, k: int = 5) -> str:
+    """Size, latency against FP32, accuracy with its interval, the ``k`` worst slices, the golden
+    set, the worst nodes and the notes of one quantization."""
+    rep, o = result.report, result.report.overall
+    lines = [
+        f"{result.name} on the {result.graph_kind} graph {result.source_path}",
+        f"size:       {result.size_mib:.1f} MiB (FP32 {result.fp32_size_mib:.1f})",
+        f"latency:    {result.latency_ms:.2f} ms vs FP32 {result.fp32_latency_ms:.2f} ms ({result.speedup:.2f}x; "
+        f"shape {result.latency[0].batch}x{result.latency[0].seq}, medians, same process)",
+        f"accuracy:   {100 * result.accuracy:.1f}% vs FP32 {100 * o.reference.accuracy:.1f}% "
+        f"({100 * o.delta:+.1f} pts, 95% CI [{100 * o.ci_low:+.1f}, {100 * o.ci_high:+.1f}]); "
+        f"{len(rep.flips)} of {rep.n} predictions flipped",
+        f"validation: {result.validation.message}",
+        "slices, worst first (pts, 95% CI):",
+    ]
+    for d in rep.worst_slices(k=k):
+        flag = " significant" if d.significant else ""
+        small = f" (too small: n < {rep.min_slice_size})" if d.too_small else ""
+        lines.append(f"  {d.slice:<28} n={d.n:<5} {100 * d.delta:+6.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]{flag}{small}")
+    if result.golden is not None:
+        lines.append(f"golden set: {len(result.golden.flips)} of {result.golden.n} flipped")
+    if result.node_errors:
+        lines.append("worst nodes (own quantization SQNR, dB):")
+        lines += [f"  {e.node:<55} {e.op_type:<8} {e.local_sqnr_db:6.1f}" for e in result.node_errors[:k]]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def search_text(found: SearchResult) -> str:
+    """One row per candidate (latency, size, accuracy, its change, the worst slice, within the
+    budgets or not), then the search's verdict."""
+    lines = [f"{'candidate':<34} {'ms':>8} {'MiB':>7} {'acc %':>6} {'Δ pts':>6} {'worst slice':>28} {'ok':>3}"]
+    for c in found.candidates:
+        worst = (c.check.worst_slice or "-") + f" {-100 * c.check.worst_slice_drop:+.1f}"
+        lines.append(f"{c.name:<34} {c.latency_ms:>8.2f} {c.size_mib:>7.1f} {100 * c.accuracy:>6.1f} "
+                     f"{100 * c.accuracy_delta:>+6.1f} {worst:>28} {'yes' if c.feasible else 'no':>3}")
+    lines.append(f"\n{found.message}")
+    return "\n".join(lines)
