@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", help="folder for the graphs (default: a temporary folder)")
     args = parser.parse_args(argv)
 
-    from workbench.device import DeviceError, cuda_facts, cuda_problem, require_device
+    from workbench.device import DeviceError, cuda_facts, require_device
     from workbench.runs import atomic_write_text
 
     out = Path(args.out)

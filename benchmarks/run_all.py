@@ -8,7 +8,6 @@ its JSON under --out; this script writes an index of what ran.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import subprocess
 import sys

@@ -122,7 +122,7 @@ def node_detail_html(f: FusedNode) -> str:
 def placement_html(report: FusionReport) -> str:
     """Device, and on CUDA where each variant's nodes ran, the Memcpy nodes and CUDA-graph capture."""
     if report.device == "cpu":
-        return f'<div class="wb-device">Device: <b>cpu</b> (ONNX Runtime CPU provider)</div>'
+        return '<div class="wb-device">Device: <b>cpu</b> (ONNX Runtime CPU provider)</div>'
     items = []
     for name, p in report.placement.items():
         line = html.escape(p.summary())

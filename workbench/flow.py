@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 # the order in which a checkpoint is chosen for export (ORTModule only when it ran in ONNX Runtime)
 CHECKPOINT_PREFERENCE = ("ortmodule", "eager")

@@ -22,7 +22,6 @@ from typing import Callable, Optional
 
 from . import flow, runs
 from .runs import layout
-from .data import DataConfig
 from .graph import ExportConfig
 from .graph import FusionConfig
 from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig

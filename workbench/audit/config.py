@@ -10,7 +10,7 @@ from ..graph import FusionConfig
 from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
 
 Log = Callable[[str], None]
-from ..runs.layout import AUDIT_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import AUDIT_FILE  # noqa: E402, F401  (the run layout names every file)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "static")
 # The environment checks an audit depends on (training pieces such as ORTModule's extensions are not).

@@ -41,7 +41,7 @@ from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
 from .trace import OPSET_RANGE, ExportError, export_onnx
 from .validate import Validation, read_examples, select_examples, validate_onnx, write_examples
 
-from ..runs.layout import EXPORT_FILE, EXPORT_GRAPH as ONNX_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import EXPORT_FILE, EXPORT_GRAPH as ONNX_FILE  # noqa: E402, F401  (the run layout names every file)
 TOKENIZER_DIR = "tokenizer"
 EXAMPLES_FILE = "validation_examples.jsonl"
 REFERENCE_FILE = "reference_logits.npy"

@@ -45,7 +45,7 @@ from .sources import FusionSource, pytorch_model, pytorch_model_sdpa, resolve_so
 from .validate import Validation, compare_logits
 from .variants import FusionConfig, Variant, optimizer_model_type, to_variant
 
-from ..runs.layout import FUSION_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
 
 
 @dataclass(frozen=True)

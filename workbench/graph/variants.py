@@ -27,7 +27,7 @@ from typing import Optional
 from ..options import parse_choice
 from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
 
-from ..runs.layout import FUSED_GRAPH as FUSED_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import FUSED_GRAPH as FUSED_FILE  # noqa: E402, F401  (the run layout names every file)
 FUSED_FP16_FILE = "model_fused_fp16.onnx"
 
 

@@ -168,7 +168,7 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
     known = {n.op_type for n in nodes}
     op = next((o for o in op_hits if o in known), "an operator of this graph")
     return GradientGraphError(
-        op, f"export at opset 14 (OnDeviceConfig(opset=14)) with eager attention and dropout off, or train fewer "
+        op, "export at opset 14 (OnDeviceConfig(opset=14)) with eager attention and dropout off, or train fewer "
             "layers (trainable='head' or 'last')", detail)
 
 

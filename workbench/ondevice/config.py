@@ -11,7 +11,7 @@ from ..options import parse_choice
 
 RESULT_FILE = "ondevice.json"
 ARTIFACTS_DIR = "artifacts"
-from ..runs.layout import INFERENCE_DIR  # noqa: E402  (holds model.onnx + export.json: what fuse / quantize / evaluate read)
+from ..runs.layout import INFERENCE_DIR  # noqa: E402, F401  (holds model.onnx + export.json: what fuse / quantize / evaluate read)
 TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights
 TRAINED_CHECKPOINT = "trained_checkpoint"
 BATCHES_FILE = "batches.npz"

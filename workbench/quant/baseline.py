@@ -21,7 +21,7 @@ from ..graph import file_size_mib, save_tokenizer
 from ..ortinfer import ShapeLatency
 from .config import QuantizeError, TimingConfig
 
-from ..runs.layout import BASELINE_DIR  # noqa: E402  (the run layout names every file)
+from ..runs.layout import BASELINE_DIR  # noqa: E402, F401  (the run layout names every file)
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest

@@ -40,7 +40,7 @@ from .evaluate import DEFAULT_N_BOOT, EvalConfig, SliceReport, evaluate_slices, 
 from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
 from .sqnr import NodeError, node_errors, worst_nodes
 
-from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
 QUANTIZED_FILE = "model.int8.onnx"
 
 

