@@ -181,11 +181,11 @@ def _config_classes() -> dict[str, type]:
     from workbench.graph import ExportConfig, FusionConfig
     from workbench.ondevice import OnDeviceConfig
     from workbench.pipeline import DemoConfig
-    from workbench.quant import QuantConfig, TimingConfig
+    from workbench.quant import QuantConfig, SearchConfig, TimingConfig
     from workbench.train import TrainConfig
 
     classes = (AuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
-               TimingConfig, TrainConfig)
+               SearchConfig, TimingConfig, TrainConfig)
     return {c.__name__: c for c in classes}
 
 
@@ -293,7 +293,8 @@ def test_demo_audit_ondevice_data_flags_build_their_configs():
     assert d == DemoConfig.quick(train=DemoConfig.quick().train.replace(max_steps=6), backends=("eager",), search=False)
     a = _parse("audit", "--model", "m", "--data", "d", "--quick", "--presets", "dynamic,static-minmax", "--slice-column", "a",
                "b", "--slice-column", "c", "--include-small")
-    assert build(AuditConfig, a, n_boot=200) == AuditConfig(model="m", data="d", quick=True, presets=("dynamic", "static-minmax"),
+    assert a.model == "m"  # the audit's input, not a config field
+    assert build(AuditConfig, a, n_boot=200) == AuditConfig(data="d", quick=True, presets=("dynamic", "static-minmax"),
                                                            slice_columns=("a", "b", "c"), include_small_slices=True, n_boot=200)
     assert build(AuditConfig, _parse("audit", "--model", "m", "--data", "d", "--n-boot", "50"), n_boot=200).n_boot == 50
     o = build(OnDeviceConfig, _parse("ondevice", "--model", "minilm", "--trainable", "LAST", "--last-n", "2", "--no-memory"),
@@ -321,7 +322,7 @@ def test_argparse_errors_are_one_line_with_exit_code_2(argv, expected, capsys):
 @pytest.mark.parametrize("argv, expected", [
     (["train", "--schedule", "sideways"], "schedule must be one of ['constant', 'linear', 'cosine'], got 'sideways'"),
     (["train", "--max-train", "0"], "max_train must be a positive number of examples or None, got 0"),
-    (["fuse", "{src}", "--variants", "ort_max"], "unknown variant 'ort_max'"),
+    (["fuse", "{src}", "--variants", "ort_max"], "variant must be one of ['unoptimized', 'ort_basic', 'ort_extended', 'ort_all', 'transformer', 'transformer_fp16'], got 'ort_max'"),
     (["quantize", "{src}", "--calibration", "guess"], "calibration must be one of ['minmax', 'entropy', 'percentile']"),
     (["demo", "--backends", ",", "--steps", "0"], "max_steps must be a positive integer"),
 ])
