@@ -15,8 +15,15 @@ import pytest
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
-SKIP = shutil.ignore_patterns(".venv", ".git", "build", "dist", "runs", "test-output", "*.egg-info", "__pycache__",
-                              ".pytest_cache", ".ipynb_checkpoints", "notebooks")
+_SKIP_ANYWHERE = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
+_SKIP_AT_ROOT = {"build", "dist", "runs", "test-output", "notebooks"}  # the repo's own folders, not workbench/runs/
+
+
+def SKIP(folder: str, names: list[str]) -> set[str]:
+    skipped = set(_SKIP_ANYWHERE(folder, names))
+    if Path(folder).resolve() == REPO:
+        skipped |= _SKIP_AT_ROOT & set(names)
+    return skipped
 
 
 def _setuptools_major() -> int:
