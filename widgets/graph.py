@@ -17,7 +17,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from workbench.data import DataConfig, load_data
-from workbench import runs
+from workbench import flow
 from workbench.runs import layout
 from workbench.graph import ExportConfig, ExportResult, load_export, run_export
 from workbench.device import DeviceError, normalize_device, require_device
@@ -53,13 +53,13 @@ FusionLike = Union[FusionReport, str, os.PathLike]
 
 def as_fusion_report(value: FusionLike) -> FusionReport:
     """A FusionReport, or one read from ``fusion.json``, its folder or any folder of a run that holds
-    one (:func:`workbench.runs.open_run`: the newest fusion of the run)."""
+    one (:func:`workbench.flow.open_run`: the newest fusion of the run)."""
     if isinstance(value, FusionReport):
         return value
     if isinstance(value, (str, os.PathLike)):
         path = Path(value)
         if path.is_dir() and not (path / layout.FUSION_FILE).is_file():
-            fusion = runs.open_run(path).fusion()
+            fusion = flow.open_run(path).fusion()
             if fusion is not None:
                 return fusion
         return load_fusion(path)

@@ -206,14 +206,14 @@ class Workbench(W.VBox):
 
     def open_run(self, run_dir: str | os.PathLike) -> dict[str, Path]:
         """Show every result saved in the run ``run_dir`` belongs to (its root, a stage folder or a
-        result file: :func:`workbench.runs.open_run`) in its step, without recomputing.
+        result file: :func:`workbench.flow.open_run`) in its step, without recomputing.
 
         Returns ``{stage: file}`` for what was opened; raises ``FileNotFoundError`` when the folder
         holds no result (the error is also shown at the top of the Workbench).
         """
         self.error_box.layout.display = "none"
         try:
-            run = runs.open_run(run_dir)
+            run = flow.open_run(run_dir)
             found = run.results()
             if run.comparison() is not None:
                 self.train.show(run.comparison())

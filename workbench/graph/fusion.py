@@ -293,7 +293,7 @@ def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionC
 
 def _place(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str):
     """CUDA: (where each variant's nodes ran, latency of the variants ONNX Runtime captured as CUDA graphs)."""
-    from ..device import probe_placement
+    from ..ortinfer import probe_placement
     from ..ortinfer import latency_by_shape, make_feed, make_session, synthetic_batch
 
     placement: dict[str, PlacementReport] = {}
