@@ -17,7 +17,7 @@ LIBRARY = Path(__file__).resolve().parents[2] / "workbench"
 
 # Floors, lowest first. A module may import from its own floor or any floor below, never above.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("base", {"__init__", "quiet", "serial", "options", "metrics", "latency", "runs", "batches", "device",
+    ("base", {"__init__", "quiet", "serial", "options", "metrics", "latency", "runs", "batches", "device", "architectures",
               "slices", "resources", "netron_view"}),
     ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work"}),
     ("stages", {"train", "graph", "quant", "ondevice"}),
