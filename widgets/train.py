@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 
 from workbench.train import Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
+from workbench import flow
+from workbench.runs import layout
 from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
 from .base import (
@@ -39,11 +41,15 @@ ComparisonLike = Union[Comparison, str, os.PathLike]
 
 
 def as_comparison(value: ComparisonLike) -> Comparison:
-    """A Comparison, or one read from ``compare.json`` / the folder holding it."""
+    """A Comparison, or the newest one of the run that the path (its root, ``train/``, ``compare.json``)
+    belongs to (:func:`workbench.flow.open_run`, the loader every front uses)."""
     if isinstance(value, Comparison):
         return value
     if isinstance(value, (str, os.PathLike)):
-        return load_comparison(value)
+        comparison = flow.open_run(value).comparison()
+        if comparison is None:
+            raise PanelInputError(f"{str(value)!r} holds no comparison (train/compare.json): train first, or pass a run folder that has one")
+        return comparison
     raise TypeError(
         f"expected a workbench.train.compare.Comparison or the path of a saved compare.json, got {type(value).__name__}"
     )
@@ -182,7 +188,7 @@ class TrainPanel(Panel):
         if not backends:
             raise PanelInputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
         self._start_live(backends)
-        run_dir = self._resolve_run_dir("train")
+        run_dir = self._resolve_run_dir("train") / layout.TRAIN_DIR  # the run layout's train/ (compare.json there)
         return run_comparison(cfg, backends, run_dir, progress=self._on_progress, stop=self.stop_event,
                               isolate=bool(values["isolate"]))
 

@@ -106,7 +106,7 @@ class Workbench(W.VBox):
 
         self.doctor = DoctorBanner(background=False)
         self.train = TrainPanel(model=o["model"], preset=o["preset"], backends=tuple(o["backends"]), max_steps=o["max_steps"],
-                                data=o["data"], run_dir=lambda: self.run_dir / "train", background=bg)
+                                data=o["data"], run_dir=lambda: self.run_dir, background=bg)
         self.compare = ComparePanel(background=False)
         self.graph = GraphPanel(export_preset=o["export_preset"], fusion_preset=o["fusion_preset"],
                                 run_dir=lambda: self.run_dir, background=bg)

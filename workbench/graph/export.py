@@ -40,7 +40,7 @@ from .config import Attention, ExportConfig
 from .trace import OPSET_RANGE, ExportError, export_onnx
 from .validate import Validation, read_examples, select_examples, validate_onnx, write_examples
 
-from ..runs.layout import EXPORT_FILE, EXPORT_GRAPH as ONNX_FILE  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import EXPORT_DIR, EXPORT_FILE, EXPORT_GRAPH as ONNX_FILE  # noqa: E402, F401  (the run layout names every file)
 TOKENIZER_DIR = "tokenizer"
 EXAMPLES_FILE = "validation_examples.jsonl"
 REFERENCE_FILE = "reference_logits.npy"
@@ -156,7 +156,7 @@ def model_info(loaded) -> ModelInfo:
     )
 
 
-def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike = "runs/export",
+def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike | None = None,
                *, data=None) -> ExportResult:
     """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to
     ``out_dir/model.onnx``, validate it against PyTorch on real examples and save ``export.json``.
@@ -181,7 +181,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
         )
     if isinstance(model, (str, os.PathLike)) and str(model) not in BUILTIN_MODELS:
         check_model_type(resolve_model_path(str(model)))  # a wrong folder or type fails here, before any data is loaded
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else runs.default_out(EXPORT_DIR)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
         data = load_data(DataConfig.quick())

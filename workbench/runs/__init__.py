@@ -35,13 +35,19 @@ from .open import RunError, find_root
 from .results import load_result, read_result_json, save_result
 
 __all__ = [
-    "DEFAULT_ROOT", "STAGE_FILES", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
+    "DEFAULT_ROOT", "STAGE_FILES", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
     "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "find_root",
     "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
     "_exchange", "_move_external_data", "_umask",
 ]
 
 DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
+
+
+def default_out(stage_dir: str) -> Path:
+    """Where a stage writes when no folder is given: ``DEFAULT_ROOT/<stage folder>`` (``WORKBENCH_RUNS``
+    moves it; every front's default goes through here)."""
+    return DEFAULT_ROOT / stage_dir
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
