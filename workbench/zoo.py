@@ -203,26 +203,50 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     from .data import DataConfig, load_data
     from .graph import ExportConfig, run_export
     from .graph import FusionConfig, optimizer_model_type, run_fusion
+    from .flow import graph_to_quantize
     from .quant import QuantConfig, TimingConfig, prepare_baseline, run_quantization
+    from .sequence import Stage, run_stages
 
     t0 = time.perf_counter()
     out = Path(out_dir)
     data = data if data is not None else load_data(DataConfig.quick())
-    folder = build_tiny(model_type, out / "model", seed=seed)
-    ortmodule = "not run"
-    if train_steps > 0:
+    lines: list[str] = []
+
+    def build(st):
+        return build_tiny(model_type, out / "model", seed=seed)
+
+    def fine_tune(st):
         from .train import TrainConfig, run_training
 
         # the quick reviews (TrainConfig.quick's data); fallback to PyTorch is disabled by default
-        cfg = TrainConfig.quick(model=str(folder), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
+        cfg = TrainConfig.quick(model=str(st.inputs["build"]), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
         run = run_training(cfg, "ortmodule", run_dir=out / layout.TRAIN_DIR)
-        ortmodule = "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
-    export = run_export(str(folder), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
-    fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / layout.FUSION_DIR)
-    baseline = prepare_baseline(fusion, data, out / layout.BASELINE, export=export, golden=False,
-                                timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
-    quant = run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
-                             n_boot=100, node_error_samples=4)
+        return "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
+
+    def export_stage(st):
+        return run_export(str(st.inputs["build"]), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
+
+    def fuse(st):
+        return run_fusion(st.inputs["export"], FusionConfig.inspect_only(variants=("unoptimized", "transformer")),
+                          out / layout.FUSION_DIR)
+
+    def quantize(st):
+        # the graph to quantize by flow's rule: the fused graph only when it passed validation
+        pick = graph_to_quantize(st.inputs["export"], st.inputs.get("fuse"))
+        baseline = prepare_baseline(pick.path, data, out / layout.BASELINE, export=st.inputs["export"], golden=False,
+                                    timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
+        return run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
+                                n_boot=100, node_error_samples=4)
+
+    # the coverage's list, through the one sequencer; a stage that fails raises as it is (the row needs every stage)
+    stages = [Stage("build", build)]
+    if train_steps > 0:
+        stages.append(Stage("fine-tune", fine_tune, needs=("build",)))
+    stages += [Stage("export", export_stage, needs=("build",)), Stage("fuse", fuse, needs=("export",)),
+               Stage("quantize", quantize, needs=("export", "fuse"))]
+    done = run_stages(stages, log=lines.append, fatal=(Exception,))
+    export, fusion, quant = done.results["export"], done.results["fuse"], done.results["quantize"]
+    ortmodule = done.results.get("fine-tune", "not run")
     return CoverageRow(
         model_type=model_type,
         tokenizer_class=type(export.load_tokenizer()).__name__,

@@ -21,7 +21,7 @@ FLOORS: list[tuple[str, set[str]]] = [
               "slices", "resources", "netron_view"}),
     ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work"}),
     ("stages", {"train", "graph", "quant", "ondevice"}),
-    ("hand-offs", {"flow", "plots"}),
+    ("hand-offs", {"flow", "plots", "sequence"}),
     ("fronts", {"report", "audit", "pipeline", "zoo", "workshop", "exercises", "cli"}),
 ]
 
