@@ -113,10 +113,29 @@ def fused_problem(fusion: Optional["FusionReport"]) -> Optional[str]:
     return None
 
 
-def graph_to_quantize(export: Optional["ExportResult"] = None, fusion: Optional["FusionReport"] = None) -> Optional[Pick]:
-    """The FP32 graph to quantize: the fused graph when there is one that passed validation, else
-    the exported graph; None when there is neither."""
+GRAPH_CHOICES = ("auto", "fused", "exported")
+
+
+class FlowError(FileNotFoundError):
+    """The stage asked for an input the run does not have (one line, with the command that makes it)."""
+
+
+def graph_to_quantize(export: Optional["ExportResult"] = None, fusion: Optional["FusionReport"] = None,
+                      which: str = "auto") -> Optional[Pick]:
+    """The FP32 graph to quantize. ``which="auto"``: the fused graph when there is one that passed
+    validation, else the exported graph; None when there is neither. ``"fused"`` / ``"exported"``:
+    that graph, or a :class:`FlowError` saying why it cannot be had and what to run."""
+    if which not in GRAPH_CHOICES:
+        raise ValueError(f"which graph to quantize must be one of {list(GRAPH_CHOICES)}, got {which!r}")
     problem = fused_problem(fusion)
+    if which == "fused":
+        if problem is not None:
+            raise FlowError(f"no fused graph to quantize: {problem}; run `workbench fuse` first, or use --graph exported")
+        return Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path} (--graph fused)")
+    if which == "exported":
+        if export is None:
+            raise FlowError("no exported graph to quantize: run `workbench export --model MODEL` first")
+        return Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} (--graph exported)")
     if problem is None:
         return Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path}")
     if export is not None:
@@ -220,10 +239,15 @@ class Run:
             return None
         return Pick(path, "export", f"fusing the export {path} (graph {self.export().onnx_path})")
 
-    def graph_to_quantize(self) -> Optional[Pick]:
+    def graph_to_quantize(self, which: str = "auto") -> Optional[Pick]:
         """The FP32 graph the quantize stage takes (:func:`graph_to_quantize`): the
-        fused graph when there is one, else the exported graph; None when there is neither."""
-        return graph_to_quantize(self.export(), self.fusion())
+        fused graph when there is one, else the exported graph; None when there is neither;
+        ``which`` = ``fused`` / ``exported`` asks for that one (:class:`FlowError` naming this run
+        when it has not got it)."""
+        try:
+            return graph_to_quantize(self.export(), self.fusion(), which)
+        except FlowError as exc:
+            raise FlowError(f"{exc} (run folder {self.root})") from None
 
     def require(self, what: str, pick: Optional[Pick], hint: str) -> Pick:
         """``pick``, or a :class:`RunError` saying the run lacks ``what`` and which command makes it."""
