@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import os
 import threading
 import time
 import traceback
@@ -53,6 +54,26 @@ MUTED_COLOUR = "#57606a"
 
 class PanelInputError(ValueError):
     """A control value a panel cannot use; the message names the value, what is allowed and what to do."""
+
+
+def as_result(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
+    """A stage result given as itself, as its result file or the folder holding it (read with
+    ``load``), or as any other folder of a run (:func:`workbench.flow.open_run`: the run's newest
+    ``stage`` result): the one converter every panel's ``saved=`` goes through."""
+    from workbench import flow
+
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        if path.is_file() or (path / file_name).is_file():
+            return load(path)
+        found = getattr(flow.open_run(path), stage)()
+        if found is None:
+            raise PanelInputError(f"{str(value)!r} holds no {what} ({file_name}): run that step first, or pass a run folder that has one")
+        return found
+    raise TypeError(f"expected a {cls.__module__}.{cls.__name__} or the path of a saved {file_name} (or a run folder), "
+                    f"got {type(value).__name__}")
 
 
 def check_kwargs(owner: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:

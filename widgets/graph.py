@@ -26,6 +26,7 @@ from workbench.netron_view import NetronError, NetronServer, iframe_html, unavai
 from workbench.plots import graph as graph_plots
 
 from .base import (
+    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -52,18 +53,8 @@ FusionLike = Union[FusionReport, str, os.PathLike]
 
 
 def as_fusion_report(value: FusionLike) -> FusionReport:
-    """A FusionReport, or one read from ``fusion.json``, its folder or any folder of a run that holds
-    one (:func:`workbench.flow.open_run`: the newest fusion of the run)."""
-    if isinstance(value, FusionReport):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        path = Path(value)
-        if path.is_dir() and not (path / layout.FUSION_FILE).is_file():
-            fusion = flow.open_run(path).fusion()
-            if fusion is not None:
-                return fusion
-        return load_fusion(path)
-    raise TypeError(f"expected a workbench.graph.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
+    """A FusionReport, or the one in ``fusion.json`` / the folder holding it / any folder of a run."""
+    return as_result(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
 
 
 def fused_nodes(variant: VariantResult) -> list[FusedNode]:

@@ -20,6 +20,7 @@ from workbench.runs import layout
 from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
 from .base import (
+    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -41,18 +42,8 @@ ComparisonLike = Union[Comparison, str, os.PathLike]
 
 
 def as_comparison(value: ComparisonLike) -> Comparison:
-    """A Comparison, or the newest one of the run that the path (its root, ``train/``, ``compare.json``)
-    belongs to (:func:`workbench.flow.open_run`, the loader every front uses)."""
-    if isinstance(value, Comparison):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        comparison = flow.open_run(value).comparison()
-        if comparison is None:
-            raise PanelInputError(f"{str(value)!r} holds no comparison (train/compare.json): train first, or pass a run folder that has one")
-        return comparison
-    raise TypeError(
-        f"expected a workbench.train.compare.Comparison or the path of a saved compare.json, got {type(value).__name__}"
-    )
+    """A Comparison, or the one in ``compare.json`` / the folder holding it / any folder of a run."""
+    return as_result(value, Comparison, load_comparison, "comparison", layout.COMPARE_FILE, "comparison")
 
 
 def runs_table(c: Comparison) -> str:
@@ -246,11 +237,11 @@ class TrainPanel(Panel):
 
     # ---- what later steps need ------------------------------------------------------------------
     def checkpoints(self) -> dict[str, str]:
-        """Checkpoint folders of the finished runs, labelled by backend (what the graph step can export)."""
+        """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
+        first (:func:`workbench.flow.ordered_checkpoints`: what the graph step can export)."""
         if self.result is None:
             return {}
-        return {f"{r.backend.value} checkpoint": r.checkpoint_dir for r in self.result.runs
-                if r.checkpoint_dir and r.status in (RunStatus.OK, RunStatus.STOPPED)}
+        return flow.ordered_checkpoints(self.result)
 
 
 FIGURES = {
