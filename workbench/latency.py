@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,89 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
         if max_seconds is not None and i >= 2 and time.perf_counter() - start > max_seconds:
             break
     return summarize(samples, warmup)
+
+
+def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repeats: int = 3, warmup: int = 3,
+                max_seconds: Optional[float] = None, order: Optional[list] = None) -> dict[str, LatencyStats]:
+    """Time the variants ``fns`` in alternating rounds in one process, so load that comes and goes
+    hits every variant alike.
+
+    Each variant is warmed up ``warmup`` times first. In round ``r`` every variant runs ``repeats``
+    times, in an order rotated by ``r`` (A B C, B C A, C A B, ...) so none always goes first; its
+    sample for the round is the median of those runs. Sample ``i`` of every variant comes from round
+    ``i``: the samples are paired (:func:`paired_ratio`). ``max_seconds`` ends the rounds early
+    (after at least 3); ``order``, when given, receives the names in the order they ran (tests).
+    """
+    names = list(fns)
+    if not names:
+        raise ValueError("interleaved needs at least one variant to time")
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"rounds and repeats must be at least 1, got rounds={rounds}, repeats={repeats}")
+    for name in names:
+        for _ in range(max(0, warmup)):
+            fns[name]()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    start = time.perf_counter()
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fns[name]()
+                runs.append((time.perf_counter() - t0) * 1000.0)
+            if order is not None:
+                order.append(name)
+            samples[name].append(statistics.median(runs))
+        if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
+            break
+    return {n: summarize(samples[n], warmup) for n in names}
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times faster the variant ran than the base, over paired rounds: ``value`` is the
+    median of base_i / variant_i, ``lo``-``hi`` its bootstrap interval (``level``, default 95%)."""
+
+    value: float
+    lo: float
+    hi: float
+    rounds: int
+    level: float = 0.95
+
+    def text(self) -> str:
+        return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
+
+    @property
+    def is_gain(self) -> bool:
+        """Faster beyond doubt at this level: the whole interval above 1.0."""
+        return self.lo > 1.0
+
+    @property
+    def is_loss(self) -> bool:
+        return self.hi < 1.0
+
+
+def paired_ratio(base_ms: Sequence[float], variant_ms: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                 level: float = 0.95) -> Ratio:
+    """The speed-up of the variant over the base from paired samples (round ``i`` of each, as
+    :func:`interleaved` gives them): the median of the per-round ratios, with a percentile
+    bootstrap interval over the rounds."""
+    import numpy as np
+
+    base = np.asarray(base_ms, dtype=float)
+    var = np.asarray(variant_ms, dtype=float)
+    if base.shape != var.shape or base.size == 0:
+        raise ValueError(f"paired_ratio needs two equally long, non-empty sample lists, got {base.size} and {var.size}")
+    if np.any(var <= 0) or np.any(base <= 0):
+        raise ValueError("latency samples must be positive")
+    ratios = base / var
+    value = float(np.median(ratios))
+    if ratios.size == 1:
+        return Ratio(value, value, value, 1, level)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, ratios.size, size=(n_boot, ratios.size))
+    boots = np.median(ratios[idx], axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
+    return Ratio(value, float(lo), float(hi), int(ratios.size), level)

@@ -49,10 +49,18 @@ class ShapeLatency:
     batch: int
     seq: int
     stats: LatencyStats
+    # the shape's floor on this machine (workbench.work: the graph's multiply-adds at the measured
+    # throughput); None where it was not counted (PyTorch, a GPU, results saved before it was kept)
+    floor_ms: Optional[float] = None
 
     @property
     def median_ms(self) -> float:
         return self.stats.median_ms
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        """floor ÷ median: the fraction of this machine's matrix-multiply speed reached (1.0 = at the floor)."""
+        return self.floor_ms / self.stats.median_ms if self.floor_ms and self.stats.median_ms > 0 else None
 
     @property
     def ms_per_example(self) -> float:
