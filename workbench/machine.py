@@ -63,6 +63,9 @@ class MachineProfile:
     by_tokens: dict[str, dict[str, float]] = field(default_factory=dict)
     key: str = ""
     version: int = PROFILE_VERSION
+    # other processes' CPU use while it was measured (cores' worth); a profile measured under load
+    # is used but not cached (it would lower every floor)
+    other_cpu: float = 0.0
 
     @property
     def int8_over_fp32(self) -> float:
@@ -290,14 +293,18 @@ def measure_profile(threads: Optional[int] = None, seconds: float = 0.25) -> Mac
     model, flags = cpu_facts()
     version = _ort_version()
     by_tokens: dict[str, dict[str, float]] = {}
+    exclude = _own_family()
+    before, t0 = _other_cpu_seconds(exclude), time.perf_counter()
     for kind in ("fp32", "int8", "qdq_int8"):
         by_tokens[kind] = {str(m): round(measure_gops(kind, m, threads, seconds), 2) for m in TOKEN_COUNTS}
+    after, wall = _other_cpu_seconds(exclude), max(time.perf_counter() - t0, 1e-6)
+    other = sum(max(0.0, after[p][1] - before[p][1]) for p in after if p in before) / wall
     return MachineProfile(
         cpu_model=model, flags=flags, cores=available_cores(), threads=threads, ort_version=version,
         fp32_gops=by_tokens["fp32"]["128"], int8_gops=by_tokens["int8"]["128"], qdq_int8_gops=by_tokens["qdq_int8"]["128"],
         measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         shapes=[[m, k, n] for m in TOKEN_COUNTS for k, n in GEMM_KN], by_tokens=by_tokens,
-        key=profile_key(model, flags, threads, version))
+        key=profile_key(model, flags, threads, version), other_cpu=round(other, 2))
 
 
 def machine_profile(threads: Optional[int] = None, refresh: bool = False, cache_dir: Optional[Path] = None) -> MachineProfile:
@@ -318,6 +325,8 @@ def machine_profile(threads: Optional[int] = None, refresh: bool = False, cache_
         except (ValueError, TypeError, KeyError):
             pass  # an unreadable cache entry is measured again and replaced
     profile = measure_profile(threads)
+    if profile.other_cpu > OTHER_CPU_LIMIT:
+        return profile  # measured while other work ran: used now, measured again next time
     try:
         atomic_write_json(path, serial.to_dict(profile))
     except OSError:
