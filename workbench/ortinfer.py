@@ -21,7 +21,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -513,3 +513,54 @@ def interleaved_latency(
                 floor = (floors or {}).get(n, {}).get((batch, seq))
                 results[n].append(ShapeLatency(batch, seq, stats[n], floor_ms=floor))
     return results
+
+
+class OpTime(NamedTuple):
+    """Where a graph's time goes: one op type's time per run (ONNX Runtime's profiler) and its share."""
+
+    op_type: str
+    ms: float  # per run, summed over the op type's nodes
+    share: float  # of the time spent in all nodes (0..1)
+
+
+def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
+                runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
+                graph_optimization: str = "all") -> list[OpTime]:
+    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's own profiler
+    (``SessionOptions.enable_profiling``) over ``runs`` runs after ``warmup``, node kernel times
+    summed by op type (the ops as the session runs them, after its fusions), largest first. Each
+    entry is ``(op_type, ms, share)``. Shares sum to 1 over the nodes'
+    time (the gaps between nodes are not in it)."""
+    import json as _json
+    import tempfile
+
+    if runs < 1:
+        raise InferenceError(f"runs must be at least 1, got {runs}")
+    with tempfile.TemporaryDirectory(prefix="ortprof-") as tmp:
+        session = make_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
+                               profile_prefix=str(Path(tmp) / "profile"), allow_spinning=False)
+        feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
+        out = session.get_outputs()[0].name
+        for _ in range(max(0, warmup)):
+            session.run([out], feed)
+        # the warm-up runs are in the profile too: count only the last ``runs`` model_run events' nodes
+        for _ in range(runs):
+            session.run([out], feed)
+        events = _json.loads(Path(session.end_profiling()).read_text())
+    runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                       key=lambda e: e["ts"])
+    timed = runs_seen[-runs:]
+    if not timed:
+        raise InferenceError("ONNX Runtime's profile has no model runs: nothing to attribute")
+    start = timed[0]["ts"]
+    by_op: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < start:
+            continue
+        op = e.get("args", {}).get("op_name", "?")
+        by_op[op] = by_op.get(op, 0.0) + float(e.get("dur", 0))
+    total = sum(by_op.values())
+    if total <= 0:
+        raise InferenceError("ONNX Runtime's profile has no node times: nothing to attribute")
+    rows = [OpTime(op, us / 1000.0 / len(timed), us / total) for op, us in by_op.items()]
+    return sorted(rows, key=lambda r: -r.ms)

@@ -336,3 +336,65 @@ def test_contention_flag_with_spinning_processes():
     assert busy.contended and busy.reasons
     assert busy.others_running is not None and busy.others_running >= cpus
     assert busy.probe_fp32_gops is not None and busy.probe_fp32_gops > 0
+
+
+# ---- where the time goes ----------------------------------------------------------------------
+def test_profile_ops_names_the_ops_and_shares_sum_to_one(fused_tiny):
+    from workbench.ortinfer import profile_ops
+
+    rows = profile_ops(fused_tiny.fused_path, batch=1, seq=16, threads=1, runs=3, warmup=1)
+    ops = {r.op_type for r in rows}
+    assert {"Attention", "MatMul", "SkipLayerNormalization"} <= ops
+    assert sum(share for _, _, share in rows) == pytest.approx(1.0)
+    assert all(ms >= 0 and 0 <= share <= 1 for _, ms, share in rows)
+    assert [r.ms for r in rows] == sorted((r.ms for r in rows), reverse=True)
+
+
+# ---- the CLI ----------------------------------------------------------------------------------
+def _cli(*args, env_home=None):
+    import os
+    env = {**os.environ}
+    if env_home is not None:
+        env["ORT_WORKBENCH_HOME"] = str(env_home)
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-2"])
+def test_machine_cli_bad_threads_is_one_line_exit_2(value):
+    proc = _cli("machine", f"--threads={value}")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--threads must be a positive whole number" in lines[0] and value in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_machine_cli_json_from_the_cache(tmp_path):
+    home = tmp_path / "home"
+    cached = dataclasses.replace(profile(fp32=111.0, int8=222.0, threads=1), cpu_model=machine.cpu_model_and_flags()[0],
+                                 flags=machine.cpu_model_and_flags()[1])
+    import onnxruntime as ort
+
+    from workbench import serial
+    cached = dataclasses.replace(cached, ort_version=ort.__version__)
+    (home / "machine").mkdir(parents=True)
+    (home / "machine" / f"{cached.key}.json").write_text(
+        json.dumps({**serial.to_dict(cached), "key": cached.key, "version": machine.PROFILE_VERSION}))
+    proc = _cli("machine", "--json", "--threads", "1", env_home=home)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["fp32_gops"] == 111.0 and data["int8_gops"] == 222.0  # read from the cache, not measured
+    assert data["int8_over_fp32"] == 2.0 and "isa" in data
+    assert isinstance(data["contended"], bool) and data["load"]["contended"] == data["contended"]
+    text = _cli("machine", "--threads", "1", env_home=home)
+    assert text.returncode == 0 and "FP32 MatMul 111 GFLOP/s" in text.stdout
+    # every CPU kept busy: the output says the machine is contended (exit code unchanged)
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(machine.usable_cpus())]
+    try:
+        time.sleep(0.3)
+        busy = _cli("machine", "--threads", "1", env_home=home)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert busy.returncode == 0 and "CONTENDED" in busy.stderr and "other runnable" in busy.stderr
