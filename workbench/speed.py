@@ -90,11 +90,13 @@ def time_side_by_side(
     floors: bool = True,
     load_check: bool = True,
     profile: Optional[MachineProfile] = None,
+    graph_optimization: Optional[Mapping[str, str]] = None,
 ) -> SpeedRun:
     """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model, eager,
     inference mode) side by side, interleaved, per shape; see the module doc. ``base`` names the
     variant every ratio is taken against. ``max_seconds`` bounds each shape's rounds (at least 3).
-    Floors and the load check are for the CPU (a GPU device gets neither: the profile is the CPU's)."""
+    Floors and the load check are for the CPU (a GPU device gets neither: the profile is the CPU's).
+    ``graph_optimization``: ONNX Runtime's optimization level per graph name (default "all")."""
     import gc
 
     from .device import normalize_device
@@ -115,7 +117,9 @@ def time_side_by_side(
         profile = profile or machine_profile(threads)
     before = check_load(profile) if (on_cpu and load_check and profile is not None) else None
 
-    sessions = {n: make_session(p, threads=threads, device=device) for n, p in graphs.items()}
+    levels = dict(graph_optimization or {})
+    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
+                for n, p in graphs.items()}
     samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
     speeds: list[Speed] = []
     for batch, seq in shapes:
