@@ -117,6 +117,8 @@ class MachineProfile:
     shapes: list[list[int]]
     # extra: GOP/s per kernel per token count M ({"fp32": {"128": ..}}); fp32_gops etc. are the best of these
     by_tokens: dict[str, dict[str, float]] = field(default_factory=dict)
+    # why the measurement may be low: other work seen running while it was taken (empty: quiet)
+    measured_under_load: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -151,10 +153,12 @@ class MachineProfile:
 
     def text(self) -> str:
         qdq = f"{self.qdq_int8_gops:.0f}" if self.qdq_int8_gops else "n/a"
+        warn = ("\n  measured while other work ran (" + "; ".join(self.measured_under_load) + "): figures may be low"
+                if self.measured_under_load else "")
         return (f"machine: {self.cpu_model}, {self.cores} CPUs usable; {self.isa_text()}\n"
                 f"  ONNX Runtime {self.ort_version}, {self.threads} intra-op threads, measured {self.measured_at}\n"
                 f"  FP32 MatMul {self.fp32_gops:.0f} GFLOP/s; INT8 DynamicQuantizeMatMul {self.int8_gops:.0f} GOP/s "
-                f"({self.int8_over_fp32:.2f}x FP32); static QDQ QLinearMatMul {qdq} GOP/s")
+                f"({self.int8_over_fp32:.2f}x FP32); static QDQ QLinearMatMul {qdq} GOP/s{warn}")
 
 
 def profile_key(cpu_model: str, flags: dict, threads: int, ort_version: str) -> str:
@@ -173,7 +177,6 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
 def _gemm_graph(kernel: str, m: int, layers: int = CHAIN_LAYERS, seed: int = 0):
     """A chain of ``layers`` x LAYER_GEMMS of one kernel kind, input [m, 384] -> output [m, 384]."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -268,6 +271,8 @@ def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROF
 
     threads = _check_threads(threads)
     model, flags = cpu_model_and_flags()
+    others_before = runnable_others()
+    load_before = os.getloadavg()[0]
     by: dict[str, dict[str, float]] = {k: {} for k in KERNELS}
     for m in tokens:
         for kernel in KERNELS:
@@ -280,11 +285,19 @@ def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROF
                 by.setdefault("errors", {})[f"qdq_int8@{m}"] = str(exc)[:200]  # type: ignore[assignment]
     by.pop("errors", None)
     best = {k: (max(v.values()) if v else None) for k, v in by.items()}
+    others_after = runnable_others()
+    cpus = usable_cpus()
+    under_load = []
+    others = max(x for x in (others_before, others_after, 0) if x is not None)
+    if others + threads > cpus:
+        under_load.append(f"{others} other runnable process(es)/thread(s) beside {threads} measuring thread(s) on {cpus} CPUs")
+    if load_before > cpus + 0.5:
+        under_load.append(f"load average {load_before:.2f} on {cpus} CPUs")
     return MachineProfile(cpu_model=model, flags=flags, cores=usable_cpus(), threads=threads,
                           ort_version=ort.__version__, fp32_gops=best["fp32"], int8_gops=best["int8"],
                           qdq_int8_gops=best["qdq_int8"], measured_at=_now(),
                           shapes=[[m, k, n] for m in tokens for k, n in LAYER_GEMMS],
-                          by_tokens={k: v for k, v in by.items() if v})
+                          by_tokens={k: v for k, v in by.items() if v}, measured_under_load=under_load)
 
 
 def _read_cached(path: Path) -> Optional[MachineProfile]:
@@ -304,7 +317,11 @@ def machine_profile(threads: Optional[int] = None, refresh: bool = False,
                     cache_dir: Optional[Path] = None) -> MachineProfile:
     """This machine's profile for ``threads`` (default: :func:`default_threads`): read from the
     cache when it is there for this CPU, flags, threads and ONNX Runtime version; measured (and
-    written) when missing or when ``refresh``."""
+    written) when missing or when ``refresh``.
+
+    A profile measured while other work ran (``measured_under_load``) is low, and the floor would be
+    too lenient: such a cached profile is measured again on the next call, and a new measurement
+    replaces the cached one only if it was quiet or is faster (``refresh`` always replaces it)."""
     import onnxruntime as ort
 
     from . import serial
@@ -314,11 +331,12 @@ def machine_profile(threads: Optional[int] = None, refresh: bool = False,
     model, flags = cpu_model_and_flags()
     key = profile_key(model, flags, threads, ort.__version__)
     path = cache_root(cache_dir) / f"{key}.json"
-    if not refresh and path.is_file():
-        cached = _read_cached(path)
-        if cached is not None:
-            return cached
+    cached = _read_cached(path) if path.is_file() else None
+    if not refresh and cached is not None and not cached.measured_under_load:
+        return cached
     prof = measure_profile(threads)
+    if not refresh and cached is not None and prof.measured_under_load and prof.fp32_gops <= cached.fp32_gops:
+        return cached
     atomic_write_json(path, {**serial.to_dict(prof), "key": key, "version": PROFILE_VERSION})
     return prof
 

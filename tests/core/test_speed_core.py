@@ -279,6 +279,27 @@ def test_profile_cache_and_refresh(tmp_path, monkeypatch):
         machine_profile(threads=0, cache_dir=tmp_path)
 
 
+def test_profile_measured_under_load_is_measured_again(tmp_path, monkeypatch):
+    """A cached profile taken while other work ran is re-measured; a busy, slower re-measurement
+    does not replace it, a quiet one does."""
+    import onnxruntime as ort
+
+    model, flags = machine.cpu_model_and_flags()
+    queue = [(50.0, ["busy"]), (40.0, ["busy"]), (120.0, []), (10.0, ["busy"])]
+
+    def fake(threads=None, repeats=7, tokens=machine.PROFILE_TOKENS):
+        fp32, load = queue.pop(0)
+        return dataclasses.replace(profile(fp32=fp32, threads=threads), cpu_model=model, flags=flags,
+                                   ort_version=ort.__version__, measured_under_load=load)
+
+    monkeypatch.setattr(machine, "measure_profile", fake)
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 50.0  # first: busy, written
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 50.0  # re-measured 40 busy: kept 50
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 120.0  # quiet: replaces it
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 120.0  # quiet cache: not measured
+    assert queue == [(10.0, ["busy"])]
+
+
 def test_profile_really_measured(tmp_path):
     p = machine.measure_profile(threads=1, repeats=1, tokens=(32,))
     for v in (p.fp32_gops, p.int8_gops, p.qdq_int8_gops):
