@@ -94,18 +94,26 @@ def test_contrib_matmuls_are_counted_by_precision():
              numpy_helper.from_array(np.zeros((k, n), np.int8), "wq"),
              numpy_helper.from_array(np.array(0.1, np.float32), "s"),
              numpy_helper.from_array(np.array(0, np.int8), "z"),
-             numpy_helper.from_array(np.zeros((n, k), np.float32), "wt")]
+             numpy_helper.from_array(np.zeros((n, k), np.float32), "wt"),
+             numpy_helper.from_array(np.zeros((n, 1, k // 2), np.uint8), "w4"),  # 4-bit, one block of 16
+             numpy_helper.from_array(np.ones((n,), np.float32), "s4")]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]),
              helper.make_node("DynamicQuantizeMatMul", ["x", "wq", "s", "z"], ["b"], domain="com.microsoft"),
-             helper.make_node("FusedMatMul", ["x", "wt"], ["c"], domain="com.microsoft", transB=1, alpha=1.0)]
+             helper.make_node("FusedMatMul", ["x", "wt"], ["c"], domain="com.microsoft", transB=1, alpha=1.0),
+             helper.make_node("MatMulNBits", ["x", "w4", "s4"], ["d"], domain="com.microsoft", K=k, N=n, bits=4,
+                              block_size=16),
+             helper.make_node("MatMulNBits", ["x", "w4", "s4"], ["e"], domain="com.microsoft", K=k, N=n, bits=4,
+                              block_size=16, accuracy_level=4)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", k])],
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "abc"], inits)
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "abcde"], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     w = graph_work(model, 2, m // 2)
     assert w.by_op["MatMul"] == {"fp32": m * k * n, "int8": 0}
     assert w.by_op["DynamicQuantizeMatMul"] == {"fp32": 0, "int8": m * k * n}
     assert w.by_op["FusedMatMul"] == {"fp32": m * k * n, "int8": 0}
-    assert (w.fp32_macs, w.int8_macs) == (2 * m * k * n, m * k * n)
+    # weight-only 4-bit: FP32 compute (weights dequantized) unless accuracy_level=4 (INT8 compute)
+    assert w.by_op["MatMulNBits"] == {"fp32": m * k * n, "int8": m * k * n}
+    assert (w.fp32_macs, w.int8_macs) == (3 * m * k * n, 2 * m * k * n)
 
 
 def test_graph_work_bad_input(tmp_path, exported_tiny):
