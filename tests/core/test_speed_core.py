@@ -241,13 +241,16 @@ def test_paired_ratio_on_synthetic_samples():
         paired_ratio([1.0, 0.0], [1.0, 1.0])
 
 
-def test_interleaved_latency_times_graphs_in_paired_rounds(exported_tiny, fused_tiny):
-    from workbench.ortinfer import interleaved_latency
+def test_interleaved_latency_times_graphs_in_paired_rounds(exported_tiny, fused_tiny, tiny):
+    from workbench.ortinfer import InferenceError, interleaved_latency
 
     res = interleaved_latency({"exported": exported_tiny.onnx_path, "fused": fused_tiny.fused_path},
                               shapes=[(1, 16), (2, 16)], rounds=3, repeats=1, warmup=1, threads=1,
+                              torch_models={"eager": tiny}, vocab_size=tiny.tokenizer.vocab_size,
                               floors={"fused": {(1, 16): 0.01}})
-    assert set(res) == {"exported", "fused"}
+    assert set(res) == {"exported", "fused", "eager"}
+    with pytest.raises(InferenceError, match="names must differ"):
+        interleaved_latency({"eager": exported_tiny.onnx_path}, torch_models={"eager": tiny})
     for rows in res.values():
         assert [(r.batch, r.seq) for r in rows] == [(1, 16), (2, 16)]
         assert all(len(r.stats.samples_ms) == 3 and all(math.isfinite(x) and x > 0 for x in r.stats.samples_ms)
