@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import runs
-from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
+from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP
 
 
 @dataclass(frozen=True)
@@ -26,6 +25,8 @@ class ReportInputs:
     budget_overall: float = DEFAULT_BUDGET_OVERALL
     budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # the speed guard the search and the verdict apply
+    machine: Any = None  # the MachineProfile the speeds were judged against (default: this machine's, cached)
     doctor: Any = None
     data: dict = field(default_factory=dict)
     model: Optional[dict] = None
@@ -47,26 +48,23 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     """ReportInputs from the results saved under a run folder (compare.json, export.json,
     fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
     done so far. ``doctor`` defaults to a fresh environment check."""
-    from ..train import load_comparison
     from ..env import run_doctor
-    from ..graph import load_export
-    from ..graph import load_fusion
-    from ..quant import load_quant_result, load_search
+    from ..flow import Run
 
     root = Path(run_dir)
-    found = runs.find_results(root)
-    quant = [load_quant_result(p) for p in sorted(root.glob("quantize/**/quantize.json"), key=lambda p: p.stat().st_mtime)]
-    search = load_search(found["search"]) if "search" in found else None
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run folder at {root}: pass a folder written by the Workbench, `workbench demo` or the CLI")
+    run = Run(root, root)  # the run's newest result of each stage, read the way every front reads them
+    quant = run.quantizations()
+    search = run.search()
     budgets = {}
     if search is not None:
         budgets = {"budget_overall": search.budget_overall, "budget_per_slice": search.budget_per_slice,
-                   "include_small_slices": search.include_small_slices}
+                   "include_small_slices": search.include_small_slices, "min_speedup": search.min_speedup}
     inp = ReportInputs(
         kind=kind, title=f"ORT Workbench {kind} report: {root.name}", run_dir=root,
         doctor=doctor if doctor is not None else run_doctor(),
-        comparison=load_comparison(found["compare"]) if "compare" in found else None,
-        export=load_export(found["export"]) if "export" in found else None,
-        fusion=load_fusion(found["fusion"]) if "fusion" in found else None,
+        comparison=run.comparison(), export=run.export(), fusion=run.fusion(),
         quant=quant, search=search, **budgets,
     )
     for k in overrides:
