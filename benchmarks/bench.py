@@ -314,7 +314,7 @@ FAR_FROM_FLOOR = 0.9
 
 def floors(rows: list[Row], shapes, profile) -> dict:
     """Each row's floor per shape (``Row.floor_ms``) and the work behind it: {shape: {graph row: work}}."""
-    from workbench.work import floor_for, graph_work, is_qdq
+    from workbench.work import floor_for, graph_work
 
     by_name = {r.name: r for r in rows}
     works: dict = {}
@@ -326,7 +326,7 @@ def floors(rows: list[Row], shapes, profile) -> dict:
                 continue
             w = graph_work(r.path, *shape)
             works[k][r.name] = w
-            r.floor_ms[k] = floor_for(w, profile, qdq=is_qdq(r.path)).floor_ms
+            r.floor_ms[k] = floor_for(w, profile).floor_ms
         for r in rows:
             if r.framework == "pytorch":
                 src = by_name.get(FLOOR_GRAPH_OF_TORCH.get(r.name, "ort-exported-fp32"))
@@ -555,7 +555,7 @@ def run(args) -> dict:
         r.runner = None
     gc.collect()
     fl = floor_analysis(rows, shapes, works, args.threads, log)
-    prof_json = {**serial.to_dict(profile), "isa": profile.isa_text()}
+    prof_json = {**serial.to_dict(profile), "key": profile.key, "isa": profile.isa_text()}
     train_shape = tuple(args.train_shape[0]) if args.train_shape else ((8, 32) if args.quick else (16, 128))
     train = [] if args.no_train else training_section(
         "tiny" if args.quick else "minilm", train_shape, 1 if args.quick else 2,

@@ -301,7 +301,10 @@ def check_machine() -> Check:
     except Exception as exc:  # no onnxruntime, or a kernel missing from this build: say so, don't stop the doctor
         return Check("machine", False, f"could not measure this machine: {type(exc).__name__}: {exc}",
                      fix="install onnxruntime (make setup), then run `workbench machine --refresh`", required=False)
-    return Check("machine", True, f"{p.describe()} (workbench machine --refresh re-measures)", required=False)
+    qdq = f", QDQ {p.qdq_int8_gops:.0f}" if p.qdq_int8_gops else ""
+    return Check("machine", True, f"{p.cpu_model} ({p.isa_text()}); {p.threads} threads: FP32 {p.fp32_gops:.0f} "
+                                  f"GFLOP/s, INT8 {p.int8_gops:.0f} GOP/s ({p.int8_over_fp32:.2f}x){qdq}; "
+                                  f"measured {p.measured_at} (workbench machine --refresh re-measures)", required=False)
 
 
 CHECKS: list[Callable[[], Check]] = [

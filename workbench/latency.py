@@ -92,55 +92,55 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
     return summarize(samples, warmup)
 
 
+# ---- interleaved, paired timing --------------------------------------------------------------
 def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repeats: int = 3, warmup: int = 3,
                 max_seconds: Optional[float] = None, order: Optional[list] = None,
                 runs: Optional[dict] = None) -> dict[str, LatencyStats]:
-    """Time the variants ``fns`` in alternating rounds in one process, so load that comes and goes
-    hits every variant alike.
+    """Time several variants in alternating rounds in one process, so load that comes and goes hits
+    them alike (pyperf's and Google Benchmark's discipline).
 
-    Each variant is warmed up ``warmup`` times first. In round ``r`` every variant runs ``repeats``
-    times, in an order rotated by ``r`` (A B C, B C A, C A B, ...) so none always goes first; its
-    sample for the round is the median of those runs. Sample ``i`` of every variant comes from round
-    ``i``: the samples are paired (:func:`paired_ratio`). ``max_seconds`` ends the rounds early
-    (after at least 3); ``order``, when given, receives the names in the order they ran (tests);
-    ``runs``, when given, receives every timed run per variant (name -> list of ms), for quantiles
-    over all runs (the benchmark's p10-p90).
+    Each variant is warmed up ``warmup`` times (in turn), then every round runs each variant
+    ``repeats`` times back to back, the order rotating round by round (A B C, B C A, C A B, ...).
+    ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats, so sample ``i`` of
+    two variants was taken in the same round: the pairs :func:`paired_ratio` needs.
+    ``max_seconds`` stops after the round in which it ran out (at least 3 rounds). ``order``, when
+    given, receives the name of each timed call in sequence (for tests); ``runs``, when given,
+    receives every timed run per variant (name -> list of ms), for quantiles over all runs.
     """
     names = list(fns)
     if not names:
         raise ValueError("interleaved needs at least one variant to time")
     if rounds < 1 or repeats < 1:
         raise ValueError(f"rounds and repeats must be at least 1, got rounds={rounds}, repeats={repeats}")
-    for name in names:
-        for _ in range(max(0, warmup)):
+    for _ in range(max(0, warmup)):
+        for name in names:
             fns[name]()
-    samples: dict[str, list[float]] = {n: [] for n in names}
+    per_round: dict[str, list[float]] = {n: [] for n in names}
     start = time.perf_counter()
     for r in range(rounds):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            times = []
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn, times = fns[name], []
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                fns[name]()
+                fn()
                 times.append((time.perf_counter() - t0) * 1000.0)
-            if order is not None:
-                order.append(name)
-            if runs is not None:
-                runs.setdefault(name, []).extend(times)
-            samples[name].append(statistics.median(times))
+                if runs is not None:
+                    runs.setdefault(name, []).append(times[-1])
+                if order is not None:
+                    order.append(name)
+            per_round[name].append(statistics.median(times))
         if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
             break
-    return {n: summarize(samples[n], warmup) for n in names}
+    return {n: summarize(per_round[n], warmup) for n in names}
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """How many times faster the variant ran than the base, over paired rounds: ``value`` is the
-    median of base_i / variant_i, ``lo``-``hi`` its bootstrap interval (``level``, default 95%)."""
+    """How many times faster a variant ran than a base, over paired rounds, with its spread."""
 
-    value: float
-    lo: float
+    value: float  # median over rounds of base_i / variant_i (>1: the variant is faster)
+    lo: float  # bootstrap interval over the paired rounds
     hi: float
     rounds: int
     level: float = 0.95
@@ -150,7 +150,7 @@ class Ratio:
 
     @property
     def is_gain(self) -> bool:
-        """Faster beyond doubt at this level: the whole interval above 1.0."""
+        """Faster beyond doubt at this level: the whole interval is above 1.0."""
         return self.lo > 1.0
 
     @property
@@ -160,24 +160,24 @@ class Ratio:
 
 def paired_ratio(base_ms: Sequence[float], variant_ms: Sequence[float], n_boot: int = 2000, seed: int = 0,
                  level: float = 0.95) -> Ratio:
-    """The speed-up of the variant over the base from paired samples (round ``i`` of each, as
-    :func:`interleaved` gives them): the median of the per-round ratios, with a percentile
-    bootstrap interval over the rounds."""
+    """``base / variant`` over paired rounds (sample ``i`` of both from the same round of
+    :func:`interleaved`): the median of the per-round ratios, and a percentile bootstrap interval
+    (resampling rounds) at ``level``. A ratio whose interval includes 1.0 is no gain."""
     import numpy as np
 
-    base = np.asarray(base_ms, dtype=float)
-    var = np.asarray(variant_ms, dtype=float)
-    if base.shape != var.shape or base.size == 0:
-        raise ValueError(f"paired_ratio needs two equally long, non-empty sample lists, got {base.size} and {var.size}")
-    if np.any(var <= 0) or np.any(base <= 0):
-        raise ValueError("latency samples must be positive")
+    base, var = np.asarray(base_ms, dtype=float), np.asarray(variant_ms, dtype=float)
+    if base.shape != var.shape or base.ndim != 1:
+        raise ValueError(f"paired_ratio needs two equally long lists of per-round times, got {base.shape} and {var.shape}")
+    if len(base) < 2:
+        raise ValueError(f"paired_ratio needs at least 2 paired rounds, got {len(base)}")
+    if (base <= 0).any() or (var <= 0).any() or not (np.isfinite(base).all() and np.isfinite(var).all()):
+        raise ValueError("paired_ratio needs positive, finite times")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
     ratios = base / var
-    value = float(np.median(ratios))
-    if ratios.size == 1:
-        return Ratio(value, value, value, 1, level)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, ratios.size, size=(n_boot, ratios.size))
+    idx = rng.integers(0, len(ratios), size=(int(n_boot), len(ratios)))
     boots = np.median(ratios[idx], axis=1)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
-    return Ratio(value, float(lo), float(hi), int(ratios.size), level)
+    return Ratio(value=float(np.median(ratios)), lo=float(lo), hi=float(hi), rounds=len(ratios), level=level)

@@ -21,6 +21,9 @@ from .latency import Ratio, interleaved, paired_ratio
 from .machine import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile
 from .ortinfer import ShapeLatency, check_shapes
 
+# the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
+MIN_ROUNDS = 3
+
 
 @dataclass(frozen=True)
 class Speed:
@@ -66,9 +69,9 @@ class SpeedRun:
 
 def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional[float]:
     """The floor of the graph at ``path`` for ``batch`` x ``seq`` on ``profile``'s machine (ms)."""
-    from .work import floor_for, graph_work, is_qdq
+    from .work import floor_for, graph_work
 
-    return floor_for(graph_work(path, batch, seq), profile, qdq=is_qdq(path)).floor_ms
+    return floor_for(graph_work(path, batch, seq), profile).floor_ms
 
 
 def time_side_by_side(
@@ -98,6 +101,7 @@ def time_side_by_side(
     from .ortinfer import BoundRunner, make_feed, make_session, synthetic_batch, torch_threads
 
     torch_models = dict(torch_models or {})
+    rounds = max(MIN_ROUNDS, int(rounds))  # a ratio's interval needs paired rounds
     names = [*graphs, *torch_models]
     if base not in names:
         raise ValueError(f"base {base!r} is not one of the variants timed: {names}")

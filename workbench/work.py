@@ -1,31 +1,24 @@
-"""Work per graph: the multiply-adds an ONNX graph does at a given input shape, by op and precision,
-and the floor that work sets on this machine.
+"""Work per graph: the multiply-adds an ONNX graph does at a given input shape, by op and by
+precision, and the floor that work sets on this machine (:mod:`workbench.machine`).
 
-``graph_work(model, batch, seq)`` reads every tensor's shape at ``(batch, seq)`` from one run of
-the graph in ONNX Runtime (optimizations off, so the nodes are the file's; exact for its fused
-contrib ops) and counts the multiply-adds of the ops that do the arithmetic:
+The count comes from the graph itself with its shapes inferred at concrete ``(batch, seq)``
+(``onnxruntime.tools.symbolic_shape_infer``, which knows the contrib ops), so it holds for any
+graph the workbench makes: exported, fused (``Attention``, ``FusedMatMul``), dynamic INT8
+(``DynamicQuantizeMatMul``, ``MatMulInteger``, ``QAttention``), static QDQ (``MatMul`` fed by two
+``DequantizeLinear``, which ONNX Runtime runs as ``QLinearMatMul``) and weight-only
+(``MatMulNBits``). What is counted: every matrix product (``prod(output) * K``), and inside
+``Attention``/``QAttention``/``MultiHeadAttention`` the projections plus the two attention products
+(QK^T and AV). Element-wise ops, normalizations and softmax are not: they are memory-bound and small
+next to the GEMMs (the floor is the GEMM floor).
 
-- ``MatMul``, ``FusedMatMul``, ``Gemm``: FP32 (activation products included, e.g. Q·Kᵀ); INT8 in
-  a static QDQ graph when both inputs come from ``DequantizeLinear`` (ONNX Runtime runs them as
-  ``QLinearMatMul``).
-- ``MatMulInteger``, ``DynamicQuantizeMatMul``, ``MatMulIntegerToFloat``, ``QLinearMatMul``,
-  ``QGemm``: INT8.
-- ``Attention`` (FP32) / ``QAttention`` (INT8 projection): the Q, K, V projection, plus Q·Kᵀ and
-  softmax·V (FP32 in both; dynamic INT8 leaves them in FP32).
-- ``MatMulNBits``: weight-only quantized; its weights are dequantized and the product runs in
-  FP32 unless ``accuracy_level`` is 4 (INT8 compute).
-
-``floor_for(work, profile)`` is the time that work takes at this machine's measured throughput
-(:mod:`workbench.machine`): INT8 work ÷ INT8 throughput + FP32 work ÷ FP32 throughput, each at the
-graph's token count. ``of_floor(measured, floor)`` is floor ÷ measured: 1.0 means the graph runs
-as fast as its matrix multiplies allow here; the rest is the other ops and fixed per-op costs.
+MiniLM-L6 at 1x128: 6 x (128 x (4 x 384^2 + 2 x 384 x 1536) + 2 x 128^2 x 384) + pooler +
+classifier = 1.435 G multiply-adds, the same in the exported, fused and INT8 graphs (tested).
 """
 
 from __future__ import annotations
 
-import os
-from collections import defaultdict
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -34,13 +27,18 @@ if TYPE_CHECKING:
 
     from .machine import MachineProfile
 
-FP32_MATMULS = {"MatMul", "FusedMatMul", "Gemm"}
-INT8_MATMULS = {"MatMulInteger", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearMatMul", "QGemm"}
-ATTENTION_OPS = {"Attention": "fp32", "QAttention": "int8"}
+FP32, INT8 = "fp32", "int8"
+# INT8 kernels ONNX Runtime runs for dynamic quantization (the profile's int8_gops)
+DYNAMIC_INT8_OPS = ("DynamicQuantizeMatMul", "MatMulInteger", "MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM")
+# INT8 kernels of static QDQ graphs (the profile's qdq_int8_gops when measured)
+STATIC_INT8_OPS = ("QLinearMatMul", "QGemm", "MatMul(QDQ)", "Gemm(QDQ)")
+MATMUL_OPS = ("MatMul", "FusedMatMul", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul",
+              "MatMulNBits", "MatMulBnb4", "MatMulFpQ4")
+ATTENTION_OPS = ("Attention", "QAttention", "MultiHeadAttention")
 
 
 class WorkError(ValueError):
-    """A graph whose work cannot be counted (one line naming the graph and why)."""
+    """A graph whose work cannot be counted; the message says which node and why."""
 
 
 @dataclass(frozen=True)
@@ -49,15 +47,264 @@ class GraphWork:
     seq: int
     fp32_macs: int
     int8_macs: int
-    by_op: dict[str, dict[str, int]]  # op type -> {"fp32": macs, "int8": macs}
+    by_op: dict[str, dict[str, int]]
+    # INT8 multiply-adds in static QDQ kernels (QLinearMatMul and kin); part of int8_macs
+    static_int8_macs: int = 0
+    uncounted_ops: list[str] = field(default_factory=list)  # matrix ops whose shapes could not be inferred
 
     @property
     def total_macs(self) -> int:
         return self.fp32_macs + self.int8_macs
 
-    @property
-    def tokens(self) -> int:
-        return self.batch * self.seq
+    def text(self) -> str:
+        ops = ", ".join(f"{op} {v.get(FP32, 0) / 1e6:.0f}M FP32 + {v.get(INT8, 0) / 1e6:.0f}M INT8"
+                        for op, v in sorted(self.by_op.items()))
+        return (f"{self.total_macs / 1e9:.3f} G multiply-adds at {self.batch}x{self.seq} "
+                f"(FP32 {self.fp32_macs / 1e9:.3f} G, INT8 {self.int8_macs / 1e9:.3f} G): {ops}")
+
+
+def _load(model) -> "onnx.ModelProto":
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        return m
+    path = Path(model)
+    if not path.is_file():
+        raise WorkError(f"no ONNX graph at {path}: pass an exported, fused or quantized model.onnx")
+    return onnx.load(str(path))
+
+
+def _fix_inputs(model, batch: int, seq: int) -> None:
+    """Every graph input's dims as concrete numbers: a symbolic first dim is ``batch``, a second ``seq``."""
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            if i > 1:
+                raise WorkError(f"input {inp.name!r} has a symbolic dim {d.dim_param!r} at position {i}: only the "
+                                "batch (first) and sequence (second) dims may be symbolic")
+            d.Clear()
+            d.dim_value = batch if i == 0 else seq
+
+
+def _inference_class():
+    """``SymbolicShapeInference`` taught the contrib ops of quantized and fused graphs it leaves
+    unknown in onnxruntime 1.19 (QEmbedLayerNormalization, QAttention, DynamicQuantizeMatMul,
+    FusedMatMul, MatMulIntegerToFloat, QGemm); without them every shape after the embeddings of a
+    dynamic-INT8 fused graph stays unknown."""
+    import onnx
+    from onnx import helper
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    float_ = onnx.TensorProto.FLOAT
+
+    class Inference(SymbolicShapeInference):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.dispatcher_.update({
+                "QEmbedLayerNormalization": self._q_embed,
+                "QAttention": self._q_attention,
+                "DynamicQuantizeMatMul": self._float_matmul,
+                "MatMulIntegerToFloat": self._float_matmul,
+                "FusedMatMul": self._fused_matmul,
+                "QGemm": self._q_gemm,
+            })
+
+        def _set(self, name, dtype, shape):
+            self.known_vi_[name].CopyFrom(helper.make_tensor_value_info(name, dtype, shape))
+
+        def _q_embed(self, node):
+            ids, word = self._get_shape(node, 0), self._get_shape(node, 2)
+            self._set(node.output[0], float_, [*ids, word[1]])
+            if len(node.output) > 1 and node.output[1]:
+                self._set(node.output[1], onnx.TensorProto.INT32, [ids[0]])
+
+        def _q_attention(self, node):
+            x, w = self._get_shape(node, 0), self._get_shape(node, 1)
+            sizes = _attr(node, "qkv_hidden_sizes")
+            hidden = int(sizes[2]) if sizes else w[1] // 3
+            self._set(node.output[0], float_, [x[0], x[1], hidden])
+
+        def _float_matmul(self, node):
+            self._compute_matmul_shape(node, float_)
+
+        def _fused_matmul(self, node):
+            a, b = list(self._get_shape(node, 0)), list(self._get_shape(node, 1))
+            if _attr(node, "transA", 0):
+                a[-2], a[-1] = a[-1], a[-2]
+            if _attr(node, "transB", 0):
+                b[-2], b[-1] = b[-1], b[-2]
+            batch = self._broadcast_shapes(a[:-2], b[:-2]) if len(a) > 2 or len(b) > 2 else []
+            self._set(node.output[0], self.known_vi_[node.input[0]].type.tensor_type.elem_type, [*batch, a[-2], b[-1]])
+
+        def _q_gemm(self, node):
+            a, b = self._get_shape(node, 0), self._get_shape(node, 3)
+            m = a[1] if _attr(node, "transA", 0) else a[0]
+            n = b[0] if _attr(node, "transB", 0) else b[1]
+            dtype = float_ if len(node.input) < 8 or not node.input[7] else onnx.TensorProto.UINT8
+            self._set(node.output[0], dtype, [m, n])
+
+    return Inference
+
+
+def _shapes(model) -> dict[str, list[int]]:
+    # The steps of SymbolicShapeInference.infer_shapes, minus its habit of saving the model as
+    # sym_shape_infer_temp.onnx in the working folder when some shape stays unknown.
+    try:
+        inference = _inference_class()(2**31 - 1, True, True, 0)
+        inference._preprocess(model)
+        while inference.run_:
+            inference._infer_impl()
+        inference._update_output_from_vi()
+        inferred = inference.out_mp_
+    except Exception as exc:  # the inference tool raises plain Exceptions and AssertionErrors
+        raise WorkError(f"shape inference failed on this graph ({type(exc).__name__}: {exc}); "
+                        "is it a valid ONNX model with batch and sequence inputs?") from exc
+    if inferred is None:
+        raise WorkError("shape inference gave up on this graph (an op it does not know); its work cannot be counted")
+    shapes: dict[str, list[int]] = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+            if all(isinstance(d, int) and d >= 0 for d in dims):
+                shapes[vi.name] = dims
+    for init in g.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes, inferred
+
+
+def _attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            import onnx
+
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _matmul_k(node, a_shape, out_shape) -> Optional[int]:
+    if node.op_type == "MatMulNBits":
+        return int(_attr(node, "K"))
+    if a_shape is None or not a_shape:
+        return None
+    if node.op_type == "FusedMatMul" and _attr(node, "transA", 0) and len(a_shape) >= 2:
+        return a_shape[-2]
+    return a_shape[-1]
+
+
+def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int) -> GraphWork:
+    """Multiply-adds of ``model`` at ``batch`` sequences of ``seq`` tokens, by op type and precision.
+
+    INT8 = the quantized kernels (dynamic: ``DynamicQuantizeMatMul``/``MatMulInteger``/``QAttention``'s
+    projection; static: ``QLinearMatMul``, ``QGemm``, and a ``MatMul``/``Gemm`` whose two inputs both
+    come from ``DequantizeLinear``, which ONNX Runtime fuses into the INT8 kernel). ``QAttention``'s
+    attention products run in FP32. ``MatMulNBits`` counts as FP32 (its weights are dequantized)
+    unless ``accuracy_level=4`` (INT8 compute)."""
+    for name, v in (("batch", batch), ("seq", seq)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise WorkError(f"{name} must be a positive whole number, got {v!r}")
+    m = _load(model)
+    _fix_inputs(m, batch, seq)
+    shapes, inferred = _shapes(m)
+    producer = {o: n for n in inferred.graph.node for o in n.output}
+
+    def dequantized(name: str) -> bool:
+        p = producer.get(name)
+        return p is not None and p.op_type == "DequantizeLinear"
+
+    by_op: dict[str, dict[str, int]] = {}
+    uncounted: list[str] = []
+    static_int8 = 0
+
+    def add(op: str, prec: str, macs: int) -> None:
+        nonlocal static_int8
+        d = by_op.setdefault(op, {FP32: 0, INT8: 0})
+        d[prec] += int(macs)
+        if prec == INT8 and op in STATIC_INT8_OPS:
+            static_int8 += int(macs)
+
+    for node in inferred.graph.node:
+        op = node.op_type
+        out = shapes.get(node.output[0]) if node.output else None
+        if op in MATMUL_OPS:
+            a_name = node.input[0]
+            a = shapes.get(a_name)
+            k = _matmul_k(node, a, out)
+            if out is None or k is None:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            macs = math.prod(out) * k
+            if op in ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"):
+                add(op, INT8, macs)
+            elif op == "QLinearMatMul":
+                add(op, INT8, macs)
+            elif op == "MatMulNBits":
+                add(op, INT8 if _attr(node, "accuracy_level", 0) == 4 else FP32, macs)
+            elif op == "MatMul" and len(node.input) > 1 and dequantized(node.input[0]) and dequantized(node.input[1]):
+                add("MatMul(QDQ)", INT8, macs)
+            else:
+                add(op, FP32, macs)
+        elif op in ("Gemm", "QGemm"):
+            a = shapes.get(node.input[0])
+            if out is None or a is None or len(a) != 2:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            k = a[0] if _attr(node, "transA", 0) else a[1]
+            macs = math.prod(out) * k
+            if op == "QGemm":
+                add(op, INT8, macs)
+            elif dequantized(node.input[0]) and dequantized(node.input[1]):
+                add("Gemm(QDQ)", INT8, macs)
+            else:
+                add(op, FP32, macs)
+        elif op in ATTENTION_OPS:
+            macs = _attention_macs(node, shapes)
+            if macs is None:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            proj, products = macs
+            add(op, INT8 if op == "QAttention" else FP32, proj)
+            add(op, FP32, products)
+    fp32 = sum(v[FP32] for v in by_op.values())
+    int8 = sum(v[INT8] for v in by_op.values())
+    return GraphWork(batch=batch, seq=seq, fp32_macs=fp32, int8_macs=int8, by_op=by_op,
+                     static_int8_macs=static_int8, uncounted_ops=uncounted)
+
+
+def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
+    """(projection, QK^T + AV) multiply-adds of an Attention / QAttention / MultiHeadAttention node."""
+    x = shapes.get(node.input[0])
+    if node.op_type == "MultiHeadAttention":
+        # query [B, S, Dq], key [B, L, Dk] (or packed forms: not counted), value [B, L, Dv]
+        key = shapes.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        value = shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if x is None or len(x) != 3 or key is None or len(key) != 3:
+            return None
+        b, s, d = x
+        length = key[1]
+        dv = value[2] if value is not None and len(value) == 3 else d
+        return 0, b * s * length * d + b * s * length * dv
+    w = shapes.get(node.input[1]) if len(node.input) > 1 else None
+    if x is None or w is None or len(x) != 3 or len(w) != 2:
+        return None
+    b, s, d_in = x
+    proj = b * s * d_in * w[1]
+    sizes = _attr(node, "qkv_hidden_sizes")
+    if sizes:
+        dq, dk, dv = (int(v) for v in sizes)
+    else:
+        dq = dk = dv = w[1] // 3
+    # past state (a decoder's cache) would add to the key length; encoder graphs have none
+    length = s
+    return proj, b * s * length * dq + b * s * length * dv
 
 
 @dataclass(frozen=True)
@@ -65,169 +312,41 @@ class Floor:
     floor_ms: float
     fp32_macs: int
     int8_macs: int
-    tokens: int
     profile_key: str
 
-
-def _load(model: Union["onnx.ModelProto", str, os.PathLike]) -> "onnx.ModelProto":
-    import onnx
-
-    if isinstance(model, (str, os.PathLike)):
-        path = Path(model)
-        if not path.is_file():
-            raise WorkError(f"no ONNX graph at {path}: export one first (workbench export)")
-        try:
-            return onnx.load(str(path))
-        except Exception as exc:  # protobuf's DecodeError and friends: a file that is not a graph
-            raise WorkError(f"{path} is not a readable ONNX graph ({type(exc).__name__}: {exc}); export it again") from exc
-    return model
+    def text(self) -> str:
+        return f"floor {self.floor_ms:.2f} ms (FP32 {self.fp32_macs / 1e9:.3f} G + INT8 {self.int8_macs / 1e9:.3f} G multiply-adds)"
 
 
-def _vocab(model: "onnx.ModelProto") -> int:
-    """The word-embedding rows (the smallest table a Gather or EmbedLayerNormalization reads with
-    the token ids), so synthetic ids stay inside it; 1000 when none is found."""
-    dims = {i.name: list(i.dims) for i in model.graph.initializer}
-    rows = []
-    for node in model.graph.node:
-        table = node.input[0] if node.op_type == "Gather" else node.input[2] if node.op_type == "EmbedLayerNormalization" else None
-        if table in dims and len(dims[table]) == 2 and dims[table][0] >= 200:
-            rows.append(int(dims[table][0]))
-    return min([1000, *rows]) if rows else 1000
-
-
-def _shapes(model: "onnx.ModelProto", batch: int, seq: int) -> dict[str, list[int]]:
-    """Every tensor's shape at ``batch`` x ``seq``, by name: the initializers', and every node
-    output's as ONNX Runtime computes it on one synthetic batch (exact for every op it runs, its
-    fused contrib ops included, which static shape inference does not always follow)."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-
-    from .ortinfer import make_feed, synthetic_batch
-
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    shapes: dict[str, list[int]] = {init.name: [int(d) for d in init.dims] for init in probe.graph.initializer}
-    present = {o.name for o in probe.graph.output}
-    for node in probe.graph.node:
-        for name in node.output:
-            if name and name not in present:
-                probe.graph.output.append(onnx.ValueInfoProto(name=name))
-                present.add(name)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the nodes as the file has them
-    so.log_severity_level = 3
-    try:
-        session = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        values = session.run(None, make_feed(session, synthetic_batch(batch, seq, _vocab(probe))))
-    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors are plain RuntimeErrors; say which step
-        raise WorkError(f"ONNX Runtime could not run this graph at {batch}x{seq} to read its shapes "
-                        f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from exc
-    for out, value in zip(session.get_outputs(), values):
-        shapes[out.name] = list(np.shape(value))
-    return shapes
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
-
-
-def _attr(node, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            from onnx import helper
-
-            return helper.get_attribute_value(a)
-    return default
-
-
-def _node_macs(node, shapes: dict[str, list[int]], dequantized: frozenset = frozenset()) -> list[tuple[str, int]]:
-    """[(precision, multiply-adds)] of one node; [] for ops that do no matrix arithmetic.
-    ``dequantized``: tensors a DequantizeLinear produced (a static QDQ graph's MatMul whose inputs
-    both are runs as an INT8 QLinearMatMul once ONNX Runtime fuses the Q/DQ pairs)."""
-    op = node.op_type
-    out = shapes.get(node.output[0]) if node.output else None
-    if op in FP32_MATMULS or op in INT8_MATMULS:
-        if op == "QLinearMatMul":
-            a, b = shapes.get(node.input[0]), shapes.get(node.input[3])
-        elif op == "QGemm":
-            a, b = shapes.get(node.input[0]), shapes.get(node.input[3])
-        else:
-            a, b = shapes.get(node.input[0]), shapes.get(node.input[1])
-        if out is None or a is None:
-            raise WorkError(f"no shape for {op} node {node.name!r}")
-        if op in ("Gemm", "QGemm"):
-            k = a[0] if _attr(node, "transA", 0) else a[-1]
-        else:
-            k = a[-1]
-        qdq = op in FP32_MATMULS and len(node.input) >= 2 and node.input[0] in dequantized and node.input[1] in dequantized
-        precision = "int8" if op in INT8_MATMULS or qdq else "fp32"
-        del b
-        return [(precision, _prod(out) * int(k))]
-    if op in ATTENTION_OPS:
-        x, w = shapes.get(node.input[0]), shapes.get(node.input[1])
-        if x is None or w is None:
-            raise WorkError(f"no shape for {op} node {node.name!r}")
-        heads = int(_attr(node, "num_heads", 1))
-        batch, seq, hidden = int(x[0]), int(x[1]), int(x[2])
-        qkv = int(w[-1])
-        head = qkv // 3 // heads
-        projection = batch * seq * hidden * qkv
-        products = 2 * batch * heads * seq * seq * head  # Q·Kᵀ and softmax·V
-        return [(ATTENTION_OPS[op], projection), ("fp32", products)]
-    if op == "MatMulNBits":
-        a = shapes.get(node.input[0])
-        k, n = int(_attr(node, "K")), int(_attr(node, "N"))
-        if a is None:
-            raise WorkError(f"no shape for MatMulNBits node {node.name!r}")
-        level = int(_attr(node, "accuracy_level", 0) or 0)
-        return [("int8" if level == 4 else "fp32", _prod(a[:-1]) * k * n)]
-    return []
-
-
-def graph_work(model: Union["onnx.ModelProto", str, os.PathLike], batch: int, seq: int) -> GraphWork:
-    """The multiply-adds of ``model`` (a path or a loaded graph) for ``batch`` sequences of ``seq``
-    tokens, by op type and precision."""
-    if batch < 1 or seq < 1:
-        raise WorkError(f"batch and sequence must be at least 1, got {batch}x{seq}")
-    loaded = _load(model)
-    shapes = _shapes(loaded, batch, seq)
-    by_op: dict[str, dict[str, int]] = defaultdict(lambda: {"fp32": 0, "int8": 0})
-    dequantized = frozenset(n.output[0] for n in loaded.graph.node if n.op_type == "DequantizeLinear")
-    for node in loaded.graph.node:
-        for precision, macs in _node_macs(node, shapes, dequantized):
-            by_op[node.op_type][precision] += macs
-    fp32 = sum(v["fp32"] for v in by_op.values())
-    int8 = sum(v["int8"] for v in by_op.values())
-    return GraphWork(batch=batch, seq=seq, fp32_macs=fp32, int8_macs=int8, by_op={k: dict(v) for k, v in by_op.items()})
-
-
-def floor_for(work: GraphWork, profile: "MachineProfile", qdq: Optional[bool] = None) -> Floor:
-    """The floor of ``work`` on the machine of ``profile``: INT8 work at the INT8 throughput (the
-    QLinearMatMul figure for static QDQ graphs, ``qdq=True``) plus FP32 work at the FP32 throughput,
-    each at the graph's token count."""
-    tokens = work.tokens
-    int8_kind = "qdq_int8" if qdq else "int8"
-    seconds = 0.0
-    if work.int8_macs:
-        seconds += 2.0 * work.int8_macs / (profile.gops(int8_kind, tokens) * 1e9)
-    if work.fp32_macs:
-        seconds += 2.0 * work.fp32_macs / (profile.gops("fp32", tokens) * 1e9)
-    return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, tokens=tokens,
-                 profile_key=profile.key)
+def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
+    """The fastest this graph could run here: INT8 work / INT8 throughput + FP32 work / FP32
+    throughput (2 operations per multiply-add). Static QDQ INT8 work (QLinearMatMul and kin) goes at
+    the profile's ``qdq_int8_gops`` where it was measured (the kernel those graphs run), the rest of
+    the INT8 work at ``int8_gops`` (DynamicQuantizeMatMul)."""
+    if profile.fp32_gops <= 0 or profile.int8_gops <= 0:
+        raise WorkError(f"the machine profile's throughput must be positive, got FP32 {profile.fp32_gops} and "
+                        f"INT8 {profile.int8_gops} GOP/s; re-measure it (workbench machine --refresh)")
+    static = work.static_int8_macs if profile.qdq_int8_gops else 0
+    dynamic = work.int8_macs - static
+    seconds = 2.0 * dynamic / (profile.int8_gops * 1e9) + 2.0 * work.fp32_macs / (profile.fp32_gops * 1e9)
+    if static:
+        seconds += 2.0 * static / (profile.qdq_int8_gops * 1e9)
+    return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, profile_key=profile.key)
 
 
 def of_floor(measured_ms: float, floor_ms: float) -> float:
-    """floor ÷ measured: the fraction of this machine's matrix-multiply speed the graph reaches (1.0: at the floor)."""
-    if not measured_ms or measured_ms <= 0 or floor_ms is None:
-        return float("nan")
+    """``floor_ms / measured_ms``: 1.0 = running at this machine's floor, 0.5 = twice as slow as it."""
+    if not measured_ms or measured_ms <= 0:
+        raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
     return floor_ms / measured_ms
 
 
-def is_qdq(model: Union["onnx.ModelProto", str, os.PathLike]) -> bool:
-    """Whether the graph is static QDQ (QuantizeLinear/DequantizeLinear pairs ONNX Runtime fuses into QLinear ops)."""
-    loaded = _load(model)
-    return any(n.op_type == "QuantizeLinear" for n in loaded.graph.node)
+def config_macs(hidden: int, intermediate: int, layers: int, batch: int, seq: int, num_labels: int = 2,
+                pooler: bool = True) -> int:
+    """Multiply-adds of a BERT-like encoder classifier from its config (what :func:`graph_work`
+    must find in its graph): per layer Q, K, V, O projections, the FFN, QK^T and AV; the pooler
+    (on the first token) and the classifier."""
+    tokens = batch * seq
+    per_layer = tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * batch * seq * seq * hidden
+    head = (batch * hidden * hidden if pooler else 0) + batch * hidden * num_labels
+    return layers * per_layer + head

@@ -85,9 +85,7 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
 @pytest.mark.timeout(1800)
 def test_quick_bench_floor_and_training(quick_json):
     from workbench.models import TINY_CONFIG
-
-    def config_macs(h, i, layers, b, s, labels=2):  # per layer Q, K, V, O, FFN, QK^T and AV; pooler, classifier
-        return layers * (b * s * (4 * h * h + 2 * h * i) + 2 * b * s * s * h) + b * h * h + b * h * labels
+    from workbench.work import config_macs
 
     prof, fl = quick_json["machine_profile"], quick_json["floor"]
     assert prof["fp32_gops"] > 0 and prof["int8_gops"] > 0 and prof["isa"]

@@ -24,7 +24,7 @@ def _positive_threads(text: str) -> int:
 
 
 def _cmd_machine(args) -> int:
-    from ..machine import MachineError, check_load, machine_profile, profile_text
+    from ..machine import MachineError, check_load, machine_profile
 
     try:
         if args.refresh and not args.json:
@@ -35,13 +35,17 @@ def _cmd_machine(args) -> int:
         return _fail(str(exc))
     load = check_load(profile)
     if args.json:
-        _print_json({**serial.to_dict(profile), "int8_over_fp32": round(profile.int8_over_fp32, 3),
+        _print_json({**serial.to_dict(profile), "key": profile.key, "int8_over_fp32": round(profile.int8_over_fp32, 3),
                      "isa": profile.isa_text(), "load": load, "contended": load.contended})
     else:
-        print(profile_text(profile, load))
-    if load.contended:
-        print(f"warning: the machine is busy now (contended): {'; '.join(load.reasons)}; timings taken now would be "
-              "low and are flagged as contended", file=sys.stderr)
+        print(profile.text())
+        if load.contended:
+            print(f"warning: {load.text()}", file=sys.stderr)
+            print("  timings taken now would be low and are flagged as contended"
+                  + ("; the profile just measured may be low too: --refresh again when the machine is quiet"
+                     if args.refresh else ""), file=sys.stderr)
+        else:
+            print(f"  {load.text()}")
     return 0
 
 

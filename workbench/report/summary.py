@@ -86,7 +86,7 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
     machine = None
     if profile is not None:
         machine = serial.to_dict(profile)
-        machine.update(isa=profile.isa_text(), int8_over_fp32=profile.int8_over_fp32, description=profile.describe())
+        machine.update(isa=profile.isa_text(), int8_over_fp32=profile.int8_over_fp32, description=profile.text())
     contended = [f"{r.name}: {r.load.text()}" for r in results if getattr(r, "contended", False)]
     return machine, contended
 
