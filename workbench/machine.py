@@ -171,7 +171,7 @@ def profile_key(cpu_model: str, flags: dict, threads: int, ort_version: str) -> 
 def cache_root(cache_dir: Optional[Path] = None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    from .workshop import workbench_home
+    from .home import workbench_home
 
     return Path(workbench_home()) / "machine"
 
