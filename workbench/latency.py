@@ -94,7 +94,8 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
 
 # ---- interleaved, paired timing --------------------------------------------------------------
 def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repeats: int = 3, warmup: int = 3,
-                max_seconds: Optional[float] = None, order: Optional[list] = None) -> dict[str, LatencyStats]:
+                max_seconds: Optional[float] = None, order: Optional[list] = None,
+                runs: Optional[dict] = None) -> dict[str, LatencyStats]:
     """Time several variants in alternating rounds in one process, so load that comes and goes hits
     them alike (pyperf's and Google Benchmark's discipline).
 
@@ -103,7 +104,8 @@ def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repea
     ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats, so sample ``i`` of
     two variants was taken in the same round: the pairs :func:`paired_ratio` needs.
     ``max_seconds`` stops after the round in which it ran out (at least 3 rounds). ``order``, when
-    given, receives the name of each timed call in sequence (for tests).
+    given, receives the name of each timed call in sequence (for tests); ``runs``, when given,
+    receives every timed run per variant (name -> list of ms), for quantiles over all runs.
     """
     names = list(fns)
     if not names:
@@ -123,6 +125,8 @@ def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repea
                 t0 = time.perf_counter()
                 fn()
                 times.append((time.perf_counter() - t0) * 1000.0)
+                if runs is not None:
+                    runs.setdefault(name, []).append(times[-1])
                 if order is not None:
                     order.append(name)
             per_round[name].append(statistics.median(times))

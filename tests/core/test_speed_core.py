@@ -94,18 +94,26 @@ def test_contrib_matmuls_are_counted_by_precision():
              numpy_helper.from_array(np.zeros((k, n), np.int8), "wq"),
              numpy_helper.from_array(np.array(0.1, np.float32), "s"),
              numpy_helper.from_array(np.array(0, np.int8), "z"),
-             numpy_helper.from_array(np.zeros((n, k), np.float32), "wt")]
+             numpy_helper.from_array(np.zeros((n, k), np.float32), "wt"),
+             numpy_helper.from_array(np.zeros((n, 1, k // 2), np.uint8), "w4"),  # 4-bit, one block of 16
+             numpy_helper.from_array(np.ones((n,), np.float32), "s4")]
     nodes = [helper.make_node("MatMul", ["x", "w"], ["a"]),
              helper.make_node("DynamicQuantizeMatMul", ["x", "wq", "s", "z"], ["b"], domain="com.microsoft"),
-             helper.make_node("FusedMatMul", ["x", "wt"], ["c"], domain="com.microsoft", transB=1, alpha=1.0)]
+             helper.make_node("FusedMatMul", ["x", "wt"], ["c"], domain="com.microsoft", transB=1, alpha=1.0),
+             helper.make_node("MatMulNBits", ["x", "w4", "s4"], ["d"], domain="com.microsoft", K=k, N=n, bits=4,
+                              block_size=16),
+             helper.make_node("MatMulNBits", ["x", "w4", "s4"], ["e"], domain="com.microsoft", K=k, N=n, bits=4,
+                              block_size=16, accuracy_level=4)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", k])],
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "abc"], inits)
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in "abcde"], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     w = graph_work(model, 2, m // 2)
     assert w.by_op["MatMul"] == {"fp32": m * k * n, "int8": 0}
     assert w.by_op["DynamicQuantizeMatMul"] == {"fp32": 0, "int8": m * k * n}
     assert w.by_op["FusedMatMul"] == {"fp32": m * k * n, "int8": 0}
-    assert (w.fp32_macs, w.int8_macs) == (2 * m * k * n, m * k * n)
+    # weight-only 4-bit: FP32 compute (weights dequantized) unless accuracy_level=4 (INT8 compute)
+    assert w.by_op["MatMulNBits"] == {"fp32": m * k * n, "int8": m * k * n}
+    assert (w.fp32_macs, w.int8_macs) == (3 * m * k * n, 2 * m * k * n)
 
 
 def test_graph_work_bad_input(tmp_path, exported_tiny):
@@ -233,13 +241,16 @@ def test_paired_ratio_on_synthetic_samples():
         paired_ratio([1.0, 0.0], [1.0, 1.0])
 
 
-def test_interleaved_latency_times_graphs_in_paired_rounds(exported_tiny, fused_tiny):
-    from workbench.ortinfer import interleaved_latency
+def test_interleaved_latency_times_graphs_in_paired_rounds(exported_tiny, fused_tiny, tiny):
+    from workbench.ortinfer import InferenceError, interleaved_latency
 
     res = interleaved_latency({"exported": exported_tiny.onnx_path, "fused": fused_tiny.fused_path},
                               shapes=[(1, 16), (2, 16)], rounds=3, repeats=1, warmup=1, threads=1,
+                              torch_models={"eager": tiny}, vocab_size=tiny.tokenizer.vocab_size,
                               floors={"fused": {(1, 16): 0.01}})
-    assert set(res) == {"exported", "fused"}
+    assert set(res) == {"exported", "fused", "eager"}
+    with pytest.raises(InferenceError, match="names must differ"):
+        interleaved_latency({"eager": exported_tiny.onnx_path}, torch_models={"eager": tiny})
     for rows in res.values():
         assert [(r.batch, r.seq) for r in rows] == [(1, 16), (2, 16)]
         assert all(len(r.stats.samples_ms) == 3 and all(math.isfinite(x) and x > 0 for x in r.stats.samples_ms)
@@ -277,6 +288,26 @@ def test_profile_cache_and_refresh(tmp_path, monkeypatch):
     assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 104.0
     with pytest.raises(machine.MachineError, match="threads must be a positive whole number, got 0"):
         machine_profile(threads=0, cache_dir=tmp_path)
+
+
+def test_profile_measured_under_load_is_not_cached(tmp_path, monkeypatch):
+    """A profile measured while other work ran is used but not written: the next call measures again."""
+    import onnxruntime as ort
+
+    model, flags = machine.cpu_model_and_flags()
+    queue = [(50.0, True), (120.0, False), (10.0, True)]
+
+    def fake(threads=None, repeats=7, tokens=machine.PROFILE_TOKENS):
+        fp32, busy = queue.pop(0)
+        return dataclasses.replace(profile(fp32=fp32, threads=threads), cpu_model=model, flags=flags,
+                                   ort_version=ort.__version__, measured_under_load=busy)
+
+    monkeypatch.setattr(machine, "measure_profile", fake)
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 50.0  # busy: used, not cached
+    assert not list(tmp_path.glob("*.json"))
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 120.0  # measured again: quiet, cached
+    assert machine_profile(threads=1, cache_dir=tmp_path).fp32_gops == 120.0  # from the cache
+    assert queue == [(10.0, True)]
 
 
 def test_profile_really_measured(tmp_path):

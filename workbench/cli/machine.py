@@ -41,8 +41,9 @@ def _cmd_machine(args) -> int:
         print(profile.text())
         if load.contended:
             print(f"warning: {load.text()}", file=sys.stderr)
-            print("  the figures above were measured earlier (cached); re-measure on a quiet machine with --refresh"
-                  if not args.refresh else "  the figures just measured are low: measure again when the machine is quiet")
+            print("  timings taken now would be low and are flagged as contended"
+                  + ("; the profile just measured may be low too: --refresh again when the machine is quiet"
+                     if args.refresh else ""), file=sys.stderr)
         else:
             print(f"  {load.text()}")
     return 0
