@@ -87,13 +87,26 @@ def results_table(results: list[QuantResult]) -> str:
                    + coloured(f"({fmt(100 * r.accuracy_delta, '+.1f')} pts)", r.accuracy_delta >= 0)),
             coloured(f"{fmt(100 * drop, '.1f')} pts{where}", drop <= 0.02),
             len(r.report.flips),
-            coloured(fmt(r.speedup, ".2f", "x"), r.speedup >= 1.0 if r.speedup == r.speedup else None),
+            _speed_cell(r),
+            fmt(100 * r.of_floor, ".0f", "%") if r.of_floor else "-",
             f"{fmt(r.size_mib, '.1f')} / {fmt(r.fp32_size_mib, '.1f')} MiB",
             len(r.excluded_nodes),
         ])
     return html_table(
-        ["quantization", "validation", "accuracy (Δ vs FP32)", "largest slice drop", "flips", "speed-up vs FP32",
-         "size INT8 / FP32", "nodes kept FP32"], rows, css_class="wb-table wb-quant-results")
+        ["quantization", "validation", "accuracy (Δ vs FP32)", "largest slice drop", "flips", "speed-up vs FP32 (95% CI)",
+         "of this CPU's floor", "size INT8 / FP32", "nodes kept FP32"], rows, css_class="wb-table wb-quant-results")
+
+
+def _speed_cell(r: QuantResult) -> Markup:
+    """The speed-up with its interval (green when the whole interval is above 1, red when below),
+    or a warning when it was timed while other work used the CPU."""
+    ratio = r.speedup_ratio
+    if r.contended:
+        return Markup(coloured(f"{fmt(r.speedup, '.2f', 'x')} timed under load", None) + " (not a measured fact)")
+    if ratio is None:
+        return coloured(fmt(r.speedup, ".2f", "x"), r.speedup >= 1.0 if r.speedup == r.speedup else None)
+    good = True if ratio.is_gain else (False if ratio.is_loss else None)
+    return coloured(f"{ratio.value:.2f}x ({ratio.lo:.2f}-{ratio.hi:.2f})", good)
 
 
 def flips_table(r: QuantResult, golden: bool = False) -> str:
@@ -385,7 +398,7 @@ class QuantPanel(Panel):
     def _summary(self, r: QuantResult) -> str:
         return (f"{r.name}: accuracy {fmt(100 * r.accuracy_delta, '+.1f')} pts, largest slice drop "
                 f"{fmt(100 * r.report.max_slice_drop(), '.1f')} pts, {len(r.report.flips)} flips, "
-                f"{fmt(r.speedup, '.2f')}x FP32 speed")
+                f"{fmt(r.speedup, '.2f')}x FP32 speed" + (" (timed under load: not a measured fact)" if r.contended else ""))
 
     def _summary_colour(self, r: QuantResult) -> str:
         if not r.validation.passed:

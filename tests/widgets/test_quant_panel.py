@@ -214,3 +214,21 @@ def test_timing_device_is_checked_and_cuda_without_cuda_is_one_clear_error(fused
         panel.run()
     assert html_module.escape(why) in panel.error_box.value
     assert not any(tmp_path.rglob("*.onnx"))  # refused before quantizing anything
+
+
+def test_results_table_shows_the_interval_the_floor_and_a_busy_machine(quant_tiny_dynamic) -> None:
+    """Issue 22: the panel's table carries the speed-up's interval over the paired rounds and the share
+    of this CPU's floor; a result timed under load says so instead of showing a speed-up as fact."""
+    import dataclasses
+
+    from widgets.quant import results_table
+
+    quiet = dataclasses.replace(quant_tiny_dynamic.load, contended=False, reasons=[])
+    r = dataclasses.replace(quant_tiny_dynamic, load=quiet)  # as if timed on a quiet machine
+    lo, hi = r.speed[0].ratio.lo, r.speed[0].ratio.hi
+    html = results_table([r])
+    assert f"({lo:.2f}-{hi:.2f})" in html and "floor" in html
+    assert f"{100 * r.latency[0].floor_ms / r.latency[0].median_ms:.0f}%" in html
+    busy = dataclasses.replace(r, load=dataclasses.replace(r.load, contended=True, reasons=["another process spins"]))
+    shown = results_table([busy])
+    assert "timed under load" in shown and "not a measured fact" in shown and f"({lo:.2f}-{hi:.2f})" not in shown
