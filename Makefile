@@ -43,10 +43,12 @@ workshop: setup
 ## Every test: core, plots, widgets, notebooks, and the real-browser tests, in a random order
 ## (pytest-randomly: the seed is printed; PYTEST_ARGS=--randomly-seed=N repeats it).
 test: setup-test
-	$(PY) -m pytest -q -ra -p randomly $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS)
 
+## Everything but the tests marked slow (the real MiniLM, long runs) and ui (JupyterLab in Chromium); it says how many it left out.
 test-fast: setup-test
-	$(PY) -m pytest -q -ra -p randomly -m "not slow and not ui" $(PYTEST_ARGS)
+	@echo "test-fast: leaves out the tests marked slow (the real MiniLM, long runs) and ui (JupyterLab in Chromium): pytest's last line counts them as deselected; make test runs everything"
+	$(PY) -m pytest -q -ra -p randomly -m "not slow and not ui" --durations=10 $(PYTEST_ARGS)
 
 ## Every inference variant (PyTorch and ONNX Runtime, FP32 and INT8) and the training step, side by
 ## side in one process, with the machine and the floor (benchmarks/bench.py; BENCH_ARGS=--quick).

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -179,15 +178,12 @@ def test_bad_inputs_exit_2_with_one_line_before_any_export(audit_model, audit_cs
         args = _audit_args(audit_model, audit_csv, out)
         for i in range(0, len(override), 2):
             args[args.index(override[i]) + 1] = override[i + 1]
-        t0 = time.perf_counter()
         code = main(args)
-        seconds = time.perf_counter() - t0
         err = capsys.readouterr().err.strip()
         assert code == 2, (name, err)
         assert expected in err, (name, err)
         assert len(err.splitlines()) == 1 and err.startswith("workbench: error: "), (name, err)
         assert not out.exists(), f"{name}: the output folder was created before the input was checked"
-        assert seconds < 30, f"{name}: took {seconds:.1f} s"  # generous: it reads config.json, a tokenizer and the file
     # both sets are listed for unknown labels, and the columns found for missing columns
     main(_audit_args(audit_model, tmp_path / "unknown_labels.csv", tmp_path / "x"))
     err = capsys.readouterr().err

@@ -84,8 +84,9 @@ def test_installed_wheel_runs_outside_the_repo(wheel, tmp_path):
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve()), where.stdout
     doctor = run(str(venv / "bin" / "workbench"), "doctor")
-    assert doctor.returncode in (0, 1) and "Traceback" not in doctor.stderr, doctor.stderr
-    assert "onnxruntime" in doctor.stdout and ("environment OK" in doctor.stdout or "check(s) failed" in doctor.stdout)
+    # the wheel shares this (set-up) environment's packages, ORTModule's compiled extensions included: every check passes
+    assert doctor.returncode == 0 and "Traceback" not in doctor.stderr, doctor.stdout + doctor.stderr
+    assert "onnxruntime" in doctor.stdout and "environment OK" in doctor.stdout
     helptext = run(str(venv / "bin" / "workbench"), "audit", "--help")
     assert helptext.returncode == 0, helptext.stderr
     assert "--budget-slice" in helptext.stdout and "3  no quantized" in helptext.stdout

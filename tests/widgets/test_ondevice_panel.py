@@ -31,7 +31,9 @@ def test_panel_trains_and_draws_both_curves(panel):
     for what in ("training_model.onnx", "optimizer_model.onnx", "checkpoint", "agree", "passed", "workbench fuse"):
         assert what in html
     assert "curves agree" in panel.status.value and panel.error is None
-    assert panel.progress  # progress went through the panel's bar (4 steps)
+    # progress went through the panel's bar: its steps set the bar's length, and it ended full and green
+    bar = panel.progress.bar
+    assert bar.max == 4 and bar.value == 4 and bar.bar_style == "success", (bar.max, bar.value, bar.bar_style)
 
 
 def test_bad_options_and_errors_keep_the_panel_usable(tmp_path, quick_data):
