@@ -140,8 +140,8 @@ def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline,
     assert r.speedup == pytest.approx(statistics.median(per_round))
     ratio = r.speedup_ratio
     assert ratio.lo <= ratio.value <= ratio.hi and ratio.rounds == r.timing.repeats
-    # both latencies carry this machine's floor for their graph (INT8 work is cheaper: a lower floor)
-    assert 0 < q.floor_ms < f.floor_ms and q.of_floor == pytest.approx(q.floor_ms / q.median_ms)
+    # both latencies carry this machine's floor for their graph (its work at the profile's measured throughput)
+    assert q.floor_ms > 0 and f.floor_ms > 0 and q.of_floor == pytest.approx(q.floor_ms / q.median_ms)
     assert r.load is not None and isinstance(r.load.contended, bool)
 
 
