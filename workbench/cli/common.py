@@ -50,3 +50,49 @@ def _stage_dir(run_dir: Path, stage: str) -> Path:
 def _say(note: str, as_json: bool) -> None:
     """Say which input a command took (on stderr under --json, so stdout stays one JSON document)."""
     print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def _where_flags(args) -> str:
+    """The flags that choose where a command writes, as its --help names them."""
+    flags = [f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs")) if hasattr(args, attr)]
+    return " or ".join(flags) or "another folder"
+
+
+def _os_error_line(exc: OSError, args) -> Optional[str]:
+    """One line for an OS error met while reading or writing files, or None for one that is not about files."""
+    import errno
+
+    name = exc.filename if exc.filename is not None else "a file"
+    reason = exc.strerror or str(exc)
+    where = _where_flags(args)
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return (f"cannot write {name}: {reason} (the disk is full or a file-size limit was reached); nothing already "
+                f"written was replaced: free some space, or pass {where} a folder on another disk")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {name}: {reason}; pass {where} a folder you can write to"
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"cannot use {name}: {reason} (a file stands where a folder is needed); pass {where} a folder"
+    if exc.errno == errno.EISDIR:
+        return f"{name} is a folder where a file is needed; give a file"
+    if exc.errno == errno.ENOENT:
+        return f"{name}: no such file or folder; check the path"
+    return None
+
+
+def _locked(folder, args, command: str):
+    """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
+    was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
+    from ..runs import run_lock
+
+    lock = run_lock(folder, f"workbench {command} (started {_now()})",
+                    flag="--out" if hasattr(args, "out") else "--run-dir")
+    lock.acquire()
+    if lock.note:
+        print(f"note: {lock.note}", file=sys.stderr, flush=True)
+    return lock
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json, _run_of, _say, _stage_dir
+from .common import _device_problem, _fail, _locked, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -48,7 +48,8 @@ def _cmd_export(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{Path(model).name}", args.runs))
         out = _stage_dir(run_dir, "export")
-        result = run_export(model, cfg, out, data=data)
+        with _locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
+            result = run_export(model, cfg, out, data=data)
     except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
         return _fail(str(exc))
     v = result.validation
@@ -86,7 +87,9 @@ def _cmd_fuse(args) -> int:
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
-        report = run_fusion(src, cfg, out_dir)
+        with _locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
+                     args, "fuse"):
+            report = run_fusion(src, cfg, out_dir)
     except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
         return _fail(str(exc))
     if args.json:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json, _run_of, _say
+from .common import _device_problem, _fail, _locked, _print_json, _run_of, _say
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
@@ -82,8 +82,9 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
-            found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
-                               progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
+            with _locked(layout.root_by_name(out) or out, args, "quantize --search"):
+                found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
+                                   progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
                 _print_json({"run_dir": str(out), "result": str(out / layout.SEARCH_FILE), "chosen": found.chosen, "message": found.message,
                              "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
@@ -95,10 +96,11 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
-        result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
-                                  node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
-        if args.exclude_worst:
-            result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
+        with _locked(layout.root_by_name(out) or out, args, "quantize"):
+            result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
+                                      node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
+            if args.exclude_worst:
+                result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
     except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     rep = result.report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _fail, _print_json, _stage_dir
+from .common import _fail, _locked, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
 
@@ -57,14 +57,17 @@ def _run_summary(run) -> dict:
 def _cmd_train(args) -> int:
     from ..runs import new_run_dir
     from ..train import TrainConfigError, run_text, run_training
+    from ..train.distributed import check_nproc
 
     try:
+        check_nproc(args.nproc, "--nproc")
         cfg = _train_config(args)
     except (TrainConfigError, ValueError) as exc:
         return _fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
     out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
     bar = None if args.json else _TrainProgressBar()
+    lock = _locked(run_dir, args, "train")
     try:
         if args.nproc > 1:
             from ..train import run_distributed
@@ -76,6 +79,7 @@ def _cmd_train(args) -> int:
     except TrainConfigError as exc:
         return _fail(str(exc))
     finally:
+        lock.release()
         if bar is not None:
             bar.close()
     summary = _run_summary(run)
@@ -100,10 +104,12 @@ def _cmd_compare(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
         bar = None if args.json else _TrainProgressBar()
+        lock = _locked(run_dir, args, "compare")
         try:
             c = run_comparison(cfg, backends, out, progress=bar, stop=_stop_on_sigint(),
                                tolerance=args.tolerance, isolate=not args.in_process)
         finally:
+            lock.release()
             if bar is not None:
                 bar.close()
     except TrainConfigError as exc:
