@@ -23,7 +23,7 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 def _cmd_export(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
-    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..models import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
     if (problem := _device_problem(args)) is not None:
@@ -40,8 +40,9 @@ def _cmd_export(args) -> int:
             model, note = str(pick.path), pick.note
         elif given.is_dir():
             run = _run_of(given)  # a checkpoint inside a run: the export goes into that run
-        if model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+        if model not in BUILTIN_MODELS:  # a wrong folder, model type or head fails before the data is read
             check_model_type(resolve_model_path(model))
+            check_classifier(resolve_model_path(model))
         if note:
             _say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
