@@ -79,11 +79,22 @@ def _os_error_line(exc: OSError, args) -> Optional[str]:
     return None
 
 
+def _will_write(folder) -> None:
+    """Note the part of ``folder``'s path that does not exist yet: a refusal (exit 2) removes it again
+    when nothing was written there, so a refused command leaves no empty folders behind."""
+    from ..runs.lock import CREATED, first_missing
+
+    made = first_missing(folder)
+    if made is not None:
+        CREATED.append(made)
+
+
 def _locked(folder, args, command: str):
     """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
     was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
     from ..runs import run_lock
 
+    _will_write(folder)
     lock = run_lock(folder, f"workbench {command} (started {_now()})",
                     flag="--out" if hasattr(args, "out") else "--run-dir")
     lock.acquire()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _locked, _print_json, _run_of, _say, _stage_dir
+from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -49,6 +49,7 @@ def _cmd_export(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{Path(model).name}", args.runs))
         out = _stage_dir(run_dir, "export")
+        _will_write(out)
         with _locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
             result = run_export(model, cfg, out, data=data)
     except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
@@ -77,6 +78,10 @@ def _cmd_fuse(args) -> int:
         return _fail(problem)
     try:
         run = _run_of(source)
+        if source.suffix == ".onnx" and source.is_file():
+            from ..graph.facts import load_graph
+
+            load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
         if run is not None:
             if not (source.suffix == ".onnx" and source.is_file()):  # an explicit graph is fused as given
@@ -88,6 +93,7 @@ def _cmd_fuse(args) -> int:
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
+        _will_write(out_dir)
         with _locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
                      args, "fuse"):
             report = run_fusion(src, cfg, out_dir)

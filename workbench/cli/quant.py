@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..options import shapes_arg
-from .common import _device_problem, _fail, _locked, _print_json, _run_of, _say
+from ..options import int_at_least, shapes_arg
+from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
@@ -24,8 +24,11 @@ def _quant_source(source: Path, which: str):
     from ..graph import load_export
     from ..runs import layout
 
+    from ..graph.facts import load_graph
+
     run = _run_of(source)
     if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
+        load_graph(source)  # a truncated or foreign file is one line naming it, before anything else
         export = load_export(source.parent) if (source.parent / layout.EXPORT_FILE).is_file() else None
         if export is None and run is not None:
             export = run.export()
@@ -82,6 +85,7 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
+            _will_write(out)
             with _locked(layout.root_by_name(out) or out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
                                    progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
@@ -96,6 +100,7 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
+        _will_write(out)
         with _locked(layout.root_by_name(out) or out, args, "quantize"):
             result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
                                       node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
@@ -137,16 +142,16 @@ def _add_quant(sub) -> None:
              help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
                   "needed; static-*: QDQ, calibrated on training texts")
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
-    cli_only(p, "--exclude-worst", type=int, help="then re-quantize without the K nodes with the lowest SQNR")
-    cli_only(p, "--node-samples", type=int, default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
+    cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
+    cli_only(p, "--node-samples", type=int_at_least(0), default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
     cli_only(p, "--search", action="store_true", help="accuracy-constrained search over the standard candidates instead")
     add_config_flags(p, SearchConfig, SEARCH_FLAGS, base=SearchConfig())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
-    cli_only(p, "--n-boot", type=int, help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
-    cli_only(p, "--eval-batch-size", type=int, default=DEFAULT_EVAL_BATCH_SIZE,
+    cli_only(p, "--n-boot", type=int_at_least(1), help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
+    cli_only(p, "--eval-batch-size", type=int_at_least(1), default=DEFAULT_EVAL_BATCH_SIZE,
              help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")

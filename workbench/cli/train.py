@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..options import int_at_least
 from .common import _fail, _locked, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
@@ -147,7 +148,7 @@ def _add_train(sub) -> None:
 
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
     cli_only(p, "--backend", default="eager", choices=[b.value for b in Backend], help="what runs the training step")
-    cli_only(p, "--nproc", type=int, default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
+    cli_only(p, "--nproc", type=int_at_least(1), default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
     _train_flags(p, "optimizer steps (overrides --epochs)")
     p.set_defaults(func=_cmd_train)
 
