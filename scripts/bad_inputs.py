@@ -62,14 +62,26 @@ BertForMaskedLM(cfg).save_pretrained(sys.argv[1] + '/mlm'); m.tokenizer.save_pre
     rows = [f"{'great' if i % 2 else 'bad'} film number {i},{'pos' if i % 2 else 'neg'}" for i in range(40)]
     (root / "ok.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
     (root / "cp1252.csv").write_bytes(("text,label\n" + "\n".join(rows) + "\ncaf\u00e9 cr\u00e8me \u201cgood\u201d,pos\n").encode("cp1252"))
+    (root / "ids.csv").write_text("text,label\n" + "\n".join(r.replace(",pos", ",1").replace(",neg", ",0") for r in rows) + "\n")
     (root / "tinyclass.csv").write_text("text,label\n" + "\n".join(rows) + "\nodd one,rare\nanother odd,rare\n")
     (root / "unknown.csv").write_text("text,label\n" + "\n".join(r.replace(",pos", ",maybe") for r in rows) + "\n")
     (root / "bad.jsonl").write_text('{"text": "fine", "label": "pos"}\n{"text": "broken", "label": \n{"text": "x", "label": "neg"}\n')
     (root / "file").write_text("not a folder")
     ro = root / "readonly"
     ro.mkdir()
-    ro.chmod(0o555)
+    # a read-only folder even for root: a read-only tmpfs where mounting is allowed, else permission bits
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)], capture_output=True).returncode == 0
+    if not mounted:
+        ro.chmod(0o555)
     f["ro"] = ro
+    f["ro_mounted"] = mounted
+    if mounted:  # a graph in a read-only folder (with its export.json): quantize must not write beside it
+        rog = root / "ro-graph"
+        shutil.copytree(run / "export", rog)
+        subprocess.run(["mount", "--bind", "-o", "ro", str(rog), str(rog)], capture_output=True)
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(rog)], capture_output=True).returncode == 0:
+            f["ro_graph"] = rog / "model.onnx"
+
     corrupt = root / "corrupt-run"
     shutil.copytree(run, corrupt)
     (corrupt / "export" / "export.json").write_text('{"opset": 17, "onnx_pa')
@@ -80,6 +92,13 @@ BertForMaskedLM(cfg).save_pretrained(sys.argv[1] + '/mlm'); m.tokenizer.save_pre
 def cases(root: Path, f: dict) -> list[dict]:
     R, H = "refuse", "handle"
     q = ["--preset", "quick"]
+    copies = iter(range(1000))
+
+    def run():  # a fresh copy of the exported run for each case (cases run side by side)
+        dst = root / f"run-{next(copies)}"
+        shutil.copytree(f["run"], dst)
+        return dst
+
     return [
         # train / compare / data
         dict(name="train --data missing", args=["train", "--data", root / "nope.csv", "--runs", root / "r1"], want=R, expect="nope.csv"),
@@ -88,7 +107,7 @@ def cases(root: Path, f: dict) -> list[dict]:
         dict(name="compare --data missing", args=["compare", "--data", root / "nope.csv", "--runs", root / "r4"], want=R, expect="nope.csv"),
         dict(name="data class of 2 rows", args=["data", "--source", root / "tinyclass.csv"], want=R, expect="rare"),
         dict(name="train --nproc 0", args=["train", "--nproc", "0", "--runs", root / "r5"], want=R, expect="--nproc"),
-        dict(name="train --nproc 64", args=["train", "--nproc", "64", "--runs", root / "r6"], want=R, expect="--nproc"),
+        dict(name="train --nproc 64", danger=True, args=["train", "--nproc", "64", "--runs", root / "r6"], want=R, expect="--nproc"),
         dict(name="train --steps -1", args=["train", "--steps", "-1", "--runs", root / "r7"], want=R, expect="--steps"),
         dict(name="train --lr abc", args=["train", "--lr", "abc"], want=R, expect="abc"),
         dict(name="train --max-length 0", args=["train", "--max-length", "0", "--runs", root / "r8"], want=R, expect="--max-length"),
@@ -102,38 +121,45 @@ def cases(root: Path, f: dict) -> list[dict]:
         dict(name="export masked-LM", args=["export", "--model", f["mlm"], *q, "--runs", root / "r11"], want=R, expect="classification head"),
         dict(name="export --max-length 100000", args=["export", "--model", "tiny", *q, "--max-length", "100000", "--runs", root / "r12"], want=R, expect="--max-length"),
         dict(name="export --data missing", args=["export", "--model", "tiny", *q, "--data", root / "nope.csv", "--runs", root / "r13"], want=R, expect="nope.csv"),
-        dict(name="export corrupt export.json", args=["export", "--model", f["corrupt"], *q], want=H),
+        dict(name="export into a run with a corrupt export.json", args=["export", "--model", "tiny", *q, "--run-dir", f["corrupt"]], want=H),
         # fuse
         dict(name="fuse garbage .onnx", args=["fuse", f["garbage"], "--preset", "inspect"], want=R, expect="garbage.onnx"),
         dict(name="fuse truncated .onnx", args=["fuse", f["half"], "--preset", "inspect"], want=R, expect="half.onnx"),
         dict(name="fuse missing path", args=["fuse", root / "missing" / "deep" / "m.onnx"], want=R, expect="missing", no_path=root / "missing"),
-        dict(name="fuse --run-dir is a file", args=["fuse", f["run"], "--preset", "inspect", "--run-dir", root / "file"], want=R, expect="file"),
-        dict(name="fuse --run-dir read-only", args=["fuse", f["run"], "--preset", "inspect", "--run-dir", f["ro"] / "x"], want=R, expect="readonly"),
+        dict(name="fuse --run-dir is a file", args=["fuse", run(), "--preset", "inspect", "--run-dir", root / "file"], want=R, expect="file"),
+        dict(name="fuse --run-dir read-only", args=["fuse", run(), "--preset", "inspect", "--run-dir", f["ro"] / "x"], want=R, expect="readonly"),
         dict(name="fuse corrupt export.json", args=["fuse", f["corrupt"], "--preset", "inspect"], want=R, expect="export.json"),
-        dict(name="fuse --shapes 0x0", args=["fuse", f["run"], "--shapes", "0x0"], want=R, expect="0x0"),
+        dict(name="fuse --shapes 0x0", args=["fuse", run()], "--shapes", "0x0"], want=R, expect="0x0"),
         # quantize
         dict(name="quantize garbage .onnx", args=["quantize", f["garbage"], "--quick"], want=R, expect="garbage.onnx"),
-        dict(name="quantize unknown labels", args=["quantize", f["run"], "--quick", "--data", root / "unknown.csv", "--node-samples", "0"], want=R, expect="maybe"),
-        dict(name="quantize --run-dir is a file", args=["quantize", f["run"], "--quick", "--run-dir", root / "file"], want=R, expect="file"),
+        dict(name="quantize unknown labels", args=["quantize", run()], "--quick", "--data", root / "unknown.csv", "--node-samples", "0"], want=R, expect="maybe"),
+        dict(name="quantize --run-dir is a file", args=["quantize", run()], "--quick", "--run-dir", root / "file"], want=R, expect="file"),
         dict(name="quantize corrupt export.json", args=["quantize", f["corrupt"], "--quick"], want=R, expect="export.json"),
-        dict(name="quantize --n-boot 0", args=["quantize", f["run"], "--quick", "--n-boot", "0"], want=R, expect="--n-boot"),
-        dict(name="quantize --node-samples -1", args=["quantize", f["run"], "--quick", "--node-samples", "-1"], want=R, expect="--node-samples"),
-        dict(name="quantize --eval-batch-size 0", args=["quantize", f["run"], "--quick", "--eval-batch-size", "0"], want=R, expect="--eval-batch-size"),
-        dict(name="quantize --exclude-worst -1", args=["quantize", f["run"], "--quick", "--exclude-worst", "-1"], want=R, expect="--exclude-worst"),
+        dict(name="quantize --n-boot 0", args=["quantize", run()], "--quick", "--n-boot", "0"], want=R, expect="--n-boot"),
+        dict(name="quantize --node-samples -1", args=["quantize", run()], "--quick", "--node-samples", "-1"], want=R, expect="--node-samples"),
+        dict(name="quantize --eval-batch-size 0", args=["quantize", run()], "--quick", "--eval-batch-size", "0"], want=R, expect="--eval-batch-size"),
+        dict(name="quantize --exclude-worst -1", args=["quantize", run()], "--quick", "--exclude-worst", "-1"], want=R, expect="--exclude-worst"),
         # audit
-        dict(name="audit truncated safetensors", args=["audit", "--model", f["trunc"], "--data", root / "ok.csv", "--quick", "--out", root / "a1"], want=R, expect="safetensors"),
-        dict(name="audit --max-length 1000", args=["audit", "--model", f["tiny"], "--data", root / "ok.csv", "--quick", "--max-length", "1000", "--out", root / "a2"], want=R, expect="--max-length", no_path=root / "a2"),
-        dict(name="audit --out is a file", args=["audit", "--model", f["tiny"], "--data", root / "ok.csv", "--quick", "--out", root / "file"], want=R, expect="file"),
+        dict(name="audit truncated safetensors", args=["audit", "--model", f["trunc"], "--data", root / "ids.csv", "--quick", "--out", root / "a1"], want=R, expect="safetensors"),
+        dict(name="audit --max-length 1000", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--quick", "--max-length", "1000", "--out", root / "a2"], want=R, expect="--max-length", no_path=root / "a2"),
+        dict(name="audit --out is a file", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--quick", "--out", root / "file"], want=R, expect="file"),
         dict(name="audit --data cp1252", args=["audit", "--model", f["tiny"], "--data", root / "cp1252.csv", "--quick", "--out", root / "a3"], want=R, expect="UTF-8", no_path=root / "a3"),
-        dict(name="audit masked-LM", args=["audit", "--model", f["mlm"], "--data", root / "ok.csv", "--quick", "--out", root / "a4"], want=R, expect="classification head", no_path=root / "a4"),
+        dict(name="audit masked-LM", args=["audit", "--model", f["mlm"], "--data", root / "ids.csv", "--quick", "--out", root / "a4"], want=R, expect="classification head", no_path=root / "a4"),
         # ondevice
         dict(name="ondevice truncated safetensors", args=["ondevice", "--model", f["trunc"], "--runs", root / "r14"], want=R, expect="safetensors", no_path=root / "r14"),
-        dict(name="ondevice --steps 1e12", args=["ondevice", "--steps", "1000000000000", "--runs", root / "r15"], want=R, expect="--steps", no_path=root / "r15"),
+        dict(name="ondevice --steps 1e12", danger=True, args=["ondevice", "--steps", "1000000000000", "--runs", root / "r15"], want=R, expect="--steps", no_path=root / "r15"),
         dict(name="ondevice --steps 0", args=["ondevice", "--steps", "0", "--runs", root / "r16"], want=R, expect="--steps", no_path=root / "r16"),
         # demo
         dict(name="demo --backends eager,tensorrt", args=["demo", "--quick", "--backends", "eager,tensorrt", "--runs", root / "r17"], want=R, expect="tensorrt", no_path=root / "r17"),
         dict(name="demo --steps 0", args=["demo", "--quick", "--steps", "0", "--runs", root / "r18"], want=R, expect="--steps", no_path=root / "r18"),
         dict(name="demo --runs is a file", args=["demo", "--quick", "--runs", root / "file"], want=R, expect="file"),
+        dict(name="data --source missing", args=["data", "--source", root / "nope.csv"], want=R, expect="nope.csv"),
+        dict(name="fuse --variants bogus", args=["fuse", run(), "--variants", "bogus"], want=R, expect="bogus"),
+        dict(name="quantize --preset bogus", args=["quantize", run(), "--preset", "bogus"], want=R, expect="bogus"),
+        dict(name="audit --presets bogus", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--presets", "bogus", "--out", root / "a5"], want=R, expect="bogus", no_path=root / "a5"),
+        dict(name="audit --text-column nope", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--text-column", "nope", "--out", root / "a6"], want=R, expect="nope", no_path=root / "a6"),
+        dict(name="export --model masked-LM run dir", args=["export", "--model", f["mlm"], *q, "--run-dir", root / "r19"], want=R, expect="classification head", no_path=root / "r19"),
+        dict(name="quantize bare .onnx in read-only folder", args=["quantize", f["ro_graph"], "--quick", "--node-samples", "0", "--run-dir", root / "q-out"], want=H) if f.get("ro_graph") else None,
         # runs
         dict(name="runs on a file", args=["runs", "--runs", root / "file"], want=R, expect="file"),
     ]
@@ -162,13 +188,19 @@ def main() -> int:
     ap.add_argument("--only", help="run the cases whose name contains this")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write the outcomes to this JSON file")
+    ap.add_argument("--skip-danger", action="store_true",
+                    help="do not run the cases that load the machine (64 processes, memory until killed); count them "
+                         "as wrong, as seen before the fix")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+    f: dict = {}
     try:
         f = fixtures(root)
-        todo = [c for c in cases(root, f) if not a.only or a.only in c["name"]]
+        todo = [c for c in cases(root, f) if c is not None and (not a.only or a.only in c["name"])]
 
         def one(c):
+            if a.skip_danger and c.get("danger"):
+                return c["name"], "wrong", "not run (--skip-danger): loads the machine until killed"
             try:
                 r = cli(*c["args"], cwd=root)
             except subprocess.TimeoutExpired:
@@ -185,6 +217,10 @@ def main() -> int:
         if a.json:
             Path(a.json).write_text(json.dumps({"counts": counts, "cases": rows}, indent=2))
     finally:
+        if f.get("ro_mounted"):
+            subprocess.run(["umount", str(root / "readonly")], capture_output=True)
+        if f.get("ro_graph"):
+            subprocess.run(["umount", str(root / "ro-graph")], capture_output=True)
         (root / "readonly").chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
     return 0

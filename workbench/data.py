@@ -142,13 +142,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
     """The line for a file that is not UTF-8: where (line number), which byte, and how to save it."""
+    line, byte = None, "?"
     try:
-        head = path.read_bytes()[: exc.start]
-        line = head.count(b"\n") + 1
+        raw = path.read_bytes()
+        raw.decode("utf-8")
+    except UnicodeDecodeError as whole:  # the offset in the file (the reader's is within a chunk)
+        line = raw[: whole.start].count(b"\n") + 1
+        byte = raw[whole.start:whole.start + 1].hex()
     except OSError:
-        line = None
-    where = f"line {line}" if line else f"byte {exc.start}"
-    byte = exc.object[exc.start:exc.start + 1].hex() if isinstance(exc.object, (bytes, bytearray)) else "?"
+        pass
+    where = f"line {line}" if line else "somewhere"
     return (f"{path} is not UTF-8 text (byte 0x{byte} on {where}; Windows-1252 or Latin-1, perhaps): save it as UTF-8 "
             "(in Excel: Save As > CSV UTF-8; or `iconv -f cp1252 -t utf-8`) and try again")
 

@@ -62,7 +62,8 @@ def _os_error_line(exc: OSError, args) -> Optional[str]:
     """One line for an OS error met while reading or writing files, or None for one that is not about files."""
     import errno
 
-    name = exc.filename if exc.filename is not None else "a file"
+    folder = next((getattr(args, a) for a in ("out", "run_dir", "runs") if getattr(args, a, None)), None)
+    name = exc.filename if exc.filename is not None else (f"into {folder}" if folder else "a file")
     reason = exc.strerror or str(exc)
     where = _where_flags(args)
     if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):

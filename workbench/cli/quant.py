@@ -150,7 +150,7 @@ def _add_quant(sub) -> None:
     cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
-    cli_only(p, "--n-boot", type=int_at_least(1), help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
+    cli_only(p, "--n-boot", type=int_at_least(100), help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
     cli_only(p, "--eval-batch-size", type=int_at_least(1), default=DEFAULT_EVAL_BATCH_SIZE,
              help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")

@@ -27,6 +27,7 @@ ORTMODULE_FLAGS = (
 
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
+    from ..data import BUILTIN
     from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..train import TrainConfig, TrainConfigError
 
@@ -37,11 +38,21 @@ def _train_config(args):
         except ModelError as exc:
             raise TrainConfigError(str(exc)) from exc
     try:
-        return build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
+        cfg = build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
     except TrainConfigError:
         raise
     except ValueError as exc:  # DataConfig's checks (--max-train): the same one line
         raise TrainConfigError(str(exc)) from exc
+    if cfg.data.source != BUILTIN:
+        # a user's file is read and split here, before any run folder or training process exists: a missing
+        # file, another encoding or a class too small to split is one line, not a failed child process
+        from ..data import DataError, load_data
+
+        try:
+            load_data(cfg.data)
+        except DataError as exc:
+            raise TrainConfigError(" ".join(str(exc).split())) from exc
+    return cfg
 
 
 def _run_summary(run) -> dict:

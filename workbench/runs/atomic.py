@@ -300,6 +300,15 @@ def clean_report_generations(folder: str | os.PathLike, link: str = GENERATION_L
         elif p.is_dir():
             olds.append(p)
     olds.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    if current is not None and (folder / current).is_dir():
+        # a complete generation newer than the current one was never swapped in (its writer was killed): an orphan
+        now = (folder / current).stat().st_mtime
+        orphans = [p for p in olds if p.stat().st_mtime > now]
+        for p in orphans:
+            if not _writer_alive(p.name, link):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        olds = [p for p in olds if p not in orphans]
     for p in olds[keep:]:
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
