@@ -224,9 +224,9 @@ def test_quantize_keeps_its_temporaries_out_of_a_read_only_source_folder(fx, tmp
 # ---- one writer per run folder ------------------------------------------------------------------------
 
 def _pause(tmp_path, point):
-    fifo = tmp_path / f"pause-{point}"
+    fifo = tmp_path / f"pause-{point.replace(':', '-')}"
     os.mkfifo(fifo)
-    return fifo, {"WORKBENCH_PAUSE_AT": f"{point}:{fifo}"}
+    return fifo, {"WORKBENCH_PAUSE_AT": f"{point}={fifo}"}
 
 
 def _wait_paused(fifo, proc, timeout=240):

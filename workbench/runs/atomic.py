@@ -230,12 +230,12 @@ def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
 
 
 def _pause_at(point: str) -> None:
-    """Test hook: with ``WORKBENCH_PAUSE_AT=<point>:<fifo>`` set, say we are at ``point`` by writing
+    """Test hook: with ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` set, say we are at ``point`` by writing
     to the FIFO, then wait there (a test SIGKILLs the writer at that moment). No effect otherwise."""
     spec = os.environ.get("WORKBENCH_PAUSE_AT")
     if not spec:
         return
-    where, _, fifo = spec.rpartition(":")
+    where, _, fifo = spec.partition("=")
     if where != point or not fifo:
         return
     with open(fifo, "w") as fh:
