@@ -373,3 +373,18 @@ def test_torchrun_workers_die_with_a_killed_parent(fx):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+@pytest.mark.parametrize("command", ["export", "fuse", "quantize"])
+def test_read_only_run_dir_is_one_line(fx, tmp_path, command):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a read-only tmpfs here (needs CAP_SYS_ADMIN); root ignores permission bits")
+    try:
+        args = {"export": ["export", "--model", "tiny", "--preset", "quick"],
+                "fuse": ["fuse", fx / "run", "--preset", "inspect"],
+                "quantize": ["quantize", fx / "run", "--quick", "--node-samples", "0"]}[command]
+        refused(cli(*args, "--run-dir", ro / "x"), str(ro / "x"), "Read-only file system", "--run-dir")
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)

@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..runs import drop_created_if_empty
 
+    from . import common
+
     args = build_parser().parse_args(argv)
+    common._ARGS[:] = [args]
     code = 2
     try:
         code = int(args.func(args) or 0)

@@ -14,9 +14,24 @@ def _print_json(obj) -> None:
     print(json.dumps(serial.to_dict(obj), indent=2, allow_nan=False))
 
 
+# the parsed command line of the running command (set by app.main): _fail speaks in its flags
+_ARGS: list = []
+
+
 def _fail(message: str, code: int = 2) -> int:
-    print(f"workbench: error: {message}", file=sys.stderr)
+    print(f"workbench: error: {_in_flags(message)}", file=sys.stderr)
     return code
+
+
+def _in_flags(message: str) -> str:
+    """A library message in the command line's terms: each config field this command sets by a flag is
+    named as that flag (``text_column`` -> ``--text-column``)."""
+    from .flags import in_flag_terms
+
+    if not _ARGS:
+        return message
+    entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
+    return in_flag_terms(message, entries)
 
 
 def _device_problem(args) -> Optional[str]:
