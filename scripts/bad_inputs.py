@@ -76,8 +76,8 @@ BertForMaskedLM(cfg).save_pretrained(sys.argv[1] + '/mlm'); m.tokenizer.save_pre
     f["ro"] = ro
     f["ro_mounted"] = mounted
     if mounted:  # a graph in a read-only folder (with its export.json): quantize must not write beside it
-        rog = root / "ro-graph"
-        shutil.copytree(run / "export", rog)
+        shutil.copytree(run, root / "ro-run")
+        rog = root / "ro-run" / "export"
         subprocess.run(["mount", "--bind", "-o", "ro", str(rog), str(rog)], capture_output=True)
         if subprocess.run(["mount", "-o", "remount,bind,ro", str(rog)], capture_output=True).returncode == 0:
             f["ro_graph"] = rog / "model.onnx"
@@ -220,7 +220,7 @@ def main() -> int:
         if f.get("ro_mounted"):
             subprocess.run(["umount", str(root / "readonly")], capture_output=True)
         if f.get("ro_graph"):
-            subprocess.run(["umount", str(root / "ro-graph")], capture_output=True)
+            subprocess.run(["umount", str(root / "ro-run" / "export")], capture_output=True)
         (root / "readonly").chmod(0o755)
         shutil.rmtree(root, ignore_errors=True)
     return 0

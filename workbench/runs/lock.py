@@ -29,6 +29,11 @@ from .open import RunError
 LOCK_FILE = ".workbench.lock"
 
 
+# folders whose lock this process holds (real path -> how many holders inside it): taking it again
+# nests instead of deadlocking against itself (flock locks of two opens of one file conflict)
+_HELD: dict[str, int] = {}
+
+
 class RunLocked(RunError):
     """Another live process holds the run folder's lock."""
 
@@ -72,6 +77,8 @@ class run_lock:
         self.clean = clean
         self.note: Optional[str] = None
         self._fd: Optional[int] = None
+        self._key = ""
+        self._nested: Optional[str] = None
 
     @property
     def path(self) -> Path:
@@ -80,6 +87,11 @@ class run_lock:
     def acquire(self) -> "run_lock":
         import fcntl
 
+        key = os.path.realpath(self.folder)
+        if key in _HELD:  # this process holds it already (a stage inside a command): nested, a no-op
+            _HELD[key] += 1
+            self._nested = key
+            return self
         made = first_missing(self.folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         if made is not None:
@@ -106,6 +118,8 @@ class run_lock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{self.command}\n".encode(), 0)
         self._fd = fd
+        _HELD[key] = 1
+        self._key = key
         if self.clean:
             clean_stale(self.folder)
         from .atomic import _pause_at
@@ -114,8 +128,13 @@ class run_lock:
         return self
 
     def release(self) -> None:
+        if self._nested is not None:
+            _HELD[self._nested] -= 1
+            self._nested = None
+            return
         if self._fd is None:
             return
+        _HELD.pop(self._key, None)
         import fcntl
 
         try:
@@ -126,7 +145,7 @@ class run_lock:
             self._fd = None
 
     def __enter__(self) -> "run_lock":
-        return self if self._fd is not None else self.acquire()
+        return self if (self._fd is not None or self._nested is not None) else self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
