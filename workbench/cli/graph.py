@@ -78,10 +78,6 @@ def _cmd_fuse(args) -> int:
         return _fail(problem)
     try:
         run = _run_of(source)
-        if source.suffix == ".onnx" and source.is_file():
-            from ..graph.facts import load_graph
-
-            load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
         if run is not None:
             if not (source.suffix == ".onnx" and source.is_file()):  # an explicit graph is fused as given
@@ -92,6 +88,10 @@ def _cmd_fuse(args) -> int:
             out_dir = run.stage_dir("fusion")
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
+        if source.suffix == ".onnx" and source.is_file():
+            from ..graph.facts import load_graph
+
+            load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
         _will_write(out_dir)
         with _locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),

@@ -75,9 +75,9 @@ def _cmd_quantize(args) -> int:
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
+        cfg = _quant_config(args)  # the settings first: they need no file
         graph, export, folder, note = _quant_source(Path(args.source), args.graph)
         _say(note, args.json)
-        cfg = _quant_config(args)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
         n_boot = args.n_boot or (200 if args.quick else DEFAULT_N_BOOT)
