@@ -121,7 +121,7 @@ def cases(root: Path, f: dict) -> list[dict]:
         dict(name="export masked-LM", args=["export", "--model", f["mlm"], *q, "--runs", root / "r11"], want=R, expect="classification head"),
         dict(name="export --max-length 100000", args=["export", "--model", "tiny", *q, "--max-length", "100000", "--runs", root / "r12"], want=R, expect="--max-length"),
         dict(name="export --data missing", args=["export", "--model", "tiny", *q, "--data", root / "nope.csv", "--runs", root / "r13"], want=R, expect="nope.csv"),
-        dict(name="export into a run with a corrupt export.json", args=["export", "--model", "tiny", *q, "--run-dir", f["corrupt"]], want=H),
+        dict(name="export into a run with a corrupt export.json", args=["export", "--model", "tiny", *q, "--run-dir", shutil.copytree(f["corrupt"], root / "corrupt-copy")], want=H),
         # fuse
         dict(name="fuse garbage .onnx", args=["fuse", f["garbage"], "--preset", "inspect"], want=R, expect="garbage.onnx"),
         dict(name="fuse truncated .onnx", args=["fuse", f["half"], "--preset", "inspect"], want=R, expect="half.onnx"),

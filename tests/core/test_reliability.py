@@ -388,3 +388,9 @@ def test_read_only_run_dir_is_one_line(fx, tmp_path, command):
         refused(cli(*args, "--run-dir", ro / "x"), str(ro / "x"), "Read-only file system", "--run-dir")
     finally:
         subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_audit_of_a_masked_lm_checkpoint_is_refused(fx):
+    refused(cli("audit", "--model", fx / "mlm", "--data", fx / "ids.csv", "--quick", "--out", fx / "a-mlm"),
+            "this checkpoint has no classification head", "BertForMaskedLM")
+    assert not (fx / "a-mlm").exists()

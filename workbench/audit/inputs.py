@@ -51,9 +51,10 @@ def check_model(folder: str) -> ModelFacts:
     model_type = str(config.get("model_type") or "")
     if not archs or not any(a.endswith("ForSequenceClassification") for a in archs):
         raise AuditInputError(
-            f"{path} is not a sequence-classification model: config.json names architectures {archs or '(none)'}, "
-            "expected one ending in ForSequenceClassification. Audit a fine-tuned classifier (e.g. saved from "
-            "AutoModelForSequenceClassification with save_pretrained), not a base encoder")
+            f"{path} is not a sequence-classification model (this checkpoint has no classification head): config.json "
+            f"names architectures {archs or '(none)'}, expected one ending in ForSequenceClassification. Fine-tune it "
+            "first, or audit a fine-tuned classifier (e.g. saved from AutoModelForSequenceClassification with "
+            "save_pretrained), not a base encoder")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise AuditInputError(
             f"architecture {archs[0]} (model_type {model_type!r}) in {path} is not one the exporter handles; "
