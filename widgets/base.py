@@ -22,13 +22,19 @@ Behaviour shared by every panel:
 * an error is shown inside the panel (what went wrong, the message with its fix, the traceback
   folded away), kept on ``panel.error``, and the panel keeps working: change a control, run again;
 * :meth:`Panel.run` is synchronous (tests and notebooks call it); the Run button calls it in a
-  background thread when ``background=True`` so that Stop and the progress bar stay live.
+  background thread when ``background=True`` so that Stop and the progress bar stay live;
+* its state is traitlets traits, observed the traitlets way: ``result`` (the last successful
+  result), ``busy``, and ``generation`` (one more after every successful run or :meth:`Panel.show`,
+  so an observer hears of each result even when it equals the one before):
+  ``panel.observe(handler, names="generation")``. :meth:`Panel.on_result` / :meth:`Panel.on_busy`
+  are that call, for a handler that takes the panel.
 """
 
 from __future__ import annotations
 
 import difflib
 import html
+import os
 import threading
 import time
 import traceback
@@ -37,6 +43,7 @@ from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
 
 import ipywidgets as W
 import plotly.graph_objects as go
+import traitlets
 
 # Colours shared by every panel (status badges, error box).
 OK_COLOUR = "#1b7f3b"
@@ -47,6 +54,26 @@ MUTED_COLOUR = "#57606a"
 
 class PanelInputError(ValueError):
     """A control value a panel cannot use; the message names the value, what is allowed and what to do."""
+
+
+def as_result(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
+    """A stage result given as itself, as its result file or the folder holding it (read with
+    ``load``), or as any other folder of a run (:func:`workbench.flow.open_run`: the run's newest
+    ``stage`` result): the one converter every panel's ``saved=`` goes through."""
+    from workbench import flow
+
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        if path.is_file() or (path / file_name).is_file():
+            return load(path)
+        found = getattr(flow.open_run(path), stage)()
+        if found is None:
+            raise PanelInputError(f"{str(value)!r} holds no {what} ({file_name}): run that step first, or pass a run folder that has one")
+        return found
+    raise TypeError(f"expected a {cls.__module__}.{cls.__name__} or the path of a saved {file_name} (or a run folder), "
+                    f"got {type(value).__name__}")
 
 
 def check_kwargs(owner: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -204,20 +231,22 @@ class Panel(W.VBox):
     #: Whether the work can be stopped (shows a Stop button and passes ``stop_event``).
     STOPPABLE: ClassVar[bool] = False
 
+    #: The last successful result (``None`` until a run or :meth:`show` succeeds).
+    result = traitlets.Any(None, allow_none=True)
+    #: Whether the panel is working (observe it to follow runs).
+    busy = traitlets.Bool(False)
+    #: One more after every successful run or :meth:`show` (observe it to hear of every result).
+    generation = traitlets.Int(0)
+
     def __init__(self, **kwargs: Any) -> None:
         allowed = [*self.OPTIONS, "background"]
         check_kwargs(type(self).__name__, kwargs, allowed)
         self.background: bool = bool(kwargs.pop("background", True))
         self.options: dict[str, Any] = {**self.OPTIONS, **kwargs}
-        #: The last successful result (``None`` until a run or :meth:`show` succeeds).
-        self.result: Any = None
         #: The last error (``None`` after a successful run).
         self.error: Optional[BaseException] = None
-        self.busy = False
         self.stop_event = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._listeners: list[Callable[["Panel"], None]] = []
-        self._busy_listeners: list[Callable[["Panel"], None]] = []
         self._actions: list[tuple[W.Button, str]] = []
         self._started = 0.0
         #: Why the panel cannot run yet ("" when it can); see :meth:`block`.
@@ -399,12 +428,13 @@ class Panel(W.VBox):
             self._thread.join(timeout)
 
     def on_result(self, callback: Callable[["Panel"], None]) -> None:
-        """Call ``callback(panel)`` after each successful run or :meth:`show`."""
-        self._listeners.append(callback)
+        """Call ``callback(panel)`` after each successful run or :meth:`show` (an observer of
+        ``generation``)."""
+        self.observe(lambda _change: callback(self), names="generation")
 
     def on_busy(self, callback: Callable[["Panel"], None]) -> None:
-        """Call ``callback(panel)`` whenever the panel starts or stops working (``panel.busy``)."""
-        self._busy_listeners.append(callback)
+        """Call ``callback(panel)`` whenever the panel starts or stops working (an observer of ``busy``)."""
+        self.observe(lambda _change: callback(self), names="busy")
 
     def progress_callback(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
         """Update the progress bar (subclasses adapt their library's progress objects to this)."""
@@ -446,8 +476,6 @@ class Panel(W.VBox):
             pass
 
     def _set_busy(self, busy: bool) -> None:
-        changed = busy != self.busy
-        self.busy = busy
         idle = not busy and not self.blocked
         self.run_button.disabled = not idle
         self.run_button.description = "Running ..." if busy else self.RUN_LABEL
@@ -459,9 +487,7 @@ class Panel(W.VBox):
                 widget.disabled = busy
         if busy:
             self.status.value = self._status_html("running ...", MUTED_COLOUR)
-        if changed:
-            for callback in list(self._busy_listeners):
-                callback(self)
+        self.busy = busy  # last: observers see the buttons and controls already switched
 
     def _show_error(self, exc: BaseException, step: str) -> None:
         self.error = exc
@@ -470,8 +496,7 @@ class Panel(W.VBox):
         self.status.value = self._status_html(f"failed: {type(exc).__name__}", FAIL_COLOUR)
 
     def _notify(self) -> None:
-        for callback in list(self._listeners):
-            callback(self)
+        self.generation += 1
 
     @staticmethod
     def _status_html(text: str, colour: str) -> str:

@@ -17,15 +17,16 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from workbench.data import DataConfig, load_data
-from workbench import runs
+from workbench import flow
 from workbench.runs import layout
-from workbench.graph import ExportConfig, ExportResult, load_export, run_export
+from workbench.graph import ExportConfig, ExportResult, load_export
 from workbench.device import DeviceError, normalize_device, require_device
-from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion, run_fusion
+from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion
 from workbench.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
 from workbench.plots import graph as graph_plots
 
 from .base import (
+    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -52,18 +53,8 @@ FusionLike = Union[FusionReport, str, os.PathLike]
 
 
 def as_fusion_report(value: FusionLike) -> FusionReport:
-    """A FusionReport, or one read from ``fusion.json``, its folder or any folder of a run that holds
-    one (:func:`workbench.runs.open_run`: the newest fusion of the run)."""
-    if isinstance(value, FusionReport):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        path = Path(value)
-        if path.is_dir() and not (path / layout.FUSION_FILE).is_file():
-            fusion = runs.open_run(path).fusion()
-            if fusion is not None:
-                return fusion
-        return load_fusion(path)
-    raise TypeError(f"expected a workbench.graph.fusion.FusionReport or the path of a saved fusion.json, got {type(value).__name__}")
+    """A FusionReport, or the one in ``fusion.json`` / the folder holding it / any folder of a run."""
+    return as_result(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
 
 
 def fused_nodes(variant: VariantResult) -> list[FusedNode]:
@@ -271,11 +262,14 @@ class GraphPanel(Panel):
         if isinstance(data, DataConfig):
             data = load_data(data)
         run_dir = self._resolve_run_dir("graph")
-        self.progress_callback(0, 2, None, f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch")
-        self.export_result = run_export(model, export_cfg, run_dir / layout.EXPORT_DIR, data=data)
-        self.progress_callback(1, 2, None, "building, validating and timing the optimized variants")
-        report = run_fusion(self.export_result, fusion_cfg, run_dir / layout.FUSION_DIR)
-        self.progress_callback(2, 2, None, "done")
+        what = {"export": f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch",
+                "fuse": "building, validating and timing the optimized variants"}
+
+        def on_stage(index: int, total: int, name: str, status: str) -> None:
+            self.progress_callback(index - 1 if status == "running" else index, total, None,
+                                   what[name] if status == "running" else f"{name}: {status}")
+
+        self.export_result, report = flow.export_and_fuse(model, export_cfg, fusion_cfg, run_dir, data=data, on_stage=on_stage)
         return report
 
     def show(self, result: Any) -> None:

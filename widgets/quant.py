@@ -40,6 +40,7 @@ from workbench.quant import (
 )
 
 from .base import (
+    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -63,19 +64,13 @@ GraphLike = Union[FusionReport, ExportResult, str, os.PathLike]
 
 
 def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
-    if isinstance(value, QuantResult):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        return load_quant_result(value)
-    raise TypeError(f"expected a workbench.quant.QuantResult or the path of a saved quantize.json, got {type(value).__name__}")
+    """A QuantResult, or the one in ``quantize.json`` / the folder holding it / any folder of a run (its newest)."""
+    return as_result(value, QuantResult, load_quant_result, "quantization", layout.QUANTIZE_FILE, "quantization")
 
 
 def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
-    if isinstance(value, SearchResult):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        return load_search(value)
-    raise TypeError(f"expected a workbench.quant.SearchResult or the path of a saved search.json, got {type(value).__name__}")
+    """A SearchResult, or the one in ``search.json`` / the folder holding it / any folder of a run."""
+    return as_result(value, SearchResult, load_search, "search", layout.SEARCH_FILE, "search result")
 
 
 def results_table(results: list[QuantResult]) -> str:

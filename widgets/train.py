@@ -15,9 +15,12 @@ import plotly.graph_objects as go
 
 from workbench.train import Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
+from workbench import flow
+from workbench.runs import layout
 from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
 from .base import (
+    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -39,14 +42,8 @@ ComparisonLike = Union[Comparison, str, os.PathLike]
 
 
 def as_comparison(value: ComparisonLike) -> Comparison:
-    """A Comparison, or one read from ``compare.json`` / the folder holding it."""
-    if isinstance(value, Comparison):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        return load_comparison(value)
-    raise TypeError(
-        f"expected a workbench.train.compare.Comparison or the path of a saved compare.json, got {type(value).__name__}"
-    )
+    """A Comparison, or the one in ``compare.json`` / the folder holding it / any folder of a run."""
+    return as_result(value, Comparison, load_comparison, "comparison", layout.COMPARE_FILE, "comparison")
 
 
 def runs_table(c: Comparison) -> str:
@@ -182,7 +179,7 @@ class TrainPanel(Panel):
         if not backends:
             raise PanelInputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
         self._start_live(backends)
-        run_dir = self._resolve_run_dir("train")
+        run_dir = self._resolve_run_dir("train") / layout.TRAIN_DIR  # the run layout's train/ (compare.json there)
         return run_comparison(cfg, backends, run_dir, progress=self._on_progress, stop=self.stop_event,
                               isolate=bool(values["isolate"]))
 
@@ -240,11 +237,11 @@ class TrainPanel(Panel):
 
     # ---- what later steps need ------------------------------------------------------------------
     def checkpoints(self) -> dict[str, str]:
-        """Checkpoint folders of the finished runs, labelled by backend (what the graph step can export)."""
+        """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
+        first (:func:`workbench.flow.ordered_checkpoints`: what the graph step can export)."""
         if self.result is None:
             return {}
-        return {f"{r.backend.value} checkpoint": r.checkpoint_dir for r in self.result.runs
-                if r.checkpoint_dir and r.status in (RunStatus.OK, RunStatus.STOPPED)}
+        return flow.ordered_checkpoints(self.result)
 
 
 FIGURES = {

@@ -106,7 +106,7 @@ class Workbench(W.VBox):
 
         self.doctor = DoctorBanner(background=False)
         self.train = TrainPanel(model=o["model"], preset=o["preset"], backends=tuple(o["backends"]), max_steps=o["max_steps"],
-                                data=o["data"], run_dir=lambda: self.run_dir / "train", background=bg)
+                                data=o["data"], run_dir=lambda: self.run_dir, background=bg)
         self.compare = ComparePanel(background=False)
         self.graph = GraphPanel(export_preset=o["export_preset"], fusion_preset=o["fusion_preset"],
                                 run_dir=lambda: self.run_dir, background=bg)
@@ -206,14 +206,14 @@ class Workbench(W.VBox):
 
     def open_run(self, run_dir: str | os.PathLike) -> dict[str, Path]:
         """Show every result saved in the run ``run_dir`` belongs to (its root, a stage folder or a
-        result file: :func:`workbench.runs.open_run`) in its step, without recomputing.
+        result file: :func:`workbench.flow.open_run`) in its step, without recomputing.
 
         Returns ``{stage: file}`` for what was opened; raises ``FileNotFoundError`` when the folder
         holds no result (the error is also shown at the top of the Workbench).
         """
         self.error_box.layout.display = "none"
         try:
-            run = runs.open_run(run_dir)
+            run = flow.open_run(run_dir)
             found = run.results()
             if run.comparison() is not None:
                 self.train.show(run.comparison())
@@ -263,11 +263,30 @@ class Workbench(W.VBox):
             self.error_box.layout.display = None
 
     # ---- everything at once --------------------------------------------------------------------
-    def run_all(self) -> dict[str, Any]:
-        """Run every step in order with the current controls (synchronously); stops at the first
-        error, which its panel shows. Returns ``{step: result}``."""
-        self.doctor.run()
-        self.train.run()
-        self.graph.run()
-        self.quant.run()
+    def run_all(self, resume: bool = False) -> dict[str, Any]:
+        """Run every step in order with the current controls (synchronously), through the one
+        sequencer (:func:`workbench.sequence.run_stages`) with the Workbench's list; stops at the
+        first error, which its panel shows, and raises it. ``resume=True`` keeps the steps that
+        already have a result (a saved run opened, a step run by hand) and runs the rest.
+        Returns ``{step: result}``."""
+        from workbench.sequence import Stage, run_stages
+
+        def step(panel: Panel):
+            return lambda _record: panel.run()
+
+        def kept(panel: Panel):
+            return lambda: panel.result
+
+        stages = [
+            Stage("environment", step(self.doctor)),
+            Stage("train", step(self.train), resume=kept(self.train)),
+            Stage("graph", step(self.graph), needs=("train",), resume=kept(self.graph)),
+            Stage("quantize", step(self.quant), needs=("graph",), resume=kept(self.quant)),
+        ]
+        panels = {"environment": self.doctor, "train": self.train, "graph": self.graph, "quantize": self.quant}
+        done = run_stages(stages, log=lambda _line: None, fail_fast=True, resume=resume)
+        failed = next((o for o in done.outcomes if o.status == "failed"), None)
+        if failed is not None:
+            error = panels[failed.name].error
+            raise error if error is not None else RuntimeError(f"{failed.name}: {failed.message}")
         return {s.key: s.panel.result for s in self.steps}

@@ -22,10 +22,8 @@ Nothing here imports onnxruntime or torch at module level.
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,39 +329,3 @@ def analyze_placement(placements: Sequence[NodePlacement], device: Any, session_
         cpu_ops=dict(Counter(p.op_type for p in cpu_nodes).most_common()), cpu_compute_nodes=compute,
         memcpy_nodes=memcpy_nodes, graph_capture=False if refusal else captured, capture_refusal=refusal, notes=notes,
     )
-
-
-def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
-                    graph_optimization: str = "all", try_graph_capture: bool = False) -> PlacementReport:
-    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
-    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
-
-    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
-    whether ONNX Runtime accepted it, with the classified reason when it did not.
-    """
-    from .ortinfer import InferenceError, make_session
-
-    d = require_device(device)
-    with tempfile.TemporaryDirectory(prefix="wb-placement-") as tmp:
-        opt_path = Path(tmp) / "optimized.onnx"
-        session = make_session(onnx_path, graph_optimization=graph_optimization, optimized_model_path=opt_path,
-                               device=d, profile_prefix=str(Path(tmp) / "profile"))
-        session.run(None, dict(feed))
-        profile = session.end_profiling()
-        events = json.loads(Path(profile).read_text())
-        providers = session.get_providers()
-        memcpy = memcpy_counts(opt_path)
-        del session
-    captured, error = None, None
-    if try_graph_capture and d != "cpu":
-        from .ortinfer import BoundRunner
-
-        try:
-            runner = BoundRunner(make_session(onnx_path, graph_optimization=graph_optimization, device=d, cuda_graph=True),
-                                 dict(feed), d, cuda_graph=True)
-            runner.run()
-            runner.run()
-            captured = True
-        except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
-            captured, error = False, str(exc)
-    return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)

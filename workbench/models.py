@@ -13,20 +13,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
+from .architectures import ARCHITECTURES
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
 MINILM = "minilm"
 TINY = "tiny"
 BUILTIN_MODELS = (MINILM, TINY)
 ATTENTION_CHOICES = ("eager", "sdpa")
 # Architectures (config.model_type) whose sequence classifiers go through export, validation,
-# fusion, INT8 and slice evaluation: each is checked end to end on a tiny model with its own
-# tokenizer (workbench/zoo.py, tests/core/test_zoo.py; the README's coverage matrix).
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")
+# fusion, INT8 and slice evaluation: one entry each in workbench/architectures.py, each checked end
+# to end on a tiny model with its own tokenizer (tests/core/test_zoo.py; the README's coverage matrix).
+SUPPORTED_MODEL_TYPES = tuple(ARCHITECTURES)
 # Dropout settings by architecture (BERT's names, DistilBERT's, DeBERTa's pooler, ModernBERT's):
 # ``dropout=False`` zeroes whichever of these the model's config has.
 DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",

@@ -21,11 +21,14 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from .latency import LatencyStats, measure
+
+if TYPE_CHECKING:
+    from .device import PlacementReport
 
 GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -441,3 +444,40 @@ def torch_latency_by_shape(
             stats = measure(lambda: module(**enc), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
             results.append(ShapeLatency(batch, seq, stats))
     return results
+
+
+def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
+                    graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
+    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
+    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
+
+    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
+    whether ONNX Runtime accepted it, with the classified reason when it did not.
+    """
+    import json
+    import tempfile
+
+    from .device import analyze_placement, memcpy_counts, placements_from_profile, require_device
+
+    d = require_device(device)
+    with tempfile.TemporaryDirectory(prefix="wb-placement-") as tmp:
+        opt_path = Path(tmp) / "optimized.onnx"
+        session = make_session(onnx_path, graph_optimization=graph_optimization, optimized_model_path=opt_path,
+                               device=d, profile_prefix=str(Path(tmp) / "profile"))
+        session.run(None, dict(feed))
+        profile = session.end_profiling()
+        events = json.loads(Path(profile).read_text())
+        providers = session.get_providers()
+        memcpy = memcpy_counts(opt_path)
+        del session
+    captured, error = None, None
+    if try_graph_capture and d != "cpu":
+        try:
+            runner = BoundRunner(make_session(onnx_path, graph_optimization=graph_optimization, device=d, cuda_graph=True),
+                                 dict(feed), d, cuda_graph=True)
+            runner.run()
+            runner.run()
+            captured = True
+        except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
+            captured, error = False, str(exc)
+    return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)

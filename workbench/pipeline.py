@@ -14,8 +14,6 @@ graph is quantized are :mod:`workbench.flow`'s rules, the same the notebook ``Wo
 
 from __future__ import annotations
 
-import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,6 +23,7 @@ from .runs import layout
 from .graph import ExportConfig
 from .graph import FusionConfig
 from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
+from .sequence import Stage, StageOutcome, run_stages
 from .train import DEFAULT_BACKENDS, TrainConfig
 
 Log = Callable[[str], None]
@@ -91,17 +90,6 @@ class DemoConfig:
 
 
 @dataclass(frozen=True)
-class StageOutcome:
-    name: str
-    status: str  # "ok" | "failed" | "skipped"
-    seconds: float
-    message: str = ""
-    result_path: Optional[str] = None
-    figures: list[str] = field(default_factory=list)
-    headline: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class DemoResult:
     run_dir: str
     stages: list[StageOutcome]
@@ -131,52 +119,21 @@ def write_figure(fig, path: Path) -> str:
     return str(path)
 
 
-class _Stage:
-    """Times a stage and turns an exception into a recorded failure (with the message and the
-    traceback in the log), so later stages and what was written survive it."""
-
-    def __init__(self, name: str, log: Log, outcomes: list[StageOutcome]):
-        self.name, self.log, self.outcomes = name, log, outcomes
-        self.figures: list[str] = []
-        self.headline: dict[str, str] = {}
-        self.result_path: Optional[str] = None
-
-    def __enter__(self) -> "_Stage":
-        self.t0 = time.perf_counter()
-        self.log(f"\n== {self.name} ==")
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        seconds = time.perf_counter() - self.t0
-        if exc_type is None:
-            self.outcomes.append(StageOutcome(self.name, "ok", seconds, "", self.result_path, self.figures, self.headline))
-            self.log(f"   {self.name}: ok in {seconds:.1f} s")
-            return False
-        if issubclass(exc_type, KeyboardInterrupt):
-            return False
-        message = f"{exc_type.__name__}: {exc}"
-        self.outcomes.append(StageOutcome(self.name, "failed", seconds, message, self.result_path, self.figures, self.headline))
-        self.log(f"   {self.name}: FAILED after {seconds:.1f} s: {message}")
-        self.log("".join(traceback.format_exception(exc_type, exc, tb, limit=-3)).rstrip())
-        return True  # recorded; the pipeline goes on with what does not depend on it
-
-
-def _skip(name: str, why: str, log: Log, outcomes: list[StageOutcome]) -> None:
-    log(f"\n== {name} ==\n   skipped: {why}")
-    outcomes.append(StageOutcome(name, "skipped", 0.0, why))
-
-
 def run_demo(
     cfg: Optional[DemoConfig] = None,
     run_dir: Optional[str | Path] = None,
     log: Log = print,
     progress=None,
     stop=None,
+    on_stage=None,
 ) -> DemoResult:
-    """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default).
+    """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default), through the one
+    sequencer (:func:`workbench.sequence.run_stages`) with the demo's list of stages.
 
     ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
-    CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps.
+    CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps
+    and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
+    status)`` follows the stages.
     """
     from .train import comparison_table, run_comparison
     from .data import load_data, summarize
@@ -193,20 +150,19 @@ def run_demo(
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
     run.mkdir(parents=True, exist_ok=True)
     figs = run / layout.FIGURES_DIR
-    outcomes: list[StageOutcome] = []
     log(f"run folder: {run}")
-
     facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
-    with _Stage("doctor", log, outcomes) as st:
+
+    def doctor(st):
         report = facts["doctor"] = run_doctor()
         runs.atomic_write_text(run / layout.DOCTOR_FILE, report.as_text() + "\n")
         st.result_path = str(run / layout.DOCTOR_FILE)
         log(report.as_text())
         if not report.ok:
             raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
+        return report
 
-    data = None
-    with _Stage("data", log, outcomes) as st:
+    def data_stage(st):
         data = load_data(cfg.train.data)
         summary = summarize(data, cfg.train.data.source)
         facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
@@ -214,9 +170,9 @@ def run_demo(
         st.result_path = str(run / layout.DATA_FILE)
         st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
         log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
+        return data
 
-    comparison = None
-    with _Stage("fine-tune", log, outcomes) as st:
+    def fine_tune(st):
         log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
         # writes train/compare.json and train/<backend>/ (the run layout)
@@ -231,55 +187,51 @@ def run_demo(
         ]
         st.headline = _train_headline(comparison)
         not_ok = [f"{r.backend.value} {r.status.value}: {r.reason}" for r in comparison.runs if r.status.value != "ok"]
-        if not_ok:  # recorded as a failed stage; export still uses a backend that finished
+        if not_ok:  # recorded as a failed stage; export still takes a backend that finished (flow's rule)
+            if flow.checkpoint_to_export(comparison) is not None:
+                st.partial = comparison
             raise RuntimeError("; ".join(not_ok))
+        return comparison
 
-    pick = flow.checkpoint_to_export(comparison)
-    export = None
-    if pick is None:
-        _skip("export", "no backend finished training with a checkpoint to export", log, outcomes)
-    else:
-        checkpoint = pick.path
-        with _Stage("export", log, outcomes) as st:
-            log(f"   {pick.note}")
-            export = run_export(checkpoint, cfg.export, run / layout.EXPORT_DIR, data=data)
-            st.result_path = str(run / layout.EXPORT)
-            v = export.validation
-            st.headline = {"checkpoint": str(checkpoint), "nodes": str(export.node_count),
-                           "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree {v.label_agreement:.1%}"}
-            log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
+    def export_stage(st):
+        pick = flow.checkpoint_to_export(st.inputs["fine-tune"])
+        if pick is None:
+            raise RuntimeError("no backend finished training with a checkpoint to export")
+        log(f"   {pick.note}")
+        export = run_export(pick.path, cfg.export, run / layout.EXPORT_DIR, data=st.inputs["data"])
+        st.result_path = str(run / layout.EXPORT)
+        v = export.validation
+        st.headline = {"checkpoint": str(pick.path), "nodes": str(export.node_count),
+                       "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree {v.label_agreement:.1%}"}
+        log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
+        return export
 
-    fusion = None
-    if export is None:
-        _skip("fuse", "needs the exported graph", log, outcomes)
-    else:
-        with _Stage("fuse", log, outcomes) as st:
-            fusion = run_fusion(export, cfg.fusion, run / layout.FUSION_DIR)
-            st.result_path = str(run / layout.FUSION)
-            log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
-            st.figures += [
-                write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
-                write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
-                write_figure(graph_plots.latency(fusion), figs / "graph_latency.html"),
-                write_figure(graph_plots.size_on_disk(fusion), figs / "graph_size.html"),
-            ]
-            if fusion.fused_op_counts:
-                st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
-            st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
+    def fuse(st):
+        fusion = run_fusion(st.inputs["export"], cfg.fusion, run / layout.FUSION_DIR)
+        st.result_path = str(run / layout.FUSION)
+        log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
+        st.figures += [
+            write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
+            write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
+            write_figure(graph_plots.latency(fusion), figs / "graph_latency.html"),
+            write_figure(graph_plots.size_on_disk(fusion), figs / "graph_size.html"),
+        ]
+        if fusion.fused_op_counts:
+            st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
+        st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
+        return fusion
 
-    if export is None:
-        _skip("quantize", "needs the exported graph", log, outcomes)
-        return _finish(run, cfg, outcomes, log, facts)
-
-    graph_pick = flow.graph_to_quantize(export, fusion)
-    graph = graph_pick.path
-    baseline, results = None, []  # the search takes both: the FP32 side scored and timed once, presets not redone
-    with _Stage("quantize", log, outcomes) as st:
+    def quantize(st):
+        export, fusion, data = st.inputs["export"], st.inputs.get("fuse"), st.inputs["data"]
+        graph_pick = flow.graph_to_quantize(export, fusion)
+        graph = graph_pick.path
         log(f"   FP32 graph: {graph_pick.note}")
         baseline = prepare_baseline(graph, data, run / layout.BASELINE, export=export, timing=cfg.timing)
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
+        results: list = []
+        st.partial = (baseline, results)  # the search takes these even if a later preset fails: presets not redone
         for name in cfg.quant_presets:
             log(f"   {name} ...")
             res = run_quantization(graph, QuantConfig.preset(name), run / layout.quantize_dir(name), data,
@@ -299,19 +251,37 @@ def run_demo(
             st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
                                  f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
         st.result_path = str(run / layout.QUANTIZE_DIR)
+        return baseline, results
 
+    def search_stage(st):
+        baseline, results = st.inputs.get("quantize") or (None, [])
+        graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
+        search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
+                              n_boot=cfg.n_boot, timing=cfg.timing)
+        found = run_search(graph, search, run / layout.SEARCH_DIR, data=st.inputs["data"],
+                           export=st.inputs["export"], previous=results,
+                           progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
+        st.result_path = str(run / layout.SEARCH)
+        st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
+        st.headline = {"best": found.message}
+        log(f"   {st.headline['best']}")
+        return found
+
+    # the demo's list; what each stage takes from the one before is workbench.flow's rule
+    stages = [
+        Stage("doctor", doctor),
+        Stage("data", data_stage),
+        Stage("fine-tune", fine_tune, needs=("data",)),
+        Stage("export", export_stage, needs=("data", "fine-tune"),
+              skip_reason="no backend finished training with a checkpoint to export"),
+        Stage("fuse", fuse, needs=("export",), skip_reason="needs the exported graph"),
+        Stage("quantize", quantize, needs=("data", "export"), skip_reason="needs the exported graph"),
+    ]
     if cfg.search:
-        with _Stage("search", log, outcomes) as st:
-            search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
-                                  n_boot=cfg.n_boot, timing=cfg.timing)
-            found = run_search(baseline if baseline is not None else graph, search, run / layout.SEARCH_DIR, data=data,
-                               export=export, previous=results,
-                               progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
-            st.result_path = str(run / layout.SEARCH)
-            st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
-            st.headline = {"best": found.message}
-            log(f"   {st.headline['best']}")
-    return _finish(run, cfg, outcomes, log, facts)
+        stages.append(Stage("search", search_stage, needs=("data", "export"), skip_reason="needs the exported graph"))
+    stages.append(_report_stage(run, cfg, log, facts))
+    sequence = run_stages(stages, log=log, on_stage=on_stage, stop=stop)
+    return _finish(run, cfg, list(sequence.outcomes), log)
 
 
 def fp32_test_accuracy(baseline) -> tuple[float, int]:
@@ -340,18 +310,25 @@ def _train_headline(c) -> dict[str, str]:
     return out
 
 
-def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log, facts: Optional[dict] = None) -> DemoResult:
+def _report_stage(run: Path, cfg: DemoConfig, log: Log, facts: dict) -> Stage:
+    """The demo's last stage: report.html + summary.json (what `workbench audit` writes), run whatever
+    happened before it."""
     from .report import write_run_report
 
-    facts = facts or {}
-    with _Stage("report", log, outcomes) as st:  # report.html + summary.json, the same as `workbench audit` writes
-        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in outcomes]
+    def report(st):
+        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in st.before]
         page, _, summary = write_run_report(run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
                                             stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
                                             budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
         st.result_path = str(page)
         st.headline = {"verdict": summary["verdict"]["text"]}
         log(f"   {page}\n   verdict: {summary['verdict']['text']}")
+        return page
+
+    return Stage("report", report, finally_=True)
+
+
+def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log) -> DemoResult:
     result = DemoResult(str(run), outcomes, cfg)
     runs.save_result(result, run / layout.DEMO_FILE)
     runs.atomic_write_text(run / layout.DEMO_SUMMARY, summary_markdown(result))

@@ -23,47 +23,14 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import runs
+from .architectures import (ARCHITECTURES, BPE_MODERNBERT, BPE_ROBERTA, HEADS, HIDDEN, INTERMEDIATE, LAYERS,  # noqa: F401
+                            MAX_POSITIONS, UNIGRAM_DEBERTA, UNIGRAM_XLMR, VOCAB_SIZE, WORDPIECE_BERT, WORDPIECE_MPNET,
+                            Architecture, TokenizerStyle)
 from .runs import layout
 
-VOCAB_SIZE = 1000
-HIDDEN = 32
-LAYERS = 2
-HEADS = 2
-INTERMEDIATE = 64
-MAX_POSITIONS = 512
 # Texts the vocabularies are trained on: the first reviews of the built-in data (enough for a
 # 1,000-token vocabulary; training on all 12,800 takes longer and changes nothing the tests see).
 TRAINING_TEXTS = 1000
-
-
-@dataclass(frozen=True)
-class TokenizerStyle:
-    """How a family tokenizes: the subword algorithm and its special tokens, in id order."""
-
-    algorithm: str  # "wordpiece", "bpe" (byte-level) or "unigram" (SentencePiece-style, Metaspace)
-    specials: tuple[str, ...]
-    cls: str
-    sep: str
-    pair_separator: bool  # RoBERTa-style pairs: <s> A </s></s> B </s>
-    lowercase: bool
-
-
-WORDPIECE_BERT = TokenizerStyle("wordpiece", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, True)
-WORDPIECE_MPNET = TokenizerStyle("wordpiece", ("<s>", "<pad>", "</s>", "[UNK]", "<mask>"), "<s>", "</s>", True, True)
-BPE_ROBERTA = TokenizerStyle("bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
-BPE_MODERNBERT = TokenizerStyle("bpe", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, False)
-UNIGRAM_XLMR = TokenizerStyle("unigram", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
-UNIGRAM_DEBERTA = TokenizerStyle("unigram", ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), "[CLS]", "[SEP]", False, False)
-
-
-@dataclass(frozen=True)
-class ZooEntry:
-    """One architecture: its tokenizer style and fast tokenizer class, and a config builder."""
-
-    model_type: str
-    tokenizer_class: str
-    style: TokenizerStyle
-    make_config: Callable  # (tokenizer) -> transformers.PretrainedConfig
 
 
 def _special_kw(style: TokenizerStyle) -> dict:
@@ -80,88 +47,7 @@ def _special_kw(style: TokenizerStyle) -> dict:
                 unk_token=unk, mask_token="<mask>")
 
 
-def _ids(tok) -> dict:
-    return dict(pad_token_id=tok.pad_token_id)
-
-
-def _bert(tok):
-    from transformers import BertConfig
-
-    return BertConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                      intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS, **_ids(tok))
-
-
-def _roberta(cls_name: str):
-    def make(tok):
-        import transformers
-
-        cls = getattr(transformers, cls_name)
-        # RoBERTa numbers positions from padding_idx + 1, so it needs two more position rows.
-        return cls(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                   intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
-                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
-
-    return make
-
-
-def _distilbert(tok):
-    from transformers import DistilBertConfig
-
-    return DistilBertConfig(vocab_size=len(tok), dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
-                            max_position_embeddings=MAX_POSITIONS, **_ids(tok))
-
-
-def _electra(tok):
-    from transformers import ElectraConfig
-
-    return ElectraConfig(vocab_size=len(tok), embedding_size=HIDDEN, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                         num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
-                         max_position_embeddings=MAX_POSITIONS, **_ids(tok))
-
-
-def _mpnet(tok):
-    from transformers import MPNetConfig
-
-    return MPNetConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                       intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2,
-                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
-
-
-def _deberta_v2(tok):
-    from transformers import DebertaV2Config
-
-    # DeBERTa-v3's settings (what fine-tuned DeBERTa-v2/v3 checkpoints use): disentangled
-    # attention with content-to-position and position-to-content terms, log-bucketed relative
-    # positions, no absolute position embedding.
-    return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                           num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
-                           max_position_embeddings=MAX_POSITIONS, relative_attention=True,
-                           pos_att_type=["p2c", "c2p"], position_buckets=64, max_relative_positions=-1,
-                           norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
-                           type_vocab_size=0, **_ids(tok))
-
-
-def _modernbert(tok):
-    from transformers import ModernBertConfig
-
-    return ModernBertConfig(vocab_size=len(tok), hidden_size=2 * HIDDEN, num_hidden_layers=LAYERS,
-                            num_attention_heads=HEADS, intermediate_size=2 * INTERMEDIATE,
-                            max_position_embeddings=MAX_POSITIONS, global_attn_every_n_layers=2, local_attention=64,
-                            pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
-                            eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
-                            sep_token_id=tok.sep_token_id)
-
-
-ZOO: dict[str, ZooEntry] = {e.model_type: e for e in (
-    ZooEntry("bert", "BertTokenizerFast", WORDPIECE_BERT, _bert),
-    ZooEntry("roberta", "RobertaTokenizerFast", BPE_ROBERTA, _roberta("RobertaConfig")),
-    ZooEntry("distilbert", "DistilBertTokenizerFast", WORDPIECE_BERT, _distilbert),
-    ZooEntry("xlm-roberta", "XLMRobertaTokenizerFast", UNIGRAM_XLMR, _roberta("XLMRobertaConfig")),
-    ZooEntry("electra", "ElectraTokenizerFast", WORDPIECE_BERT, _electra),
-    ZooEntry("mpnet", "MPNetTokenizerFast", WORDPIECE_MPNET, _mpnet),
-    ZooEntry("deberta-v2", "DebertaV2TokenizerFast", UNIGRAM_DEBERTA, _deberta_v2),
-    ZooEntry("modernbert", "PreTrainedTokenizerFast", BPE_MODERNBERT, _modernbert),
-)}
+ZOO = ARCHITECTURES  # the tiny builders are the registry's entries (workbench.architectures)
 ZOO_TYPES = tuple(ZOO)
 
 
@@ -242,7 +128,7 @@ def build_tokenizer(model_type: str, texts: Optional[Sequence[str]] = None, voca
     return cls(**kw)
 
 
-def zoo_entry(model_type: str) -> ZooEntry:
+def zoo_entry(model_type: str) -> Architecture:
     if model_type not in ZOO:
         raise ValueError(f"no tiny builder for model type {model_type!r}; types: {list(ZOO_TYPES)}")
     return ZOO[model_type]
@@ -317,26 +203,50 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     from .data import DataConfig, load_data
     from .graph import ExportConfig, run_export
     from .graph import FusionConfig, optimizer_model_type, run_fusion
+    from .flow import graph_to_quantize
     from .quant import QuantConfig, TimingConfig, prepare_baseline, run_quantization
+    from .sequence import Stage, run_stages
 
     t0 = time.perf_counter()
     out = Path(out_dir)
     data = data if data is not None else load_data(DataConfig.quick())
-    folder = build_tiny(model_type, out / "model", seed=seed)
-    ortmodule = "not run"
-    if train_steps > 0:
+    lines: list[str] = []
+
+    def build(st):
+        return build_tiny(model_type, out / "model", seed=seed)
+
+    def fine_tune(st):
         from .train import TrainConfig, run_training
 
         # the quick reviews (TrainConfig.quick's data); fallback to PyTorch is disabled by default
-        cfg = TrainConfig.quick(model=str(folder), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
+        cfg = TrainConfig.quick(model=str(st.inputs["build"]), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
         run = run_training(cfg, "ortmodule", run_dir=out / layout.TRAIN_DIR)
-        ortmodule = "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
-    export = run_export(str(folder), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
-    fusion = run_fusion(export, FusionConfig.inspect_only(variants=("unoptimized", "transformer")), out / layout.FUSION_DIR)
-    baseline = prepare_baseline(fusion, data, out / layout.BASELINE, export=export, golden=False,
-                                timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
-    quant = run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
-                             n_boot=100, node_error_samples=4)
+        return "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
+
+    def export_stage(st):
+        return run_export(str(st.inputs["build"]), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
+
+    def fuse(st):
+        return run_fusion(st.inputs["export"], FusionConfig.inspect_only(variants=("unoptimized", "transformer")),
+                          out / layout.FUSION_DIR)
+
+    def quantize(st):
+        # the graph to quantize by flow's rule: the fused graph only when it passed validation
+        pick = graph_to_quantize(st.inputs["export"], st.inputs.get("fuse"))
+        baseline = prepare_baseline(pick.path, data, out / layout.BASELINE, export=st.inputs["export"], golden=False,
+                                    timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
+        return run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
+                                n_boot=100, node_error_samples=4)
+
+    # the coverage's list, through the one sequencer; a stage that fails raises as it is (the row needs every stage)
+    stages = [Stage("build", build)]
+    if train_steps > 0:
+        stages.append(Stage("fine-tune", fine_tune, needs=("build",)))
+    stages += [Stage("export", export_stage, needs=("build",)), Stage("fuse", fuse, needs=("export",)),
+               Stage("quantize", quantize, needs=("export", "fuse"))]
+    done = run_stages(stages, log=lines.append, fatal=(Exception,))
+    export, fusion, quant = done.results["export"], done.results["fuse"], done.results["quantize"]
+    ortmodule = done.results.get("fine-tune", "not run")
     return CoverageRow(
         model_type=model_type,
         tokenizer_class=type(export.load_tokenizer()).__name__,

@@ -28,11 +28,10 @@ from workbench.device import (
     memcpy_counts,
     normalize_device,
     placements_from_profile,
-    probe_placement,
     require_device,
     session_providers,
 )
-from workbench.ortinfer import BoundRunner, latency_by_shape, make_feed, make_session, synthetic_batch
+from workbench.ortinfer import BoundRunner, latency_by_shape, make_feed, make_session, probe_placement, synthetic_batch
 
 NO_CUDA = cuda_problem(cuda_facts())
 needs_no_cuda = pytest.mark.skipif(NO_CUDA is None, reason="CUDA is available here: the missing-CUDA errors cannot be shown")

@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 import pytest
 
-from workbench.device import placements_from_profile, probe_placement
+from workbench.device import placements_from_profile
+from workbench.ortinfer import probe_placement
 from workbench.graph import (
     FLOAT,
     FLOAT16,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.device import CPU_PROVIDER, CUDA_PROVIDER, cuda_facts, cuda_problem, probe_placement, require_device
+from workbench.device import CPU_PROVIDER, CUDA_PROVIDER, cuda_facts, cuda_problem, require_device
+from workbench.ortinfer import probe_placement
 from workbench.ortinfer import BoundRunner, latency_by_shape, make_feed, make_session, synthetic_batch
 
 WHY_NOT = cuda_problem(cuda_facts())

@@ -61,7 +61,7 @@ def test_the_demo_writes_the_run_layout(demo_run: Path) -> None:
 
 def test_the_layout_names_are_the_files_the_stages_write(demo_run: Path) -> None:
     """The stage modules name their files themselves; the layout must agree with what they wrote."""
-    run = runs.open_run(demo_run)
+    run = flow.open_run(demo_run)
     assert run.export().onnx_path.name == layout.EXPORT_GRAPH
     assert Path(run.fusion().fused_path).name == layout.FUSED_GRAPH
     assert run.result_path("quantize").name == layout.QUANTIZE_FILE
@@ -79,7 +79,7 @@ def test_results_store_paths_inside_the_run_relative_to_it(demo_run: Path) -> No
     assert {r["checkpoint_dir"] for r in raw["runs"]} == {layout.checkpoint("eager"), layout.checkpoint("ortmodule")}
     assert str(demo_run) not in saved_results(demo_run), "an absolute path into the run was saved"
     # and they come back absolute, under wherever the run lies
-    exported = runs.open_run(demo_run).export()
+    exported = flow.open_run(demo_run).export()
     assert exported.onnx_path == demo_run / layout.EXPORTED_GRAPH and exported.onnx_path.is_file()
 
 
@@ -106,7 +106,7 @@ def test_old_results_with_absolute_paths_still_load(tmp_path: Path) -> None:
                                    "quantize", "quantize/dynamic", "quantize/baseline", "figures", "fusion/fusion.json",
                                    "export/model.onnx", "demo.json"])
 def test_open_run_from_every_folder_and_result_file(demo_run: Path, where: str) -> None:
-    run = runs.open_run(demo_run / where)
+    run = flow.open_run(demo_run / where)
     assert run.root == demo_run
     graph = run.graph_to_quantize()
     assert graph.kind == "fused" and graph.path == demo_run / layout.FUSED
@@ -120,20 +120,20 @@ def test_open_run_from_every_folder_and_result_file(demo_run: Path, where: str) 
 def test_open_run_refuses_what_is_not_a_run(tmp_path: Path) -> None:
     (tmp_path / "empty" / "export").mkdir(parents=True)
     with pytest.raises(runs.RunError, match="holds no saved result.*workbench runs"):
-        runs.open_run(tmp_path / "empty")
+        flow.open_run(tmp_path / "empty")
     with pytest.raises(runs.RunError, match="holds no saved result"):
-        runs.open_run(tmp_path / "empty" / "export")
+        flow.open_run(tmp_path / "empty" / "export")
     with pytest.raises(runs.RunError, match="no such file or folder: '.*nowhere'"):
-        runs.open_run(tmp_path / "nowhere")
+        flow.open_run(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="unknown stage 'quantise'"):
-        runs.Run(tmp_path, tmp_path).stage_dir("quantise")
+        flow.Run(tmp_path, tmp_path).stage_dir("quantise")
 
 
 def test_an_older_flat_run_still_opens(tmp_path: Path) -> None:
     """compare.json at the root, export.json and fusion.json side by side: the older layouts."""
     for rel in ("compare.json", "export/export.json", "export/fusion.json"):
         runs.atomic_write_json(tmp_path / "old" / rel, {})
-    run = runs.open_run(tmp_path / "old" / "export")
+    run = flow.open_run(tmp_path / "old" / "export")
     assert run.root == tmp_path / "old"
     assert {k: v.relative_to(run.root).as_posix() for k, v in run.results().items()} == {
         "compare": "compare.json", "export": "export/export.json", "fusion": "export/fusion.json"}
@@ -143,10 +143,10 @@ def test_an_older_flat_run_still_opens(tmp_path: Path) -> None:
 def test_the_demo_and_the_workbench_export_the_same_checkpoint(demo_run: Path, tmp_path: Path) -> None:
     from widgets import Workbench
 
-    comparison = runs.open_run(demo_run).comparison()
+    comparison = flow.open_run(demo_run).comparison()
     pick = flow.checkpoint_to_export(comparison)
     assert pick.kind == "ortmodule checkpoint"
-    exported = runs.open_run(demo_run).export()
+    exported = flow.open_run(demo_run).export()
     assert Path(exported.model_source) == pick.path, "the demo exported what workbench.flow picks"
     # the Workbench lists the eager run first; it preselects the same checkpoint for its graph step
     assert [r.backend.value for r in comparison.runs][0] == "eager"
@@ -160,7 +160,7 @@ def test_the_demo_and_the_workbench_export_the_same_checkpoint(demo_run: Path, t
 
 
 def test_the_fused_graph_is_quantized_only_when_it_passed_validation(demo_run: Path) -> None:
-    run = runs.open_run(demo_run)
+    run = flow.open_run(demo_run)
     export, fusion = run.export(), run.fusion()
     bad = dataclasses.replace(fusion.fused, validation=dataclasses.replace(fusion.fused.validation, passed=False,
                                                                            message="max |dlogit| 3.0"))
@@ -219,7 +219,7 @@ def test_a_moved_copy_is_continued_inside_the_copy(demo_run: Path, tmp_path: Pat
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = json.loads(proc.stdout)
         assert Path(out["graph"]) == copy / layout.FUSED and Path(out["run_dir"]).parent == copy / layout.QUANTIZE_DIR
-        saved = runs.open_run(copy / "quantize").quantization()
+        saved = flow.open_run(copy / "quantize").quantization()
         assert saved.source_path == copy / layout.FUSED and saved.baseline_path.is_relative_to(copy)
         assert not demo_run.exists(), "something wrote to the original run's place"
         every = saved_results(copy)

@@ -64,6 +64,21 @@ def test_the_matrix_covers_every_supported_type():
     assert set(zoo.ZOO_TYPES) == set(SUPPORTED_MODEL_TYPES) == set(FUSED) == set(GRAPH_INPUTS)
 
 
+def test_the_registry_entries_agree_with_what_was_measured():
+    """One entry per architecture (workbench.architectures) feeds the models, the zoo, the optimizer's
+    model type and the diagnosis; its claims must be what the exported graphs and fusions showed."""
+    from workbench.architectures import ARCHITECTURES
+    from workbench.graph.variants import optimizer_model_type
+
+    for model_type, arch in ARCHITECTURES.items():
+        assert list(arch.graph_inputs) == GRAPH_INPUTS[model_type], model_type
+        assert set(arch.fusion_limits) == set(FUSED[model_type][1]), model_type
+        assert arch.tokenizer_class == TOKENIZER_CLASS[model_type]
+        assert optimizer_model_type(model_type) == arch.optimizer_model_type == "bert"
+        # the offset quirk is the cause the diagnosis names for the missing embedding fusion
+        assert arch.position_offset == ("padding id" in FUSED[model_type][1].get("EmbedLayerNormalization", "")), model_type
+
+
 @pytest.fixture(scope="module")
 def coverage(tmp_path_factory, quick_data):
     """run_coverage per type, computed once (the tokenizer vocabularies are trained once per style)."""

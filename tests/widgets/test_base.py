@@ -206,3 +206,18 @@ def test_progress_view_text() -> None:
     assert view.label.value == "step 3/10 · loss 0.41 · 1 min 15 s left"
     assert format_seconds(None) == "?"
     assert format_seconds(3 * 3600 + 120) == "3 h 02 min"
+
+
+def test_panel_state_is_traitlets_observed_the_traitlets_way() -> None:
+    """result, busy and generation are traits: observers hear each run, also one that repeats the result."""
+    panel = EchoPanel(fn=powers)
+    results, busy, generations = [], [], []
+    panel.observe(lambda ch: results.append(ch["new"]["out"]), names="result")
+    panel.observe(lambda ch: busy.append((ch["new"], panel.run_button.disabled)), names="busy")
+    panel.observe(lambda ch: generations.append(ch["new"]), names="generation")
+    panel.run()
+    panel.run()  # the same values: the same result again
+    assert results[0] == [0, 1, 4]
+    assert generations == [1, 2]
+    # busy went on and off twice, and observers saw the Run button already switched
+    assert busy == [(True, True), (False, False), (True, True), (False, False)]

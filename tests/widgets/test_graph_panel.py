@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import widgets.graph as graph_module
+import workbench.graph as workbench_graph
 from widgets import GraphPanel, PanelInputError
 from widgets.graph import fused_nodes
 from workbench.graph import FusionReport, Variant
@@ -128,8 +129,8 @@ def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytes
     def no(*a, **k):
         raise AssertionError("opening a saved report must not export or fuse")
 
-    monkeypatch.setattr(graph_module, "run_export", no)
-    monkeypatch.setattr(graph_module, "run_fusion", no)
+    monkeypatch.setattr(workbench_graph, "run_export", no)  # what the panel's Run calls (through flow.export_and_fuse)
+    monkeypatch.setattr(workbench_graph, "run_fusion", no)
     folder = Path(fused_tiny.fused_path).parent
     panel = GraphPanel(saved=folder)
     assert panel.result.fused_op_counts == fused_tiny.fused_op_counts

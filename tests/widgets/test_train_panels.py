@@ -32,7 +32,7 @@ def test_train_panel_result_is_the_comparison(trained: TrainPanel) -> None:
     assert c.run(Backend.ORTMODULE).executed_in_onnxruntime
     assert [len(r.steps) for r in c.runs] == [6, 6]
     assert trained.error is None and "ortmodule ok (in ONNX Runtime)" in trained.status.value
-    assert (Path(trained.options["run_dir"]) / "compare.json").is_file()
+    assert (Path(trained.options["run_dir"]) / "train" / "compare.json").is_file()  # the run layout, as the demo writes
 
 
 def test_train_panel_draws_the_library_loss_curves(trained: TrainPanel) -> None:
@@ -197,7 +197,7 @@ def test_compare_panel_figures_switch_in_place(trained: TrainPanel) -> None:
 
 
 def test_compare_panel_opens_a_saved_comparison(trained: TrainPanel) -> None:
-    path = Path(trained.options["run_dir"]) / "compare.json"
+    path = Path(trained.options["run_dir"]) / "train" / "compare.json"
     panel = ComparePanel(comparison=path)
     assert panel.result.ratios == load_comparison(path).ratios
     with pytest.raises(TypeError, match="Comparison"):

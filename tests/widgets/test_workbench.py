@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import widgets.graph as graph_module
+import workbench.graph as workbench_graph
 import widgets.quant as quant_module
 import widgets.train as train_module
 from widgets import Workbench
@@ -82,7 +82,7 @@ def test_a_saved_run_opens_without_recomputing(finished: Workbench, monkeypatch:
     def no(*a, **k):
         raise AssertionError("opening a saved run must not recompute")
 
-    for module, names in ((train_module, ("run_comparison",)), (graph_module, ("run_export", "run_fusion")),
+    for module, names in ((train_module, ("run_comparison",)), (workbench_graph, ("run_export", "run_fusion")),
                           (quant_module, ("run_quantization", "run_search"))):
         for name in names:
             monkeypatch.setattr(module, name, no)
@@ -92,6 +92,25 @@ def test_a_saved_run_opens_without_recomputing(finished: Workbench, monkeypatch:
     assert wb.graph.result.fused_op_counts == finished.graph.result.fused_op_counts
     assert wb.quant.result.name == finished.quant.result.name
     assert not wb.graph.run_button.disabled, "opened checkpoints make the graph step runnable again"
+
+
+def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Workbench,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_all goes through the one sequencer: resume keeps the steps that have a result, and the
+    first failing step stops the rest and is raised (its panel shows it)."""
+    def no(*a, **k):
+        raise AssertionError("a resumed step must not recompute")
+
+    for module, names in ((train_module, ("run_comparison",)), (workbench_graph, ("run_export", "run_fusion")),
+                          (quant_module, ("run_quantization",))):
+        for name in names:
+            monkeypatch.setattr(module, name, no)
+    wb = Workbench(runs_root=finished.runs_root, saved=finished.run_dir, background=False)
+    results = wb.run_all(resume=True)
+    assert results["quantize"].name == finished.quant.result.name
+    with pytest.raises(AssertionError, match="must not recompute"):
+        wb.run_all()  # without resume the fine-tune runs again: the patched run_comparison refuses
+    assert isinstance(wb.train.error, AssertionError) and "must not recompute" in wb.train.error_box.value
 
 
 def test_opening_a_folder_without_results_is_shown(tmp_path: Path) -> None:

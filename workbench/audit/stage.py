@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from .. import runs
 from ..runs import layout
+from ..sequence import Stage, run_stages
 from .config import AUDIT_FILE, AUDIT_NEEDS, STEPS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
 
@@ -58,45 +58,15 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
     checked = checked or check_inputs(model, cfg, out_dir)
     out, model, prepared = checked.out_dir, checked.model, checked.data
     facts = prepared.facts
-    stages: list[dict] = []
-    total = len(STEPS)
     log(f"auditing {model.folder} ({model.model_type}, {model.num_labels} classes) on {facts['source']}")
     log(f"writing into {out}")
+    env: dict = {}  # what the report takes besides the stages' results (the doctor's report)
+    batch_dep: list[dict] = []
 
-    class Step:
-        def __init__(self, i: int):
-            self.name = STEPS[i]
-            self.i = i
-
-        def __enter__(self):
-            self.t0 = time.perf_counter()
-            log(f"[{self.i + 1}/{total}] {self.name} ...")
-            return self
-
-        def __exit__(self, et, exc, tb):
-            s = time.perf_counter() - self.t0
-            if et is None:
-                stages.append({"name": self.name, "status": "ok", "seconds": s, "message": ""})
-                log(f"      {self.name}: ok in {s:.1f} s")
-                return False
-            if issubclass(et, (KeyboardInterrupt, AuditInputError)):
-                return False
-            msg = f"{et.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            stages.append({"name": self.name, "status": "failed", "seconds": s, "message": msg})
-            log(f"      {self.name}: FAILED after {s:.1f} s: {msg}")
-            log("".join(traceback.format_exception(et, exc, tb, limit=-3)).rstrip())
-            return True
-
-    def skipped(i: int, why: str) -> None:
-        stages.append({"name": STEPS[i], "status": "skipped", "seconds": 0.0, "message": why})
-        log(f"[{i + 1}/{total}] {STEPS[i]}: skipped ({why})")
-
-    doctor = None
-    env_ok = False
-    with Step(0):
+    def environment(st):
         from ..env import run_doctor
 
-        doctor = run_doctor()
+        doctor = env["doctor"] = run_doctor()
         missing = [c for c in doctor.failures if c.name in AUDIT_NEEDS]
         for c in doctor.failures:
             if c.name not in AUDIT_NEEDS:
@@ -104,107 +74,123 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         if missing:
             log(doctor.as_text())
             raise RuntimeError("the environment is incomplete: " + "; ".join(f"{c.name}: {c.value}; {c.fix}" for c in missing))
-        env_ok = True
+        return doctor
 
-    slice_set = None
-    dd = None
-    with Step(1):
+    def data_and_slices(st):
         slice_set = audit_slices(cfg, model.class_names, prepared.scored)
         dd = datasets.DatasetDict(test=prepared.scored, train=prepared.calibration)
         sizes = {k: int(v.sum()) for k, v in slice_set.membership(prepared.scored).items()}
         log(f"      {facts['rows_in_file']} rows in the file: {facts['rows_scored']} scored, {facts['calibration_count']} held out "
             f"for calibration, {facts['rows_skipped']} skipped (no text or label); labels given as {facts['label_format']}")
         log("      slices: " + ", ".join(f"{k} {n}" for k, n in sizes.items()))
+        return slice_set, dd
 
-    export = fusion = None
-    results: list = []
-    search = None
-    batch_dep: list[dict] = []
-    if env_ok and dd is not None:
-        with Step(2):
-            from ..graph import run_export
+    def export_stage(st):
+        from ..graph import run_export
 
-            export = run_export(str(model.folder), cfg.export_config(), out / layout.EXPORT_DIR, data=dd)
-            log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
-            if not export.validation.passed:
-                raise RuntimeError(f"the exported graph does not reproduce the model: {export.validation.message}")
-    else:
-        skipped(2, "the environment check or the data step failed")
-    if export is not None and export.validation.passed:
-        with Step(3):
-            from ..graph import run_fusion
+        export = run_export(str(model.folder), cfg.export_config(), out / layout.EXPORT_DIR, data=st.inputs[STEPS[1]][1])
+        log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
+        if not export.validation.passed:
+            raise RuntimeError(f"the exported graph does not reproduce the model: {export.validation.message}")
+        return export
 
-            fusion = run_fusion(export, cfg.fusion_config(), out / layout.FUSION_DIR)
-            fused = ", ".join(f"{k} {n}" for k, n in fusion.fused_op_counts.items()) or "nothing fused"
-            log(f"      fused: {fused}")
-            for d in fusion.diagnoses:
-                log(f"      missing fusion: {d.text}")
-            if not fusion.fused.validation.passed:
-                log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
+    def fuse(st):
+        from ..graph import run_fusion
+
+        fusion = run_fusion(st.inputs[STEPS[2]], cfg.fusion_config(), out / layout.FUSION_DIR)
+        fused = ", ".join(f"{k} {n}" for k, n in fusion.fused_op_counts.items()) or "nothing fused"
+        log(f"      fused: {fused}")
+        for d in fusion.diagnoses:
+            log(f"      missing fusion: {d.text}")
+        if not fusion.fused.validation.passed:
+            log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
+        return fusion
+
+    def quantize(st):
         from ..flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
+        from ..quant import QuantConfig, prepare_baseline, run_quantization
 
-        graph = graph_to_quantize(export, fusion).path
-        with Step(4):
-            from ..quant import QuantConfig, prepare_baseline, run_quantization
+        slice_set, dd = st.inputs[STEPS[1]]
+        graph = graph_to_quantize(st.inputs[STEPS[2]], st.inputs.get(STEPS[3])).path
+        log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once")
+        base = prepare_baseline(graph, dd, out / layout.BASELINE, export=st.inputs[STEPS[2]], slices=slice_set, golden=False,
+                                calibration_samples=facts["calibration_count"], timing=cfg.timing(),
+                                batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
+        results: list = []
+        for name in cfg.presets:
+            qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
+            if qcfg.mode.value == "static":
+                qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
+            res = run_quantization(None, qcfg, out / layout.quantize_dir(name), baseline=base, n_boot=cfg.n_boot, seed=cfg.seed,
+                                   node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
+            results.append(res)
+            st.partial = results  # the drift and the search take what was quantized before a failure
+            log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "
+                f"{100 * res.accuracy:.1f}% ({100 * res.accuracy_delta:+.1f} points), {len(res.report.flips)} flipped")
+            if qcfg.mode.value == "dynamic" and not batch_dep:
+                differ = batch_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
+                                          cfg.eval_batch_size, limit=64 if cfg.quick else 256)
+                n = min(64 if cfg.quick else 256, len(prepared.scored))
+                batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
+        return results or None  # no variant: the drift and the search are skipped
 
-            log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once")
-            base = prepare_baseline(graph, dd, out / layout.BASELINE, export=export, slices=slice_set, golden=False,
-                                    calibration_samples=facts["calibration_count"], timing=cfg.timing(),
-                                    batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
-            for name in cfg.presets:
-                qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
-                if qcfg.mode.value == "static":
-                    qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
-                res = run_quantization(None, qcfg, out / layout.quantize_dir(name), baseline=base, n_boot=cfg.n_boot, seed=cfg.seed,
-                                       node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
-                results.append(res)
-                log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "
-                    f"{100 * res.accuracy:.1f}% ({100 * res.accuracy_delta:+.1f} points), {len(res.report.flips)} flipped")
-                if qcfg.mode.value == "dynamic" and not batch_dep:
-                    differ = batch_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
-                                              cfg.eval_batch_size, limit=64 if cfg.quick else 256)
-                    n = min(64 if cfg.quick else 256, len(prepared.scored))
-                    batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
-        if results:
-            with Step(5):
-                for r in results:
-                    worst = r.report.worst_slices(include_small=cfg.include_small_slices)
-                    w = next((d for d in worst if d.n), None)
-                    if w is not None:
-                        log(f"      {r.name}: worst slice {w.slice} (n={w.n}) {100 * w.delta:+.1f} points "
-                            f"[{100 * w.ci_low:+.1f}, {100 * w.ci_high:+.1f}]")
-            with Step(6):
-                search = search_over_results(results, cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
-                                             out_dir=out / layout.SEARCH_DIR)
-                log(f"      {search.message}")
-        else:
-            skipped(5, "no quantized variant")
-            skipped(6, "no quantized variant")
-    elif export is not None:
-        for i in (3, 4, 5, 6):
-            skipped(i, "the exported graph failed validation")
-    else:
-        for i in (3, 4, 5, 6):
-            skipped(i, "needs the exported graph")
+    def slice_drift(st):
+        for r in st.inputs[STEPS[4]]:
+            worst = r.report.worst_slices(include_small=cfg.include_small_slices)
+            w = next((d for d in worst if d.n), None)
+            if w is not None:
+                log(f"      {r.name}: worst slice {w.slice} (n={w.n}) {100 * w.delta:+.1f} points "
+                    f"[{100 * w.ci_low:+.1f}, {100 * w.ci_high:+.1f}]")
+        return True
 
-    runs.atomic_write_json(out / AUDIT_FILE, {"config": settings, "model": _model_dict(model), "data": facts, "stages": stages})
-    log(f"[{total}/{total}] report ...")
-    t0 = time.perf_counter()
-    inputs = ReportInputs(
-        kind="audit", title=f"Audit of {model.folder.name} on {Path(cfg.data).name}", run_dir=out,
-        budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_slice, include_small_slices=cfg.include_small_slices,
-        doctor=doctor, data=dict(facts, eval_batch_size=cfg.eval_batch_size), model=_model_dict(model), export=export,
-        fusion=fusion, quant=results, search=search, stages=stages, batch_dependence=batch_dep,
-        config=settings,
-    )
-    stages.append({"name": "report", "status": "ok", "seconds": 0.0, "message": ""})
-    rpath, spath, summary = write_report(inputs, out)
-    stages[-1]["seconds"] = time.perf_counter() - t0
-    verdict = summary["verdict"]
+    def search_stage(st):
+        found = search_over_results(st.inputs[STEPS[4]], cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
+                                    out_dir=out / layout.SEARCH_DIR)
+        log(f"      {found.message}")
+        return found
+
+    report_out: dict = {}
+
+    def report(st):
+        done = st.inputs
+        stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in st.before]
+        runs.atomic_write_json(out / AUDIT_FILE, {"config": settings, "model": _model_dict(model), "data": facts, "stages": stages})
+        inputs = ReportInputs(
+            kind="audit", title=f"Audit of {model.folder.name} on {Path(cfg.data).name}", run_dir=out,
+            budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_slice, include_small_slices=cfg.include_small_slices,
+            doctor=env.get("doctor"), data=dict(facts, eval_batch_size=cfg.eval_batch_size), model=_model_dict(model),
+            export=done.get(STEPS[2]), fusion=done.get(STEPS[3]), quant=done.get(STEPS[4]) or [], search=done.get(STEPS[6]),
+            stages=stages + [{"name": "report", "status": "ok", "seconds": 0.0, "message": ""}],
+            batch_dependence=batch_dep, config=settings,
+        )
+        try:
+            rpath, spath, summary = write_report(inputs, out)
+        except Exception as exc:  # the verdict needs the report: the front hears the original error
+            report_out["error"] = exc
+            raise
+        report_out.update(rpath=rpath, spath=spath, summary=summary)
+        log(f"      wrote {rpath} and {spath.name}")
+        return rpath
+
+    # the audit's list (STEPS, the report last, whatever happened before it); what each step takes
+    # from the one before is workbench.flow's rule
+    sequence = run_stages([
+        Stage(STEPS[0], environment),
+        Stage(STEPS[1], data_and_slices),
+        Stage(STEPS[2], export_stage, needs=(STEPS[0], STEPS[1]), skip_reason="the environment check or the data step failed"),
+        Stage(STEPS[3], fuse, needs=(STEPS[2],), skip_reason="needs an exported graph that passed validation"),
+        Stage(STEPS[4], quantize, needs=(STEPS[1], STEPS[2]), skip_reason="needs an exported graph that passed validation"),
+        Stage(STEPS[5], slice_drift, needs=(STEPS[4],), skip_reason="no quantized variant"),
+        Stage(STEPS[6], search_stage, needs=(STEPS[4],), skip_reason="no quantized variant"),
+        Stage(STEPS[7], report, finally_=True),
+    ], log=log, style="steps", fatal=(AuditInputError,))
+    if "summary" not in report_out:  # the report itself failed: nothing to decide the verdict with
+        raise report_out["error"]
+    stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in sequence.outcomes]
+    verdict = report_out["summary"]["verdict"]
     code = verdict["exit_code"]  # 1 (incomplete) when a step failed: the report decides, summary.json agrees
-    log(f"      wrote {rpath} and {spath.name}")
     log(f"\nverdict: {verdict['text']}")
-    return AuditResult(out, rpath, spath, verdict, code, stages, time.perf_counter() - t_start)
+    return AuditResult(out, report_out["rpath"], report_out["spath"], verdict, code, stages, time.perf_counter() - t_start)
 
 
 def _model_dict(m: ModelFacts) -> dict:

@@ -47,7 +47,8 @@ def _device_problem(args) -> Optional[str]:
 
 def _run_of(path: Path):
     """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
-    from ..runs import RunError, open_run
+    from ..flow import open_run
+    from ..runs import RunError
 
     try:
         return open_run(path)

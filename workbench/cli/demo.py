@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import runs
 from .common import _fail, _locked
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
@@ -67,7 +68,7 @@ def _add_demo(sub) -> None:
     cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "
                                                       "below are the full demo's")
     add_config_flags(p, DemoConfig, DEMO_FLAGS, base=DemoConfig.default())
-    cli_only(p, "--runs", default="runs", help="folder that holds run folders")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
     p.set_defaults(func=_cmd_demo)
 

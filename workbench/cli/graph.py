@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import runs
 from ..options import shapes_arg
 from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
@@ -117,7 +118,7 @@ def _add_graph(sub) -> None:
                   "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
     add_config_flags(p, ExportConfig, EXPORT_FLAGS, base=ExportConfig.default())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
-    cli_only(p, "--runs", default="runs", help="folder for new run folders")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this run folder (its root or any folder of it) instead of a new one")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_export)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import runs
 from .common import _fail, _locked, _print_json
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TerminalProgress, _stop_on_sigint
@@ -42,7 +43,7 @@ def _cmd_ondevice(args) -> int:
     except OSError as exc:
         return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
     if args.json:
-        _print_json({"run_dir": str(run_dir), "result": str(run_dir / "ondevice.json"), "ok": result.ok,
+        _print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
                      "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
                      "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
                      "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
@@ -50,7 +51,7 @@ def _cmd_ondevice(args) -> int:
                      "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes})
     else:
         print(table(result))
-        print(f"saved: {run_dir / 'ondevice.json'}   next: workbench fuse {result.inference_dir}")
+        print(f"saved: {run_dir / runs.layout.ONDEVICE_FILE}   next: workbench fuse {result.inference_dir}")
     return 0 if result.ok else 1
 
 
@@ -69,7 +70,7 @@ def _add_ondevice(sub) -> None:
                                               "folder; defaults below are tiny's (for the others: last layer + head, "
                                               "20 steps of 16, lr 1e-4) (default: tiny)")
     add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
-    cli_only(p, "--runs", default="runs", help="folder for new run folders")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_ondevice)

@@ -20,7 +20,6 @@ def _quant_source(source: Path, which: str):
     """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
     result file in it, or an .onnx file; ``which``: auto (workbench.flow's rule: the fused graph when
     there is one), fused or exported."""
-    from .. import flow
     from ..graph import load_export
     from ..runs import layout
 
@@ -36,20 +35,9 @@ def _quant_source(source: Path, which: str):
     if run is None:
         raise FileNotFoundError(f"{source} is neither an .onnx file nor a folder of a run with an export "
                                 "(export.json): run `workbench export` first")
-    export, fusion = run.export(), run.fusion()
     export_hint = f"run `workbench export --model MODEL --run-dir {run.root}` first"
-    if which == "fused":
-        problem = flow.fused_problem(fusion)
-        if problem is not None:
-            raise FileNotFoundError(f"no fused graph to quantize in {run.root}: {problem}; run `workbench fuse {run.root}` "
-                                    "first, or use --graph exported")
-        pick = flow.Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path} (--graph fused)")
-    elif which == "exported":
-        if export is None:
-            raise FileNotFoundError(f"no exported graph in {run.root}: {export_hint}")
-        pick = flow.Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} (--graph exported)")
-    else:
-        pick = run.require("exported or fused graph", run.graph_to_quantize(), export_hint)
+    pick = run.require("exported or fused graph", run.graph_to_quantize(which), export_hint)  # flow's rule, or the one asked for
+    export = run.export()
     return pick.path, export, run.root, pick.note
 
 

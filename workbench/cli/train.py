@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import runs
 from ..options import int_at_least
 from .common import _fail, _locked, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
@@ -136,7 +137,7 @@ def _cmd_compare(args) -> int:
         })
     else:
         print(comparison_table(c))
-        print(f"saved: {out / 'compare.json'}   next: workbench export --model {run_dir}")
+        print(f"saved: {out / runs.layout.COMPARE_FILE}   next: workbench export --model {run_dir}")
     return 0 if all(s.status.value == "ok" for s in c.summaries) and c.loss_parity else 1
 
 
@@ -149,7 +150,7 @@ def _train_flags(p, steps_help: str) -> None:
     steps = Flag("max_steps", "steps", help=steps_help)
     add_config_flags(p, TrainConfig, (*TRAIN_FLAGS[:3], steps, *TRAIN_FLAGS[3:]), base=TrainConfig.quick())
     add_config_flags(p, TrainConfig, ORTMODULE_FLAGS, base=TrainConfig.quick(), group=p.add_argument_group("ORTModule"))
-    cli_only(p, "--runs", default="runs", help="folder for new run folders")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this run folder instead of a new one")
     cli_only(p, "--json", action="store_true", help="print the result as JSON (no progress bar)")
 

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..architectures import ARCHITECTURES
 from .provenance import GraphIndex
 
 # Families of fused operators, as ONNX Runtime names them.
@@ -81,55 +82,9 @@ def _family_count(hist: dict[str, int], key: str) -> int:
     return hist.get(key, 0)
 
 
-_ARCH_LIMIT_FIX = ("nothing to fix in the export: this is what onnxruntime 1.19.2's optimizer does for this "
-                   "architecture, and the unfused operators still run and validate. ")
-_ROBERTA_POSITIONS = (
-    "RoBERTa-style position ids are counted from the padding id (cumulative sum of input_ids != padding_idx, "
-    "plus padding_idx), and onnxruntime 1.19.2 switches that match off in fusion_embedlayer.py ('TODO: Support "
-    "roberta (position starts from 2 instead of 0) in EmbedLayerNormalization kernel'), so the word + position "
-    "embedding sum and its LayerNormalization stay separate ops.")
-# Why the BERT fusions cannot fire for an architecture, read off its exported graph (opset 17,
-# eager attention, transformers 4.57.6) and onnxruntime 1.19.2's fusion code; (cause, fix).
+# Why the BERT fusions cannot fire, per architecture: workbench.architectures (Architecture.fusion_limits).
 ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
-    ("roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
-                                             "supporting a position offset (the TODO above)."),
-    ("xlm-roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
-                                                 "supporting a position offset (the TODO above)."),
-    ("mpnet", "Attention"): (
-        "MPNet adds a relative-position bias (bucketed relative positions, shared by every layer) to the scores "
-        "before the mask: MatMul -> Div -> Add(position bias) -> Add(mask) -> Softmax. The BERT attention fusion "
-        "expects the mask Add right after the scaling and does not match the extra Add.",
-        _ARCH_LIMIT_FIX + "It would take fusing to MultiHeadAttention with the bias as its attention_bias input "
-                          "(a pattern onnxruntime 1.19.2's BERT fusion does not write)."),
-    ("mpnet", "EmbedLayerNormalization"): (
-        "MPNet's position ids are counted from the padding id as in RoBERTa (not matched by onnxruntime 1.19.2), "
-        "and the embedding fusion also needs a fused Attention after the LayerNormalization, which MPNet has not.",
-        _ARCH_LIMIT_FIX.rstrip() + ""),
-    ("deberta-v2", "Attention"): (
-        "DeBERTa-v2/v3 attention is disentangled: the scores add content-to-position and position-to-content "
-        "terms (relative-position embeddings gathered with GatherElements), scaled by sqrt(3 x head size), and "
-        "masked with Where. onnxruntime 1.19.2's optimizer has no fusion for that pattern.",
-        _ARCH_LIMIT_FIX + "It would take a DeBERTa attention fusion in ONNX Runtime; the FP32 graph runs "
-                          "unfused, and dynamic INT8 still quantizes its MatMuls."),
-    ("deberta-v2", "EmbedLayerNormalization"): (
-        "DeBERTa-v3 has no absolute position embedding (position_biased_input=False): the embedding is a word "
-        "Gather + LayerNormalization, not the word + position (+ segment) sum the fusion matches; it also needs "
-        "a fused Attention after it.",
-        _ARCH_LIMIT_FIX.rstrip()),
-    ("modernbert", "Attention"): (
-        "ModernBERT projects Q, K and V with one Linear and Splits it, applies rotary position embeddings to Q "
-        "and K (Sin/Cos, Neg, Concat, Mul, Add), scales with Mul and picks a global or sliding-window mask with "
-        "Where. The BERT attention fusion matches none of that, and the optimizer's RotaryEmbedding fusion "
-        "(its patterns are those of decoder models such as LLaMA and Phi) did not match the in-graph Sin/Cos "
-        "either: the fused graph has no RotaryEmbedding node.",
-        _ARCH_LIMIT_FIX + "It would take a ModernBERT attention fusion (rotary + packed QKV + local window) in "
-                          "ONNX Runtime."),
-    ("modernbert", "EmbedLayerNormalization"): (
-        "ModernBERT has no position embedding (rotary attention instead) and its LayerNormalization has no bias: "
-        "the embedding is a word Gather + LayerNormalization, not the sum the fusion matches; it also needs a "
-        "fused Attention after it.",
-        _ARCH_LIMIT_FIX.rstrip()),
-}
+    (a.model_type, op): v for a in ARCHITECTURES.values() for op, v in a.fusion_limits.items()}
 
 
 def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,

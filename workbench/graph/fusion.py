@@ -45,7 +45,7 @@ from .sources import FusionSource, pytorch_model, pytorch_model_sdpa, resolve_so
 from .validate import Validation, compare_logits
 from .variants import FusionConfig, Variant, optimizer_model_type, to_variant
 
-from ..runs.layout import FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import FUSION_DIR, FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class FusionReport:
 
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
-               out_dir: str | os.PathLike = "runs/fusion", *, data=None, model=None) -> FusionReport:
+               out_dir: str | os.PathLike | None = None, *, data=None, model=None) -> FusionReport:
     """Build, validate, diff and time every variant of an exported graph; save ``fusion.json``.
 
     ``source``: an :class:`ExportResult`, a folder holding ``export.json``, or an ONNX file.
@@ -159,7 +159,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
 
     cfg = cfg or FusionConfig()
     device = require_device(cfg.device)  # before any work: CUDA asked for and absent is one clear error
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else runs.default_out(FUSION_DIR)
     out.mkdir(parents=True, exist_ok=True)
     inputs = resolve_source(source, cfg, data)
     notes = list(inputs.notes)
@@ -293,7 +293,7 @@ def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionC
 
 def _place(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str):
     """CUDA: (where each variant's nodes ran, latency of the variants ONNX Runtime captured as CUDA graphs)."""
-    from ..device import probe_placement
+    from ..ortinfer import probe_placement
     from ..ortinfer import latency_by_shape, make_feed, make_session, synthetic_batch
 
     placement: dict[str, PlacementReport] = {}

@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import runs
+from .config import OPSET_RANGE
 
 if TYPE_CHECKING:
-    from .export import ExportConfig
-
-# The TorchScript exporter in torch 2.6 writes opsets 7..20; LayerNormalization is a single op
-# from 17 on, SDPA attention needs 14+, and ONNX Runtime 1.19 runs up to opset 21.
-OPSET_RANGE = (11, 20)
+    from .config import ExportConfig
 
 
 class ExportError(RuntimeError):

@@ -14,15 +14,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
 from .. import runs
 from ..metrics import Metric
-
-if TYPE_CHECKING:
-    from .export import ExportConfig
+from .config import ExportConfig
 
 
 @dataclass(frozen=True)
@@ -138,8 +136,6 @@ def validate_onnx(
     a LoadedModel (its tokenizer is used).
     """
     from ..ortinfer import as_session, predict_dataset, torch_predict_dataset
-    from .export import ExportConfig
-
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)
     if tokenizer is None:

@@ -24,6 +24,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
+from ..architectures import ARCHITECTURES
 from ..options import parse_choice
 from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
 
@@ -69,14 +70,9 @@ def variant_file(variant: Variant) -> Optional[str]:
 
 
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
-# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export).
-# onnxruntime 1.19.2's optimizer.MODEL_TYPES has no entry for RoBERTa, DistilBERT, XLM-RoBERTa,
-# ELECTRA, MPNet, DeBERTa-v2 or ModernBERT: its encoder fusions all live in BertOnnxModel
-# ("bert"), which matches DistilBERT's and RoBERTa's attention and position patterns too (see
-# fusion_embedlayer.py). The other types apply decoder or diffusion patterns. What "bert" fuses
-# for each architecture is measured in the README's coverage matrix (tests/core/test_zoo.py).
-ARCH_OPTIMIZER_TYPE = {arch: "bert" for arch in (
-    "bert", "roberta", "distilbert", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")}
+# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export):
+# workbench.architectures (Architecture.optimizer_model_type, with why "bert" serves every encoder).
+ARCH_OPTIMIZER_TYPE = {a.model_type: a.optimizer_model_type for a in ARCHITECTURES.values()}
 
 
 def optimizer_model_type(architecture: str) -> str:

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..options import parse_choice
 
-RESULT_FILE = "ondevice.json"
+from ..runs.layout import ONDEVICE_FILE as RESULT_FILE  # noqa: E402  (the run layout names every file)
 ARTIFACTS_DIR = "artifacts"
 from ..runs.layout import INFERENCE_DIR  # noqa: E402, F401  (holds model.onnx + export.json: what fuse / quantize / evaluate read)
 TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .. import runs
+from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
 from .artifacts import _quiet_onnxruntime, _training_api, build_artifacts
 from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
@@ -58,7 +59,7 @@ def _check_classes(loaded, data_classes: list[str]) -> None:
             "give a model fine-tuned on these classes, or data with the model's classes")
 
 
-def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike = "runs/ondevice",
+def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
     """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned Hugging Face
     sequence-classification folder), train ``cfg.steps`` steps on the device and in PyTorch eager on
@@ -77,7 +78,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     cfg = cfg or OnDeviceConfig()
     started = time.perf_counter()
     check_model(model)  # ModelError: one line, before any data is loaded
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else runs.default_out(layout.ONDEVICE_DIR)
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
         data = load_data(DataConfig(source=cfg.data, max_train=cfg.max_train, max_eval=max(cfg.validation_examples, 64)))

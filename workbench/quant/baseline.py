@@ -21,7 +21,7 @@ from ..graph import file_size_mib, save_tokenizer
 from ..ortinfer import ShapeLatency
 from .config import QuantizeError, TimingConfig
 
-from ..runs.layout import BASELINE_DIR  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import BASELINE_DIR, EXPORT_FILE  # noqa: E402, F401  (the run layout names every file)
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest
@@ -141,7 +141,7 @@ def _find_export(onnx_path: Path, export) -> Any:
     if export is not None:
         return load_export(export)
     for folder in (onnx_path.parent, onnx_path.parent.parent):
-        if (folder / "export.json").is_file():
+        if (folder / EXPORT_FILE).is_file():
             return load_export(folder)
     return None
 

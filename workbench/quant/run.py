@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from .. import runs
+from ..runs import layout
 from ..graph import Validation, file_size_mib
 from ..metrics import Metric
 from ..ortinfer import ShapeLatency
@@ -125,7 +126,7 @@ def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, n_
 def run_quantization(
     onnx_path: str | os.PathLike | Any,
     cfg: Optional[QuantConfig] = None,
-    out_dir: str | os.PathLike = "runs/quantize",
+    out_dir: str | os.PathLike | None = None,
     data=None,
     tokenizer=None,
     *,
@@ -160,7 +161,7 @@ def run_quantization(
         require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
     if not isinstance(cfg, QuantConfig):
         raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / layout.quantize_dir(cfg.label)
     out.mkdir(parents=True, exist_ok=True)
     if baseline is not None and onnx_path is not None:
         given = _graph_source(onnx_path, None)[0].resolve()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .. import runs
+from ..runs import layout
 from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, fp32_latency,
                        prepare_baseline)
 from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, BudgetCheck, Objective, check_budget,
@@ -169,7 +170,7 @@ def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Bas
 def run_search(
     source: Union[Baseline, str, os.PathLike, Any, Mapping[str, Any]],
     config: Optional[SearchConfig] = None,
-    out_dir: str | os.PathLike = "runs/search",
+    out_dir: str | os.PathLike | None = None,
     *,
     data=None,
     tokenizer=None,
@@ -202,7 +203,7 @@ def run_search(
         raise QuantizeError(f"previous must be QuantResults (from run_quantization or load_quant_result), got {bad}")
     configs = list(config.candidates)
     ev = config.evaluation()
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else runs.default_out(layout.SEARCH_DIR)
     out.mkdir(parents=True, exist_ok=True)
     total = len(graphs) * (len(configs) + (1 if config.include_fp32 else 0))
     done = 0

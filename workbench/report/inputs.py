@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import runs
 from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
 
 
@@ -47,16 +46,15 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     """ReportInputs from the results saved under a run folder (compare.json, export.json,
     fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
     done so far. ``doctor`` defaults to a fresh environment check."""
-    from ..train import load_comparison
     from ..env import run_doctor
-    from ..graph import load_export
-    from ..graph import load_fusion
-    from ..quant import load_quant_result, load_search
+    from ..flow import Run
 
     root = Path(run_dir)
-    found = runs.find_results(root)
-    quant = [load_quant_result(p) for p in sorted(root.glob("quantize/**/quantize.json"), key=lambda p: p.stat().st_mtime)]
-    search = load_search(found["search"]) if "search" in found else None
+    if not root.is_dir():
+        raise FileNotFoundError(f"no run folder at {root}: pass a folder written by the Workbench, `workbench demo` or the CLI")
+    run = Run(root, root)  # the run's newest result of each stage, read the way every front reads them
+    quant = run.quantizations()
+    search = run.search()
     budgets = {}
     if search is not None:
         budgets = {"budget_overall": search.budget_overall, "budget_per_slice": search.budget_per_slice,
@@ -64,9 +62,7 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     inp = ReportInputs(
         kind=kind, title=f"ORT Workbench {kind} report: {root.name}", run_dir=root,
         doctor=doctor if doctor is not None else run_doctor(),
-        comparison=load_comparison(found["compare"]) if "compare" in found else None,
-        export=load_export(found["export"]) if "export" in found else None,
-        fusion=load_fusion(found["fusion"]) if "fusion" in found else None,
+        comparison=run.comparison(), export=run.export(), fusion=run.fusion(),
         quant=quant, search=search, **budgets,
     )
     for k in overrides:

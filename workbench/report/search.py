@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .. import runs
+from ..runs import layout
 
 
 def search_over_results(results: Sequence[Any], budget_overall: float, budget_per_slice: float,
@@ -32,7 +33,7 @@ def search_over_results(results: Sequence[Any], budget_overall: float, budget_pe
         chk = check_budget(reps, budget_overall, budget_per_slice, include_small_slices)
         cands.append(SearchCandidate(
             name=r.name, graph=r.graph_kind, precision="int8", config=r.config, onnx_path=Path(r.quantized_path),
-            result_path=Path(r.out_dir) / "quantize.json", latency_ms=r.latency_ms, size_mib=r.size_mib,
+            result_path=Path(r.out_dir) / layout.QUANTIZE_FILE, latency_ms=r.latency_ms, size_mib=r.size_mib,
             accuracy=r.accuracy, accuracy_delta=r.accuracy_delta, check=chk, feasible=chk.feasible))
     int8 = [c for c in cands if c.precision == "int8"]
     best = select_candidate(int8, objective) if int8 else None
@@ -49,5 +50,5 @@ def search_over_results(results: Sequence[Any], budget_overall: float, budget_pe
     result = SearchResult(cands, best.name if best else None, budget_overall, budget_per_slice, objective,
                           include_small_slices, False, out.resolve(), message)
     if out_dir is not None:
-        runs.save_result(result, out / "search.json")
+        runs.save_result(result, out / layout.SEARCH_FILE)
     return result

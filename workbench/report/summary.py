@@ -7,6 +7,7 @@ import datetime as _dt
 from pathlib import Path
 from typing import Optional
 
+from ..runs import layout
 from .environment import environment_facts
 from .inputs import ReportInputs
 from .rows import _latency_map, _slice_row, describe_config
@@ -69,7 +70,7 @@ def build_summary(inp: ReportInputs) -> dict:
     results = list(inp.quant)
     search = inp.search if inp.search is not None else (
         search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices) if results else None)
-    by_path = {str((Path(r.out_dir) / "quantize.json").resolve()): r for r in results}
+    by_path = {str((Path(r.out_dir) / layout.QUANTIZE_FILE).resolve()): r for r in results}
     checks = {}
     if search is not None:
         for c in search.candidates:

@@ -1,9 +1,9 @@
 """Run folders: where every stage writes, atomically, and how a run is opened again from any of its folders.
 
 Entry points:
-    open_run(path) -> Run       a run from its root, a stage folder or a result file: the newest
-                                result of each stage, and what each next stage takes
-                                (``run.graph_to_quantize()``, ``run.checkpoint_to_export()``)
+    find_root(path)             the run root of a stage folder or result file (opening a run with
+                                its results and hand-offs is ``workbench.flow.open_run``: runs/
+                                imports no stage)
     layout                      where every stage writes, relative to the run root
     save_result / load_result   a result dataclass as JSON; paths inside the run stored relative
     new_run_dir, list_runs, find_results
@@ -17,7 +17,7 @@ Files:
     layout.py     the run layout: folders and files of each stage, older places still read
     relpaths.py   paths inside a run saved relative to it, resolved on load
     results.py    save_result / load_result
-    open.py       open_run and Run: the run root from any of its folders, the newest results
+    open.py       find_root and RunError: the run root from any of its folders
     __init__.py   run folders: create, list, find results
 """
 
@@ -35,17 +35,24 @@ from .atomic import (_exchange, _move_external_data, _umask, atomic_copy, atomic
                      atomic_write_json, atomic_write_npy, atomic_write_set, atomic_write_text)
 from .layout import STAGE_FILES
 from .lock import CREATED, RunLocked, drop_created_if_empty, first_missing, run_lock
-from .open import Run, RunError, find_root, open_run
+from .open import RunError, find_root
 from .results import load_result, read_result_json, save_result
 
 __all__ = [
-    "DEFAULT_ROOT", "STAGE_FILES", "Run", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
-    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_set", "atomic_write_text", "RunLocked", "drop_created_if_empty", "run_lock", "find_results", "find_root",
-    "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "open_run", "read_result_json", "save_result",
+    "DEFAULT_ROOT", "STAGE_FILES", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
+    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_set", "atomic_write_text", "find_results",
+    "find_root", "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
+    "RunLocked", "drop_created_if_empty", "run_lock",
     "_exchange", "_move_external_data", "_umask",
 ]
 
 DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
+
+
+def default_out(stage_dir: str) -> Path:
+    """Where a stage writes when no folder is given: ``DEFAULT_ROOT/<stage folder>`` (``WORKBENCH_RUNS``
+    moves it; every front's default goes through here)."""
+    return DEFAULT_ROOT / stage_dir
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

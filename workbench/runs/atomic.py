@@ -70,7 +70,7 @@ class atomic_path:
     For libraries that insist on writing a file themselves (``torch.onnx.export``,
     ``onnx.save``, ``quantize_dynamic``)::
 
-        with atomic_path(run / "model.onnx") as tmp:
+        with atomic_path(run / layout.EXPORTED_GRAPH) as tmp:
             torch.onnx.export(model, args, tmp)
     """
 

@@ -53,6 +53,8 @@ DEMO_SUMMARY = "summary.md"
 DATA_FILE = "data.json"
 DOCTOR_FILE = "doctor.txt"
 AUDIT_FILE = "audit.json"
+ONDEVICE_DIR = "ondevice"
+ONDEVICE_FILE = "ondevice.json"
 
 COMPARE = f"{TRAIN_DIR}/{COMPARE_FILE}"
 EXPORT = f"{EXPORT_DIR}/{EXPORT_FILE}"

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import runs
+from ..runs.layout import COMPARE_FILE
 from ..metrics import Metric
 from .config import BACKEND_ONLY_FIELDS, DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
 from .loop import run_training
@@ -328,13 +329,13 @@ def run_comparison(
     if baseline not in {r.backend for r in done}:
         baseline = done[0].backend
     result = replace(compare(done, tolerance=tolerance, baseline=baseline), run_dir=str(run_dir))
-    runs.save_result(result, run_dir / "compare.json")
+    runs.save_result(result, run_dir / COMPARE_FILE)
     return result
 
 
 def load_comparison(path: str | os.PathLike) -> Comparison:
     """Read a Comparison back from ``compare.json`` or the run folder holding it."""
-    return runs.load_result(Comparison, path, "compare.json")
+    return runs.load_result(Comparison, path, COMPARE_FILE)
 
 
 def comparison_table(c: Comparison) -> str:

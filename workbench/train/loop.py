@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import runs
+from ..runs.layout import TRAIN_FILE
 from ..data import DataConfig
 from .backends import _compile_stats, _dynamo_counters, _make_optimizer, _prepare_model, explain_failure
 from .checkpoint import save_checkpoint
@@ -261,7 +262,7 @@ def run_training(
         environment={**_environment(cfg), "load_avg_start": load_start, "load_avg_end": _load_average()},
     )
     if rank == 0 and out is not None:
-        runs.save_result(run, out / "train.json")
+        runs.save_result(run, out / TRAIN_FILE)
     return run
 
 

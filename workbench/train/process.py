@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import runs, serial
+from ..runs.layout import TRAIN_FILE
 from .config import Backend, TrainConfig, check_backend
 from .loop import ISOLATED_ENV, run_training
 from .results import Progress, ProgressFn, TrainRun, load_train_run
@@ -108,7 +109,7 @@ def run_training_isolated(
     rc = proc.wait()
     t_err.join(timeout=5)
     cfg_path.unlink(missing_ok=True)
-    result = run_dir / backend.value / "train.json"
+    result = run_dir / backend.value / TRAIN_FILE
     if rc != 0 or not result.is_file():
         raise RuntimeError(
             f"the {backend.value} training process exited with code {rc} without a result at {result}; "

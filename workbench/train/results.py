@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .. import runs
+from ..runs.layout import TRAIN_FILE
 from .config import Backend, TrainConfig
 from .graphs import TrainGraphs
 
@@ -164,7 +165,7 @@ def run_text(run: TrainRun) -> str:
 
 def load_train_run(path: str | os.PathLike) -> TrainRun:
     """Read a TrainRun back from ``train.json`` or from the backend folder holding it."""
-    return runs.load_result(TrainRun, path, "train.json")
+    return runs.load_result(TrainRun, path, TRAIN_FILE)
 
 
 def list_train_runs(run_dir: str | os.PathLike) -> list[TrainRun]:

@@ -1,0 +1,91 @@
+"""The export stage's configuration (:class:`ExportConfig`) and the attention choice, apart from
+the export itself so that validation (:mod:`workbench.graph.validate`) reads the same defaults
+without importing the stage that imports it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..options import parse_choice
+# The TorchScript exporter in torch 2.6 writes opsets 7..20; LayerNormalization is a single op
+# from 17 on, SDPA attention needs 14+, and ONNX Runtime 1.19 runs up to opset 21.
+OPSET_RANGE = (11, 20)
+
+
+class Attention(str, enum.Enum):
+    """Which attention implementation the model is loaded with before export."""
+
+    EAGER = "eager"
+    SDPA = "sdpa"
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """How to export and how strictly to validate.
+
+    ``tolerance`` is the largest absolute difference of logits allowed between the graph and
+    PyTorch; ``min_label_agreement`` the smallest fraction of predicted labels that must agree.
+    FP32 exports differ from PyTorch by about 1e-6; fused graphs by about 1e-5; INT8 graphs by
+    much more (quantization sets its own tolerance). The tolerance is absolute, so read it
+    against the size of the logits (``Validation.reference_scale``): an untrained tiny model's
+    logits are about 0.02, where 1e-3 is already 5%.
+    ``attn_implementation`` applies when the model is given by name or folder; a ``LoadedModel``
+    is exported with the attention it was loaded with.
+
+    Frozen: derive a changed copy with ``dataclasses.replace(cfg, tolerance=...)``.
+    """
+
+    opset: int = 17
+    max_length: int = 128
+    dynamic_axes: bool = True
+    attn_implementation: Attention = Attention.EAGER
+    validation_split: str = "validation"
+    validation_examples: int = 64
+    validation_batch_size: int = 16
+    tolerance: float = 1e-3
+    min_label_agreement: float = 1.0
+    do_constant_folding: bool = True
+    device: str = "cpu"  # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
+
+    def __post_init__(self) -> None:
+        from ..device import normalize_device
+
+        object.__setattr__(self, "device", normalize_device(self.device))
+        object.__setattr__(self, "attn_implementation", parse_choice(
+            Attention, self.attn_implementation, "attn_implementation", ValueError,
+            "use 'eager' (what ONNX Runtime's optimizer fuses)"))
+        lo, hi = OPSET_RANGE
+        if not isinstance(self.opset, int) or not lo <= self.opset <= hi:
+            raise ValueError(
+                f"opset must be an integer from {lo} to {hi}, got {self.opset!r}; 17 is the default "
+                "(LayerNormalization as one op); SDPA attention needs 14 or later"
+            )
+        if self.max_length < 8 or self.max_length > 4096:
+            raise ValueError(f"max_length must be between 8 and 4096 tokens, got {self.max_length}; 128 suits short reviews")
+        for name in ("validation_examples", "validation_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not (self.tolerance > 0 and np.isfinite(self.tolerance)):
+            raise ValueError(f"tolerance must be a positive number (largest |logit difference|), got {self.tolerance}; try 1e-3")
+        if not 0.0 <= self.min_label_agreement <= 1.0:
+            raise ValueError(f"min_label_agreement must be a fraction from 0 to 1, got {self.min_label_agreement}")
+        if not self.validation_split:
+            raise ValueError("validation_split must name a split such as 'validation' or 'test'")
+
+    @classmethod
+    def default(cls, **kw) -> "ExportConfig":
+        """Opset 17, sequences up to 128 tokens, 64 validation examples, tolerance 1e-3."""
+        return cls(**kw)
+
+    @classmethod
+    def quick(cls, **kw) -> "ExportConfig":
+        """Fewer and shorter validation examples: tests and workshops."""
+        return cls(**{"max_length": 64, "validation_examples": 32, **kw})
+
+    @classmethod
+    def strict(cls, **kw) -> "ExportConfig":
+        """Tolerance 1e-5: what an FP32 export should meet (not a fused or quantized graph)."""
+        return cls(**{"tolerance": 1e-5, "validation_examples": 128, **kw})
