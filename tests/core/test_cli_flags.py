@@ -139,12 +139,13 @@ def test_bad_values_are_one_line_and_exit_2(argv, expected, capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--count", "0"], "count must be at least 1, got 0"),
-    (["--color", "green"], "color must be one of ['red', 'blue'], got 'green'"),  # the config's own parse_choice
-    (["--colors", "red,green"], "colors must be one of ['red', 'blue'], got 'green'"),
+    (["--count", "0"], "--count must be at least 1, got 0"),
+    (["--color", "green"], "--color must be one of ['red', 'blue'], got 'green'"),  # the config's own parse_choice
+    (["--colors", "red,green"], "--colors must be one of ['red', 'blue'], got 'green'"),
 ])
 def test_the_config_checks_the_values_itself(argv, expected):
-    args = _toy_parser().parse_args(argv)  # argparse takes the text; the config is the one judge of values
+    """argparse takes the text; the config is the one judge of values, and its message names the flag."""
+    args = _toy_parser().parse_args(argv)
     with pytest.raises(ValueError) as exc:
         build(Toy, args)
     assert str(exc.value) == expected

@@ -28,7 +28,6 @@ ORTMODULE_FLAGS = (
 
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
-    from ..data import BUILTIN
     from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..train import TrainConfig, TrainConfigError
 
@@ -44,16 +43,21 @@ def _train_config(args):
         raise
     except ValueError as exc:  # DataConfig's checks (--max-train): the same one line
         raise TrainConfigError(str(exc)) from exc
-    if cfg.data.source != BUILTIN:
-        # a user's file is read and split here, before any run folder or training process exists: a missing
-        # file, another encoding or a class too small to split is one line, not a failed child process
-        from ..data import DataError, load_data
-
-        try:
-            load_data(cfg.data)
-        except DataError as exc:
-            raise TrainConfigError(" ".join(str(exc).split())) from exc
     return cfg
+
+
+def _check_data(cfg) -> None:
+    """A user's data file read and split before any run folder or training process exists: a missing
+    file, another encoding or a class too small to split is one line, not a failed child process."""
+    from ..data import BUILTIN, DataError, load_data
+    from ..train import TrainConfigError
+
+    if cfg.data.source == BUILTIN:
+        return
+    try:
+        load_data(cfg.data)
+    except DataError as exc:
+        raise TrainConfigError(" ".join(str(exc).split())) from exc
 
 
 def _run_summary(run) -> dict:
@@ -75,6 +79,7 @@ def _cmd_train(args) -> int:
     try:
         check_nproc(args.nproc, "--nproc")
         cfg = _train_config(args)
+        _check_data(cfg)
     except (TrainConfigError, ValueError) as exc:
         return _fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
@@ -113,6 +118,7 @@ def _cmd_compare(args) -> int:
 
     try:
         cfg = _train_config(args)
+        _check_data(cfg)
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
