@@ -160,6 +160,19 @@ def cases(root: Path, f: dict) -> list[dict]:
         dict(name="audit --text-column nope", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--text-column", "nope", "--out", root / "a6"], want=R, expect="nope", no_path=root / "a6"),
         dict(name="export --model masked-LM run dir", args=["export", "--model", f["mlm"], *q, "--run-dir", root / "r19"], want=R, expect="classification head", no_path=root / "r19"),
         dict(name="quantize bare .onnx in read-only folder", args=["quantize", f["ro_graph"], "--quick", "--node-samples", "0", "--run-dir", root / "q-out"], want=H) if f.get("ro_graph") else None,
+        # more, past the list
+        dict(name="x: quantize --exclude no-such-node", args=["quantize", run(), "--quick", "--exclude", "no_such_node"], want=R, expect="no_such_node"),
+        dict(name="x: export --opset 99", args=["export", "--model", "tiny", "--opset", "99", "--runs", root / "x1"], want=R, expect="99", no_path=root / "x1"),
+        dict(name="x: fuse --threads 0", args=["fuse", run(), "--threads", "0"], want=R, expect="--threads"),
+        dict(name="x: train class of 2 rows", args=["train", "--data", root / "tinyclass.csv", "--runs", root / "x2"], want=R, expect="rare", no_path=root / "x2"),
+        dict(name="x: compare --backends eager,bogus", args=["compare", "--backends", "eager,bogus", "--runs", root / "x3"], want=R, expect="bogus", no_path=root / "x3"),
+        dict(name="x: quantize --search --budget-overall 2", args=["quantize", run(), "--search", "--budget-overall", "2"], want=R, expect="2"),
+        dict(name="x: ondevice masked-LM", args=["ondevice", "--model", f["mlm"], "--runs", root / "x4"], want=R, expect="classification head", no_path=root / "x4"),
+        dict(name="x: export --model a run without training", args=["export", "--model", run(), "--preset", "quick"], want=R, expect="train"),
+        dict(name="x: audit --slice-column nope", args=["audit", "--model", f["tiny"], "--data", root / "ids.csv", "--slice-column", "nope", "--out", root / "x5"], want=R, expect="nope", no_path=root / "x5"),
+        dict(name="x: quantize --shapes 1x1", args=["quantize", run(), "--quick", "--shapes", "1x1"], want=R, expect="1x1"),
+        dict(name="x: data --source a folder", args=["data", "--source", root], want=R, expect="folder"),
+        dict(name="x: fuse a folder with no export", args=["fuse", root / "tiny"], want=R, expect="tiny"),
         # runs
         dict(name="runs on a file", args=["runs", "--runs", root / "file"], want=R, expect="file"),
     ]
