@@ -7,20 +7,25 @@ exported FP32, fused FP32 (transformer optimizer) and each INT8 variant (dynamic
 per-channel, reduce-range on the fused graph; static QDQ presets on the exported graph), at batch
 1 and 32 for sequence 32 and 128. Every variant is timed with the workbench's own measuring code
 (:func:`workbench.ortinfer.latency_by_shape`, :func:`workbench.ortinfer.torch_latency_by_shape`,
-both on :func:`workbench.latency.measure`): warm-up first, then ``--rounds`` rounds in which
+then :func:`workbench.latency.interleaved`): warm-up first, then ``--rounds`` rounds in which
 every variant takes ``--repeats`` timed runs in a rotating order, so a burst of load from other
 processes hits all variants alike. Medians, p10/p90 and the interquartile range of all timed runs;
-ratios against PyTorch eager FP32 of the same shape. Threads are explicit and equal: ``--threads``
-for PyTorch (``torch.set_num_threads``) and ONNX Runtime (``intra_op_num_threads``).
+every ratio against PyTorch eager FP32 of the same shape is paired round by round
+(:func:`workbench.latency.paired_ratio`: the median of the per-round ratios with a bootstrap 95%
+interval). Threads are explicit and equal: ``--threads`` for PyTorch (``torch.set_num_threads``)
+and ONNX Runtime (``intra_op_num_threads``). A busy-machine check (:func:`workbench.machine.check_load`)
+runs before and after the timing; a contended run is flagged in the table header and the JSON.
 
 Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quant.run_quantization`
 on the held-out test split (and golden set) against their FP32 graph, slice by slice; the budget
 check is the issue's (0.5 points overall, 2 points per slice of >= 50 examples).
 
-The floor: multiply-accumulates of one forward pass (from the model's config), the machine's
-measured FP32 and INT8 matrix-multiply throughput (big GEMMs, same threads), and the fastest a
-forward pass could possibly run: how far the best variant is from it, and whether a target speed-up
-over eager is reachable on this CPU at all.
+The floor (:mod:`workbench.machine`, :mod:`workbench.work`): each graph's multiply-adds at each
+shape, counted from the graph (FP32 and INT8 apart), over this machine's profile (FP32 and INT8
+matrix-multiply throughput measured through ONNX Runtime, same threads): the fastest that graph
+could run here, and each variant's ``of_floor`` (floor / measured). PyTorch rows are held to the
+floor of the exported FP32 graph (torch dynamic INT8: the dynamic INT8 graph's). Where the best
+variant of a shape is below 90% of its floor, ONNX Runtime's profiler says which ops take the time.
 
 Training (small section; the settings come from :mod:`workbench.train`: ``ortmodule`` is ORTModule
 with its own defaults, ``ORTMODULE_OWN_DEFAULTS``, and ``ort-opset14-fused-no-spin`` the tuned set
@@ -61,7 +66,7 @@ sys.path.insert(0, str(HERE))
 from workbench.options import shapes_arg  # noqa: E402
 from workbench.quant import DEFAULT_BUDGET_PER_SLICE  # noqa: E402
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: paired ratios with intervals, floors from the machine profile, the load check
 FULL_SHAPES = ((1, 32), (1, 128), (32, 32), (32, 128))
 QUICK_SHAPES = ((1, 16), (4, 16))
 # overall: the issue's target (stricter than the library default); per slice: the library default
@@ -137,7 +142,9 @@ class Row:
     path: Optional[str] = None
     reason: str = ""  # why the row has no figures
     startup_s: dict = field(default_factory=dict)  # "BxS" -> first call (compilation) seconds
-    samples: dict = field(default_factory=dict)  # "BxS" -> [ms]
+    samples: dict = field(default_factory=dict)  # "BxS" -> [ms], every timed run
+    round_ms: dict = field(default_factory=dict)  # "BxS" -> [ms], one per interleaved round (paired across rows)
+    floor_ms: dict = field(default_factory=dict)  # "BxS" -> this machine's floor for the row's graph
     loads: dict = field(default_factory=dict)  # "BxS" -> load average while measured
     accuracy: Optional[dict] = None
     size_mib: Optional[float] = None
@@ -156,7 +163,8 @@ def quantiles(samples: list[float]) -> dict:
 
 
 def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: int) -> list[float]:
-    """``repeats`` timed runs of one row at one shape, through the workbench's timing functions."""
+    """``repeats`` timed runs of one row at one shape, through the workbench's timing functions
+    (used for each row's first call: its start-up, compilation included)."""
     from workbench.ortinfer import latency_by_shape, torch_latency_by_shape
 
     if row.framework == "onnxruntime":
@@ -166,9 +174,32 @@ def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: i
     return lat[0].stats.samples_ms
 
 
+def call_of(row: Row, shape, vocab: int):
+    """One forward pass of ``row`` at ``shape`` on the shared synthetic batch, as a no-argument call."""
+    from workbench.ortinfer import make_feed, synthetic_batch
+
+    batch = synthetic_batch(shape[0], shape[1], vocab)
+    if row.framework == "onnxruntime":
+        sess = row.runner
+        feed, out = make_feed(sess, batch), sess.get_outputs()[0].name
+        return lambda: sess.run([out], feed)
+    import torch
+
+    from workbench.batches import model_inputs
+
+    enc = model_inputs(row.runner, {k: torch.from_numpy(v) for k, v in batch.items()})
+    return lambda: row.runner(**enc)
+
+
 def interleave(rows: list[Row], shapes, vocab: int, threads: int, rounds: int, repeats: int, warmup: int, log) -> None:
     """Per shape: warm every row (the first call is its start-up: compilation, graph build), then
-    ``rounds`` rounds of ``repeats`` runs per row in a rotating order."""
+    ``rounds`` rounds of ``repeats`` runs per row in a rotating order (:func:`workbench.latency.interleaved`):
+    ``round_ms[k][i]`` of every row is the median of its runs in round ``i`` (the pairs the ratios use),
+    ``samples[k]`` every timed run."""
+    import torch
+
+    from workbench.latency import interleaved
+
     live = [r for r in rows if not r.reason]
     for shape in shapes:
         k = key(shape)
@@ -183,14 +214,20 @@ def interleave(rows: list[Row], shapes, vocab: int, threads: int, rounds: int, r
                 log(f"    {r.name}: {r.reason}")
                 continue
             r.startup_s[k] = time.perf_counter() - t0
-            time_once(r, shape, vocab, threads, repeats=1, warmup=max(0, warmup - 1))
         ok = [r for r in live if not r.reason]
-        for i in range(rounds):
-            order = ok[i % len(ok):] + ok[:i % len(ok)] if ok else []
-            for r in order:
-                r.samples.setdefault(k, []).extend(time_once(r, shape, vocab, threads, repeats=repeats, warmup=0))
-                r.loads.setdefault(k, []).append(os.getloadavg()[0])
-        log(f"  {k}: {rounds} rounds x {repeats} runs of {len(ok)} rows done, load {os.getloadavg()[0]:.2f}")
+        if not ok:
+            continue
+        load0 = os.getloadavg()[0]
+        runs: dict = {}
+        with torch.inference_mode():
+            stats = interleaved({r.name: call_of(r, shape, vocab) for r in ok}, rounds=rounds, repeats=repeats,
+                                warmup=max(1, warmup - 1), runs=runs)
+        load1 = os.getloadavg()[0]
+        for r in ok:
+            r.round_ms[k] = stats[r.name].samples_ms
+            r.samples[k] = runs[r.name]
+            r.loads[k] = [load0, load1]
+        log(f"  {k}: {rounds} rounds x {repeats} runs of {len(ok)} rows done, load {load1:.2f}")
 
 
 # ---- building the variants -------------------------------------------------------------------
@@ -271,80 +308,61 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
 
 
 # ---- the floor -------------------------------------------------------------------------------
-def forward_macs(config, batch: int, seq: int) -> dict:
-    """Multiply-accumulates of one encoder forward pass, from the model's config: the weight GEMMs
-    (Q, K, V, output projection, both feed-forward layers: what INT8 speeds up) and attention's
-    activation products (Q·Kᵀ and softmax·V, which stay FP32 in dynamic INT8)."""
-    L, H, I = config.num_hidden_layers, config.hidden_size, config.intermediate_size
-    tokens = batch * seq
-    weight = L * tokens * (4 * H * H + 2 * H * I) + batch * (H * H + H * config.num_labels)  # + pooler, classifier
-    attention = L * batch * 2 * seq * seq * H
-    return {"weight_gemm_macs": weight, "attention_macs": attention, "total_macs": weight + attention,
-            "gflop": 2 * (weight + attention) / 1e9}
+FLOOR_GRAPH_OF_TORCH = {"torch-dynamic-int8": "ort-fused-int8-dynamic"}  # else: the exported FP32 graph
+FAR_FROM_FLOOR = 0.9
 
 
-def gemm_peaks(threads: int, n: int, repeats: int) -> dict:
-    """Measured matrix-multiply throughput with ``threads`` threads: FP32 (torch.mm, numpy, ONNX
-    Runtime MatMul) and INT8 (ONNX Runtime MatMulInteger, u8 x s8: the kernel dynamic INT8 runs),
-    on n x n x n, best of ``repeats``."""
-    import numpy as np
-    import onnx
-    import onnxruntime as ort
-    import torch
-    from onnx import TensorProto, helper
+def floors(rows: list[Row], shapes, profile) -> dict:
+    """Each row's floor per shape (``Row.floor_ms``) and the work behind it: {shape: {graph row: work}}."""
+    from workbench.work import floor_for, graph_work
 
-    from workbench.latency import measure
-    from workbench.ortinfer import torch_threads
+    by_name = {r.name: r for r in rows}
+    works: dict = {}
+    for shape in shapes:
+        k = key(shape)
+        works[k] = {}
+        for r in rows:
+            if r.framework != "onnxruntime" or not r.path:
+                continue
+            w = graph_work(r.path, *shape)
+            works[k][r.name] = w
+            r.floor_ms[k] = floor_for(w, profile).floor_ms
+        for r in rows:
+            if r.framework == "pytorch":
+                src = by_name.get(FLOOR_GRAPH_OF_TORCH.get(r.name, "ort-exported-fp32"))
+                if src is not None and k in src.floor_ms:
+                    r.floor_ms[k] = src.floor_ms[k]
+    return works
 
-    flop = 2.0 * n ** 3
-    out = {"n": n, "threads": threads}
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    with torch_threads(threads):
-        ta = torch.from_numpy(a)
-        out["torch_fp32_gflops"] = flop / measure(lambda: torch.mm(ta, ta), warmup=2, repeats=repeats).min_ms / 1e6
-    out["numpy_fp32_gflops"] = flop / measure(lambda: a @ a, warmup=2, repeats=repeats).min_ms / 1e6  # numpy's own threads
 
-    def ort_gflops(op: str, ta_: int, tb_: int, tc_: int, A, B) -> float:
-        g = helper.make_graph([helper.make_node(op, ["A", "B"], ["C"])], "g",
-                              [helper.make_tensor_value_info("A", ta_, [n, n])],
-                              [helper.make_tensor_value_info("C", tc_, [n, n])],
-                              [onnx.numpy_helper.from_array(B, "B")])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-        m.ir_version = 8
-        so = ort.SessionOptions()
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        return flop / measure(lambda: s.run(None, {"A": A}), warmup=2, repeats=repeats).min_ms / 1e6
+def floor_analysis(rows: list[Row], shapes, works: dict, threads: int, log) -> dict:
+    """Per shape: the work, each ONNX Runtime row's floor and of_floor, the best variant, and where
+    it is below 90% of its floor, which ops take its time (ONNX Runtime's profiler)."""
+    from workbench.ortinfer import profile_ops
 
-    out["ort_fp32_gflops"] = ort_gflops("MatMul", TensorProto.FLOAT, TensorProto.FLOAT, TensorProto.FLOAT, a, a)
-    rng = np.random.default_rng(1)
-    qa = rng.integers(0, 255, (n, n), dtype=np.uint8)
-    qb = rng.integers(-127, 127, (n, n), dtype=np.int8)
-    out["ort_int8_gops"] = ort_gflops("MatMulInteger", TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32, qa, qb)
-    out["fp32_peak_gflops"] = max(out["torch_fp32_gflops"], out["numpy_fp32_gflops"], out["ort_fp32_gflops"])
+    out = {}
+    for shape in shapes:
+        k = key(shape)
+        med = {r.name: statistics.median(r.samples[k]) for r in rows if k in r.samples and r.framework == "onnxruntime"}
+        best = min(med, key=med.get) if med else None
+        ref = works[k].get("ort-exported-fp32")
+        entry = {"shape": k, "total_macs": ref.total_macs if ref else None,
+                 "work": {n: {"fp32_macs": w.fp32_macs, "int8_macs": w.int8_macs, "by_op": w.by_op}
+                          for n, w in works[k].items()},
+                 "floor_ms": {r.name: r.floor_ms.get(k) for r in rows if k in r.floor_ms},
+                 "of_floor": {n: next(r for r in rows if r.name == n).floor_ms[k] / v for n, v in med.items()
+                              if k in next(r for r in rows if r.name == n).floor_ms},
+                 "best_ort": best, "best_ort_ms": med.get(best), "ops": None}
+        entry["best_of_floor"] = entry["of_floor"].get(best) if best else None
+        if best and entry["best_of_floor"] is not None and entry["best_of_floor"] < FAR_FROM_FLOOR:
+            row = next(r for r in rows if r.name == best)
+            try:
+                entry["ops"] = [{"op_type": o, "ms": ms, "share": sh}
+                                for o, ms, sh in profile_ops(row.path, shape[0], shape[1], threads=threads, runs=5)]
+            except Exception as exc:  # noqa: BLE001 - the profile is an explanation; say why it is missing
+                entry["ops_error"] = f"{type(exc).__name__}: {exc}"
+        out[k] = entry
     return out
-
-
-def floor_analysis(config, peaks: dict, rows: list[Row], shape=(1, 128)) -> dict:
-    macs = forward_macs(config, *shape)
-    fp32_floor = 2 * macs["total_macs"] / (peaks["fp32_peak_gflops"] * 1e9) * 1e3
-    int8_floor = (2 * macs["weight_gemm_macs"] / (peaks["ort_int8_gops"] * 1e9)
-                  + 2 * macs["attention_macs"] / (peaks["fp32_peak_gflops"] * 1e9)) * 1e3
-    med = {r.name: statistics.median(r.samples[key(shape)]) for r in rows if key(shape) in r.samples}
-    eager = med.get("torch-eager-fp32")
-    best = min(((v, n) for n, v in med.items() if n.startswith("ort-")), default=(None, None))
-    res = {"shape": key(shape), **macs, "fp32_floor_ms": fp32_floor, "int8_floor_ms": int8_floor, "eager_ms": eager,
-           "best_ort": best[1], "best_ort_ms": best[0]}
-    if eager:
-        res["eager_fraction_of_fp32_peak"] = fp32_floor / eager
-        res["max_speedup_fp32"] = eager / fp32_floor
-        res["max_speedup_int8"] = eager / int8_floor
-        res["target_speedup"] = TARGET_SPEEDUP
-        res["target_reachable_in_principle"] = eager / int8_floor >= TARGET_SPEEDUP
-    if best[0]:
-        res["best_fraction_of_its_floor"] = (int8_floor if "int8" in best[1] else fp32_floor) / best[0]
-    return res
 
 
 # ---- training (small; the defaults are workbench.train's) ------------------------------------
@@ -368,6 +386,8 @@ def fmt(v, spec: str) -> str:
 
 
 def row_json(r: Row, shapes, eager: Row) -> dict:
+    from workbench.latency import paired_ratio
+
     out = {"name": r.name, "framework": r.framework, "what": r.what, "available": not r.reason, "reason": r.reason,
            "size_mib": r.size_mib, "accuracy": r.accuracy, "shapes": {}}
     for s in shapes:
@@ -376,24 +396,33 @@ def row_json(r: Row, shapes, eager: Row) -> dict:
             out["shapes"][k] = {"available": False, "reason": r.reason or "not measured"}
             continue
         q = quantiles(r.samples[k])
-        base = statistics.median(eager.samples[k]) if k in eager.samples else None
-        out["shapes"][k] = {"available": True, **q, "speedup_vs_eager": base / q["median_ms"] if base else None,
+        ratio = None
+        if k in eager.round_ms and len(r.round_ms[k]) >= 2:
+            rr = paired_ratio(eager.round_ms[k], r.round_ms[k])
+            ratio = {"value": rr.value, "lo": rr.lo, "hi": rr.hi, "rounds": rr.rounds, "text": rr.text(),
+                     "is_gain": rr.is_gain}
+        floor = r.floor_ms.get(k)
+        out["shapes"][k] = {"available": True, **q, "round_ms": r.round_ms[k],
+                            "speedup_vs_eager": ratio["value"] if ratio else None, "ratio_vs_eager": ratio,
+                            "floor_ms": floor, "of_floor": floor / q["median_ms"] if floor else None,
                             "startup_s": r.startup_s.get(k), "load_avg": statistics.median(r.loads[k])}
     return out
 
 
 def inference_table(rows_json: list[dict], shapes) -> str:
-    head = f"{'variant':<36}" + "".join(f" {key(s) + ' ms':>10} {'p10-p90':>13} {'vs eager':>8}" for s in shapes) + f" {'acc':>6} {'drop':>6} {'worst slice':>22}"
+    head = (f"{'variant':<36}" + "".join(f" {key(s) + ' ms':>10} {'p10-p90':>13} {'vs eager (95% interval)':>23} {'floor':>6}"
+                                         for s in shapes) + f" {'acc':>6} {'drop':>6} {'worst slice':>22}")
     lines = [head, "-" * len(head)]
     for r in rows_json:
         cells = ""
         for s in shapes:
             c = r["shapes"][key(s)]
             if not c["available"]:
-                cells += f" {'n/a':>10} {'':>13} {'':>8}"
+                cells += f" {'n/a':>10} {'':>13} {'':>23} {'':>6}"
             else:
+                ratio = c["ratio_vs_eager"]["text"] if c["ratio_vs_eager"] else "-"
                 cells += (f" {c['median_ms']:>10.2f} {fmt(c['p10_ms'], '.1f') + '-' + fmt(c['p90_ms'], '.1f'):>13} "
-                          f"{fmt(c['speedup_vs_eager'], '.2f'):>7}x")
+                          f"{ratio:>23} {fmt(c['of_floor'], '.0%'):>6}")
         a = r["accuracy"]
         acc = (f" {a['accuracy']:>6.3f} {-a['delta'] * 100:>5.2f}p {a['worst_slice'][-16:]:>16} {a['worst_slice_drop'] * 100:>4.1f}p"
                if a else f" {'':>6} {'':>6} {'':>22}")
@@ -416,19 +445,26 @@ def train_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def floor_text(fl: dict, peaks: dict) -> str:
-    lines = [f"one forward pass at {fl['shape']}: {fl['total_macs'] / 1e9:.3f} GMAC ({fl['gflop']:.2f} GFLOP; weight GEMMs "
-             f"{fl['weight_gemm_macs'] / 1e9:.3f} GMAC, attention products {fl['attention_macs'] / 1e9:.3f} GMAC)",
-             f"measured peak ({peaks['threads']} threads, {peaks['n']}^3): FP32 {peaks['fp32_peak_gflops']:.0f} GFLOP/s "
-             f"(torch {peaks['torch_fp32_gflops']:.0f}, numpy {peaks['numpy_fp32_gflops']:.0f}, ORT {peaks['ort_fp32_gflops']:.0f}); "
-             f"INT8 (ORT MatMulInteger u8s8) {peaks['ort_int8_gops']:.0f} GOP/s",
-             f"floor: FP32 {fl['fp32_floor_ms']:.2f} ms, INT8 {fl['int8_floor_ms']:.2f} ms"]
-    if fl.get("eager_ms"):
-        lines.append(f"PyTorch eager {fl['eager_ms']:.2f} ms = {fl['eager_fraction_of_fp32_peak']:.0%} of FP32 peak; the most any "
-                     f"variant could gain over eager here: FP32 {fl['max_speedup_fp32']:.2f}x, INT8 {fl['max_speedup_int8']:.2f}x "
-                     f"(target {fl['target_speedup']:.0f}x: {'reachable in principle' if fl['target_reachable_in_principle'] else 'NOT reachable on this CPU'})")
-    if fl.get("best_ort_ms"):
-        lines.append(f"best ONNX Runtime variant {fl['best_ort']} {fl['best_ort_ms']:.2f} ms = {fl['best_fraction_of_its_floor']:.0%} of its floor")
+def floor_text(fl: dict, profile: dict) -> str:
+    lines = [f"machine: {profile['cpu_model']} ({profile['isa']}); {profile['threads']} threads, ONNX Runtime "
+             f"{profile['ort_version']}: FP32 MatMul {profile['fp32_gops']:.0f} GFLOP/s, INT8 DynamicQuantizeMatMul "
+             f"{profile['int8_gops']:.0f} GOP/s" + (f", QDQ QLinearMatMul {profile['qdq_int8_gops']:.0f} GOP/s"
+                                                    if profile.get("qdq_int8_gops") else "")]
+    for k, e in fl.items():
+        if e["total_macs"]:
+            lines.append(f"{k}: {e['total_macs'] / 1e9:.4f} G multiply-adds a forward pass (from the exported graph)")
+        for name, f in e["floor_ms"].items():
+            if name.startswith("ort-"):
+                of = e["of_floor"].get(name)
+                lines.append(f"  {name:<40} floor {f:8.3f} ms   measured at {fmt(of, '.0%')} of it")
+        if e["best_ort"]:
+            lines.append(f"  best ONNX Runtime variant {e['best_ort']} {e['best_ort_ms']:.2f} ms = "
+                         f"{fmt(e['best_of_floor'], '.0%')} of its floor")
+        if e.get("ops"):
+            top = ", ".join(f"{o['op_type']} {o['share']:.0%}" for o in e["ops"][:6])
+            lines.append(f"  below {FAR_FROM_FLOOR:.0%} of its floor; where its time goes (ONNX Runtime profiler): {top}")
+        elif e.get("ops_error"):
+            lines.append(f"  (no op profile: {e['ops_error']})")
     return "\n".join(lines)
 
 
@@ -436,13 +472,14 @@ def markdown(result: dict) -> str:
     """The README's table: the command, the machine, the inference rows, the floor and training."""
     m, shapes = result["machine"], result["settings"]["shapes"]
     flags = ", ".join(f"{f} {'yes' if v else 'no'}" for f, v in m["flags"].items())
-    lines = [f"`{result['command']}` on {m['cpu_model']}, {m['logical_cpus']} CPUs ({flags}); load average "
+    lines = [(f"**CONTENDED**: {'; '.join(result['load_check']['reasons'])}. " if result["contended"] else "")
+             + f"`{result['command']}` on {m['cpu_model']}, {m['logical_cpus']} CPUs ({flags}); load average "
              f"{m['load_avg_start'][0]:.1f} at start, {m['load_avg_end'][0]:.1f} at end; {result['threads']} threads for both "
              f"frameworks; median of {result['settings']['rounds']} interleaved rounds x {result['settings']['repeats']} runs "
              f"(p10-p90 in brackets); accuracy on {result['onnx']['test_examples']} held-out test reviews.", ""]
     lines.append("| variant | " + " | ".join(f"{k} ms" for k in shapes) + " | vs eager (" + shapes[min(1, len(shapes) - 1)]
-                 + ") | accuracy (change vs FP32 graph, worst slice) |")
-    lines.append("| --- " * (len(shapes) + 3) + "|")
+                 + ", 95% interval) | of floor | accuracy (change vs FP32 graph, worst slice) |")
+    lines.append("| --- " * (len(shapes) + 4) + "|")
     ref = shapes[min(1, len(shapes) - 1)]
     for r in result["inference"]:
         cells = []
@@ -450,15 +487,16 @@ def markdown(result: dict) -> str:
             c = r["shapes"][k]
             cells.append(f"{c['median_ms']:.2f} [{c['p10_ms']:.1f}-{c['p90_ms']:.1f}]" if c["available"] else "n/a")
         c = r["shapes"][ref]
-        sp = f"{c['speedup_vs_eager']:.2f}x" if c["available"] else "n/a"
+        sp = c["ratio_vs_eager"]["text"] if c["available"] and c["ratio_vs_eager"] else "n/a"
+        of = fmt(c.get("of_floor"), ".0%") if c["available"] else "n/a"
         a = r["accuracy"]
         acc = (f"{a['accuracy']:.3f} ({a['delta'] * 100:+.2f} pt; {a['worst_slice']} {-a['worst_slice_drop'] * 100:+.1f} pt)"
                if a else "")
-        lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {sp} | {acc} |")
+        lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {sp} | {of} | {acc} |")
     for r in result["inference"]:
         if not r["available"]:
             lines.append(f"\n{r['name']}: {r['reason']}")
-    lines += ["", "```", floor_text(result["floor"], result["peaks"]), "```"]
+    lines += ["", "```", floor_text(result["floor"], result["machine_profile"]), "```"]
     if result["training"]:
         lines += ["", "```", train_table(result["training"]), "```"]
     return "\n".join(lines)
@@ -482,6 +520,8 @@ def run(args) -> dict:
 
     from workbench.data import DataConfig, load_data
     from workbench.models import load_model
+    from workbench import serial
+    from workbench.machine import check_load, combine_checks, machine_profile
     from workbench.runs import atomic_write_json
 
     log = print
@@ -500,18 +540,22 @@ def run(args) -> dict:
     ort_rows, meta = build_onnx(model_dir, data, work, max(s for _, s in shapes), args.threads, args.quick, log)
     rows = [*torch_rows.values(), *ort_rows.values()]
     vocab = load_model(model_dir, dropout=False).model.config.vocab_size
-    config = torch_rows["torch-eager-fp32"].runner.config
+    profile = machine_profile(threads=args.threads)  # cached; measured (seconds) the first time
+    works = floors(rows, shapes, profile)
+    before = check_load(profile)
+    log(f"load check before timing: {before.text()}")
     log(f"timing {len(rows)} rows x {len(shapes)} shapes, {args.rounds} rounds x {args.repeats} runs, interleaved")
     interleave(rows, shapes, vocab, args.threads, args.rounds, args.repeats, args.warmup, log)
+    after = check_load(profile)
+    load = combine_checks(before, after)
+    log(f"load check after timing: {after.text()}")
     eager = torch_rows["torch-eager-fp32"]
     rows_json = [row_json(r, shapes, eager) for r in rows]
-    for r in rows:  # free sessions and models before the GEMM peaks and training
+    for r in rows:  # free sessions and models before the op profiles and training
         r.runner = None
     gc.collect()
-
-    peaks = gemm_peaks(args.threads, 256 if args.quick else 1024, 3 if args.quick else 10)
-    floor_shape = (1, 128) if (1, 128) in shapes else shapes[-1]
-    fl = floor_analysis(config, peaks, rows, floor_shape)
+    fl = floor_analysis(rows, shapes, works, args.threads, log)
+    prof_json = {**serial.to_dict(profile), "key": profile.key, "isa": profile.isa_text()}
     train_shape = tuple(args.train_shape[0]) if args.train_shape else ((8, 32) if args.quick else (16, 128))
     train = [] if args.no_train else training_section(
         "tiny" if args.quick else "minilm", train_shape, 1 if args.quick else 2,
@@ -525,13 +569,19 @@ def run(args) -> dict:
                      "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning off",
                      "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
                      "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},
-        "inference": rows_json, "onnx": meta, "peaks": peaks, "floor": fl, "training": train,
+        "inference": rows_json, "onnx": meta, "machine_profile": prof_json, "floor": fl, "training": train,
+        "contended": load.contended, "load_check": {**serial.to_dict(load), "before": before, "after": after},
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
-    log("\n== inference (median ms, p10-p90, speed-up vs PyTorch eager FP32 of the same shape; accuracy on the test split)")
+    if load.contended:
+        log("\nWARNING: CONTENDED: these figures were taken while other work ran (" + "; ".join(load.reasons)
+            + "); measure again on a quiet machine before quoting them")
+    log("\n== inference" + (" [CONTENDED]" if load.contended else "")
+        + " (median ms, p10-p90, speed-up vs PyTorch eager FP32 of the same shape: median of paired rounds with its "
+        "95% bootstrap interval; floor = this machine's floor / measured; accuracy on the test split)")
     log(inference_table(rows_json, shapes))
     log("\n== the floor")
-    log(floor_text(fl, peaks))
+    log(floor_text(fl, prof_json))
     if train:
         log("\n== training steps (interleaved)")
         log(train_table(train))

@@ -291,6 +291,22 @@ def check_gpu() -> Check:
                  required=False)
 
 
+def check_machine() -> Check:
+    """This machine's profile (:func:`workbench.machine.machine_profile`): cached, measured once
+    (a few seconds) when missing. Not required: it informs the floor, it does not gate anything."""
+    try:
+        from .machine import machine_profile
+
+        p = machine_profile()
+    except Exception as exc:  # no onnxruntime, or a kernel missing from this build: say so, don't stop the doctor
+        return Check("machine", False, f"could not measure this machine: {type(exc).__name__}: {exc}",
+                     fix="install onnxruntime (make setup), then run `workbench machine --refresh`", required=False)
+    qdq = f", QDQ {p.qdq_int8_gops:.0f}" if p.qdq_int8_gops else ""
+    return Check("machine", True, f"{p.cpu_model} ({p.isa_text()}); {p.threads} threads: FP32 {p.fp32_gops:.0f} "
+                                  f"GFLOP/s, INT8 {p.int8_gops:.0f} GOP/s ({p.int8_over_fp32:.2f}x){qdq}; "
+                                  f"measured {p.measured_at} (workbench machine --refresh re-measures)", required=False)
+
+
 CHECKS: list[Callable[[], Check]] = [
     check_python,
     check_torch,
@@ -304,6 +320,7 @@ CHECKS: list[Callable[[], Check]] = [
     check_data,
     check_accelerators,
     check_gpu,
+    check_machine,
 ]
 # What only training needs: in the inference GPU environment these are reported but not required.
 TRAINING_ONLY_CHECKS = ("torch", "transformers", "onnxruntime", "ortmodule extensions")

@@ -145,15 +145,34 @@ def check_fusions_per_layer(answer: Any, report: Any) -> Verdict:
 
 
 # ---- 04 quantization -----------------------------------------------------------------------
+def exercise_speed_target(profile) -> float:
+    """04's speed goal on the machine of ``profile``: a third of the way from FP32 to what this CPU's
+    INT8 matrix multiply allows over its FP32 one (``profile.int8_over_fp32``), at least 1.05x. On
+    the AVX2-only EPYC of the README (INT8 GEMM 1.8x FP32) that is 1.27x, met there by per-channel
+    with its 4 worst nodes kept in FP32 (1.47x, measured 2026-11-23); on a VNNI CPU (2.3x) 1.43x."""
+    ratio = float(getattr(profile, "int8_over_fp32", 1.0) or 1.0)
+    return round(max(1.05, 1.0 + (ratio - 1.0) / 3.0), 2)
+
+
 def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str, Any] | None,
-                               budget: float = 0.01, min_speedup: float = 1.25) -> Verdict:
+                               budget: float = 0.01, min_speedup: Optional[float] = None, profile: Any = None) -> Verdict:
     """04: a quantization the learner ran that keeps the overall accuracy and every slice (of 50+
     examples) within ``budget`` of FP32 and is at least ``min_speedup`` times faster than the FP32
-    graph (its speed-up column). On the workshop MiniLM neither plain dynamic preset qualifies
-    (dynamic: -1.3 points, a slice -2.2; per-channel: a slice -1.7) and the accuracy-first static
-    preset is only ~1.2x faster; leaving a few of the worst nodes in FP32 does it (measured
-    2026-11-23 on 1,000 test reviews: per-channel with 4 nodes kept, worst slice -0.7, 1.47x)."""
+    graph beyond doubt (the lower end of its speed-up's interval, timed side by side). The goal
+    comes from this machine's profile (:func:`exercise_speed_target`) unless given, so it can be met
+    wherever the notebook runs. On the workshop MiniLM neither plain dynamic preset holds every
+    slice (dynamic: -1.3 points, a slice -2.2; per-channel: a slice -1.7); leaving a few of the worst
+    nodes in FP32 does it (measured 2026-11-23 on 1,000 test reviews: per-channel with 4 nodes kept,
+    worst slice -0.7, 1.47x on an AVX2-only CPU)."""
     name = "within 1 point on every slice, faster than FP32"
+    if min_speedup is None:
+        if profile is None:
+            from .machine import machine_profile
+
+            profile = machine_profile()
+        min_speedup = exercise_speed_target(profile)
+    where = (f" (the goal on this CPU: {profile.isa_text()}, its INT8 matrix multiply {profile.int8_over_fp32:.1f}x its FP32)"
+             if profile is not None else "")
     pool = list(results.values()) if isinstance(results, Mapping) else list(results or [])
     by_name = {r.name: r for r in pool}
     if answer is None:
@@ -167,8 +186,14 @@ def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str
     if worst > budget:
         problems.append(f"a slice (or the overall accuracy) drops by {100 * worst:.1f} points, more than "
                         f"{100 * budget:.0f}")
-    if not chosen.speedup >= min_speedup:
-        problems.append(f"it is {chosen.speedup:.2f}x as fast as FP32; the goal is at least {min_speedup:.2f}x")
+    ratio = getattr(chosen, "speedup_ratio", None)
+    judged = ratio.lo if ratio is not None else chosen.speedup
+    if not judged >= min_speedup:
+        shown = ratio.text() if ratio is not None else f"{chosen.speedup:.2f}x"
+        problems.append(f"it is {shown} as fast as FP32 (judged on the lower end); the goal is at least "
+                        f"{min_speedup:.2f}x{where}")
+    if getattr(chosen, "contended", False):
+        problems.append("its speed was measured while other work used the CPU: run it again on a quiet machine")
     if not problems:
         return Verdict(name, CORRECT, "accuracy held on every slice and it is still clearly faster: that is the "
                                       "trade-off the search in the panel automates.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,94 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
         if max_seconds is not None and i >= 2 and time.perf_counter() - start > max_seconds:
             break
     return summarize(samples, warmup)
+
+
+# ---- interleaved, paired timing --------------------------------------------------------------
+def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repeats: int = 3, warmup: int = 3,
+                max_seconds: Optional[float] = None, order: Optional[list] = None,
+                runs: Optional[dict] = None) -> dict[str, LatencyStats]:
+    """Time several variants in alternating rounds in one process, so load that comes and goes hits
+    them alike (pyperf's and Google Benchmark's discipline).
+
+    Each variant is warmed up ``warmup`` times (in turn), then every round runs each variant
+    ``repeats`` times back to back, the order rotating round by round (A B C, B C A, C A B, ...).
+    ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats, so sample ``i`` of
+    two variants was taken in the same round: the pairs :func:`paired_ratio` needs.
+    ``max_seconds`` stops after the round in which it ran out (at least 3 rounds). ``order``, when
+    given, receives the name of each timed call in sequence (for tests); ``runs``, when given,
+    receives every timed run per variant (name -> list of ms), for quantiles over all runs.
+    """
+    names = list(fns)
+    if not names:
+        raise ValueError("interleaved needs at least one variant to time")
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"rounds and repeats must be at least 1, got rounds={rounds}, repeats={repeats}")
+    for _ in range(max(0, warmup)):
+        for name in names:
+            fns[name]()
+    per_round: dict[str, list[float]] = {n: [] for n in names}
+    start = time.perf_counter()
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn, times = fns[name], []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1000.0)
+                if runs is not None:
+                    runs.setdefault(name, []).append(times[-1])
+                if order is not None:
+                    order.append(name)
+            per_round[name].append(statistics.median(times))
+        if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
+            break
+    return {n: summarize(per_round[n], warmup) for n in names}
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times faster a variant ran than a base, over paired rounds, with its spread."""
+
+    value: float  # median over rounds of base_i / variant_i (>1: the variant is faster)
+    lo: float  # bootstrap interval over the paired rounds
+    hi: float
+    rounds: int
+    level: float = 0.95
+
+    def text(self) -> str:
+        return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
+
+    @property
+    def is_gain(self) -> bool:
+        """Faster beyond doubt at this level: the whole interval is above 1.0."""
+        return self.lo > 1.0
+
+    @property
+    def is_loss(self) -> bool:
+        return self.hi < 1.0
+
+
+def paired_ratio(base_ms: Sequence[float], variant_ms: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                 level: float = 0.95) -> Ratio:
+    """``base / variant`` over paired rounds (sample ``i`` of both from the same round of
+    :func:`interleaved`): the median of the per-round ratios, and a percentile bootstrap interval
+    (resampling rounds) at ``level``. A ratio whose interval includes 1.0 is no gain."""
+    import numpy as np
+
+    base, var = np.asarray(base_ms, dtype=float), np.asarray(variant_ms, dtype=float)
+    if base.shape != var.shape or base.ndim != 1:
+        raise ValueError(f"paired_ratio needs two equally long lists of per-round times, got {base.shape} and {var.shape}")
+    if len(base) < 2:
+        raise ValueError(f"paired_ratio needs at least 2 paired rounds, got {len(base)}")
+    if (base <= 0).any() or (var <= 0).any() or not (np.isfinite(base).all() and np.isfinite(var).all()):
+        raise ValueError("paired_ratio needs positive, finite times")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, got {level}")
+    ratios = base / var
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(ratios), size=(int(n_boot), len(ratios)))
+    boots = np.median(ratios[idx], axis=1)
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(boots, [alpha, 1.0 - alpha])
+    return Ratio(value=float(np.median(ratios)), lo=float(lo), hi=float(hi), rounds=len(ratios), level=level)

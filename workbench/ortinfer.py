@@ -21,11 +21,11 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from .latency import LatencyStats, measure
+from .latency import LatencyStats, interleaved, measure
 
 if TYPE_CHECKING:
     from .device import PlacementReport
@@ -49,10 +49,18 @@ class ShapeLatency:
     batch: int
     seq: int
     stats: LatencyStats
+    floor_ms: Optional[float] = None  # this machine's floor for the graph at this shape (workbench.work.floor_for)
 
     @property
     def median_ms(self) -> float:
         return self.stats.median_ms
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        """``floor_ms / median_ms`` (1.0 = at this machine's floor), or None without a floor."""
+        if self.floor_ms is None or not self.stats.median_ms:
+            return None
+        return self.floor_ms / self.stats.median_ms
 
     @property
     def ms_per_example(self) -> float:
@@ -481,3 +489,118 @@ def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str
         except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
             captured, error = False, str(exc)
     return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)
+
+
+def interleaved_latency(
+    graphs: Mapping[str, SessionOrPath],
+    shapes: Sequence[Sequence[int]] = ((1, 128),),
+    rounds: int = 10,
+    repeats: int = 3,
+    warmup: int = 3,
+    threads: Optional[int] = None,
+    vocab_size: int = 1000,
+    torch_models: Optional[Mapping[str, Any]] = None,
+    graph_optimization: str = "all",
+    max_seconds: Optional[float] = None,
+    floors: Optional[Mapping[str, Mapping[tuple, float]]] = None,
+) -> dict[str, list[ShapeLatency]]:
+    """Every graph (and PyTorch model) timed in alternating rounds, shape by shape, on the same
+    synthetic batch (:func:`workbench.latency.interleaved`): ``stats.samples_ms[i]`` of every
+    variant at one shape comes from the same round, so any two can be compared with
+    :func:`workbench.latency.paired_ratio`. Paths are opened with ``make_session(threads=...,
+    graph_optimization=...)`` once, up front; sessions are used as they are. ``floors`` (name ->
+    {(batch, seq): floor_ms}) fills each ShapeLatency's ``floor_ms``.
+
+    PyTorch models run under ``torch.inference_mode`` with ``threads`` set for PyTorch too. ONNX
+    Runtime sessions opened here do not spin (``allow_spinning=False``): spinning worker threads
+    would take the cores from the variant timed next in the round.
+    """
+    torch_models = dict(torch_models or {})
+    names = list(graphs) + list(torch_models)
+    if not names:
+        raise InferenceError("interleaved_latency needs at least one graph or model to time")
+    dup = set(graphs) & set(torch_models)
+    if dup:
+        raise InferenceError(f"names must differ between graphs and torch_models, both have {sorted(dup)}")
+    sessions = {n: as_session(g, threads=threads, graph_optimization=graph_optimization, allow_spinning=False)
+                if isinstance(g, (str, os.PathLike)) else as_session(g) for n, g in graphs.items()}
+    results: dict[str, list[ShapeLatency]] = {n: [] for n in names}
+    ctx = contextlib.nullcontext()
+    if torch_models:
+        import torch
+
+        from .batches import model_inputs
+
+        ctx = contextlib.ExitStack()
+        ctx.enter_context(torch_threads(threads))
+        ctx.enter_context(torch.inference_mode())
+        modules = {n: getattr(m, "model", m) for n, m in torch_models.items()}
+        for mod in modules.values():
+            mod.eval()
+    with ctx:
+        for batch, seq in check_shapes(shapes):
+            batch_np = synthetic_batch(batch, seq, vocab_size)
+            fns = {}
+            for n, sess in sessions.items():
+                feed, out = make_feed(sess, batch_np), sess.get_outputs()[0].name
+                fns[n] = (lambda s=sess, f=feed, o=out: s.run([o], f))
+            for n, mod in (modules.items() if torch_models else ()):
+                enc = model_inputs(mod, {k: torch.from_numpy(v) for k, v in batch_np.items()})
+                fns[n] = (lambda m=mod, e=enc: m(**e))
+            stats = interleaved({n: fns[n] for n in names}, rounds=rounds, repeats=repeats, warmup=warmup,
+                                max_seconds=max_seconds)
+            for n in names:
+                floor = (floors or {}).get(n, {}).get((batch, seq))
+                results[n].append(ShapeLatency(batch, seq, stats[n], floor_ms=floor))
+    return results
+
+
+class OpTime(NamedTuple):
+    """Where a graph's time goes: one op type's time per run (ONNX Runtime's profiler) and its share."""
+
+    op_type: str
+    ms: float  # per run, summed over the op type's nodes
+    share: float  # of the time spent in all nodes (0..1)
+
+
+def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
+                runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
+                graph_optimization: str = "all") -> list[OpTime]:
+    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's own profiler
+    (``SessionOptions.enable_profiling``) over ``runs`` runs after ``warmup``, node kernel times
+    summed by op type (the ops as the session runs them, after its fusions), largest first. Each
+    entry is ``(op_type, ms, share)``. Shares sum to 1 over the nodes'
+    time (the gaps between nodes are not in it)."""
+    import json as _json
+    import tempfile
+
+    if runs < 1:
+        raise InferenceError(f"runs must be at least 1, got {runs}")
+    with tempfile.TemporaryDirectory(prefix="ortprof-") as tmp:
+        session = make_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
+                               profile_prefix=str(Path(tmp) / "profile"), allow_spinning=False)
+        feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
+        out = session.get_outputs()[0].name
+        for _ in range(max(0, warmup)):
+            session.run([out], feed)
+        # the warm-up runs are in the profile too: count only the last ``runs`` model_run events' nodes
+        for _ in range(runs):
+            session.run([out], feed)
+        events = _json.loads(Path(session.end_profiling()).read_text())
+    runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                       key=lambda e: e["ts"])
+    timed = runs_seen[-runs:]
+    if not timed:
+        raise InferenceError("ONNX Runtime's profile has no model runs: nothing to attribute")
+    start = timed[0]["ts"]
+    by_op: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < start:
+            continue
+        op = e.get("args", {}).get("op_name", "?")
+        by_op[op] = by_op.get(op, 0.0) + float(e.get("dur", 0))
+    total = sum(by_op.values())
+    if total <= 0:
+        raise InferenceError("ONNX Runtime's profile has no node times: nothing to attribute")
+    rows = [OpTime(op, us / 1000.0 / len(timed), us / total) for op, us in by_op.items()]
+    return sorted(rows, key=lambda r: -r.ms)

@@ -22,7 +22,7 @@ from . import flow, runs
 from .runs import layout
 from .graph import ExportConfig
 from .graph import FusionConfig
-from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
+from .quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, TimingConfig
 from .sequence import Stage, StageOutcome, run_stages
 from .train import DEFAULT_BACKENDS, TrainConfig
 
@@ -42,6 +42,7 @@ class DemoConfig:
     search: bool = True
     budget_overall: float = DEFAULT_BUDGET_OVERALL
     budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # the search's speed guard (SearchConfig.min_speedup)
     timing: TimingConfig = field(default_factory=TimingConfig)
     n_boot: int = DEFAULT_N_BOOT
 
@@ -257,7 +258,7 @@ def run_demo(
         baseline, results = st.inputs.get("quantize") or (None, [])
         graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
         search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
-                              n_boot=cfg.n_boot, timing=cfg.timing)
+                              min_speedup=cfg.min_speedup, n_boot=cfg.n_boot, timing=cfg.timing)
         found = run_search(graph, search, run / layout.SEARCH_DIR, data=st.inputs["data"],
                            export=st.inputs["export"], previous=results,
                            progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from .home import HOME_ENV, workbench_home  # noqa: F401  (the cache folder, shared with the machine profile)
 from . import runs, serial
 from .train import Progress, TrainConfig
 
-HOME_ENV = "ORT_WORKBENCH_HOME"
 FINETUNED_DIR = "finetuned"
 INFO_FILE = "finetuned.json"
 # Bump when the cache layout or what goes into the key changes (old folders are then ignored).
@@ -62,17 +62,6 @@ class FinetunedInfo:
     peak_memory_mib: float
     created_at: str
     cache_format: int = CACHE_FORMAT
-
-
-def workbench_home(home: str | os.PathLike | None = None) -> Path:
-    """``home``, else ``$ORT_WORKBENCH_HOME``, else ``$XDG_CACHE_HOME/ort-workbench``, else
-    ``~/.cache/ort-workbench``."""
-    if home is not None:
-        return Path(home).expanduser()
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "ort-workbench"
 
 
 def workshop_recipe(model: str = "minilm") -> TrainConfig:

@@ -1,5 +1,6 @@
 """`make bench`'s benchmark (benchmarks/bench.py) in --quick mode on the tiny model: the JSON has
-every row the issue names, each measured or carrying a reason, and the floor analysis. No timing is
+every row the issue names, each measured or carrying a reason, every ratio paired with its interval,
+the floor of each variant from the machine profile, and the busy-machine check. No timing is
 asserted (timings belong to the benchmark's table, not to tests)."""
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
                 assert cell["runs"] == r["settings"]["rounds"] * r["settings"]["repeats"], (name, shape)
                 assert 0 < cell["p10_ms"] <= cell["median_ms"] <= cell["p90_ms"] and cell["iqr_ms"] >= 0, (name, shape)
                 assert cell["speedup_vs_eager"] > 0 and cell["load_avg"] >= 0
+                ratio = cell["ratio_vs_eager"]  # paired rounds, with its bootstrap interval
+                assert ratio["rounds"] == r["settings"]["rounds"] == len(cell["round_ms"]), (name, shape)
+                assert ratio["lo"] <= ratio["value"] <= ratio["hi"] and ratio["is_gain"] == (ratio["lo"] > 1.0)
+                if name.startswith("ort-") or name in ("torch-eager-fp32", "torch-dynamic-int8"):
+                    assert cell["floor_ms"] > 0 and cell["of_floor"] == pytest.approx(cell["floor_ms"] / cell["median_ms"])
             else:
                 assert cell["reason"], (name, shape)
         if not row["available"]:
@@ -69,33 +75,36 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
         acc = rows[name]["accuracy"]
         assert acc["n"] > 0 and 0 <= acc["accuracy"] <= 1 and isinstance(acc["within_budget"], bool)
     assert r["onnx"]["fused_ops"], "the fused graph has fused operators"
+    # the busy-machine check ran before and after, and its verdict is in the JSON
+    lc = r["load_check"]
+    assert isinstance(r["contended"], bool) and lc["contended"] == r["contended"]
+    assert lc["before"]["at"] and lc["after"]["at"] and (lc["reasons"] != []) == r["contended"]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_quick_bench_floor_and_training(quick_json):
-    fl, peaks = quick_json["floor"], quick_json["peaks"]
-    assert fl["total_macs"] == fl["weight_gemm_macs"] + fl["attention_macs"] > 0
-    assert peaks["fp32_peak_gflops"] > 0 and peaks["ort_int8_gops"] > 0
-    assert 0 < fl["int8_floor_ms"] and 0 < fl["fp32_floor_ms"] and fl["max_speedup_int8"] > 0
+    from workbench.models import TINY_CONFIG
+    from workbench.work import config_macs
+
+    prof, fl = quick_json["machine_profile"], quick_json["floor"]
+    assert prof["fp32_gops"] > 0 and prof["int8_gops"] > 0 and prof["isa"]
+    assert set(fl) == set(quick_json["settings"]["shapes"])
+    for k, e in fl.items():
+        b, s = (int(x) for x in k.split("x"))
+        assert e["total_macs"] == config_macs(TINY_CONFIG["hidden_size"], TINY_CONFIG["intermediate_size"],
+                                              TINY_CONFIG["num_hidden_layers"], b, s)
+        assert e["work"]["ort-fused-int8-dynamic"]["int8_macs"] > 0
+        assert e["work"]["ort-fused-fp32"]["int8_macs"] == 0
+        assert e["floor_ms"]["ort-fused-int8-dynamic"] < e["floor_ms"]["ort-fused-fp32"]
+        assert e["best_ort"] in e["of_floor"]
+        if e["best_of_floor"] < 0.9:  # far from its floor: the profiler says which ops take the time
+            assert e["ops"] and sum(o["share"] for o in e["ops"]) == pytest.approx(1.0)
     train = {row["variant"]: row for row in quick_json["training"]}
     assert set(train) == TRAIN_ROWS
     for name, row in train.items():
         assert row["status"] == "ok" or row["reason"], name
     assert train["eager"]["status"] == "ok" and train["eager"]["median_step_s"] > 0
-
-
-def test_forward_macs_matches_minilm_by_hand():
-    """MiniLM-L6 (6 layers, hidden 384, FFN 1536) at 1x128: 2.87 GFLOP, the figure FIELD_NOTES quotes."""
-    from types import SimpleNamespace
-
-    cfg = SimpleNamespace(num_hidden_layers=6, hidden_size=384, intermediate_size=1536, num_labels=2)
-    m = bench.forward_macs(cfg, 1, 128)
-    per_layer_weights = 128 * (4 * 384 * 384 + 2 * 384 * 1536)
-    assert m["weight_gemm_macs"] == 6 * per_layer_weights + 384 * 384 + 384 * 2
-    assert m["attention_macs"] == 6 * 2 * 128 * 128 * 384
-    assert 2.8 < m["gflop"] < 3.0
-    assert bench.forward_macs(cfg, 32, 128)["total_macs"] == pytest.approx(32 * m["total_macs"], rel=1e-3)
 
 
 def test_bf16_reason_follows_the_flags():

@@ -5,6 +5,8 @@ Graph facts are checked by reading the ONNX files, not by trusting the result's 
 
 from __future__ import annotations
 
+import statistics
+
 import dataclasses
 import json
 import math
@@ -129,10 +131,18 @@ def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline,
     assert sum(fnodes[n].op_type == "MatMul" for n in r.quantized_nodes) >= 12  # 2 layers x 6 weight MatMuls
     assert r.validation.n_examples == len(quant_tiny_baseline.eval_set("test").load_examples())
     assert r.metrics()[0].unit == "ms"
-    # the speed-up is the ratio of the two medians timed in this run, on the same shape
+    # the two graphs were timed side by side: one paired sample per round each, and the speed-up is
+    # the median of the per-round ratios with its interval (not a ratio of medians taken apart)
     (q,), (f,) = r.latency, r.fp32_latency
     assert (q.batch, q.seq) == (f.batch, f.seq) == (1, 64)
-    assert r.speedup == pytest.approx(f.median_ms / q.median_ms)
+    assert len(q.stats.samples_ms) == len(f.stats.samples_ms) == r.timing.repeats
+    per_round = sorted(a / b for a, b in zip(f.stats.samples_ms, q.stats.samples_ms))
+    assert r.speedup == pytest.approx(statistics.median(per_round))
+    ratio = r.speedup_ratio
+    assert ratio.lo <= ratio.value <= ratio.hi and ratio.rounds == r.timing.repeats
+    # both latencies carry this machine's floor for their graph (INT8 work is cheaper: a lower floor)
+    assert 0 < q.floor_ms < f.floor_ms and q.of_floor == pytest.approx(q.floor_ms / q.median_ms)
+    assert r.load is not None and isinstance(r.load.contended, bool)
 
 
 def test_result_round_trips_and_reloads(quant_tiny_dynamic):
@@ -387,7 +397,7 @@ def test_run_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp
         exported_tiny,
         SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()),
                      budget_overall=0.0, budget_per_slice=0.0, timing=TimingConfig.quick(repeats=3),
-                     include_small_slices=True, n_boot=100),
+                     include_small_slices=True, n_boot=100, min_speedup=0),  # accuracy alone (the guard: below)
         tmp_path, data=quick_data,
     )
     assert [c.name for c in res.candidates] == ["model/fp32", "model/dynamic-qint8", "model/dynamic-qint8-pc"]
@@ -400,9 +410,9 @@ def test_run_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp
         judged = [*q.report.slices, q.golden.overall, *q.golden.slices]
         drops = [-d.delta for d in judged if d.n > 0]
         assert c.feasible == (max(drops) <= 1e-12 and -q.report.overall.delta <= 1e-12)
-    # the choice is the fastest of the candidates feasible by the drops recomputed above
+    # the choice is the fastest (highest speed-up over FP32) of the candidates feasible by the drops recomputed above
     feasible_by_hand = [c for c in res.candidates if c.feasible]
-    assert res.best is min(feasible_by_hand, key=lambda c: c.latency_ms)
+    assert res.best is max(feasible_by_hand, key=lambda c: c.speedup)
     back = serial.from_dict(SearchResult, json.loads((tmp_path / "search.json").read_text()))
     assert back.chosen == res.chosen and len(back.candidates) == 3
 
@@ -462,7 +472,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     budget_overall = min(max(hand["overall"], 0.0) + 0.01, 0.99)
 
     search = SearchConfig(candidates=(QuantConfig.dynamic_int8(),), budget_overall=budget_overall, budget_per_slice=budget_slice,
-                          timing=TimingConfig.quick(repeats=2), n_boot=100)
+                          timing=TimingConfig.quick(repeats=2), n_boot=100, min_speedup=0)
     res = run_search(export, search, tmp_path / "search", data=data, slices=slices)
     fp32, int8 = res.candidates
     assert (fp32.precision, int8.precision) == ("fp32", "int8")
@@ -553,9 +563,18 @@ class _Counter:
             self.fp32_scored += any(session is s for s in fp32_sessions)
             return real_predict(session, *a, **k)
 
+        import workbench.quant.run as quant_run
+
+        real_side = quant_run.time_side_by_side
+
+        def time_side_by_side(graphs, *a, **k):  # the FP32 graph timed beside a quantized one
+            self.timed += [Path(g).resolve() for g in graphs.values()]
+            return real_side(graphs, *a, **k)
+
         monkeypatch.setattr(ortinfer, "latency_by_shape", latency_by_shape)
         monkeypatch.setattr(ortinfer, "make_session", make_session)
         monkeypatch.setattr(ortinfer, "predict_dataset", predict_dataset)
+        monkeypatch.setattr(quant_run, "time_side_by_side", time_side_by_side)
 
     @property
     def fp32_timed(self) -> int:
@@ -569,9 +588,9 @@ class _Counter:
 def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exported_tiny, quick_data, tmp_path,
                                                                             monkeypatch):
     """The demo's order: one baseline, presets quantized into it, then the search over candidates that
-    include two of the same configurations. The FP32 graph is timed once (with the baseline) and scored
-    once; the search quantizes only what was not quantized before. (Before: every run_quantization
-    timed the FP32 graph again, and the search prepared, scored and timed a baseline of its own.)"""
+    include two of the same configurations. The FP32 graph is scored once (with the baseline) and timed
+    once with it, then again beside each graph quantized (issue 22: interleaved in one run, so load hits
+    both sides of every ratio); the search quantizes and times only what was not quantized before."""
     count = _Counter(monkeypatch, exported_tiny.onnx_path)
     timing = TimingConfig.quick(repeats=2)
     base = prepare_baseline(exported_tiny, quick_data, tmp_path / "quantize" / "baseline", timing=timing)
@@ -581,17 +600,20 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
 
     presets = [run_quantization(None, QuantConfig.preset(name), tmp_path / "quantize" / name, baseline=base, n_boot=100,
                                 node_error_samples=0) for name in ("dynamic", "dynamic-per-channel")]
-    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets)  # neither timed nor scored again
-    assert count.others_timed == 2
-    assert all(r.fp32_latency == base.fp32_latency and r.timing == timing for r in presets)
+    assert count.fp32_scored == len(base.eval_sets)  # not scored again
+    assert count.fp32_timed == 3 and count.others_timed == 2  # timed beside each variant, in the same rounds
+    assert count.timed[1:] == [count.fp32, Path(presets[0].quantized_path).resolve(), count.fp32,
+                               Path(presets[1].quantized_path).resolve()]
+    assert all(r.timing == timing and len(r.fp32_latency[0].stats.samples_ms) == len(r.latency[0].stats.samples_ms)
+               for r in presets)
     assert load_quant_result(presets[0].out_dir).timing == timing
 
     steps: list[str] = []
     cands = (QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel(), QuantConfig.dynamic_int8_reduce_range())
     res = run_search(base, SearchConfig(candidates=cands, n_boot=100), tmp_path / "search", previous=presets,
                      progress=lambda i, n, what: steps.append(what))
-    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
-    assert count.others_timed == 3  # only the reduce-range candidate was quantized and timed
+    assert count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
+    assert count.others_timed == 3 and count.fp32_timed == 4  # only the reduce-range candidate was quantized and timed
     assert res.reused == ["model/dynamic-qint8", "model/dynamic-qint8-pc"]
     assert not (tmp_path / "search" / "model" / "baseline").exists()
     assert sorted(p.name for p in (tmp_path / "search" / "model").iterdir()) == ["dynamic-qint8-rr"]
@@ -607,12 +629,12 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     # reused only when the scoring would be the same: other bootstrap settings quantize again
     other = run_search({"exported": base}, SearchConfig(candidates=cands[:1], n_boot=200, include_fp32=False),
                        tmp_path / "search-200", previous=presets)
-    assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 1
+    assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 5
     # other timing settings time the FP32 graph again, with those settings (a comparison needs both)
     slow = dataclasses.replace(timing, repeats=3)
     again = run_quantization(None, QuantConfig.preset("dynamic"), tmp_path / "other-timing", baseline=base, timing=slow,
                              n_boot=100, node_error_samples=0)
-    assert count.fp32_timed == 2 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
+    assert count.fp32_timed == 6 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
 
 
 def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_baseline, quant_tiny_dynamic, tmp_path,
@@ -830,3 +852,58 @@ def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, 
     monkeypatch.chdir(tmp_path)
     out = preprocess_for_static(Path(fused_tiny.fused_path), Path("rel") / "pre.onnx")
     assert (tmp_path / "rel" / "pre.onnx").is_file() and out == Path("rel") / "pre.onnx"
+
+
+# ---- the speed guard (issue 22) ----------------------------------------------------------------
+def _timed(name: str, accuracy_delta: float, lo: float, value: float, hi: float, contended: bool = False):
+    """A quantized result as the search reads it, with a speed-up interval from paired rounds."""
+    from types import SimpleNamespace
+
+    from workbench.latency import Ratio
+
+    return SimpleNamespace(config=QuantConfig.dynamic_int8(name=name), quantized_path=Path(f"/x/{name}.onnx"),
+                           out_dir=Path(f"/x/{name}"), latency_ms=10.0 / value, size_mib=22.0, accuracy=0.8 + accuracy_delta,
+                           accuracy_delta=accuracy_delta, speedup=value, speedup_ratio=Ratio(value, lo, hi, 20),
+                           latency=[], contended=contended)
+
+
+def _check(ok: bool):
+    from workbench.quant import BudgetCheck
+
+    return BudgetCheck(0.0, "", 0.0, ok, ok, [] if ok else ["overall -3.0 points"], 0, [])
+
+
+def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
+    from workbench.quant.search import choice_message, int8_candidate
+
+    fp32 = SearchCandidate(name="model/fp32", graph="model", precision="fp32", config=None, onnx_path=Path("/x/m.onnx"),
+                           result_path=None, latency_ms=10.0, size_mib=87.0, accuracy=0.8, accuracy_delta=0.0,
+                           check=_check(True), feasible=True, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0)
+    exact_but_slow = int8_candidate("exact", "model", _timed("exact", 0.0, 0.98, 1.04, 1.10), _check(True), 1.05)
+    quick = int8_candidate("quick", "model", _timed("quick", -0.004, 1.55, 1.70, 1.82), _check(True), 1.05)
+    assert not exact_but_slow.feasible and exact_but_slow.check.feasible and "0.98x is under the 1.05x" in exact_but_slow.too_slow
+    assert select_candidate([fp32, exact_but_slow, quick]).name == "quick"
+    # the quick one over the accuracy budget: the exact one is still too slow, so the FP32 graph is the answer
+    quick_but_off = int8_candidate("quick", "model", _timed("quick", -0.03, 1.55, 1.70, 1.82), _check(False), 1.05)
+    best = select_candidate([fp32, exact_but_slow, quick_but_off])
+    assert best is fp32
+    text = choice_message([fp32, exact_but_slow, quick_but_off], best, 0.01, 0.02, 1.05)
+    assert text.startswith("keep the FP32 graph (model/fp32)") and "none is at least 1.05x faster" in text
+    assert "exact" in text and "0.98x is under the 1.05x speed guard" in text
+    # the guard off: the exact one (1.04x, inside the budget) wins over FP32
+    assert select_candidate([fp32, int8_candidate("exact", "model", _timed("exact", 0.0, 0.98, 1.04, 1.10),
+                                                  _check(True), 0.0)]).name == "exact"
+
+
+def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> None:
+    from workbench.quant import speed_guard
+    from workbench.quant.search import choice_message, int8_candidate
+
+    assert speed_guard(_timed("a", 0.0, 1.06, 1.2, 1.3), 1.05) == (True, "")
+    ok, why = speed_guard(_timed("a", 0.0, 1.01, 1.6, 2.3), 1.05)  # a big median with a wide interval is not enough
+    assert not ok and "1.01x is under the 1.05x speed guard" in why
+    busy = int8_candidate("busy", "model", _timed("busy", 0.0, 1.5, 1.7, 1.9, contended=True), _check(True), 1.05)
+    assert busy.contended and "no speed-up is stated as measured" in choice_message([busy], busy, 0.01, 0.02, 1.05)
+    with pytest.raises(QuantizeError, match="min_speedup is a speed-up over the FP32 graph"):
+        SearchConfig(min_speedup=-1)
+    assert SearchConfig(min_speedup="0").min_speedup == 0.0

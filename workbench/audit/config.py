@@ -7,7 +7,8 @@ from typing import Callable
 
 from ..graph import ExportConfig
 from ..graph import FusionConfig
-from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, TimingConfig
+from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT,
+                     QuantConfig, QuantizeError, TimingConfig, check_min_speedup)
 
 Log = Callable[[str], None]
 from ..runs.layout import AUDIT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -27,7 +28,9 @@ class AuditConfig:
     """How to audit a model (the model folder is the stage's input: ``run_audit(model, cfg, out)``).
     ``data`` is the labelled file every row of which is scored. ``budget_overall``/``budget_slice`` are fractions of accuracy
     (0.01 = one point) a quantized variant may lose overall / on any slice big enough to judge
-    (a negative budget demands an improvement). ``quick`` times less and bootstraps less."""
+    (a negative budget demands an improvement). ``min_speedup`` is the speed guard: a variant must be at least
+    this many times faster than the FP32 graph at the lower end of its interval to meet the budget (0: off).
+    ``quick`` times less and bootstraps less."""
 
     data: str
     text_column: str = "text"
@@ -37,6 +40,7 @@ class AuditConfig:
     budget_overall: float = DEFAULT_BUDGET_OVERALL
     budget_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
+    min_speedup: float = DEFAULT_MIN_SPEEDUP
     quick: bool = False
     calibration_size: int = 128
     calibration_fraction: float = 0.2
@@ -58,6 +62,10 @@ class AuditConfig:
             if not isinstance(v, (int, float)) or not -1.0 <= v <= 1.0:
                 raise AuditInputError(f"{name} (--{name.replace('_', '-')}) is a fraction of accuracy between -1 and 1 "
                                       f"(0.01 = one point), got {v!r}")
+        try:
+            object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup, "min_speedup (--min-speedup)"))
+        except QuantizeError as exc:
+            raise AuditInputError(str(exc)) from None
         if not 8 <= self.calibration_size <= 100_000:
             raise AuditInputError(f"calibration_size must be from 8 to 100000 rows, got {self.calibration_size}")
         if not 0.0 < self.calibration_fraction <= 0.5:

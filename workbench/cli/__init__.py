@@ -15,6 +15,7 @@ Commands, by file:
 | ``demo.py`` | ``demo``, ``workshop`` | ``pipeline.run_demo``, ``workshop.ensure_finetuned`` |
 | ``audit.py`` | ``audit`` | ``audit.run_audit`` |
 | ``ondevice.py`` | ``ondevice`` | ``ondevice.run_ondevice`` |
+| ``machine.py`` | ``machine`` | ``machine.machine_profile``, ``machine.check_load`` |
 
 Shared pieces: ``app.py`` (the parser, exit codes, one-line errors), ``flags.py`` (flags from a
 config dataclass and the config back from them), ``fields.py`` (each field's ``--help`` text),

@@ -12,6 +12,7 @@ from .common import _fail, _os_error_line
 from .basics import _add_basics
 from .demo import _add_demo
 from .graph import _add_graph
+from .machine import _add_machine
 from .ondevice import _add_ondevice
 from .quant import _add_quant
 from .train import _add_train
@@ -24,7 +25,7 @@ EXIT_CODES = """exit codes (every command):
 
 `workbench COMMAND --help` lists a command's flags with their defaults."""
 
-REGISTRARS: list[Callable] = [_add_basics, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_ondevice]
+REGISTRARS: list[Callable] = [_add_basics, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_ondevice, _add_machine]
 
 
 class OneLineErrors(argparse.ArgumentParser):

@@ -9,8 +9,9 @@ from .common import _fail, _locked
 from .flags import Flag, add_config_flags, build, cli_only
 
 AUDIT_EXIT_CODES = """exit codes:
-  0  a quantized (INT8) variant meets both budgets (the verdict names the fastest)
-  3  no quantized variant meets the budgets (the FP32 graph is the reference, never a candidate)
+  0  a quantized (INT8) variant meets both budgets and the speed guard (the verdict names the fastest)
+  3  no quantized variant meets the budgets and the speed guard (--min-speedup, default 1.05x faster than
+     FP32 at the lower end of its interval): keep the FP32 graph
   2  bad input, found before any heavy work: no such folder, not a sequence-classification model,
      an architecture the exporter does not handle, label values the model does not know, missing
      columns, an empty or unreadable file, an output folder that cannot be written
@@ -54,7 +55,7 @@ def _add_audit(sub) -> None:
         Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),
         Flag("presets", nargs="+", metavar="P",  # words or a comma list
              help=f"quantization presets, each one of {', '.join(QuantConfig.presets())}"),
-        "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"),
+        "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup",
     ))
     cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
     add_config_flags(p, AuditConfig, (Flag("quick", negatable=False), "n_boot", "calibration_size", "max_length",

@@ -112,6 +112,7 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "budget_overall": "search: accuracy drop allowed overall (0.01 = 1 point)",
         "budget_per_slice": "search: accuracy drop allowed on every slice big enough to judge",
         "include_small_slices": "search: hold slices under 50 examples to the budget too",
+        "min_speedup": "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off",
     },
     "AuditConfig": {
         "data": "CSV, TSV, JSONL or Parquet file with a text and a label column",
@@ -122,6 +123,7 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "budget_overall": "accuracy a variant may lose overall (0.01 = 1 point)",
         "budget_slice": "accuracy a variant may lose on any slice of 50+ rows",
         "include_small_slices": "hold slices under 50 rows to the budget too",
+        "min_speedup": "speed guard: the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off",
         "quick": "short timings, 200 bootstrap replicates (a smoke run)",
         "n_boot": "bootstrap replicates (--quick: 200)",
         "calibration_size": "most rows held out to calibrate static presets (and at most a fifth of the file)",

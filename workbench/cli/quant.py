@@ -13,7 +13,8 @@ from .flags import Flag, add_config_flags, build, cli_only
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"))
 TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
-SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"))
+SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"),
+                "min_speedup")
 
 
 def _quant_source(source: Path, which: str):

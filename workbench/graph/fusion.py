@@ -34,8 +34,10 @@ import numpy as np
 
 from .. import runs
 from ..device import PlacementReport
+from ..machine import LoadCheck
 from ..metrics import Metric
 from ..ortinfer import ShapeLatency
+from ..speed import Speed
 from .build import BuiltVariant, build_variants
 from .diagnose import Diagnosis, diagnose, expected_fusions
 from .export import ExportResult
@@ -108,6 +110,10 @@ class FusionReport:
     cuda_graph_latency: dict[str, list[ShapeLatency]] = field(default_factory=dict)
     # PyTorch's GPU peers timed in the same run: sdpa_fp16, compile_fp16 (reduce-overhead: CUDA graphs)
     pytorch_peers: dict[str, list[ShapeLatency]] = field(default_factory=dict)
+    # CPU: every variant against PyTorch (else the unoptimized graph), timed side by side in
+    # alternating rounds, with intervals; and whether the machine was busy meanwhile
+    speed: list[Speed] = field(default_factory=list)
+    load: Optional[LoadCheck] = None
 
     def variant(self, name: Union[str, Variant]) -> VariantResult:
         key = to_variant(name)
@@ -169,8 +175,14 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     built = build_variants(inputs.graph, cfg, out, inputs.num_heads, inputs.hidden_size, model_type)
     # 2. validate: every variant against PyTorch's logits from the export (or the unoptimized graph)
     validations, reference_name = _validate(built, inputs, cfg, device, notes)
-    # 3. time: PyTorch first (no ONNX Runtime session alive to compete for the cores), then each variant
-    pt_latency, pt_peers, latency = _time(built, inputs, cfg, device, model, notes)
+    # 3. time: on the CPU, PyTorch and every variant side by side in alternating rounds (floors, intervals,
+    # a load check); on a GPU, PyTorch first (no ONNX Runtime session alive), then each variant
+    side = None
+    if device == "cpu" and cfg.measure_latency:
+        pt_latency, latency, side = _time_side_by_side(built, inputs, cfg, model, notes)
+        pt_peers = {}
+    else:
+        pt_latency, pt_peers, latency = _time(built, inputs, cfg, device, model, notes)
     # 3b. CUDA only: where each variant's nodes ran, Memcpy nodes, and CUDA graphs where ONNX Runtime accepts them
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
 
@@ -211,6 +223,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         expected_fusions=expected, diagnoses=diagnoses, fused_path=fused_path, shapes=list(cfg.shapes),
         reference=reference_name, notes=notes, config=cfg, device=device, placement=placement,
         cuda_graph_latency=graph_latency, pytorch_peers=pt_peers,
+        speed=list(side.speeds) if side is not None else [], load=side.load if side is not None else None,
     )
     runs.save_result(report, out / FUSION_FILE)
     return report
@@ -289,6 +302,34 @@ def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionC
                                             b.session_optimization, cfg.max_seconds_per_shape, inputs.vocab_size,
                                             device=device)
     return pt_latency, pt_peers, latency
+
+
+def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, model,
+                       notes: list[str]):
+    """CPU: PyTorch eager and every variant timed side by side in alternating rounds (load hits them
+    alike), each graph with its floor, every ratio against PyTorch (else the unoptimized graph) with
+    its interval, a load check before and after. (PyTorch latency, each variant's latency, SpeedRun)."""
+    from ..speed import time_side_by_side
+
+    torch_models = {}
+    if cfg.time_pytorch:
+        pt_model, why = pytorch_model(inputs, model)
+        if pt_model is None:
+            notes.append(why)
+        else:
+            torch_models["pytorch"] = pt_model
+    graphs = {v.value: b.run_path for v, b in built.items()}
+    levels = {v.value: b.session_optimization for v, b in built.items()}
+    base = "pytorch" if torch_models else next(iter(graphs))
+    side = time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
+                             threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
+                             torch_models=torch_models, graph_optimization=levels)
+    notes.extend(side.notes)
+    if side.contended:
+        notes.append(f"timing {side.load.text()}: the speed-ups are not measured facts; time again on a quiet machine")
+    pt_latency = side.latency.get("pytorch", [])
+    latency = {v: side.latency[v.value] for v in built}
+    return pt_latency, latency, side
 
 
 def _place(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str):

@@ -86,7 +86,12 @@ def table(report: FusionReport) -> str:
         counts = ", ".join(f"{k} {n}" for k, n in report.fused_op_counts.items()) or "none"
         lines.append(f"\nfused by the transformer optimizer: {counts}")
     if timed and report.pytorch_latency:
-        lines.append("(ms: median per batch; x: speed-up over PyTorch eager measured in this run)")
+        lines.append("(ms: median per batch; x: speed-up over PyTorch eager measured in this run, interleaved rounds)")
+    for sp in report.speed:
+        floor = f", {100 * sp.of_floor:.0f}% of its floor {sp.floor_ms:.2f} ms" if sp.of_floor else ""
+        lines.append(f"  {sp.name} at {sp.batch}x{sp.seq}: {sp.ratio.text()} vs {sp.base}{floor}")
+    if report.load is not None and report.load.contended:
+        lines.append(f"WARNING: timing {report.load.text()}; the speed-ups above are not measured facts")
     for d in report.diagnoses:
         lines.append(f"\nMISSING {d.fusion}: expected {d.expected}, found {d.found}\n  cause: {d.cause}\n  fix:   {d.fix}")
     for n in report.notes:

@@ -65,6 +65,9 @@ from .run import QUANTIZED_FILE, RESULT_FILE, QuantResult, load_quant_result, re
 from .budget import (  # noqa: F401
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,
+    DEFAULT_MIN_SPEEDUP,
+    check_min_speedup,
+    speed_guard,
     OBJECTIVES,
     BudgetCheck,
     Objective,

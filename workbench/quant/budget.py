@@ -14,6 +14,9 @@ from .evaluate import SliceReport
 # enough to judge; the one copy the pipeline, the audit, the report, the panel and the benchmarks use.
 DEFAULT_BUDGET_OVERALL = 0.01
 DEFAULT_BUDGET_PER_SLICE = 0.02
+# The speed guard: a quantized variant counts as a win only when the lower end of its speed-up's
+# interval over the FP32 graph (interleaved, paired rounds) reaches this; 0 turns the guard off.
+DEFAULT_MIN_SPEEDUP = 1.05
 
 
 class Objective(str, enum.Enum):
@@ -99,3 +102,35 @@ def check_budget(reports: Sequence[SliceReport], budget_overall: float, budget_p
                 violations.append(f"slice {label} (n={d.n}): -{v:.2%} > budget {budget_per_slice:.2%}")
     return BudgetCheck(overall, worst, worst_drop, overall <= budget_overall + 1e-12,
                        not any(v.startswith("slice") for v in violations), violations, checked, skipped)
+
+
+def check_min_speedup(value, name: str = "min_speedup") -> float:
+    """The speed guard as a ratio >= 0 (1.05: at least 5% faster than FP32; 0: off); one message for every front."""
+    import math
+
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise QuantizeError(f"{name} is a speed-up over the FP32 graph (1.05 = at least 5% faster; 0 turns the guard "
+                            f"off), got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or v > 100:
+        raise QuantizeError(f"{name} is a speed-up over the FP32 graph between 0 (off) and 100, got {value}; 1.05 is the default")
+    return v
+
+
+def speed_guard(result, min_speedup: float) -> tuple[bool, str]:
+    """(fast enough, why not) for a quantized variant under the guard: judged on the lower end of its
+    speed-up's interval over the paired rounds; a result saved before intervals were kept is judged
+    on its point estimate (and says so)."""
+    if min_speedup <= 0:
+        return True, ""
+    ratio = getattr(result, "speedup_ratio", None)
+    if ratio is not None:
+        if ratio.lo >= min_speedup:
+            return True, ""
+        return False, (f"{ratio.text()} the speed of the FP32 graph: the interval's lower end {ratio.lo:.2f}x is under "
+                       f"the {min_speedup:.2f}x speed guard")
+    speedup = getattr(result, "speedup", float("nan"))
+    if speedup == speedup and speedup >= min_speedup:
+        return True, ""
+    return False, f"{speedup:.2f}x the speed of the FP32 graph (no interval: an older result), under the {min_speedup:.2f}x speed guard"

@@ -8,9 +8,10 @@ One call, ``run_quantization(onnx_path, QuantConfig.dynamic_int8(), out_dir, dat
    re-quantizations, search candidates) is scored on exactly these, so their numbers compare.
 2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
    on training texts.
-3. **Validate, time, size**: logits against the FP32 graph on the test split, latency of the
-   quantized graph with the baseline's timing settings (the FP32 latency comes from the baseline:
-   :func:`~workbench.quant.baseline.fp32_latency`), size on disk.
+3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
+   the quantized one timed side by side in alternating rounds with the baseline's timing settings
+   (:func:`workbench.speed.time_side_by_side`: the speed-up with its interval, both floors, a load
+   check before and after); size on disk.
 4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
 5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
 
@@ -33,15 +34,21 @@ from .. import runs
 from ..runs import layout
 from ..graph import Validation, file_size_mib
 from ..metrics import Metric
+from ..latency import Ratio
+from ..machine import LoadCheck
 from ..ortinfer import ShapeLatency
+from ..speed import Speed, time_side_by_side
 from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, EvalSet,
-                       _graph_source, fp32_latency, load_baseline, prepare_baseline, time_graph)
+                       _graph_source, load_baseline, prepare_baseline)
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
 from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
+
+# runs of each graph per interleaved round (the round's sample is their median); TimingConfig.repeats is the rounds
+TIMING_REPEATS_PER_ROUND = 3
 QUANTIZED_FILE = "model.int8.onnx"
 
 
@@ -73,6 +80,11 @@ class QuantResult:
     notes: list[str] = field(default_factory=list)
     # the timing settings of ``latency``/``fp32_latency`` (None in results saved before it was kept)
     timing: Optional[TimingConfig] = None
+    # the FP32 and quantized graphs timed side by side, interleaved (workbench.speed): the speed-up
+    # per shape with its interval over the paired rounds and both floors; and whether the machine
+    # was busy meanwhile (empty / None in results saved before they were kept)
+    speed: list[Speed] = field(default_factory=list)
+    load: Optional[LoadCheck] = None
 
     @property
     def latency_ms(self) -> float:
@@ -83,9 +95,27 @@ class QuantResult:
         return self.fp32_latency[0].median_ms if self.fp32_latency else float("nan")
 
     @property
+    def speedup_ratio(self) -> Optional[Ratio]:
+        """The speed-up over the FP32 graph at the first timing shape, with its interval (None in
+        results saved before interleaved timing)."""
+        return self.speed[0].ratio if self.speed else None
+
+    @property
     def speedup(self) -> float:
-        """FP32 median latency / quantized median latency (first timing shape, same process)."""
+        """How many times faster than the FP32 graph (first timing shape): the median of the paired
+        rounds' ratios; in older results, FP32 median latency / quantized median latency."""
+        if self.speed:
+            return self.speed[0].ratio.value
         return self.fp32_latency_ms / self.latency_ms if self.latency_ms > 0 else float("nan")
+
+    @property
+    def contended(self) -> bool:
+        """Whether the speed figures were taken while something else used the CPU."""
+        return bool(self.load and self.load.contended)
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        return self.latency[0].of_floor if self.latency else None
 
     @property
     def accuracy(self) -> float:
@@ -239,10 +269,15 @@ def run_quantization(
                                 what=f"the {cfg.label} graph")
 
     t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
-    # the FP32 figure measured once with the baseline (timed anew only under other settings); the
-    # quantized graph by its path, opened with the timing's thread count (not the scoring session)
-    fp32_lat = fp32_latency(baseline, t)
-    latency = time_graph(qpath, t, baseline.vocab_size)
+    # the FP32 graph and the quantized one timed side by side in alternating rounds (load hits both
+    # alike), each against this machine's floor, with a load check before and after
+    side = time_side_by_side({"fp32": baseline.fp32_path, cfg.label: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,
+                             rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
+                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device)
+    fp32_lat, latency = side.latency["fp32"], side.latency[cfg.label]
+    notes += side.notes
+    if side.contended:
+        notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")
 
     errors: list[NodeError] = []
     if node_error_samples > 0 and calib_texts:
@@ -260,6 +295,7 @@ def run_quantization(
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
         calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
         baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes, timing=t,
+        speed=list(side.speeds), load=side.load,
     )
     runs.save_result(result, out / RESULT_FILE)
     return result

@@ -20,8 +20,8 @@ from .. import runs
 from ..runs import layout
 from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, fp32_latency,
                        prepare_baseline)
-from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, BudgetCheck, Objective, check_budget,
-                     check_budget_value, parse_objective)
+from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, BudgetCheck, Objective,
+                     check_budget, check_budget_value, check_min_speedup, parse_objective, speed_guard)
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig
 from .run import RESULT_FILE, QuantResult, _report_for, run_quantization
@@ -42,8 +42,66 @@ class SearchCandidate:
     accuracy: float
     accuracy_delta: float
     check: BudgetCheck
-    feasible: bool
+    feasible: bool  # within both accuracy budgets and (INT8) past the speed guard
     reused: bool = False  # an earlier run's result with the same config and baseline, not re-quantized
+    # the speed-up over the FP32 graph, timed side by side (median of the paired rounds and its
+    # interval); None for the FP32 candidate and for results saved before intervals were kept
+    speedup: Optional[float] = None
+    speedup_lo: Optional[float] = None
+    speedup_hi: Optional[float] = None
+    fast_enough: bool = True  # past the speed guard (SearchConfig.min_speedup)
+    too_slow: str = ""  # why not, in words
+    contended: bool = False  # its speed was measured while something else used the CPU
+    floor_ms: Optional[float] = None
+    of_floor: Optional[float] = None
+
+
+def int8_candidate(name: str, graph: str, res: QuantResult, check: BudgetCheck, min_speedup: float,
+                   reused: bool = False) -> SearchCandidate:
+    """A quantized variant as a candidate: accuracy judged by ``check``, speed by the guard
+    (:func:`~workbench.quant.budget.speed_guard`: the lower end of its speed-up's interval); it is
+    feasible only when both hold. The one constructor both searches use."""
+    fast, why = speed_guard(res, min_speedup)
+    ratio = res.speedup_ratio
+    lat = res.latency[0] if res.latency else None
+    return SearchCandidate(
+        name=name, graph=graph, precision="int8", config=res.config, onnx_path=Path(res.quantized_path),
+        result_path=(Path(res.out_dir) / RESULT_FILE), latency_ms=res.latency_ms, size_mib=res.size_mib,
+        accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check, feasible=check.feasible and fast,
+        reused=reused, speedup=res.speedup if res.speedup == res.speedup else None,
+        speedup_lo=ratio.lo if ratio else None, speedup_hi=ratio.hi if ratio else None, fast_enough=fast, too_slow=why,
+        contended=res.contended, floor_ms=lat.floor_ms if lat else None, of_floor=lat.of_floor if lat else None)
+
+
+def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], budget_overall: float,
+                   budget_per_slice: float, min_speedup: float) -> str:
+    """What the search chose and why, or why nothing was: accuracy first, then the speed guard."""
+    int8 = [c for c in found if c.precision == "int8"]
+    accurate = [c for c in int8 if c.check.feasible]
+    if best is not None and best.precision == "int8":
+        speed = (f"{best.speedup:.2f}x FP32 ({best.speedup_lo:.2f}-{best.speedup_hi:.2f})" if best.speedup_lo is not None
+                 else f"{best.latency_ms:.2f} ms")
+        message = (f"{best.name}: {speed}, {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, accuracy {best.accuracy:.1%} "
+                   f"({-best.check.overall_drop:+.2%}), worst slice {best.check.worst_slice or '-'} "
+                   f"{-best.check.worst_slice_drop:+.2%}")
+    elif accurate:  # within budget but none fast enough: keep the FP32 graph
+        quickest = max(accurate, key=lambda c: (c.speedup_lo if c.speedup_lo is not None else (c.speedup or 0.0)))
+        message = (f"keep the FP32 graph{' (' + best.name + ')' if best is not None else ''}: {len(accurate)} INT8 "
+                   f"variant{'s are' if len(accurate) > 1 else ' is'} within the accuracy budget, but none is at least "
+                   f"{min_speedup:.2f}x faster beyond doubt on this machine; the quickest, {quickest.name}, runs at "
+                   f"{quickest.too_slow}")
+    elif int8:
+        closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
+        message = (f"no INT8 variant is within {budget_overall:.1%} overall and {budget_per_slice:.1%} per slice; closest: "
+                   f"{closest.name} ({'; '.join(closest.check.violations[:2])}). Keep the FP32 graph"
+                   f"{' (' + best.name + ')' if best is not None else ''}, raise a budget or try per-channel, static "
+                   "calibration or excluding the worst nodes")
+    else:
+        message = "no quantized variant to choose from" + (f"; {best.name}" if best is not None else "")
+    if any(c.contended for c in int8):
+        message += ("; the speed figures were taken while other work used the CPU, so no speed-up is stated as "
+                    "measured: time again on a quiet machine")
+    return message
 
 
 @dataclass(frozen=True)
@@ -59,6 +117,7 @@ class SearchResult:
     strict: bool
     out_dir: Path
     message: str
+    min_speedup: float = 0.0  # the speed guard applied (0 in searches saved before it existed)
 
     def candidate(self, name: str) -> SearchCandidate:
         for c in self.candidates:
@@ -100,6 +159,9 @@ class SearchConfig:
     - ``include_small_slices``: hold slices below the minimum size to the budget too.
     - ``strict``: judge the worse end of the 95% interval instead of the point estimate.
     - ``include_fp32``: the FP32 graph is a candidate (the answer when no INT8 variant fits).
+    - ``min_speedup``: the speed guard: an INT8 candidate must be at least this many times faster
+      than the FP32 graph at the lower end of its interval (paired, interleaved rounds) to be
+      chosen, however accurate; 0 turns it off. When none passes, the FP32 graph is the answer.
     - ``n_boot`` / ``seed``: the paired bootstrap of every candidate's slice report.
     - ``timing``: how latency is measured (``None``: the baseline's; given a graph instead of a
       baseline, the baseline is prepared with it). ``eval_batch_size``: scoring batch of a baseline
@@ -113,6 +175,7 @@ class SearchConfig:
     include_small_slices: bool = False
     strict: bool = False
     include_fp32: bool = True
+    min_speedup: float = DEFAULT_MIN_SPEEDUP
     n_boot: int = DEFAULT_N_BOOT
     seed: int = 0
     timing: Optional[TimingConfig] = None
@@ -120,6 +183,7 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", parse_objective(self.objective))
+        object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup))
         for name in ("budget_overall", "budget_per_slice"):
             object.__setattr__(self, name, check_budget_value(name, getattr(self, name)))
         cands = tuple(default_candidates()) if self.candidates is None else tuple(self.candidates)
@@ -142,12 +206,16 @@ class SearchConfig:
 
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str, Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
-    """The feasible candidate with the lowest latency (or size); ties go to the higher accuracy."""
+    """The feasible candidate with the highest speed-up over the FP32 graph (each measured beside
+    FP32 in its own interleaved rounds, so candidates timed at different moments still compare;
+    by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy."""
     objective = parse_objective(objective)
     ok = [c for c in candidates if c.feasible]
     if not ok:
         return None
     if objective is Objective.LATENCY:
+        if all(c.speedup is not None for c in ok):
+            return min(ok, key=lambda c: (-c.speedup, -c.accuracy, c.name))
         return min(ok, key=lambda c: (c.latency_ms, -c.accuracy, c.name))
     return min(ok, key=lambda c: (c.size_mib, -c.accuracy, c.name))
 
@@ -237,30 +305,18 @@ def run_search(
             reps = [res.report] + ([res.golden] if res.golden is not None else [])
             chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices,
                                config.strict)
-            found.append(SearchCandidate(
-                name=f"{gname}/{cfg.label}", graph=gname, precision="int8", config=cfg, onnx_path=Path(res.quantized_path),
-                result_path=(Path(res.out_dir) / RESULT_FILE), latency_ms=res.latency_ms, size_mib=res.size_mib,
-                accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=chk, feasible=chk.feasible, reused=reused,
-            ))
+            found.append(int8_candidate(f"{gname}/{cfg.label}", gname, res, chk, config.min_speedup, reused=reused))
             step(f"{gname}/{cfg.label}" + (f" (reused {res.out_dir})" if reused else ""))
     best = select_candidate(found, config.objective)
     result = SearchResult(found, best.name if best else None, config.budget_overall, config.budget_per_slice,
                           config.objective.value, config.include_small_slices, config.strict, out.resolve(),
-                          _message(found, best, config))
+                          _message(found, best, config), config.min_speedup)
     runs.save_result(result, out / SEARCH_FILE)
     return result
 
 
 def _message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: SearchConfig) -> str:
-    if best is None:
-        closest = min(found, key=lambda c: c.check.worst_slice_drop)
-        message = (f"no candidate is within {config.budget_overall:.1%} overall and {config.budget_per_slice:.1%} per "
-                   f"slice; closest: {closest.name} ({'; '.join(closest.check.violations[:2])}). Raise a budget or try "
-                   "per-channel, static calibration or excluding the worst nodes")
-    else:
-        message = (f"{best.name}: {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, accuracy "
-                   f"{best.accuracy:.1%} ({-best.check.overall_drop:+.2%}), worst slice {best.check.worst_slice or '-'} "
-                   f"{-best.check.worst_slice_drop:+.2%}")
+    message = choice_message(found, best, config.budget_overall, config.budget_per_slice, config.min_speedup)
     reused = [c.name for c in found if c.reused]
     if reused:
         message += f" (reused {len(reused)} earlier result{'s' if len(reused) > 1 else ''}: {', '.join(reused)})"
@@ -276,7 +332,8 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
     return SearchCandidate(
         name=f"{gname}/fp32", graph=gname, precision="fp32", config=None, onnx_path=Path(base.fp32_path), result_path=None,
         latency_ms=lat[0].median_ms, size_mib=base.fp32_size_mib, accuracy=reps[0].overall.reference.accuracy,
-        accuracy_delta=0.0, check=chk, feasible=chk.feasible,
+        accuracy_delta=0.0, check=chk, feasible=chk.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
+        floor_ms=lat[0].floor_ms, of_floor=lat[0].of_floor,
     )
 
 

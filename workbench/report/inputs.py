@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE
+from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class ReportInputs:
     budget_overall: float = DEFAULT_BUDGET_OVERALL
     budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     include_small_slices: bool = False
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # the speed guard the search and the verdict apply
+    machine: Any = None  # the MachineProfile the speeds were judged against (default: this machine's, cached)
     doctor: Any = None
     data: dict = field(default_factory=dict)
     model: Optional[dict] = None
@@ -58,7 +60,7 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     budgets = {}
     if search is not None:
         budgets = {"budget_overall": search.budget_overall, "budget_per_slice": search.budget_per_slice,
-                   "include_small_slices": search.include_small_slices}
+                   "include_small_slices": search.include_small_slices, "min_speedup": search.min_speedup}
     inp = ReportInputs(
         kind=kind, title=f"ORT Workbench {kind} report: {root.name}", run_dir=root,
         doctor=doctor if doctor is not None else run_doctor(),

@@ -71,7 +71,8 @@ def _figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
         if focus is not None:
             add("drift_focus", lambda: quant_plots.drift_bars(focus))
     search = inp.search if inp.search is not None else (
-        search_over_results(inp.quant, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices) if inp.quant else None)
+        search_over_results(inp.quant, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
+                            min_speedup=inp.min_speedup) if inp.quant else None)
     if search is not None:
         add("search", lambda: quant_plots.tradeoff(search))
     return figs

@@ -21,6 +21,8 @@ def _row_of(example: dict, index: int) -> int:
 
 
 def _quant_entry(r, check, examples: Optional[list]) -> dict:
+    from .. import serial
+
     rep = r.report
     flips = []
     for f in rep.flips:
@@ -36,8 +38,16 @@ def _quant_entry(r, check, examples: Optional[list]) -> dict:
         "calibration_samples": int(r.calibration_samples), "graph": r.graph_kind, "quantized_path": str(r.quantized_path),
         "size_mib": r.size_mib, "fp32_size_mib": r.fp32_size_mib, "size_ratio": r.fp32_size_mib / r.size_mib if r.size_mib else None,
         "latency_ms": r.latency_ms, "fp32_latency_ms": r.fp32_latency_ms, "speedup": r.speedup,
-        "latency_by_shape": [{"shape": f"{s.batch}x{s.seq}", "int8_ms": s.stats.median_ms, "fp32_ms": f.stats.median_ms}
-                             for s, f in zip(r.latency, r.fp32_latency)],
+        "speedup_ci": [r.speedup_ratio.lo, r.speedup_ratio.hi] if r.speedup_ratio else None,
+        "floor_ms": r.latency[0].floor_ms if r.latency else None, "of_floor": r.of_floor,
+        "fp32_floor_ms": r.fp32_latency[0].floor_ms if r.fp32_latency else None,
+        "fp32_of_floor": r.fp32_latency[0].of_floor if r.fp32_latency else None,
+        "contended": r.contended, "load": serial.to_dict(r.load) if r.load is not None else None,
+        "latency_by_shape": [{"shape": f"{s.batch}x{s.seq}", "int8_ms": s.stats.median_ms, "fp32_ms": f.stats.median_ms,
+                              "floor_ms": s.floor_ms, "of_floor": s.of_floor, "fp32_floor_ms": f.floor_ms,
+                              "fp32_of_floor": f.of_floor,
+                              "speedup": sp.ratio.value if sp else None, "speedup_ci": [sp.ratio.lo, sp.ratio.hi] if sp else None}
+                             for s, f, sp in zip(r.latency, r.fp32_latency, list(r.speed) + [None] * len(r.latency))],
         "accuracy": r.accuracy, "fp32_accuracy": rep.overall.reference.accuracy, "accuracy_delta": r.accuracy_delta,
         "macro_f1": rep.overall.candidate.macro_f1, "fp32_macro_f1": rep.overall.reference.macro_f1,
         "agreement": rep.overall.candidate.agreement, "validation_passed": bool(r.validation.passed),
@@ -61,6 +71,26 @@ def _training_summary(c) -> Optional[dict]:
             "notes": list(c.notes)}
 
 
+def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[dict], list[str]]:
+    """(this machine's profile as a dict, why the speed figures were taken under load: [] when they were not)."""
+    from .. import serial
+
+    profile = inp.machine
+    if profile is None and results:
+        try:
+            from ..machine import machine_profile
+
+            profile = machine_profile()  # cached: what the quantization timing was judged against
+        except Exception as exc:  # noqa: BLE001 - a report is still written without the profile; it says why
+            notes.append(f"the machine profile could not be read ({type(exc).__name__}: {exc})")
+    machine = None
+    if profile is not None:
+        machine = serial.to_dict(profile)
+        machine.update(isa=profile.isa_text(), int8_over_fp32=profile.int8_over_fp32, description=profile.text())
+    contended = [f"{r.name}: {r.load.text()}" for r in results if getattr(r, "contended", False)]
+    return machine, contended
+
+
 def build_summary(inp: ReportInputs) -> dict:
     """Every number of the report as one JSON-ready dict (``summary.json``)."""
     from .. import serial
@@ -69,7 +99,8 @@ def build_summary(inp: ReportInputs) -> dict:
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
     results = list(inp.quant)
     search = inp.search if inp.search is not None else (
-        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices) if results else None)
+        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
+                            min_speedup=inp.min_speedup) if results else None)
     by_path = {str((Path(r.out_dir) / layout.QUANTIZE_FILE).resolve()): r for r in results}
     checks = {}
     if search is not None:
@@ -121,9 +152,13 @@ def build_summary(inp: ReportInputs) -> dict:
     search_d = None
     if search is not None:
         search_d = {"objective": search.objective, "chosen": search.chosen, "message": search.message,
+                    "min_speedup": search.min_speedup,
                     "candidates": [{"name": c.name, "precision": c.precision, "description": describe_config(c.config),
                                     "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
                                     "accuracy_delta": c.accuracy_delta, "feasible": bool(c.feasible),
+                                    "speedup": c.speedup, "speedup_ci": [c.speedup_lo, c.speedup_hi] if c.speedup_lo is not None else None,
+                                    "fast_enough": bool(c.fast_enough), "too_slow": c.too_slow, "contended": bool(c.contended),
+                                    "floor_ms": c.floor_ms, "of_floor": c.of_floor,
                                     "worst_slice": c.check.worst_slice or None, "worst_slice_drop": c.check.worst_slice_drop,
                                     "violations": list(c.check.violations)} for c in search.candidates]}
     n_boot = results[0].report.n_boot if results else None
@@ -135,9 +170,16 @@ def build_summary(inp: ReportInputs) -> dict:
         "Dynamic INT8 quantizes activations with scales computed per batch at run time, so one example's prediction can "
         "depend on which examples share its batch; FP32 and static INT8 do not. Every variant was scored in batches of "
         f"{data.get('eval_batch_size', 32)} padded to the longest, the same batches for all.",
-        "Latency: median of repeated runs after warm-up, FP32 and INT8 timed in the same process with the same settings and "
-        "synthetic batches of the shapes listed; ratios measured in one run are meaningful, absolute times move with the machine's load.",
+        "Latency: FP32 and each INT8 graph timed side by side in alternating rounds in one process (warm-up first, the "
+        "same synthetic batches of the shapes listed), so load that comes and goes hits both; each speed-up is the median "
+        "of the per-round ratios with a 95% bootstrap interval over the rounds, and counts as a gain only when the whole "
+        f"interval is above the speed guard ({inp.min_speedup:.2f}x). Each latency carries its floor: the graph's "
+        "multiply-adds at this machine's measured matrix-multiply throughput (the machine section); of_floor = floor / latency.",
     ]
+    machine, contended = _machine(inp, results, notes)
+    if contended:
+        method_notes.append("These speed figures were taken while other work used the CPU (" + "; ".join(contended) +
+                            "): they are written down, not stated as measured; time again on a quiet machine.")
     if inp.batch_dependence:
         for b in inp.batch_dependence:
             method_notes.append(f"Measured here: {b['variant']}: {b['differ']} of {b['n']} predictions differ between batch "
@@ -148,10 +190,13 @@ def build_summary(inp: ReportInputs) -> dict:
         "title": inp.title,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "run_dir": str(Path(inp.run_dir).resolve()) if inp.run_dir else "",
-        "verdict": _verdict(inp, search, by_path),
+        "verdict": _verdict(inp, search, by_path, machine),
         "budget": {"overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
                    "include_small_slices": inp.include_small_slices, "min_slice_size": MIN_SLICE_SIZE},
         "environment": environment_facts(inp.doctor),
+        "machine": machine,
+        "contended": bool(contended),
+        "contended_because": contended,
         "model": inp.model,
         "data": data,
         "slices": slices,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from .rows import _slice_row, describe_config
 from .schema import EXIT_INCOMPLETE, EXIT_MEETS, EXIT_NONE_MEETS
@@ -24,10 +24,12 @@ def _load_candidate(c, by_path: dict):
     return None
 
 
-def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
+def _verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
     """The verdict of what was evaluated; when a step failed it is ``incomplete`` (exit code 1)
-    whatever the variants that did run show, so summary.json and the exit code always agree."""
-    v = _verdict_of_variants(inp, search, by_path)
+    whatever the variants that did run show, so summary.json and the exit code always agree.
+    ``machine`` (the profile as summary.json holds it) lets the verdict explain the speed by the
+    hardware; speeds timed on a busy machine are never stated as measured."""
+    v = _verdict_of_variants(inp, search, by_path, machine)
     failed = [s for s in inp.stages if s.get("status") == "failed"]
     if failed and v["status"] != "incomplete":
         steps = "; ".join(f"{s['name']} ({s.get('message', '')})" for s in failed)
@@ -37,7 +39,40 @@ def _verdict(inp: ReportInputs, search, by_path: dict) -> dict:
     return v
 
 
-def _verdict_of_variants(inp: ReportInputs, search, by_path: dict) -> dict:
+def hardware_sentence(r, machine: Optional[dict]) -> str:
+    """How the variant's speed relates to this CPU: how close it came to what the INT8 matrix
+    multiply allows (its floor), and what the instruction sets say. Only measured numbers; the
+    general 2-4x of VNNI/AMX CPUs is marked as not measured here."""
+    if not machine:
+        return ""
+    parts = []
+    lat = r.latency[0] if getattr(r, "latency", None) else None
+    if lat is not None and lat.of_floor:
+        parts.append(f"{100 * lat.of_floor:.0f}% of what this CPU's matrix multiplies allow at {lat.batch}x{lat.seq} "
+                     f"(floor {lat.floor_ms:.2f} ms)")
+    flags = machine.get("flags") or {}
+    ratio = machine.get("int8_over_fp32")
+    cpu = f"{machine.get('cpu_model', 'this CPU')} ({machine.get('isa', '')})"
+    if flags.get("avx512_vnni") or flags.get("avx_vnni") or flags.get("amx"):
+        parts.append(f"{cpu} has VNNI: its INT8 matrix multiply measured {ratio:.1f}x its FP32 one" if ratio else f"{cpu} has VNNI")
+    else:
+        measured = f" (here {ratio:.1f}x)" if ratio else ""
+        parts.append(f"{cpu} has no VNNI: its INT8 matrix multiply runs only modestly faster than FP32{measured}; CPUs with "
+                     "VNNI or AMX run INT8 matrix multiplies 2-4x faster than FP32 (not measured here)")
+    return "; ".join(parts)
+
+
+def _speed_words(r) -> str:
+    """'1.7x faster (1.6-1.8)', from the paired rounds; older results without an interval: the point figure."""
+    ratio = getattr(r, "speedup_ratio", None)
+    if ratio is None:
+        return _faster(r.speedup)
+    if ratio.value >= 1:
+        return f"{ratio.value:.2f}x faster ({ratio.lo:.2f}-{ratio.hi:.2f})"
+    return f"{1 / ratio.value:.2f}x slower ({ratio.lo:.2f}-{ratio.hi:.2f}x FP32's speed)"
+
+
+def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
     bo, bs = inp.budget_overall, inp.budget_per_slice
     budget_words = f"{_pts(bo)} overall and {_pts(bs)} on every slice"
     failed = [s for s in inp.stages if s.get("status") == "failed"]
@@ -46,32 +81,47 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict) -> dict:
         why = f"; failed: {', '.join(s['name'] + ' (' + s.get('message', '') + ')' for s in failed)}" if failed else ""
         return {"status": "incomplete", "exit_code": EXIT_INCOMPLETE, "chosen": None,
                 "text": f"No quantized variant was evaluated, so there is no verdict{why}."}
+    busy = any(getattr(c, "contended", False) for c in int8)
+    busy_words = (" The speed figures were taken while other work used the CPU, so no speed-up is stated as measured: "
+                  "time again on a quiet machine." if busy else "")
+    guard = getattr(search, "min_speedup", 0.0) or 0.0
     chosen = next((c for c in int8 if c.name == search.chosen), None)
     if chosen is None:
-        from ..quant import select_candidate
-
-        chosen = select_candidate(int8, search.objective)
-    if chosen is None:
+        accurate = [c for c in int8 if c.check.feasible]
+        if accurate:  # within the accuracy budget, but none past the speed guard: the FP32 graph it is
+            quickest = max(accurate, key=lambda c: c.speedup_lo if c.speedup_lo is not None else (c.speedup or 0.0))
+            r = _load_candidate(quickest, by_path)
+            text = (f"Keep the FP32 graph: {len(accurate)} INT8 variant{'s stay' if len(accurate) > 1 else ' stays'} within the "
+                    f"budget ({budget_words}), but none is at least {guard:.2f}x faster beyond doubt on this machine. The "
+                    f"quickest, {describe_config(quickest.config)} ({quickest.name}), runs at "
+                    f"{quickest.too_slow or _speed_words(r) if r is not None else quickest.too_slow}.")
+            if r is not None:
+                hw = hardware_sentence(r, machine)
+                text += f" {hw[0].upper() + hw[1:]}." if hw else ""
+            return {"status": "no_candidate_meets_budget", "exit_code": EXIT_NONE_MEETS, "chosen": None,
+                    "text": text + busy_words, "closest": quickest.name, "reason": "speed_guard"}
         closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
         r = _load_candidate(closest, by_path)
         detail = "; ".join(closest.check.violations[:2]) or "over budget"
         text = (f"No INT8 variant meets the budget ({budget_words}). Closest: {describe_config(closest.config)} "
                 f"({closest.name}): {detail}.")
         if r is not None and r.latency_ms > 0:
-            text += f" It would have been {_faster(r.speedup)} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the FP32 graph."
+            text += (f" It would have been {_speed_words(r) if not busy else 'of unmeasured speed (timed under load)'} and "
+                     f"{r.fp32_size_mib / r.size_mib:.1f}x smaller than the FP32 graph.")
         text += " Keep the FP32 graph, raise a budget knowingly, or try other presets (per-channel, static calibration)."
-        return {"status": "no_candidate_meets_budget", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": text,
-                "closest": closest.name}
+        return {"status": "no_candidate_meets_budget", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": text + busy_words,
+                "closest": closest.name, "reason": "accuracy"}
     r = _load_candidate(chosen, by_path)
     out = {"status": "meets_budget", "exit_code": EXIT_MEETS, "chosen": chosen.name}
     if r is None:
-        out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {search.message}."
+        out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {search.message}." + busy_words
         return out
     pool = r.report.worst_slices(include_small=inp.include_small_slices)
     worst = next((d for d in pool if d.n > 0), None)
     o = r.report.overall
-    text = (f"{describe_config(r.config)} is {_faster(r.speedup)} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the "
-            f"{r.graph_kind} FP32 graph; accuracy {100 * r.accuracy:.1f}% against {100 * o.reference.accuracy:.1f}% "
+    speed = "of unmeasured speed (timed while other work used the CPU)" if busy else _speed_words(r)
+    text = (f"{describe_config(r.config)} is {speed} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the "
+            f"{r.graph_kind} FP32 graph here; accuracy {100 * r.accuracy:.1f}% against {100 * o.reference.accuracy:.1f}% "
             f"({100 * o.delta:+.1f} points [{100 * o.ci_low:+.1f}, {100 * o.ci_high:+.1f}]); no slice loses more than the "
             f"{_pts(bs)} budget")
     if worst is not None:
@@ -79,7 +129,13 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict) -> dict:
         amount = f"{100 * abs(worst.delta):.1f} points" if worst.delta < 0 else f"{100 * worst.delta:+.1f} points"
         text += f"; '{worst.slice}' (n={worst.n}) {verb} {amount} [{100 * worst.ci_low:+.1f}, {100 * worst.ci_high:+.1f}]"
     text += "."
-    out.update(text=text, speedup=r.speedup, size_ratio=r.fp32_size_mib / r.size_mib, accuracy_delta=o.delta,
+    hw = hardware_sentence(r, machine)
+    if hw and not busy:
+        text += f" Speed: {hw}."
+    text += busy_words
+    ratio = getattr(r, "speedup_ratio", None)
+    out.update(text=text, speedup=None if busy else r.speedup, size_ratio=r.fp32_size_mib / r.size_mib, accuracy_delta=o.delta,
+               speedup_ci=[ratio.lo, ratio.hi] if ratio is not None and not busy else None,
                worst_slice=_slice_row(worst) if worst is not None else None)
     return out
 
