@@ -126,11 +126,54 @@ def read_table(path: str | Path) -> pd.DataFrame:
                 df = pd.read_json(path, lines=True)
         else:
             df = pd.read_parquet(path)
-    except (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError) as exc:
+    except UnicodeDecodeError as exc:
+        raise DataError(_not_utf8(path, exc)) from exc
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        if suffix in (".jsonl", ".json"):
+            bad = _first_bad_json_line(path)
+            if bad is not None:
+                raise DataError(f"could not read {path} as JSON Lines: line {bad[0]} is not a JSON object ({bad[1]}); "
+                                "fix or remove that line (one JSON object per line)") from exc
         raise DataError(f"could not read {path} as {suffix[1:].upper()}: {exc}") from exc
     if df.empty:
         raise DataError(f"data file {path} has no rows (columns found: {list(df.columns)})")
     return df
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """The line for a file that is not UTF-8: where (line number), which byte, and how to save it."""
+    line, byte = None, "?"
+    try:
+        raw = path.read_bytes()
+        raw.decode("utf-8")
+    except UnicodeDecodeError as whole:  # the offset in the file (the reader's is within a chunk)
+        line = raw[: whole.start].count(b"\n") + 1
+        byte = raw[whole.start:whole.start + 1].hex()
+    except OSError:
+        pass
+    where = f"line {line}" if line else "somewhere"
+    return (f"{path} is not UTF-8 text (byte 0x{byte} on {where}; Windows-1252 or Latin-1, perhaps): save it as UTF-8 "
+            "(in Excel: Save As > CSV UTF-8; or `iconv -f cp1252 -t utf-8`) and try again")
+
+
+def _first_bad_json_line(path: Path) -> Optional[tuple[int, str]]:
+    """(line number, reason) of the first line of a JSON Lines file that is not a JSON object, or None."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    return i, str(exc).split(":")[0]
+                if not isinstance(obj, dict):
+                    return i, f"a {type(obj).__name__}, not an object"
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
 
 
 def prepare_frame(

@@ -98,6 +98,7 @@ def check_model_type(folder: str | os.PathLike) -> str:
     import json
 
     path = Path(folder) / "config.json"
+    check_weights(folder)
     try:
         model_type = json.loads(path.read_text()).get("model_type")
     except (OSError, ValueError) as exc:
@@ -109,6 +110,67 @@ def check_model_type(folder: str | os.PathLike) -> str:
             "fine-tune one of these and give its folder"
         )
     return str(model_type)
+
+
+def check_weights(folder: str | os.PathLike) -> None:
+    """Every ``*.safetensors`` file in ``folder`` opens and is as long as its header says; else a
+    :class:`ModelError` naming the file (a truncated copy fails here, not deep inside transformers)."""
+    folder = Path(folder)
+    for f in sorted(folder.glob("*.safetensors")):
+        try:
+            from safetensors import SafetensorError, safe_open
+
+            with safe_open(str(f), framework="np") as fh:
+                keys = list(fh.keys())
+                if keys:
+                    fh.get_slice(keys[-1])
+        except (SafetensorError, OSError) as exc:
+            raise ModelError(f"the weights file {f} is damaged or truncated ({str(exc).splitlines()[0][:120]}); copy the "
+                             "checkpoint again, or re-save it with model.save_pretrained(folder)") from exc
+        import json
+        import struct
+
+        with open(f, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        if f.stat().st_size < 8 + n + end:
+            raise ModelError(f"the weights file {f} is truncated ({f.stat().st_size} bytes, its header needs {8 + n + end}); "
+                             "copy the checkpoint again, or re-save it with model.save_pretrained(folder)")
+
+
+def check_classifier(folder: str | os.PathLike) -> None:
+    """The checkpoint in ``folder`` has a trained sequence-classification head; else a :class:`ModelError`.
+    Exporting a base or masked-LM checkpoint would give a randomly initialised head, and every figure
+    measured on it would be noise."""
+    import json
+
+    path = Path(folder) / "config.json"
+    try:
+        archs = [str(a) for a in (json.loads(path.read_text()).get("architectures") or [])]
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}; save the model with model.save_pretrained(folder)") from exc
+    if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
+        raise ModelError(f"{folder}: this checkpoint has no classification head (config.json names {', '.join(archs)}); "
+                         "fine-tune it first (`workbench train --model FOLDER`) or pass a *ForSequenceClassification model")
+    if not archs:  # no record of the class it was saved from: look for the head's weights
+        names = _weight_names(Path(folder))
+        if names is not None and not any(n.startswith(("classifier.", "score.")) or ".classifier." in n for n in names):
+            raise ModelError(f"{folder}: this checkpoint has no classification head (no classifier weights); fine-tune "
+                             "it first (`workbench train --model FOLDER`) or pass a *ForSequenceClassification model")
+
+
+def _weight_names(folder: Path) -> Optional[list[str]]:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    from safetensors import safe_open
+
+    names: list[str] = []
+    for f in files:
+        with safe_open(str(f), framework="np") as fh:
+            names += list(fh.keys())
+    return names
 
 
 def load_tokenizer(name: str = MINILM):

@@ -51,7 +51,7 @@ def parse_shapes(shapes: Union[str, Sequence[Sequence[int]]], error: type[Except
             raise error(f"each shape must be a (batch, sequence) pair, got {shape!r}")
         b, s = (int(v) for v in shape)
         if b < 1 or s < 2:
-            raise error(f"each shape needs batch >= 1 and sequence >= 2, got ({b}, {s})")
+            raise error(f"each shape needs batch >= 1 and sequence >= 2, got {b}x{s}")
         out.append((b, s))
     if not out:
         raise error("give at least one (batch, sequence) shape to time, e.g. 1x128")
@@ -63,3 +63,20 @@ def shapes_arg(text: str) -> tuple[Shape, ...]:
     import argparse
 
     return parse_shapes(text, error=argparse.ArgumentTypeError)
+
+
+def int_at_least(low: int):
+    """``argparse`` type: a whole number of at least ``low`` (the flag's name comes from argparse)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number of at least {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be a whole number of at least {low}, got {text!r}")
+        return value
+
+    parse.__name__ = f"int>={low}"
+    return parse

@@ -53,8 +53,15 @@ class DemoConfig:
         bad = [p for p in self.quant_presets if p not in known]
         if bad:
             raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
+        from .train import Backend
+
+        valid = [b.value for b in Backend]
         if not self.backends:
-            raise ValueError("backends must name at least one of eager, ortmodule, compile")
+            raise ValueError(f"backends must name at least one of {', '.join(valid)}")
+        unknown = [b for b in self.backends if str(b) not in valid]
+        if unknown:
+            raise ValueError(f"backends must each be one of {', '.join(valid)}; {', '.join(map(str, unknown))} is not "
+                             f"(given: {','.join(map(str, self.backends))}): e.g. eager,ortmodule")
         for name in ("budget_overall", "budget_per_slice"):
             v = getattr(self, name)
             if not 0 <= v < 1:

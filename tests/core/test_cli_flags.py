@@ -139,12 +139,13 @@ def test_bad_values_are_one_line_and_exit_2(argv, expected, capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--count", "0"], "count must be at least 1, got 0"),
-    (["--color", "green"], "color must be one of ['red', 'blue'], got 'green'"),  # the config's own parse_choice
-    (["--colors", "red,green"], "colors must be one of ['red', 'blue'], got 'green'"),
+    (["--count", "0"], "--count must be at least 1, got 0"),
+    (["--color", "green"], "--color must be one of ['red', 'blue'], got 'green'"),  # the config's own parse_choice
+    (["--colors", "red,green"], "--colors must be one of ['red', 'blue'], got 'green'"),
 ])
 def test_the_config_checks_the_values_itself(argv, expected):
-    args = _toy_parser().parse_args(argv)  # argparse takes the text; the config is the one judge of values
+    """argparse takes the text; the config is the one judge of values, and its message names the flag."""
+    args = _toy_parser().parse_args(argv)
     with pytest.raises(ValueError) as exc:
         build(Toy, args)
     assert str(exc.value) == expected
@@ -321,13 +322,14 @@ def test_argparse_errors_are_one_line_with_exit_code_2(argv, expected, capsys):
 
 @pytest.mark.parametrize("argv, expected", [
     (["train", "--schedule", "sideways"], "schedule must be one of ['constant', 'linear', 'cosine'], got 'sideways'"),
-    (["train", "--max-train", "0"], "max_train must be a positive number of examples or None, got 0"),
+    (["train", "--max-train", "0"], "--max-train must be a positive number of examples or None, got 0"),
     (["fuse", "{src}", "--variants", "ort_max"], "variant must be one of ['unoptimized', 'ort_basic', 'ort_extended', 'ort_all', 'transformer', 'transformer_fp16'], got 'ort_max'"),
     (["quantize", "{src}", "--calibration", "guess"], "calibration must be one of ['minmax', 'entropy', 'percentile']"),
-    (["demo", "--backends", ",", "--steps", "0"], "max_steps must be a positive integer"),
+    (["demo", "--backends", ",", "--steps", "0"], "--steps must be a positive integer"),
 ])
 def test_bad_settings_are_the_configs_one_line_with_exit_code_2(argv, expected, tmp_path, capsys):
-    """Values argparse cannot judge (an enum's, a range) go to the config, whose message is printed as is."""
+    """Values argparse cannot judge (an enum's, a range) go to the config, whose message is printed with the
+    fields it names given as their flags (max_train -> --max-train)."""
     src = tmp_path / "model.onnx"
     src.write_bytes(b"")  # never read: the config is refused first
     code = main([a.replace("{src}", str(src)) for a in argv] + ["--run-dir", str(tmp_path / "out")])

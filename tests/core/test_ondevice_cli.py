@@ -38,7 +38,7 @@ def test_ondevice_json(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, expected", [
     (["--trainable", "layers"], "trainable must be one of ['head', 'last', 'all'], got 'layers'"),
-    (["--trainable", "last", "--last-n", "5"], "last_n_layers is 5 but the model has 2 encoder layers"),
+    (["--trainable", "last", "--last-n", "5"], "--last-n is 5 but the model has 2 encoder layers"),
     (["--steps", "0"], "steps must be an integer of at least 1, got 0"),
     (["--optimizer", "SGD"], "optimizer must be one of ['AdamW']"),
     (["--loss", "MSELoss"], "loss must be one of ['CrossEntropyLoss']"),

@@ -51,15 +51,22 @@ def check_model(folder: str) -> ModelFacts:
     model_type = str(config.get("model_type") or "")
     if not archs or not any(a.endswith("ForSequenceClassification") for a in archs):
         raise AuditInputError(
-            f"{path} is not a sequence-classification model: config.json names architectures {archs or '(none)'}, "
-            "expected one ending in ForSequenceClassification. Audit a fine-tuned classifier (e.g. saved from "
-            "AutoModelForSequenceClassification with save_pretrained), not a base encoder")
+            f"{path} is not a sequence-classification model (this checkpoint has no classification head): config.json "
+            f"names architectures {archs or '(none)'}, expected one ending in ForSequenceClassification. Fine-tune it "
+            "first, or audit a fine-tuned classifier (e.g. saved from AutoModelForSequenceClassification with "
+            "save_pretrained), not a base encoder")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise AuditInputError(
             f"architecture {archs[0]} (model_type {model_type!r}) in {path} is not one the exporter handles; "
             f"supported model types: {list(SUPPORTED_MODEL_TYPES)}")
     if not any((path / w).is_file() for w in WEIGHT_FILES):
         raise AuditInputError(f"no weights in {path}: expected one of {list(WEIGHT_FILES)}")
+    from ..models import ModelError, check_weights
+
+    try:
+        check_weights(path)
+    except ModelError as exc:
+        raise AuditInputError(str(exc)) from exc
     raw = config.get("id2label") or {}
     try:
         id2label = {int(k): str(v) for k, v in raw.items()}
@@ -204,10 +211,24 @@ class CheckedInputs:
     out_dir: Path
 
 
+def _check_max_length(model: ModelFacts, cfg: AuditConfig) -> None:
+    """--max-length within the model's position embeddings (longer inputs fail deep inside the export)."""
+    import json
+
+    try:
+        limit = json.loads((model.folder / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return  # check_model read it a moment ago; nothing to add here
+    if isinstance(limit, int) and cfg.max_length > limit:
+        raise AuditInputError(f"--max-length {cfg.max_length} is more than the model's {limit} positions "
+                              f"(max_position_embeddings in {model.folder / 'config.json'}): pass --max-length {limit} or less")
+
+
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
     """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
     raises :class:`AuditInputError` with one clear line."""
     model = check_model(str(model))
+    _check_max_length(model, cfg)
     data = prepare_data(cfg, model)
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model.folder.name}"
     try:

@@ -8,6 +8,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from .audit import _add_audit
+from .common import _fail, _os_error_line
 from .basics import _add_basics
 from .demo import _add_demo
 from .graph import _add_graph
@@ -44,8 +45,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ..runs import drop_created_if_empty
+
+    from . import common
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    common._ARGS[:] = [args]
+    code = 2
+    try:
+        code = int(args.func(args) or 0)
+        return code
+    except Exception as exc:  # noqa: BLE001  (only the kinds named in _bad_input_line; the rest propagate)
+        line = _bad_input_line(exc, args)
+        if line is None:
+            raise
+        return _fail(line)
+    finally:
+        if code == 2:  # refused (or failed before finishing): no empty run folder left behind
+            drop_created_if_empty()
+        else:
+            from ..runs.lock import CREATED
+
+            CREATED.clear()
+
+
+def _bad_input_line(exc: BaseException, args) -> Optional[str]:
+    """One line for a failure that comes from the user's input or machine (a locked, full or unwritable
+    folder, unreadable data): what was wrong, the value, what to do. None for anything else (a bug)."""
+    from ..data import DataError
+    from ..runs import RunError
+
+    if isinstance(exc, (RunError, DataError)):
+        return " ".join(str(exc).split())
+    if isinstance(exc, OSError):
+        return _os_error_line(exc, args)
+    return None
 
 
 if __name__ == "__main__":

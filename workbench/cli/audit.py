@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import _fail
+from .common import _fail, _locked
 from .flags import Flag, add_config_flags, build, cli_only
 
 AUDIT_EXIT_CODES = """exit codes:
@@ -31,7 +31,8 @@ def _cmd_audit(args) -> int:
         checked = check_inputs(args.model, cfg, args.out)
     except AuditInputError as exc:
         return _fail(str(exc), 2)
-    result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+    with _locked(checked.out_dir, args, "audit"):
+        result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code
 

@@ -3,6 +3,8 @@ slices of a data set), ``runs`` (the run folders)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .. import runs
 from .. import serial
 from .common import _fail, _print_json
@@ -53,6 +55,8 @@ def _cmd_data(args) -> int:
 def _cmd_runs(args) -> int:
     from ..runs import find_results, list_runs
 
+    if Path(args.runs).exists() and not Path(args.runs).is_dir():
+        return _fail(f"--runs {args.runs} is a file, not a folder of run folders; pass --runs the folder that holds them")
     runs = list_runs(args.runs)
     if args.json:  # with each stage's newest result, where the run layout (or an older one) put it
         _print_json([{"path": str(r.path), "stages": list(r.stages),

@@ -14,9 +14,24 @@ def _print_json(obj) -> None:
     print(json.dumps(serial.to_dict(obj), indent=2, allow_nan=False))
 
 
+# the parsed command line of the running command (set by app.main): _fail speaks in its flags
+_ARGS: list = []
+
+
 def _fail(message: str, code: int = 2) -> int:
-    print(f"workbench: error: {message}", file=sys.stderr)
+    print(f"workbench: error: {_in_flags(message)}", file=sys.stderr)
     return code
+
+
+def _in_flags(message: str) -> str:
+    """A library message in the command line's terms: each config field this command sets by a flag is
+    named as that flag (``text_column`` -> ``--text-column``)."""
+    from .flags import in_flag_terms
+
+    if not _ARGS:
+        return message
+    entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
+    return in_flag_terms(message, entries)
 
 
 def _device_problem(args) -> Optional[str]:
@@ -51,3 +66,61 @@ def _stage_dir(run_dir: Path, stage: str) -> Path:
 def _say(note: str, as_json: bool) -> None:
     """Say which input a command took (on stderr under --json, so stdout stays one JSON document)."""
     print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def _where_flags(args) -> str:
+    """The flags that choose where a command writes, as its --help names them."""
+    flags = [f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs")) if hasattr(args, attr)]
+    return " or ".join(flags) or "another folder"
+
+
+def _os_error_line(exc: OSError, args) -> Optional[str]:
+    """One line for an OS error met while reading or writing files, or None for one that is not about files."""
+    import errno
+
+    folder = next((getattr(args, a) for a in ("out", "run_dir", "runs") if getattr(args, a, None)), None)
+    name = exc.filename if exc.filename is not None else (f"into {folder}" if folder else "a file")
+    reason = exc.strerror or str(exc)
+    where = _where_flags(args)
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return (f"cannot write {name}: {reason} (the disk is full or a file-size limit was reached); nothing already "
+                f"written was replaced: free some space, or pass {where} a folder on another disk")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"cannot write {name}: {reason}; pass {where} a folder you can write to"
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"cannot use {name}: {reason} (a file stands where a folder is needed); pass {where} a folder"
+    if exc.errno == errno.EISDIR:
+        return f"{name} is a folder where a file is needed; give a file"
+    if exc.errno == errno.ENOENT:
+        return f"{name}: no such file or folder; check the path"
+    return None
+
+
+def _will_write(folder) -> None:
+    """Note the part of ``folder``'s path that does not exist yet: a refusal (exit 2) removes it again
+    when nothing was written there, so a refused command leaves no empty folders behind."""
+    from ..runs.lock import CREATED, first_missing
+
+    made = first_missing(folder)
+    if made is not None:
+        CREATED.append(made)
+
+
+def _locked(folder, args, command: str):
+    """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
+    was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
+    from ..runs import run_lock
+
+    _will_write(folder)
+    lock = run_lock(folder, f"workbench {command} (started {_now()})",
+                    flag="--out" if hasattr(args, "out") else "--run-dir")
+    lock.acquire()
+    if lock.note:
+        print(f"note: {lock.note}", file=sys.stderr, flush=True)
+    return lock
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .common import _fail
+from .common import _fail, _locked
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
 
@@ -28,9 +28,11 @@ def _cmd_demo(args) -> int:
         where = args.run_dir or args.runs
         return _fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
     bar = _TrainProgressBar()
+    lock = _locked(run_dir, args, "demo")
     try:
         result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
     finally:
+        lock.release()
         bar.close()
     return 0 if result.ok else 1
 

@@ -350,5 +350,33 @@ def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
 def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any) -> Any:
     """``cls`` from ``base`` (a preset; None: the class's own defaults) changed by ``defaults``
     and then by every flag given on the command line. The config's own checks run as usual, so a
-    bad value raises the config's error with its message."""
-    return _apply(cls, base, {**defaults, **given(cls, args)})
+    bad value raises the config's error with its message, in the command line's terms: the field
+    names it mentions become the flags that set them (``max_length`` -> ``--max-length``)."""
+    try:
+        return _apply(cls, base, {**defaults, **given(cls, args)})
+    except (ValueError, RuntimeError) as exc:  # a config's own error class (ExportError, OnDeviceError: RuntimeError)
+        text = in_flag_terms(str(exc), getattr(args, _registry_key(cls), None) or [])
+        if text == str(exc):
+            raise
+        try:
+            renamed = type(exc)(text)
+        except Exception:  # noqa: BLE001  an error class with other arguments keeps its own words
+            raise exc from None
+        raise renamed from exc
+
+
+def in_flag_terms(message: str, entries) -> str:
+    """``message`` with each config field set by a flag named as that flag (``entries``: (dest, field
+    paths) as add_config_flags registers them). Names with an underscore are replaced wherever they
+    stand; one-word names (``lr``, ``steps``) only where they start the message or precede ``must``/``=``."""
+    import re
+
+    for dest, paths in entries:
+        option = "--" + dest.replace("_", "-")
+        for path in paths:
+            leaf = path.split(".")[-1]
+            if "_" in leaf:
+                message = re.sub(rf"(?<![-\w]){re.escape(leaf)}(?!\w)", option, message)
+            else:
+                message = re.sub(rf"(^|(?<=\s)){re.escape(leaf)}(?=\s+must\b|=)", option, message)
+    return message

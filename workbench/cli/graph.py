@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import runs
 from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json, _run_of, _say, _stage_dir
+from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -24,7 +24,7 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 def _cmd_export(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
-    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..models import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
     if (problem := _device_problem(args)) is not None:
@@ -41,15 +41,18 @@ def _cmd_export(args) -> int:
             model, note = str(pick.path), pick.note
         elif given.is_dir():
             run = _run_of(given)  # a checkpoint inside a run: the export goes into that run
-        if model not in BUILTIN_MODELS:  # a wrong folder or model type fails before the data is read
+        if model not in BUILTIN_MODELS:  # a wrong folder, model type or head fails before the data is read
             check_model_type(resolve_model_path(model))
+            check_classifier(resolve_model_path(model))
         if note:
             _say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{Path(model).name}", args.runs))
         out = _stage_dir(run_dir, "export")
-        result = run_export(model, cfg, out, data=data)
+        _will_write(out)
+        with _locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
+            result = run_export(model, cfg, out, data=data)
     except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
         return _fail(str(exc))
     v = result.validation
@@ -86,8 +89,15 @@ def _cmd_fuse(args) -> int:
             out_dir = run.stage_dir("fusion")
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
+        if source.suffix == ".onnx" and source.is_file():
+            from ..graph.facts import load_graph
+
+            load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
-        report = run_fusion(src, cfg, out_dir)
+        _will_write(out_dir)
+        with _locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
+                     args, "fuse"):
+            report = run_fusion(src, cfg, out_dir)
     except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
         return _fail(str(exc))
     if args.json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .common import _fail, _print_json
+from .common import _fail, _locked, _print_json
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TerminalProgress, _stop_on_sigint
 
@@ -21,21 +21,25 @@ def _cmd_ondevice(args) -> int:
     from ..data import DataError
     from ..models import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
-    from ..runs import new_run_dir
+    from ..runs import RunError, new_run_dir
 
     try:
         cfg = build(OnDeviceConfig, args, base=OnDeviceConfig.quick() if args.model == "tiny" else OnDeviceConfig.default())
         check_model(args.model)  # a wrong folder fails here, before a run folder is made
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
+        lock = _locked(run_dir, args, "ondevice")
         try:
             result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
                                   stop=_stop_on_sigint())
         finally:
+            lock.release()
             if bar is not None:
                 bar.close()
     except (OnDeviceError, ModelError, DataError, ValueError) as exc:
         return _fail(" ".join(str(exc).split()))
+    except RunError as exc:  # the run folder is locked by another writer (a FileNotFoundError too)
+        return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
     if args.json:

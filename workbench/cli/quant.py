@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..options import shapes_arg
-from .common import _device_problem, _fail, _print_json, _run_of, _say
+from ..options import int_at_least, shapes_arg
+from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
@@ -24,8 +24,11 @@ def _quant_source(source: Path, which: str):
     from ..graph import load_export
     from ..runs import layout
 
+    from ..graph.facts import load_graph
+
     run = _run_of(source)
     if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
+        load_graph(source)  # a truncated or foreign file is one line naming it, before anything else
         export = load_export(source.parent) if (source.parent / layout.EXPORT_FILE).is_file() else None
         if export is None and run is not None:
             export = run.export()
@@ -61,9 +64,9 @@ def _cmd_quantize(args) -> int:
     if (problem := _device_problem(args)) is not None:
         return _fail(problem)
     try:
+        cfg = _quant_config(args)  # the settings first: they need no file
         graph, export, folder, note = _quant_source(Path(args.source), args.graph)
         _say(note, args.json)
-        cfg = _quant_config(args)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
         n_boot = args.n_boot or (200 if args.quick else DEFAULT_N_BOOT)
@@ -71,8 +74,10 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
-            found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
-                               progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
+            _will_write(out)
+            with _locked(layout.root_by_name(out) or out, args, "quantize --search"):
+                found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
+                                   progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
                 _print_json({"run_dir": str(out), "result": str(out / layout.SEARCH_FILE), "chosen": found.chosen, "message": found.message,
                              "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
@@ -84,10 +89,12 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
-        result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
-                                  node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
-        if args.exclude_worst:
-            result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
+        _will_write(out)
+        with _locked(layout.root_by_name(out) or out, args, "quantize"):
+            result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
+                                      node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
+            if args.exclude_worst:
+                result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
     except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     rep = result.report
@@ -124,16 +131,16 @@ def _add_quant(sub) -> None:
              help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
                   "needed; static-*: QDQ, calibrated on training texts")
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
-    cli_only(p, "--exclude-worst", type=int, help="then re-quantize without the K nodes with the lowest SQNR")
-    cli_only(p, "--node-samples", type=int, default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
+    cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
+    cli_only(p, "--node-samples", type=int_at_least(0), default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
     cli_only(p, "--search", action="store_true", help="accuracy-constrained search over the standard candidates instead")
     add_config_flags(p, SearchConfig, SEARCH_FLAGS, base=SearchConfig())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
-    cli_only(p, "--n-boot", type=int, help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
-    cli_only(p, "--eval-batch-size", type=int, default=DEFAULT_EVAL_BATCH_SIZE,
+    cli_only(p, "--n-boot", type=int_at_least(100), help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
+    cli_only(p, "--eval-batch-size", type=int_at_least(1), default=DEFAULT_EVAL_BATCH_SIZE,
              help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
     cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .common import _fail, _print_json, _stage_dir
+from ..options import int_at_least
+from .common import _fail, _locked, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
 
@@ -37,11 +38,26 @@ def _train_config(args):
         except ModelError as exc:
             raise TrainConfigError(str(exc)) from exc
     try:
-        return build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
+        cfg = build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
     except TrainConfigError:
         raise
     except ValueError as exc:  # DataConfig's checks (--max-train): the same one line
         raise TrainConfigError(str(exc)) from exc
+    return cfg
+
+
+def _check_data(cfg) -> None:
+    """A user's data file read and split before any run folder or training process exists: a missing
+    file, another encoding or a class too small to split is one line, not a failed child process."""
+    from ..data import BUILTIN, DataError, load_data
+    from ..train import TrainConfigError
+
+    if cfg.data.source == BUILTIN:
+        return
+    try:
+        load_data(cfg.data)
+    except DataError as exc:
+        raise TrainConfigError(" ".join(str(exc).split())) from exc
 
 
 def _run_summary(run) -> dict:
@@ -58,14 +74,18 @@ def _run_summary(run) -> dict:
 def _cmd_train(args) -> int:
     from ..runs import new_run_dir
     from ..train import TrainConfigError, run_text, run_training
+    from ..train.distributed import check_nproc
 
     try:
+        check_nproc(args.nproc, "--nproc")
         cfg = _train_config(args)
+        _check_data(cfg)
     except (TrainConfigError, ValueError) as exc:
         return _fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
     out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
     bar = None if args.json else _TrainProgressBar()
+    lock = _locked(run_dir, args, "train")
     try:
         if args.nproc > 1:
             from ..train import run_distributed
@@ -77,6 +97,7 @@ def _cmd_train(args) -> int:
     except TrainConfigError as exc:
         return _fail(str(exc))
     finally:
+        lock.release()
         if bar is not None:
             bar.close()
     summary = _run_summary(run)
@@ -97,14 +118,17 @@ def _cmd_compare(args) -> int:
 
     try:
         cfg = _train_config(args)
+        _check_data(cfg)
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
         bar = None if args.json else _TrainProgressBar()
+        lock = _locked(run_dir, args, "compare")
         try:
             c = run_comparison(cfg, backends, out, progress=bar, stop=_stop_on_sigint(),
                                tolerance=args.tolerance, isolate=not args.in_process)
         finally:
+            lock.release()
             if bar is not None:
                 bar.close()
     except TrainConfigError as exc:
@@ -142,7 +166,7 @@ def _add_train(sub) -> None:
 
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
     cli_only(p, "--backend", default="eager", choices=[b.value for b in Backend], help="what runs the training step")
-    cli_only(p, "--nproc", type=int, default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
+    cli_only(p, "--nproc", type=int_at_least(1), default=1, help="processes under torchrun with DistributedDataParallel (eager, ortmodule)")
     _train_flags(p, "optimizer steps (overrides --epochs)")
     p.set_defaults(func=_cmd_train)
 

@@ -13,11 +13,25 @@ from collections import Counter
 from pathlib import Path
 
 
-def load_graph(path: str | os.PathLike):
-    """The ``onnx.ModelProto`` at ``path``, its external weights (if any) left on disk."""
-    import onnx
+class GraphFileError(ValueError):
+    """A file given as an ONNX graph that is not one (truncated, or something else): one line."""
 
-    return onnx.load(str(path), load_external_data=False)
+
+def load_graph(path: str | os.PathLike):
+    """The ``onnx.ModelProto`` at ``path``, its external weights (if any) left on disk; a
+    :class:`GraphFileError` naming the file when it cannot be parsed."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, RuntimeWarning, ValueError) as exc:
+        raise GraphFileError(f"{path} is not a readable ONNX graph ({str(exc).splitlines()[0][:100]}): it is cut short or "
+                             "not ONNX at all; export it again (`workbench export`) or give the .onnx file it came from") from exc
+    if not model.graph.node:
+        raise GraphFileError(f"{path} holds no ONNX graph (no nodes): it is cut short or not ONNX at all; export it again "
+                             "(`workbench export`) or give the .onnx file it came from")
+    return model
 
 
 def as_model(model_or_path):

@@ -164,7 +164,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
                 dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,
                 dynamo=False,
             )
-    except ExportError:
+    except (ExportError, OSError):  # an OSError is the disk (full, read-only), not the exporter: said as such
         raise
     except Exception as exc:  # torch raises UnsupportedOperatorError, OnnxExporterError, RuntimeError, ...
         raise _explain_failure(exc, cfg, attn) from exc

@@ -15,6 +15,10 @@ from ..runs.layout import INFERENCE_DIR  # noqa: E402, F401  (holds model.onnx +
 TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights
 TRAINED_CHECKPOINT = "trained_checkpoint"
 BATCHES_FILE = "batches.npz"
+# the batches of every step are held in memory (and saved to BATCHES_FILE): input_ids, attention_mask,
+# token_type_ids as int64 per token; a run whose batches would pass MAX_BATCH_BYTES is refused
+_BATCH_BYTES_PER_TOKEN = 3 * 8
+MAX_BATCH_BYTES = 2 * 2**30
 TRAINING_GRAPH = "base_for_training.onnx"
 ARTIFACT_FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint")
 MAX_IR_VERSION = 10  # the newest IR version onnxruntime 1.19.2 loads
@@ -109,6 +113,13 @@ class OnDeviceConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise OnDeviceError(f"{name} must be an integer of at least {low}, got {value!r}")
+        held = self.steps * self.batch_size * self.max_length * _BATCH_BYTES_PER_TOKEN
+        if held > MAX_BATCH_BYTES:  # every step's batch is built up front (both sides train on exactly these)
+            most = max(1, MAX_BATCH_BYTES // (self.batch_size * self.max_length * _BATCH_BYTES_PER_TOKEN))
+            raise OnDeviceError(
+                f"steps must be at most {most} with batch_size {self.batch_size} and max_length {self.max_length}, "
+                f"got {self.steps}: the batches of every step are built up front and would take "
+                f"{held / 2**30:.3g} GiB (at most {MAX_BATCH_BYTES // 2**30} GiB); compare a few hundred steps")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr < 1):
             raise OnDeviceError(f"lr must be a learning rate between 0 and 1, got {self.lr!r}; try 1e-4")
         if not (0 <= self.weight_decay < 1):

@@ -45,10 +45,11 @@ def _environment(threads: int) -> dict[str, Any]:
 
 def check_model(model: str | os.PathLike) -> None:
     """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
-    from ..models import BUILTIN_MODELS, check_model_type, resolve_model_path
+    from ..models import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
 
     if str(model) not in BUILTIN_MODELS:
-        check_model_type(resolve_model_path(str(model)))
+        check_model_type(resolve_model_path(str(model)))  # the weights file too
+        check_classifier(resolve_model_path(str(model)))
 
 
 def _check_classes(loaded, data_classes: list[str]) -> None:

@@ -283,6 +283,12 @@ def prepare_baseline(
     )
     if not names:
         raise QuantizeError("cannot tell the class names: pass class_names=[...] (in label order)")
+    if exp is not None and exp.class_names:
+        unknown = [n for n in names if n not in list(exp.class_names)]
+        if unknown:
+            raise QuantizeError(
+                f"the data's label values {unknown} are not classes the model knows (its classes: {list(exp.class_names)}); "
+                "give data labelled with the model's classes (the --data it was fine-tuned on), or fine-tune on this data first")
     max_len = int(max_length or (exp.max_length if exp is not None else 128))
     has_train = _is_dict_of_splits(data) and calibration_split in data
     train_texts = list(data[calibration_split]["text"]) if has_train else []

@@ -139,6 +139,28 @@ def _without_preprocessing_advice():
         root.removeFilter(f)
 
 
+@contextlib.contextmanager
+def _scratch_copy(graph: Path, folder: Path):
+    """``graph`` (and its external ``.data``) linked, or copied, into a temporary folder inside
+    ``folder``: ONNX Runtime's quantizer writes ``<graph>-inferred.onnx`` beside its input, which would
+    litter the user's folder and fail on a read-only one. The folder (``.quantize-scratch.*.tmp``) is
+    removed afterwards, and by the next run's lock if this process is killed."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".quantize-scratch.", suffix=".tmp", dir=folder))
+    try:
+        for f in (graph, graph.with_name(graph.name + ".data")):
+            if f.exists():
+                try:
+                    os.link(f, scratch / f.name)
+                except OSError:  # another file system, or links not allowed
+                    shutil.copyfile(f, scratch / f.name)
+        yield scratch / graph.name
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str | os.PathLike,
                    calibration_feeds: Optional[list[dict]] = None) -> tuple[Path, Path]:
     """Quantize one graph file with ``cfg``; returns (quantized path, float graph the node names
@@ -153,9 +175,9 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
     if cfg.mode is QuantMode.DYNAMIC:
         float_path = fp32_path
         _check_nodes_exist(float_path, cfg.nodes_to_exclude)
-        with runs.atomic_path(out_path) as tmp, _without_preprocessing_advice():
+        with runs.atomic_path(out_path) as tmp, _without_preprocessing_advice(), _scratch_copy(fp32_path, out_path.parent) as src:
             quantize_dynamic(
-                str(fp32_path), str(tmp), op_types_to_quantize=op_types, per_channel=cfg.per_channel,
+                str(src), str(tmp), op_types_to_quantize=op_types, per_channel=cfg.per_channel,
                 reduce_range=cfg.reduce_range, weight_type=qtype[cfg.weight_type],
                 nodes_to_exclude=list(cfg.nodes_to_exclude) or None, extra_options=extra,
             )

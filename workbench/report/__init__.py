@@ -17,8 +17,8 @@ How it is built, so that the page and the JSON can never disagree:
 2. :func:`render_html` writes the page from that dict, plus the figures drawn from the results
    by ``workbench.plots``; plotly.js is inlined once in ``<head>``, so the file opens offline
    (from an e-mail attachment) and loads nothing else;
-3. :func:`write_report` writes ``summary.json`` then ``report.html``, each atomically: until the
-   new page is complete, the previous one stays in place.
+3. :func:`write_report` replaces ``summary.json`` and ``report.html`` as one unit: until the new
+   pair is complete, the previous pair stays in place, and a reader never sees one of each.
 
 The verdict considers quantized (INT8) variants only: the FP32 graph is the reference every
 variant is measured against, never a candidate that "meets the budget".

@@ -1,12 +1,15 @@
-"""Writing the report: ``summary.json`` then ``report.html``, each atomically."""
+"""Writing the report: ``summary.json`` and ``report.html`` replaced as one unit
+(:func:`workbench.runs.atomic.atomic_write_set`): a reader sees both old or both new, never one of each."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Optional
 
-from .. import runs
+from .. import serial
+from ..runs.atomic import atomic_write_set
 from .inputs import ReportInputs, inputs_from_run
 from .page import _figures, render_html
 from .schema import REPORT_FILE, SUMMARY_FILE
@@ -14,14 +17,14 @@ from .summary import build_summary
 
 
 def write_report(inp: ReportInputs, out_dir: Optional[str | os.PathLike] = None) -> tuple[Path, Path, dict]:
-    """Write ``summary.json`` and ``report.html`` into ``out_dir`` (default ``inp.run_dir``),
-    each atomically; returns (report path, summary path, summary)."""
+    """Write ``summary.json`` and ``report.html`` into ``out_dir`` (default ``inp.run_dir``) as one
+    unit (both new, or both as before when the process dies); returns (report path, summary path, summary)."""
     out = Path(out_dir if out_dir is not None else inp.run_dir)
     summary = build_summary(inp)
     page = render_html(summary, _figures(inp, summary))
-    spath = runs.atomic_write_json(out / SUMMARY_FILE, summary)
-    rpath = runs.atomic_write_text(out / REPORT_FILE, page)
-    return rpath, spath, summary
+    text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
+    paths = atomic_write_set(out, {SUMMARY_FILE: text.encode("utf-8"), REPORT_FILE: page.encode("utf-8")})
+    return paths[REPORT_FILE], paths[SUMMARY_FILE], summary
 
 
 def write_run_report(run_dir: str | os.PathLike, kind: str = "workbench", **overrides) -> tuple[Path, Path, dict]:

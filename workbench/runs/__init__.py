@@ -8,9 +8,12 @@ Entry points:
     save_result / load_result   a result dataclass as JSON; paths inside the run stored relative
     new_run_dir, list_runs, find_results
     atomic_write_json / _text / _bytes / _npy, atomic_copy, atomic_path, atomic_dir
+    atomic_write_set            several files replaced as one unit (the report pair)
+    run_lock(folder, command)   one writer per run folder (a second one gets RunLocked at once)
 
 Files:
-    atomic.py     atomic writes (file, JSON, array, copy, a path a library writes, a folder)
+    atomic.py     atomic writes (file, JSON, array, copy, a path a library writes, a folder, a set of files)
+    lock.py       the run folder's exclusive lock; stale temporaries removed when it is taken
     layout.py     the run layout: folders and files of each stage, older places still read
     relpaths.py   paths inside a run saved relative to it, resolved on load
     results.py    save_result / load_result
@@ -29,15 +32,17 @@ from typing import Iterator
 
 from . import layout
 from .atomic import (_exchange, _move_external_data, _umask, atomic_copy, atomic_dir, atomic_path, atomic_write_bytes,
-                     atomic_write_json, atomic_write_npy, atomic_write_text)
+                     atomic_write_json, atomic_write_npy, atomic_write_set, atomic_write_text)
 from .layout import STAGE_FILES
+from .lock import CREATED, RunLocked, drop_created_if_empty, first_missing, run_lock
 from .open import RunError, find_root
 from .results import load_result, read_result_json, save_result
 
 __all__ = [
     "DEFAULT_ROOT", "STAGE_FILES", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
-    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "find_root",
-    "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
+    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_set", "atomic_write_text", "find_results",
+    "find_root", "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
+    "RunLocked", "drop_created_if_empty", "run_lock",
     "_exchange", "_move_external_data", "_umask",
 ]
 
@@ -59,8 +64,10 @@ def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Pa
     base = f"{stamp}-{_SAFE.sub('-', label).strip('-') or 'run'}"
     for i in range(1000):
         path = root / (base if i == 0 else f"{base}-{i}")
+        made = first_missing(path)
         try:
             path.mkdir(parents=True, exist_ok=False)
+            CREATED.append(made or path)  # removed again if the command is refused before writing anything
             return path
         except FileExistsError:
             continue

@@ -179,3 +179,154 @@ def _move_external_data(tmp: Path, final: Path) -> None:
     side = tmp.with_name(tmp.name + ".data")
     if side.exists():
         os.replace(side, final.with_name(final.name + ".data"))
+
+
+# ---- a set of files replaced as one unit (the report pair) ----------------------------------------
+GENERATION_LINK = ".report"
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _point(link: Path, target: str) -> None:
+    """Make ``link`` a symlink to ``target`` in one rename (a reader sees the old link or the new one)."""
+    tmp = link.with_name(f"{link.name}.{os.getpid()}.{time.time_ns()}.tmp-link")
+    os.symlink(target, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
+    """Write ``files`` into a fresh hidden generation folder (complete before it gets its name); its name."""
+    gen = f"{link}.{os.getpid()}.{time.time_ns()}"
+    tmp = folder / f"{gen}.tmp"
+    tmp.mkdir()
+    try:
+        for name, data in files.items():
+            with open(tmp / name, "wb") as fh:
+                _pause_at(f"{name}:write")
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp / name, 0o666 & ~_umask())
+        os.replace(tmp, folder / gen)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return gen
+
+
+def _pause_at(point: str) -> None:
+    """Test hook: with ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` set, say we are at ``point`` by writing
+    to the FIFO, then wait there (a test SIGKILLs the writer at that moment). No effect otherwise."""
+    spec = os.environ.get("WORKBENCH_PAUSE_AT")
+    if not spec:
+        return
+    where, _, fifo = spec.partition("=")
+    if where != point or not fifo:
+        return
+    with open(fifo, "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+    time.sleep(3600)
+
+
+def atomic_write_set(folder: str | os.PathLike, files: dict[str, bytes], link: str = GENERATION_LINK) -> dict[str, Path]:
+    """Replace several files of ``folder`` as one unit: a reader sees all of them old or all new, never a mix.
+
+    Each ``folder/<name>`` is a relative symlink to ``<link>/<name>``, and ``folder/<link>`` is a
+    symlink to a hidden generation folder holding the whole set. A new set is written into a new
+    generation folder, then the one ``<link>`` is renamed over (one system call), so every name
+    switches at once. A process killed at any point leaves the old set or the new one, and at worst
+    a ``.tmp`` folder that :func:`clean_report_generations` (or taking the run lock) removes.
+    Regular files left by older versions are first moved into a generation of their own, unchanged.
+    Returns ``{name: folder/name}``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _adopt_regular_files(folder, list(files), link)
+    gen = _new_generation(folder, link, files)
+    _fsync_dir(folder)
+    _pause_at("swap")
+    _point(folder / link, gen)
+    for name in files:
+        p = folder / name
+        if not (p.is_symlink() and os.readlink(p) == f"{link}/{name}"):
+            _point(p, f"{link}/{name}")
+    _fsync_dir(folder)
+    clean_report_generations(folder, link)
+    return {name: folder / name for name in files}
+
+
+def _adopt_regular_files(folder: Path, names: list[str], link: str) -> None:
+    """Files of the set that are still plain files (an older writer) become a generation of their own,
+    with the same contents, before the first swap: no moment shows a new file beside an old one."""
+    plain = [n for n in names if (folder / n).is_file() and not (folder / n).is_symlink()]
+    if not plain:
+        return
+    gen = _new_generation(folder, link, {n: (folder / n).read_bytes() for n in plain})
+    _point(folder / link, gen)
+    for n in plain:
+        _point(folder / n, f"{link}/{n}")
+
+
+def clean_report_generations(folder: str | os.PathLike, link: str = GENERATION_LINK, keep: int = 1) -> list[Path]:
+    """Remove generation folders other than the current one and the ``keep`` newest before it (a
+    reader that opened the previous set can finish), and half-written ones; returns what went."""
+    folder = Path(folder)
+    current = os.readlink(folder / link) if (folder / link).is_symlink() else None
+    olds = []
+    removed = []
+    for p in folder.glob(f"{link}.*"):
+        if p.name == current:
+            continue
+        if p.name.endswith(".tmp") or ".tmp-link" in p.name:
+            if _writer_alive(p.name, link):
+                continue  # another process is writing its set right now (a notebook beside the CLI)
+            (shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True))
+            removed.append(p)
+        elif p.is_dir():
+            olds.append(p)
+    olds.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    if current is not None and (folder / current).is_dir():
+        # a complete generation newer than the current one was never swapped in (its writer was killed): an orphan
+        now = (folder / current).stat().st_mtime
+        orphans = [p for p in olds if p.stat().st_mtime > now]
+        for p in orphans:
+            if not _writer_alive(p.name, link):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        olds = [p for p in olds if p not in orphans]
+    for p in olds[keep:]:
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def _writer_alive(name: str, link: str) -> bool:
+    """Whether the process that named a temporary ``<link>.<pid>.<ns>...`` is still running (not us)."""
+    try:
+        pid = int(name[len(link) + 1:].split(".")[0])
+    except ValueError:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -11,7 +11,9 @@
       search/search.json                           SearchResult (its candidates in search/<candidate>/)
       inference/export.json                        an on-device run's inference graph (an export)
       figures/*.html                               the demo's figures
-      report.html, summary.json                    the one-page report (demo, Workbench, audit)
+      report.html, summary.json                    the one-page report (demo, Workbench, audit): links
+                                                   into .report/ (a link to one generation of the pair)
+      .workbench.lock                              held by the command writing the run (runs/lock.py)
       demo.json, summary.md, audit.json            the demo's and the audit's own record
 
 The demo, the Workbench, the CLI, the audit, the zoo and the benchmarks all write this layout.

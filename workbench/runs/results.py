@@ -9,6 +9,7 @@ from typing import Any, Optional, TypeVar
 
 from .. import serial
 from .atomic import atomic_write_text
+from .open import RunError
 from .relpaths import relativize, resolve
 
 T = TypeVar("T")
@@ -24,7 +25,10 @@ def save_result(result: Any, path: str | os.PathLike) -> Path:
 def read_result_json(path: str | os.PathLike) -> Any:
     """The JSON of a saved result with its run-relative paths resolved (absolute again)."""
     path = Path(path)
-    return resolve(json.loads(path.read_text()), path)
+    try:
+        return resolve(json.loads(path.read_text(encoding="utf-8")), path)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise CorruptResult(_corrupt(path, f"not valid JSON: {exc}")) from exc
 
 
 def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = None) -> T:
@@ -38,4 +42,23 @@ def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = Non
         raise FileNotFoundError(
             f"no saved result at {path}: run the stage first (or pass the run folder it wrote)"
         )
-    return serial.from_dict(cls, read_result_json(path))
+    data = read_result_json(path)
+    try:
+        return serial.from_dict(cls, data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptResult(_corrupt(path, f"not a saved {cls.__name__} ({type(exc).__name__}: {exc})")) from exc
+
+
+class CorruptResult(RunError):
+    """A result file of a run that cannot be read back (cut short, edited, or from another program)."""
+
+
+def _corrupt(path: Path, why: str) -> str:
+    from . import layout
+
+    stage = next((s for s, name in layout.STAGE_FILES.items() if name == path.name), None)
+    redo = {"export": "workbench export --model MODEL --run-dir RUN", "fusion": "workbench fuse RUN",
+            "quantize": "workbench quantize RUN", "search": "workbench quantize RUN --search",
+            "compare": "workbench compare --run-dir RUN"}.get(stage or "", "the stage that wrote it")
+    return (f"{path} is corrupt ({why[:160]}): it was cut short or edited. Restore it from a copy, or delete it and "
+            f"run `{redo.replace('RUN', str(layout.root_for_file(path)))}` again to write it afresh")

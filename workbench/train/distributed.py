@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -74,6 +75,19 @@ def weights_digest(model) -> str:
     return h.hexdigest()
 
 
+def check_nproc(nproc, flag: str = "nproc") -> int:
+    """``nproc`` when it is a whole number from 1 to the number of CPU cores, else a TrainConfigError
+    naming the value and the bound (more processes than cores only queue behind each other)."""
+    cores = os.cpu_count() or 1
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise TrainConfigError(f"{flag} must be a whole number of processes from 1 to {cores} (the CPU cores here), "
+                               f"got {nproc!r}")
+    if nproc > cores:
+        raise TrainConfigError(f"{flag} {nproc} is more processes than this machine's {cores} CPU cores; they would only "
+                               f"wait for each other: use {flag} {cores} or fewer")
+    return nproc
+
+
 def run_distributed(
     cfg: TrainConfig,
     backend: Backend | str,
@@ -85,8 +99,7 @@ def run_distributed(
     backend = check_backend(cfg, backend)
     if backend not in DISTRIBUTED_BACKENDS:
         raise TrainConfigError(f"distributed training supports {[b.value for b in DISTRIBUTED_BACKENDS]}, got {backend.value!r}")
-    if not isinstance(nproc, int) or nproc < 1:
-        raise TrainConfigError(f"nproc must be a positive number of processes, got {nproc!r}")
+    check_nproc(nproc)
     if cfg.device.startswith("cuda"):
         import torch
 
@@ -108,9 +121,14 @@ def run_distributed(
     # PYTHONPATH (this file is <root>/workbench/train/distributed.py).
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    from .process import die_with_parent
+
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        # torchrun gets SIGTERM when this process dies (it then stops its workers), and each worker
+        # SIGKILL when torchrun dies: none of them outlives a killed `workbench train`
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
+                              preexec_fn=lambda: die_with_parent(signal.SIGTERM))
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"torchrun did not finish within {timeout_s} s; raise timeout_s or train fewer steps. "
                            f"Last output: {str(exc.stderr or '')[-2000:]}") from exc
@@ -132,6 +150,9 @@ def _worker(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--backend", required=True, choices=[b.value for b in DISTRIBUTED_BACKENDS])
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
+    from .process import die_with_parent
+
+    die_with_parent()  # torchrun's agent is the parent: this worker never outlives it
 
     import torch
     import torch.distributed as dist

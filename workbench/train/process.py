@@ -21,6 +21,29 @@ from .results import Progress, ProgressFn, TrainRun, load_train_run
 
 PROGRESS_PREFIX = "WORKBENCH_PROGRESS "
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(sig: int = 9) -> bool:
+    """Ask Linux to send this process ``sig`` (SIGKILL by default) when its parent dies, so a training
+    child or a torchrun worker never outlives a killed ``workbench`` and goes on writing into its run
+    folder. Used as ``preexec_fn`` (in the child before it runs Python) and by each torchrun worker.
+    Exits at once when the parent is already gone; False where the call does not exist (not Linux)."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if parent == 1 or os.getppid() != parent:  # the parent died before the call took effect
+        os._exit(1)
+    return True
+
 
 def run_training_isolated(
     cfg: TrainConfig,
@@ -54,7 +77,8 @@ def run_training_isolated(
     here = str(Path(__file__).resolve().parents[2])
     child_env = {**os.environ, **(env or {})}
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (here, child_env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env,
+                            preexec_fn=die_with_parent)
     err_tail: list[str] = []
 
     def drain_stderr():
