@@ -89,6 +89,16 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
     parts = [f"<h1>{_e(s.get('title'))}</h1>",
              f"<p class='muted'>{_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s.get('run_dir'))}</p>",
              f"<div class='verdict {_e(v['status'])}' id='verdict'><b>Verdict.</b> {_e(v['text'])}</div>"]
+    if s.get("contended"):
+        parts.append("<p class='bad' id='contended'><b>Timed under load.</b> Other work used the CPU while these speed figures "
+                     "were taken: they are written down, not stated as measured. " + _e("; ".join(s.get("contended_because") or []))
+                     + " Time again on a quiet machine.</p>")
+    mach = s.get("machine")
+    if mach:
+        parts.append(f"<p class='muted' id='machine'>Machine: {_e(mach.get('cpu_model'))} ({_e(mach.get('isa'))}), "
+                     f"{_e(mach.get('threads'))} threads; ONNX Runtime's FP32 matrix multiply {_f(mach.get('fp32_gops'), '.0f')} "
+                     f"GOP/s, INT8 {_f(mach.get('int8_gops'), '.0f')} GOP/s ({_f(mach.get('int8_over_fp32'), '.2f', suffix='x')}): "
+                     "the floor each latency is compared with.</p>")
     b = s["budget"]
     parts.append(f"<p class='muted'>Budget: at most {_f(b['overall'], 'g', 100)} accuracy points lost overall and "
                  f"{_f(b['per_slice'], 'g', 100)} on every slice with at least {b['min_slice_size']} examples"
@@ -179,11 +189,16 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         parts.append("<p class='bad'>No quantized variant.</p>")
     else:
         parts.append(_table(
-            ["variant", "graph", "MiB (FP32)", "latency ms (FP32)", "speed-up", "accuracy (FP32)", "change, points [95% CI]",
+            ["variant", "graph", "MiB (FP32)", "latency ms (FP32)", "speed-up [95% CI]", "of floor (FP32)", "accuracy (FP32)",
+             "change, points [95% CI]",
              "worst judged slice", "flips", "within budget"],
             [[f"<b>{_e(x['name'])}</b><br><span class='muted'>{_e(x['description'])}</span>", _e(x["graph"]),
               f"{_f(x['size_mib'], '.1f')} ({_f(x['fp32_size_mib'], '.1f')})", f"{_f(x['latency_ms'])} ({_f(x['fp32_latency_ms'])})",
-              _f(x["speedup"], ".2f", suffix="x"), f"{_f(x['accuracy'], '.1f', 100)}% ({_f(x['fp32_accuracy'], '.1f', 100)}%)",
+              _f(x["speedup"], ".2f", suffix="x") + (f" [{_f(x['speedup_ci'][0], '.2f')}-{_f(x['speedup_ci'][1], '.2f')}]"
+                                                      if x.get("speedup_ci") else "")
+              + (" <span class='bad'>(under load)</span>" if x.get("contended") else ""),
+              f"{_f(x.get('of_floor'), '.0f', 100, '%')} ({_f(x.get('fp32_of_floor'), '.0f', 100, '%')})",
+              f"{_f(x['accuracy'], '.1f', 100)}% ({_f(x['fp32_accuracy'], '.1f', 100)}%)",
               f"{_f(x['overall']['delta'], '+.1f', 100)} [{_f(x['overall']['ci95'][0], '+.1f', 100)}, {_f(x['overall']['ci95'][1], '+.1f', 100)}]",
               f"{_e(x['worst_slice'] or '–')} {_f(-x['worst_slice_drop'] if x['worst_slice_drop'] is not None else None, '+.1f', 100)}",
               x["n_flips"], f"<span class='{'ok' if x['within_budget'] else 'bad'}'>{'yes' if x['within_budget'] else 'no'}</span>"
@@ -217,13 +232,21 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
     if se is None:
         parts.append("<p class='muted'>No search.</p>")
     else:
-        parts.append(f"<p>Objective: lowest {_e(se['objective'])} among the INT8 variants within both budgets. {_e(se['message'])}.</p>")
-        parts.append(_table(["candidate", "precision", "ms", "MiB", "accuracy", "change (points)", "worst slice", "within budget"],
+        guard = se.get("min_speedup") or 0
+        parts.append(f"<p>Objective: the fastest INT8 variant within both budgets"
+                     + (f" and at least {guard:.2f}x faster than FP32 at the lower end of its interval (the speed guard)" if guard else "")
+                     + f"; else the FP32 graph. {_e(se['message'])}.</p>")
+        parts.append(_table(["candidate", "precision", "ms", "speed-up [95% CI]", "MiB", "accuracy", "change (points)", "worst slice",
+                             "within budget"],
                             [[_e(c["name"]) + (" <b>(chosen)</b>" if c["name"] == se["chosen"] else ""), _e(c["precision"]),
-                              _f(c["latency_ms"]), _f(c["size_mib"], ".1f"), _f(c["accuracy"], ".1f", 100, "%"),
+                              _f(c["latency_ms"]),
+                              (_f(c.get("speedup"), ".2f", suffix="x") + (f" [{_f(c['speedup_ci'][0], '.2f')}-{_f(c['speedup_ci'][1], '.2f')}]"
+                                                                         if c.get("speedup_ci") else "")),
+                              _f(c["size_mib"], ".1f"), _f(c["accuracy"], ".1f", 100, "%"),
                               _f(c["accuracy_delta"], "+.1f", 100), f"{_e(c['worst_slice'] or '–')} {_f(-c['worst_slice_drop'], '+.1f', 100)}",
-                              "reference" if c["precision"] == "fp32" else ("yes" if c["feasible"] else "no")]
-                             for c in se["candidates"]], [2, 3, 4, 5]))
+                              "reference" if c["precision"] == "fp32" else ("yes" if c["feasible"] else
+                                                                            ("too slow" if c.get("too_slow") else "no"))]
+                             for c in se["candidates"]], [2, 3, 4, 5, 6]))
         parts.append(figs.get("search", ""))
 
     m = s["method"]
