@@ -26,6 +26,7 @@ from workbench.netron_view import NetronError, NetronServer, iframe_html, unavai
 from workbench.plots import graph as graph_plots
 
 from .base import (
+    Markup,
     as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
@@ -67,17 +68,36 @@ def node_label(f: FusedNode) -> str:
     return f"{f.op_type} · {f.label} · replaced {len(f.replaced)} nodes ({ops})"
 
 
+def _timing_cell(report: FusionReport, v) -> Markup:
+    """The variant's median at the first shape, its speed-up over the base with the interval from the
+    interleaved rounds, and the share of this CPU's floor it reached; a warning when timed under load."""
+    if not v.latency:
+        return Markup("–")
+    lat = v.latency[0]
+    text = f"{fmt(lat.median_ms, '.2f')} ms"
+    speed = next((sp for sp in report.speed if sp.name == v.name.value and (sp.batch, sp.seq) == (lat.batch, lat.seq)), None)
+    if speed is not None:
+        text += f", {speed.ratio.text()} vs {speed.base}"
+    if lat.of_floor:
+        text += f", {fmt(100 * lat.of_floor, '.0f', '%')} of floor"
+    if report.load is not None and report.load.contended:
+        return Markup(html.escape(text) + " " + coloured("timed under load: not a measured fact", False))
+    return Markup(html.escape(text))
+
+
 def variants_table(report: FusionReport) -> str:
     rows = []
+    shape = f" ({report.variants[0].latency[0].batch}x{report.variants[0].latency[0].seq})" if report.variants and report.variants[0].latency else ""
     for v in report.variants:
         fused = ", ".join(f"{k} {n}" for k, n in v.fused_ops.items()) or "–"
         rows.append([
             v.name.value, v.session_optimization, v.node_count, f"-{v.nodes_removed} / +{v.nodes_added}", fused,
-            fmt(v.size_mib, ".1f", " MiB"),
+            fmt(v.size_mib, ".1f", " MiB"), _timing_cell(report, v),
             coloured(f"{'passed' if v.validation.passed else 'FAILED'} (max |Δ logit| {fmt(v.validation.max_abs_diff, '.1e')}, "
                      f"labels agree {fmt(100 * v.validation.label_agreement, '.1f', '%')})", v.validation.passed),
         ])
-    return html_table(["variant", "session level", "nodes", "removed / added", "fused operators", "size", "validation"],
+    return html_table(["variant", "session level", "nodes", "removed / added", "fused operators", "size",
+                       f"latency{shape}, speed-up [95% CI], of this CPU's floor", "validation"],
                       rows, css_class="wb-table wb-variants")
 
 

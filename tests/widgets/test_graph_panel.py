@@ -195,3 +195,18 @@ def test_a_roberta_folder_shows_its_own_inputs_and_why_its_embeddings_do_not_fus
     assert [d.fusion for d in report.diagnoses] == ["EmbedLayerNormalization"]
     assert "padding id" in html  # the architecture's reason, not the generic one
     panel.close()
+
+
+def test_variants_table_carries_the_floor_and_the_interval(fused_tiny) -> None:
+    """Issue 22: the graph panel's table shows each variant's share of this CPU's floor and its
+    speed-up over PyTorch with the interval from the interleaved rounds; a busy machine is said."""
+    import dataclasses
+
+    from widgets.graph import variants_table
+
+    report = dataclasses.replace(fused_tiny, load=dataclasses.replace(fused_tiny.load, contended=False, reasons=[]))
+    html = variants_table(report)
+    sp = report.speed[0]
+    assert f"({sp.ratio.lo:.2f}-{sp.ratio.hi:.2f}) vs pytorch" in html and "of floor" in html
+    busy = dataclasses.replace(report, load=dataclasses.replace(report.load, contended=True, reasons=["spinner"]))
+    assert "timed under load" in variants_table(busy)
