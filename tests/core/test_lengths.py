@@ -96,3 +96,50 @@ def test_sorted_scoring_returns_rows_in_order_equal_to_file_order(exported_tiny,
     assert (by_len.argmax(-1) == by_file.argmax(-1)).all()
     with pytest.raises(InferenceError, match="order must be one of"):
         predict_dataset(session, tok, ds, 128, 16, order="random")
+
+
+def test_baseline_in_both_orders_same_fp32_results_and_work_counted(exported_tiny, quick_data, tmp_path):
+    """The quantization stage's FP32 side scored sorted and in file order: same logits row by row,
+    same slices; the work of both orders counted; rows/s against the floor recorded."""
+    from workbench.lengths import SORTED_NOTE
+    from workbench.quant import TimingConfig, prepare_baseline
+    from workbench.quant.baseline import QuantizeError
+
+    t = TimingConfig.quick()
+    by_len = prepare_baseline(exported_tiny, quick_data, tmp_path / "len", timing=t, calibration_samples=8, batch_size=16)
+    by_file = prepare_baseline(exported_tiny, quick_data, tmp_path / "file", timing=t, calibration_samples=8, batch_size=16,
+                               order="file")
+    assert (by_len.scoring_order, by_file.scoring_order) == ("length", "file")
+    assert by_len.scoring_note == SORTED_NOTE and "batch-mates" in by_len.fp32_scoring.note
+    for a, b in zip(by_len.eval_sets, by_file.eval_sets):
+        np.testing.assert_allclose(a.fp32_logits(), b.fp32_logits(), rtol=1e-5, atol=1e-6)
+        assert [s.indices for s in a.slices] == [s.indices for s in b.slices]
+    w = by_len.scoring_work
+    assert w == by_file.scoring_work and w.n == len(quick_data["test"])
+    assert by_len.fp32_scoring.padded_tokens == w.padded_sorted
+    assert by_file.fp32_scoring.padded_tokens == w.padded_file_order
+    assert w.tokens <= w.padded_sorted <= w.padded_file_order
+    assert w.padded_sorted < w.padded_file_order  # uneven reviews: sorting saves padding
+    assert by_len.lengths.n == w.n and by_len.lengths.median > 0
+    sp = by_len.fp32_scoring
+    assert sp.rows == w.n and sp.seconds > 0 and sp.floor_seconds and 0 < sp.of_floor
+    with pytest.raises(QuantizeError, match="order must be one of"):
+        prepare_baseline(exported_tiny, quick_data, tmp_path / "bad", timing=t, order="shuffled")
+
+
+def test_floor_curve_is_the_graphs_floor_at_any_length(exported_tiny):
+    """floor(1, s) is quadratic in s: the curve fitted at three lengths gives the counted floor at
+    others, and a batch's floor is the batch size times one row's."""
+    from workbench.machine import MachineProfile
+    from workbench.scoring import batches_floor_seconds, floor_curve
+    from workbench.speed import graph_floor
+
+    prof = MachineProfile(cpu_model="test", flags={}, cores=2, threads=2, ort_version="x", fp32_gops=100.0, int8_gops=200.0,
+                          qdq_int8_gops=None, measured_at="", shapes=[])
+    curve = floor_curve(exported_tiny.onnx_path, prof)
+    for s in (5, 27, 100):
+        assert curve(s) == pytest.approx(graph_floor(exported_tiny.onnx_path, 1, s, prof), rel=1e-6)
+    assert graph_floor(exported_tiny.onnx_path, 4, 27, prof) == pytest.approx(4 * curve(27), rel=1e-6)
+    lengths = [5, 27, 100, 6]
+    got = batches_floor_seconds(curve, lengths, [np.array([0, 3]), np.array([1, 2])])
+    assert got == pytest.approx((2 * curve(6) + 2 * curve(100)) / 1e3)
