@@ -258,6 +258,12 @@ def run_quantization(
             + ("; the batches are sorted by token length (the FP32 graph was scored on the same batches), so they differ "
                "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
         )
+    if cfg.mode is QuantMode.WEIGHT_ONLY:
+        from .weightonly import BINDING_NOTE, binding_supplied
+
+        notes.append(f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
+                     f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"
+                     + (f"; {BINDING_NOTE}" if binding_supplied() else ""))
     qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
     if not qnodes:
         notes.append("no node was quantized: check op_types and nodes_to_exclude against the graph's operators")
