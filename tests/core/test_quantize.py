@@ -86,7 +86,7 @@ def test_static_best_takes_every_knob_and_the_search_candidates_build():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(mode="int4"), r"mode must be one of \['dynamic', 'static'\], got 'int4'"),
+        (dict(mode="int4"), r"mode must be one of \['dynamic', 'static', 'weight-only'\], got 'int4'"),
         (dict(calibration="kl"), "calibration must be one of"),
         (dict(op_types=("Softmax",)), r"op_types \['Softmax'\] cannot be quantized in dynamic mode"),
         (dict(mode="static", op_types=("Attention",)), "cannot be quantized in static mode"),

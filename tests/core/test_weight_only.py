@@ -95,3 +95,22 @@ def test_weight_only_preset_builds_validates_and_is_scored(quant_tiny_baseline, 
     assert res.scoring is not None and res.scoring.order == "length" and res.scoring.rows == res.report.n
     assert 0 < res.size_mib < res.fp32_size_mib
     assert res.node_errors  # the per-node SQNR ranking works on MatMulNBits graphs too
+
+
+def test_cli_offers_the_presets_and_refuses_eight_bits_in_one_line(exported_tiny):
+    import subprocess
+    import sys
+
+    help_text = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", "--help"], capture_output=True, text=True).stdout
+    assert "weight-only-int4-acc4" in help_text and "--accuracy-level" in help_text
+    p = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", str(exported_tiny.out_dir), "--preset", "weight-only-int8"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip() and "CUDA" not in line]
+    assert len(lines) == 1 and "Only 4b quantization is supported" in lines[0] and "Traceback" not in p.stderr
+    from workbench.audit import AuditConfig
+    from workbench.audit.config import AuditInputError
+
+    with pytest.raises(AuditInputError, match="--presets weight-only-int8: .*4-bit weights only"):
+        AuditConfig(data="x.csv", presets=("dynamic", "weight-only-int8"))
+    assert AuditConfig(data="x.csv", presets=("weight-only-int4",)).presets == ("weight-only-int4",)
