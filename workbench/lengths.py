@@ -185,3 +185,13 @@ def scoring_work(lengths: Sequence[int], batch_size: int) -> ScoringWork:
         padded_file_order=padded_tokens(arr, file_order_batches(arr.size, batch_size)),
         padded_sorted=padded_tokens(arr, length_sorted_batches(arr, batch_size)),
     )
+
+
+def with_data_shapes(shapes: Sequence[Sequence[int]], stats: LengthStats) -> tuple[tuple[int, int], ...]:
+    """``shapes`` followed by batch 1 at the data's median and 95th-percentile lengths (those not
+    already there): the fixed shapes first, so whatever reads the first shape reads the same one."""
+    out = [tuple(int(x) for x in s) for s in shapes]
+    for s in stats.shapes():
+        if s not in out:
+            out.append(s)
+    return tuple(out)

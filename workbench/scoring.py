@@ -49,7 +49,7 @@ class ScoringSpeed:
     def text(self) -> str:
         s = f"{self.rows} rows in {self.seconds:.2f} s ({self.rows_per_second:.0f} rows/s, {self.order} order)"
         if self.of_floor is not None:
-            s += f"; floor {self.floor_rows_per_second:.0f} rows/s, {100 * self.of_floor:.0f}% of it"
+            s += f"; floor {self.floor_rows_per_second:.0f} rows/s, {100 * self.of_floor:.2g}% of it"
         return s
 
 
