@@ -143,3 +143,19 @@ def test_floor_curve_is_the_graphs_floor_at_any_length(exported_tiny):
     lengths = [5, 27, 100, 6]
     got = batches_floor_seconds(curve, lengths, [np.array([0, 3]), np.array([1, 2])])
     assert got == pytest.approx((2 * curve(6) + 2 * curve(100)) / 1e3)
+
+
+def test_bench_adds_the_datas_lengths_after_the_fixed_shapes(quick_data):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import bench
+
+    from workbench.models import load_model
+
+    shapes, st = bench.data_length_shapes(((1, 128), (8, 128)), "tiny", quick_data)
+    tok = load_model("tiny", dropout=False).tokenizer
+    lens = [len(x) for x in tok(list(quick_data["test"]["text"]), truncation=True, max_length=128)["input_ids"]]
+    med, p95 = int(np.ceil(np.median(lens))), int(np.ceil(np.percentile(lens, 95)))
+    assert shapes == ((1, 128), (8, 128), (1, med), (1, p95)) and st.n == len(lens)
