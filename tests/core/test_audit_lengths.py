@@ -65,6 +65,10 @@ def test_lengths_shapes_scoring_and_weight_only_in_the_summary_and_page(audited)
     assert wo["mode"] == "weight-only" and wo["weight_bits"] == 4 and wo["accuracy_level"] == 0
     assert "MatMulNBits" in wo["description"] and wo["validation_passed"]
     assert any("sorted by token length" in n for n in s["method"]["notes"])
+    # dynamic INT8's batch effect of the new order, measured and stated
+    moved = [b for b in s["method"]["batch_dependence"] if b["batch_b"] == "32 in file order"]
+    assert len(moved) == 1 and moved[0]["variant"] == "dynamic" and moved[0]["differ"] >= 0
+    assert any("32 sorted by length and batch 32 in file order" in n for n in s["method"]["notes"])
     page = (out / "report.html").read_text()
     assert "Speed at the data&#x27;s own lengths" in page or "Speed at the data's own lengths" in page
     assert f"1x{med}: ms (FP32)" in page and "rows/s" in page

@@ -40,6 +40,18 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
     return int((a != b).sum())
 
 
+def order_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_size: int, limit: int = 256) -> int:
+    """How many of the first ``limit`` examples get another label when batches of ``batch_size``
+    are sorted by length instead of taken in file order (dynamic INT8's batch effect, again)."""
+    from ..ortinfer import make_session, predict_dataset
+
+    ds = examples.select(range(min(limit, len(examples))))
+    session = make_session(qpath)
+    a = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="file").argmax(-1)
+    b = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="length").argmax(-1)
+    return int((a != b).sum())
+
+
 def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None, *, log: Log = print,
               checked: Optional[CheckedInputs] = None) -> AuditResult:
     """Audit the classifier in the folder ``model`` on ``cfg.data`` into ``out_dir`` (default
@@ -145,6 +157,12 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
                                           cfg.eval_batch_size, limit=64 if cfg.quick else 256)
                 n = min(64 if cfg.quick else 256, len(prepared.scored))
                 batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
+                if base.scoring_order == "length":
+                    moved = order_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
+                                             cfg.eval_batch_size, limit=n)
+                    batch_dep.append({"variant": name, "n": n, "batch_a": f"{cfg.eval_batch_size} sorted by length",
+                                      "batch_b": f"{cfg.eval_batch_size} in file order", "differ": moved})
+                    log(f"      {name}: {moved} of {n} predictions differ between length-sorted and file-order batches")
         return results or None  # no variant: the drift and the search are skipped
 
     def slice_drift(st):
