@@ -177,14 +177,16 @@ def exercise_outputs(nb: nbformat.NotebookNode) -> list[str]:
 
 
 def own_data_file(folder: Path) -> Path:
-    """A user-style CSV: other column names, string labels and a slice column (from the quick reviews)."""
+    """A user-style CSV: other column names, string labels and a slice column (from the quick reviews).
+    The labels are the classes the checkpoint was fine-tuned with (rotten, fresh): data labelled with
+    classes the model does not know is refused (issue 24), so "your data" speaks the model's classes."""
     from workbench.data import DataConfig, load_data
 
     dd = load_data(DataConfig.quick())
     rows = []
     for split in ("train", "validation", "test"):
         for i, ex in enumerate(dd[split]):
-            rows.append({"review": ex["text"], "sentiment": "positive" if ex["label"] else "negative",
+            rows.append({"review": ex["text"], "sentiment": "fresh" if ex["label"] else "rotten",
                          "source": "web" if i % 2 else "print"})
     import pandas as pd
 
