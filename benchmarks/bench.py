@@ -89,6 +89,9 @@ INT8_ROWS: dict[str, tuple[str, str]] = {
     "ort-fused-int8-dynamic-reduce-range": ("fused", "dynamic-reduce-range"),
     "ort-exported-int8-static-minmax": ("exported", "static-minmax"),
     "ort-exported-int8-static-best": ("exported", "static"),
+    # weight-only 4-bit (MatMulNBits; issue 23): FP32 compute, and INT8 compute (accuracy_level 4)
+    "ort-fused-int4-weight-only": ("fused", "weight-only-int4"),
+    "ort-fused-int4-weight-only-acc4": ("fused", "weight-only-int4-acc4"),
 }
 TRAIN_VARIANTS = ("eager", "compile", "ortmodule", "ort-opset14-fused-no-spin")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -280,7 +283,8 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
         if quick and cfg.mode.value == "static":
             cfg = QuantConfig.preset(preset, samples=32)
         t1 = time.perf_counter()
-        row = Row(name, "onnxruntime", f"ONNX Runtime {g} graph, INT8 preset {preset!r} ({cfg.label})")
+        row = Row(name, "onnxruntime", f"ONNX Runtime {g} graph, {'weight-only' if cfg.mode.value == 'weight-only' else 'INT8'} "
+                                       f"preset {preset!r} ({cfg.label})")
         try:
             res = run_quantization(graphs[g], cfg, work / name, baseline=baselines[g], n_boot=100 if quick else 300,
                                    node_error_samples=0)
@@ -515,6 +519,17 @@ def resolve_model(name: str, quick: bool, log) -> str:
     return str(ensure_finetuned("minilm", log=log))
 
 
+def data_length_shapes(shapes, model_dir: str, data) -> tuple[tuple, Any]:
+    """``shapes`` plus batch 1 at the test split's median and 95th-percentile token length under the
+    model's tokenizer (truncated at the longest fixed shape), and the length statistics."""
+    from workbench.lengths import length_stats, with_data_shapes
+    from workbench.models import load_model
+
+    tok = load_model(model_dir, dropout=False).tokenizer
+    stats = length_stats(data, tok, max(s for _, s in shapes), split="test")
+    return with_data_shapes(shapes, stats), stats
+
+
 def run(args) -> dict:
     import torch
 
@@ -535,6 +550,11 @@ def run(args) -> dict:
     data = load_data(DataConfig.quick() if args.quick else DataConfig(max_eval=args.eval_examples))
     work = Path(args.work or tempfile.mkdtemp(prefix="bench."))
     log(f"model {model_dir}; test split {len(data['test'])} examples; work folder {work}")
+    lengths = None
+    if args.data_lengths if args.data_lengths is not None else not args.quick:
+        shapes, lengths = data_length_shapes(shapes, model_dir, data)
+        log(f"the data's token lengths (test split): {lengths.text()}; also timed at batch 1 x the median and 95th "
+            f"percentile: shapes {', '.join(key(s) for s in shapes)}")
 
     torch_rows = load_torch_models(model_dir, info, args.threads, log)
     ort_rows, meta = build_onnx(model_dir, data, work, max(s for _, s in shapes), args.threads, args.quick, log)
@@ -569,6 +589,7 @@ def run(args) -> dict:
                      "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning off",
                      "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
                      "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},
+        "data_lengths": serial.to_dict(lengths) if lengths is not None else None,
         "inference": rows_json, "onnx": meta, "machine_profile": prof_json, "floor": fl, "training": train,
         "contended": load.contended, "load_check": {**serial.to_dict(load), "before": before, "after": after},
         "wall_s": round(time.perf_counter() - t_start, 1),
@@ -608,6 +629,9 @@ def main(argv=None) -> int:
     parser.add_argument("--train-shape", type=shapes_arg, help="BATCHxSEQ of the training steps (default 16x128; quick 8x32)")
     parser.add_argument("--train-steps", type=int, help="timed training steps per variant (default 6; quick 2)")
     parser.add_argument("--work", help="folder for graphs (default: a temporary folder)")
+    parser.add_argument("--data-lengths", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time batch 1 at the test split's median and 95th-percentile token length "
+                             "(default: on; off with --quick)")
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")

@@ -70,12 +70,18 @@ def batch_indices(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int 
 
 
 def iter_encoded(dataset, tokenizer, batch_size: int, max_length: int, shuffle: bool = False, seed: int = 0, epoch: int = 0,
-                 pad_to_max: bool = False) -> Iterator[tuple[dict, "np.ndarray", np.ndarray]]:
-    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``."""
+                 pad_to_max: bool = False, batches: Optional[Sequence[np.ndarray]] = None,
+                 ) -> Iterator[tuple[dict, "np.ndarray", np.ndarray]]:
+    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``.
+
+    ``batches``: the index batches to use (e.g. :func:`workbench.lengths.length_sorted_batches`)
+    instead of consecutive (or shuffled) runs of ``batch_size``."""
     import torch
 
     texts = dataset["text"]
     labels = dataset["label"]
-    for idx in batch_indices(len(dataset), batch_size, shuffle, seed, epoch):
+    if batches is None:
+        batches = batch_indices(len(dataset), batch_size, shuffle, seed, epoch)
+    for idx in batches:
         enc = encode(tokenizer, [texts[i] for i in idx], max_length, pad_to_max)
         yield enc, torch.tensor([labels[i] for i in idx], dtype=torch.long), idx

@@ -230,35 +230,68 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
     return np.asarray(out)
 
 
+def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length") -> list[np.ndarray]:
+    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts
+    rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
+    consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
+    same data (FP32 and INT8) always see the same batches."""
+    from .lengths import ORDERS, file_order_batches, length_sorted_batches, token_lengths
+
+    if order not in ORDERS:
+        raise InferenceError(f"order must be one of {list(ORDERS)}, got {order!r}")
+    if batch_size < 1:
+        raise InferenceError(f"batch_size must be at least 1, got {batch_size}")
+    if order == "file" or batch_size == 1:
+        return file_order_batches(len(dataset), batch_size)
+    return length_sorted_batches(token_lengths(tokenizer, dataset["text"], max_length), batch_size)
+
+
 def predict_dataset(
     session_or_path: SessionOrPath,
     tokenizer,
     dataset,
     max_length: int,
     batch_size: int = 32,
+    order: str = "length",
 ) -> np.ndarray:
-    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order."""
+    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order.
+
+    Rows are scored in batches sorted by token length (``order="length"``, the default; each batch
+    padded only to its own longest row) or in file order (``order="file"``); either way the logits
+    come back in the dataset's row order. For FP32 and static INT8 graphs the order changes the
+    logits only by float rounding; dynamic INT8 computes its activation scales per batch, so its
+    predictions depend on their batch-mates (see :data:`workbench.lengths.SORTED_NOTE`)."""
     from .batches import iter_encoded
 
     session = as_session(session_or_path)
     if len(dataset) == 0:
         raise InferenceError("the dataset is empty: nothing to predict")
-    parts = [predict_logits(session, enc) for enc, _, _ in iter_encoded(dataset, tokenizer, batch_size, max_length)]
-    return np.concatenate(parts, axis=0)
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    out: Optional[np.ndarray] = None
+    for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
+        part = predict_logits(session, enc)
+        if out is None:
+            out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+        out[idx] = part
+    return out
 
 
-def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size: int = 32) -> np.ndarray:
+def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size: int = 32, order: str = "length") -> np.ndarray:
     """The PyTorch counterpart of :func:`predict_dataset` (same batches, eval mode, no grad)."""
     import torch
 
     from .batches import iter_encoded, model_inputs
 
     model.eval()
-    parts = []
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    out: Optional[np.ndarray] = None
     with torch.inference_mode():
-        for enc, _, _ in iter_encoded(dataset, tokenizer, batch_size, max_length):
-            parts.append(model(**model_inputs(model, enc)).logits.float().cpu().numpy())
-    return np.concatenate(parts, axis=0)
+        for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
+            part = model(**model_inputs(model, enc)).logits.float().cpu().numpy()
+            if out is None:
+                out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+            out[idx] = part
+    return out
 
 
 # ---- timing ------------------------------------------------------------------------------------

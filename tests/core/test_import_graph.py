@@ -19,7 +19,7 @@ LIBRARY = Path(__file__).resolve().parents[2] / "workbench"
 FLOORS: list[tuple[str, set[str]]] = [
     ("base", {"__init__", "quiet", "serial", "options", "metrics", "latency", "runs", "batches", "device", "architectures", "home",
               "slices", "resources", "netron_view"}),
-    ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work", "speed"}),
+    ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work", "speed", "lengths", "scoring"}),
     ("stages", {"train", "graph", "quant", "ondevice"}),
     ("hand-offs", {"flow", "plots", "sequence"}),
     ("fronts", {"report", "audit", "pipeline", "zoo", "workshop", "exercises", "cli"}),

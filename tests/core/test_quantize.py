@@ -86,7 +86,7 @@ def test_static_best_takes_every_knob_and_the_search_candidates_build():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(mode="int4"), r"mode must be one of \['dynamic', 'static'\], got 'int4'"),
+        (dict(mode="int4"), r"mode must be one of \['dynamic', 'static', 'weight-only'\], got 'int4'"),
         (dict(calibration="kl"), "calibration must be one of"),
         (dict(op_types=("Softmax",)), r"op_types \['Softmax'\] cannot be quantized in dynamic mode"),
         (dict(mode="static", op_types=("Attention",)), "cannot be quantized in static mode"),
@@ -181,12 +181,18 @@ def test_flips_match_an_independent_run_of_both_graphs(quant_tiny_dynamic, quant
     def preds(path):
         s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         names = [i.name for i in s.get_inputs()]
-        out = []
         bs = quant_tiny_baseline.batch_size  # the report's batches: dynamic INT8 depends on what shares a batch
-        for i in range(0, len(examples), bs):
-            enc = encode(tok, [e["text"] for e in examples[i : i + bs]], quant_tiny_baseline.max_length)
-            out.append(s.run(None, {k: enc[k].numpy() for k in names})[0])
-        return np.concatenate(out)
+        texts = [e["text"] for e in examples]
+        rows = list(range(len(texts)))
+        assert quant_tiny_baseline.scoring_order == "length"  # batches of rows sorted by token length (stable)
+        n_tok = [len(x) for x in tok(texts, truncation=True, max_length=quant_tiny_baseline.max_length)["input_ids"]]
+        rows.sort(key=lambda i: n_tok[i])
+        out = np.zeros((len(texts), 2), dtype=np.float32)
+        for i in range(0, len(rows), bs):
+            idx = rows[i : i + bs]
+            enc = encode(tok, [texts[j] for j in idx], quant_tiny_baseline.max_length)
+            out[idx] = s.run(None, {k: enc[k].numpy() for k in names})[0]
+        return out
 
     f, q = preds(exported_tiny.onnx_path), preds(quant_tiny_dynamic.quantized_path)
     changed = np.flatnonzero(f.argmax(1) != q.argmax(1)).tolist()

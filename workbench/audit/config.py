@@ -54,6 +54,12 @@ class AuditConfig:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
         object.__setattr__(self, "presets", tuple(self.presets))
         known = QuantConfig.presets()
+        for p in self.presets:
+            try:
+                QuantConfig.preset(p)  # a preset asked for that onnxruntime 1.19.2 cannot build: its reason
+            except QuantizeError as exc:
+                if p in known or "no quantization preset" not in str(exc):
+                    raise AuditInputError(f"--presets {p}: {exc}") from None
         bad = [p for p in self.presets if p not in known]
         if bad or not self.presets:
             raise AuditInputError(f"unknown quantization preset(s) {bad or '(none given)'}; presets: {list(known)}")

@@ -40,6 +40,18 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
     return int((a != b).sum())
 
 
+def order_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_size: int, limit: int = 256) -> int:
+    """How many of the first ``limit`` examples get another label when batches of ``batch_size``
+    are sorted by length instead of taken in file order (dynamic INT8's batch effect, again)."""
+    from ..ortinfer import make_session, predict_dataset
+
+    ds = examples.select(range(min(limit, len(examples))))
+    session = make_session(qpath)
+    a = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="file").argmax(-1)
+    b = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="length").argmax(-1)
+    return int((a != b).sum())
+
+
 def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None, *, log: Log = print,
               checked: Optional[CheckedInputs] = None) -> AuditResult:
     """Audit the classifier in the folder ``model`` on ``cfg.data`` into ``out_dir`` (default
@@ -110,12 +122,23 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         from ..flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
         from ..quant import QuantConfig, prepare_baseline, run_quantization
 
+        from ..lengths import length_stats, with_data_shapes
+
         slice_set, dd = st.inputs[STEPS[1]]
         graph = graph_to_quantize(st.inputs[STEPS[2]], st.inputs.get(STEPS[3])).path
-        log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once")
+        lengths = length_stats(prepared.scored, st.inputs[STEPS[2]].load_tokenizer(), cfg.max_length)
+        timing = cfg.timing()
+        timing = dataclasses.replace(timing, shapes=with_data_shapes(timing.shapes, lengths))
+        log(f"      the data's token lengths: {lengths.text()}; timed at "
+            + ", ".join(f"{b}x{s}" for b, s in timing.shapes) + " (batch 1 at the median and 95th percentile)")
+        log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once, in batches sorted by length")
         base = prepare_baseline(graph, dd, out / layout.BASELINE, export=st.inputs[STEPS[2]], slices=slice_set, golden=False,
-                                calibration_samples=facts["calibration_count"], timing=cfg.timing(),
+                                calibration_samples=facts["calibration_count"], timing=timing,
                                 batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
+        if base.scoring_work is not None:
+            log(f"      {base.scoring_work.text()}")
+        if base.fp32_scoring is not None:
+            log(f"      FP32 scoring: {base.fp32_scoring.text()}")
         results: list = []
         for name in cfg.presets:
             qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
@@ -127,11 +150,19 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
             st.partial = results  # the drift and the search take what was quantized before a failure
             log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "
                 f"{100 * res.accuracy:.1f}% ({100 * res.accuracy_delta:+.1f} points), {len(res.report.flips)} flipped")
+            if res.scoring is not None:
+                log(f"      {name} scoring: {res.scoring.text()}")
             if qcfg.mode.value == "dynamic" and not batch_dep:
                 differ = batch_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
                                           cfg.eval_batch_size, limit=64 if cfg.quick else 256)
                 n = min(64 if cfg.quick else 256, len(prepared.scored))
                 batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
+                if base.scoring_order == "length":
+                    moved = order_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
+                                             cfg.eval_batch_size, limit=n)
+                    batch_dep.append({"variant": name, "n": n, "batch_a": f"{cfg.eval_batch_size} sorted by length",
+                                      "batch_b": f"{cfg.eval_batch_size} in file order", "differ": moved})
+                    log(f"      {name}: {moved} of {n} predictions differ between length-sorted and file-order batches")
         return results or None  # no variant: the drift and the search are skipped
 
     def slice_drift(st):

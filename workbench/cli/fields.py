@@ -83,6 +83,8 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "samples": "static calibration texts",
         "op_types": "comma-separated operator types to quantize (none: the mode's own set)",
         "nodes_to_exclude": "node names to leave in FP32",
+        "accuracy_level": "weight-only presets: MatMulNBits compute precision (0 unset/FP32, 4 INT8 activations)",
+        "block_size": "weight-only presets: weights per 4-bit block along K (a power of 2, at least 16)",
     },
     "TimingConfig": {
         "shapes": "BATCHxSEQ,... to time (--quick: 1x64)",

@@ -11,7 +11,7 @@ from .common import _device_problem, _fail, _locked, _will_write, _print_json, _
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
-               Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"))
+               Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"), "accuracy_level", "block_size")
 TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
 SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"),
                 "min_speedup")
@@ -121,15 +121,17 @@ def _cmd_quantize(args) -> int:
 
 def _add_quant(sub) -> None:
     from ..quant import DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, SearchConfig, TimingConfig
+    from ..quant.config import REFUSED_PRESETS
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
     p.add_argument("source", help="any folder of a run (its root, export/, fusion/, quantize/..., a result file): its "
                                   "newest graph (--graph); or an .onnx file")
     cli_only(p, "--graph", default="auto", choices=["auto", "exported", "fused"],
              help="which FP32 graph of the run folder (auto: the fused one when `workbench fuse` ran)")
-    cli_only(p, "--preset", default="dynamic", choices=list(QuantConfig.presets()),
+    cli_only(p, "--preset", default="dynamic", choices=[*QuantConfig.presets(), *REFUSED_PRESETS],
              help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
-                  "needed; static-*: QDQ, calibrated on training texts")
+                  "needed; static-*: QDQ, calibrated on training texts; weight-only-int4*: 4-bit MatMul weights "
+                  "(MatMulNBits; -acc4: INT8 compute); weight-only-int8 is refused (onnxruntime 1.19.2 runs 4 bits only)")
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
     cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
     cli_only(p, "--node-samples", type=int_at_least(0), default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")

@@ -1,4 +1,4 @@
-"""The quantization stage: INT8 with ONNX Runtime, scored slice by slice against the FP32 graph.
+"""The quantization stage: INT8 (and 4-bit weight-only) with ONNX Runtime, scored slice by slice against the FP32 graph.
 
 Entry points (what a user calls):
 
@@ -14,7 +14,8 @@ Files, one idea each:
 
 - ``config.py``: :class:`QuantConfig` and its presets, :class:`TimingConfig`, :class:`QuantizeError`.
 - ``baseline.py``: the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
-- ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator).
+- ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
+- ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
 - ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
 - ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
 - ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.
@@ -29,6 +30,7 @@ from .config import (  # noqa: F401
     DYNAMIC_OP_TYPES,
     STATIC_DEFAULT_OP_TYPES,
     STATIC_OP_TYPES,
+    WEIGHT_ONLY_OP_TYPES,
     Calibration,
     QFormat,
     QType,

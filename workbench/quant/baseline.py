@@ -19,7 +19,9 @@ import numpy as np
 
 from .. import runs
 from ..graph import file_size_mib, save_tokenizer
+from ..lengths import FILE_NOTE, SORTED_NOTE, LengthStats, ScoringWork
 from ..ortinfer import ShapeLatency
+from ..scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
 
 from ..runs.layout import BASELINE_DIR, EXPORT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -89,6 +91,12 @@ class Baseline:
     out_dir: Path
     # measured once by prepare_baseline with ``timing`` (empty in baselines saved before it was kept)
     fp32_latency: list[ShapeLatency] = field(default_factory=list)
+    # how the evaluation sets were scored: "length" (sorted batches, rows returned in order) or
+    # "file"; every quantized variant is scored on the same batches ("file" in baselines saved before)
+    scoring_order: str = "file"
+    lengths: Optional[LengthStats] = None        # the evaluation split's token lengths
+    scoring_work: Optional[ScoringWork] = None   # padded tokens in file order and sorted by length
+    fp32_scoring: Optional[ScoringSpeed] = None  # rows/s of scoring the evaluation split, and its floor
 
     def eval_set(self, name: str) -> EvalSet:
         for e in self.eval_sets:
@@ -98,6 +106,10 @@ class Baseline:
 
     def calibration_texts(self) -> list[str]:
         return [json.loads(line)["text"] for line in Path(self.calibration_path).read_text().splitlines() if line.strip()]
+
+    @property
+    def scoring_note(self) -> str:
+        return SORTED_NOTE if self.scoring_order == "length" else FILE_NOTE
 
     def load_tokenizer(self):
         from transformers import AutoTokenizer
@@ -233,6 +245,7 @@ def prepare_baseline(
     calibration_samples: int = DEFAULT_CALIBRATION_TEXTS,
     timing: Optional[TimingConfig] = None,
     seed: int = 0,
+    order: str = "length",
 ) -> Baseline:
     """Score the FP32 graph once and save what every quantized variant is compared on, in
     ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the FP32
@@ -241,6 +254,10 @@ def prepare_baseline(
     ``batch_size`` is how examples are grouped when scored (padded to the longest in each batch):
     FP32 and static INT8 give the same predictions at any batch size, dynamic INT8 does not (its
     activation scales are computed per batch); use 1 to score as a one-request-at-a-time server.
+    ``order="length"`` (the default) scores in batches sorted by token length, each padded only to
+    its own longest row, results in row order; ``"file"`` keeps consecutive rows. The baseline
+    records the order, its work and the FP32 rows per second against this machine's floor; every
+    quantized variant is scored on the same batches.
 
     ``onnx_path``: the FP32 graph (exported or fused) or an ``ExportResult``. ``data``: a
     ``DatasetDict`` (``eval_split`` is scored, ``calibration_split`` calibrates) or, for scoring
@@ -305,14 +322,27 @@ def prepare_baseline(
 
         slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
 
+    from ..lengths import ORDERS, scoring_work, stats_from_lengths, token_lengths
+    from ..scoring import timed_scoring
+
+    if order not in ORDERS:
+        raise QuantizeError(f"order must be one of {list(ORDERS)}, got {order!r}")
     session = make_session(src)
     eval_sets = []
+    scored: dict = {}
 
     def add_set(set_name: str, examples: list[dict], sset) -> None:
         import datasets
 
         ds = datasets.Dataset.from_list([{"text": r["text"], "label": int(r["label"])} for r in examples])
-        logits = predict_dataset(session, tok, ds, max_len, batch_size)
+        if not eval_sets:  # the evaluation split: its lengths, its work and its scoring speed
+            lens = token_lengths(tok, ds["text"], max_len)
+            scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
+            scored["work"] = scoring_work(lens, batch_size)
+            logits, scored["speed"] = timed_scoring(session, src, tok, ds, max_len, batch_size, order,
+                                                    profile=_cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
+        else:
+            logits = predict_dataset(session, tok, ds, max_len, batch_size, order=order)
         masks = sset.membership(examples)
         eval_sets.append(EvalSet(
             name=set_name, slice_set=sset.name, n=len(examples),
@@ -329,8 +359,8 @@ def prepare_baseline(
     calib_rows = []
     if has_train and len(data[calibration_split]):
         tr = data[calibration_split]
-        order = np.random.default_rng(seed).permutation(len(tr))[: min(calibration_samples, len(tr))]
-        calib_rows = [{"text": tr[int(i)]["text"]} for i in order]
+        picked = np.random.default_rng(seed).permutation(len(tr))[: min(calibration_samples, len(tr))]
+        calib_rows = [{"text": tr[int(i)]["text"]} for i in picked]
     calib_path = _write_jsonl(out / "calibration_texts.jsonl", calib_rows)
 
     vocab = int(getattr(exp.model_info, "vocab_size", 0) if exp is not None else 0) or int(getattr(tok, "vocab_size", 0) or 30522)
@@ -340,9 +370,19 @@ def prepare_baseline(
         calibration_path=calib_path.resolve(), timing=timing,
         fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
         fp32_latency=time_graph(src, timing, vocab),  # a path: opened with the timing's thread count
+        scoring_order=order, lengths=scored.get("lengths"), scoring_work=scored.get("work"), fp32_scoring=scored.get("speed"),
     )
     runs.save_result(base, out / BASELINE_FILE)
     return base
+
+
+def _cpu_profile(timing: TimingConfig):
+    """This machine's profile for the scoring floor (None on a GPU: the profile is the CPU's)."""
+    if timing.device != "cpu":
+        return None
+    from ..machine import machine_profile
+
+    return machine_profile(timing.threads)
 
 
 def load_baseline(path: str | os.PathLike) -> Baseline:

@@ -20,15 +20,37 @@ STATIC_OP_TYPES = (
     "Unsqueeze", "Where",
 )
 STATIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
+# weight-only (MatMulNBits): onnxruntime's MatMul4BitsQuantizer rewrites MatMuls with a constant weight
+WEIGHT_ONLY_OP_TYPES = ("MatMul",)
+WEIGHT_ONLY_BLOCK_SIZE = 32
 
 
 class QuantizeError(ValueError):
     """A quantization request that cannot be carried out; the message says what to do."""
 
+# weight-only (MatMulNBits) settings onnxruntime 1.19.2 runs: the presets are checked here, the
+# quantizing is workbench.quant.weightonly's
+SUPPORTED_BITS = (4,)
+ACCURACY_LEVELS = (0, 1, 2, 3, 4)
+EIGHT_BIT_REFUSAL = (
+    "8-bit weight-only quantization is not available in onnxruntime 1.19.2 (the version onnxruntime-training-cpu "
+    "pins): its MatMulNBits CPU kernel runs 4-bit weights only (\"Only 4b quantization is supported for MatMulNBits "
+    "op\") and its MatMul4BitsQuantizer writes 4 bits only; use the weight-only-int4 presets, or dynamic INT8 "
+    "(8-bit weights and activations: the 'dynamic' preset)"
+)
+
+
+def check_weight_only(cfg: "QuantConfig") -> None:
+    if cfg.bits not in SUPPORTED_BITS:
+        raise QuantizeError(EIGHT_BIT_REFUSAL if cfg.bits == 8 else
+                            f"weight_bits={cfg.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
+
+
 
 class QuantMode(str, enum.Enum):
     DYNAMIC = "dynamic"
     STATIC = "static"
+    WEIGHT_ONLY = "weight-only"  # MatMul weights in 4 bits (MatMulNBits), activations in float
 
 
 class Calibration(str, enum.Enum):
@@ -83,6 +105,12 @@ class QuantConfig:
     - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (the
       :func:`node_errors` ranking, on calibration texts: no test data), then quantize again leaving
       the ``exclude_worst`` worst nodes in FP32 (:attr:`QuantResult.excluded_nodes` names them).
+    - ``mode='weight-only'``: MatMul weights stored in ``weight_bits`` (4) bits per value in blocks of
+      ``block_size`` along K, one float scale (and a zero point unless ``weight_symmetric``) per
+      block, run by ONNX Runtime's ``MatMulNBits``; ``accuracy_level`` is its compute precision
+      (0: unset, FP32 like 1; 4: activations quantized to INT8 per block, integer products). See
+      :mod:`workbench.quant.weightonly` for what onnxruntime 1.19.2 offers (4 bits only).
+      ``weight_bits`` 0 means the mode's own (8 for dynamic and static, 4 for weight-only).
     - ``tolerance`` / ``min_label_agreement``: how the quantized graph is validated against the
       FP32 graph's logits (INT8 moves logits by about 0.01-0.3 on MiniLM; labels mostly agree).
     """
@@ -103,12 +131,17 @@ class QuantConfig:
     activation_symmetric: bool = False
     matmul_const_b_only: bool = False
     exclude_worst: int = 0
+    weight_bits: int = 0
+    block_size: int = WEIGHT_ONLY_BLOCK_SIZE
+    accuracy_level: int = 0
+    weight_symmetric: bool = False
     tolerance: float = 1.0
     min_label_agreement: float = 0.9
     name: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", _as_enum(QuantMode, self.mode, "mode", "use 'dynamic' (no calibration) or 'static' (QDQ, calibrated)"))
+        object.__setattr__(self, "mode", _as_enum(QuantMode, self.mode, "mode", "use 'dynamic' (no calibration), 'static' (QDQ, "
+                                                  "calibrated) or 'weight-only' (4-bit MatMul weights)"))
         object.__setattr__(self, "weight_type", _as_enum(QType, self.weight_type, "weight_type", "qint8 is the usual choice"))
         object.__setattr__(self, "activation_type", _as_enum(QType, self.activation_type, "activation_type", "quint8 is the usual choice"))
         object.__setattr__(self, "calibration", _as_enum(Calibration, self.calibration, "calibration", "minmax is the fastest"))
@@ -127,7 +160,9 @@ class QuantConfig:
             )
         object.__setattr__(self, "op_types", tuple(str(o) for o in self.op_types))
         object.__setattr__(self, "nodes_to_exclude", tuple(dict.fromkeys(str(n) for n in self.nodes_to_exclude)))
-        allowed = DYNAMIC_OP_TYPES if self.mode is QuantMode.DYNAMIC else STATIC_OP_TYPES
+        self._check_weight_only()
+        allowed = {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: STATIC_OP_TYPES,
+                   QuantMode.WEIGHT_ONLY: WEIGHT_ONLY_OP_TYPES}[self.mode]
         bad = [o for o in self.op_types if o not in allowed]
         if bad:
             raise QuantizeError(
@@ -162,6 +197,40 @@ class QuantConfig:
             raise QuantizeError(f"tolerance must be a positive number of logits, got {self.tolerance}; try 1.0")
         if not 0.0 <= self.min_label_agreement <= 1.0:
             raise QuantizeError(f"min_label_agreement must be a fraction from 0 to 1, got {self.min_label_agreement}")
+
+    def _check_weight_only(self) -> None:
+
+        for name in ("weight_bits", "block_size", "accuracy_level"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise QuantizeError(f"{name} must be a whole number, got {v!r}")
+        if self.mode is not QuantMode.WEIGHT_ONLY:
+            defaults = {"block_size": WEIGHT_ONLY_BLOCK_SIZE, "accuracy_level": 0, "weight_symmetric": False}
+            given = [f"{k}={getattr(self, k)!r}" for k, v in defaults.items() if getattr(self, k) != v]
+            given += [f"weight_bits={self.weight_bits}"] if self.weight_bits not in (0, 8) else []
+            if given:
+                raise QuantizeError(f"{', '.join(given)}: weight-only options (mode='weight-only'); {self.mode.value} INT8 stores "
+                                    "8-bit weights: leave them at their defaults, or use a weight-only preset")
+            return
+        int8_only = {"per_channel": False, "reduce_range": False, "exclude_worst": 0, "weight_type": QType.QINT8,
+                     "activation_type": QType.QUINT8, "quant_format": QFormat.QDQ, "activation_symmetric": False,
+                     "matmul_const_b_only": False}
+        given = {k: getattr(self, k) for k, v in int8_only.items() if getattr(self, k) != v}
+        if given:
+            shown = ", ".join(f"{k}={getattr(v, 'value', v)!r}" for k, v in given.items())
+            raise QuantizeError(f"{shown}: INT8 options; weight-only quantization stores 4-bit weights with one scale per block "
+                                "of block_size and leaves activations in float: leave them at their defaults")
+        check_weight_only(self)
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise QuantizeError(f"block_size must be a power of 2, at least 16 (MatMulNBits' rule), got {self.block_size}; 32 is usual")
+        if self.accuracy_level not in ACCURACY_LEVELS:
+            raise QuantizeError(f"accuracy_level must be one of {list(ACCURACY_LEVELS)} (0 unset/FP32, 4 INT8 compute), "
+                                f"got {self.accuracy_level}")
+
+    @property
+    def bits(self) -> int:
+        """Bits per stored weight: ``weight_bits``, or the mode's own when 0."""
+        return self.weight_bits or (4 if self.mode is QuantMode.WEIGHT_ONLY else 8)
 
     # -- presets ---------------------------------------------------------------------------
     @classmethod
@@ -202,6 +271,12 @@ class QuantConfig:
                                               "exclude_worst": 6, **kw})
 
     @classmethod
+    def weight_only_int4(cls, accuracy_level: int = 0, **kw) -> "QuantConfig":
+        """MatMul weights in 4 bits (blocks of 32, asymmetric), activations in float: ONNX Runtime's
+        MatMulNBits. ``accuracy_level=4`` computes with INT8 activations."""
+        return cls(**{"mode": QuantMode.WEIGHT_ONLY, "weight_bits": 4, "accuracy_level": accuracy_level, **kw})
+
+    @classmethod
     def presets(cls) -> dict[str, "QuantConfig"]:
         """The named presets, as a view or the CLI lists them."""
         return {
@@ -213,11 +288,15 @@ class QuantConfig:
             "static-entropy": cls.static_qdq("entropy"),
             "static-percentile": cls.static_qdq("percentile"),
             "static": cls.static_best(),
+            "weight-only-int4": cls.weight_only_int4(),
+            "weight-only-int4-acc4": cls.weight_only_int4(accuracy_level=4),
         }
 
     @classmethod
     def preset(cls, name: str, **kw) -> "QuantConfig":
         table = cls.presets()
+        if name in REFUSED_PRESETS:
+            raise QuantizeError(f"preset {name!r}: {REFUSED_PRESETS[name]}")
         if name not in table:
             raise QuantizeError(f"no quantization preset {name!r}; presets: {list(table)}")
         return dataclasses.replace(table[name], **kw) if kw else table[name]
@@ -229,6 +308,12 @@ class QuantConfig:
             return self.name
         if self.mode is QuantMode.DYNAMIC:
             parts = ["dynamic", self.weight_type.value]
+        elif self.mode is QuantMode.WEIGHT_ONLY:
+            parts = ["weight-only", f"int{self.bits}", f"b{self.block_size}"]
+            if self.accuracy_level:
+                parts.append(f"acc{self.accuracy_level}")
+            if self.weight_symmetric:
+                parts.append("sym")
         else:
             parts = ["static", self.calibration.value, str(self.samples)]
             if self.weight_type is not QType.QINT8 or self.activation_type is not QType.QUINT8:
@@ -252,8 +337,18 @@ class QuantConfig:
     def resolved_op_types(self) -> tuple[str, ...]:
         if self.op_types:
             return self.op_types
-        return DYNAMIC_OP_TYPES if self.mode is QuantMode.DYNAMIC else STATIC_DEFAULT_OP_TYPES
+        return {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: STATIC_DEFAULT_OP_TYPES,
+                QuantMode.WEIGHT_ONLY: WEIGHT_ONLY_OP_TYPES}[self.mode]
 
+
+
+def _refused() -> dict[str, str]:
+
+    return {"weight-only-int8": EIGHT_BIT_REFUSAL}
+
+
+# presets asked for (issue 23) that onnxruntime 1.19.2 cannot build: the name and why
+REFUSED_PRESETS = _refused()
 
 
 @dataclass(frozen=True)
@@ -282,4 +377,3 @@ class TimingConfig:
     def quick(cls, **kw) -> "TimingConfig":
         """Few repeats at a short sequence: tests and workshops (numbers are rough)."""
         return cls(**{"shapes": ((1, 64),), "warmup": 1, "repeats": 5, "max_seconds": 5.0, **kw})
-

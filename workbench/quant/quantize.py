@@ -172,6 +172,11 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
     qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
     extra: dict[str, Any] = {"DefaultTensorType": onnx.TensorProto.FLOAT}
     op_types = list(cfg.op_types) or None
+    if cfg.mode is QuantMode.WEIGHT_ONLY:  # 4-bit MatMulNBits (workbench.quant.weightonly)
+        from .weightonly import quantize_weight_only
+
+        _check_nodes_exist(fp32_path, cfg.nodes_to_exclude)
+        return quantize_weight_only(fp32_path, cfg, out_path), fp32_path
     if cfg.mode is QuantMode.DYNAMIC:
         float_path = fp32_path
         _check_nodes_exist(float_path, cfg.nodes_to_exclude)

@@ -37,8 +37,10 @@ from ..metrics import Metric
 from ..latency import Ratio
 from ..machine import LoadCheck
 from ..ortinfer import ShapeLatency
+from ..scoring import ScoringSpeed
 from ..speed import Speed, time_side_by_side
 from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, EvalSet,
+                       _cpu_profile,
                        _graph_source, load_baseline, prepare_baseline)
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig, SliceReport, evaluate_slices, softmax
@@ -85,6 +87,8 @@ class QuantResult:
     # was busy meanwhile (empty / None in results saved before they were kept)
     speed: list[Speed] = field(default_factory=list)
     load: Optional[LoadCheck] = None
+    # scoring the evaluation split: rows/s against the floor of the same batches (the baseline's order)
+    scoring: Optional[ScoringSpeed] = None
 
     @property
     def latency_ms(self) -> float:
@@ -251,18 +255,34 @@ def run_quantization(
             f"dynamic INT8 computes activation scales per batch tensor, so a prediction can depend on which "
             f"examples share its batch (on MiniLM, 3 of 128 test predictions differed between batch 1 and 32); "
             f"scored here in batches of {baseline.batch_size} padded to the longest (prepare_baseline(batch_size=...))"
+            + ("; the batches are sorted by token length (the FP32 graph was scored on the same batches), so they differ "
+               "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
         )
+    if cfg.mode is QuantMode.WEIGHT_ONLY:
+        from .weightonly import BINDING_NOTE, binding_supplied
+
+        notes.append(f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
+                     f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"
+                     + (f"; {BINDING_NOTE}" if binding_supplied() else ""))
     qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
     if not qnodes:
         notes.append("no node was quantized: check op_types and nodes_to_exclude against the graph's operators")
 
     qsession = make_session(qpath)
     reports = {}
+    scoring = None
     for eset in baseline.eval_sets:
         import datasets
 
         ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
-        logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size)
+        if scoring is None and baseline.fp32_scoring is not None:  # the evaluation split, timed like the FP32 graph's
+            from ..scoring import timed_scoring
+
+            logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
+                                            baseline.scoring_order, profile=_cpu_profile(baseline.timing),
+                                            note=baseline.scoring_note)
+        else:
+            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
         reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, n_boot, seed))
     main_set = baseline.eval_sets[0]
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
@@ -295,7 +315,7 @@ def run_quantization(
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
         calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
         baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes, timing=t,
-        speed=list(side.speeds), load=side.load,
+        speed=list(side.speeds), load=side.load, scoring=scoring,
     )
     runs.save_result(result, out / RESULT_FILE)
     return result

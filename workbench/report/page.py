@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence
 
 from .environment import CPU_FLAGS_OF_INTEREST
 from .inputs import ReportInputs
+from .lengths import slower_text
 from .schema import MAX_FLIPS_SHOWN
 from .search import search_over_results
 
@@ -196,7 +197,8 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
               f"{_f(x['size_mib'], '.1f')} ({_f(x['fp32_size_mib'], '.1f')})", f"{_f(x['latency_ms'])} ({_f(x['fp32_latency_ms'])})",
               _f(x["speedup"], ".2f", suffix="x") + (f" [{_f(x['speedup_ci'][0], '.2f')}-{_f(x['speedup_ci'][1], '.2f')}]"
                                                       if x.get("speedup_ci") else "")
-              + (" <span class='bad'>(under load)</span>" if x.get("contended") else ""),
+              + (" <span class='bad'>(under load)</span>" if x.get("contended") else "")
+              + slower_text(x.get("speedup"), x.get("speedup_ci")),
               f"{_f(x.get('of_floor'), '.0f', 100, '%')} ({_f(x.get('fp32_of_floor'), '.0f', 100, '%')})",
               f"{_f(x['accuracy'], '.1f', 100)}% ({_f(x['fp32_accuracy'], '.1f', 100)}%)",
               f"{_f(x['overall']['delta'], '+.1f', 100)} [{_f(x['overall']['ci95'][0], '+.1f', 100)}, {_f(x['overall']['ci95'][1], '+.1f', 100)}]",
@@ -204,6 +206,9 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
               x["n_flips"], f"<span class='{'ok' if x['within_budget'] else 'bad'}'>{'yes' if x['within_budget'] else 'no'}</span>"
               + "".join(f"<br><span class='muted'>{_e(viol)}</span>" for viol in x["violations"][:3])]
              for x in q], [2, 3, 4, 5, 6, 8]))
+        from .lengths import section as lengths_section
+
+        parts.append(lengths_section(s, _e, _f, _table))
         parts.append("<h2 id='drift'>Accuracy change by slice</h2>")
         parts.append(figs.get("drift", ""))
         parts.append(figs.get("drift_focus", ""))

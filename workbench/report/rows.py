@@ -19,6 +19,10 @@ def describe_config(cfg) -> str:
     if cfg is None:
         return "FP32"
     mode = getattr(cfg.mode, "value", cfg.mode)
+    if mode == "weight-only":
+        level = getattr(cfg, "accuracy_level", 0)
+        return (f"weight-only INT{cfg.bits} (MatMulNBits, blocks of {cfg.block_size}, accuracy_level {level}: "
+                f"{'INT8' if level == 4 else 'FP32'} compute)")
     bits = []
     if cfg.per_channel:
         bits.append("per-channel")

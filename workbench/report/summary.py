@@ -10,6 +10,7 @@ from typing import Optional
 from ..runs import layout
 from .environment import environment_facts
 from .inputs import ReportInputs
+from .lengths import data_lengths, scoring_dict
 from .rows import _latency_map, _slice_row, describe_config
 from .schema import SCHEMA_VERSION, validate_summary
 from .search import search_over_results
@@ -55,6 +56,8 @@ def _quant_entry(r, check, examples: Optional[list]) -> dict:
         "n_flips": len(rep.flips), "flips": flips, "within_budget": bool(check.feasible), "violations": list(check.violations),
         "worst_slice": check.worst_slice or None, "worst_slice_drop": check.worst_slice_drop,
         "slices_not_judged": list(check.slices_skipped), "notes": list(r.notes),
+        "scoring": scoring_dict(getattr(r, "scoring", None)), "weight_bits": cfg.bits,
+        "accuracy_level": cfg.accuracy_level if cfg.mode.value == "weight-only" else None,
     }
 
 
@@ -122,6 +125,8 @@ def build_summary(inp: ReportInputs) -> dict:
             data.setdefault("max_length", base.max_length)
             data.setdefault("timing", {"shapes": [f"{b}x{s}" for b, s in base.timing.shapes], "warmup": base.timing.warmup,
                                            "repeats": base.timing.repeats, "threads": base.timing.threads})
+            for k, val in data_lengths(base).items():
+                data.setdefault(k, val)
         except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
             notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
     data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
@@ -169,7 +174,9 @@ def build_summary(inp: ReportInputs) -> dict:
         f"{' (here they are: --include-small)' if inp.include_small_slices else ''}: one flipped prediction moves such a slice by more than 2 points.",
         "Dynamic INT8 quantizes activations with scales computed per batch at run time, so one example's prediction can "
         "depend on which examples share its batch; FP32 and static INT8 do not. Every variant was scored in batches of "
-        f"{data.get('eval_batch_size', 32)} padded to the longest, the same batches for all.",
+        f"{data.get('eval_batch_size', 32)} padded to the longest, the same batches for all"
+        + (" (batches of rows sorted by token length, results in row order: a dynamic INT8 prediction can differ from "
+           "file-order scoring by its batch-mates)." if data.get("scoring_order") == "length" else "."),
         "Latency: FP32 and each INT8 graph timed side by side in alternating rounds in one process (warm-up first, the "
         "same synthetic batches of the shapes listed), so load that comes and goes hits both; each speed-up is the median "
         "of the per-round ratios with a 95% bootstrap interval over the rounds, and counts as a gain only when the whole "

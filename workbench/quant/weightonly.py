@@ -1,0 +1,157 @@
+"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``),
+activations left in float.
+
+What onnxruntime 1.19.2 (the ``onnxruntime`` module of onnxruntime-training-cpu, the version this
+project is pinned to) really offers, checked here:
+
+- ``onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer`` rewrites every MatMul
+  with a constant 2-D weight into ``MatMulNBits`` (block size, symmetric or not, ``accuracy_level``,
+  ``nodes_to_exclude``). Its default algorithm writes **4 bits only** (``DefaultWeightOnlyQuantConfig``
+  fixes ``bits = 4``). ``MatMulNBitsQuantizer`` (the later name, with 8 bits) does not exist in 1.19.2.
+- The module does not import in the training wheel: it imports ``quantize_matmul_4bits`` from
+  ``onnxruntime.capi._pybind_state``, and the training build does not compile that binding
+  ("ImportError: cannot import name 'quantize_matmul_4bits'"). :func:`ort_quantizer_class` supplies
+  the missing function (:func:`quantize_matmul_4bits`, numpy: MLAS's blockwise round-to-nearest
+  rule and its packing) before importing the module, and only when it is missing; the graph rewrite
+  is ONNX Runtime's own, and ONNX Runtime's kernel runs the result.
+- The CPU kernel runs ``bits=4`` only: a graph with ``bits=8`` fails to load ("Only 4b quantization
+  is supported for MatMulNBits op"). So 8-bit weight-only quantization is refused with that reason
+  (:data:`EIGHT_BIT_REFUSAL`) instead of being faked.
+- ``accuracy_level``: 0 (unset) / 1 compute in FP32 with the weights dequantized block by block;
+  4 quantizes the activations to INT8 per block and computes in integers (MLAS's SQNBitGemm
+  ``CompInt8``). 2 (fp16) and 3 (bf16) are accepted by the kernel and fall back to FP32 on CPUs
+  without those instructions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import runs
+from .config import ACCURACY_LEVELS, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError, check_weight_only  # noqa: F401
+
+if TYPE_CHECKING:
+    from .config import QuantConfig
+
+ORT_QUANTIZER = "onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer"
+BINDING_NOTE = (
+    "onnxruntime-training-cpu 1.19.2 lacks the quantize_matmul_4bits binding MatMul4BitsQuantizer calls; the workbench "
+    "supplied it (numpy, MLAS's blockwise round-to-nearest rule); the graph rewrite and the MatMulNBits kernel are "
+    "ONNX Runtime's"
+)
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    """C's ``roundf`` (halves away from zero), which MLAS uses; numpy's round goes to even."""
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def quantize_matmul_4bits(dst_packed: np.ndarray, weight: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
+                          block_size: int, cols: int, rows: int, is_symmetric: bool) -> None:
+    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: quantize the
+    ``rows x cols`` (K x N) weight (``weight`` is padded with zero rows to whole blocks) block by
+    block along K, one block per column, into the arrays given (the layout MatMulNBits reads):
+
+    - ``dst_packed[n, b, i]``: values ``2i`` (low nibble) and ``2i+1`` (high nibble) of block ``b``
+      of column ``n``;
+    - ``scales[n * k_blocks + b]``;
+    - ``zero_points``: per column ``ceil(k_blocks / 2)`` bytes, block ``b`` in nibble ``b % 2``
+      (asymmetric only; symmetric blocks have the implicit zero point 8).
+
+    Symmetric: ``scale = v / -8`` where ``v`` is the block's value of largest magnitude, ``q =
+    clamp(round(w / scale) + 8, 0, 15)``. Asymmetric: the range is widened to include 0, ``scale =
+    (max - min) / 15``, ``zp = clamp(round(-min / scale), 0, 15)``, ``q = clamp(round(w / scale + zp), 0, 15)``.
+    """
+    kp = weight.shape[0]
+    k_blocks = (rows + block_size - 1) // block_size
+    if kp != k_blocks * block_size or weight.shape[1] != cols or block_size % 2:
+        raise QuantizeError(f"weight of shape {weight.shape} does not match K={rows}, N={cols}, block_size={block_size}")
+    blocks = np.ascontiguousarray(weight.T, dtype=np.float32).reshape(cols, k_blocks, block_size)
+    if is_symmetric:
+        mx, mn = blocks.max(axis=2), blocks.min(axis=2)
+        v = np.where(np.abs(mx) > np.abs(mn), mx, mn)
+        scale = (v / -8.0).astype(np.float32)
+        zp = np.full(scale.shape, 8.0, dtype=np.float32)
+    else:
+        mn = np.minimum(blocks.min(axis=2), 0.0)
+        mx = np.maximum(blocks.max(axis=2), 0.0)
+        scale = ((mx - mn) / 15.0).astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            zp_fp = np.where(scale != 0, -mn / np.where(scale != 0, scale, 1), mn)
+        zp = np.clip(_round_half_away(zp_fp), 0, 15).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recip = np.where(scale != 0, 1.0 / np.where(scale != 0, scale, 1), 0.0).astype(np.float32)
+    q = np.clip(_round_half_away(blocks * recip[..., None] + zp[..., None]), 0, 15).astype(np.uint8)
+    dst_packed[...] = (q[..., 0::2] | (q[..., 1::2] << 4)).reshape(dst_packed.shape)
+    scales[...] = scale.reshape(-1).astype(scales.dtype)
+    if not is_symmetric:
+        zpi = zp.astype(np.uint8)
+        if k_blocks % 2:
+            zpi = np.concatenate([zpi, np.zeros((cols, 1), np.uint8)], axis=1)
+        zero_points[...] = (zpi[:, 0::2] | (zpi[:, 1::2] << 4)).reshape(-1)
+
+
+def ort_quantizer_class():
+    """``MatMul4BitsQuantizer`` from onnxruntime, importable in the training wheel (see the module doc)."""
+    import onnxruntime.capi._pybind_state as binding
+
+    if not hasattr(binding, "quantize_matmul_4bits"):
+        binding.quantize_matmul_4bits = quantize_matmul_4bits
+    if not hasattr(binding, "quantize_qdq_matmul_4bits"):  # the QDQ format's binding: not used here
+        def _no_qdq(*_a, **_k):
+            raise QuantizeError("the QDQ format of 4-bit weight-only quantization needs onnxruntime's "
+                                "quantize_qdq_matmul_4bits binding, which onnxruntime-training-cpu 1.19.2 lacks")
+        binding.quantize_qdq_matmul_4bits = _no_qdq
+    from onnxruntime.quantization.matmul_4bits_quantizer import MatMul4BitsQuantizer
+
+    return MatMul4BitsQuantizer
+
+
+def binding_supplied() -> bool:
+    """Whether the workbench supplied the quantize_matmul_4bits binding (the training wheel lacks it)."""
+    import onnxruntime.capi._pybind_state as binding
+
+    return getattr(binding, "quantize_matmul_4bits", None) is quantize_matmul_4bits
+
+
+def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_path: str | os.PathLike) -> Path:
+    """Every MatMul of ``fp32_path`` with a constant 2-D weight (except ``cfg.nodes_to_exclude``)
+    rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
+    import onnx
+
+    check_weight_only(cfg)
+    out_path = Path(out_path)
+    model = onnx.load(str(fp32_path))
+    quantizer = ort_quantizer_class()(model, block_size=cfg.block_size, is_symmetric=cfg.weight_symmetric,
+                                      accuracy_level=cfg.accuracy_level or None,
+                                      nodes_to_exclude=list(cfg.nodes_to_exclude))
+    quantizer.process()
+    q = quantizer.model.model
+    if not any(n.op_type == "MatMulNBits" for n in q.graph.node):
+        raise QuantizeError(f"no MatMul of {Path(fp32_path).name} has a constant 2-D weight to store in 4 bits "
+                            "(nothing to quantize): use dynamic INT8 for this graph")
+    with runs.atomic_path(out_path) as tmp:
+        onnx.save(q, str(tmp))
+    return out_path
+
+
+def dequantize_nbits(packed: np.ndarray, scales: np.ndarray, zero_points, k: int, n: int, block_size: int) -> np.ndarray:
+    """The K x N float weight a MatMulNBits node (4 bits) stands for: ``(q - zp) * scale`` per block
+    (zero point 8 when the node has none). For checks and for the weight error."""
+    k_blocks = (k + block_size - 1) // block_size
+    p = packed.reshape(n, k_blocks, block_size // 2)
+    q = np.empty((n, k_blocks, block_size), np.float32)
+    q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
+    if zero_points is None:
+        zp = np.full((n, k_blocks), 8.0, np.float32)
+    else:
+        z = zero_points.reshape(n, -1)
+        zp = np.empty((n, z.shape[1] * 2), np.float32)
+        zp[:, 0::2], zp[:, 1::2] = z & 0x0F, z >> 4
+        zp = zp[:, :k_blocks]
+    w = (q - zp[..., None]) * scales.reshape(n, k_blocks)[..., None]
+    return w.reshape(n, k_blocks * block_size)[:, :k].T

@@ -1,0 +1,98 @@
+"""Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
+machine could do the same batches (:mod:`workbench.work`, :mod:`workbench.machine`).
+
+The floor of a batch of ``b`` rows padded to ``s`` tokens is ``b x floor(1, s)``: every matrix
+product of an encoder scales with the batch, its projections and feed-forward layers with ``s`` and
+its two attention products with ``s^2``; the pooler and classifier do not grow with ``s``. So
+``floor(1, s)`` is a quadratic in ``s``, fitted exactly from the graph's counted work at three
+lengths (:func:`floor_curve`), and the floor of a whole scoring pass is the sum over its batches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .machine import MachineProfile
+
+
+@dataclass(frozen=True)
+class ScoringSpeed:
+    """Scoring ``rows`` rows took ``seconds``; the floor of the same batches is ``floor_seconds``."""
+
+    rows: int
+    seconds: float
+    order: str                       # "length" or "file"
+    batch_size: int
+    padded_tokens: int               # tokens processed, padding included
+    tokens: int                      # tokens of the rows themselves
+    floor_seconds: Optional[float] = None
+    note: str = ""
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def floor_rows_per_second(self) -> Optional[float]:
+        return self.rows / self.floor_seconds if self.floor_seconds else None
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        """floor / measured (1.0 = scoring at this machine's floor)."""
+        return self.floor_seconds / self.seconds if self.floor_seconds and self.seconds > 0 else None
+
+    def text(self) -> str:
+        s = f"{self.rows} rows in {self.seconds:.2f} s ({self.rows_per_second:.0f} rows/s, {self.order} order)"
+        if self.of_floor is not None:
+            s += f"; floor {self.floor_rows_per_second:.0f} rows/s, {100 * self.of_floor:.2g}% of it"
+        return s
+
+
+def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Sequence[int] = (8, 32, 64)
+                ) -> Callable[[int], float]:
+    """``floor_ms(s)`` of one row padded to ``s`` tokens for ``graph`` on ``profile``'s machine:
+    the quadratic through the graph's floors at three lengths (exact: see the module doc)."""
+    from .speed import graph_floor
+
+    seqs = sorted({int(s) for s in seqs})
+    if len(seqs) != 3:
+        raise ValueError(f"floor_curve needs three distinct lengths, got {seqs}")
+    ys = [graph_floor(graph, 1, s, profile) for s in seqs]
+    coef = np.polyfit(np.asarray(seqs, dtype=float), np.asarray(ys, dtype=float), 2)
+    return lambda s: float(np.polyval(coef, float(s)))
+
+
+def batches_floor_seconds(curve: Callable[[int], float], lengths: Sequence[int], batches: Sequence[np.ndarray]) -> float:
+    """The floor of scoring ``batches`` (each padded to its longest row), in seconds."""
+    arr = np.asarray(lengths, dtype=np.int64)
+    return sum(len(b) * curve(int(arr[b].max())) for b in batches if len(b)) / 1e3
+
+
+def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
+                  profile: Optional["MachineProfile"] = None, curve: Optional[Callable[[int], float]] = None,
+                  note: str = "") -> tuple[np.ndarray, ScoringSpeed]:
+    """:func:`workbench.ortinfer.predict_dataset` timed (wall clock, tokenising included), with the
+    floor of the same batches when a machine profile (or a ready ``curve``) is given."""
+    import time
+
+    from .lengths import padded_tokens, token_lengths
+    from .ortinfer import predict_dataset, scoring_batches
+
+    lengths = token_lengths(tokenizer, dataset["text"], max_length)
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    t0 = time.perf_counter()
+    logits = predict_dataset(session, tokenizer, dataset, max_length, batch_size, order=order)
+    seconds = time.perf_counter() - t0
+    floor_s = None
+    if curve is None and profile is not None and graph_path is not None:
+        curve = floor_curve(graph_path, profile)
+    if curve is not None:
+        floor_s = batches_floor_seconds(curve, lengths, batches)
+    return logits, ScoringSpeed(rows=len(dataset), seconds=seconds, order=order, batch_size=batch_size,
+                                padded_tokens=padded_tokens(lengths, batches), tokens=int(lengths.sum()),
+                                floor_seconds=floor_s, note=note)
