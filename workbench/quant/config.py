@@ -23,6 +23,20 @@ STATIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
 # weight-only (MatMulNBits): onnxruntime's MatMul4BitsQuantizer rewrites MatMuls with a constant weight
 WEIGHT_ONLY_OP_TYPES = ("MatMul",)
 WEIGHT_ONLY_BLOCK_SIZE = 32
+# what onnxruntime 1.19.2 offers for weight-only quantization (workbench.quant.weightonly says how it was checked)
+SUPPORTED_BITS = (4,)
+ACCURACY_LEVELS = (0, 1, 2, 3, 4)
+EIGHT_BIT_REFUSAL = (
+    "8-bit weight-only quantization is not available in onnxruntime 1.19.2 (the version onnxruntime-training-cpu "
+    "pins): its MatMulNBits CPU kernel runs 4-bit weights only (\"Only 4b quantization is supported for MatMulNBits "
+    "op\") and its MatMul4BitsQuantizer writes 4 bits only; use the weight-only-int4 presets, or dynamic INT8 "
+    "(8-bit weights and activations: the 'dynamic' preset)"
+)
+BINDING_NOTE = (
+    "onnxruntime-training-cpu 1.19.2 lacks the quantize_matmul_4bits binding MatMul4BitsQuantizer calls; the workbench "
+    "supplied it (numpy, MLAS's blockwise round-to-nearest rule); the graph rewrite and the MatMulNBits kernel are "
+    "ONNX Runtime's"
+)
 
 
 class QuantizeError(ValueError):
@@ -181,8 +195,6 @@ class QuantConfig:
             raise QuantizeError(f"min_label_agreement must be a fraction from 0 to 1, got {self.min_label_agreement}")
 
     def _check_weight_only(self) -> None:
-        from .weightonly import ACCURACY_LEVELS, check_weight_only
-
         for name in ("weight_bits", "block_size", "accuracy_level"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
@@ -203,12 +215,18 @@ class QuantConfig:
             shown = ", ".join(f"{k}={getattr(v, 'value', v)!r}" for k, v in given.items())
             raise QuantizeError(f"{shown}: INT8 options; weight-only quantization stores 4-bit weights with one scale per block "
                                 "of block_size and leaves activations in float: leave them at their defaults")
-        check_weight_only(self)
+        self.check_bits()
         if self.block_size < 16 or self.block_size & (self.block_size - 1):
             raise QuantizeError(f"block_size must be a power of 2, at least 16 (MatMulNBits' rule), got {self.block_size}; 32 is usual")
         if self.accuracy_level not in ACCURACY_LEVELS:
             raise QuantizeError(f"accuracy_level must be one of {list(ACCURACY_LEVELS)} (0 unset/FP32, 4 INT8 compute), "
                                 f"got {self.accuracy_level}")
+
+    def check_bits(self) -> None:
+        """Weight-only bits onnxruntime 1.19.2 can run (4), or the reason it cannot (8)."""
+        if self.bits not in SUPPORTED_BITS:
+            raise QuantizeError(EIGHT_BIT_REFUSAL if self.bits == 8 else
+                                f"weight_bits={self.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
 
     @property
     def bits(self) -> int:
@@ -325,14 +343,8 @@ class QuantConfig:
 
 
 
-def _refused() -> dict[str, str]:
-    from .weightonly import EIGHT_BIT_REFUSAL
-
-    return {"weight-only-int8": EIGHT_BIT_REFUSAL}
-
-
 # presets asked for (issue 23) that onnxruntime 1.19.2 cannot build: the name and why
-REFUSED_PRESETS = _refused()
+REFUSED_PRESETS = {"weight-only-int8": EIGHT_BIT_REFUSAL}
 
 
 @dataclass(frozen=True)

@@ -32,25 +32,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import runs
-from .config import QuantizeError
+from .config import ACCURACY_LEVELS, BINDING_NOTE, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError  # noqa: F401
 
 if TYPE_CHECKING:
     from .config import QuantConfig
 
 ORT_QUANTIZER = "onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer"
-SUPPORTED_BITS = (4,)
-ACCURACY_LEVELS = (0, 1, 2, 3, 4)
-EIGHT_BIT_REFUSAL = (
-    "8-bit weight-only quantization is not available in onnxruntime 1.19.2 (the version onnxruntime-training-cpu "
-    "pins): its MatMulNBits CPU kernel runs 4-bit weights only (\"Only 4b quantization is supported for MatMulNBits "
-    "op\") and its MatMul4BitsQuantizer writes 4 bits only; use the weight-only-int4 presets, or dynamic INT8 "
-    "(8-bit weights and activations: the 'dynamic' preset)"
-)
-BINDING_NOTE = (
-    "onnxruntime-training-cpu 1.19.2 lacks the quantize_matmul_4bits binding MatMul4BitsQuantizer calls; the workbench "
-    "supplied it (numpy, MLAS's blockwise round-to-nearest rule); the graph rewrite and the MatMulNBits kernel are "
-    "ONNX Runtime's"
-)
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -126,18 +113,12 @@ def binding_supplied() -> bool:
     return getattr(binding, "quantize_matmul_4bits", None) is quantize_matmul_4bits
 
 
-def check_weight_only(cfg: "QuantConfig") -> None:
-    if cfg.bits not in SUPPORTED_BITS:
-        raise QuantizeError(EIGHT_BIT_REFUSAL if cfg.bits == 8 else
-                            f"weight_bits={cfg.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
-
-
 def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_path: str | os.PathLike) -> Path:
     """Every MatMul of ``fp32_path`` with a constant 2-D weight (except ``cfg.nodes_to_exclude``)
     rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
     import onnx
 
-    check_weight_only(cfg)
+    cfg.check_bits()
     out_path = Path(out_path)
     model = onnx.load(str(fp32_path))
     quantizer = ort_quantizer_class()(model, block_size=cfg.block_size, is_symmetric=cfg.weight_symmetric,
