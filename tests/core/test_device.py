@@ -238,7 +238,7 @@ def test_cli_device_cuda_without_cuda_is_exit_2_with_what_to_install(argv, expor
 
 def test_cli_rejects_an_unknown_device_in_one_line(exported_tiny, capsys):
     assert main(["fuse", str(exported_tiny.onnx_path.parent), "--device", "gpu"]) == 2
-    assert capsys.readouterr().err.strip() == "workbench: error: device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"
+    assert capsys.readouterr().err.strip() == "workbench: error: --device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"  # the flag's name
 
 
 def test_fusion_summary_and_table_show_a_cuda_report(fused_tiny):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -300,7 +301,9 @@ def prepare_baseline(
     )
     if not names:
         raise QuantizeError("cannot tell the class names: pass class_names=[...] (in label order)")
-    if exp is not None and exp.class_names:
+    # a model whose classes were never named (LABEL_0, LABEL_1, ...) is matched by position, not by name
+    named = exp is not None and exp.class_names and not all(re.fullmatch(r"LABEL_\d+", str(n)) for n in exp.class_names)
+    if named:
         unknown = [n for n in names if n not in list(exp.class_names)]
         if unknown:
             raise QuantizeError(
