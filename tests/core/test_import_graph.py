@@ -18,8 +18,8 @@ LIBRARY = Path(__file__).resolve().parents[2] / "workbench"
 # Floors, lowest first. A module may import from its own floor or any floor below, never above.
 FLOORS: list[tuple[str, set[str]]] = [
     ("base", {"__init__", "quiet", "serial", "options", "metrics", "latency", "runs", "batches", "device", "architectures", "home",
-              "slices", "resources", "netron_view"}),
-    ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work", "speed", "lengths", "scoring"}),
+              "slices", "resources", "netron_view", "lengths"}),
+    ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work", "speed", "scoring"}),
     ("stages", {"train", "graph", "quant", "ondevice"}),
     ("hand-offs", {"flow", "plots", "sequence"}),
     ("fronts", {"report", "audit", "pipeline", "zoo", "workshop", "exercises", "cli"}),

@@ -23,13 +23,7 @@ STATIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
 # weight-only (MatMulNBits): onnxruntime's MatMul4BitsQuantizer rewrites MatMuls with a constant weight
 WEIGHT_ONLY_OP_TYPES = ("MatMul",)
 WEIGHT_ONLY_BLOCK_SIZE = 32
-
-
-class QuantizeError(ValueError):
-    """A quantization request that cannot be carried out; the message says what to do."""
-
-# weight-only (MatMulNBits) settings onnxruntime 1.19.2 runs: the presets are checked here, the
-# quantizing is workbench.quant.weightonly's
+# what onnxruntime 1.19.2 offers for weight-only quantization (workbench.quant.weightonly says how it was checked)
 SUPPORTED_BITS = (4,)
 ACCURACY_LEVELS = (0, 1, 2, 3, 4)
 EIGHT_BIT_REFUSAL = (
@@ -38,13 +32,15 @@ EIGHT_BIT_REFUSAL = (
     "op\") and its MatMul4BitsQuantizer writes 4 bits only; use the weight-only-int4 presets, or dynamic INT8 "
     "(8-bit weights and activations: the 'dynamic' preset)"
 )
+BINDING_NOTE = (
+    "onnxruntime-training-cpu 1.19.2 lacks the quantize_matmul_4bits binding MatMul4BitsQuantizer calls; the workbench "
+    "supplied it (numpy, MLAS's blockwise round-to-nearest rule); the graph rewrite and the MatMulNBits kernel are "
+    "ONNX Runtime's"
+)
 
 
-def check_weight_only(cfg: "QuantConfig") -> None:
-    if cfg.bits not in SUPPORTED_BITS:
-        raise QuantizeError(EIGHT_BIT_REFUSAL if cfg.bits == 8 else
-                            f"weight_bits={cfg.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
-
+class QuantizeError(ValueError):
+    """A quantization request that cannot be carried out; the message says what to do."""
 
 
 class QuantMode(str, enum.Enum):
@@ -199,7 +195,6 @@ class QuantConfig:
             raise QuantizeError(f"min_label_agreement must be a fraction from 0 to 1, got {self.min_label_agreement}")
 
     def _check_weight_only(self) -> None:
-
         for name in ("weight_bits", "block_size", "accuracy_level"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
@@ -220,12 +215,18 @@ class QuantConfig:
             shown = ", ".join(f"{k}={getattr(v, 'value', v)!r}" for k, v in given.items())
             raise QuantizeError(f"{shown}: INT8 options; weight-only quantization stores 4-bit weights with one scale per block "
                                 "of block_size and leaves activations in float: leave them at their defaults")
-        check_weight_only(self)
+        self.check_bits()
         if self.block_size < 16 or self.block_size & (self.block_size - 1):
             raise QuantizeError(f"block_size must be a power of 2, at least 16 (MatMulNBits' rule), got {self.block_size}; 32 is usual")
         if self.accuracy_level not in ACCURACY_LEVELS:
             raise QuantizeError(f"accuracy_level must be one of {list(ACCURACY_LEVELS)} (0 unset/FP32, 4 INT8 compute), "
                                 f"got {self.accuracy_level}")
+
+    def check_bits(self) -> None:
+        """Weight-only bits onnxruntime 1.19.2 can run (4), or the reason it cannot (8)."""
+        if self.bits not in SUPPORTED_BITS:
+            raise QuantizeError(EIGHT_BIT_REFUSAL if self.bits == 8 else
+                                f"weight_bits={self.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
 
     @property
     def bits(self) -> int:
@@ -342,13 +343,8 @@ class QuantConfig:
 
 
 
-def _refused() -> dict[str, str]:
-
-    return {"weight-only-int8": EIGHT_BIT_REFUSAL}
-
-
 # presets asked for (issue 23) that onnxruntime 1.19.2 cannot build: the name and why
-REFUSED_PRESETS = _refused()
+REFUSED_PRESETS = {"weight-only-int8": EIGHT_BIT_REFUSAL}
 
 
 @dataclass(frozen=True)
@@ -377,3 +373,4 @@ class TimingConfig:
     def quick(cls, **kw) -> "TimingConfig":
         """Few repeats at a short sequence: tests and workshops (numbers are rough)."""
         return cls(**{"shapes": ((1, 64),), "warmup": 1, "repeats": 5, "max_seconds": 5.0, **kw})
+

@@ -32,17 +32,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import runs
-from .config import ACCURACY_LEVELS, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError, check_weight_only  # noqa: F401
+from .config import ACCURACY_LEVELS, BINDING_NOTE, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError  # noqa: F401
 
 if TYPE_CHECKING:
     from .config import QuantConfig
 
 ORT_QUANTIZER = "onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer"
-BINDING_NOTE = (
-    "onnxruntime-training-cpu 1.19.2 lacks the quantize_matmul_4bits binding MatMul4BitsQuantizer calls; the workbench "
-    "supplied it (numpy, MLAS's blockwise round-to-nearest rule); the graph rewrite and the MatMulNBits kernel are "
-    "ONNX Runtime's"
-)
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
@@ -123,7 +118,7 @@ def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_p
     rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
     import onnx
 
-    check_weight_only(cfg)
+    cfg.check_bits()
     out_path = Path(out_path)
     model = onnx.load(str(fp32_path))
     quantizer = ort_quantizer_class()(model, block_size=cfg.block_size, is_symmetric=cfg.weight_symmetric,
