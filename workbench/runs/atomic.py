@@ -315,13 +315,9 @@ def clean_report_generations(folder: str | os.PathLike, link: str = GENERATION_L
     return removed
 
 
-def _writer_alive(name: str, link: str) -> bool:
-    """Whether the process that named a temporary ``<link>.<pid>.<ns>...`` is still running (not us)."""
-    try:
-        pid = int(name[len(link) + 1:].split(".")[0])
-    except ValueError:
-        return False
-    if pid == os.getpid():
+def pid_alive(pid) -> bool:
+    """Whether process ``pid`` is running (one owned by another user counts as running)."""
+    if pid is None or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
@@ -330,3 +326,12 @@ def _writer_alive(name: str, link: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _writer_alive(name: str, link: str) -> bool:
+    """Whether the process that named a temporary ``<link>.<pid>.<ns>...`` is still running (not us)."""
+    try:
+        pid = int(name[len(link) + 1:].split(".")[0])
+    except ValueError:
+        return False
+    return pid != os.getpid() and pid_alive(pid)

@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
+from .atomic import pid_alive
 from .open import RunError
 
 LOCK_FILE = ".workbench.lock"
@@ -48,18 +49,6 @@ def _holder(path: Path) -> tuple[Optional[int], str]:
         return int(first.strip()), rest.strip()
     except ValueError:
         return None, rest.strip()
-
-
-def _alive(pid: Optional[int]) -> bool:
-    if pid is None or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class run_lock:
@@ -109,7 +98,7 @@ class run_lock:
                 f"{self.folder} is being written by {who}{f' ({what})' if what else ''}; two writers in one folder "
                 f"spoil each other's results and timings: wait for it to finish, or pass another {self.flag}") from None
         old_pid, old_what = _holder(self.path)
-        if old_pid is not None and old_pid != os.getpid() and not _alive(old_pid):
+        if old_pid is not None and old_pid != os.getpid() and not pid_alive(old_pid):
             self.note = (f"took over the lock of {self.folder} left by PID {old_pid}"
                          f"{f' ({old_what})' if old_what else ''}, which is no longer running")
         elif old_pid is not None and old_pid != os.getpid():
