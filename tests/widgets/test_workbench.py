@@ -3,6 +3,7 @@ results flowing from step to step, one run folder, and a saved run opened withou
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,7 @@ def test_a_saved_run_opens_without_recomputing(finished: Workbench, monkeypatch:
     assert not wb.graph.run_button.disabled, "opened checkpoints make the graph step runnable again"
 
 
-def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Workbench,
+def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Workbench, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """run_all goes through the one sequencer: resume keeps the steps that have a result, and the
     first failing step stops the rest and is raised (its panel shows it)."""
@@ -105,7 +106,11 @@ def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Wo
                           (quant_module, ("run_quantization",))):
         for name in names:
             monkeypatch.setattr(module, name, no)
-    wb = Workbench(runs_root=finished.runs_root, saved=finished.run_dir, background=False)
+    # a copy of the finished run, in a runs folder of its own: the run without resume below starts a
+    # new run folder, which must not land beside the shared fixture's (test_one_run_folder_... counts them)
+    copy = tmp_path / finished.run_dir.name
+    shutil.copytree(finished.run_dir, copy, symlinks=True)
+    wb = Workbench(runs_root=tmp_path, saved=copy, background=False)
     results = wb.run_all(resume=True)
     assert results["quantize"].name == finished.quant.result.name
     with pytest.raises(AssertionError, match="must not recompute"):
