@@ -45,10 +45,11 @@ workshop: setup
 test: setup-test
 	$(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS)
 
-## Everything but the tests marked slow (the real MiniLM, long runs) and ui (JupyterLab in Chromium); it says how many it left out.
+## Everything but the tests marked slow (the real MiniLM, long runs), heavy (over 60 s: the notebooks with
+## their committed defaults, the benchmark run) and ui (JupyterLab in Chromium); it says how many it left out.
 test-fast: setup-test
-	@echo "test-fast: leaves out the tests marked slow (the real MiniLM, long runs) and ui (JupyterLab in Chromium): pytest's last line counts them as deselected; make test runs everything"
-	$(PY) -m pytest -q -ra -p randomly -m "not slow and not ui" --durations=10 $(PYTEST_ARGS)
+	@echo "test-fast: leaves out the tests marked slow (the real MiniLM, long runs), heavy (over 60 s) and ui (JupyterLab in Chromium): pytest's last line counts them as deselected; make test runs everything"
+	$(PY) -m pytest -q -ra -p randomly -m "not slow and not heavy and not ui" --durations=10 $(PYTEST_ARGS)
 
 ## Every inference variant (PyTorch and ONNX Runtime, FP32 and INT8) and the training step, side by
 ## side in one process, with the machine and the floor (benchmarks/bench.py; BENCH_ARGS=--quick).

@@ -577,15 +577,16 @@ def run(args) -> dict:
     fl = floor_analysis(rows, shapes, works, args.threads, log)
     prof_json = {**serial.to_dict(profile), "key": profile.key, "isa": profile.isa_text()}
     train_shape = tuple(args.train_shape[0]) if args.train_shape else ((8, 32) if args.quick else (16, 128))
+    train_warmup, train_steps = (1 if args.quick else 2), args.train_steps or (2 if args.quick else 6)
     train = [] if args.no_train else training_section(
-        "tiny" if args.quick else "minilm", train_shape, 1 if args.quick else 2,
-        args.train_steps or (2 if args.quick else 6), args.threads, log)
+        "tiny" if args.quick else "minilm", train_shape, train_warmup, train_steps, args.threads, log)
 
     info["load_avg_end"] = list(os.getloadavg())
     result = {
         "schema_version": SCHEMA_VERSION, "benchmark": "bench", "quick": args.quick, "model": str(model_dir),
         "command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": info, "threads": args.threads,
         "settings": {"shapes": [key(s) for s in shapes], "rounds": args.rounds, "repeats": args.repeats, "warmup": args.warmup,
+                     "train_shape": list(train_shape), "train_warmup": train_warmup, "train_steps": train_steps,
                      "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning off",
                      "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
                      "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},

@@ -42,6 +42,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"marked gpu: {reason}"))
 
 
+HEAVY_S = 60.0  # a test that takes longer is marked heavy (make test-fast leaves it out)
+_unmarked_heavy: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report):
+    """Note tests whose call took over HEAVY_S that are not marked heavy: the end of the run names them."""
+    if report.when == "call" and report.duration > HEAVY_S and "heavy" not in report.keywords:
+        _unmarked_heavy.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _unmarked_heavy:
+        terminalreporter.write_line(f"over {HEAVY_S:.0f} s but not marked heavy (make test-fast runs them): "
+                                    + ", ".join(f"{n} ({s:.0f} s)" for n, s in _unmarked_heavy))
+
+
 def listening_sockets(pid: int) -> set[tuple[str, int]]:
     """``(ip, port)`` of every TCP socket in LISTEN state held by process ``pid`` or its children
     (the operating system's view, not the URL a server prints)."""

@@ -125,6 +125,22 @@ def test_labels_given_as_ids_are_mapped(audit_model, tmp_path):
 
 
 
+def test_calibration_holds_out_at_most_128_rows_and_a_fifth(audit_model, tmp_path):
+    """The README's 'at most 128 rows and a fifth of the file': a big file is capped at 128, a small
+    one at a fifth (rounded down to batches of 8); dynamic presets hold nothing out."""
+    from workbench.audit import AuditConfig, check_model, prepare_data
+
+    model = check_model(str(audit_model))
+    for n, want in ((1000, 128), (300, 56)):  # 1000 / 5 = 200 -> the 128 cap; 300 / 5 = 60 -> 56 (batches of 8)
+        path = write_csv(tmp_path / f"r{n}.csv", make_rows(n, seed=2))
+        cfg = AuditConfig(data=str(path), text_column="review", label_column="sentiment", presets=("dynamic", "static-minmax"))
+        facts = prepare_data(cfg, model).facts
+        assert facts["calibration_count"] == len(facts["calibration_rows"]) == want, n
+        assert facts["rows_scored"] == n - want
+    cfg = AuditConfig(data=str(path), text_column="review", label_column="sentiment", presets=("dynamic",))
+    assert prepare_data(cfg, model).facts["calibration_count"] == 0
+
+
 def test_the_model_folder_is_the_stage_input(audit_meets, audit_model, audit_csv, tmp_path):
     """run_audit(model, AuditConfig, out): the folder is the input, not a config field; audit.json and
     summary.json still name it as given; check_inputs takes the same arguments and writes nothing heavy."""
@@ -254,6 +270,29 @@ def test_demo_runs_folder_that_cannot_be_created(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1 and "cannot create a run folder" in err and str(blocker) in err
+
+
+def test_the_cli_exits_1_when_a_step_fails(audit_model, audit_csv, tmp_path, monkeypatch, capsys):
+    """The README's exit code 1: the static preset's quantization fails (the real function, made to
+    raise for static mode) while the dynamic one meets the budget: the command exits 1, the report
+    is written and names the failed step."""
+    import workbench.quant as quant
+    from workbench.cli import main
+
+    real = quant.run_quantization
+
+    def static_fails(source, cfg, *a, **k):
+        if cfg.mode.value == "static":
+            raise quant.QuantizeError("static pre-processing failed (made to fail by the test)")
+        return real(source, cfg, *a, **k)
+
+    monkeypatch.setattr(quant, "run_quantization", static_fails)
+    out = tmp_path / "audit"
+    code = main(_audit_args(audit_model, audit_csv, out, "--presets", "dynamic", "static-minmax", "--budget-overall", "0.99",
+                            "--budget-slice", "0.99", "--min-speedup", "0"))
+    assert code == 1, capsys.readouterr()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["verdict"]["exit_code"] == 1 and "made to fail by the test" in s["verdict"]["text"]
 
 
 def test_a_failed_step_makes_the_verdict_incomplete_in_summary_json_too(audit_meets):

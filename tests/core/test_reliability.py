@@ -178,10 +178,8 @@ def test_nproc_is_bounded_by_the_cores(fx, value, named):
 
 
 def test_ondevice_absurd_steps_refused_before_any_batch(fx):
-    t0 = time.monotonic()
     refused(cli("ondevice", "--steps", "1000000000000", "--runs", fx / "r-steps"), "--steps", "1000000000000")
-    assert time.monotonic() - t0 < 120  # refused up front, not after building batches
-    assert not (fx / "r-steps").exists()
+    assert not (fx / "r-steps").exists()  # refused up front: no run folder, no batch built
 
 
 def test_config_messages_speak_in_flags(fx):
@@ -257,10 +255,9 @@ def test_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_ov
     try:
         pid = _wait_paused(fifo, first)  # the first export holds the run's lock, paused
         assert pid == first.pid
-        t0 = time.monotonic()
         second = cli("fuse", run, "--preset", "inspect")
         line = refused(second, f"PID {first.pid}", "workbench export", str(run))
-        assert time.monotonic() - t0 < 60  # at once, not after waiting for the holder
+        assert first.poll() is None  # refused while the holder still runs (paused): it did not wait for it
         assert "--run-dir" in line
         assert not (run / "fusion").exists()
     finally:

@@ -56,15 +56,25 @@ def test_atomic_writes_get_the_usual_permissions(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
 
 
-def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
+def test_atomic_write_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    """The write fails *after* the new bytes went to disk (the disk fills while they are flushed):
+    a writer that wrote the target in place would leave the new or a cut payload behind; the atomic
+    one leaves the old file and no temporary."""
+    import errno
+    import os
+
     path = tmp_path / "result.json"
     runs.atomic_write_json(path, {"v": 1})
+    written: list[int] = []
 
-    class Boom:
-        pass
+    def disk_full(fd):
+        written.append(os.fstat(fd).st_size)
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(TypeError):
-        runs.atomic_write_json(path, {"v": Boom()})
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        runs.atomic_write_json(path, {"v": 2, "pad": "x" * 100_000})
+    assert written and written[0] > 100_000, "the failure came after the payload was written"
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]  # no temporary file left
 

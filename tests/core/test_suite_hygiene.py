@@ -101,3 +101,43 @@ def test_the_suite_runs_in_a_random_order(pytester: pytest.Pytester) -> None:
         assert "-p randomly" in recipe, f"`make {target[:-1]}` does not run the tests in a random order"
     pins = (PYPROJECT.parent / "requirements" / "constraints.txt").read_text().splitlines()
     assert any(line.startswith("pytest-randomly==") for line in pins)
+
+
+# ---- the README's "the tests never assert timings" ------------------------------------------------
+_TIMING_NAME = r"_(s|ms|sec|secs)\b|\b(seconds|elapsed|wall|duration|latency|took)\b|perf_counter|monotonic|time\.time"
+
+
+def timing_asserts(source: str) -> list[str]:
+    """Asserts that compare a time (a name or call that reads as seconds/milliseconds/elapsed) with a
+    positive number by <, <=, > or >=: a timing assertion. ``x > 0`` is not one (a figure exists)."""
+    import ast
+    import re
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            sides = [cmp.left, *cmp.comparators]
+            for op, a, b in zip(cmp.ops, sides, sides[1:]):
+                if not isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
+                    continue
+                for timed, bound in ((a, b), (b, a)):
+                    positive = isinstance(bound, ast.Constant) and isinstance(bound.value, (int, float)) and bound.value > 0
+                    if positive and re.search(_TIMING_NAME, ast.unparse(timed)):
+                        found.append(f"line {node.lineno}: {ast.unparse(cmp)}")
+    return found
+
+
+def test_timing_asserts_are_found():
+    assert timing_asserts("assert result.seconds < 30\nassert wall_s <= 5.0\nassert 10 > time.perf_counter() - t0\n") == [
+        "line 1: result.seconds < 30", "line 2: wall_s <= 5.0", "line 3: 10 > time.perf_counter() - t0"]
+    assert timing_asserts("assert run.step_s > 0\nassert len(steps) >= 2\nassert acc > 0.65\n") == []
+
+
+def test_no_test_asserts_a_timing():
+    """The README says the tests never assert timings (they belong to the benchmarks' tables)."""
+    tests = Path(__file__).resolve().parents[1]
+    hits = {str(p.relative_to(tests)): h for p in sorted(tests.rglob("*.py")) if p.name != Path(__file__).name
+            and (h := timing_asserts(p.read_text()))}
+    assert hits == {}, hits

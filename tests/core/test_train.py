@@ -384,11 +384,19 @@ def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
     from workbench.data import DataConfig
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=8, max_steps=6, lr=1e-4,
-                      warmup_steps=0, eval_every=0, save_graphs=False, dropout=False)
+                      warmup_steps=0, eval_every=0, save_graphs=True, dropout=False)
     c = run_comparison(cfg, ["eager", "ortmodule"], tmp_path / "pair")
     eager, ort = c.run("eager"), c.run("ortmodule")
     assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
     assert ort.executed_in_onnxruntime and ort.model_parameters > 20_000_000
+    # the proof that ONNX Runtime ran MiniLM: the execution graph ORTModule's session built, with
+    # MiniLM's six layers of fused kernels, its gradient ops, and the weights fed in as inputs
+    execution = ort.graphs.stage("execution_model")
+    assert execution.op_counts.get("FusedMatMul", 0) >= 6 and execution.op_counts.get("LayerNormalizationGrad", 0) >= 13
+    import onnx
+
+    inputs = {i.name for i in onnx.load(execution.path, load_external_data=False).graph.input}
+    assert sum(".encoder.layer." in n and n.endswith("attention.self.query.weight") for n in inputs) == 6, sorted(inputs)[:20]
     diff, n = loss_difference(eager, ort)
     assert n == 6 and diff <= FEW_STEPS_PARITY, [abs(a - b) for a, b in zip(eager.losses, ort.losses)]
     assert c.loss_parity and c.tolerance == FP32_TOLERANCE

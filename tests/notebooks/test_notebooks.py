@@ -260,6 +260,7 @@ def workshop_home() -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 40-270 s each on 2 cores
 @pytest.mark.timeout(2 * DEFAULTS_CELL_TIMEOUT_S)  # the first one may also fine-tune the workshop checkpoint
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_committed_defaults_write_no_stderr(path: Path, tmp_path: Path, output_dir: Path, workshop_home: Path) -> None:

@@ -59,6 +59,18 @@ def test_drift_figure_and_tables_come_from_the_result(quant_panel: QuantPanel) -
     got = quant_panel.figure.data
     assert [t.type for t in got] == [t.type for t in expected.data]
     assert list(got[0].y) == list(expected.data[0].y), "one bar per slice, in the library's order"
+    # independent of the figure code: the first bar is the whole set's accuracy change in points,
+    # the others each slice's own change, the worst (most negative) first among the non-empty slices
+    rep = r.report
+    bars = dict(zip(got[0].y, got[0].x))
+    right = lambda pred: sum(p == y for p, y in zip(pred, rep.labels)) / len(rep.labels)  # noqa: E731
+    assert got[0].x[0] == pytest.approx(100 * (right(rep.candidate_pred) - right(rep.reference_pred)))
+    for d in rep.slices:
+        if d.n:
+            name = next(n for n in bars if n.startswith(f"{d.slice} (n={d.n}"))
+            assert bars[name] == pytest.approx(100 * (d.candidate.accuracy - d.reference.accuracy))
+    nonempty = [x for x, n in zip(got[0].x[1:], got[0].y[1:]) if "(n=0" not in n]
+    assert nonempty == sorted(nonempty)
     table = quant_panel.results_html.value
     assert r.name in table and table.count("<tr>") == 2
     assert f"{len(r.report.flips)} flips" in quant_panel.status.value

@@ -28,6 +28,7 @@ from ..data import DataConfig
 from .backends import _compile_stats, _dynamo_counters, _make_optimizer, _prepare_model, explain_failure
 from .checkpoint import save_checkpoint
 from .config import Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
+from .ortmodule import ortmodule_session_nodes
 from .graphs import _finalise_graphs
 from .memory import PeakMemory
 from .ortmodule import FellBackError, _raise_if_fell_back
@@ -214,7 +215,8 @@ def run_training(
                 rec = trainer.step()
                 if step == 1:
                     startup_s = rec.step_s
-                    executed_in_ort = backend is Backend.ORTMODULE
+                    # from ORTModule's own session: its execution graph exists and it did not fall back
+                    executed_in_ort = trainer.ort_module is not None and ortmodule_session_nodes(trainer.ort_module) > 0
                 steps.append(rec)
                 memory.sample()
 

@@ -148,6 +148,20 @@ def ortmodule_fell_back(wrapped) -> Optional[BaseException]:
     return None
 
 
+def ortmodule_session_nodes(wrapped) -> int:
+    """Nodes of the execution graph ONNX Runtime's training session runs for ``wrapped``, read from
+    ORTModule's execution manager after a step; 0 when no ONNX Runtime session exists (nothing ran in
+    ONNX Runtime: not stepped yet, or fell back to PyTorch). The evidence behind
+    ``executed_in_onnxruntime``: a name alone proves nothing."""
+    if ortmodule_fell_back(wrapped) is not None:
+        return 0
+    manager = wrapped._torch_module._execution_manager(wrapped._is_training())
+    models = getattr(manager, "_onnx_models", None)
+    if getattr(manager, "_execution_agent", None) is None or models is None or models.optimized_model is None:
+        return 0
+    return len(models.optimized_model.graph.node)
+
+
 def _raise_if_fell_back(wrapped, when: str) -> None:
     exc = ortmodule_fell_back(wrapped)
     if exc is not None:
