@@ -913,3 +913,21 @@ def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> N
     with pytest.raises(QuantizeError, match="min_speedup is a speed-up over the FP32 graph"):
         SearchConfig(min_speedup=-1)
     assert SearchConfig(min_speedup="0").min_speedup == 0.0
+
+
+def test_the_export_of_a_graph_is_read_from_the_run_not_guessed(exported_tiny, fused_tiny, tmp_path):
+    """Issue 26: a graph's export is export.json beside it, or for a fused graph the export its
+    fusion.json recorded; a graph that merely sits one folder below an export is described by nobody."""
+    import shutil
+
+    from workbench.quant.baseline import _find_export
+
+    beside = _find_export(Path(exported_tiny.onnx_path), None)
+    assert Path(beside.onnx_path).resolve() == Path(exported_tiny.onnx_path).resolve()
+    fused = _find_export(Path(fused_tiny.fused_path), None)
+    assert fused is not None and Path(fused.onnx_path).resolve() == Path(exported_tiny.onnx_path).resolve()
+    # a copy of the fused graph below a folder holding some export.json: not that export's graph
+    shutil.copy(Path(exported_tiny.onnx_path).parent / "export.json", tmp_path / "export.json")
+    (tmp_path / "elsewhere").mkdir()
+    stray = shutil.copy(fused_tiny.fused_path, tmp_path / "elsewhere" / "model.onnx")
+    assert _find_export(Path(stray), None) is None

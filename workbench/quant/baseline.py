@@ -24,7 +24,7 @@ from ..ortinfer import ShapeLatency
 from ..scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
 
-from ..runs.layout import BASELINE_DIR, EXPORT_FILE  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import BASELINE_DIR, EXPORT_FILE, FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest
@@ -146,16 +146,22 @@ def graph_kind(onnx_path: str | os.PathLike) -> str:
 
 
 def _find_export(onnx_path: Path, export) -> Any:
-    """The ExportResult describing a graph: given, or ``export.json`` beside the graph or one up."""
-    from ..graph import ExportResult, load_export
+    """The ExportResult describing a graph: given; ``export.json`` beside it (an export folder); or,
+    for a fused graph, the export its ``fusion.json`` recorded as its source. No guessing from folder
+    positions: a graph with neither is described by nobody (None)."""
+    from ..graph import ExportResult, load_export, load_fusion
 
     if isinstance(export, ExportResult):
         return export
     if export is not None:
         return load_export(export)
-    for folder in (onnx_path.parent, onnx_path.parent.parent):
-        if (folder / EXPORT_FILE).is_file():
-            return load_export(folder)
+    folder = onnx_path.parent
+    if (folder / EXPORT_FILE).is_file():
+        return load_export(folder)
+    if (folder / FUSION_FILE).is_file():
+        fusion = load_fusion(folder / FUSION_FILE)
+        if fusion.export_path is not None and Path(fusion.fused_path).resolve() == onnx_path.resolve():
+            return load_export(Path(fusion.export_path))
     return None
 
 
