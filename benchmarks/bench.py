@@ -263,7 +263,7 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
     from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion
     from workbench.ortinfer import make_session
-    from workbench.quant import QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
+    from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
     exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / layout.EXPORT_DIR, data=data)
@@ -276,8 +276,8 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
     timing = TimingConfig(shapes=((1, 16),), warmup=0, repeats=1, threads=threads, max_seconds=1.0)  # timed later, side by side
     baselines = {}
     for g in ("exported", "fused"):
-        baselines[g] = prepare_baseline(graphs[g], data, work / f"baseline-{g}", export=exp, timing=timing,
-                                        calibration_samples=64 if quick else 256, batch_size=32)
+        baselines[g] = prepare_baseline(graphs[g], data, work / f"baseline-{g}",
+                                        BaselineConfig(timing=timing, calibration_samples=64 if quick else 256, batch_size=32), export=exp)
     for name, (g, preset) in INT8_ROWS.items():
         cfg = QuantConfig.preset(preset)
         if quick and cfg.mode.value == "static":
@@ -286,8 +286,8 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
         row = Row(name, "onnxruntime", f"ONNX Runtime {g} graph, {'weight-only' if cfg.mode.value == 'weight-only' else 'INT8'} "
                                        f"preset {preset!r} ({cfg.label})")
         try:
-            res = run_quantization(graphs[g], cfg, work / name, baseline=baselines[g], n_boot=100 if quick else 300,
-                                   node_error_samples=0)
+            res = run_quantization(baselines[g], cfg, work / name,
+                                   evaluation=EvalConfig(n_boot=100 if quick else 300, node_error_samples=0))
         except Exception as exc:  # noqa: BLE001 - the row says why
             row.reason = f"quantization failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             rows[name] = row

@@ -144,10 +144,10 @@ def main(argv=None) -> int:
 
     # 4. per-node error and the exclusion fix, on the exported graph with dynamic INT8
     t0 = time.perf_counter()
-    from workbench.quant import QuantConfig, load_baseline, load_quant_result
+    from workbench.quant import EvalConfig, QuantConfig, load_baseline, load_quant_result
 
     base = load_baseline(work / layout.SEARCH_DIR / "exported")
-    dyn = run_quantization(None, QuantConfig.dynamic_int8(), work / "nodes", baseline=base, n_boot=n_boot, node_error_samples=16)
+    dyn = run_quantization(base, QuantConfig.dynamic_int8(), work / "nodes", evaluation=EvalConfig(n_boot=n_boot, node_error_samples=16))
     fixed = requantize_excluding(dyn, worst_k=3, n_boot=n_boot, node_error_samples=0)
     phases["node errors + exclusion"] = time.perf_counter() - t0
 

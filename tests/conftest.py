@@ -200,25 +200,25 @@ def quant_tiny_baseline(tmp_path_factory, exported_tiny, quick_data):
     """Baseline (FP32 logits, slices, golden set, calibration texts) of ``exported_tiny`` on the
     quick data, with quick timing. Shared by the quantization tests so every variant is scored on
     the same examples."""
-    from workbench.quant import TimingConfig, prepare_baseline
+    from workbench.quant import BaselineConfig, TimingConfig, prepare_baseline
 
     return prepare_baseline(exported_tiny, quick_data, tmp_path_factory.mktemp("quant_tiny"),
-                            timing=TimingConfig.quick(), calibration_samples=64)
+                            BaselineConfig(timing=TimingConfig.quick(), calibration_samples=64))
 
 
 @pytest.fixture(scope="session")
 def quant_tiny_dynamic(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of dynamic INT8 on ``exported_tiny`` (with per-node errors; n_boot 200)."""
-    from workbench.quant import QuantConfig, run_quantization
+    from workbench.quant import EvalConfig, QuantConfig, run_quantization
 
-    return run_quantization(None, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("quant_tiny_dynamic"),
-                            baseline=quant_tiny_baseline, n_boot=200, node_error_samples=16)
+    return run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("quant_tiny_dynamic"),
+                            evaluation=EvalConfig(n_boot=200, node_error_samples=16))
 
 
 @pytest.fixture(scope="session")
 def quant_tiny_static(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of static QDQ INT8 (MinMax, 32 calibration texts) on ``exported_tiny``."""
-    from workbench.quant import QuantConfig, run_quantization
+    from workbench.quant import EvalConfig, QuantConfig, run_quantization
 
-    return run_quantization(None, QuantConfig.static_qdq("minmax", samples=32), tmp_path_factory.mktemp("quant_tiny_static"),
-                            baseline=quant_tiny_baseline, n_boot=200, node_error_samples=16)
+    return run_quantization(quant_tiny_baseline, QuantConfig.static_qdq("minmax", samples=32),
+                            tmp_path_factory.mktemp("quant_tiny_static"), evaluation=EvalConfig(n_boot=200, node_error_samples=16))

@@ -23,9 +23,12 @@ from workbench.graph import FusionReport
 from workbench.runs import layout
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
+    BASELINE_DIR,
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_N_BOOT,
+    BaselineConfig,
+    EvalConfig,
     QuantConfig,
     QuantResult,
     SearchConfig,
@@ -34,6 +37,7 @@ from workbench.quant import (
     load_baseline,
     load_quant_result,
     load_search,
+    prepare_baseline,
     requantize_excluding,
     run_quantization,
     run_search,
@@ -291,10 +295,11 @@ class QuantPanel(Panel):
         baseline = self._baseline_for(graph)
         self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
                                            f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
-        if baseline is not None:
-            return run_quantization(None, cfg, out, baseline=baseline, n_boot=int(values["n_boot"]), timing=self._timing(values))
-        return run_quantization(graph, cfg, out, self._data(), export=self._export(),
-                                timing=self._timing(values), n_boot=int(values["n_boot"]))
+        if baseline is None:  # the FP32 graph scored once, beside this variant (the next one finds it)
+            baseline = prepare_baseline(graph, self._data(), out / BASELINE_DIR, BaselineConfig(timing=self._timing(values)),
+                                        export=self._export())
+        return run_quantization(baseline, cfg, out, evaluation=EvalConfig(n_boot=int(values["n_boot"])),
+                                timing=self._timing(values))
 
     def _baseline_for(self, graph: Any):
         """The FP32 baseline an earlier quantization of the same graph saved (scored once, reused)."""

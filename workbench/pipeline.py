@@ -145,7 +145,7 @@ def run_demo(
     from .plots import graph as graph_plots
     from .plots import quant as quant_plots
     from .plots import train as train_plots
-    from .quant import SearchConfig, prepare_baseline, run_quantization, run_search
+    from .quant import BaselineConfig, EvalConfig, SearchConfig, prepare_baseline, run_quantization, run_search
 
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
@@ -227,7 +227,7 @@ def run_demo(
         graph_pick = flow.graph_to_quantize(export, fusion)
         graph = graph_pick.path
         log(f"   FP32 graph: {graph_pick.note}")
-        baseline = prepare_baseline(graph, data, run / layout.BASELINE, export=export, timing=cfg.timing)
+        baseline = prepare_baseline(graph, data, run / layout.BASELINE, BaselineConfig(timing=cfg.timing), export=export)
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
@@ -235,8 +235,8 @@ def run_demo(
         st.partial = (baseline, results)  # the search takes these even if a later preset fails: presets not redone
         for name in cfg.quant_presets:
             log(f"   {name} ...")
-            res = run_quantization(graph, QuantConfig.preset(name), run / layout.quantize_dir(name), data,
-                                   baseline=baseline, export=export, timing=cfg.timing, n_boot=cfg.n_boot)
+            res = run_quantization(baseline, QuantConfig.preset(name), run / layout.quantize_dir(name),
+                                   evaluation=EvalConfig(n_boot=cfg.n_boot))
             results.append(res)
             drop = res.report.max_slice_drop()
             log(f"   {name}: accuracy {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} points), "

@@ -204,7 +204,7 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     from .graph import ExportConfig, run_export
     from .graph import FusionConfig, optimizer_model_type, run_fusion
     from .flow import graph_to_quantize
-    from .quant import QuantConfig, TimingConfig, prepare_baseline, run_quantization
+    from .quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, prepare_baseline, run_quantization
     from .sequence import Stage, run_stages
 
     t0 = time.perf_counter()
@@ -233,10 +233,11 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     def quantize(st):
         # the graph to quantize by flow's rule: the fused graph only when it passed validation
         pick = graph_to_quantize(st.inputs["export"], st.inputs.get("fuse"))
-        baseline = prepare_baseline(pick.path, data, out / layout.BASELINE, export=st.inputs["export"], golden=False,
-                                    timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8)
-        return run_quantization(None, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"), baseline=baseline,
-                                n_boot=100, node_error_samples=4)
+        baseline = prepare_baseline(pick.path, data, out / layout.BASELINE,
+                                    BaselineConfig(golden=False, timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8),
+                                    export=st.inputs["export"])
+        return run_quantization(baseline, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"),
+                                evaluation=EvalConfig(n_boot=100, node_error_samples=4))
 
     # the coverage's list, through the one sequencer; a stage that fails raises as it is (the row needs every stage)
     stages = [Stage("build", build)]

@@ -182,11 +182,11 @@ def _config_classes() -> dict[str, type]:
     from workbench.graph import ExportConfig, FusionConfig
     from workbench.ondevice import OnDeviceConfig
     from workbench.pipeline import DemoConfig
-    from workbench.quant import QuantConfig, SearchConfig, TimingConfig
+    from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
     from workbench.train import TrainConfig
 
     classes = (AuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
-               SearchConfig, TimingConfig, TrainConfig)
+               SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
     return {c.__name__: c for c in classes}
 
 

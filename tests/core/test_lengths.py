@@ -102,13 +102,13 @@ def test_baseline_in_both_orders_same_fp32_results_and_work_counted(exported_tin
     """The quantization stage's FP32 side scored sorted and in file order: same logits row by row,
     same slices; the work of both orders counted; rows/s against the floor recorded."""
     from workbench.lengths import SORTED_NOTE
-    from workbench.quant import TimingConfig, prepare_baseline
+    from workbench.quant import BaselineConfig, TimingConfig, prepare_baseline
     from workbench.quant.baseline import QuantizeError
 
     t = TimingConfig.quick()
-    by_len = prepare_baseline(exported_tiny, quick_data, tmp_path / "len", timing=t, calibration_samples=8, batch_size=16)
-    by_file = prepare_baseline(exported_tiny, quick_data, tmp_path / "file", timing=t, calibration_samples=8, batch_size=16,
-                               order="file")
+    by_len = prepare_baseline(exported_tiny, quick_data, tmp_path / "len", BaselineConfig(timing=t, calibration_samples=8, batch_size=16))
+    by_file = prepare_baseline(exported_tiny, quick_data, tmp_path / "file",
+                               BaselineConfig(timing=t, calibration_samples=8, batch_size=16, order="file"))
     assert (by_len.scoring_order, by_file.scoring_order) == ("length", "file")
     assert by_len.scoring_note == SORTED_NOTE and "batch-mates" in by_len.fp32_scoring.note
     for a, b in zip(by_len.eval_sets, by_file.eval_sets):
@@ -124,7 +124,7 @@ def test_baseline_in_both_orders_same_fp32_results_and_work_counted(exported_tin
     sp = by_len.fp32_scoring
     assert sp.rows == w.n and sp.seconds > 0 and sp.floor_seconds and 0 < sp.of_floor
     with pytest.raises(QuantizeError, match="order must be one of"):
-        prepare_baseline(exported_tiny, quick_data, tmp_path / "bad", timing=t, order="shuffled")
+        BaselineConfig(timing=t, order="shuffled")
 
 
 def test_floor_curve_is_the_graphs_floor_at_any_length(exported_tiny):

@@ -152,7 +152,7 @@ def test_inference_graph_matches_the_trained_weights(tiny_last, quick_data):
 
 def test_fuse_quantize_and_evaluate_accept_the_inference_graph(tiny_last, quick_data, tmp_path):
     from workbench.graph import FusionConfig, run_fusion
-    from workbench.quant import QuantConfig, TimingConfig, run_quantization
+    from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, prepare_baseline, run_quantization
 
     export = tiny_last.load_export()
     assert export.validation.passed and Path(export.onnx_path) == Path(tiny_last.inference_path)
@@ -160,8 +160,8 @@ def test_fuse_quantize_and_evaluate_accept_the_inference_graph(tiny_last, quick_
                        tmp_path / "fuse")
     assert fused.all_passed
     assert fused.variant("transformer").node_count < fused.variant("unoptimized").node_count
-    q = run_quantization(export, QuantConfig.dynamic_int8(), tmp_path / "q", quick_data, timing=TimingConfig.quick(repeats=2),
-                         n_boot=100, node_error_samples=0)
+    base = prepare_baseline(export, quick_data, tmp_path / "q" / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)))
+    q = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert q.validation.passed
     assert q.report.n == len(quick_data["test"]) and q.report.overall.n == q.report.n  # every test review scored
 

@@ -17,11 +17,12 @@ import onnx
 import pytest
 
 from workbench import serial
-from workbench.quant import EvalConfig, evaluate_slices, softmax
+from workbench.quant import EvalConfig, EvaluationError, evaluate_slices, softmax
 from workbench.quant import (
     DYNAMIC_OP_TYPES,
     STATIC_OP_TYPES,
     Baseline,
+    BaselineConfig,
     BudgetCheck,
     QuantConfig,
     QuantizeError,
@@ -327,8 +328,7 @@ def activation_scales(path) -> dict[str, float]:
 def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_tiny_static, tmp_path, calibration):
     """Same 32 calibration texts as the MinMax fixture: the histogram methods must clip some
     ranges (onnxruntime 1.19's quantize_static silently gives Entropy the MinMax ranges)."""
-    r = run_quantization(None, QuantConfig.static_qdq(calibration, samples=32), tmp_path, baseline=quant_tiny_baseline,
-                         n_boot=100, node_error_samples=0)
+    r = run_quantization(quant_tiny_baseline, QuantConfig.static_qdq(calibration, samples=32), tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert r.config.calibration.value == calibration and r.calibration_samples == 32
     mine, minmax = activation_scales(r.quantized_path), activation_scales(quant_tiny_static.quantized_path)
     assert mine and set(mine) == set(minmax)
@@ -337,19 +337,30 @@ def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_ti
     assert all(mine[t] <= minmax[t] * 1.001 for t in mine)  # clipping never widens a range
 
 
-def test_baseline_mismatch_and_missing_inputs(quant_tiny_baseline, tmp_path, quick_data):
-    with pytest.raises(QuantizeError, match="the baseline was computed for"):
-        run_quantization(tmp_path / "other.onnx", QuantConfig.dynamic_int8(), tmp_path, baseline=quant_tiny_baseline)
+def test_the_stage_input_is_a_baseline_and_bad_inputs_are_named(quant_tiny_baseline, exported_tiny, tmp_path, quick_data):
+    """Issue 26's stage contract: run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig)."""
+    with pytest.raises(QuantizeError, match=r"input is a Baseline .* got ExportResult: prepare_baseline\(graph, data"):
+        run_quantization(exported_tiny, QuantConfig.dynamic_int8(), tmp_path)
     with pytest.raises(QuantizeError, match="no ONNX graph at"):
-        run_quantization(tmp_path / "missing.onnx", QuantConfig.dynamic_int8(), tmp_path, quick_data)
+        prepare_baseline(tmp_path / "missing.onnx", quick_data, tmp_path / "b")
     with pytest.raises(QuantizeError, match="cfg must be a QuantConfig"):
-        run_quantization(None, "dynamic", tmp_path, baseline=quant_tiny_baseline)
+        run_quantization(quant_tiny_baseline, "dynamic", tmp_path)
+    with pytest.raises(QuantizeError, match="evaluation must be an EvalConfig"):
+        run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path, evaluation={"n_boot": 100})
+    with pytest.raises(EvaluationError, match="node_error_samples must be 0"):
+        EvalConfig(node_error_samples=-1)
+    with pytest.raises(QuantizeError, match="cfg must be a BaselineConfig"):
+        prepare_baseline(exported_tiny, quick_data, tmp_path / "b", {"batch_size": 4})
+    for bad, match in (({"batch_size": 0}, "batch_size must be >= 1"), ({"order": "shuffled"}, "order must be one of"),
+                       ({"max_length": 1}, "max_length must be")):
+        with pytest.raises(QuantizeError, match=match):
+            BaselineConfig(**bad)
 
 
 def test_user_slices_and_predicates_are_scored(exported_tiny, quick_data, tmp_path):
-    r = run_quantization(exported_tiny, QuantConfig.dynamic_int8(), tmp_path, quick_data,
-                         predicates={"mentions_film": lambda e: "film" in e["text"]},
-                         timing=TimingConfig.quick(repeats=2), n_boot=100, node_error_samples=0)
+    base = prepare_baseline(exported_tiny, quick_data, tmp_path / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)),
+                            predicates={"mentions_film": lambda e: "film" in e["text"]})
+    r = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     d = r.report.drift("mentions_film")
     want = sum("film" in e["text"] for e in quick_data["test"])
     assert d.n == want and d.group == "user"
@@ -454,8 +465,9 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     def right(graph) -> np.ndarray:
         return predict_dataset(str(graph), tok, test, export.max_length, 32).argmax(axis=1) == labels
 
-    int8_graph = run_quantization(export, QuantConfig.dynamic_int8(), tmp_path / "first", data,
-                                  timing=TimingConfig.quick(repeats=1), n_boot=100, node_error_samples=0).quantized_path
+    first = prepare_baseline(export, data, tmp_path / "first" / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=1)))
+    int8_graph = run_quantization(first, QuantConfig.dynamic_int8(), tmp_path / "first",
+                                  evaluation=EvalConfig(n_boot=100, node_error_samples=0)).quantized_path
     fp32_right, int8_right = right(export.onnx_path), right(int8_graph)
     broken = np.flatnonzero(fp32_right & ~int8_right)
     assert len(broken) >= 2, "INT8 gets some test examples wrong that FP32 got right"
@@ -599,13 +611,12 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     both sides of every ratio); the search quantizes and times only what was not quantized before."""
     count = _Counter(monkeypatch, exported_tiny.onnx_path)
     timing = TimingConfig.quick(repeats=2)
-    base = prepare_baseline(exported_tiny, quick_data, tmp_path / "quantize" / "baseline", timing=timing)
+    base = prepare_baseline(exported_tiny, quick_data, tmp_path / "quantize" / "baseline", BaselineConfig(timing=timing))
     assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets) >= 1
     assert [(s.batch, s.seq) for s in base.fp32_latency] == list(timing.shapes) and base.fp32_latency[0].median_ms > 0
     assert load_baseline(base.out_dir).fp32_latency == base.fp32_latency  # saved with the baseline
 
-    presets = [run_quantization(None, QuantConfig.preset(name), tmp_path / "quantize" / name, baseline=base, n_boot=100,
-                                node_error_samples=0) for name in ("dynamic", "dynamic-per-channel")]
+    presets = [run_quantization(base, QuantConfig.preset(name), tmp_path / "quantize" / name, evaluation=EvalConfig(n_boot=100, node_error_samples=0)) for name in ("dynamic", "dynamic-per-channel")]
     assert count.fp32_scored == len(base.eval_sets)  # not scored again
     assert count.fp32_timed == 3 and count.others_timed == 2  # timed beside each variant, in the same rounds
     assert count.timed[1:] == [count.fp32, Path(presets[0].quantized_path).resolve(), count.fp32,
@@ -638,8 +649,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 5
     # other timing settings time the FP32 graph again, with those settings (a comparison needs both)
     slow = dataclasses.replace(timing, repeats=3)
-    again = run_quantization(None, QuantConfig.preset("dynamic"), tmp_path / "other-timing", baseline=base, timing=slow,
-                             n_boot=100, node_error_samples=0)
+    again = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path / "other-timing", evaluation=EvalConfig(n_boot=100, node_error_samples=0), timing=slow)
     assert count.fp32_timed == 6 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
 
 
@@ -686,15 +696,15 @@ def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_ba
 
 # ---- the fused graph ----------------------------------------------------------------------------
 def test_fused_graph_dynamic_and_static(fused_tiny, exported_tiny, quick_data, tmp_path):
-    base_dir = tmp_path / "dyn"
-    r = run_quantization(fused_tiny, QuantConfig.dynamic_int8(), base_dir, quick_data, export=exported_tiny,
-                         timing=TimingConfig.quick(repeats=2), n_boot=100, node_error_samples=8)
+    base = prepare_baseline(fused_tiny, quick_data, tmp_path / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)),
+                            export=exported_tiny)
+    r = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "dyn", evaluation=EvalConfig(n_boot=100, node_error_samples=8))
     assert r.graph_kind == "fused"
     ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
     assert ops & {"QAttention", "MatMulInteger", "DynamicQuantizeMatMul"}
     assert r.node_errors and r.report.n == 128
-    s = run_quantization(None, QuantConfig.static_qdq("minmax", samples=16), tmp_path / "static",
-                         baseline=load_baseline(base_dir), n_boot=100, node_error_samples=0)
+    s = run_quantization(load_baseline(tmp_path / "baseline"), QuantConfig.static_qdq("minmax", samples=16), tmp_path / "static",
+                         evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(s.quantized_path).values())
 
 
@@ -746,12 +756,12 @@ def test_a_fusion_report_leads_to_its_export_wherever_the_folders_are(fused_tiny
     export_path is how quantization finds the tokenizer and class names."""
     from pathlib import Path
 
-    from workbench.quant import QuantConfig, TimingConfig, run_quantization
+    from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, prepare_baseline, run_quantization
 
     assert not (Path(fused_tiny.fused_path).parent / "export.json").exists()
     assert not (Path(fused_tiny.fused_path).parent.parent / "export.json").exists()
-    res = run_quantization(fused_tiny, QuantConfig.dynamic_int8(), tmp_path / "q", quick_data,
-                           timing=TimingConfig.quick(), n_boot=100, node_error_samples=0)
+    base = prepare_baseline(fused_tiny, quick_data, tmp_path / "q" / "baseline", BaselineConfig(timing=TimingConfig.quick()))
+    res = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert res.graph_kind == "fused"
     assert res.report.overall.n == len(quick_data["test"])
 
@@ -801,7 +811,7 @@ def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(
     cfg = QuantConfig.preset("static", samples=32)
     assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
     assert cfg.label == f"static-minmax-32-constb-pc-worst{cfg.exclude_worst}"
-    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=0)
+    r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     act = set(activation_matmuls(r.float_path))
     weights = {n for n, node in nodes_by_name(r.float_path).items() if node.op_type in ("MatMul", "Gemm")} - act
     assert act and len(act) % 2 == 0, "tiny BERT has two activation MatMuls per layer"
@@ -823,7 +833,7 @@ def test_static_qoperator_and_symmetric_activations(quant_tiny_baseline, tmp_pat
     cfg = QuantConfig.static_qdq("minmax", samples=32, quant_format="qoperator", activation_type="qint8",
                                  activation_symmetric=True, matmul_const_b_only=True)
     assert cfg.label == "static-minmax-32-wqint8-aqint8-qop-sym-constb"
-    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=0)
+    r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     model = onnx.load(str(r.quantized_path), load_external_data=False)
     ops = [n.op_type for n in model.graph.node]
     assert "QLinearMatMul" in ops and "DequantizeLinear" in ops
@@ -840,7 +850,7 @@ def test_exclude_worst_leaves_the_ranked_worst_nodes_in_fp32(quant_tiny_static, 
     FP32 are the worst of the plain run's ranking, and the graph really has them unquantized."""
     cfg = QuantConfig.static_qdq("minmax", samples=32, exclude_worst=2)
     assert cfg.label == "static-minmax-32-worst2"
-    r = run_quantization(None, cfg, tmp_path, baseline=quant_tiny_baseline, n_boot=100, node_error_samples=16)
+    r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=16))
     assert r.excluded_nodes == worst_nodes(quant_tiny_static.node_errors, 2)
     assert_weights_stay_fp32(r, r.excluded_nodes)
     assert any("exclude_worst=2" in n for n in r.notes)

@@ -15,6 +15,8 @@ import onnx
 import pytest
 
 from workbench.quant import (
+    BaselineConfig,
+    EvalConfig,
     QuantConfig,
     SearchConfig,
     TimingConfig,
@@ -38,13 +40,13 @@ def minilm_export(trained_minilm_checkpoint, quick_data, tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm_baseline(minilm_export, quick_data, tmp_path_factory):
     return prepare_baseline(minilm_export, quick_data, tmp_path_factory.mktemp("minilm_baseline"),
-                            timing=TimingConfig.quick(repeats=3), calibration_samples=64)
+                            BaselineConfig(timing=TimingConfig.quick(repeats=3), calibration_samples=64))
 
 
 @pytest.fixture(scope="module")
 def minilm_dynamic(minilm_baseline, tmp_path_factory):
-    return run_quantization(None, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("minilm_dynamic"),
-                            baseline=minilm_baseline, n_boot=300, node_error_samples=16)
+    return run_quantization(minilm_baseline, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("minilm_dynamic"),
+                            evaluation=EvalConfig(n_boot=300, node_error_samples=16))
 
 
 def test_fine_tuned_baseline_is_better_than_chance(minilm_baseline):
@@ -105,8 +107,8 @@ def test_outlier_weights_show_in_node_errors_and_per_channel_fixes_them(minilm_d
     worst3 = [e.node for e in minilm_dynamic.node_errors[:3]]
     assert all(n in ffn_out for n in worst3), worst3
     assert min(errs[n].weight_sqnr_db for n in ffn_out) < 15.0
-    pc = run_quantization(None, QuantConfig.dynamic_int8_per_channel(), tmp_path, baseline=minilm_baseline, n_boot=200,
-                          node_error_samples=4)
+    pc = run_quantization(minilm_baseline, QuantConfig.dynamic_int8_per_channel(), tmp_path,
+                          evaluation=EvalConfig(n_boot=200, node_error_samples=4))
     pc_errs = {e.node: e for e in pc.node_errors}
     for n in ffn_out:
         assert pc_errs[n].weight_sqnr_db > errs[n].weight_sqnr_db + 10.0, n

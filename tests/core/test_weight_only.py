@@ -80,10 +80,10 @@ def test_weight_only_preset_builds_validates_and_is_scored(quant_tiny_baseline, 
     beside the FP32 graph, validation, slices, notes that show the accuracy level."""
     import onnx
 
-    from workbench.quant import run_quantization
+    from workbench.quant import EvalConfig, run_quantization
 
     cfg = QuantConfig.preset("weight-only-int4-acc4")
-    res = run_quantization(None, cfg, tmp_path / "wo", baseline=quant_tiny_baseline, n_boot=100, node_error_samples=8)
+    res = run_quantization(quant_tiny_baseline, cfg, tmp_path / "wo", evaluation=EvalConfig(n_boot=100, node_error_samples=8))
     ops = [n.op_type for n in onnx.load(str(res.quantized_path)).graph.node]
     assert ops.count("MatMulNBits") == len(res.quantized_nodes) > 0
     assert res.op_histogram.get("MatMulNBits") == ops.count("MatMulNBits")

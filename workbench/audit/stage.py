@@ -120,7 +120,7 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
 
     def quantize(st):
         from ..flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
-        from ..quant import QuantConfig, prepare_baseline, run_quantization
+        from ..quant import BaselineConfig, EvalConfig, QuantConfig, prepare_baseline, run_quantization
 
         from ..lengths import length_stats, with_data_shapes
 
@@ -132,9 +132,9 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         log(f"      the data's token lengths: {lengths.text()}; timed at "
             + ", ".join(f"{b}x{s}" for b, s in timing.shapes) + " (batch 1 at the median and 95th percentile)")
         log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once, in batches sorted by length")
-        base = prepare_baseline(graph, dd, out / layout.BASELINE, export=st.inputs[STEPS[2]], slices=slice_set, golden=False,
-                                calibration_samples=facts["calibration_count"], timing=timing,
-                                batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
+        bcfg = BaselineConfig(golden=False, calibration_samples=facts["calibration_count"], timing=timing,
+                              batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
+        base = prepare_baseline(graph, dd, out / layout.BASELINE, bcfg, export=st.inputs[STEPS[2]], slices=slice_set)
         if base.scoring_work is not None:
             log(f"      {base.scoring_work.text()}")
         if base.fp32_scoring is not None:
@@ -144,8 +144,9 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
             qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
             if qcfg.mode.value == "static":
                 qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
-            res = run_quantization(None, qcfg, out / layout.quantize_dir(name), baseline=base, n_boot=cfg.n_boot, seed=cfg.seed,
-                                   node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
+            ev = EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed,
+                            node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
+            res = run_quantization(base, qcfg, out / layout.quantize_dir(name), evaluation=ev)
             results.append(res)
             st.partial = results  # the drift and the search take what was quantized before a failure
             log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "

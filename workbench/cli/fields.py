@@ -133,6 +133,13 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "eval_batch_size": "rows per batch when scoring",
         "seed": "seed of the calibration draw and the bootstrap",
     },
+    "EvalConfig": {
+        "n_boot": "bootstrap replicates (--quick: 200)",
+        "node_error_samples": "texts fed to both graphs for per-node SQNR (0: skip)",
+    },
+    "BaselineConfig": {
+        "batch_size": "examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)",
+    },
     "DemoConfig": {
         "backends": "comma-separated subset of eager,ortmodule,compile",
         "search": "the accuracy-constrained quantization search (--no-search skips it)",

@@ -3,6 +3,7 @@ or (``--search``) the accuracy-constrained search over the standard candidates."
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from .flags import Flag, add_config_flags, build, cli_only
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"), "accuracy_level", "block_size")
 TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
+EVAL_FLAGS = ("n_boot", Flag("node_error_samples", "node-samples"))
+BASELINE_FLAGS = (Flag("batch_size", "eval-batch-size"),)
 SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"),
                 "min_speedup")
 
@@ -57,8 +60,8 @@ def _cmd_quantize(args) -> int:
     from ..data import DataConfig, DataError, load_data
     from ..graph import ExportError
     from ..ortinfer import InferenceError
-    from ..quant import (DEFAULT_N_BOOT, QuantizeError, SearchConfig, TimingConfig, requantize_excluding, run_quantization,
-                         result_text, run_search, search_text)
+    from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
+                         requantize_excluding, result_text, run_quantization, run_search, search_text)
     from ..runs import layout
 
     if (problem := _device_problem(args)) is not None:
@@ -69,11 +72,12 @@ def _cmd_quantize(args) -> int:
         _say(note, args.json)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
-        n_boot = args.n_boot or (200 if args.quick else DEFAULT_N_BOOT)
+        evaluation = build(EvalConfig, args, base=EvalConfig(n_boot=200) if args.quick else EvalConfig())
+        scoring = build(BaselineConfig, args, timing=timing)
         tok = args.tokenizer
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
-            search = build(SearchConfig, args, n_boot=n_boot, timing=timing, eval_batch_size=args.eval_batch_size)
+            search = build(SearchConfig, args, n_boot=evaluation.n_boot, timing=timing, eval_batch_size=scoring.batch_size)
             _will_write(out)
             with _locked(layout.root_by_name(out) or out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
@@ -91,10 +95,13 @@ def _cmd_quantize(args) -> int:
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
         _will_write(out)
         with _locked(layout.root_by_name(out) or out, args, "quantize"):
-            result = run_quantization(graph, cfg, out, data, tok, export=export, timing=timing, n_boot=n_boot,
-                                      node_error_samples=args.node_samples, eval_batch_size=args.eval_batch_size)
+            baseline = prepare_baseline(graph, data, out / BASELINE_DIR,
+                                        dataclasses.replace(scoring, calibration_samples=max(scoring.calibration_samples, cfg.samples),
+                                                            seed=evaluation.seed),
+                                        tokenizer=tok, export=export)
+            result = run_quantization(baseline, cfg, out, evaluation=evaluation)
             if args.exclude_worst:
-                result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=args.node_samples)
+                result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=evaluation.node_error_samples)
     except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     rep = result.report
@@ -120,7 +127,7 @@ def _cmd_quantize(args) -> int:
 
 
 def _add_quant(sub) -> None:
-    from ..quant import DEFAULT_EVAL_BATCH_SIZE, DEFAULT_N_BOOT, QuantConfig, SearchConfig, TimingConfig
+    from ..quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
     from ..quant.config import REFUSED_PRESETS
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
@@ -134,16 +141,15 @@ def _add_quant(sub) -> None:
                   "(MatMulNBits; -acc4: INT8 compute); weight-only-int8 is refused (onnxruntime 1.19.2 runs 4 bits only)")
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
     cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
-    cli_only(p, "--node-samples", type=int_at_least(0), default=16, help="texts fed to both graphs for per-node SQNR (0: skip)")
+    add_config_flags(p, EvalConfig, EVAL_FLAGS[1:], base=EvalConfig())
     cli_only(p, "--search", action="store_true", help="accuracy-constrained search over the standard candidates instead")
     add_config_flags(p, SearchConfig, SEARCH_FLAGS, base=SearchConfig())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
     cli_only(p, "--tokenizer", help="tokenizer folder (needed for a bare .onnx file without export.json beside it)")
     cli_only(p, "--quick", action="store_true", help="small data, short timing, 200 bootstrap replicates")
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
-    cli_only(p, "--n-boot", type=int_at_least(100), help=f"bootstrap replicates (default {DEFAULT_N_BOOT}; quick 200)")
-    cli_only(p, "--eval-batch-size", type=int_at_least(1), default=DEFAULT_EVAL_BATCH_SIZE,
-             help="examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")
+    add_config_flags(p, EvalConfig, EVAL_FLAGS[:1], base=EvalConfig())
+    add_config_flags(p, BaselineConfig, BASELINE_FLAGS, base=BaselineConfig())
     cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_quantize)

@@ -2,8 +2,9 @@
 
 Entry points (what a user calls):
 
-- ``prepare_baseline(graph, data, out)`` -> :class:`Baseline`: the FP32 graph scored and timed once.
-- ``run_quantization(graph, QuantConfig, out, data, baseline=...)`` -> :class:`QuantResult`;
+- ``prepare_baseline(graph, data, out, BaselineConfig)`` -> :class:`Baseline`: the FP32 graph scored
+  and timed once: the stage's input.
+- ``run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig(...))`` -> :class:`QuantResult`;
   ``requantize_excluding(result, worst_k=...)`` the same again without the worst nodes.
 - ``run_search(baseline_or_graph, SearchConfig, out, previous=...)`` -> :class:`SearchResult`: the
   fastest configuration within an accuracy budget, overall and on every slice.
@@ -45,6 +46,7 @@ from .baseline import (  # noqa: F401
     DEFAULT_CALIBRATION_TEXTS,
     DEFAULT_EVAL_BATCH_SIZE,
     Baseline,
+    BaselineConfig,
     EvalSet,
     SliceInfo,
     fp32_latency,

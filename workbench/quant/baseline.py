@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import runs
 from ..graph import file_size_mib, save_tokenizer
-from ..lengths import FILE_NOTE, SORTED_NOTE, LengthStats, ScoringWork
+from ..lengths import FILE_NOTE, ORDERS, SORTED_NOTE, LengthStats, ScoringWork
 from ..ortinfer import ShapeLatency
 from ..scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
@@ -233,48 +233,88 @@ def _split(data, name: str):
     return data
 
 
+@dataclass(frozen=True)
+class BaselineConfig:
+    """How the FP32 graph is scored once, for every quantized variant to be compared on.
+
+    - ``eval_split`` is scored; ``calibration_split`` gives the calibration texts
+      (``calibration_samples`` of them, drawn with ``seed``).
+    - ``max_length``: tokens per text (None: the export's).
+    - ``batch_size``: examples per scoring batch, padded to the longest in each: FP32 and static
+      INT8 give the same predictions at any batch size, dynamic INT8 does not (its activation scales
+      are computed per batch); 1 scores as a one-request-at-a-time server.
+    - ``order``: ``"length"`` (batches sorted by token length, results in row order) or ``"file"``.
+    - ``golden``: add the reviews task's hand-written edge cases (None: when the classes are the
+      reviews' rotten/fresh).
+    - ``timing``: how the FP32 graph is timed (and, by default, every variant beside it).
+    """
+
+    eval_split: str = "test"
+    calibration_split: str = "train"
+    max_length: Optional[int] = None
+    batch_size: int = DEFAULT_EVAL_BATCH_SIZE
+    calibration_samples: int = DEFAULT_CALIBRATION_TEXTS
+    order: str = "length"
+    golden: Optional[bool] = None
+    seed: int = 0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+
+    def __post_init__(self) -> None:
+        if self.timing is None:
+            object.__setattr__(self, "timing", TimingConfig())
+        if not isinstance(self.timing, TimingConfig):
+            raise QuantizeError(f"timing must be a TimingConfig, got {type(self.timing).__name__}")
+        for name in ("batch_size", "calibration_samples", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise QuantizeError(f"{name} must be a whole number, got {v!r}")
+        if self.batch_size < 1 or self.calibration_samples < 0:
+            raise QuantizeError(f"batch_size must be >= 1 and calibration_samples >= 0, got {self.batch_size} and "
+                                f"{self.calibration_samples}")
+        if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
+                                            or self.max_length < 2):
+            raise QuantizeError(f"max_length must be a whole number of tokens (at least 2) or None, got {self.max_length!r}")
+        if self.order not in ORDERS:
+            raise QuantizeError(f"order must be one of {list(ORDERS)}, got {self.order!r}")
+
+
 def prepare_baseline(
     onnx_path: str | os.PathLike | Any,
     data,
     out_dir: str | os.PathLike,
+    cfg: Optional[BaselineConfig] = None,
     *,
     tokenizer=None,
     export=None,
     class_names: Optional[Sequence[str]] = None,
     slices=None,
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
-    golden: Optional[bool] = None,
-    eval_split: str = "test",
-    calibration_split: str = "train",
-    max_length: Optional[int] = None,
-    batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
-    calibration_samples: int = DEFAULT_CALIBRATION_TEXTS,
-    timing: Optional[TimingConfig] = None,
-    seed: int = 0,
-    order: str = "length",
 ) -> Baseline:
     """Score the FP32 graph once and save what every quantized variant is compared on, in
     ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the FP32
-    graph's latency under ``timing`` (measured here, once; see :func:`fp32_latency`).
+    graph's latency under ``cfg.timing`` (measured here, once; see :func:`fp32_latency`). The
+    result is the quantization stage's input (:func:`workbench.quant.run_quantization`).
 
-    ``batch_size`` is how examples are grouped when scored (padded to the longest in each batch):
-    FP32 and static INT8 give the same predictions at any batch size, dynamic INT8 does not (its
-    activation scales are computed per batch); use 1 to score as a one-request-at-a-time server.
-    ``order="length"`` (the default) scores in batches sorted by token length, each padded only to
-    its own longest row, results in row order; ``"file"`` keeps consecutive rows. The baseline
-    records the order, its work and the FP32 rows per second against this machine's floor; every
-    quantized variant is scored on the same batches.
+    ``cfg`` (:class:`BaselineConfig`): splits, batch size and order of scoring, calibration texts,
+    timing. The baseline records the order, its work and the FP32 rows per second against this
+    machine's floor; every quantized variant is scored on the same batches.
 
     ``onnx_path``: the FP32 graph (exported or fused) or an ``ExportResult``. ``data``: a
     ``DatasetDict`` (``eval_split`` is scored, ``calibration_split`` calibrates) or, for scoring
     only, a ``Dataset``. The tokenizer, class names and maximum length come from the export
-    (``export.json`` beside the graph, or ``export=``) unless given.
+    (``export.json`` beside the graph, the export a fused graph's ``fusion.json`` names, or
+    ``export=``) unless given.
 
     Slices: ``slices`` (a SliceSet) replaces the default collection; otherwise the built-in
     slices plus one per user column of the data, plus ``predicates`` ({name: function of an
-    example}). ``golden`` adds the hand-written edge cases of the built-in reviews task (default:
-    when the classes are the reviews' rotten/fresh).
+    example}).
     """
+    cfg = cfg if cfg is not None else BaselineConfig()
+    if not isinstance(cfg, BaselineConfig):
+        raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
+    eval_split, calibration_split, max_length = cfg.eval_split, cfg.calibration_split, cfg.max_length
+    batch_size, calibration_samples, order, golden, seed = cfg.batch_size, cfg.calibration_samples, cfg.order, cfg.golden, cfg.seed
+    timing = cfg.timing
     from ..data import REVIEW_CLASSES
     from ..ortinfer import make_session, predict_dataset
     from ..slices import golden_examples, golden_slices, slice_collection
@@ -282,10 +322,7 @@ def prepare_baseline(
     from ..device import require_device
 
     src, export = _graph_source(onnx_path, export)
-    timing = timing or TimingConfig()
     require_device(timing.device)  # CUDA asked for and absent: one clear error before any work
-    if batch_size < 1 or calibration_samples < 0:
-        raise QuantizeError(f"batch_size must be >= 1 and calibration_samples >= 0, got {batch_size} and {calibration_samples}")
     if not src.is_file():
         raise QuantizeError(f"no ONNX graph at {src}: export one first (workbench export, or run_export)")
     if data is None:
@@ -328,11 +365,9 @@ def prepare_baseline(
 
         slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
 
-    from ..lengths import ORDERS, scoring_work, stats_from_lengths, token_lengths
+    from ..lengths import scoring_work, stats_from_lengths, token_lengths
     from ..scoring import timed_scoring
 
-    if order not in ORDERS:
-        raise QuantizeError(f"order must be one of {list(ORDERS)}, got {order!r}")
     session = make_session(src)
     eval_sets = []
     scored: dict = {}

@@ -71,6 +71,8 @@ class EvalConfig:
       why 50: the module docstring).
     - ``n_bins``: equal-width confidence bins of the calibration error (ECE).
     - ``thresholds``: confidences at which accept/reject is compared (:func:`threshold_analysis`).
+    - ``node_error_samples``: calibration texts fed to both graphs to rank the quantized nodes by
+      their SQNR (:func:`workbench.quant.run_quantization`; 0 skips it).
     """
 
     n_boot: int = DEFAULT_N_BOOT
@@ -79,18 +81,21 @@ class EvalConfig:
     min_slice_size: int = MIN_SLICE_SIZE
     n_bins: int = DEFAULT_N_BINS
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
+    node_error_samples: int = 16
 
     def __post_init__(self) -> None:
         if isinstance(self.thresholds, (str, bytes)) or not hasattr(self.thresholds, "__iter__"):
             raise EvaluationError(f"thresholds are a list of confidences in [0, 1], got {self.thresholds!r}")
         object.__setattr__(self, "thresholds", tuple(float(t) for t in self.thresholds))
-        for name in ("n_boot", "seed"):
+        for name in ("n_boot", "seed", "node_error_samples"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise EvaluationError(f"{name} must be a whole number, got {v!r}")
             object.__setattr__(self, name, int(v))
         if self.n_boot < 100:
             raise EvaluationError(f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}")
+        if self.node_error_samples < 0:
+            raise EvaluationError(f"node_error_samples must be 0 (skip) or more texts, got {self.node_error_samples}")
         if not 0.5 < self.confidence_level < 1.0:
             raise EvaluationError(f"confidence_level must be between 0.5 and 1, got {self.confidence_level}")
         if self.min_slice_size < 1:

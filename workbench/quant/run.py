@@ -1,11 +1,12 @@
 """The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
 
-One call, ``run_quantization(onnx_path, QuantConfig.dynamic_int8(), out_dir, data)``:
+Two calls, ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` and then, per
+variant, ``run_quantization(base, QuantConfig.dynamic_int8(), out_dir, evaluation=EvalConfig())``:
 
-1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph, or passed
-   as ``baseline=``): evaluation examples, slices, FP32 logits, calibration texts, timing settings
-   and the FP32 latency, saved under ``out_dir/baseline/``. Every variant (presets,
-   re-quantizations, search candidates) is scored on exactly these, so their numbers compare.
+1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph: the
+   stage's input): evaluation examples, slices, FP32 logits, calibration texts, timing settings
+   and the FP32 latency. Every variant (presets, re-quantizations, search candidates) is scored on
+   exactly these, so their numbers compare.
 2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
    on training texts.
 3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
@@ -26,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -39,11 +40,9 @@ from ..machine import LoadCheck
 from ..ortinfer import ShapeLatency
 from ..scoring import ScoringSpeed
 from ..speed import Speed, time_side_by_side
-from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, EvalSet,
-                       _cpu_profile,
-                       _graph_source, load_baseline, prepare_baseline)
+from .baseline import BASELINE_FILE, Baseline, EvalSet, _cpu_profile, load_baseline
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
-from .evaluate import DEFAULT_N_BOOT, EvalConfig, SliceReport, evaluate_slices, softmax
+from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
 from .sqnr import NodeError, node_errors, worst_nodes
 
@@ -158,56 +157,47 @@ def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, n_
 
 
 def run_quantization(
-    onnx_path: str | os.PathLike | Any,
+    source: Baseline,
     cfg: Optional[QuantConfig] = None,
     out_dir: str | os.PathLike | None = None,
-    data=None,
-    tokenizer=None,
     *,
-    baseline: Optional[Baseline] = None,
-    export=None,
-    slices=None,
-    predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
+    evaluation: Optional[EvalConfig] = None,
     timing: Optional[TimingConfig] = None,
-    n_boot: int = DEFAULT_N_BOOT,
-    seed: int = 0,
-    node_error_samples: int = 16,
-    max_length: Optional[int] = None,
-    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE,
 ) -> QuantResult:
-    """Quantize the FP32 graph ``onnx_path`` with ``cfg`` into ``out_dir`` and score it.
+    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and
+    score it against the baseline.
 
-    Writes ``out_dir/model.int8.onnx`` and ``out_dir/quantize.json``; the FP32 side is taken
-    from ``baseline`` or computed from ``data`` and saved in ``out_dir/baseline/``.
-    ``node_error_samples`` calibration texts are fed to both graphs to rank the nodes by SQNR
-    (0 skips it). The FP32 latency is the baseline's, measured once when it was prepared; only a
-    ``timing`` other than the baseline's times the FP32 graph again (both graphs need the same
-    settings). Timings and the bootstrap are reported, never asserted.
+    ``source`` is the stage's input, a :class:`Baseline` (:func:`prepare_baseline`: the FP32 graph
+    scored once on the data, with its tokenizer, slices, calibration texts and timing settings), so
+    every variant is scored on exactly the same examples and batches. ``evaluation``
+    (:class:`EvalConfig`): bootstrap replicates, seed, the per-node SQNR's calibration texts
+    (``node_error_samples``, 0 skips it). Writes ``out_dir/model.int8.onnx`` and
+    ``out_dir/quantize.json``. The FP32 graph is timed beside the quantized one with the baseline's
+    timing settings; ``timing`` replaces them (both graphs timed with it). Timings and the bootstrap
+    are reported, never asserted.
     """
     from ..graph import compare_logits, op_histogram
     from ..ortinfer import make_session, predict_dataset
 
     cfg = cfg or QuantConfig.dynamic_int8()
-    chosen_timing = timing if timing is not None else (baseline.timing if baseline is not None else None)
+    if not isinstance(cfg, QuantConfig):
+        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
+    if not isinstance(source, Baseline):
+        raise QuantizeError(
+            f"the quantization stage's input is a Baseline (the FP32 graph scored on the data), got {type(source).__name__}: "
+            "prepare_baseline(graph, data, out_dir / 'baseline') first, or load_baseline(folder) for a saved one")
+    evaluation = evaluation if evaluation is not None else EvalConfig()
+    if not isinstance(evaluation, EvalConfig):
+        raise QuantizeError(f"evaluation must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(evaluation).__name__}")
+    baseline = source
+    n_boot, seed, node_error_samples = evaluation.n_boot, evaluation.seed, evaluation.node_error_samples
+    chosen_timing = timing if timing is not None else baseline.timing
     if chosen_timing is not None:
         from ..device import require_device
 
         require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
-    if not isinstance(cfg, QuantConfig):
-        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / layout.quantize_dir(cfg.label)
     out.mkdir(parents=True, exist_ok=True)
-    if baseline is not None and onnx_path is not None:
-        given = _graph_source(onnx_path, None)[0].resolve()
-        if given != Path(baseline.fp32_path).resolve():
-            raise QuantizeError(
-                f"the baseline was computed for {baseline.fp32_path}, not {given}: pass the same graph, "
-                "or prepare a baseline for this one (prepare_baseline)"
-            )
-    if baseline is None:
-        baseline = prepare_baseline(onnx_path, data, out / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices,
-                                    predicates=predicates, timing=timing, seed=seed, max_length=max_length,
-                                    calibration_samples=max(DEFAULT_CALIBRATION_TEXTS, cfg.samples), batch_size=eval_batch_size)
     src = Path(baseline.fp32_path)
     tok = baseline.load_tokenizer()
     notes: list[str] = []
@@ -355,7 +345,7 @@ def requantize_excluding(
                               name=f"{base_name}-excl{len(excluded)}" if base_name else "")
     baseline = load_baseline(result.baseline_path)
     target = Path(out_dir) if out_dir is not None else Path(result.out_dir) / f"exclude-{len(excluded)}"
-    return run_quantization(baseline.fp32_path, cfg, target, baseline=baseline,
-                            n_boot=n_boot or result.report.n_boot, seed=result.report.seed,
-                            node_error_samples=node_error_samples, timing=result.timing)
+    return run_quantization(baseline, cfg, target, timing=result.timing,
+                            evaluation=EvalConfig(n_boot=n_boot or result.report.n_boot, seed=result.report.seed,
+                                                  node_error_samples=node_error_samples))
 

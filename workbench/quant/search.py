@@ -12,13 +12,14 @@ same baseline (``previous=``) is reused, not quantized and scored again.
 from __future__ import annotations
 
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .. import runs
 from ..runs import layout
-from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, fp32_latency,
+from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, BaselineConfig, fp32_latency,
                        prepare_baseline)
 from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, BudgetCheck, Objective,
                      check_budget, check_budget_value, check_min_speedup, parse_objective, speed_guard)
@@ -288,10 +289,10 @@ def run_search(
         if isinstance(graph, Baseline):
             base = graph
         else:
-            base = prepare_baseline(graph, data, gdir / BASELINE_DIR, tokenizer=tokenizer, export=export, slices=slices,
-                                    predicates=predicates, timing=config.timing, seed=config.seed,
-                                    calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.samples for c in configs)]),
-                                    batch_size=config.eval_batch_size)
+            bcfg = BaselineConfig(timing=config.timing, seed=config.seed, batch_size=config.eval_batch_size,
+                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.samples for c in configs)]))
+            base = prepare_baseline(graph, data, gdir / BASELINE_DIR, bcfg, tokenizer=tokenizer, export=export, slices=slices,
+                                    predicates=predicates)
         timing = config.timing if config.timing is not None else base.timing
         if config.include_fp32:
             found.append(_fp32_candidate(gname, base, config, timing, ev))
@@ -300,8 +301,8 @@ def run_search(
             res = reusable_result(previous, cfg, base, timing, ev.n_boot, ev.seed)
             reused = res is not None
             if res is None:
-                res = run_quantization(None, cfg, gdir / cfg.label, baseline=base, n_boot=ev.n_boot, seed=ev.seed,
-                                       node_error_samples=0, timing=None if timing == base.timing else timing)
+                res = run_quantization(base, cfg, gdir / cfg.label, evaluation=dataclasses.replace(ev, node_error_samples=0),
+                                       timing=None if timing == base.timing else timing)
             reps = [res.report] + ([res.golden] if res.golden is not None else [])
             chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices,
                                config.strict)
