@@ -78,17 +78,12 @@ class Workbench(W.VBox):
     ``wb.steps`` lists them in order; :meth:`run_all` runs every step with the current controls.
     """
 
+    # each step's defaults are its panel's own (one place each), under the Workbench's names
     OPTIONS = {
-        "model": "tiny",
-        "preset": "quick",
-        "backends": ("eager", "ortmodule"),
-        "max_steps": 0,
-        "data": "reviews",
-        "export_preset": "quick",
-        "fusion_preset": "quick",
-        "quant_preset": "dynamic",
-        "timing": "quick",
-        "n_boot": 1000,
+        **{k: TrainPanel.OPTIONS[k] for k in ("model", "preset", "backends", "max_steps", "data")},
+        **{k: GraphPanel.OPTIONS[k] for k in ("export_preset", "fusion_preset")},
+        "quant_preset": QuantPanel.OPTIONS["preset"],
+        **{k: QuantPanel.OPTIONS[k] for k in ("timing", "n_boot")},
         "run_dir": None,
         "runs_root": None,
         "saved": None,

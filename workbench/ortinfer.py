@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, 
 
 import numpy as np
 
-from .latency import LatencyStats, interleaved, measure
+from .latency import LatencyStats, measure
 
 if TYPE_CHECKING:
     from .device import PlacementReport
@@ -522,70 +522,6 @@ def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str
         except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
             captured, error = False, str(exc)
     return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)
-
-
-def interleaved_latency(
-    graphs: Mapping[str, SessionOrPath],
-    shapes: Sequence[Sequence[int]] = ((1, 128),),
-    rounds: int = 10,
-    repeats: int = 3,
-    warmup: int = 3,
-    threads: Optional[int] = None,
-    vocab_size: int = 1000,
-    torch_models: Optional[Mapping[str, Any]] = None,
-    graph_optimization: str = "all",
-    max_seconds: Optional[float] = None,
-    floors: Optional[Mapping[str, Mapping[tuple, float]]] = None,
-) -> dict[str, list[ShapeLatency]]:
-    """Every graph (and PyTorch model) timed in alternating rounds, shape by shape, on the same
-    synthetic batch (:func:`workbench.latency.interleaved`): ``stats.samples_ms[i]`` of every
-    variant at one shape comes from the same round, so any two can be compared with
-    :func:`workbench.latency.paired_ratio`. Paths are opened with ``make_session(threads=...,
-    graph_optimization=...)`` once, up front; sessions are used as they are. ``floors`` (name ->
-    {(batch, seq): floor_ms}) fills each ShapeLatency's ``floor_ms``.
-
-    PyTorch models run under ``torch.inference_mode`` with ``threads`` set for PyTorch too. ONNX
-    Runtime sessions opened here do not spin (``allow_spinning=False``): spinning worker threads
-    would take the cores from the variant timed next in the round.
-    """
-    torch_models = dict(torch_models or {})
-    names = list(graphs) + list(torch_models)
-    if not names:
-        raise InferenceError("interleaved_latency needs at least one graph or model to time")
-    dup = set(graphs) & set(torch_models)
-    if dup:
-        raise InferenceError(f"names must differ between graphs and torch_models, both have {sorted(dup)}")
-    sessions = {n: as_session(g, threads=threads, graph_optimization=graph_optimization, allow_spinning=False)
-                if isinstance(g, (str, os.PathLike)) else as_session(g) for n, g in graphs.items()}
-    results: dict[str, list[ShapeLatency]] = {n: [] for n in names}
-    ctx = contextlib.nullcontext()
-    if torch_models:
-        import torch
-
-        from .batches import model_inputs
-
-        ctx = contextlib.ExitStack()
-        ctx.enter_context(torch_threads(threads))
-        ctx.enter_context(torch.inference_mode())
-        modules = {n: getattr(m, "model", m) for n, m in torch_models.items()}
-        for mod in modules.values():
-            mod.eval()
-    with ctx:
-        for batch, seq in check_shapes(shapes):
-            batch_np = synthetic_batch(batch, seq, vocab_size)
-            fns = {}
-            for n, sess in sessions.items():
-                feed, out = make_feed(sess, batch_np), sess.get_outputs()[0].name
-                fns[n] = (lambda s=sess, f=feed, o=out: s.run([o], f))
-            for n, mod in (modules.items() if torch_models else ()):
-                enc = model_inputs(mod, {k: torch.from_numpy(v) for k, v in batch_np.items()})
-                fns[n] = (lambda m=mod, e=enc: m(**e))
-            stats = interleaved({n: fns[n] for n in names}, rounds=rounds, repeats=repeats, warmup=warmup,
-                                max_seconds=max_seconds)
-            for n in names:
-                floor = (floors or {}).get(n, {}).get((batch, seq))
-                results[n].append(ShapeLatency(batch, seq, stats[n], floor_ms=floor))
-    return results
 
 
 class OpTime(NamedTuple):

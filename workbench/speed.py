@@ -118,7 +118,10 @@ def time_side_by_side(
     before = check_load(profile) if (on_cpu and load_check and profile is not None) else None
 
     levels = dict(graph_optimization or {})
-    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
+    # no spinning: a session's idle workers busy-waiting after its run would take the cores from the
+    # variant timed next in the round (the benchmark's sessions do not spin either)
+    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"),
+                                allow_spinning=False)
                 for n, p in graphs.items()}
     samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
     speeds: list[Speed] = []
@@ -168,7 +171,8 @@ def time_side_by_side(
     del sessions
     gc.collect()
     after = check_load(profile) if (on_cpu and load_check and profile is not None) else None
-    return SpeedRun(latency=samples, speeds=speeds, load=combine_checks(before, after),
+    load = combine_checks(before, after) if (before is not None or after is not None) else None  # load_check=False: none
+    return SpeedRun(latency=samples, speeds=speeds, load=load,
                     profile_key=profile.key if profile is not None else "", notes=notes)
 
 

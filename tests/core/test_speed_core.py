@@ -241,23 +241,31 @@ def test_paired_ratio_on_synthetic_samples():
         paired_ratio([1.0, 0.0], [1.0, 1.0])
 
 
-def test_interleaved_latency_times_graphs_in_paired_rounds(exported_tiny, fused_tiny, tiny):
-    from workbench.ortinfer import InferenceError, interleaved_latency
+def test_time_side_by_side_times_graphs_and_models_in_paired_rounds(exported_tiny, fused_tiny, tiny):
+    """The one interleaved timer (issue 26 merged its twin ortinfer.interleaved_latency into it):
+    ONNX Runtime graphs and a PyTorch model in the same rounds, shape by shape; each Speed's ratio is
+    paired_ratio over exactly those rounds; every graph's floor counted from its work."""
+    from workbench.speed import time_side_by_side
 
-    res = interleaved_latency({"exported": exported_tiny.onnx_path, "fused": fused_tiny.fused_path},
-                              shapes=[(1, 16), (2, 16)], rounds=3, repeats=1, warmup=1, threads=1,
-                              torch_models={"eager": tiny}, vocab_size=tiny.tokenizer.vocab_size,
-                              floors={"fused": {(1, 16): 0.01}})
-    assert set(res) == {"exported", "fused", "eager"}
-    with pytest.raises(InferenceError, match="names must differ"):
-        interleaved_latency({"eager": exported_tiny.onnx_path}, torch_models={"eager": tiny})
-    for rows in res.values():
+    run = time_side_by_side({"exported": exported_tiny.onnx_path, "fused": fused_tiny.fused_path}, "exported",
+                            shapes=[(1, 16), (2, 16)], rounds=3, repeats=1, warmup=1, threads=1,
+                            torch_models={"eager": tiny}, vocab_size=tiny.tokenizer.vocab_size, load_check=False)
+    assert set(run.latency) == {"exported", "fused", "eager"} and run.load is None
+    for rows in run.latency.values():
         assert [(r.batch, r.seq) for r in rows] == [(1, 16), (2, 16)]
         assert all(len(r.stats.samples_ms) == 3 and all(math.isfinite(x) and x > 0 for x in r.stats.samples_ms)
                    for r in rows)
-    assert res["fused"][0].floor_ms == 0.01 and res["fused"][1].floor_ms is None
-    ratio = paired_ratio(res["exported"][0].stats.samples_ms, res["fused"][0].stats.samples_ms)
-    assert ratio.rounds == 3
+    assert all(r.floor_ms > 0 for n in ("exported", "fused") for r in run.latency[n])
+    assert all(r.floor_ms is None for r in run.latency["eager"])  # a PyTorch model has no graph to count
+    assert {(s.name, s.batch) for s in run.speeds} == {("fused", 1), ("fused", 2), ("eager", 1), ("eager", 2)}
+    for s in run.speeds:
+        base = next(r for r in run.latency["exported"] if r.batch == s.batch)
+        var = next(r for r in run.latency[s.name] if r.batch == s.batch)
+        assert s.ratio == paired_ratio(base.stats.samples_ms, var.stats.samples_ms) and s.ratio.rounds == 3
+    with pytest.raises(ValueError, match="variant names must be unique"):
+        time_side_by_side({"eager": exported_tiny.onnx_path}, "eager", torch_models={"eager": tiny}, load_check=False)
+    with pytest.raises(ValueError, match="base 'nope' is not one of the variants"):
+        time_side_by_side({"a": exported_tiny.onnx_path}, "nope", load_check=False)
 
 
 # ---- the machine profile ----------------------------------------------------------------------
