@@ -86,6 +86,7 @@ ROWS: dict[str, tuple[str, str]] = {
 INT8_ROWS: dict[str, tuple[str, str]] = {
     "ort-fused-int8-dynamic": ("fused", "dynamic"),
     "ort-fused-int8-dynamic-per-channel": ("fused", "dynamic-per-channel"),
+    "ort-fused-int8-dynamic-fp32-embeddings": ("fused", "dynamic-fp32-embeddings"),
     "ort-fused-int8-dynamic-reduce-range": ("fused", "dynamic-reduce-range"),
     "ort-exported-int8-static-minmax": ("exported", "static-minmax"),
     "ort-exported-int8-static-best": ("exported", "static"),

@@ -21,6 +21,7 @@ import bench  # noqa: E402
 
 INFERENCE_ROWS = {"torch-eager-fp32", "torch-sdpa-fp32", "torch-bf16", "torch-compile", "torch-dynamic-int8",
                   "ort-exported-fp32", "ort-fused-fp32", "ort-fused-int8-dynamic", "ort-fused-int8-dynamic-per-channel",
+                  "ort-fused-int8-dynamic-fp32-embeddings",
                   "ort-fused-int8-dynamic-reduce-range", "ort-exported-int8-static-minmax", "ort-exported-int8-static-best",
                   "ort-fused-int4-weight-only", "ort-fused-int4-weight-only-acc4"}  # weight-only: issue 23
 TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin"}

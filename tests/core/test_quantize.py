@@ -941,3 +941,23 @@ def test_the_export_of_a_graph_is_read_from_the_run_not_guessed(exported_tiny, f
     (tmp_path / "elsewhere").mkdir()
     stray = shutil.copy(fused_tiny.fused_path, tmp_path / "elsewhere" / "model.onnx")
     assert _find_export(Path(stray), None) is None
+
+
+def test_fp32_embeddings_preset_quantizes_the_matmuls_and_keeps_the_embedding_table(quant_tiny_baseline, tmp_path):
+    """Issue 23's preset: per-channel dynamic INT8 of every MatMul, the word-embedding table left in
+    FP32 (plain per-channel quantizes it to 8 bits); the label says so."""
+    def embedding_table(path):
+        model = onnx.load(str(path))
+        return next(t for t in model.graph.initializer if t.name.split("_quantized")[0].endswith("word_embeddings.weight")
+                    and len(t.dims) == 2)
+
+    plain = run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic-per-channel"), tmp_path / "plain",
+                             evaluation=EvalConfig(n_boot=100, node_error_samples=0))
+    kept = run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic-fp32-embeddings"), tmp_path / "kept",
+                            evaluation=EvalConfig(n_boot=100, node_error_samples=0))
+    assert kept.name == "dynamic-qint8-pc-fp32emb" and kept.validation.passed
+    assert embedding_table(plain.quantized_path).data_type != onnx.TensorProto.FLOAT
+    assert embedding_table(kept.quantized_path).data_type == onnx.TensorProto.FLOAT
+    ops = [n.op_type for n in nodes_by_name(kept.quantized_path).values()]
+    assert ops.count("MatMulInteger") == [n.op_type for n in nodes_by_name(plain.quantized_path).values()].count("MatMulInteger") > 0
+    assert kept.size_mib > plain.size_mib  # the table stays 4 bytes a weight

@@ -137,11 +137,12 @@ class SearchResult:
 
 
 def default_candidates() -> list[QuantConfig]:
-    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, the best static recipe
-    (:meth:`QuantConfig.static_best`), static Entropy."""
+    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
+    embeddings in FP32, the best static recipe (:meth:`QuantConfig.static_best`), static Entropy."""
     return [
         QuantConfig.dynamic_int8(),
         QuantConfig.dynamic_int8_per_channel(),
+        QuantConfig.dynamic_int8_fp32_embeddings(),
         QuantConfig.dynamic_int8_reduce_range(),
         QuantConfig.static_best(samples=64),
         QuantConfig.static_qdq("entropy", samples=64),
