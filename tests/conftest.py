@@ -132,11 +132,10 @@ def tiny_checkpoint(tiny_train_run) -> Path:
 def tiny_comparison(tmp_path_factory):
     """(Comparison, progress events) of eager and ORTModule on the tiny model: same config (10 steps,
     evaluation every 5), trained in this process. Shared by the training, comparison and widget tests."""
-    from workbench.train import run_comparison
-    from workbench.train import TrainConfig
+    from workbench.train import CompareConfig, TrainConfig, run_comparison
 
     events = []
-    c = run_comparison(TrainConfig.quick(max_steps=10, eval_every=5), ["eager", "ortmodule"],
+    c = run_comparison(TrainConfig.quick(max_steps=10, eval_every=5), CompareConfig(backends=("eager", "ortmodule")),
                        tmp_path_factory.mktemp("tiny-compare"), progress=events.append)
     return c, events
 

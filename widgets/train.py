@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.train import Comparison, compare, load_comparison, run_comparison
+from workbench.train import CompareConfig, Comparison, compare, load_comparison, run_comparison
 from workbench.plots import train as train_plots
 from workbench import flow
 from workbench.runs import layout
@@ -180,8 +180,8 @@ class TrainPanel(Panel):
             raise PanelInputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
         self._start_live(backends)
         run_dir = self._resolve_run_dir("train") / layout.TRAIN_DIR  # the run layout's train/ (compare.json there)
-        return run_comparison(cfg, backends, run_dir, progress=self._on_progress, stop=self.stop_event,
-                              isolate=bool(values["isolate"]))
+        return run_comparison(cfg, CompareConfig(backends=tuple(backends), isolate=bool(values["isolate"])), run_dir,
+                              progress=self._on_progress, stop=self.stop_event)
 
     def _start_live(self, backends: list[str]) -> None:
         fig = go.Figure(layout=dict(title="Training loss (live)", height=380, template="plotly_white",

@@ -136,7 +136,7 @@ def run_demo(
     and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
     status)`` follows the stages.
     """
-    from .train import comparison_table, run_comparison
+    from .train import CompareConfig, comparison_table, run_comparison
     from .data import load_data, summarize
     from .env import run_doctor
     from .graph import run_export
@@ -177,8 +177,8 @@ def run_demo(
         log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
         # writes train/compare.json and train/<backend>/ (the run layout)
-        comparison = run_comparison(cfg.train, cfg.backends, run / layout.TRAIN_DIR, progress=progress, stop=stop,
-                                    isolate=cfg.isolate)
+        comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
+                                    run / layout.TRAIN_DIR, progress=progress, stop=stop)
         st.result_path = str(run / layout.COMPARE)
         log(comparison_table(comparison))
         st.figures += [

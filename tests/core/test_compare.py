@@ -19,7 +19,7 @@ from workbench.train import (
     load_comparison,
     run_comparison,
 )
-from workbench.train import Backend, RunStatus, TrainConfig, TrainConfigError, run_training
+from workbench.train import Backend, CompareConfig, RunStatus, TrainConfig, TrainConfigError, run_training
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +102,16 @@ def test_bad_requests_are_rejected_before_training(tmp_path, comparison, monkeyp
     # ORTModule cannot: the ORTModule check must refuse the pair before eager, listed first, trains
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     with pytest.raises(TrainConfigError, match="bf16.*ortmodule"):
-        run_comparison(TrainConfig.quick(precision="bf16"), ["eager", "ortmodule"], tmp_path)
+        run_comparison(TrainConfig.quick(precision="bf16"), CompareConfig(backends=("eager", "ortmodule")), tmp_path)
     assert list(tmp_path.iterdir()) == []  # eager did not run first
     with pytest.raises(TrainConfigError, match="must not repeat"):
-        run_comparison(TrainConfig.quick(), ["eager", "eager"], tmp_path)
+        CompareConfig(backends=("eager", "eager"))
+    with pytest.raises(TrainConfigError, match="backend must be one of"):
+        CompareConfig(backends=("eager", "tensorrt"))
+    with pytest.raises(TrainConfigError, match="tolerance must be a positive number"):
+        CompareConfig(tolerance=0)
+    with pytest.raises(TrainConfigError, match="compare_cfg must be a CompareConfig"):
+        run_comparison(TrainConfig.quick(), ["eager"], tmp_path)
     with pytest.raises(ValueError, match="baseline backend 'compile' is not among"):
         compare(comparison.runs, baseline="compile")
     with pytest.raises(ValueError, match="two runs for backend"):

@@ -362,9 +362,10 @@ def test_ortmodule_trains_on_cuda_and_matches_eager(tmp_path):
     the skip is what they exercise."""
     import torch
 
-    from workbench.train import FP32_TOLERANCE, loss_difference, run_comparison
+    from workbench.train import FP32_TOLERANCE, CompareConfig, loss_difference, run_comparison
 
-    c = run_comparison(TrainConfig.quick(max_steps=6, eval_every=0, device="cuda"), ["eager", "ortmodule"], tmp_path)
+    c = run_comparison(TrainConfig.quick(max_steps=6, eval_every=0, device="cuda"), CompareConfig(backends=("eager", "ortmodule")),
+                       tmp_path)
     eager, ort = c.run("eager"), c.run("ortmodule")
     assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
     assert ort.executed_in_onnxruntime and not eager.executed_in_onnxruntime
@@ -380,12 +381,12 @@ def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
     """ORTModule on the real pretrained MiniLM (22.7M parameters), fp32, dropout off: the same
     losses as eager PyTorch step by step, within the tolerance measured for a few steps; twice
     the learning rate is far outside it."""
-    from workbench.train import FP32_TOLERANCE, loss_difference, run_comparison
+    from workbench.train import FP32_TOLERANCE, CompareConfig, loss_difference, run_comparison
     from workbench.data import DataConfig
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=8, max_steps=6, lr=1e-4,
                       warmup_steps=0, eval_every=0, save_graphs=True, dropout=False)
-    c = run_comparison(cfg, ["eager", "ortmodule"], tmp_path / "pair")
+    c = run_comparison(cfg, CompareConfig(backends=("eager", "ortmodule")), tmp_path / "pair")
     eager, ort = c.run("eager"), c.run("ortmodule")
     assert eager.status is RunStatus.OK and ort.status is RunStatus.OK, (eager.reason, ort.reason)
     assert ort.executed_in_onnxruntime and ort.model_parameters > 20_000_000

@@ -112,7 +112,7 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from ..train import comparison_table, run_comparison
+    from ..train import CompareConfig, comparison_table, run_comparison
     from ..runs import new_run_dir
     from ..train import TrainConfigError
 
@@ -125,8 +125,8 @@ def _cmd_compare(args) -> int:
         bar = None if args.json else _TrainProgressBar()
         lock = _locked(run_dir, args, "compare")
         try:
-            c = run_comparison(cfg, backends, out, progress=bar, stop=_stop_on_sigint(),
-                               tolerance=args.tolerance, isolate=not args.in_process)
+            c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
+                               out, progress=bar, stop=_stop_on_sigint())
         finally:
             lock.release()
             if bar is not None:

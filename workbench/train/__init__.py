@@ -9,16 +9,16 @@
 
 Entry points::
 
-    from workbench.train import TrainConfig, run_training, run_comparison
+    from workbench.train import CompareConfig, TrainConfig, run_training, run_comparison
     run = run_training(TrainConfig.quick(), "ortmodule", run_dir="runs/mine")   # -> TrainRun
     run.status, run.executed_in_onnxruntime, run.median_step_s, run.final_accuracy
-    c = run_comparison(TrainConfig.quick(), ["eager", "ortmodule"], "runs/cmp")  # -> Comparison
+    c = run_comparison(TrainConfig.quick(), CompareConfig(backends=("eager", "ortmodule")), "runs/cmp")  # -> Comparison
 
 * :class:`TrainConfig` (presets ``quick``, ``demo``, ``full``, ``bench``) - everything that
   defines a run except the backend; :class:`TrainConfigError` for a setting that cannot work.
 * :func:`run_training` ``(cfg, backend, run_dir) -> TrainRun`` - one backend, in this process.
 * :func:`run_training_isolated` - the same in a fresh process (``python -m workbench.train``).
-* :func:`run_comparison` ``(cfg, backends, run_dir) -> Comparison`` - several backends, compared;
+* :func:`run_comparison` ``(cfg, CompareConfig, run_dir) -> Comparison`` - several backends, compared;
   :func:`compare` compares finished runs, :func:`comparison_table` prints them.
 * :func:`run_distributed` ``(cfg, backend, nproc)`` - the same loop under ``torchrun`` (DDP).
 * :func:`load_train_run`, :func:`list_train_runs`, :func:`load_comparison` - read results back.
@@ -27,7 +27,7 @@ Entry points::
 Stage contract. Every stage reads ``run_x(input, XConfig, out) -> XResult``. Training has no
 upstream result: its input (the model and the data) is named inside :class:`TrainConfig`
 (``model``, ``data``), so the calls read ``run_training(cfg, backend, run_dir)`` and
-``run_comparison(cfg, backends, run_dir)``, the backend being what is compared. Runtime-only
+``run_comparison(cfg, CompareConfig(backends, tolerance, isolate), run_dir)``, the backends being what is compared. Runtime-only
 objects stay keyword arguments: ``progress`` (called with a :class:`Progress` after every step and
 evaluation), ``stop`` (a ``threading.Event``), ``model=`` (a preloaded model, tests). Settings
 that cannot work raise :class:`TrainConfigError` before anything runs; a failure *during*
@@ -71,6 +71,7 @@ from .compare import (
     DROPOUT_TOLERANCE,
     FP32_TOLERANCE,
     BackendSummary,
+    CompareConfig,
     Comparison,
     Ratio,
     compare,
@@ -130,7 +131,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "BACKEND_ONLY_FIELDS", "BF16_TOLERANCE", "DEFAULT_BACKENDS", "DROPOUT_TOLERANCE", "FP32_TOLERANCE",
-    "ORTMODULE_OWN_DEFAULTS", "STEP_WARMUP", "TUNED_DEFAULTS", "Backend", "BackendSummary", "CompileStats",
+    "ORTMODULE_OWN_DEFAULTS", "STEP_WARMUP", "TUNED_DEFAULTS", "Backend", "BackendSummary", "CompareConfig", "CompileStats",
     "Comparison", "EvalRecord", "FallbackPolicy", "FellBackError", "GraphStage", "Optimizer", "PeakMemory",
     "Precision", "Progress", "ProgressFn", "Ratio", "RunStatus", "Schedule", "StepRecord", "TrainConfig",
     "TrainConfigError", "TrainGraphs", "TrainRun", "Trainer", "allow_streams_without_fd", "check_backend",

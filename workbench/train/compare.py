@@ -1,7 +1,7 @@
 """Training runs side by side: loss parity, speed, memory, start-up cost and accuracy.
 
 ``compare(runs)`` reads finished :class:`~workbench.train.TrainRun` objects;
-``run_comparison(cfg, backends)`` trains each backend with the same config (same seed, data
+``run_comparison(cfg, CompareConfig(backends))`` trains each backend with the same config (same seed, data
 order, optimizer and schedule) and compares them. The result, a :class:`Comparison`, is saved as
 ``<run_dir>/compare.json`` next to the runs' own folders.
 
@@ -262,7 +262,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
         )
     if len(runs_) > 1 and len(set(pids)) < len(pids):
         notes.append("peak memory: runs shared one process, so a later run's RSS includes memory an earlier one did not "
-                     "return to the OS; use run_comparison(..., isolate=True) for per-backend figures")
+                     "return to the OS; use run_comparison(cfg, CompareConfig(isolate=True)) for per-backend figures")
 
     ratios: list[Ratio] = []
     if base_summary.comparable:
@@ -291,29 +291,56 @@ def _backend_only_fields(cfg: TrainConfig) -> dict:
     return {k: getattr(cfg, k) for k in BACKEND_ONLY_FIELDS}
 
 
+@dataclass(frozen=True)
+class CompareConfig:
+    """What a comparison trains and how it judges them, beside the :class:`TrainConfig` every
+    backend shares: ``backends`` (each trained with the same config: same seed, data order,
+    optimizer), ``tolerance`` (loss parity; None: justified per precision and dropout, see
+    :func:`compare`), ``isolate`` (each backend in its own process: honest per-backend peak memory,
+    what the CLI and the benchmark do)."""
+
+    backends: tuple[Backend, ...] = DEFAULT_BACKENDS
+    tolerance: Optional[float] = None
+    isolate: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.backends, (str, Backend)):
+            raise TrainConfigError(f"backends is a list of backends, got {self.backends!r}; write ('eager', 'ortmodule')")
+        chosen = tuple(_enum(Backend, b, "backend") for b in self.backends)
+        if not chosen:
+            raise TrainConfigError(f"backends must name at least one of {', '.join(b.value for b in Backend)}")
+        if len(set(chosen)) != len(chosen):
+            raise TrainConfigError(f"backends must not repeat, got {[b.value for b in chosen]}")
+        object.__setattr__(self, "backends", chosen)
+        if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
+                                               and math.isfinite(self.tolerance) and self.tolerance > 0):
+            raise TrainConfigError(f"tolerance must be a positive number of nats (or None: per precision), got {self.tolerance!r}")
+        object.__setattr__(self, "isolate", bool(self.isolate))
+
+
 def run_comparison(
     cfg: TrainConfig,
-    backends: Sequence[Backend | str] = DEFAULT_BACKENDS,
+    compare_cfg: Optional[CompareConfig] = None,
     run_dir: str | os.PathLike | None = None,
+    *,
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
-    *,
-    tolerance: Optional[float] = None,
-    isolate: bool = False,
 ) -> Comparison:
-    """Train each backend in turn with ``cfg``, compare them, save ``<run_dir>/compare.json``.
+    """Train each of ``compare_cfg.backends`` in turn with ``cfg``, compare them, save
+    ``<run_dir>/compare.json``. Training has no upstream result: its input (model and data) is named
+    in ``cfg``; ``compare_cfg`` (:class:`CompareConfig`) says what is compared and how.
 
     Every backend is checked against the config first, so a combination that cannot run (bf16
-    with ortmodule on the CPU) is rejected before any training starts. ``isolate=True`` runs each
-    backend in its own process (honest per-backend peak memory; what the CLI and the benchmark
-    do). ``stop`` ends the current run cleanly and skips the rest; a fallback or failure of one
-    backend is recorded and the others still run.
+    with ortmodule on the CPU) is rejected before any training starts. ``stop`` ends the current
+    run cleanly and skips the rest; a fallback or failure of one backend is recorded and the others
+    still run.
     """
-    if not backends:
-        raise TrainConfigError(f"backends must name at least one of {', '.join(b.value for b in Backend)}")
-    chosen = [check_backend(cfg, b) for b in backends]
-    if len(set(chosen)) != len(chosen):
-        raise TrainConfigError(f"backends must not repeat, got {[b.value for b in chosen]}")
+    compare_cfg = compare_cfg if compare_cfg is not None else CompareConfig()
+    if not isinstance(compare_cfg, CompareConfig):
+        raise TrainConfigError(f"compare_cfg must be a CompareConfig (e.g. CompareConfig(backends=('eager', 'ortmodule'))), "
+                               f"got {type(compare_cfg).__name__}")
+    chosen = [check_backend(cfg, b) for b in compare_cfg.backends]
+    tolerance, isolate = compare_cfg.tolerance, compare_cfg.isolate
     baseline = Backend.EAGER if Backend.EAGER in chosen else chosen[0]
     run_dir = Path(run_dir) if run_dir is not None else runs.new_run_dir("compare")
     done: list[TrainRun] = []

@@ -5,7 +5,7 @@ in a background thread and at every step boundary, *during the run only*. We do 
 ``resource.getrusage().ru_maxrss``: it is the peak over the whole process lifetime, so a second
 run in the same process would inherit the first one's peak. Memory freed by one run is not always
 returned to the OS, so for honest side-by-side figures run each backend in its own process
-(``run_comparison(..., isolate=True)``, which the CLI and the benchmark do). On CUDA the figure is
+(``run_comparison(cfg, CompareConfig(isolate=True))``, which the CLI and the benchmark do). On CUDA the figure is
 ``torch.cuda.max_memory_allocated`` (the caching allocator's peak; ORT's CUDA arena is separate).
 """
 
