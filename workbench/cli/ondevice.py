@@ -13,7 +13,7 @@ from .progress import TerminalProgress, _stop_on_sigint
 ONDEVICE_FLAGS = (
     "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
     "steps", "batch_size", "max_length", "seed", "data", "max_train", "opset", "tolerance", "threads",
-    "validation_examples", Flag("measure_memory", "memory"),
+    "validation_examples", Flag("measure_memory", "memory"), "web",
 )
 
 
