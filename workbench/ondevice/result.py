@@ -105,6 +105,7 @@ class OnDeviceResult:
     notes: list[str] = field(default_factory=list)
     web_page: Optional[Path] = None  # <run>/web/index.html: the artifacts trained by onnxruntime-web (None: not written)
     web_note: str = ""  # where the page is, or why it was not written and how to get it
+    model: str = ""  # the stage's input as given ("tiny", "minilm" or a folder): what `ondevice import` loads again
 
     @property
     def ok(self) -> bool:

@@ -210,7 +210,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
         stopped=stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
-        web_page=page.page, web_note=page.note)
+        web_page=page.page, web_note=page.note, model=model)
     runs.save_result(result, out / RESULT_FILE)
     return result
 
