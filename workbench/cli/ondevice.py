@@ -27,6 +27,13 @@ def _cmd_ondevice(args) -> int:
     try:
         cfg = build(OnDeviceConfig, args, base=OnDeviceConfig.quick() if args.model == "tiny" else OnDeviceConfig.default())
         check_model(args.model)  # a wrong folder fails here, before a run folder is made
+        if args.serve:  # the page it would serve must be written: say so before the run, not after it
+            from ..ondevice.web import ort_web_missing
+
+            if not cfg.web:
+                return _fail("--serve serves the run's web page, which --no-web skips; drop one of them")
+            if (missing := ort_web_missing()) is not None:
+                return _fail(f"--serve: the web page cannot be written: {missing}")
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
         lock = _locked(run_dir, args, "ondevice")
@@ -43,8 +50,6 @@ def _cmd_ondevice(args) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
-    if args.serve and result.web_page is None:
-        return _fail(f"--serve: {result.web_note}")
     if args.json:
         _print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
                      "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,

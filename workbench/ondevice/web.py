@@ -168,6 +168,19 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
     return index, offset
 
 
+def read_page_batches(config_path: str | os.PathLike, bin_path: str | os.PathLike):
+    """The page's batches read back as the page reads them: ``(train, eval)``, lists of
+    ``{name: int64 array}``."""
+    config = json.loads(Path(config_path).read_text())
+    raw = Path(bin_path).read_bytes()
+
+    def unpack(index):
+        return [{name: np.frombuffer(raw, dtype="<i8", count=t["count"], offset=t["offset"]).reshape(t["shape"])
+                 for name, t in entry.items()} for entry in index]
+
+    return unpack(config["train"]), unpack(config["eval"])
+
+
 def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequence[dict[str, np.ndarray]],
                evals: Sequence[dict[str, np.ndarray]], class_names: Sequence[str], model_name: str) -> WebPage:
     """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``; replaced as a whole.
