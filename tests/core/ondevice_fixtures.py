@@ -27,10 +27,13 @@ def ort_losses(run_dir: Path, optimizer_graph: Path, fed_lr: float) -> list[floa
 
     from workbench.ondevice.web import BATCHES_BIN, CONFIG_FILE, read_page_batches
 
+    from workbench.ondevice.artifacts import _quiet_onnxruntime
+
     art = Path(run_dir) / "artifacts"
-    state = CheckpointState.load_checkpoint(str(art / "checkpoint"))
-    module = Module(str(art / "training_model.onnx"), state, str(art / "eval_model.onnx"))
-    optimizer = Optimizer(str(optimizer_graph), module)
+    with _quiet_onnxruntime():  # its INFO/WARNING lines about unused dropout constants
+        state = CheckpointState.load_checkpoint(str(art / "checkpoint"))
+        module = Module(str(art / "training_model.onnx"), state, str(art / "eval_model.onnx"))
+        optimizer = Optimizer(str(optimizer_graph), module)
     optimizer.set_learning_rate(fed_lr)
     module.train()
     names = module.input_names()
