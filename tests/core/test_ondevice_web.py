@@ -147,6 +147,12 @@ def test_import_of_a_parameter_buffer_round_trips(run, tmp_path, capsys):
     np.testing.assert_allclose(logits_of(Path(export.onnx_path), python), python.reference_logits(), rtol=0, atol=1e-5)
     # the run's newest export is the browser-trained one: fuse / quantize take it
     assert open_run(run).result_path("export") == (run / "browser" / "export.json")
+    code = main(["fuse", str(run), "--preset", "inspect", "--json"])
+    fused = json.loads(capsys.readouterr().out)
+    assert code == 0 and fused["result"] == str(run / "fusion" / "fusion.json")
+    from workbench.graph import load_fusion
+
+    assert Path(load_fusion(run / "fusion").export_path).parent == (run / "browser").resolve()  # the browser-trained graph
 
 
 def test_import_of_the_untrained_parameters_says_so(run, tmp_path, capsys):
