@@ -232,3 +232,33 @@ def test_the_server_binds_127_0_0_1_with_module_and_wasm_types(run, tmp_path, li
                 assert r.status == 200 and (mime is None or r.headers["Content-Type"].startswith(mime)), (path, r.headers)
     with pytest.raises(OnDeviceError, match="has no web page"):
         web.PageServer(tmp_path)
+
+
+def test_serve_after_the_run_prints_the_address_and_ctrl_c_stops_it(tmp_path, listening):
+    """`workbench ondevice ... --serve`: the run, then its page on 127.0.0.1 until Ctrl-C (exit 0)."""
+    import os
+    import re
+    import signal
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "ondevice", "--steps", "2", "--no-memory", "--threads", "1",
+                             "--validation-examples", "4", "--max-train", "32", "--run-dir", str(tmp_path / "r"), "--serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if line.startswith("serving the on-device page on "):
+                break
+        else:
+            pytest.fail(f"no address printed; stderr: {proc.stderr.read()[-2000:]}")
+        url = re.search(r"(http://127\.0\.0\.1:\d+/web/index\.html)", line).group(1)
+        assert {ip for ip, _ in listening(proc.pid)} == {"127.0.0.1"}
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert r.status == 200 and b"ort/ort.training.wasm.min.js" in r.read()
+        proc.send_signal(signal.SIGINT)  # our own child, by its pid
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
