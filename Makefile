@@ -4,13 +4,18 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-fast bench bench-all doctor clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-fast bench bench-all doctor clean
 
 setup:
 	bash scripts/setup.sh
 
 setup-test:
 	bash scripts/setup.sh --test
+
+## onnxruntime-web 1.19.2 (web/package-lock.json) for `workbench ondevice`'s web page: node and npm from
+## Debian when missing, then npm ci --ignore-scripts in web/ (make setup-test does this too).
+setup-web:
+	bash scripts/setup.sh --web
 
 setup-gpu:
 	bash scripts/setup.sh --gpu

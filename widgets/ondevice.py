@@ -51,11 +51,14 @@ class OnDevicePanel(Panel):
 
     Options: ``model`` ("tiny", "minilm" or a checkpoint folder; a TrainPanel's checkpoint works),
     ``trainable``, ``last_n_layers``, ``steps``, ``lr``, ``batch_size``, ``threads``,
-    ``measure_memory``, ``data`` (a DatasetDict; default the reviews), ``run_dir``.
+    ``measure_memory``, ``data`` (a DatasetDict; default the reviews), ``run_dir``, ``serve_page``
+    (after a run, serve its web page on 127.0.0.1 and link it: the artifacts trained in this browser
+    by onnxruntime-web; ``stop_page()`` ends the server).
     """
 
     OPTIONS = {"model": "tiny", "trainable": "head", "last_n_layers": 1, "steps": 10, "lr": 1e-3, "batch_size": 8,
-               "threads": None, "measure_memory": True, "data": None, "run_dir": None}
+               "threads": None, "measure_memory": True, "data": None, "run_dir": None, "serve_page": True}
+    page_server = None  # the run's web page served on 127.0.0.1 (workbench.ondevice.web.PageServer), after a run
     TITLE = "On-device training"
     HELP = ("ONNX Runtime's training artifacts for the chosen parameters, trained with onnxruntime.training.api "
             "beside PyTorch eager on the same batches; exported back to an inference graph.")
@@ -90,7 +93,8 @@ class OnDevicePanel(Panel):
         self.figure = go.FigureWidget(layout=dict(height=460, template="plotly_white"))
         self.cost_figure = go.FigureWidget(layout=dict(height=340, template="plotly_white"))
         self.results_html = W.HTML("")
-        return [self.figure, self.results_html, self.cost_figure]
+        self.page_html = W.HTML("")
+        return [self.figure, self.page_html, self.results_html, self.cost_figure]
 
     def config(self, values: Optional[dict[str, Any]] = None) -> OnDeviceConfig:
         """The OnDeviceConfig the controls describe (OnDeviceError, one line, for a bad value); the model
@@ -110,6 +114,33 @@ class OnDevicePanel(Panel):
         replace_figure(self.figure, ondevice_plots.loss_curves(result))
         replace_figure(self.cost_figure, ondevice_plots.cost_bars(result))
         self.results_html.value = result_html(result)
+        self.page_html.value = self._page_link(result)
+
+    def _page_link(self, result: OnDeviceResult) -> str:
+        """A link to the run's web page (served on 127.0.0.1 by this panel), or why there is none."""
+        from pathlib import Path
+
+        from workbench.ondevice.web import serve
+
+        if result.web_page is None:
+            return f"<p>{html.escape(result.web_note)}</p>"
+        run_dir = Path(result.web_page).parents[1]
+        importing = (f"then bring the weights back: <code>workbench ondevice import {html.escape(str(run_dir))} "
+                     "trained_parameters.bin</code>")
+        if not self.options["serve_page"]:
+            return (f"<p>Web page: <code>{html.escape(str(result.web_page))}</code>; serve it with <code>workbench ondevice "
+                    f"serve {html.escape(str(run_dir))}</code>, {importing}</p>")
+        self.stop_page()
+        self.page_server = serve(run_dir)
+        url = html.escape(self.page_server.url)
+        return (f"<p><a href='{url}' target='_blank'>Open the on-device page</a> ({url}, 127.0.0.1 only): these artifacts "
+                f"trained in your browser by onnxruntime-web at learning rate {result.config.lr:g}; {importing}</p>")
+
+    def stop_page(self) -> None:
+        """Stop serving the web page (a new run replaces it)."""
+        if self.page_server is not None:
+            self.page_server.stop()
+            self.page_server = None
 
     def _summary(self, result: OnDeviceResult) -> str:
         return (f"curves {'agree' if result.loss_parity else 'DIFFER'} (|Δ| {result.max_loss_diff:.2g}); "

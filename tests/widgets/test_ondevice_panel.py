@@ -36,6 +36,22 @@ def test_panel_trains_and_draws_both_curves(panel):
     assert bar.max == 4 and bar.value == 4 and bar.bar_style == "success", (bar.max, bar.value, bar.bar_style)
 
 
+def test_panel_links_the_runs_web_page_served_on_127_0_0_1(panel):
+    import urllib.request
+
+    r = panel.result
+    server = panel.page_server
+    assert r.web_page is not None and server is not None
+    assert server.httpd.server_address[0] == "127.0.0.1" and server.url.startswith("http://127.0.0.1:")
+    link = panel.page_html.value
+    assert f"href='{server.url}'" in link and "Open the on-device page" in link
+    assert f"workbench ondevice import {server.run_dir}" in link
+    with urllib.request.urlopen(server.url, timeout=30) as resp:  # the link answers with the run's page
+        assert resp.status == 200 and b"app.js" in resp.read()
+    panel.stop_page()
+    assert panel.page_server is None
+
+
 def test_bad_options_and_errors_keep_the_panel_usable(tmp_path, quick_data):
     with pytest.raises(TypeError, match="steps"):
         OnDevicePanel(step=3)
@@ -49,3 +65,4 @@ def test_bad_options_and_errors_keep_the_panel_usable(tmp_path, quick_data):
     assert not p.run_button.disabled  # usable again
     p.set_values(trainable="head", last_n_layers=1)
     assert p.run().loss_parity and p.error is None
+    p.stop_page()

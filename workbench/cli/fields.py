@@ -109,6 +109,7 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "threads": "intra-op threads of both sides (default: PyTorch's)",
         "validation_examples": "examples the inference graph is validated on",
         "measure_memory": "measure peak memory, one fresh process per side (--no-memory skips it)",
+        "web": "write the web page that trains the artifacts in a browser with onnxruntime-web (--no-web skips it)",
     },
     "SearchConfig": {
         "budget_overall": "search: accuracy drop allowed overall (0.01 = 1 point)",

@@ -3,6 +3,7 @@ beside PyTorch eager on the same batches, and the result exported for inference.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .. import runs
@@ -13,7 +14,7 @@ from .progress import TerminalProgress, _stop_on_sigint
 ONDEVICE_FLAGS = (
     "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
     "steps", "batch_size", "max_length", "seed", "data", "max_train", "opset", "tolerance", "threads",
-    "validation_examples", Flag("measure_memory", "memory"),
+    "validation_examples", Flag("measure_memory", "memory"), "web",
 )
 
 
@@ -26,6 +27,13 @@ def _cmd_ondevice(args) -> int:
     try:
         cfg = build(OnDeviceConfig, args, base=OnDeviceConfig.quick() if args.model == "tiny" else OnDeviceConfig.default())
         check_model(args.model)  # a wrong folder fails here, before a run folder is made
+        if args.serve:  # the page it would serve must be written: say so before the run, not after it
+            from ..ondevice.web import ort_web_missing
+
+            if not cfg.web:
+                return _fail("--serve serves the run's web page, which --no-web skips; drop one of them")
+            if (missing := ort_web_missing()) is not None:
+                return _fail(f"--serve: the web page cannot be written: {missing}")
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
         lock = _locked(run_dir, args, "ondevice")
@@ -48,11 +56,76 @@ def _cmd_ondevice(args) -> int:
                      "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
                      "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
                      "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio,
-                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes})
+                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes,
+                     "web_page": result.web_page, "web_note": result.web_note})
     else:
         print(table(result))
         print(f"saved: {run_dir / runs.layout.ONDEVICE_FILE}   next: workbench fuse {result.inference_dir}")
-    return 0 if result.ok else 1
+    code = 0 if result.ok else 1
+    if args.serve:
+        served = _serve(run_dir, args.port)
+        return served if served else code
+    return code
+
+
+def _serve(run_dir: Path, port: int) -> int:
+    """Serve the run's page on 127.0.0.1 until Ctrl-C (exit 0), or one line and exit 2."""
+    import signal
+
+    from ..ondevice import OnDeviceError
+    from ..ondevice.web import PageServer
+
+    try:
+        server = PageServer(run_dir, port, quiet=False)
+    except OnDeviceError as exc:
+        return _fail(str(exc))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the run's handler only asked to stop between steps
+    print(f"serving the on-device page on {server.url} (127.0.0.1 only; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.httpd.server_close()
+    return 0
+
+
+def _cmd_serve(args) -> int:
+    from ..ondevice.browser import _run_root
+    from ..ondevice import OnDeviceError
+
+    try:
+        root = _run_root(args.run)
+    except OnDeviceError as exc:
+        return _fail(str(exc))
+    return _serve(root, args.port)
+
+
+def _cmd_import(args) -> int:
+    from ..data import DataError
+    from ..models import ModelError
+    from ..ondevice import OnDeviceError
+    from ..ondevice.browser import _run_root, import_parameters, import_table
+    from ..runs import RunError
+
+    try:
+        lock = _locked(_run_root(args.run), args, "ondevice import")
+        try:
+            record = import_parameters(args.run, args.file)
+        finally:
+            lock.release()
+    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+        return _fail(" ".join(str(exc).split()))
+    except RunError as exc:  # the run folder is locked by another writer
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot read {args.file} or write the run folder ({exc.strerror or exc}); check the paths")
+    if args.json:
+        _print_json(record)
+    else:
+        print(import_table(record))
+        print(f"saved: {record.export_dir / runs.layout.BROWSER_FILE}   next: workbench fuse {record.export_dir}")
+    return 0 if record.validation.passed else 1
 
 
 def _add_ondevice(sub) -> None:
@@ -73,4 +146,26 @@ def _add_ondevice(sub) -> None:
     cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one")
     cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    cli_only(p, "--serve", action="store_true", help="after the run, serve its web page on 127.0.0.1 and print the "
+                                                     "address (Ctrl-C stops)")
+    cli_only(p, "--port", type=int, default=0, help="port for --serve on 127.0.0.1 (default: 0, any free port)")
     p.set_defaults(func=_cmd_ondevice)
+    actions = p.add_subparsers(dest="ondevice_action", metavar="{import,serve}", title="after a run",
+                               description="`workbench ondevice import RUN FILE`, `workbench ondevice serve RUN`")
+    imp = actions.add_parser("import", help="fold the parameters trained in the run's web page into its checkpoint and "
+                                            "export the inference graph (RUN/browser, what fuse and quantize read)",
+                             description="Read the file the page's 'Download trained parameters' saved (float32, the "
+                                         "trainable parameters), copy it into the run's initial checkpoint with "
+                                         "onnxruntime.training.api, export and validate the inference graph in "
+                                         "RUN/browser, recorded as trained in the browser. Exit 0: it validates; "
+                                         "1: it does not; 2: bad input.")
+    imp.add_argument("run", help="the on-device run folder (the one `workbench ondevice` wrote)")
+    imp.add_argument("file", help="the downloaded parameters (trained_parameters.bin)")
+    cli_only(imp, "--json", action="store_true", help="print the result as JSON")
+    imp.set_defaults(func=_cmd_import)
+    srv = actions.add_parser("serve", help="serve a run's web page on 127.0.0.1 and print the address (Ctrl-C stops)",
+                             description="Serve the run folder over http on 127.0.0.1 only (the page loads ../artifacts), "
+                                         "with the MIME types the browser needs for .mjs and .wasm.")
+    srv.add_argument("run", help="the on-device run folder")
+    cli_only(srv, "--port", type=int, default=0, help="port on 127.0.0.1 (default: 0, any free port)")
+    srv.set_defaults(func=_cmd_serve)

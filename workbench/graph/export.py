@@ -79,6 +79,7 @@ class ExportResult:
     reference_logits_path: Path
     export_seconds: float
     config: ExportConfig = field(default_factory=ExportConfig)
+    trained_in: str = ""  # where the weights were trained when not by the workbench's PyTorch (an on-device run, a browser)
 
     @property
     def out_dir(self) -> Path:

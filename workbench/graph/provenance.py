@@ -137,8 +137,9 @@ def _match_by_value(orig: GraphIndex, opt: GraphIndex, wanted: list[str], vocab_
     got = _run_with_outputs(opt, wanted, batch)
     ref = _run_with_outputs(orig, removed_outputs, batch)
     mapping = {}
+    ref = {k: v for k, v in ref.items() if v is not None}  # an optional output no node computes (a Dropout's mask)
     for name, value in got.items():
-        if value.dtype.kind != "f" or value.size < 2 or float(np.std(value)) == 0.0:
+        if value is None or value.dtype.kind != "f" or value.size < 2 or float(np.std(value)) == 0.0:
             continue
         best = None
         for cand, cval in ref.items():

@@ -27,6 +27,10 @@ Entry points:
     read a saved ``ondevice.json`` back; the result as a few lines of text (what the CLI prints).
 ``pytorch_curve(model, cfg, data, lr=None, torch_adamw=False)``
     PyTorch eager's losses alone (what the tolerance is measured against).
+``web.write_page``, ``web.serve(run_dir)``, ``browser.import_parameters(run, file) -> BrowserImport``
+    the run's web page (the artifacts trained by onnxruntime-web 1.19.2 in a browser, the learning
+    rate baked into its optimizer graph), served on 127.0.0.1, and the page's downloaded parameters
+    folded back into the checkpoint and exported (``workbench ondevice serve`` / ``import``).
 
 Files:
 
@@ -38,7 +42,9 @@ Files:
 - ``data.py``: the model as trained here and the batches both sides train on
 - ``loops.py``: the two training loops (onnxruntime.training.api, PyTorch eager), ``pytorch_curve``
 - ``memory.py``: peak memory of each side in a fresh process (``python -m workbench.ondevice``)
-- ``stage.py``: ``run_ondevice``, the whole stage
+- ``stage.py``: ``run_ondevice``, the whole stage; ``export_trained`` (a trained module to an export)
+- ``web.py``: the web page, ``bake_learning_rate``, the 127.0.0.1 page server
+- ``browser.py``: ``import_parameters`` (``workbench ondevice import``), ``BrowserImport``
 - ``__main__.py``: the per-side child process that ``memory.py`` starts
 
 Two pitfalls of onnxruntime-training 1.19.2 (measured here, see FIELD_NOTES):

@@ -220,9 +220,11 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
         t0 = time.perf_counter()
         try:
             with _quiet_onnxruntime():
+                # logits as a second output of the training and eval graphs: the web page computes its
+                # accuracy from the eval graph (the loss alone cannot say which class won)
                 ort_artifacts.generate_artifacts(graph, requires_grad=requires_grad, frozen_params=frozen,
                                                  loss=getattr(ort_artifacts.LossType, cfg.loss), optimizer=optimizer,
-                                                 artifact_directory=str(tmp))
+                                                 artifact_directory=str(tmp), additional_output_names=["logits"])
         except RuntimeError as exc:
             raise explain_gradient_failure(exc, graph, cfg.opset) from None
         generate_seconds = time.perf_counter() - t0

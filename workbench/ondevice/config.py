@@ -101,6 +101,7 @@ class OnDeviceConfig:
     memory_steps: int = 10
     threads: Optional[int] = None  # intra-op threads of both sides (default: PyTorch's current setting)
     train_position_embeddings: bool = False  # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
+    web: bool = True  # write the web page beside the artifacts (workbench/ondevice/web.py; skipped without onnxruntime-web)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trainable", _enum(Trainable, self.trainable, "trainable"))

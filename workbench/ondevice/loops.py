@@ -34,7 +34,7 @@ class _OrtTrainer:
         self.input_names = got
 
     def step(self, batch: dict[str, np.ndarray]) -> float:
-        loss = self.module(*[batch[k] for k in self.input_names])
+        loss, _logits = self.module(*[batch[k] for k in self.input_names])  # the graphs output loss and logits
         self.optimizer.step()
         self.module.lazy_reset_grad()
         return float(loss)

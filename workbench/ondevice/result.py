@@ -103,6 +103,9 @@ class OnDeviceResult:
     seconds: float
     environment: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    web_page: Optional[Path] = None  # <run>/web/index.html: the artifacts trained by onnxruntime-web (None: not written)
+    web_note: str = ""  # where the page is, or why it was not written and how to get it
+    model: str = ""  # the stage's input as given ("tiny", "minilm" or a folder): what `ondevice import` loads again
 
     @property
     def ok(self) -> bool:
@@ -156,5 +159,7 @@ def table(result: OnDeviceResult) -> str:
     lines.append(f"  {result.validation.message}")
     lines.append(f"  vs PyTorch-trained model: largest |Δ logit| {result.agreement_with_pytorch_training.max_abs_diff:.3g}; "
                  f"trained weights differ by {result.weights_max_abs_diff:.3g} (moved {result.weights_moved:.3g})")
+    if result.web_note:
+        lines.append(result.web_note)
     lines.extend(f"note: {n}" for n in result.notes)
     return "\n".join(lines)

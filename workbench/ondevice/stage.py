@@ -95,6 +95,8 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     notes.extend(art.notes)
     batches = _batches(loaded, data["train"], cfg)
     input_names = [k for k in batches[0] if k != "labels"]
+    # the web page: the same artifacts (the initial checkpoint) and the same batches, for onnxruntime-web
+    page = _write_web_page(out, cfg, loaded, data, batches, classes)
 
     # 2. both loops, interleaved step by step in this process (same load on both), same thread count
     threads = cfg.threads or torch.get_num_threads()
@@ -102,17 +104,24 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     torch.set_num_threads(threads)
     try:
         return _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes,
-                                 started, progress, stop)
+                                 started, progress, stop, page)
     finally:
         torch.set_num_threads(previous_threads)
 
 
+def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, classes):
+    from .web import WebPage, eval_batches, write_page
+
+    if not cfg.web:
+        return WebPage(None, "web page not written (web=False, --no-web)")
+    return write_page(out, cfg, batches, eval_batches(loaded, data, cfg), classes, loaded.name)
+
+
 def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes, started,
-                      progress, stop) -> OnDeviceResult:
+                      progress, stop, page) -> OnDeviceResult:
     import torch
 
-    from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
-    from ..graph import save_tokenizer, validate_onnx, write_examples
+    from ..graph import validate_onnx
 
     ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
     torch_trainer = _TorchTrainer(loaded, art.trainable_tensors, cfg)
@@ -159,58 +168,21 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
 
     # 4. back to an inference graph, written as an export the later stages read
     inf_dir = out / INFERENCE_DIR
-    inf_dir.mkdir(parents=True, exist_ok=True)
-    inf_path = inf_dir / ONNX_FILE
-    with runs.atomic_path(inf_path) as tmp, _quiet_onnxruntime():
-        ort_trainer.module.export_model_for_inferencing(str(tmp), ["logits"])
-    import onnx
-
-    proto = onnx.load(str(inf_path))
-    if proto.ir_version > MAX_IR_VERSION:
-        proto.ir_version = MAX_IR_VERSION
-        with runs.atomic_path(inf_path) as tmp:
-            onnx.save(proto, str(tmp))
-    # PyTorch holding the on-device-trained weights: the graph must compute what it computes
-    pt_trained_state = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
-    with torch.no_grad():
-        for n, p in loaded.model.named_parameters():
-            p.copy_(torch.from_numpy(ort_trained[n]) if n in ort_trained else initial[n])
-    trained_dir = out / TRAINED_MODEL_DIR
-    with runs.atomic_dir(trained_dir) as tmp:
-        loaded.model.save_pretrained(str(tmp))
-        loaded.tokenizer.save_pretrained(str(tmp))
-    vcfg = ExportConfig.strict(opset=cfg.opset, max_length=cfg.max_length, validation_examples=cfg.validation_examples,
-                               tolerance=EXPORT_TOLERANCE)
-    split = "validation" if "validation" in data else "test"
-    vcfg = replace(vcfg, validation_split=split)
+    export, validation, _ = export_trained(
+        ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, out / TRAINED_MODEL_DIR,
+        f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
+        "onnxruntime.training.api (Python)")
+    inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
+    vcfg = export.config
     from ..graph import select_examples
     from ..ortinfer import torch_predict_dataset
 
     examples = select_examples(data, vcfg)
-    reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
-    validation = validate_onnx(inf_path, reference, loaded.tokenizer, examples, vcfg,
-                               what="the on-device inference graph (vs PyTorch with the on-device-trained weights)")
-    with torch.no_grad():
-        for n, p in loaded.model.named_parameters():
-            p.copy_(pt_trained_state[n])
     pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
     agreement = validate_onnx(inf_path, pt_reference, loaded.tokenizer, examples,
                               replace(vcfg, tolerance=max(10 * tol, EXPORT_TOLERANCE)),
                               what="the on-device inference graph (vs the model trained in PyTorch eager)")
-    tok_dir = save_tokenizer(loaded.tokenizer, inf_dir / TOKENIZER_DIR)
-    ex_path = write_examples(inf_dir / EXAMPLES_FILE, examples)
-    ref_path = runs.atomic_write_npy(inf_dir / REFERENCE_FILE, reference)
-    initializers = {i.name for i in proto.graph.initializer}
-    export = ExportResult(
-        onnx_path=inf_path.resolve(), model_source=str(trained_dir.resolve()), model_name=f"{loaded.name}+ondevice",
-        opset=cfg.opset, input_names=[i.name for i in proto.graph.input if i.name not in initializers],
-        output_names=["logits"], validation=validation, size_mib=file_size_mib(inf_path), node_count=len(proto.graph.node),
-        op_histogram=op_histogram(proto), attn_implementation=str(loaded.attn_implementation),
-        class_names=[str(c) for c in classes], max_length=cfg.max_length, model_info=model_info(loaded),
-        tokenizer_dir=tok_dir.resolve(), examples_path=ex_path.resolve(), reference_logits_path=ref_path.resolve(),
-        export_seconds=0.0, config=vcfg)
-    runs.save_result(export, inf_dir / EXPORT_FILE)
-    if any(n.op_type == "Dropout" for n in proto.graph.node):
+    if any(n == "Dropout" for n in export.op_histogram):
         notes.append("the inference graph keeps Dropout nodes (probability 0, a no-op at inference)")
 
     # 5. cost: step time from the interleaved loop, memory from one fresh process per side
@@ -237,6 +209,65 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         weights_max_abs_diff=weights_diff, weights_moved=moved, frozen_unchanged=bool(frozen_ok),
         inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
-        stopped=stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes)
+        stopped=stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
+        web_page=page.page, web_note=page.note, model=model)
     runs.save_result(result, out / RESULT_FILE)
     return result
+
+
+def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: dict[str, np.ndarray],
+                   initial: dict[str, Any], inf_dir: Path, trained_dir: Path, model_name: str, what: str, trained_in: str = ""):
+    """``module`` (an ``onnxruntime.training.api.Module`` holding trained weights) exported for
+    inference into ``inf_dir`` as an export (``export.json``: what fuse / quantize / evaluate read),
+    validated against PyTorch holding the same weights (``trained`` for the trainable tensors,
+    ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
+    weights are put back afterwards. Returns ``(ExportResult, its Validation, {name: the weights
+    loaded.model held})``."""
+    import onnx
+    import torch
+
+    from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
+    from ..graph import save_tokenizer, select_examples, validate_onnx, write_examples
+    from ..ortinfer import torch_predict_dataset
+
+    inf_dir.mkdir(parents=True, exist_ok=True)
+    inf_path = inf_dir / ONNX_FILE
+    with runs.atomic_path(inf_path) as tmp, _quiet_onnxruntime():
+        module.export_model_for_inferencing(str(tmp), ["logits"])
+    proto = onnx.load(str(inf_path))
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+        with runs.atomic_path(inf_path) as tmp:
+            onnx.save(proto, str(tmp))
+    held = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
+    with torch.no_grad():
+        for n, p in loaded.model.named_parameters():
+            p.copy_(torch.from_numpy(np.asarray(trained[n])) if n in trained else initial[n])
+    with runs.atomic_dir(trained_dir) as tmp:
+        loaded.model.save_pretrained(str(tmp))
+        loaded.tokenizer.save_pretrained(str(tmp))
+    vcfg = ExportConfig.strict(opset=cfg.opset, max_length=cfg.max_length, validation_examples=cfg.validation_examples,
+                               tolerance=EXPORT_TOLERANCE)
+    vcfg = replace(vcfg, validation_split="validation" if "validation" in data else "test")
+    examples = select_examples(data, vcfg)
+    try:
+        reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
+        validation = validate_onnx(inf_path, reference, loaded.tokenizer, examples, vcfg, what=what)
+    finally:
+        with torch.no_grad():
+            for n, p in loaded.model.named_parameters():
+                p.copy_(held[n])
+    tok_dir = save_tokenizer(loaded.tokenizer, inf_dir / TOKENIZER_DIR)
+    ex_path = write_examples(inf_dir / EXAMPLES_FILE, examples)
+    ref_path = runs.atomic_write_npy(inf_dir / REFERENCE_FILE, reference)
+    initializers = {i.name for i in proto.graph.initializer}
+    export = ExportResult(
+        onnx_path=inf_path.resolve(), model_source=str(trained_dir.resolve()), model_name=model_name,
+        opset=cfg.opset, input_names=[i.name for i in proto.graph.input if i.name not in initializers],
+        output_names=["logits"], validation=validation, size_mib=file_size_mib(inf_path), node_count=len(proto.graph.node),
+        op_histogram=op_histogram(proto), attn_implementation=str(loaded.attn_implementation),
+        class_names=[str(c) for c in classes], max_length=cfg.max_length, model_info=model_info(loaded),
+        tokenizer_dir=tok_dir.resolve(), examples_path=ex_path.resolve(), reference_logits_path=ref_path.resolve(),
+        export_seconds=0.0, config=vcfg, trained_in=trained_in)
+    runs.save_result(export, inf_dir / EXPORT_FILE)
+    return export, validation, held

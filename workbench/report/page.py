@@ -159,7 +159,8 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         val = e["validation"]
         parts.append(f"<p>{_e(e['model_type'])} model, {_e(e['num_parameters'])} parameters, exported with "
                      f"{_e(e['attn_implementation'])} attention at opset {e['opset']}: {e['node_count']} nodes, "
-                     f"{_f(e['size_mib'], '.1f')} MiB, in {_f(e['export_seconds'], '.1f')} s.</p>"
+                     f"{_f(e['size_mib'], '.1f')} MiB, in {_f(e['export_seconds'], '.1f')} s."
+                     f"{(' Trained in: ' + _e(e['trained_in']) + '.') if e.get('trained_in') else ''}</p>"
                      f"<p class='{'ok' if val['passed'] else 'bad'}'>Against PyTorch on {val['n_examples']} of the rows: "
                      f"{_e(val['message'])}</p>")
 

@@ -142,7 +142,7 @@ def build_summary(inp: ReportInputs) -> dict:
                   "node_count": e.node_count, "size_mib": e.size_mib, "export_seconds": e.export_seconds,
                   "class_names": list(e.class_names), "max_length": e.max_length, "model_type": e.model_info.model_type,
                   "num_parameters": e.model_info.num_parameters, "validation": serial.to_dict(e.validation),
-                  "top_ops": dict(list(e.op_histogram.items())[:12])}
+                  "top_ops": dict(list(e.op_histogram.items())[:12]), "trained_in": e.trained_in}
     fusion = None
     if inp.fusion is not None:
         f = inp.fusion

@@ -10,6 +10,8 @@
       quantize/<name>/quantize.json                QuantResult of each preset (re-quantizations below it)
       search/search.json                           SearchResult (its candidates in search/<candidate>/)
       inference/export.json                        an on-device run's inference graph (an export)
+      web/index.html                               an on-device run's web page (onnxruntime-web trains there)
+      browser/export.json, browser/browser.json    the page's trained parameters, imported: an export
       figures/*.html                               the demo's figures
       report.html, summary.json                    the one-page report (demo, Workbench, audit): links
                                                    into .report/ (a link to one generation of the pair)
@@ -55,6 +57,9 @@ DOCTOR_FILE = "doctor.txt"
 AUDIT_FILE = "audit.json"
 ONDEVICE_DIR = "ondevice"
 ONDEVICE_FILE = "ondevice.json"
+ONDEVICE_WEB_DIR = "web"  # an on-device run's web page (index.html, app.js, onnxruntime-web, its batches)
+BROWSER_DIR = "browser"  # parameters trained in that page, imported: an export (export.json) and browser.json
+BROWSER_FILE = "browser.json"
 
 COMPARE = f"{TRAIN_DIR}/{COMPARE_FILE}"
 EXPORT = f"{EXPORT_DIR}/{EXPORT_FILE}"
@@ -88,7 +93,7 @@ STAGE_FILES = {"compare": COMPARE_FILE, "export": EXPORT_FILE, "fusion": FUSION_
 # where a stage's result is read from, the layout's place first, then the older places (globs)
 RESULT_PLACES: dict[str, tuple[str, ...]] = {
     "compare": (COMPARE, COMPARE_FILE),
-    "export": (EXPORT, EXPORT_FILE, f"{INFERENCE_DIR}/{EXPORT_FILE}"),
+    "export": (EXPORT, EXPORT_FILE, f"{INFERENCE_DIR}/{EXPORT_FILE}", f"{BROWSER_DIR}/{EXPORT_FILE}"),
     "fusion": (FUSION, f"{EXPORT_DIR}/{FUSION_FILE}", FUSION_FILE, f"{INFERENCE_DIR}/{FUSION_FILE}"),
     # quantize/<preset>/quantize.json and re-quantizations below them, never the search's candidates
     "quantize": (f"{QUANTIZE_DIR}/**/{QUANTIZE_FILE}", QUANTIZE_FILE),
@@ -98,7 +103,7 @@ RESULT_PLACES: dict[str, tuple[str, ...]] = {
 # a folder with one of these names, this many levels above a result file's folder, is a stage
 # folder of a run: the run root is its parent (train/<backend>/checkpoint, quantize/<name>/<re-run>)
 _STAGE_NAMES_AT = (
-    {TRAIN_DIR, EXPORT_DIR, FUSION_DIR, QUANTIZE_DIR, SEARCH_DIR, INFERENCE_DIR, FIGURES_DIR},
+    {TRAIN_DIR, EXPORT_DIR, FUSION_DIR, QUANTIZE_DIR, SEARCH_DIR, INFERENCE_DIR, BROWSER_DIR, FIGURES_DIR},
     {TRAIN_DIR, QUANTIZE_DIR, SEARCH_DIR},
     {TRAIN_DIR, QUANTIZE_DIR, SEARCH_DIR},
 )
