@@ -153,6 +153,12 @@ def test_import_of_a_parameter_buffer_round_trips(run, tmp_path, capsys):
     from workbench.graph import load_fusion
 
     assert Path(load_fusion(run / "fusion").export_path).parent == (run / "browser").resolve()  # the browser-trained graph
+    # the run's report says where the weights were trained, in the page and in summary.json
+    from workbench.report import inputs_from_run, write_report
+
+    page, _, summary = write_report(inputs_from_run(run), tmp_path / "report")
+    assert "Trained in: browser (onnxruntime-web 1.19.2)." in page.read_text()
+    assert json.dumps(summary).count('"trained_in": "browser (onnxruntime-web 1.19.2)"') >= 1
 
 
 def test_import_of_the_untrained_parameters_says_so(run, tmp_path, capsys):
