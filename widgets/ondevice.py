@@ -8,6 +8,7 @@ A view over :func:`workbench.ondevice.run_ondevice` and :mod:`workbench.plots.on
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import Any, Optional
 
@@ -56,8 +57,11 @@ class OnDevicePanel(Panel):
     by onnxruntime-web; ``stop_page()`` ends the server).
     """
 
-    OPTIONS = {"model": "tiny", "trainable": "head", "last_n_layers": 1, "steps": 10, "lr": 1e-3, "batch_size": 8,
-               "threads": None, "measure_memory": True, "data": None, "run_dir": None, "serve_page": True}
+    # the training settings' defaults are OnDeviceConfig's quick preset (one place), the rest the panel's own
+    OPTIONS = {"model": "tiny",
+               **{k: (v.value if hasattr(v, "value") else v) for k, v in dataclasses.asdict(OnDeviceConfig.quick()).items()
+                  if k in ("trainable", "last_n_layers", "steps", "lr", "batch_size", "threads", "measure_memory")},
+               "data": None, "run_dir": None, "serve_page": True}
     page_server = None  # the run's web page served on 127.0.0.1 (workbench.ondevice.web.PageServer), after a run
     TITLE = "On-device training"
     HELP = ("ONNX Runtime's training artifacts for the chosen parameters, trained with onnxruntime.training.api "
