@@ -54,15 +54,17 @@ class Pick:
 
 
 def _runs_of(training: "Training") -> list["TrainRun"]:
+    from .train import Comparison  # the stage's own types (imported when a hand-off is decided: torch loads lazily)
+
     if training is None:
         return []
-    runs_ = getattr(training, "runs", None)
-    return list(runs_ if runs_ is not None else training)
+    return list(training.runs) if isinstance(training, Comparison) else list(training)
 
 
 def _finished(run: "TrainRun") -> bool:
-    status = getattr(run.status, "value", run.status)
-    return status == "ok" and bool(run.checkpoint_dir)
+    from .train import RunStatus
+
+    return run.status is RunStatus.OK and bool(run.checkpoint_dir)
 
 
 def checkpoint_to_export(training: "Training") -> Optional[Pick]:
@@ -88,8 +90,10 @@ def ordered_checkpoints(training: "Training") -> dict[str, str]:
     """``{label: checkpoint folder}`` of the finished runs, the one :func:`checkpoint_to_export`
     picks first (what a front offers, preselected)."""
     pick = checkpoint_to_export(training)
+    from .train import RunStatus
+
     done = {f"{r.backend.value} checkpoint": str(r.checkpoint_dir) for r in _runs_of(training)
-            if r.checkpoint_dir and getattr(r.status, "value", r.status) in ("ok", "stopped")}
+            if r.checkpoint_dir and r.status in (RunStatus.OK, RunStatus.STOPPED)}
     if pick is None:
         return done
     first = {pick.kind: str(pick.path)}
