@@ -376,16 +376,32 @@ def probe_gops(threads: int, seconds: float = 0.25) -> float:
     return 2.0 * _chain_macs(PROBE_TOKENS) / st.median(times) / 1e9
 
 
-def runnable_others(samples: int = 5, gap_s: float = 0.01) -> Optional[int]:
-    """Other runnable threads right now: /proc/loadavg's running count minus this reader, the
-    smallest of a few readings (a process flagged must have been running in all of them)."""
+def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:
+    """Threads of this process that are runnable now (this reader among them)."""
+    n = 0
+    for stat in Path(tasks).glob("*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "R":
+                n += 1
+        except (OSError, IndexError):
+            continue  # a thread that ended while we read
+    return max(1, n)
+
+
+def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.PathLike = "/proc/loadavg",
+                    tasks: str | os.PathLike = "/proc/self/task") -> Optional[int]:
+    """Runnable threads of *other* processes right now: /proc/loadavg's running count minus this
+    process's own runnable threads, the smallest of a few readings (a process flagged must have
+    been running in all of them). This process's own threads are left out: an ONNX Runtime session
+    that just ran keeps its idle workers spinning for a moment, and on a quiet machine those were
+    once counted as another process (a quiet audit then called its speed-up unmeasured)."""
     counts = []
     for i in range(samples):
         try:
-            running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+            running = int(Path(loadavg).read_text().split()[3].split("/")[0])
         except (OSError, ValueError, IndexError):
             return None
-        counts.append(max(0, running - 1))
+        counts.append(max(0, running - _own_runnable(tasks)))
         if i + 1 < samples:
             time.sleep(gap_s)
     return min(counts)

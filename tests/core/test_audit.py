@@ -230,29 +230,6 @@ def test_unwritable_out_is_bad_input(audit_model, audit_csv, tmp_path, capsys, m
     assert code == 2 and len(err.splitlines()) == 1 and "cannot write the output folder" in err and str(blocker) in err, err
 
 
-def test_rerun_keeps_the_previous_report_until_the_new_one_is_complete(audit_meets, monkeypatch):
-    """While a new report is being rendered into the same folder, the old report.html is intact."""
-    import workbench.report.write as report  # where write_report finds render_html
-
-    _, out, _ = audit_meets
-    before = (out / "report.html").read_bytes()
-    seen = {}
-    real = report.render_html
-
-    def spy(summary, figures=None):
-        seen["during"] = (out / "report.html").read_bytes()
-        raise RuntimeError("render failed half-way")
-
-    monkeypatch.setattr(report, "render_html", spy)
-    from workbench.report import inputs_from_run, write_report
-
-    with pytest.raises(RuntimeError):
-        write_report(inputs_from_run(out, kind="audit"), out)
-    assert seen["during"] == before and (out / "report.html").read_bytes() == before
-    monkeypatch.setattr(report, "render_html", real)
-    assert not list(out.glob(".report.html.*.tmp"))
-
-
 def test_audit_help_documents_exit_codes():
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "audit", "--help"], capture_output=True, text=True,
                           cwd="/", env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)

@@ -438,3 +438,38 @@ def test_machine_cli_json_from_the_cache(tmp_path):
             p.kill()
             p.wait()
     assert busy.returncode == 0 and "CONTENDED" in busy.stderr and "other runnable" in busy.stderr
+
+
+def test_runnable_others_leaves_out_this_process_own_threads(tmp_path):
+    """The busy-machine check counts other processes' runnable threads, not this process's own: an
+    ONNX Runtime session that just ran keeps a worker spinning for a moment, and that once made a
+    quiet audit report 'another process competes for the cores' (read from files shaped like /proc)."""
+    from workbench.machine import runnable_others
+
+    loadavg = tmp_path / "loadavg"
+    tasks = tmp_path / "task"
+    for tid, state in ((101, "R"), (102, "R"), (103, "S")):  # this reader and a spinning worker of ours, one asleep
+        (tasks / str(tid)).mkdir(parents=True)
+        (tasks / str(tid) / "stat").write_text(f"{tid} (python (x)) {state} 1 2 3\n")
+    loadavg.write_text("1.50 1.20 1.00 2/300 4242\n")  # 2 running: both ours
+    assert runnable_others(samples=2, gap_s=0, loadavg=loadavg, tasks=tasks) == 0
+    loadavg.write_text("1.50 1.20 1.00 3/300 4242\n")  # one more, someone else's
+    assert runnable_others(samples=2, gap_s=0, loadavg=loadavg, tasks=tasks) == 1
+    (tasks / "102" / "stat").write_text("102 (python) S 1 2 3\n")  # our worker asleep: 3 running, 1 ours
+    assert runnable_others(samples=2, gap_s=0, loadavg=loadavg, tasks=tasks) == 2
+
+
+def test_another_process_spinning_is_counted():
+    import subprocess
+    import sys
+    import time
+
+    from workbench.machine import runnable_others
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert runnable_others() >= 1
+    finally:
+        spinner.kill()
+        spinner.wait()
