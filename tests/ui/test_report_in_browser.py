@@ -3,6 +3,7 @@ cut off. It must render its plotly figures, log no console error, and load nothi
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -83,5 +84,13 @@ def test_report_renders_offline_in_chromium(audit_report, output_dir):
     assert requests == [], requests
     assert n_plots >= 3
     assert all(n > 0 for n in drawn), drawn
-    assert verdict.startswith("Verdict.") and ("faster" in verdict or "slower" in verdict)
+    # the verdict the page shows is summary.json's: a speed stated as measured, or, where the busy
+    # check found other work on the CPUs while timing (another test process, a busy CI host), said so
+    summary = json.loads((audit_report.parent / "summary.json").read_text())
+    assert verdict.startswith("Verdict.") and " ".join(summary["verdict"]["text"].split())[:80] in " ".join(verdict.split())
+    chosen = next(q for q in summary["quantization"] if q["name"] == summary["verdict"]["chosen"])
+    if chosen["contended"]:
+        assert "unmeasured speed" in verdict
+    else:
+        assert "faster" in verdict or "slower" in verdict
     assert not alerted
