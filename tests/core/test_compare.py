@@ -118,6 +118,7 @@ def test_bad_requests_are_rejected_before_training(tmp_path, comparison, monkeyp
         compare([comparison.runs[0], comparison.runs[0]])
 
 
+@pytest.mark.slow  # a long run for make test-fast: 14 s on 2 cores
 @pytest.mark.timeout(1200)  # two isolated child processes; 583 s measured at load average 25
 def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     """The CLI runs each backend in its own process by default (per-backend peak memory)."""
@@ -148,6 +149,7 @@ def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):
     assert rc == 2 and "no bf16 MatMul kernel" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a long run for make test-fast: 7 s on 2 cores
 def test_cli_compare_works_from_another_directory(tmp_path):
     """The per-backend child process once read its config through a path relative to the
     caller's directory while running in the repository: from anywhere else it failed."""

@@ -21,6 +21,7 @@ def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
                           env=env, timeout=600)
 
 
+@pytest.mark.slow  # a long run for make test-fast: 9 s on 2 cores
 @pytest.mark.timeout(600)
 def test_quantize_beside_a_busy_core_flags_its_speed(exported_tiny, tmp_path: Path) -> None:
     spinner = subprocess.Popen([sys.executable, "-c", SPIN])  # one core kept busy by another process

@@ -8,6 +8,7 @@ from workbench.train import run_distributed
 from workbench.train import TrainConfig, TrainConfigError
 
 
+@pytest.mark.slow  # a long run for make test-fast: 10 s each on 2 cores
 @pytest.mark.parametrize("backend", ["eager", "ortmodule"])
 def test_two_ranks_end_with_identical_weights(tmp_path, backend, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a run folder relative to the caller's directory, wherever that is

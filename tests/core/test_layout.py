@@ -175,6 +175,7 @@ def test_the_fused_graph_is_quantized_only_when_it_passed_validation(demo_run: P
 QUICK_QUANT = ("--quick", "--node-samples", "0", "--n-boot", "100", "--repeats", "1", "--shapes", "1x16", "--json")
 
 
+@pytest.mark.slow  # a long run for make test-fast: 7 s each on 2 cores
 @pytest.mark.parametrize("where", [".", "export", "fusion", "fusion/fusion.json"])
 def test_cli_quantize_takes_the_fused_graph_from_any_folder(demo_run: Path, where: str, tmp_path: Path) -> None:
     proc = cli("quantize", str(demo_run / where), *QUICK_QUANT, "--run-dir", str(tmp_path / "q"), cwd=tmp_path)
@@ -193,6 +194,7 @@ def test_cli_refuses_a_folder_outside_any_run_in_one_line(tmp_path: Path) -> Non
     assert proc.returncode == 2
 
 
+@pytest.mark.slow  # a long run for make test-fast: 19 s on 2 cores
 def test_a_moved_copy_is_continued_inside_the_copy(demo_run: Path, tmp_path: Path) -> None:
     """Copy the run elsewhere, take the original away, continue the copy with the CLI: every stage
     reads the copy's results and writes into the copy."""

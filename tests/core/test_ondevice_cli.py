@@ -11,6 +11,7 @@ from workbench.graph import load_export
 from workbench.ondevice import load_ondevice
 
 
+@pytest.mark.slow  # a long run for make test-fast: 9 s on 2 cores
 def test_ondevice_from_the_command_line(tmp_path, capsys):
     run = tmp_path / "run"
     code = main(["ondevice", "--model", "tiny", "--trainable", "last", "--steps", "3", "--lr", "1e-3", "--threads", "1",

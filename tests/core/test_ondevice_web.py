@@ -240,6 +240,7 @@ def test_the_server_binds_127_0_0_1_with_module_and_wasm_types(run, tmp_path, li
         web.PageServer(tmp_path)
 
 
+@pytest.mark.slow  # a long run for make test-fast: 7 s on 2 cores
 def test_serve_after_the_run_prints_the_address_and_ctrl_c_stops_it(tmp_path, listening):
     """`workbench ondevice ... --serve`: the run, then its page on 127.0.0.1 until Ctrl-C (exit 0)."""
     import os

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import onnx
+import pytest
 
 from workbench import quiet
 
@@ -90,6 +91,7 @@ def test_dynamic_quantization_without_the_preprocessing_advice(exported_tiny, tm
     assert not logging.getLogger().filters  # the filter did not outlive its call
 
 
+@pytest.mark.slow  # a long run for make test-fast: 7 s on 2 cores
 def test_an_ortmodule_run_raises_no_python_warnings(tmp_path: Path) -> None:
     """In a fresh process with the default warning filters, as a kernel has them (a warning is shown
     once per location, so an earlier test in this process could hide it)."""

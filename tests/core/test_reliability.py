@@ -202,6 +202,7 @@ def test_disk_full_while_writing_is_one_line_and_keeps_the_old_result(fx):
     assert not [p for p in (run / "export").iterdir() if ".tmp" in p.name]
 
 
+@pytest.mark.slow  # a long run for make test-fast: 8 s on 2 cores
 def test_quantize_keeps_its_temporaries_out_of_a_read_only_source_folder(fx, tmp_path):
     shutil.copytree(fx / "run", tmp_path / "run")
     src = tmp_path / "run" / "export"
@@ -248,6 +249,7 @@ def _wait_paused(fifo, proc, timeout=240):
         os.close(fd)
 
 
+@pytest.mark.slow  # a long run for make test-fast: 8 s on 2 cores
 def test_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_over(fx, tmp_path):
     run = copy_run(fx, "run-lock")
     fifo, env = _pause(tmp_path, "locked")
@@ -270,6 +272,7 @@ def test_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_ov
     assert "Traceback" not in third.stderr
 
 
+@pytest.mark.slow  # a long run for make test-fast: 8 s on 2 cores
 def test_two_audits_into_one_out_folder(fx, tmp_path):
     out = tmp_path / "audit"
     fifo, env = _pause(tmp_path, "locked")
@@ -293,6 +296,7 @@ def _pair(folder):
     return s.read_bytes(), r.read_bytes(), os.path.dirname(os.path.realpath(s)), os.path.dirname(os.path.realpath(r))
 
 
+@pytest.mark.slow  # a long run for make test-fast: 17 s each on 2 cores
 @pytest.mark.parametrize("point", ["report.html:write", "swap"])
 def test_report_pair_killed_between_its_files_shows_the_old_pair(fx, tmp_path, point):
     run = copy_run(fx, f"run-report-{point.split(':')[0]}")

@@ -409,6 +409,7 @@ def test_machine_cli_bad_threads_is_one_line_exit_2(value):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # a long run for make test-fast: 11 s on 2 cores
 def test_machine_cli_json_from_the_cache(tmp_path):
     home = tmp_path / "home"
     cached = dataclasses.replace(profile(fp32=111.0, int8=222.0, threads=1), cpu_model=machine.cpu_model_and_flags()[0],

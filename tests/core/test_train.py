@@ -285,6 +285,7 @@ def test_bf16_on_a_cpu_without_it_is_refused_with_the_fix(tmp_path):
     assert list(tmp_path.iterdir()) == [], "refused before anything was written"
 
 
+@pytest.mark.slow  # a long run for make test-fast: 7 s on 2 cores
 @pytest.mark.timeout(900)
 def test_compile_backend_trains_the_same_model(tmp_path):
     from workbench.train import compare
@@ -312,6 +313,7 @@ def test_compile_backend_trains_the_same_model(tmp_path):
     assert load_train_run(tmp_path / "compile").compile_stats == cs
 
 
+@pytest.mark.slow  # a long run for make test-fast: 6 s on 2 cores
 def test_a_compile_run_that_compiled_nothing_fell_back(tmp_path):
     """torch.compile with Dynamo switched off (TORCHDYNAMO_DISABLE=1) runs eager PyTorch without a
     word: the run says so. In a child process: a module's forward run while Dynamo is disabled stays

@@ -195,6 +195,7 @@ def own_data_file(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a long run for make test-fast: 10-21 s each on 2 cores
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
 def test_notebook_executes(path: Path, tmp_path: Path, output_dir: Path, request) -> None:
     nb = nbformat.read(path, as_version=4)
