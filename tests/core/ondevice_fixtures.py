@@ -20,6 +20,13 @@ def tiny_run(folder: Path, data, **kw):
     return run_ondevice("tiny", cfg, folder, data=data)
 
 
+def page_run(folder: Path, data) -> Path:
+    """A tiny run that wrote its web page (the module fixture of both page tests): its folder."""
+    result = tiny_run(folder, data)
+    assert result.ok and result.web_page is not None, result.web_note
+    return folder
+
+
 def ort_losses(run_dir: Path, optimizer_graph: Path, fed_lr: float) -> list[float]:
     """The run's batches trained from its initial checkpoint by Python's onnxruntime.training.api with
     ``optimizer_graph``, the runtime feeding ``fed_lr`` as the learning rate (the page's runtime feeds 1e-3)."""

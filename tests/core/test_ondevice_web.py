@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ondevice_fixtures import LR, STEPS, logits_of, ort_losses, tiny_run  # noqa: E402
+from ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run  # noqa: E402
 
 from workbench.cli import main  # noqa: E402
 from workbench.ondevice import OnDeviceError, load_ondevice  # noqa: E402
@@ -24,10 +24,7 @@ from workbench.ondevice import web  # noqa: E402
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, quick_data):
-    folder = tmp_path_factory.mktemp("ondevice-web") / "run"
-    result = tiny_run(folder, quick_data)
-    assert result.ok and result.web_page is not None, result.web_note
-    return folder
+    return page_run(tmp_path_factory.mktemp("ondevice-web") / "run", quick_data)
 
 
 def test_the_page_is_written_beside_the_artifacts(run, quick_data):
@@ -179,7 +176,7 @@ def test_import_of_the_untrained_parameters_says_so(run, tmp_path, capsys):
 @pytest.mark.parametrize("make, expected", [
     (lambda p, n: None, "does not exist; download it from the run's page"),
     (lambda p, n: p.write_bytes(b"\0" * (4 * n + 2)), "not a whole number of float32 values"),
-    (lambda p, n: p.write_bytes(b"\0" * (4 * (n - 1))), f"float32 values, but this run trains"),
+    (lambda p, n: p.write_bytes(b"\0" * (4 * (n - 1))), "float32 values, but this run trains"),
     (lambda p, n: p.write_bytes(np.full(n, np.nan, dtype="<f4").tobytes()), "NaN or infinite values"),
 ])
 def test_a_bad_parameters_file_is_one_line_and_exit_2(run, tmp_path, capsys, make, expected):

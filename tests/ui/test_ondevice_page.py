@@ -19,17 +19,14 @@ from labtools import CHROMIUM
 pytestmark = pytest.mark.ui
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "core"))
-from ondevice_fixtures import LR, STEPS, logits_of, ort_losses, tiny_run  # noqa: E402
+from ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run  # noqa: E402
 
 REL_TOLERANCE = 1e-5  # the bar; measured here: about 1e-7 (one float32 ulp at a loss of 0.69)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, quick_data):
-    folder = tmp_path_factory.mktemp("ondevice-page") / "run"
-    result = tiny_run(folder, quick_data)
-    assert result.ok and result.web_page is not None, result.web_note
-    return folder
+    return page_run(tmp_path_factory.mktemp("ondevice-page") / "run", quick_data)
 
 
 @pytest.fixture

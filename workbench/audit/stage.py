@@ -140,12 +140,12 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         if base.fp32_scoring is not None:
             log(f"      FP32 scoring: {base.fp32_scoring.text()}")
         results: list = []
+        ev = EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed,
+                        node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
         for name in cfg.presets:
             qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
             if qcfg.mode.value == "static":
                 qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
-            ev = EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed,
-                            node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
             res = run_quantization(base, qcfg, out / layout.quantize_dir(name), evaluation=ev)
             results.append(res)
             st.partial = results  # the drift and the search take what was quantized before a failure

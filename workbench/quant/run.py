@@ -142,12 +142,12 @@ class QuantResult:
         ]
 
 
-def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, n_boot: int, seed: int) -> SliceReport:
+def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
     examples = eset.load_examples()
     ref = softmax(eset.fp32_logits())
     cand = softmax(logits)
     rep = evaluate_slices(
-        examples, [int(e["label"]) for e in examples], ref, cand, None, EvalConfig(n_boot=n_boot, seed=seed),
+        examples, [int(e["label"]) for e in examples], ref, cand, None, ev,
         class_names=base.class_names, reference_name="fp32", candidate_name=name, set_name=eset.name,
         membership=eset.membership(),
     )
@@ -190,12 +190,11 @@ def run_quantization(
     if not isinstance(evaluation, EvalConfig):
         raise QuantizeError(f"evaluation must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(evaluation).__name__}")
     baseline = source
-    n_boot, seed, node_error_samples = evaluation.n_boot, evaluation.seed, evaluation.node_error_samples
-    chosen_timing = timing if timing is not None else baseline.timing
-    if chosen_timing is not None:
-        from ..device import require_device
+    node_error_samples = evaluation.node_error_samples
+    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
+    from ..device import require_device
 
-        require_device(chosen_timing.device)  # CUDA asked for and absent: one clear error before any work
+    require_device(t.device)  # CUDA asked for and absent: one clear error before any work
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / layout.quantize_dir(cfg.label)
     out.mkdir(parents=True, exist_ok=True)
     src = Path(baseline.fp32_path)
@@ -273,12 +272,11 @@ def run_quantization(
                                             note=baseline.scoring_note)
         else:
             logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
-        reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, n_boot, seed))
+        reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, evaluation))
     main_set = baseline.eval_sets[0]
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
                                 what=f"the {cfg.label} graph")
 
-    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
     # the FP32 graph and the quantized one timed side by side in alternating rounds (load hits both
     # alike), each against this machine's floor, with a load check before and after
     side = time_side_by_side({"fp32": baseline.fp32_path, cfg.label: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,

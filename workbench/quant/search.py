@@ -329,7 +329,7 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
     """The FP32 graph as a candidate: its latency from the baseline (timed once, when it was
     prepared), scored against itself (no drop)."""
     lat = fp32_latency(base, timing)
-    reps = [_report_for(e, e.fp32_logits(), base, "fp32", ev.n_boot, ev.seed) for e in base.eval_sets]
+    reps = [_report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
     return SearchCandidate(
         name=f"{gname}/fp32", graph=gname, precision="fp32", config=None, onnx_path=Path(base.fp32_path), result_path=None,
