@@ -268,9 +268,11 @@ class BaselineConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise QuantizeError(f"{name} must be a whole number, got {v!r}")
-        if self.batch_size < 1 or self.calibration_samples < 0:
-            raise QuantizeError(f"batch_size must be >= 1 and calibration_samples >= 0, got {self.batch_size} and "
-                                f"{self.calibration_samples}")
+        if self.batch_size < 1:
+            raise QuantizeError(f"batch_size must be >= 1 (examples per scoring batch; 1 = one request at a time), "
+                                f"got {self.batch_size}")
+        if self.calibration_samples < 0:
+            raise QuantizeError(f"calibration_samples must be >= 0 (0: none kept), got {self.calibration_samples}")
         if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
                                             or self.max_length < 2):
             raise QuantizeError(f"max_length must be a whole number of tokens (at least 2) or None, got {self.max_length!r}")
