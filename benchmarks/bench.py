@@ -305,8 +305,9 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
             f"{-chk.worst_slice_drop:+.4f}, within budget {chk.feasible} ({time.perf_counter() - t1:.0f} s)")
     for r in rows.values():
         if r.path and not r.reason:
-            # spinning off: a spinning ORT pool would slow the PyTorch rows that run next (see make_session)
-            r.runner = make_session(r.path, threads=threads, allow_spinning=False)
+            # spinning during a run, stopped when it returns (make_session's default): a pool still
+            # spinning after its run would slow the rows that run next
+            r.runner = make_session(r.path, threads=threads)
     meta = {"fused_ops": fus.variants[-1].fused_ops,
             "export_validation": exp.validation.passed, "test_examples": baselines["exported"].eval_sets[0].n}
     return rows, meta
@@ -588,7 +589,7 @@ def run(args) -> dict:
         "command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": info, "threads": args.threads,
         "settings": {"shapes": [key(s) for s in shapes], "rounds": args.rounds, "repeats": args.repeats, "warmup": args.warmup,
                      "train_shape": list(train_shape), "train_warmup": train_warmup, "train_steps": train_steps,
-                     "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning off",
+                     "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning during a run, stopped after it (session.force_spinning_stop)",
                      "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
                      "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},
         "data_lengths": serial.to_dict(lengths) if lengths is not None else None,

@@ -11,8 +11,10 @@ kernels. So the profile times small graphs of the ops a transformer's graphs run
 - ``QLinearMatMul`` (static QDQ INT8: what ``DequantizeLinear -> MatMul -> QuantizeLinear`` becomes),
 
 each as a chain of MiniLM/BERT-shaped GEMMs (K x N = 384x384, 384x1536, 1536x384, distinct weights
-per layer as in a real model) at M = batch*seq tokens of 128 and 1024, with the workbench's
-thread count. The profile is cached as JSON per (CPU model + flags, threads, ORT version) under
+per layer as in a real model) at M = batch*seq rows of 16, 32, 128 and 1024, with the workbench's
+thread count. A kernel runs slower on few rows (the fixed costs of each call weigh more: on a VNNI
+EPYC its INT8 kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape
+takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The profile is cached as JSON per (CPU model + flags, threads, ORT version) under
 ``$ORT_WORKBENCH_HOME/machine/``.
 
 Measured on a 2-core AMD EPYC (Zen 3, AVX2, no VNNI), quiet: FP32 169-181 GFLOP/s, INT8 279-332
@@ -26,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import statistics
 import threading
@@ -35,12 +38,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
 CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
 FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
 # (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
 LAYER_GEMMS = ((384, 384), (384, 1536), (1536, 384))
-PROFILE_TOKENS = (128, 1024)  # M = batch * seq: 1x128, and 8x128
+# M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128. A kernel runs slower on few
+# rows (its fixed costs weigh more), so the floor of a shape takes the throughput at its own row count
+# (MachineProfile.gops_at)
+PROFILE_TOKENS = (16, 32, 128, 1024)
 PROBE_TOKENS = 128
 CHAIN_LAYERS = 4  # layers of LAYER_GEMMS per timed graph (12 GEMMs: milliseconds, not microseconds)
 KERNELS = ("fp32", "int8", "qdq_int8")
@@ -150,6 +156,29 @@ class MachineProfile:
         text = " + ".join(have) if have else "no vector extensions"
         return text + ("; no " + ", no ".join(lack) if lack else "")
 
+    def gops_at(self, kernel: str, rows: int) -> float:
+        """This profile's throughput of ``kernel`` ("fp32", "int8" or "qdq_int8") for a matrix
+        multiply of ``rows`` rows (M = batch x tokens): interpolated in log(rows) between the row
+        counts measured (``by_tokens``); below the fewest measured, that count's figure; above the
+        most, the kernel's best figure. A profile without per-row figures gives the best figure."""
+        best = {"fp32": self.fp32_gops, "int8": self.int8_gops, "qdq_int8": self.qdq_int8_gops}
+        if kernel not in best:
+            raise MachineError(f"kernel must be one of {list(best)}, got {kernel!r}")
+        if rows < 1:
+            raise MachineError(f"rows must be a positive whole number, got {rows!r}")
+        points = sorted((int(m), float(v)) for m, v in (self.by_tokens.get(kernel) or {}).items() if v)
+        if not points:
+            return best[kernel]
+        if rows <= points[0][0]:
+            return points[0][1]
+        if rows >= points[-1][0]:
+            return max(v for _, v in points)
+        for (m0, v0), (m1, v1) in zip(points, points[1:]):
+            if m0 <= rows <= m1:
+                w = math.log(rows / m0) / math.log(m1 / m0)
+                return v0 + w * (v1 - v0)
+        raise AssertionError("unreachable: rows lies between the measured row counts")
+
     def probe_reference_gops(self) -> float:
         """What :func:`check_load`'s probe compares with: this profile's FP32 throughput at the
         probe's shape (M = 128), else ``fp32_gops``."""
@@ -160,7 +189,18 @@ class MachineProfile:
         return (f"machine: {self.cpu_model}, {self.cores} CPUs usable; {self.isa_text()}\n"
                 f"  ONNX Runtime {self.ort_version}, {self.threads} intra-op threads, measured {self.measured_at}\n"
                 f"  FP32 MatMul {self.fp32_gops:.0f} GFLOP/s; INT8 DynamicQuantizeMatMul {self.int8_gops:.0f} GOP/s "
-                f"({self.int8_over_fp32:.2f}x FP32); static QDQ QLinearMatMul {qdq} GOP/s")
+                f"({self.int8_over_fp32:.2f}x FP32); static QDQ QLinearMatMul {qdq} GOP/s{self._rows_text()}")
+
+    def _rows_text(self) -> str:
+        ms = sorted({int(m) for v in self.by_tokens.values() for m in v})
+        if len(ms) < 2:
+            return ""
+        names = (("fp32", "FP32"), ("int8", "INT8"), ("qdq_int8", "QDQ"))
+        rows = "; ".join(f"{n} " + " / ".join(f"{self.by_tokens[k][str(m)]:.0f}" if str(m) in self.by_tokens[k] else "n/a"
+                                               for m in ms)
+                         for k, n in names if self.by_tokens.get(k))
+        return (f"\n  by rows (M = batch x tokens) {' / '.join(map(str, ms))}: {rows} GOP/s "
+                "(the floor of a shape uses its own row count's figure)")
 
 
 def profile_key(cpu_model: str, flags: dict, threads: int, ort_version: str) -> str:
@@ -236,7 +276,9 @@ def _session(model, threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # as the graphs' sessions run (ortinfer.make_session): spinning during a run, stopped when it returns
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    opts.add_session_config_entry("session.force_spinning_stop", "1")
     return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
 
 

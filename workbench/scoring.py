@@ -1,11 +1,14 @@
 """Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
 machine could do the same batches (:mod:`workbench.work`, :mod:`workbench.machine`).
 
-The floor of a batch of ``b`` rows padded to ``s`` tokens is ``b x floor(1, s)``: every matrix
+The work of a batch of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``: every matrix
 product of an encoder scales with the batch, its projections and feed-forward layers with ``s`` and
 its two attention products with ``s^2``; the pooler and classifier do not grow with ``s``. So
-``floor(1, s)`` is a quadratic in ``s``, fitted exactly from the graph's counted work at three
-lengths (:func:`floor_curve`), and the floor of a whole scoring pass is the sum over its batches.
+``work(1, s)`` (FP32, dynamic INT8 and static INT8 apart) is a quadratic in ``s``, fitted exactly
+from the graph's counted work at three lengths (:func:`floor_curve`). The batch's floor is that work
+at this machine's throughput for matrix multiplies of ``b x s`` rows (the kernels run slower on few
+rows: :meth:`~workbench.machine.MachineProfile.gops_at`), and the floor of a whole scoring pass is
+the sum over its batches.
 """
 
 from __future__ import annotations
@@ -54,23 +57,31 @@ class ScoringSpeed:
 
 
 def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Sequence[int] = (8, 32, 64)
-                ) -> Callable[[int], float]:
-    """``floor_ms(s)`` of one row padded to ``s`` tokens for ``graph`` on ``profile``'s machine:
-    the quadratic through the graph's floors at three lengths (exact: see the module doc)."""
-    from .speed import graph_floor
+                ) -> Callable[..., float]:
+    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens for ``graph``
+    on ``profile``'s machine: the graph's work per row as quadratics through its counted work at
+    three lengths (exact: see the module doc), at the throughput for ``batch x s`` rows."""
+    from .work import floor_seconds, graph_work
 
     seqs = sorted({int(s) for s in seqs})
     if len(seqs) != 3:
         raise ValueError(f"floor_curve needs three distinct lengths, got {seqs}")
-    ys = [graph_floor(graph, 1, s, profile) for s in seqs]
-    coef = np.polyfit(np.asarray(seqs, dtype=float), np.asarray(ys, dtype=float), 2)
-    return lambda s: float(np.polyval(coef, float(s)))
+    works = [graph_work(graph, 1, s) for s in seqs]
+    x = np.asarray(seqs, dtype=float)
+    fits = [np.polyfit(x, np.asarray(ys, dtype=float), 2) for ys in (
+        [w.fp32_macs for w in works], [w.int8_macs - w.static_int8_macs for w in works], [w.static_int8_macs for w in works])]
+
+    def curve(s: int, batch: int = 1) -> float:
+        fp32, dynamic, static = (batch * max(0.0, float(np.polyval(c, float(s)))) for c in fits)
+        return 1e3 * floor_seconds(fp32, dynamic, static, rows=batch * int(s), profile=profile)
+
+    return curve
 
 
-def batches_floor_seconds(curve: Callable[[int], float], lengths: Sequence[int], batches: Sequence[np.ndarray]) -> float:
+def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], batches: Sequence[np.ndarray]) -> float:
     """The floor of scoring ``batches`` (each padded to its longest row), in seconds."""
     arr = np.asarray(lengths, dtype=np.int64)
-    return sum(len(b) * curve(int(arr[b].max())) for b in batches if len(b)) / 1e3
+    return sum(curve(int(arr[b].max()), len(b)) for b in batches if len(b)) / 1e3
 
 
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",

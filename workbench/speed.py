@@ -118,10 +118,9 @@ def time_side_by_side(
     before = check_load(profile) if (on_cpu and load_check and profile is not None) else None
 
     levels = dict(graph_optimization or {})
-    # no spinning: a session's idle workers busy-waiting after its run would take the cores from the
-    # variant timed next in the round (the benchmark's sessions do not spin either)
-    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"),
-                                allow_spinning=False)
+    # spinning during a run, stopped when it returns (make_session's default): an idle session's
+    # workers busy-waiting after its run would take the cores from the variant timed next in the round
+    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
                 for n, p in graphs.items()}
     samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
     speeds: list[Speed] = []

@@ -313,25 +313,50 @@ class Floor:
     fp32_macs: int
     int8_macs: int
     profile_key: str
+    # the same work at the kernels' best throughput, whatever the row count (the floor before
+    # profile version 3; far below floor_ms at short texts, where the kernels cannot reach it)
+    peak_floor_ms: Optional[float] = None
 
     def text(self) -> str:
         return f"floor {self.floor_ms:.2f} ms (FP32 {self.fp32_macs / 1e9:.3f} G + INT8 {self.int8_macs / 1e9:.3f} G multiply-adds)"
 
 
-def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
-    """The fastest this graph could run here: INT8 work / INT8 throughput + FP32 work / FP32
-    throughput (2 operations per multiply-add). Static QDQ INT8 work (QLinearMatMul and kin) goes at
-    the profile's ``qdq_int8_gops`` where it was measured (the kernel those graphs run), the rest of
-    the INT8 work at ``int8_gops`` (DynamicQuantizeMatMul)."""
+def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: float, rows: Optional[int],
+                  profile: "MachineProfile") -> float:
+    """Seconds for this much work at ``profile``'s throughput for matrix multiplies of ``rows`` rows
+    (``None``: the best throughput measured, at any row count). Static QDQ INT8 work goes at the
+    QLinearMatMul figure where the profile has one, otherwise with the dynamic INT8 work."""
     if profile.fp32_gops <= 0 or profile.int8_gops <= 0:
         raise WorkError(f"the machine profile's throughput must be positive, got FP32 {profile.fp32_gops} and "
                         f"INT8 {profile.int8_gops} GOP/s; re-measure it (workbench machine --refresh)")
-    static = work.static_int8_macs if profile.qdq_int8_gops else 0
-    dynamic = work.int8_macs - static
-    seconds = 2.0 * dynamic / (profile.int8_gops * 1e9) + 2.0 * work.fp32_macs / (profile.fp32_gops * 1e9)
-    if static:
-        seconds += 2.0 * static / (profile.qdq_int8_gops * 1e9)
-    return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, profile_key=profile.key)
+
+    def gops(kernel: str) -> float:
+        return profile.gops_at(kernel, rows) if rows is not None else {
+            "fp32": profile.fp32_gops, "int8": profile.int8_gops, "qdq_int8": profile.qdq_int8_gops}[kernel]
+
+    if not profile.qdq_int8_gops:
+        dynamic_int8_macs, static_int8_macs = dynamic_int8_macs + static_int8_macs, 0
+    seconds = 2.0 * fp32_macs / (gops("fp32") * 1e9)
+    if dynamic_int8_macs:
+        seconds += 2.0 * dynamic_int8_macs / (gops("int8") * 1e9)
+    if static_int8_macs:
+        seconds += 2.0 * static_int8_macs / (gops("qdq_int8") * 1e9)
+    return seconds
+
+
+def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
+    """The fastest this graph could run here: INT8 work / INT8 throughput + FP32 work / FP32
+    throughput (2 operations per multiply-add), each kernel's throughput taken at the graph's row
+    count (batch x seq: :meth:`~workbench.machine.MachineProfile.gops_at`), since no graph runs a
+    matrix multiply faster than ONNX Runtime's kernel runs it alone at that size. Static QDQ INT8
+    work (QLinearMatMul and kin) goes at the profile's QLinearMatMul figure where it was measured
+    (the kernel those graphs run), the rest of the INT8 work at DynamicQuantizeMatMul's.
+    ``peak_floor_ms`` is the same at each kernel's best figure."""
+    args = (work.fp32_macs, work.int8_macs - work.static_int8_macs, work.static_int8_macs)
+    seconds = floor_seconds(*args, rows=work.batch * work.seq, profile=profile)
+    peak = floor_seconds(*args, rows=None, profile=profile)
+    return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, profile_key=profile.key,
+                 peak_floor_ms=peak * 1e3)
 
 
 def of_floor(measured_ms: float, floor_ms: float) -> float:

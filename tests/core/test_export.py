@@ -155,6 +155,24 @@ def test_make_session_errors_name_the_fix(exported_tiny, tmp_path):
         make_session(exported_tiny.onnx_path, providers=["NoSuchExecutionProvider"])
 
 
+def test_sessions_spin_only_while_they_run(exported_tiny):
+    """The default session spins during a run and stops when it returns (no idle worker takes a core
+    from the variant timed next); keep_spinning is ONNX Runtime's own default; allow_spinning=False never spins."""
+    def entry(opts, key):
+        try:
+            return opts.get_session_config_entry(key)
+        except RuntimeError:  # onnxruntime's answer for a key that was never set
+            return None
+
+    def entries(**kw):
+        opts = make_session(exported_tiny.onnx_path, threads=1, **kw).get_session_options()
+        return tuple(entry(opts, k) for k in ("session.intra_op.allow_spinning", "session.force_spinning_stop"))
+
+    assert entries() == ("1", "1")
+    assert entries(keep_spinning=True) == ("1", None)
+    assert entries(allow_spinning=False) == ("0", None)
+
+
 def test_optimized_model_path_writes_what_the_session_ran(exported_tiny, tmp_path):
     out = tmp_path / "basic.onnx"
     make_session(exported_tiny.onnx_path, graph_optimization="basic", optimized_model_path=out)

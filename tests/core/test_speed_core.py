@@ -163,6 +163,29 @@ def test_floor_arithmetic_on_given_profiles():
         of_floor(0.0, 24.0)
 
 
+def test_the_floor_takes_the_throughput_at_the_shapes_own_row_count():
+    """A kernel measured at half speed on 16 rows: the floor of a 1 x 16 graph uses that figure (no
+    graph runs a matrix multiply faster than the kernel alone at its size); peak_floor_ms the best."""
+    p = profile(fp32=100.0, int8=400.0, by_tokens={"fp32": {"16": 50.0, "128": 80.0, "1024": 100.0},
+                                                   "int8": {"16": 100.0, "1024": 400.0}})
+    assert p.gops_at("fp32", 16) == 50.0 and p.gops_at("fp32", 4) == 50.0  # below the fewest rows: that figure
+    assert p.gops_at("fp32", 128) == 80.0 and p.gops_at("fp32", 4096) == 100.0
+    # between two measured row counts: linear in log(rows); 128 rows lie half way from 16 to 1024
+    assert p.gops_at("int8", 128) == pytest.approx(250.0)
+    assert p.gops_at("qdq_int8", 128) is None  # not measured anywhere
+    assert profile(fp32=100.0).gops_at("fp32", 16) == 100.0  # no per-row figures: the best one
+    with pytest.raises(machine.MachineError, match="kernel must be one of"):
+        p.gops_at("int4", 16)
+    with pytest.raises(machine.MachineError, match="rows must be"):
+        p.gops_at("fp32", 0)
+    w = GraphWork(batch=1, seq=16, fp32_macs=1_000_000_000, int8_macs=1_000_000_000, by_op={})
+    f = floor_for(w, p)
+    # 2 GFLOP at 50 GFLOP/s = 40 ms; 2 GOP at 100 GOP/s = 20 ms; at the best figures 20 + 5 ms
+    assert f.floor_ms == pytest.approx(60.0) and f.peak_floor_ms == pytest.approx(25.0)
+    big = floor_for(GraphWork(batch=8, seq=128, fp32_macs=1_000_000_000, int8_macs=0, by_op={}), p)
+    assert big.floor_ms == pytest.approx(20.0) == pytest.approx(big.peak_floor_ms)
+
+
 def test_shape_latency_carries_its_floor():
     from workbench.latency import summarize
     from workbench.ortinfer import ShapeLatency

@@ -17,10 +17,10 @@ contrib ops carry no type information for some weights).
 Each graph file is parsed once (:mod:`workbench.graph.build`): the parsed graph serves the
 counts, the diff, the provenance and the diagnoses.
 
-Timing: PyTorch is timed first, before any ONNX Runtime session exists (a live session's
-spinning threads slow down whatever runs next on a small machine), then each variant, all with
-the same synthetic batches and ``cfg.threads``. Figures vary from run to run with the load on
-the machine; compare ratios measured in one report.
+Timing: PyTorch and every variant side by side, in alternating rounds, with the same synthetic
+batches and ``cfg.threads`` (:func:`workbench.speed.time_side_by_side`; the sessions spin only
+while they run, so none takes a core from the one timed next). Ratios carry their interval over
+the paired rounds, latencies their floor, and a load check says whether the machine was busy.
 """
 
 from __future__ import annotations
