@@ -463,8 +463,10 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
         ref = profile.probe_reference_gops()
         fraction = probe / ref if ref > 0 else None
         if fraction is not None and fraction < CONTENTION_THRESHOLD:
+            why = ("no other process was runnable here, so the CPUs themselves ran slower (another tenant of "
+                   "this host, or a lower clock)" if others_running == 0 else "other work is taking the CPUs")
             reasons.append(f"FP32 GEMM probe {probe:.0f} GFLOP/s is {fraction:.0%} of this machine's profile "
-                           f"({ref:.0f}; below {CONTENTION_THRESHOLD:.0%}): other work is taking the CPUs")
+                           f"({ref:.0f}; below {CONTENTION_THRESHOLD:.0%}): {why}")
     if others_running is not None and others_running + profile.threads > cpus:
         reasons.append(f"{others_running} other runnable process(es)/thread(s) beside this one's {profile.threads} "
                        f"thread(s) on {cpus} CPUs: another process competes for the cores")

@@ -364,6 +364,10 @@ def test_judge_load_rules():
     assert not quiet.contended and quiet.reasons == [] and quiet.probe_fraction == pytest.approx(0.98)
     slow = judge_load(p, probe=70.0, loadavg_1m=1.2, others_running=0, cpus=2)
     assert slow.contended and "70%" in slow.reasons[0]
+    # slow with nobody else runnable here: the CPUs themselves ran slower (a VM's neighbour, the clock)
+    assert "no other process was runnable" in slow.reasons[0]
+    crowded = judge_load(p, probe=70.0, loadavg_1m=1.2, others_running=1, cpus=2)
+    assert "other work is taking the CPUs" in crowded.reasons[0] and "no other process" not in crowded.reasons[0]
     busy = judge_load(p, probe=None, loadavg_1m=0.5, others_running=1, cpus=2)
     assert busy.contended and "1 other runnable" in busy.reasons[0]
     # a high load average alone is our own recent work (the demo's fine-tuning): recorded, not a reason
