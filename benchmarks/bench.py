@@ -23,7 +23,9 @@ check is the issue's (0.5 points overall, 2 points per slice of >= 50 examples).
 The floor (:mod:`workbench.machine`, :mod:`workbench.work`): each graph's multiply-adds at each
 shape, counted from the graph (FP32 and INT8 apart), over this machine's profile (FP32 and INT8
 matrix-multiply throughput measured through ONNX Runtime, same threads): the fastest that graph
-could run here, and each variant's ``of_floor`` (floor / measured). PyTorch rows are held to the
+could run here, and each variant's ``of_floor`` (floor / measured). Each kernel's throughput is taken
+at the shape's own row count (batch x seq; kernels run slower on few rows), and the floor at each
+kernel's best figure is printed beside it (``peak_floor_ms``). PyTorch rows are held to the
 floor of the exported FP32 graph (torch dynamic INT8: the dynamic INT8 graph's). Where the best
 variant of a shape is below 90% of its floor, ONNX Runtime's profiler says which ops take the time.
 
@@ -149,6 +151,8 @@ class Row:
     samples: dict = field(default_factory=dict)  # "BxS" -> [ms], every timed run
     round_ms: dict = field(default_factory=dict)  # "BxS" -> [ms], one per interleaved round (paired across rows)
     floor_ms: dict = field(default_factory=dict)  # "BxS" -> this machine's floor for the row's graph
+    # "BxS" -> the same work at each kernel's best throughput, whatever the row count (Floor.peak_floor_ms)
+    peak_floor_ms: dict = field(default_factory=dict)
     loads: dict = field(default_factory=dict)  # "BxS" -> load average while measured
     accuracy: Optional[dict] = None
     size_mib: Optional[float] = None
@@ -332,12 +336,13 @@ def floors(rows: list[Row], shapes, profile) -> dict:
                 continue
             w = graph_work(r.path, *shape)
             works[k][r.name] = w
-            r.floor_ms[k] = floor_for(w, profile).floor_ms
+            f = floor_for(w, profile)
+            r.floor_ms[k], r.peak_floor_ms[k] = f.floor_ms, f.peak_floor_ms
         for r in rows:
             if r.framework == "pytorch":
                 src = by_name.get(FLOOR_GRAPH_OF_TORCH.get(r.name, "ort-exported-fp32"))
                 if src is not None and k in src.floor_ms:
-                    r.floor_ms[k] = src.floor_ms[k]
+                    r.floor_ms[k], r.peak_floor_ms[k] = src.floor_ms[k], src.peak_floor_ms.get(k)
     return works
 
 
@@ -358,6 +363,9 @@ def floor_analysis(rows: list[Row], shapes, works: dict, threads: int, log) -> d
                  "floor_ms": {r.name: r.floor_ms.get(k) for r in rows if k in r.floor_ms},
                  "of_floor": {n: next(r for r in rows if r.name == n).floor_ms[k] / v for n, v in med.items()
                               if k in next(r for r in rows if r.name == n).floor_ms},
+                 "peak_floor_ms": {r.name: r.peak_floor_ms.get(k) for r in rows if k in r.peak_floor_ms},
+                 "of_peak_floor": {n: next(r for r in rows if r.name == n).peak_floor_ms[k] / v for n, v in med.items()
+                                   if next(r for r in rows if r.name == n).peak_floor_ms.get(k)},
                  "best_ort": best, "best_ort_ms": med.get(best), "ops": None}
         entry["best_of_floor"] = entry["of_floor"].get(best) if best else None
         if best and entry["best_of_floor"] is not None and entry["best_of_floor"] < FAR_FROM_FLOOR:
@@ -462,7 +470,9 @@ def floor_text(fl: dict, profile: dict) -> str:
         for name, f in e["floor_ms"].items():
             if name.startswith("ort-"):
                 of = e["of_floor"].get(name)
-                lines.append(f"  {name:<40} floor {f:8.3f} ms   measured at {fmt(of, '.0%')} of it")
+                peak, of_peak = (e.get("peak_floor_ms") or {}).get(name), (e.get("of_peak_floor") or {}).get(name)
+                lines.append(f"  {name:<40} floor {f:8.3f} ms   measured at {fmt(of, '.0%')} of it"
+                             + (f"   (peak floor {peak:.3f} ms: {fmt(of_peak, '.0%')})" if peak else ""))
         if e["best_ort"]:
             lines.append(f"  best ONNX Runtime variant {e['best_ort']} {e['best_ort_ms']:.2f} ms = "
                          f"{fmt(e['best_of_floor'], '.0%')} of its floor")

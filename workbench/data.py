@@ -51,7 +51,7 @@ class DataConfig:
         for name in ("max_train", "max_eval"):
             v = getattr(self, name)
             if v is not None and v < 1:
-                raise DataError(f"{name} must be a positive number of examples or None, got {v}")
+                raise DataError(f"{name} must be a positive number of examples, got {v}; leave it unset to keep them all")
 
     @classmethod
     def quick(cls, **kw) -> "DataConfig":

@@ -106,6 +106,9 @@ def test_quick_bench_floor_and_training(quick_json):
         assert e["work"]["ort-fused-fp32"]["int8_macs"] == 0
         assert e["floor_ms"]["ort-fused-int8-dynamic"] < e["floor_ms"]["ort-fused-fp32"]
         assert e["best_ort"] in e["of_floor"]
+        # the floor at the shape's own row count is never below the one at each kernel's best figure
+        assert e["peak_floor_ms"] and all(e["peak_floor_ms"][n] <= f * (1 + 1e-9) for n, f in e["floor_ms"].items()
+                                          if n in e["peak_floor_ms"])
         if e["best_of_floor"] < 0.9:  # far from its floor: the profiler says which ops take the time
             assert e["ops"] and sum(o["share"] for o in e["ops"]) == pytest.approx(1.0)
     train = {row["variant"]: row for row in quick_json["training"]}

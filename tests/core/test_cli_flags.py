@@ -322,10 +322,11 @@ def test_argparse_errors_are_one_line_with_exit_code_2(argv, expected, capsys):
 
 @pytest.mark.parametrize("argv, expected", [
     (["train", "--schedule", "sideways"], "schedule must be one of ['constant', 'linear', 'cosine'], got 'sideways'"),
-    (["train", "--max-train", "0"], "--max-train must be a positive number of examples or None, got 0"),
+    (["train", "--max-train", "0"], "--max-train must be a positive number of examples, got 0; leave it unset to keep them all"),
     (["fuse", "{src}", "--variants", "ort_max"], "variant must be one of ['unoptimized', 'ort_basic', 'ort_extended', 'ort_all', 'transformer', 'transformer_fp16'], got 'ort_max'"),
     (["quantize", "{src}", "--calibration", "guess"], "calibration must be one of ['minmax', 'entropy', 'percentile']"),
-    (["demo", "--backends", ",", "--steps", "0"], "--steps must be a positive integer"),
+    (["demo", "--backends", ",", "--steps", "0"], "--steps must be a positive integer, got 0; leave it unset to train for the epochs"),
+    (["fuse", "{src}", "--threads", "0"], "--threads must be a positive number, got 0; leave it unset"),
 ])
 def test_bad_settings_are_the_configs_one_line_with_exit_code_2(argv, expected, tmp_path, capsys):
     """Values argparse cannot judge (an enum's, a range) go to the config, whose message is printed with the
@@ -336,6 +337,7 @@ def test_bad_settings_are_the_configs_one_line_with_exit_code_2(argv, expected, 
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith("workbench: error: ") and expected in err, err
+    assert "None" not in err  # Python's word for "not given" is no flag value a user can type
     assert not (tmp_path / "out").exists()
 
 

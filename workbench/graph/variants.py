@@ -138,7 +138,7 @@ class FusionConfig:
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup must be >= 0 and repeats >= 1, got warmup={self.warmup}, repeats={self.repeats}")
         if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be a positive number or None, got {self.threads}")
+            raise ValueError(f"threads must be a positive number, got {self.threads}; leave it unset for ONNX Runtime's default (one per core)")
         if self.transformer_session not in GRAPH_OPTIMIZATION_LEVELS:
             raise ValueError(
                 f"transformer_session must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {self.transformer_session!r}; "
@@ -154,9 +154,9 @@ class FusionConfig:
         if self.num_heads < 0 or self.hidden_size < 0:
             raise ValueError("num_heads and hidden_size must be >= 0 (0: detect)")
         if self.tolerance is not None and not self.tolerance > 0:
-            raise ValueError(f"tolerance must be a positive number or None, got {self.tolerance}")
+            raise ValueError(f"tolerance must be a positive number, got {self.tolerance}; leave it unset for the default per precision")
         if self.validation_examples is not None and self.validation_examples < 1:
-            raise ValueError(f"validation_examples must be at least 1 or None, got {self.validation_examples}")
+            raise ValueError(f"validation_examples must be at least 1, got {self.validation_examples}; leave it unset for the default")
 
     @classmethod
     def default(cls, **kw) -> "FusionConfig":

@@ -275,7 +275,7 @@ class BaselineConfig:
             raise QuantizeError(f"calibration_samples must be >= 0 (0: none kept), got {self.calibration_samples}")
         if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
                                             or self.max_length < 2):
-            raise QuantizeError(f"max_length must be a whole number of tokens (at least 2) or None, got {self.max_length!r}")
+            raise QuantizeError(f"max_length must be a whole number of tokens (at least 2), got {self.max_length!r}; leave it unset for the graph's own")
         if self.order not in ORDERS:
             raise QuantizeError(f"order must be one of {list(ORDERS)}, got {self.order!r}")
 

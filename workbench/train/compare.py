@@ -314,7 +314,7 @@ class CompareConfig:
         object.__setattr__(self, "backends", chosen)
         if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
                                                and math.isfinite(self.tolerance) and self.tolerance > 0):
-            raise TrainConfigError(f"tolerance must be a positive number of nats (or None: per precision), got {self.tolerance!r}")
+            raise TrainConfigError(f"tolerance must be a positive number of nats, got {self.tolerance!r}; leave it unset for the default per precision")
         object.__setattr__(self, "isolate", bool(self.isolate))
 
 

@@ -169,7 +169,7 @@ class TrainConfig:
         if self.max_length > 512:
             raise TrainConfigError(f"max_length must be at most 512 (BERT position embeddings), got {self.max_length}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
-            raise TrainConfigError(f"max_steps must be a positive integer or None (train for `epochs`), got {self.max_steps!r}")
+            raise TrainConfigError(f"max_steps must be a positive integer, got {self.max_steps!r}; leave it unset to train for the epochs")
         for name in ("warmup_steps", "eval_every", "seed"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 0:
@@ -179,13 +179,13 @@ class TrainConfig:
         if self.weight_decay < 0:
             raise TrainConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
-            raise TrainConfigError(f"max_grad_norm must be positive or None (no clipping), got {self.max_grad_norm}")
+            raise TrainConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}; leave it unset for no clipping")
         if self.attn_implementation not in ATTENTION:
             raise TrainConfigError(f"attn_implementation must be one of {', '.join(ATTENTION)}, got {self.attn_implementation!r}")
         for name in ("threads", "ort_threads"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
-                raise TrainConfigError(f"{name} must be a positive integer or None (library default), got {v!r}")
+                raise TrainConfigError(f"{name} must be a positive integer, got {v!r}; leave it unset for the library's default")
         if not _DEVICE_RE.match(str(self.device)):
             raise TrainConfigError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         if not OPSET_RANGE[0] <= self.opset <= OPSET_RANGE[1]:
