@@ -12,6 +12,12 @@ It costs nothing until the module is imported and changes nothing else about the
 
 The other one, ONNX Runtime's "Please consider to run pre-processing before quantization", is
 handled where dynamic quantization is called (``workbench.quant.quantize.quantize_graph``).
+
+**The histogram calibrators' progress prints** ("Collecting tensor data and making histogram ...",
+"Finding optimal threshold ...", "Number of tensors : 40", ...): onnxruntime 1.19.2's entropy and
+percentile calibrators ``print()`` them to stdout, between the workbench's own progress lines in
+``make demo``, the audit and every notebook cell that calibrates. :func:`calibrator_prints` drops
+exactly those lines (anything else printed meanwhile is written back).
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from typing import Any
 
 CPP_EXTENSION = "torch.utils.cpp_extension"
 CUDA_HOME_LINE = "No CUDA runtime is found, using CUDA_HOME="
+# onnxruntime/quantization/calibrate.py (1.19.2): the HistogramCalibrater's and its collectors' prints
+CALIBRATOR_LINES = ("Collecting tensor data and making histogram", "Finding optimal threshold for each tensor",
+                    "Number of tensors :", "Number of histogram bins :", "Number of quantized bins :", "Percentile :")
 
 
-def write_back(text: str, drop: str, stream: Any) -> None:
-    """Write ``text`` to ``stream`` without the lines that start with ``drop``."""
+def write_back(text: str, drop: str | tuple[str, ...], stream: Any) -> None:
+    """Write ``text`` to ``stream`` without the lines that start with ``drop`` (one prefix or several)."""
     kept = [line for line in text.splitlines(keepends=True) if not line.startswith(drop)]
     if kept:
         stream.write("".join(kept))
@@ -141,3 +150,16 @@ def ortmodule_warnings() -> None:
                             module=r"onnxruntime\.training\.utils\.hooks\._zero_offload_subscriber")
     warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
                             category=FutureWarning, module=r"torch\.onnx\.utils")
+
+
+@contextlib.contextmanager
+def calibrator_prints():
+    """Within this block, stdout goes through a buffer and comes back without onnxruntime's
+    calibrator progress lines (:data:`CALIBRATOR_LINES`); everything else is written back at the end."""
+    real = sys.stdout
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        write_back(buffer.getvalue(), CALIBRATOR_LINES, real)

@@ -106,3 +106,32 @@ def test_an_ortmodule_run_raises_no_python_warnings(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Warning" not in done.stderr, done.stderr[-3000:]
     assert quiet.CUDA_HOME_LINE not in done.stderr
+
+
+def test_entropy_calibration_prints_no_progress_lines(exported_tiny, capsys) -> None:
+    """onnxruntime's histogram calibrator prints its progress to stdout; the workbench's calibrate()
+    drops exactly those lines, and text printed beside them comes back."""
+    import tempfile
+
+    from onnxruntime.quantization import CalibrationMethod, create_calibrator
+
+    from workbench.ortinfer import make_feed, make_session, synthetic_batch
+    from workbench.quant import QuantConfig
+    from workbench.quant.quantize import _reader, calibrate
+    from workbench.quiet import CALIBRATOR_LINES, calibrator_prints
+
+    session = make_session(exported_tiny.onnx_path)
+    feeds = [make_feed(session, synthetic_batch(2, 8, 1000, seed=i)) for i in range(2)]
+    cfg = QuantConfig.static_qdq("entropy", samples=8)
+    assert calibrate(exported_tiny.onnx_path, cfg, feeds)
+    assert not any(line in capsys.readouterr().out for line in CALIBRATOR_LINES)
+    with tempfile.TemporaryDirectory() as tmp:  # onnxruntime's own call prints them
+        cal = create_calibrator(exported_tiny.onnx_path, list(cfg.resolved_op_types()),
+                                augmented_model_path=f"{tmp}/aug.onnx", calibrate_method=CalibrationMethod.Entropy)
+        cal.collect_data(_reader(feeds))
+        cal.compute_data()
+    assert "Collecting tensor data and making histogram" in capsys.readouterr().out
+    with calibrator_prints():
+        print("Number of tensors : 3")
+        print("kept: a line of our own")
+    assert capsys.readouterr().out == "kept: a line of our own\n"

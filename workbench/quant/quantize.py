@@ -230,6 +230,8 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
 
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
+    from ..quiet import calibrator_prints
+
     method = {Calibration.MINMAX: CalibrationMethod.MinMax, Calibration.ENTROPY: CalibrationMethod.Entropy,
               Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration]
     options: dict[str, Any] = {}
@@ -243,8 +245,9 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
             augmented_model_path=str(Path(tmp) / "augmented_model.onnx"), calibrate_method=method,
             extra_options=options,
         )
-        calibrator.collect_data(_reader(feeds))
-        ranges = calibrator.compute_data()
+        with calibrator_prints():  # onnxruntime's histogram calibrators print their progress: see quiet.py
+            calibrator.collect_data(_reader(feeds))
+            ranges = calibrator.compute_data()
         del calibrator
     return ranges
 
