@@ -40,6 +40,7 @@ from typing import Optional
 
 PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
 CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
+STEAL_THRESHOLD = 0.05  # a slow probe with 5% or more of the CPU time stolen is blamed on the host
 FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
 # (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
 LAYER_GEMMS = ((384, 384), (384, 1536), (1536, 384))
@@ -387,6 +388,8 @@ class LoadCheck:
     at: str
     others_running: Optional[int] = None  # other runnable threads/processes seen (from /proc/loadavg)
     cpus: int = 0
+    # share of the CPU time the hypervisor gave to others while the probe ran (/proc/stat "steal")
+    steal_fraction: Optional[float] = None
 
     def text(self) -> str:
         if not self.contended:
@@ -450,12 +453,15 @@ def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.Pat
 
 
 def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: float,
-               others_running: Optional[int], cpus: Optional[int] = None) -> LoadCheck:
+               others_running: Optional[int], cpus: Optional[int] = None,
+               steal_fraction: Optional[float] = None) -> LoadCheck:
     """The verdict from readings already taken (pure; :func:`check_load` takes the readings).
 
     Contended when any of: the probe is below ``CONTENTION_THRESHOLD`` of the profile; other
     runnable work plus our threads exceed the CPUs (another process competes for a core now); the
-    1-minute load average is kept in the record but is no reason by itself: it counts our own work too."""
+    1-minute load average is kept in the record but is no reason by itself: it counts our own work too.
+    ``steal_fraction`` (the CPU time a virtual machine's host gave to others during the probe) is
+    recorded too, and names the cause of a slow probe; by itself it is no reason either."""
     cpus = int(cpus or usable_cpus())
     reasons = []
     fraction = None
@@ -463,8 +469,14 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
         ref = profile.probe_reference_gops()
         fraction = probe / ref if ref > 0 else None
         if fraction is not None and fraction < CONTENTION_THRESHOLD:
-            why = ("no other process was runnable here, so the CPUs themselves ran slower (another tenant of "
-                   "this host, or a lower clock)" if others_running == 0 else "other work is taking the CPUs")
+            if steal_fraction is not None and steal_fraction >= STEAL_THRESHOLD:
+                why = (f"the host gave {steal_fraction:.0%} of this machine's CPU time to others while the probe ran "
+                       "(steal: another tenant of the host)")
+            elif others_running == 0:
+                why = ("no other process was runnable here, so the CPUs themselves ran slower (another tenant of "
+                       "this host, or a lower clock)")
+            else:
+                why = "other work is taking the CPUs"
             reasons.append(f"FP32 GEMM probe {probe:.0f} GFLOP/s is {fraction:.0%} of this machine's profile "
                            f"({ref:.0f}; below {CONTENTION_THRESHOLD:.0%}): {why}")
     if others_running is not None and others_running + profile.threads > cpus:
@@ -475,15 +487,39 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
     return LoadCheck(contended=bool(reasons), reasons=reasons, loadavg_1m=round(float(loadavg_1m), 2),
                      probe_fp32_gops=None if probe is None else round(probe, 2),
                      probe_fraction=None if fraction is None else round(fraction, 3), at=_now(),
-                     others_running=others_running, cpus=cpus)
+                     others_running=others_running, cpus=cpus,
+                     steal_fraction=None if steal_fraction is None else round(steal_fraction, 3))
+
+
+def cpu_times(stat: str | os.PathLike = "/proc/stat") -> Optional[tuple[int, int]]:
+    """(steal, total) clock ticks of all CPUs so far, from /proc/stat's ``cpu`` line; None where
+    it cannot be read. Steal is the time a virtual machine's CPUs were ready to run but the host
+    ran something else: the load no process list here can show."""
+    try:
+        fields = Path(stat).read_text().splitlines()[0].split()
+        values = [int(v) for v in fields[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    if fields[0] != "cpu" or len(values) < 4:
+        return None
+    return (values[7] if len(values) > 7 else 0), sum(values)
+
+
+def steal_between(before: Optional[tuple[int, int]], after: Optional[tuple[int, int]]) -> Optional[float]:
+    """The share of CPU time stolen between two :func:`cpu_times` readings (None without both)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
 
 
 def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
     """Is the machine busy now? Reads the runnable count and load average, and (``probe``) runs a
     short FP32 GEMM probe (about 0.3 s) against ``profile``. See :func:`judge_load` for the rules."""
     others = runnable_others()  # before the probe: our own probe threads would count
+    t0 = cpu_times()
     gops = probe_gops(profile.threads) if probe else None
-    return judge_load(profile, gops, os.getloadavg()[0], others)
+    steal = steal_between(t0, cpu_times()) if probe else None
+    return judge_load(profile, gops, os.getloadavg()[0], others, steal_fraction=steal)
 
 
 def combine_checks(*checks: LoadCheck) -> LoadCheck:
@@ -499,7 +535,8 @@ def combine_checks(*checks: LoadCheck) -> LoadCheck:
     probes = [c for c in checks if c.probe_fraction is not None]
     worst = min(probes, key=lambda c: c.probe_fraction) if probes else None
     others = [c.others_running for c in checks if c.others_running is not None]
-    return LoadCheck(contended=any(c.contended for c in checks), reasons=reasons,
+    steals = [c.steal_fraction for c in checks if c.steal_fraction is not None]
+    return LoadCheck(contended=any(c.contended for c in checks), reasons=reasons, steal_fraction=max(steals) if steals else None,
                      loadavg_1m=max(c.loadavg_1m for c in checks),
                      probe_fp32_gops=worst.probe_fp32_gops if worst else None,
                      probe_fraction=worst.probe_fraction if worst else None, at=checks[-1].at,

@@ -368,6 +368,12 @@ def test_judge_load_rules():
     assert "no other process was runnable" in slow.reasons[0]
     crowded = judge_load(p, probe=70.0, loadavg_1m=1.2, others_running=1, cpus=2)
     assert "other work is taking the CPUs" in crowded.reasons[0] and "no other process" not in crowded.reasons[0]
+    # slow while the hypervisor ran someone else: said so, with the share
+    stolen = judge_load(p, probe=51.0, loadavg_1m=1.0, others_running=0, cpus=2, steal_fraction=0.3)
+    assert stolen.contended and "30% of this machine's CPU time" in stolen.reasons[0] and "steal" in stolen.reasons[0]
+    assert combine_checks(quiet, stolen).steal_fraction == pytest.approx(0.3)
+    # steal without a slow probe is recorded, not a reason
+    assert not judge_load(p, probe=98.0, loadavg_1m=1.0, others_running=0, cpus=2, steal_fraction=0.3).contended
     busy = judge_load(p, probe=None, loadavg_1m=0.5, others_running=1, cpus=2)
     assert busy.contended and "1 other runnable" in busy.reasons[0]
     # a high load average alone is our own recent work (the demo's fine-tuning): recorded, not a reason
@@ -376,6 +382,18 @@ def test_judge_load_rules():
     both = combine_checks(quiet, slow)
     assert both.contended and both.reasons[0].startswith("after: ") and both.probe_fraction == pytest.approx(0.7)
     assert not combine_checks(quiet, quiet).contended
+
+
+def test_cpu_times_and_steal_from_proc_stat(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 10 0 5 20 0 0\ncpu0 50 0 25 400 5 0 2 10 0 0\n")
+    assert machine.cpu_times(stat) == (20, 985)
+    assert machine.steal_between((20, 985), (50, 1085)) == pytest.approx(0.3)
+    assert machine.steal_between(None, (50, 1085)) is None and machine.steal_between((20, 985), (20, 985)) is None
+    stat.write_text("intr 1 2 3\n")
+    assert machine.cpu_times(stat) is None and machine.cpu_times(tmp_path / "missing") is None
+    real = machine.cpu_times()  # this machine's /proc/stat: ticks only grow
+    assert real is not None and real[1] > 0 and 0 <= real[0] <= real[1]
 
 
 SPIN = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
