@@ -24,6 +24,81 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = 
     )
 
 
+class EncodedRows:
+    """Every row of a text list tokenised once (truncated to ``max_length``, unpadded), kept as one
+    flat int32 array per tokenizer output with row offsets; :meth:`batch` pads any subset of rows
+    exactly as ``encode(tokenizer, texts, max_length)`` would (same pad values, same side).
+
+    Scoring tokenises a dataset once this way and cuts its batches from it, instead of tokenising
+    the texts again for the lengths and once more per batch; :func:`encoded_rows` keeps the last few
+    per tokenizer, so the FP32 graph and every quantized graph scored on the same data share it."""
+
+    def __init__(self, tokenizer, texts: Sequence[str], max_length: int, chunk: int = 2048):
+        self.max_length = int(max_length)
+        self.pad = {"input_ids": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+                    "attention_mask": 0, "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0) or 0}
+        self.left = getattr(tokenizer, "padding_side", "right") == "left"
+        parts: dict[str, list[np.ndarray]] = {}
+        lengths: list[int] = []
+        texts = list(texts)
+        for start in range(0, len(texts), chunk):
+            enc = tokenizer(texts[start:start + chunk], truncation=True, max_length=self.max_length, padding=False)
+            for k, rows in enc.items():
+                if k in _NOT_MODEL_INPUTS:
+                    continue
+                parts.setdefault(k, []).append(np.fromiter((t for row in rows for t in row), dtype=np.int32))
+            lengths.extend(len(r) for r in enc["input_ids"])
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.flat = {k: (np.concatenate(v) if v else np.zeros(0, np.int32)) for k, v in parts.items()}
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def batch(self, idx: Sequence[int]) -> dict[str, np.ndarray]:
+        """The rows ``idx`` padded to the longest of them (int64 arrays, the tokenizer's keys)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        width = int(self.lengths[idx].max()) if len(idx) else 0
+        out = {}
+        for k, flat in self.flat.items():
+            arr = np.full((len(idx), width), self.pad.get(k, 0), dtype=np.int64)
+            for r, i in enumerate(idx):
+                row = flat[self.offsets[i]:self.offsets[i + 1]]
+                if self.left:
+                    arr[r, width - len(row):] = row
+                else:
+                    arr[r, :len(row)] = row
+            out[k] = arr
+        return out
+
+
+_ENCODED_CACHE: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
+_ENCODED_PER_TOKENIZER = 4
+
+
+def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRows:
+    """``EncodedRows(tokenizer, texts, max_length)``, reused while the same tokenizer is asked for the
+    same texts at the same length (the last few per tokenizer; compared by value, not by identity)."""
+    import weakref
+
+    global _ENCODED_CACHE
+    if _ENCODED_CACHE is None:
+        _ENCODED_CACHE = weakref.WeakKeyDictionary()
+    texts = tuple(texts)
+    try:
+        entries = _ENCODED_CACHE.setdefault(tokenizer, [])
+    except TypeError:  # a tokenizer that cannot be weakly referenced: no reuse
+        return EncodedRows(tokenizer, texts, max_length)
+    for i, (key_len, key_texts, rows) in enumerate(entries):
+        if key_len == max_length and key_texts == texts:
+            entries.append(entries.pop(i))
+            return rows
+    rows = EncodedRows(tokenizer, texts, max_length)
+    entries.append((max_length, texts, rows))
+    del entries[:-_ENCODED_PER_TOKENIZER]
+    return rows
+
+
 def forward_parameters(model) -> Optional[tuple[str, ...]]:
     """The keyword arguments ``model.forward`` takes, in signature order; None when it takes
     ``**kwargs`` (then any input is accepted). Wrappers (ORTModule, DDP, torch.compile) are seen

@@ -240,7 +240,7 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
     rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
     consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
     same data (FP32 and INT8) always see the same batches."""
-    from .lengths import ORDERS, file_order_batches, length_sorted_batches, token_lengths
+    from .lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
         raise InferenceError(f"order must be one of {list(ORDERS)}, got {order!r}")
@@ -248,7 +248,9 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
         raise InferenceError(f"batch_size must be at least 1, got {batch_size}")
     if order == "file" or batch_size == 1:
         return file_order_batches(len(dataset), batch_size)
-    return length_sorted_batches(token_lengths(tokenizer, dataset["text"], max_length), batch_size)
+    from .batches import encoded_rows
+
+    return length_sorted_batches(encoded_rows(tokenizer, dataset["text"], max_length).lengths, batch_size)
 
 
 def predict_dataset(
@@ -265,16 +267,20 @@ def predict_dataset(
     padded only to its own longest row) or in file order (``order="file"``); either way the logits
     come back in the dataset's row order. For FP32 and static INT8 graphs the order changes the
     logits only by float rounding; dynamic INT8 computes its activation scales per batch, so its
-    predictions depend on their batch-mates (see :data:`workbench.lengths.SORTED_NOTE`)."""
-    from .batches import iter_encoded
+    predictions depend on their batch-mates (see :data:`workbench.lengths.SORTED_NOTE`).
+
+    The texts are tokenised once (:func:`workbench.batches.encoded_rows`, shared with the next
+    graph scored on the same texts) and each batch is padded from that."""
+    from .batches import encoded_rows
 
     session = as_session(session_or_path)
     if len(dataset) == 0:
         raise InferenceError("the dataset is empty: nothing to predict")
+    rows = encoded_rows(tokenizer, dataset["text"], max_length)
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
     out: Optional[np.ndarray] = None
-    for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
-        part = predict_logits(session, enc)
+    for idx in batches:
+        part = predict_logits(session, rows.batch(idx))
         if out is None:
             out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
         out[idx] = part

@@ -87,14 +87,18 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[[int], float]] = None,
                   note: str = "") -> tuple[np.ndarray, ScoringSpeed]:
-    """:func:`workbench.ortinfer.predict_dataset` timed (wall clock, tokenising included), with the
+    """:func:`workbench.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
+    graph's runs; the texts are tokenised before the clock starts), with the
     floor of the same batches when a machine profile (or a ready ``curve``) is given."""
     import time
 
-    from .lengths import padded_tokens, token_lengths
+    from .batches import encoded_rows
+    from .lengths import padded_tokens
     from .ortinfer import predict_dataset, scoring_batches
 
-    lengths = token_lengths(tokenizer, dataset["text"], max_length)
+    # tokenised once before the clock starts (and shared with the other graphs scored on these
+    # texts): the time is the graph's, not the tokenizer's
+    lengths = encoded_rows(tokenizer, dataset["text"], max_length).lengths
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
     t0 = time.perf_counter()
     logits = predict_dataset(session, tokenizer, dataset, max_length, batch_size, order=order)

@@ -163,3 +163,37 @@ def test_bench_adds_the_datas_lengths_after_the_fixed_shapes(quick_data):
     lens = [len(x) for x in tok(list(quick_data["test"]["text"]), truncation=True, max_length=128)["input_ids"]]
     med, p95 = int(np.ceil(np.median(lens))), int(np.ceil(np.percentile(lens, 95)))
     assert shapes == ((1, 128), (8, 128), (1, med), (1, p95)) and st.n == len(lens)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_encoded_rows_pad_any_batch_as_the_tokenizer_does(tiny, quick_data, side):
+    """Scoring tokenises once and pads each batch from that: every batch equals the tokenizer's own
+    padded encoding of the same texts (values, pad side, keys), and the lengths are token_lengths'."""
+    import copy
+
+    from workbench.batches import EncodedRows, encode
+    from workbench.lengths import token_lengths
+
+    tok = copy.deepcopy(tiny.tokenizer)
+    tok.padding_side = side
+    texts = list(quick_data["test"]["text"])[:40] + ["", "word " * 300]  # an empty text and one cut at max_length
+    rows = EncodedRows(tok, texts, max_length=48, chunk=16)  # several chunks
+    assert len(rows) == len(texts)
+    assert rows.lengths.tolist() == token_lengths(tok, texts, 48).tolist()
+    rng = np.random.default_rng(0)
+    for idx in (np.arange(5), rng.permutation(len(texts))[:9], np.array([len(texts) - 1, 0]), np.array([3])):
+        want = encode(tok, [texts[i] for i in idx], 48)
+        got = rows.batch(idx)
+        assert set(got) == set(want)
+        for k in want:
+            assert np.array_equal(got[k], want[k].numpy()), (side, k, idx)
+
+
+def test_encoded_rows_are_shared_between_graphs_scored_on_the_same_texts(tiny, quick_data):
+    from workbench.batches import encoded_rows
+
+    texts = list(quick_data["test"]["text"])[:20]
+    first = encoded_rows(tiny.tokenizer, texts, 32)
+    assert encoded_rows(tiny.tokenizer, list(texts), 32) is first  # equal texts, another list: reused
+    assert encoded_rows(tiny.tokenizer, texts, 64) is not first  # another length: encoded again
+    assert encoded_rows(tiny.tokenizer, texts[:-1] + ["changed"], 32) is not first
