@@ -33,7 +33,7 @@ def cli(*args, cwd=None, timeout=300, env=None):
 
 def fixtures(root: Path) -> dict:
     f = {}
-    code = f"""
+    code = """
 import sys
 from transformers import BertConfig, BertForMaskedLM
 from workbench.models import load_model, TINY_CONFIG

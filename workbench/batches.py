@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -72,18 +73,14 @@ class EncodedRows:
         return out
 
 
-_ENCODED_CACHE: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
+# tokenizer -> [(max_length, texts, EncodedRows), ...], newest last; a tokenizer's entries go with it
+_ENCODED_CACHE: "weakref.WeakKeyDictionary[object, list]" = weakref.WeakKeyDictionary()
 _ENCODED_PER_TOKENIZER = 4
 
 
 def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRows:
     """``EncodedRows(tokenizer, texts, max_length)``, reused while the same tokenizer is asked for the
     same texts at the same length (the last few per tokenizer; compared by value, not by identity)."""
-    import weakref
-
-    global _ENCODED_CACHE
-    if _ENCODED_CACHE is None:
-        _ENCODED_CACHE = weakref.WeakKeyDictionary()
     texts = tuple(texts)
     try:
         entries = _ENCODED_CACHE.setdefault(tokenizer, [])

@@ -14,7 +14,8 @@ each as a chain of MiniLM/BERT-shaped GEMMs (K x N = 384x384, 384x1536, 1536x384
 per layer as in a real model) at M = batch*seq rows of 16, 32, 128 and 1024, with the workbench's
 thread count. A kernel runs slower on few rows (the fixed costs of each call weigh more: on a VNNI
 EPYC its INT8 kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape
-takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The profile is cached as JSON per (CPU model + flags, threads, ORT version) under
+takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
+profile is cached as JSON per (CPU model + flags, threads, ORT version) under
 ``$ORT_WORKBENCH_HOME/machine/``.
 
 Measured on a 2-core AMD EPYC (Zen 3, AVX2, no VNNI), quiet: FP32 169-181 GFLOP/s, INT8 279-332
@@ -220,7 +221,6 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
 def _gemm_graph(kernel: str, m: int, layers: int = CHAIN_LAYERS, seed: int = 0):
     """A chain of ``layers`` x LAYER_GEMMS of one kernel kind, input [m, 384] -> output [m, 384]."""
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(seed)

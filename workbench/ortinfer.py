@@ -129,7 +129,8 @@ def make_session(
     if not path.is_file():
         raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
     if threads is not None and threads < 1:
-        raise InferenceError(f"threads must be a positive number, got {threads}; leave it unset for ONNX Runtime's default (one per core)")
+        raise InferenceError(f"threads must be a positive number, got {threads}; "
+                             "leave it unset for ONNX Runtime's default (one per core)")
     opts = ort.SessionOptions()
     opts.graph_optimization_level = _ort_level(graph_optimization)
     opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from . import runs
 from .architectures import (ARCHITECTURES, BPE_MODERNBERT, BPE_ROBERTA, HEADS, HIDDEN, INTERMEDIATE, LAYERS,  # noqa: F401

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 
 import numpy as np
 import onnx

@@ -15,7 +15,6 @@ from workbench.device import placements_from_profile
 from workbench.ortinfer import probe_placement
 from workbench.graph import (
     FLOAT,
-    FLOAT16,
     FP16_TOLERANCE,
     Fp16Error,
     convert_fp16,

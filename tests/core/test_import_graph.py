@@ -10,7 +10,6 @@ before its modules, so that is not a circle).
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[2] / "workbench"

@@ -27,7 +27,6 @@ from workbench.quant import (
     QuantConfig,
     QuantizeError,
     QuantMode,
-    QuantResult,
     SearchCandidate,
     SearchConfig,
     SearchResult,

@@ -86,7 +86,6 @@ def test_fused_dynamic_int8_graph_with_qattention(tmp_path, fused_tiny):
 
 
 def test_contrib_matmuls_are_counted_by_precision():
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     m, k, n = 8, 16, 12

@@ -21,7 +21,6 @@ from workbench.train import (
     Schedule,
     TrainConfig,
     TrainConfigError,
-    TrainRun,
     iter_micro_batches,
     list_train_runs,
     load_train_run,

@@ -3,7 +3,6 @@ these tests are instant and the expected values are known."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import plotly.graph_objects as go
 import pytest

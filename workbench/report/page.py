@@ -239,7 +239,7 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         parts.append("<p class='muted'>No search.</p>")
     else:
         guard = se.get("min_speedup") or 0
-        parts.append(f"<p>Objective: the fastest INT8 variant within both budgets"
+        parts.append("<p>Objective: the fastest INT8 variant within both budgets"
                      + (f" and at least {guard:.2f}x faster than FP32 at the lower end of its interval (the speed guard)" if guard else "")
                      + f"; else the FP32 graph. {_e(se['message'])}.</p>")
         parts.append(_table(["candidate", "precision", "ms", "speed-up [95% CI]", "MiB", "accuracy", "change (points)", "worst slice",
