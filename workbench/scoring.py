@@ -85,7 +85,7 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 
 
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
-                  profile: Optional["MachineProfile"] = None, curve: Optional[Callable[[int], float]] = None,
+                  profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
                   note: str = "") -> tuple[np.ndarray, ScoringSpeed]:
     """:func:`workbench.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
     graph's runs; the texts are tokenised before the clock starts), with the
