@@ -18,7 +18,7 @@ runs before and after the timing; a contended run is flagged in the table header
 
 Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quant.run_quantization`
 on the held-out test split (and golden set) against their FP32 graph, slice by slice; the budget
-check is the issue's (0.5 points overall, 2 points per slice of >= 50 examples).
+check is the benchmark's (0.5 points overall, 2 points per slice of >= 50 examples).
 
 The floor (:mod:`workbench.machine`, :mod:`workbench.work`): each graph's multiply-adds at each
 shape, counted from the graph (FP32 and INT8 apart), over this machine's profile (FP32 and INT8
@@ -71,7 +71,7 @@ from workbench.quant import DEFAULT_BUDGET_PER_SLICE  # noqa: E402
 SCHEMA_VERSION = 2  # 2: paired ratios with intervals, floors from the machine profile, the load check
 FULL_SHAPES = ((1, 32), (1, 128), (32, 32), (32, 128))
 QUICK_SHAPES = ((1, 16), (4, 16))
-# overall: the issue's target (stricter than the library default); per slice: the library default
+# overall: the benchmark's target (stricter than the library default); per slice: the library default
 BUDGET_OVERALL, BUDGET_SLICE = 0.005, DEFAULT_BUDGET_PER_SLICE
 TARGET_SPEEDUP = 5.0
 # Inference rows, in table order: name -> (framework, what it is)
@@ -92,7 +92,7 @@ INT8_ROWS: dict[str, tuple[str, str]] = {
     "ort-fused-int8-dynamic-reduce-range": ("fused", "dynamic-reduce-range"),
     "ort-exported-int8-static-minmax": ("exported", "static-minmax"),
     "ort-exported-int8-static-best": ("exported", "static"),
-    # weight-only 4-bit (MatMulNBits; issue 23): FP32 compute, and INT8 compute (accuracy_level 4)
+    # weight-only 4-bit (MatMulNBits): FP32 compute, and INT8 compute (accuracy_level 4)
     "ort-fused-int4-weight-only": ("fused", "weight-only-int4"),
     "ort-fused-int4-weight-only-acc4": ("fused", "weight-only-int4-acc4"),
 }
@@ -383,8 +383,12 @@ def floor_analysis(rows: list[Row], shapes, works: dict, threads: int, log) -> d
 def training_section(model: str, shape, warmup: int, steps: int, threads: int, log) -> list[dict]:
     import bench_train
 
-    log(f"  training {shape[0]}x{shape[1]}: {', '.join(TRAIN_VARIANTS)} stepped in rotation")
-    rows = bench_train.interleaved(list(TRAIN_VARIANTS), model, shape[0], shape[1], warmup, steps, threads)
+    names = bench_train.with_baselines(list(TRAIN_VARIANTS), model, shape[0], shape[1], warmup + steps, threads)
+    log(f"  training {shape[0]}x{shape[1]}: {', '.join(names)}, one process each, taking turns step by step; "
+        "each backend against the eager variant with the same settings")
+    root = Path(tempfile.mkdtemp(prefix="bench_train."))
+    rows = bench_train.interleaved_lockstep(names, model, shape[0], shape[1], warmup, steps, threads, root)
+    rows = bench_train.add_ratios(rows, warmup, model, threads)
     for r in rows:
         r["what"] = bench_train.VARIANTS[r["variant"]][2]
         timed = r["step_s"][warmup:]
@@ -448,12 +452,16 @@ def inference_table(rows_json: list[dict], shapes) -> str:
 
 
 def train_table(rows: list[dict]) -> str:
-    head = f"{'training variant':<28} {'status':<7} {'median s':>9} {'p10-p90 s':>13} {'vs eager':>8} {'first step s':>12}"
+    import bench_train
+
+    head = (f"{'training variant':<28} {'status':<7} {'median s':>9} {'p10-p90 s':>13} {'against (same settings)':<24} "
+            f"{'speed (95%)':>19} {'first step s':>12}")
     lines = [head, "-" * len(head)]
     for r in rows:
+        against = "-" if r["variant"] == r["baseline"] else r["baseline"] + (" (setting)" if r["comparison"] == "pytorch setting" else "")
         lines.append(f"{r['variant']:<28} {r['status']:<7} {fmt(r['median_step_s'], '.3f'):>9} "
                      f"{fmt(r.get('p10_step_s'), '.2f') + '-' + fmt(r.get('p90_step_s'), '.2f'):>13} "
-                     f"{fmt(r['speed_vs_eager'], '.2f'):>7}x {fmt(r['first_step_s'], '.1f'):>12}")
+                     f"{against:<24} {bench_train.ratio_text(r):>19} {fmt(r['first_step_s'], '.1f'):>12}")
         if r["status"] != "ok":
             lines.append(f"  {r['variant']}: {r['reason']}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ ratio table). Both are views over :mod:`workbench.train` and :mod:`workbench.tra
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 import os
 from typing import Any, Optional, Union
@@ -13,7 +14,7 @@ from typing import Any, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.train import CompareConfig, Comparison, compare, load_comparison, run_comparison
+from workbench.train import CompareConfig, Comparison, compare, load_comparison, run_comparison, verdicts_for
 from workbench.plots import train as train_plots
 from workbench import flow
 from workbench.runs import layout
@@ -69,6 +70,21 @@ def runs_table(c: Comparison) -> str:
          "val accuracy", "cause and fix (when not ok)"],
         rows, css_class="wb-table wb-runs",
     )
+
+
+def verdict_html(c: Comparison) -> str:
+    """The training verdicts (:func:`workbench.train.verdicts_for`): one line per backend compared with the
+    baseline, like for like, with its interval; where ORTModule does not pay, where it is reported to."""
+    out = []
+    for v in verdicts_for(c).verdicts:
+        colour = OK_COLOUR if v.outcome == "gain" else (WARN_COLOUR if v.outcome in ("no gain", "loss") else MUTED_COLOUR)
+        more = ""
+        if v.where_it_pays:
+            more = (f'<div style="color:{MUTED_COLOUR}">Where it is reported to pay (their figures): {html.escape(v.where_it_pays)}. '
+                    f"To try next: {html.escape('; '.join(v.next_steps))}.</div>")
+        out.append(f'<div class="wb-train-verdict" style="border-left:4px solid {colour};padding:4px 10px;margin:6px 0">'
+                   f"<b>Verdict:</b> {html.escape(v.text)}{more}</div>")
+    return "".join(out)
 
 
 def graphs_html(c: Comparison) -> str:
@@ -144,7 +160,7 @@ class TrainPanel(Panel):
                                           description="steps (0: preset)", style=style),
             "data": W.Text(value=str(options["data"]), description="data",
                            placeholder="reviews, or a CSV / JSONL / Parquet file", style=style),
-            "isolate": W.Checkbox(value=bool(options["isolate"]), description="each backend in its own process (honest peak memory)",
+            "isolate": W.Checkbox(value=bool(options["isolate"]), description="each backend in its own process, taking turns step by step (own peak memory; speed with an interval)",
                                   indent=False, layout=W.Layout(width="auto")),
         }
 
@@ -220,7 +236,7 @@ class TrainPanel(Panel):
         self.figure.update_layout(height=420)
         notes = "".join(f"<li>{n}</li>" for n in c.notes)
         where = f'<div style="color:{MUTED_COLOUR}">runs written to {c.run_dir}</div>' if c.run_dir else ""
-        self.runs_html.value = runs_table(c) + (f"<ul class=\"wb-notes\">{notes}</ul>" if notes else "") + where
+        self.runs_html.value = verdict_html(c) + runs_table(c) + (f"<ul class=\"wb-notes\">{notes}</ul>" if notes else "") + where
         self.graphs_html.value = graphs_html(c)
 
     def _summary(self, c: Comparison) -> str:
@@ -269,16 +285,19 @@ def ratio_table(c: Comparison) -> str:
         def x(v: float) -> Markup:
             return coloured(fmt(v, ".2f", "x"), None if not math.isfinite(v) else v >= 1.0)
 
+        speed = coloured(r.speed_text() + ("" if r.like_for_like else f" (NOT like for like: {', '.join(r.differs_in)})"),
+                         None if not math.isfinite(r.throughput) else (r.throughput_lo > 1.0 if r.interleaved else r.throughput >= 1.0))
         rows.append([
-            s.backend.value, x(r.throughput), x(r.memory), x(r.startup),
+            s.backend.value, speed, x(r.memory), x(r.startup),
             coloured(f"{fmt(r.max_loss_diff, '.1e')} over {r.steps_compared} steps", r.loss_within_tolerance),
             coloured(fmt(r.accuracy_diff, '+.3f'), None if not math.isfinite(r.accuracy_diff) else r.accuracy_diff >= 0),
             fmt(s.final_accuracy.value, ".3f"), s.status.value,
         ])
+    settings = next((r.baseline_settings for r in c.ratios if r.baseline_settings), "")
     return html_table(
-        ["backend", "throughput", "memory", "start-up", "max |Δ loss|", "Δ accuracy", "val accuracy", "status"],
+        ["backend", "throughput (interval)", "memory", "start-up", "max |Δ loss|", "Δ accuracy", "val accuracy", "status"],
         rows, css_class="wb-table wb-ratios",
-    )
+    ) + (f'<div style="color:{MUTED_COLOUR}">every backend with the same settings: {html.escape(settings)}</div>' if settings else "")
 
 
 class ComparePanel(Panel):
@@ -294,8 +313,9 @@ class ComparePanel(Panel):
 
     OPTIONS = {"comparison": None, "baseline": "eager", "tolerance": 0.0, "figure": "loss curves"}
     TITLE = "Compare the runs"
-    HELP = ("Ratios are measured in one process and run: throughput and memory 2.00x mean twice as good as the baseline. "
-            "A run that fell back or failed never enters a ratio.")
+    HELP = ("Every backend trains with the same settings (optimizer, attention, dropout, precision, batch): only the backend "
+            "differs. Throughput and memory 2.00x mean twice as good as the baseline; with isolate, the backends' processes take "
+            "turns step by step and the throughput carries an interval. A run that fell back or failed never enters a ratio.")
     RUN_LABEL = "Compare"
 
     def __init__(self, **kwargs: Any) -> None:

@@ -69,8 +69,7 @@ class DemoConfig:
 
     @classmethod
     def default(cls, **kw) -> "DemoConfig":
-        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``: test accuracy 0.810 in the issue-11
-        trials), then export, fuse, quantize, search; the whole validation and test splits are scored."""
+        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``; its accuracy: docs/benchmarks/index.md), then export, fuse, quantize, search; the whole validation and test splits are scored."""
         return cls(**kw)
 
     @classmethod
@@ -136,7 +135,7 @@ def run_demo(
     and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
     status)`` follows the stages.
     """
-    from .train import CompareConfig, comparison_table, run_comparison
+    from .train import CompareConfig, comparison_table, run_comparison, save_verdicts, verdict_lines, verdicts_for
     from .data import load_data, summarize
     from .env import run_doctor
     from .graph import run_export
@@ -176,17 +175,25 @@ def run_demo(
     def fine_tune(st):
         log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
-        # writes train/compare.json and train/<backend>/ (the run layout)
+        # writes train/compare.json and train/<backend>/ (the run layout); with isolate, the backends'
+        # processes take turns step by step, so the speed ratios pair steps and carry an interval
+        profile, before = _load_check()
         comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
                                     run / layout.TRAIN_DIR, progress=progress, stop=stop)
         st.result_path = str(run / layout.COMPARE)
         log(comparison_table(comparison))
+        load = _load_check(profile, before)[1]
+        verdicts = verdicts_for(comparison, profile=profile, load=load)
+        save_verdicts(verdicts, run / layout.TRAIN_DIR)
+        for v in verdicts.verdicts:
+            for line in verdict_lines(v):
+                log(f"   {line}")
         st.figures += [
             write_figure(train_plots.loss_curves(comparison), figs / "train_loss_curves.html"),
             write_figure(train_plots.step_time_distribution(comparison), figs / "train_step_times.html"),
             write_figure(train_plots.throughput_memory_bars(comparison), figs / "train_throughput_memory.html"),
         ]
-        st.headline = _train_headline(comparison)
+        st.headline = {**_train_headline(comparison), **{f"verdict ({v.backend})": v.text for v in verdicts.verdicts}}
         not_ok = [f"{r.backend.value} {r.status.value}: {r.reason}" for r in comparison.runs if r.status.value != "ok"]
         if not_ok:  # recorded as a failed stage; export still takes a backend that finished (flow's rule)
             if flow.checkpoint_to_export(comparison) is not None:
@@ -304,11 +311,22 @@ def _train_headline(c) -> dict[str, str]:
         if r.backend.value == "ortmodule":
             line += f", ran in ONNX Runtime: {'yes' if r.executed_in_onnxruntime else 'NO'}"
         out[r.backend.value] = line
-    for r in c.ratios:  # both speed figures, and why they differ (compare.SPEED_BASIS)
+    for r in c.ratios:  # both speed figures, and why they differ (compare.SPEED_BASIS); the settings both ran
         out[f"{r.backend.value} vs {r.baseline.value}"] = (
-            f"{r.throughput:.2f}x steady state (median step after start-up, as the benchmark measures), "
-            f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included)")
+            f"{r.speed_text()} steady state ({'steps timed in turns, median of per-step ratios' if r.interleaved else 'median step after start-up'}), "
+            f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included); both with "
+            f"{r.baseline_settings}" + ("" if r.like_for_like else f"; NOT like for like: they differ in {', '.join(r.differs_in)}"))
     return out
+
+
+def _load_check(profile=None, before=None):
+    """The machine profile (measured once, then cached) and a load check now; with ``before``, the
+    check after the timing combined with it (busy before or after: the verdict says so)."""
+    from .machine import check_load, combine_checks, machine_profile
+
+    profile = profile or machine_profile()
+    now = check_load(profile)
+    return profile, (combine_checks(before, now) if before is not None else now)
 
 
 def _report_stage(run: Path, cfg: DemoConfig, log: Log, facts: dict) -> Stage:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.latency import paired_ratio
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -24,7 +26,7 @@ INFERENCE_ROWS = {"torch-eager-fp32", "torch-sdpa-fp32", "torch-bf16", "torch-co
                   "ort-fused-int8-dynamic-fp32-embeddings",
                   "ort-fused-int8-dynamic-reduce-range", "ort-exported-int8-static-minmax", "ort-exported-int8-static-best",
                   "ort-fused-int4-weight-only", "ort-fused-int4-weight-only-acc4"}  # weight-only: issue 23
-TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin"}
+TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin", "eager-fused-adamw"}  # the last: the tuned row's like-for-like baseline
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,18 @@ def test_quick_bench_floor_and_training(quick_json):
         assert row["status"] == "ok", (name, row["reason"])
         timed = row["step_s"][warmup:]
         assert len(timed) >= 2 and row["median_step_s"] == pytest.approx(statistics.median(timed)), name
-        assert row["speed_vs_eager"] == pytest.approx(train["eager"]["median_step_s"] / row["median_step_s"]), name
+        base = train[row["baseline"]]
+        if name == row["baseline"]:
+            assert row["speed_vs_baseline"] is None
+            continue
+        want = paired_ratio(base["step_s"][warmup:], row["step_s"][warmup:])
+        assert row["speed_vs_baseline"] == pytest.approx(want.value) and row["interval"] == pytest.approx([want.lo, want.hi]), name
+    # like for like: every backend row's baseline runs the same shared settings (only backend knobs differ)
+    assert train["ort-opset14-fused-no-spin"]["baseline"] == "eager-fused-adamw"
+    assert {train[n]["baseline"] for n in ("ortmodule", "compile")} == {"eager"}
+    for name, row in train.items():
+        if row["comparison"] == "backend":
+            assert train[row["baseline"]]["shared_settings"] == row["shared_settings"], name
     assert train["ortmodule"]["executed_in_onnxruntime"] and not train["eager"]["executed_in_onnxruntime"]
 
 

@@ -131,6 +131,16 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
                             [[_e(r["backend"]), _e(r["status"]), r["steps"], _f(r["median_step_ms"], ".0f"), _f(r["samples_per_s"], ".1f"),
                               _f(r["startup_s"], ".1f"), _f(r["peak_memory_mib"], ".0f"), _f(r["final_accuracy"], ".3f"),
                               _e(r["executed_in_onnxruntime"])] for r in t["runs"]], [2, 3, 4, 5, 6, 7]))
+        for v in t.get("verdicts") or []:
+            look = {"gain": "meets_budget", "loss": "no_candidate_meets_budget", "no gain": "no_candidate_meets_budget"}
+            parts.append(f"<div class='verdict {look.get(v['outcome'], 'incomplete')}' id='training-verdict-{_e(v['backend'])}'>"
+                         f"<b>Training verdict.</b> {_e(v['text'])}</div>")
+            if v.get("load"):
+                parts.append(f"<p>Machine load while it trained: {_e(v['load'])}.</p>")
+            if v.get("where_it_pays"):
+                parts.append(f"<p>Where it is reported to pay (their figures, not measured here): {_e(v['where_it_pays'])}.</p>")
+            if v.get("next_steps"):
+                parts.append("<p>To try next:</p><ul>" + "".join(f"<li>{_e(x)}</li>" for x in v["next_steps"]) + "</ul>")
         parts.append(f"<p>Loss parity with {_e(t['baseline'])}: {_e(t['loss_parity'])}.</p>" + figs.get("training", ""))
 
     d = s["data"]

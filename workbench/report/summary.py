@@ -71,7 +71,19 @@ def _training_summary(c) -> Optional[dict]:
                      "final_accuracy": r.final_accuracy, "executed_in_onnxruntime": r.executed_in_onnxruntime, "reason": r.reason})
     return {"baseline": c.baseline.value, "loss_parity": c.loss_parity, "runs": rows,
             "ratios": {x.backend.value: dataclasses.asdict(x) if dataclasses.is_dataclass(x) else str(x) for x in c.ratios},
-            "notes": list(c.notes)}
+            "notes": list(c.notes), "verdicts": _training_verdicts(c)}
+
+
+def _training_verdicts(c) -> list[dict]:
+    """The verdicts saved beside compare.json (with the machine and its load while it trained), or,
+    for a comparison saved without them, the verdicts its figures alone support."""
+    from pathlib import Path
+
+    from ..train import load_verdicts, verdicts_for
+
+    saved = load_verdicts(Path(c.run_dir)) if getattr(c, "run_dir", None) and Path(c.run_dir).is_dir() else None
+    found = saved if saved is not None else verdicts_for(c)
+    return [dataclasses.asdict(v) for v in found.verdicts]
 
 
 def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[dict], list[str]]:

@@ -57,6 +57,8 @@ Files (one idea each):
 ``checkpoint.py``  the trained weights as a Hugging Face folder, written atomically
 ``graphs.py``      ORTModule's training graphs, summarised stage by stage
 ``process.py``     :func:`run_training_isolated`: one backend in its own process
+``lockstep.py``    :func:`run_lockstep`: runs in their own processes taking turns step by step
+``verdict.py``     :func:`training_verdict`: does a backend pay here, like for like, with an interval
 ``__main__.py``    ``python -m workbench.train``: that child process
 ``compare.py``     runs side by side: :class:`Comparison`, loss parity and its tolerances
 ``distributed.py`` :func:`run_distributed` and the ``torchrun`` worker
@@ -92,11 +94,17 @@ from .config import (
     Precision,
     Schedule,
     TrainConfig,
+    NotLikeForLike,
     TrainConfigError,
     check_backend,
+    require_like_for_like,
+    settings_text,
+    shared_differences,
 )
+from .lockstep import LockstepJob, interleaved_runs, run_lockstep
+from .verdict import TrainVerdict, TrainVerdicts, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for
 from .graphs import GraphStage, TrainGraphs, summarize_graph
-from .loop import Trainer, _load_data, evaluate, run_training  # noqa: F401 (_load_data: the benchmark shares its cache)
+from .loop import StepGate, Trainer, _load_data, evaluate, run_training  # noqa: F401 (_load_data: the benchmark shares its cache)
 from .memory import PeakMemory
 from .ortmodule import FellBackError, allow_streams_without_fd, ortmodule_fell_back, wrap_ortmodule
 from .process import run_training_isolated
@@ -139,5 +147,7 @@ __all__ = [
     "list_train_runs", "load_comparison", "load_train_run", "loss_difference", "lr_factor", "ortmodule_fell_back",
     "run_comparison", "run_training", "run_training_isolated", "save_checkpoint", "steps_per_epoch",
     "summarize_graph", "total_steps_for", "wrap_ortmodule", *_DISTRIBUTED,
-    "run_text",
+    "run_text", "NotLikeForLike", "require_like_for_like", "settings_text", "shared_differences", "LockstepJob",
+    "interleaved_runs", "run_lockstep", "StepGate", "TrainVerdict", "TrainVerdicts", "load_verdicts", "save_verdicts",
+    "training_verdict", "verdict_lines", "verdicts_for",
 ]

@@ -48,7 +48,9 @@ from typing import Optional, Sequence
 from .. import runs
 from ..runs.layout import COMPARE_FILE
 from ..metrics import Metric
-from .config import BACKEND_ONLY_FIELDS, DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
+from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend,
+                     settings_text, shared_differences)
+from .lockstep import LockstepJob, interleaved_runs, run_lockstep
 from .loop import run_training
 from .process import run_training_isolated
 from .results import ProgressFn, RunStatus, TrainRun
@@ -110,6 +112,25 @@ class Ratio:
     # too, i.e. the ratio of the time both spent training the same steps; below `throughput` when the
     # backend pays a start-up cost the baseline does not, and closer to it the longer the run
     throughput_with_startup: float = float("nan")
+    # steady-state interval (95%, bootstrap over paired steps) when the runs took turns step by step
+    # (lockstep): then `throughput` is the median of the per-step ratios; NaN for runs timed apart
+    throughput_lo: float = float("nan")
+    throughput_hi: float = float("nan")
+    interleaved: bool = False
+    # the shared settings both sides ran with (workbench.train.config.settings_text), and those in
+    # which they differ: empty when the ratio compares the backend alone (like for like)
+    baseline_settings: str = ""
+    differs_in: list[str] = field(default_factory=list)
+
+    @property
+    def like_for_like(self) -> bool:
+        return not self.differs_in
+
+    def speed_text(self) -> str:
+        """``0.98x (0.95-1.01)``, or without an interval for runs not timed in turns."""
+        if math.isfinite(self.throughput_lo) and math.isfinite(self.throughput_hi):
+            return f"{self.throughput:.2f}x ({self.throughput_lo:.2f}-{self.throughput_hi:.2f})"
+        return f"{self.throughput:.2f}x"
 
 
 @dataclass(frozen=True)
@@ -249,10 +270,17 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
                 f"graph(s), {cs.graph_breaks} graph break(s)"
                 + (f": the code between the graphs ran eagerly ({breaks})" if cs.graph_breaks else "")
             )
-        if r.config != cfg.replace(**_backend_only_fields(r.config)):
-            notes.append(f"{r.backend.value}: trained with a different config than {baseline.value}; ratios compare more than the backend")
+        diff = shared_differences(r.config, cfg)
+        if diff:
+            notes.append(f"{r.backend.value}: trained with other shared settings than {baseline.value} ({', '.join(diff)}); "
+                         "its ratios compare more than the backend and are not like for like")
     pids = [r.environment.get("pid") for r in runs_]
-    if len(runs_) > 1 and len(set(pids)) == len(pids):
+    turns = len(runs_) > 1 and all(interleaved_runs(base_run, r) for r in runs_ if r is not base_run)
+    if turns:
+        notes.append("speed: each backend trained in its own process, the processes taking turns step by step (lockstep: "
+                     "one step of every backend, then the next), so each step ran alone on the machine next in time to "
+                     "the other backends' same step; ratios are medians of the per-step ratios with a bootstrap interval")
+    elif len(runs_) > 1 and len(set(pids)) == len(pids):
         loads = ", ".join(f"{r.backend.value} {r.environment.get('load_avg_start') or '?'}" for r in runs_)
         notes.append(
             f"speed: each backend trained in its own process, one after the other (1-minute load average at each start: "
@@ -270,9 +298,15 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             if r.backend is baseline or not s.comparable:
                 continue
             diff, n = loss_difference(base_run, r, smooth)
+            speed, lo, hi, paired = s.throughput.ratio_to(base_summary.throughput), math.nan, math.nan, False
+            if interleaved_runs(base_run, r):
+                pr = paired_step_ratio(base_run, r)
+                if pr is not None:
+                    speed, lo, hi, paired = pr.value, pr.lo, pr.hi, True
             ratios.append(Ratio(
                 backend=r.backend, baseline=baseline,
-                throughput=s.throughput.ratio_to(base_summary.throughput),
+                throughput=speed, throughput_lo=lo, throughput_hi=hi, interleaved=paired,
+                baseline_settings=settings_text(cfg), differs_in=list(shared_differences(r.config, cfg)),
                 throughput_with_startup=s.throughput_with_startup.ratio_to(base_summary.throughput_with_startup),
                 memory=s.peak_memory.ratio_to(base_summary.peak_memory),
                 startup=s.startup.ratio_to(base_summary.startup),
@@ -286,9 +320,18 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
     return Comparison(list(runs_), baseline, summaries, ratios, tol, basis, notes)
 
 
-def _backend_only_fields(cfg: TrainConfig) -> dict:
-    """Config fields that only affect one backend (ORT and compile knobs): ignored when checking configs match."""
-    return {k: getattr(cfg, k) for k in BACKEND_ONLY_FIELDS}
+def paired_step_ratio(base: TrainRun, other: TrainRun):
+    """Steady-state speed of ``other`` against ``base`` from steps that pair up in time (runs that took
+    turns, :mod:`workbench.train.lockstep`): per-step ``base / other`` over the steps after start-up
+    both ran, its median and a bootstrap interval (:func:`workbench.latency.paired_ratio`); None with
+    fewer than 2 such steps."""
+    from ..latency import paired_ratio
+
+    skip = max(len(base.steps) - len(base.timed_steps()), len(other.steps) - len(other.timed_steps()))
+    pairs = [(a.step_s, b.step_s) for a, b in zip(base.steps[skip:], other.steps[skip:])]
+    if len(pairs) < 2:
+        return None
+    return paired_ratio([a for a, _ in pairs], [b for _, b in pairs])
 
 
 @dataclass(frozen=True)
@@ -302,6 +345,9 @@ class CompareConfig:
     backends: tuple[Backend, ...] = DEFAULT_BACKENDS
     tolerance: Optional[float] = None
     isolate: bool = False
+    # with isolate: the processes take turns step by step (lockstep.py) instead of running one after the
+    # other, so the speed ratios pair steps measured next in time and carry an interval
+    interleave: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.backends, (str, Backend)):
@@ -316,6 +362,7 @@ class CompareConfig:
                                                and math.isfinite(self.tolerance) and self.tolerance > 0):
             raise TrainConfigError(f"tolerance must be a positive number of nats, got {self.tolerance!r}; leave it unset for the default per precision")
         object.__setattr__(self, "isolate", bool(self.isolate))
+        object.__setattr__(self, "interleave", bool(self.interleave))
 
 
 def run_comparison(
@@ -344,6 +391,9 @@ def run_comparison(
     baseline = Backend.EAGER if Backend.EAGER in chosen else chosen[0]
     run_dir = Path(run_dir) if run_dir is not None else runs.new_run_dir("compare")
     done: list[TrainRun] = []
+    if isolate and compare_cfg.interleave and len(chosen) > 1:
+        done = run_lockstep([LockstepJob(cfg, b, run_dir) for b in chosen], progress=progress, stop=stop)
+        chosen = []
     for b in chosen:
         if stop is not None and stop.is_set():
             break
@@ -367,7 +417,7 @@ def load_comparison(path: str | os.PathLike) -> Comparison:
 
 def comparison_table(c: Comparison) -> str:
     """A plain-text table of the comparison (CLI, benchmark, logs)."""
-    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x':>6} {'x w/ start-up':>13} " \
+    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x (interval)':>18} {'x w/ start-up':>13} " \
            f"{'peak MiB':>9} {'x':>6} {'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
     lines = [head, "-" * len(head)]
     for s in c.summaries:
@@ -381,12 +431,17 @@ def comparison_table(c: Comparison) -> str:
         lines.append(
             f"{s.backend.value:<10} {s.status.value:<9} {'yes' if s.executed_in_onnxruntime else 'no':<6} "
             f"{fv(s.median_step_time.value * 1000, '.0f') + ' ms':>11} {fv(s.throughput.value, '.1f'):>10} "
-            f"{('1.00x' if base and s.comparable else fx(r.throughput if r else None)):>6} "
+            f"{('1.00x' if base and s.comparable else (r.speed_text() if r else '')):>18} "
             f"{('1.00x' if base and s.comparable else fx(r.throughput_with_startup if r else None)):>13} {fv(s.peak_memory.value, '.0f'):>9} "
             f"{('1.00x' if base and s.comparable else fx(r.memory if r else None)):>6} {fv(s.startup.value, '.1f'):>10} "
             f"{fv(s.final_accuracy.value, '.3f'):>7} {(fv(r.max_loss_diff, '.1e') if r else ''):>9}"
         )
     lines.append(f"speed: x = {SPEED_BASIS}; x w/ start-up = {SPEED_WITH_STARTUP_BASIS}")
+    settings = {r.baseline_settings for r in c.ratios if r.like_for_like}
+    if settings:
+        lines.append(f"like for like: every backend trained with {', '.join(sorted(settings))}; only the backend differs")
+    lines += [f"NOT like for like: {r.backend.value} differs from {c.baseline.value} in {', '.join(r.differs_in)}"
+              for r in c.ratios if not r.like_for_like]
     lines.append(f"loss parity: {'yes' if c.loss_parity else 'NO'} ({c.parity_basis})")
     lines.extend(f"note: {n}" for n in c.notes)
     return "\n".join(lines)

@@ -69,20 +69,17 @@ MEMORY_OPT_LEVELS = (0, 1, 2)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 # The defaults below (TrainConfig) are the settings that trained fastest side by side; ORTModule's
 # own defaults are kept here so that "untuned" can still be asked for (benchmarks, comparisons).
-# Measured with MiniLM, dropout off, steps of eager / ORTModule interleaved in one process
-# (benchmarks/bench_train.py and the issue-11 trials), ratios = eager median step / variant's:
-#   Xeon 2.80 GHz, AVX-512 VNNI, no AMX, 16x128: ORTModule 1.40x untuned, 1.63x tuned (FIELD_NOTES)
-#   Xeon with AVX-512 VNNI + AMX, 16x128:        ORTModule 1.45x untuned, 1.89x tuned (README)
-#   AMD EPYC Zen 3, AVX2 only, 16x64 / 16x128:    ORTModule 1.61x / 1.46x untuned, 2.80x / 1.92x tuned
-#     (a shared machine, load 12-22: absolute times meaningless, ratios side by side)
-# In these figures eager kept foreach AdamW: part of "tuned" is the fused optimizer, which as a
-# default now speeds eager up too, so demo ratios (both fused) sit between the two columns.
-# The tuned set won on all three machines (with and without AMX, with and without AVX-512), so it
-# is not made conditional on the CPU.
+# Two of the three tuned settings are ORTModule's own knobs (opset, spinning); the third, torch's
+# fused AdamW, is a shared setting: it speeds eager up as much, so every comparison gives the
+# baseline the same optimizer (like for like: shared_differences below) and a ratio of ORTModule
+# with fused AdamW against eager with foreach AdamW is never a headline. The figures per machine
+# are in the documentation's training benchmarks page (benchmarks/bench_train.py measures them).
 TUNED_DEFAULTS = {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}
 ORTMODULE_OWN_DEFAULTS = {"opset": 17, "optimizer": "adamw", "ort_allow_spinning": True}
 # TrainConfig fields that only one backend reads (ORTModule's and torch.compile's knobs): runs that
-# differ only in these still compare the same training (compare.py checks the rest match).
+# differ only in these still compare the same training (compare.py checks the rest match). Every
+# other field is a shared setting (optimizer, attention, dropout, precision, batch, data, ...): a
+# like-for-like comparison gives the baseline the same value (shared_differences).
 BACKEND_ONLY_FIELDS = ("opset", "memory_optimizer_level", "ort_threads", "ort_graph_optimization", "ort_allow_spinning",
                        "ort_log_level", "fallback", "save_graphs", "compile_mode", "compile_dynamic")
 
@@ -281,3 +278,44 @@ def check_backend(cfg: TrainConfig, backend: Backend | str) -> Backend:
         if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             raise TrainConfigError("precision 'bf16' on this CPU is not supported by PyTorch (no AVX-512 BF16/AMX); use 'fp32'")
     return backend
+
+
+# shared settings whose names are not self-explanatory in a ratio's label
+_SETTING_WORDS = {"optimizer": "optimizer", "attn_implementation": "attention", "dropout": "dropout",
+                  "precision": "precision", "batch_size": "batch size", "max_length": "sequence length"}
+
+
+def shared_differences(a: TrainConfig, b: TrainConfig) -> tuple[str, ...]:
+    """The shared settings (every field but :data:`BACKEND_ONLY_FIELDS`) in which two runs' configs
+    differ. Empty: the runs compare like for like, and a speed ratio between them measures the
+    backend alone. Anything else (an optimizer, attention, dropout, precision or batch change)
+    would credit the backend with a setting the baseline could use too."""
+    return tuple(f.name for f in dataclasses.fields(TrainConfig)
+                 if f.name not in BACKEND_ONLY_FIELDS and getattr(a, f.name) != getattr(b, f.name))
+
+
+def settings_text(cfg: TrainConfig) -> str:
+    """The shared settings a training ratio's two sides ran with, in words (labels every ratio)."""
+    opt = {Optimizer.ADAMW: "AdamW (foreach)", Optimizer.ADAMW_FUSED: "AdamW (fused)",
+           Optimizer.ORT_FUSED_ADAM: "ORT FusedAdam"}[cfg.optimizer]
+    shape = f"{cfg.examples_per_step}x{cfg.max_length}" + ("" if cfg.pad_to_max else " (padded per batch)")
+    return (f"{opt}, {cfg.attn_implementation} attention, dropout {'on' if cfg.dropout else 'off'}, "
+            f"{cfg.precision.value}, batch {shape}")
+
+
+class NotLikeForLike(TrainConfigError):
+    """A speed ratio whose two sides differ in a shared setting (not the backend alone)."""
+
+
+def require_like_for_like(contender: TrainConfig, baseline: TrainConfig, what: str = "this ratio") -> None:
+    """Raise :class:`NotLikeForLike` when ``contender`` changes a shared setting ``baseline`` does not run."""
+    diff = shared_differences(contender, baseline)
+    if diff:
+        def val(cfg, k):
+            v = getattr(cfg, k)
+            return getattr(v, "value", v)
+
+        words = ", ".join(f"{_SETTING_WORDS.get(k, k)} {val(contender, k)} vs {val(baseline, k)}" for k in diff)
+        raise NotLikeForLike(f"{what} compares more than the backend: the two sides differ in {words}; "
+                             "give the baseline the same settings (only backend knobs such as opset, spinning, "
+                             "graph optimization, memory optimizer or compile mode may differ)")

@@ -36,6 +36,9 @@ from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, Tr
 from .schedule import iter_micro_batches, lr_factor, total_steps_for
 
 ISOLATED_ENV = "WORKBENCH_ISOLATED"  # "1" in a run's own process (process.py): recorded in TrainRun.environment
+# the id of the group of runs that took turns step by step (lockstep.py), recorded in TrainRun.environment:
+# runs with the same id were timed interleaved, so their steps pair up
+LOCKSTEP_ENV = "WORKBENCH_LOCKSTEP"
 
 
 def _dist_info() -> tuple[int, int]:
@@ -99,7 +102,7 @@ class Trainer:
         # Only what the model's forward() takes (no token_type_ids for DistilBERT, MPNet, ...).
         micro = [({k: v.to(device) for k, v in model_inputs(self.net, enc).items()}, y.to(device)) for enc, y in micro]
         _sync(device)
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         loss_sum = 0.0
         for enc, labels in micro:
             with _autocast(cfg, device):
@@ -128,7 +131,22 @@ class Trainer:
                 f"the training loss became {loss_sum} at step {self.step_no}: lower lr (now {cfg.lr}) or use precision='fp32'"
             )
         examples = cfg.examples_per_step * self.world_size
-        return StepRecord(self.step_no, loss_sum, dt, examples / dt, lr_now, examples)
+        return StepRecord(self.step_no, loss_sum, dt, examples / dt, lr_now, examples, at=started)
+
+
+class StepGate:
+    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`).
+
+    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``: loading
+    and building the model; ``"step N"``: one optimizer step and its evaluation; ``"finish"``: the last
+    evaluation and the checkpoint) and :meth:`release` when it ends. This one lets every phase run at
+    once: a run on its own never waits."""
+
+    def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
+        """Give the turn back (if held) and wait for the turn to run ``phase``."""
+
+    def release(self) -> None:  # noqa: B027
+        """Give the turn back, if held."""
 
 
 def run_training(
@@ -139,6 +157,28 @@ def run_training(
     stop: Optional[threading.Event] = None,
     *,
     model=None,
+    gate: Optional[StepGate] = None,
+) -> TrainRun:
+    """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
+    See :func:`_train` for what happens; ``gate`` (a :class:`StepGate`) makes the run take turns
+    with others (:func:`workbench.train.lockstep.run_lockstep`): nothing of it uses the CPU outside
+    its turn."""
+    gate = gate if gate is not None else StepGate()
+    try:
+        return _train(cfg, backend, run_dir, progress, stop, model=model, gate=gate)
+    finally:
+        gate.release()
+
+
+def _train(
+    cfg: TrainConfig,
+    backend: Backend | str,
+    run_dir: str | os.PathLike | None,
+    progress: Optional[ProgressFn],
+    stop: Optional[threading.Event],
+    *,
+    model,
+    gate: StepGate,
 ) -> TrainRun:
     """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
 
@@ -163,6 +203,7 @@ def run_training(
     out = Path(run_dir) / backend.value if run_dir is not None else None
     if out is not None and rank == 0:
         out.mkdir(parents=True, exist_ok=True)
+    gate.next("setup")  # setup_s counts from the run's turn, not from the wait for it
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_start = _load_average()
     t_start = time.perf_counter()
@@ -209,6 +250,7 @@ def run_training(
                 progress(Progress(backend, 0, total, float("nan"), setup_s, float("nan"), 0.0, phase="startup"))
 
             for step in range(1, total + 1):
+                gate.next(f"step {step}")
                 if _should_stop(stop, world_size):
                     status, reason = RunStatus.STOPPED, f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
                     break
@@ -226,6 +268,7 @@ def run_training(
                 if progress is not None and rank == 0:
                     progress(_progress(backend, steps, total, t_start, val))
 
+            gate.next("finish")
             if status is RunStatus.OK and rank == 0 and dd["validation"].num_rows:
                 val = _run_eval(net, dd, loaded.tokenizer, cfg, device, len(steps), evals)
                 if progress is not None:
@@ -375,6 +418,7 @@ def _environment(cfg: TrainConfig) -> dict[str, str]:
         "processor": platform.processor() or platform.machine(),
         "pid": str(os.getpid()),
         "isolated": "1" if os.environ.get(ISOLATED_ENV) == "1" else "0",
+        "lockstep": os.environ.get(LOCKSTEP_ENV, ""),
     }
     try:
         import onnxruntime

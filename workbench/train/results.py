@@ -35,6 +35,7 @@ class StepRecord:
     samples_per_s: float
     lr: float
     examples: int
+    at: float = float("nan")  # wall-clock start of the step (seconds since the epoch): when it ran, for runs that take turns
 
 
 @dataclass(frozen=True)

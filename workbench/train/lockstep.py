@@ -1,0 +1,166 @@
+"""Runs that take turns: several training runs, each in its own process, stepped one at a time.
+
+:func:`run_lockstep` starts one ``python -m workbench.train --lockstep`` child per run. Each child
+asks for its turn before every phase that uses the CPU (loading the model, each optimizer step with
+its evaluation, the last evaluation and the checkpoint) and waits; the parent grants one turn at a
+time, in rotation: setup of every run, step 1 of every run, step 2 of every run, ... with the
+order rotated each round so no run is always first.
+
+Why: a comparison of speeds is only as good as its conditions. Runs trained one after the other,
+minutes apart, see different machine loads; runs interleaved in one process share thread pools (an
+ORT session's spinning workers take cores from the next eager step). Here every step runs alone on
+the machine, in a process of its own, next in time to the other runs' same step: step ``i`` of
+two runs pair up (:func:`workbench.latency.paired_ratio` gives the ratio an interval), and each
+run's peak memory and start-up are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .. import serial
+from .config import Backend, TrainConfig, check_backend
+from .loop import LOCKSTEP_ENV
+from .process import GATE_PREFIX, PROGRESS_PREFIX, child_process, child_result, drain_stderr
+from .results import Progress, ProgressFn, TrainRun
+
+
+@dataclass(frozen=True)
+class LockstepJob:
+    """One run of a lockstep group: its config and backend, the folder it writes
+    (``<run_dir>/<backend>/``, as :func:`workbench.train.run_training`), extra environment."""
+
+    cfg: TrainConfig
+    backend: Backend
+    run_dir: Path
+    env: Optional[dict[str, str]] = None
+
+
+class _Child:
+    def __init__(self, job: LockstepJob, group: str, progress: Optional[ProgressFn]) -> None:
+        self.job = job
+        self.events: queue.Queue = queue.Queue()
+        env = {**(job.env or {}), LOCKSTEP_ENV: group}
+        self.proc, self.cfg_path = child_process(job.cfg, job.backend, job.run_dir, env, lockstep=True)
+        self.err_tail: list[str] = []
+        self.t_err = drain_stderr(self.proc, self.err_tail)
+        self.progress = progress
+        self.turns = 0
+        self.t_out = threading.Thread(target=self._read, daemon=True)
+        self.t_out.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(GATE_PREFIX):
+                self.events.put(line[len(GATE_PREFIX):].split(" ", 1)[0].strip())
+            elif line.startswith(PROGRESS_PREFIX) and self.progress is not None:
+                self.progress(serial.from_dict(Progress, json.loads(line[len(PROGRESS_PREFIX):])))
+        self.events.put("eof")
+
+    def wait_for(self, stop: Optional[threading.Event]) -> str:
+        """The child's next gate event: "ready", "done" or "eof" (its output ended)."""
+        while True:
+            try:
+                return self.events.get(timeout=0.2)
+            except queue.Empty:
+                if stop is not None and stop.is_set():
+                    return "stop"
+
+    def grant(self) -> None:
+        self.turns += 1
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # the child already exited: its "eof" comes next
+            pass
+
+    def let_go(self, terminate: bool = False) -> None:
+        """No more turns: close stdin (the child runs freely) and, on stop, ask it to stop."""
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+        if terminate and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+
+def run_lockstep(
+    jobs: Sequence[LockstepJob],
+    progress: Optional[ProgressFn] = None,
+    stop: Optional[threading.Event] = None,
+) -> list[TrainRun]:
+    """Train every job in its own process, one phase at a time in rotation; return the runs in the
+    order of ``jobs``. ``stop`` lets every child go and asks each to stop between steps (each keeps
+    what it has, as :func:`workbench.train.run_training`). A child that dies without a result raises,
+    with the end of its stderr, after the others finished."""
+    if not jobs:
+        raise ValueError("run_lockstep needs at least one job")
+    for job in jobs:
+        check_backend(job.cfg, job.backend)
+    group = uuid.uuid4().hex[:12]
+    if progress is not None:  # each child's output is read on its own thread: one report at a time
+        lock, report = threading.Lock(), progress
+
+        def progress(p: Progress) -> None:
+            with lock:
+                report(p)
+    children = [_Child(LockstepJob(j.cfg, check_backend(j.cfg, j.backend), Path(j.run_dir).resolve(), j.env), group, progress)
+                for j in jobs]
+    active = list(range(len(children)))
+    stopped = False
+    try:
+        rnd = 0
+        while active and not stopped:
+            k = rnd % len(active)
+            for i in active[k:] + active[:k]:
+                child = children[i]
+                ev = child.wait_for(stop)
+                if ev == "stop":
+                    stopped = True
+                    break
+                if ev == "eof":
+                    active.remove(i)
+                    continue
+                child.grant()
+                ev = child.wait_for(stop)  # "done", or "eof" if it exited during its turn
+                if ev == "stop":
+                    stopped = True
+                    break
+                if ev == "eof":
+                    active.remove(i)
+            rnd += 1
+    finally:
+        for child in children:
+            child.let_go(terminate=stopped)
+    results: list[TrainRun] = []
+    errors: list[str] = []
+    for child in children:
+        child.t_out.join()
+        child.t_err.join(timeout=5)
+        try:
+            results.append(child_result(child.proc, child.job.backend, child.job.run_dir, child.cfg_path, child.err_tail))
+        except RuntimeError as exc:
+            errors.append(str(exc))
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    return results
+
+
+def lockstep_group(run: TrainRun) -> str:
+    """The lockstep group a run took turns in ("" when it ran on its own)."""
+    return (run.environment or {}).get("lockstep", "") or ""
+
+
+def interleaved_runs(a: TrainRun, b: TrainRun) -> bool:
+    """Whether two runs took turns in one lockstep group (their steps pair up in time)."""
+    ga = lockstep_group(a)
+    return bool(ga) and ga == lockstep_group(b) and (a.environment or {}).get("pid") != (b.environment or {}).get("pid")
+
+

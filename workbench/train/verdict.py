@@ -1,0 +1,166 @@
+"""The training verdict: does ORTModule (or torch.compile) train faster than eager here, like for like?
+
+One sentence a person can act on, built from a :class:`~workbench.train.Comparison`:
+
+    ORTModule trains at 0.98x (0.95-1.01) of eager with the same settings (AdamW (fused), eager
+    attention, dropout off, fp32, batch 16x64) on this CPU (AMD EPYC, AVX2 FMA): no gain here.
+
+The rules: the two sides must share every setting but the backend's own knobs (else no verdict);
+the interval comes from steps timed in turns (:mod:`workbench.train.lockstep`); a figure taken
+while other work ran is not a verdict; a gain needs the whole interval above 1.0, a loss the whole
+interval below it. Where the backend does not pay, the verdict says where it is reported to
+(published figures, labelled as theirs) and what to try next.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .config import Backend
+
+# Published ORTModule figures, quoted as their authors measured them (never on a CPU).
+PUBLISHED = (
+    "ORTModule's published speed-ups were measured on GPUs, not CPUs: 39% to 130% more throughput on 8 "
+    "NVIDIA A100s with DeepSpeed ZeRO-1 and mixed precision, against PyTorch runs that used another "
+    "optimizer (AdamW against ONNX Runtime's fused Adam) - Hugging Face and Microsoft, \"Optimum + ONNX "
+    "Runtime: easier, faster training for your Hugging Face models\" (2023); 13.8% for BART-large in fp16 "
+    "on 8 V100s (microsoft/onnxruntime-training-examples, huggingface/BART.md)"
+)
+NEXT_STEPS = (
+    "a GPU (make setup-gpu): where ORTModule's fused CUDA kernels and mixed precision apply",
+    "larger batches or sequences, or a larger encoder (benchmarks/bench_train.py --shapes 32x128 --model ...)",
+    "ORTModule's memory optimizer (memory_optimizer_level 1 or 2) when memory, not time, is the limit",
+)
+BACKEND_NAMES = {Backend.ORTMODULE: "ORTModule", Backend.COMPILE: "torch.compile", Backend.EAGER: "eager PyTorch"}
+
+
+@dataclass(frozen=True)
+class TrainVerdict:
+    backend: str
+    baseline: str
+    outcome: str  # "gain", "loss", "no gain", "unmeasured" (busy machine), "not like for like", "no ratio"
+    text: str
+    ratio: float = math.nan  # steady-state speed, >1: the backend is faster
+    lo: float = math.nan
+    hi: float = math.nan
+    interleaved: bool = False
+    settings: str = ""
+    machine: str = ""
+    load: str = ""
+    where_it_pays: str = ""
+    next_steps: list[str] = field(default_factory=list)
+
+    @property
+    def pays(self) -> bool:
+        return self.outcome == "gain"
+
+
+def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, machine: str = "",
+                     load=None) -> Optional[TrainVerdict]:
+    """The verdict on ``backend`` against the comparison's baseline; None when ``backend`` was not
+    trained. ``machine`` names the CPU (e.g. ``MachineProfile.isa_text()``); ``load`` is a
+    :class:`workbench.machine.LoadCheck` taken around the training (a contended one makes the
+    verdict "unmeasured")."""
+    backend = Backend(getattr(backend, "value", backend))
+    if backend not in {s.backend for s in comparison.summaries}:
+        return None
+    name, base_name = BACKEND_NAMES[backend], BACKEND_NAMES.get(comparison.baseline, comparison.baseline.value)
+    where = f" on this CPU ({machine})" if machine else " on this CPU"
+    load_text = load.text() if load is not None else ""
+    try:
+        r = comparison.ratio(backend)
+    except KeyError:
+        s = comparison.summary(backend)
+        return TrainVerdict(backend.value, comparison.baseline.value, "no ratio",
+                            f"{name}: no speed verdict, its run {s.status.value} ({s.reason or 'no steps'})",
+                            machine=machine, load=load_text)
+    common = dict(backend=backend.value, baseline=comparison.baseline.value, ratio=r.throughput, lo=r.throughput_lo,
+                  hi=r.throughput_hi, interleaved=r.interleaved, settings=r.baseline_settings, machine=machine, load=load_text)
+    if not r.like_for_like:
+        return TrainVerdict(outcome="not like for like", text=(
+            f"{name} against {base_name}: no verdict, the runs differ in {', '.join(r.differs_in)} as well as the "
+            "backend; compare them with the same settings"), **common)
+    measured = f"{name} trains at {r.speed_text()} of {base_name} with the same settings ({r.baseline_settings}){where}"
+    if load is not None and load.contended:
+        return TrainVerdict(outcome="unmeasured", text=(
+            f"{measured}, but the machine was busy while it trained ({load_text}): not a verdict; run it again on a "
+            "quiet machine"), **common)
+    has_interval = math.isfinite(r.throughput_lo) and math.isfinite(r.throughput_hi)
+    if has_interval and r.throughput_lo > 1.0:
+        outcome, tail = "gain", f"{(r.throughput - 1) * 100:.0f}% more samples per second here"
+    elif has_interval and r.throughput_hi < 1.0:
+        outcome, tail = "loss", "no gain here: slower than eager"
+    elif has_interval:
+        outcome, tail = "no gain", "no gain here (the interval includes 1.00x)"
+    else:  # timed apart: a point figure only
+        outcome = "gain" if r.throughput > 1.05 else ("loss" if r.throughput < 0.95 else "no gain")
+        tail = ("timed one after the other, without an interval: train with isolate and interleave for one; "
+                + ("faster here" if outcome == "gain" else "no gain here"))
+    text = f"{measured}: {tail}"
+    extra = {}
+    if outcome != "gain" and backend is Backend.ORTMODULE:
+        extra = {"where_it_pays": PUBLISHED, "next_steps": list(NEXT_STEPS)}
+    return TrainVerdict(outcome=outcome, text=text, **common, **extra)
+
+
+def verdict_lines(v: TrainVerdict) -> list[str]:
+    """The verdict as plain lines (CLI, demo log, summary.md)."""
+    lines = [f"verdict: {v.text}"]
+    if v.load:
+        lines.append(f"   machine load: {v.load}")
+    if v.where_it_pays:
+        lines.append(f"   where it is reported to pay: {v.where_it_pays}")
+    if v.next_steps:
+        lines.append("   to try next: " + "; ".join(v.next_steps))
+    return lines
+
+
+VERDICT_FILE = "verdict.json"  # beside compare.json: the verdicts and the machine they were reached on
+
+
+@dataclass(frozen=True)
+class TrainVerdicts:
+    """Every contender's verdict from one comparison, with the machine and its load at the time."""
+
+    verdicts: list[TrainVerdict]
+    machine: str = ""
+    load: str = ""
+    contended: bool = False
+
+    def get(self, backend: Backend | str) -> Optional[TrainVerdict]:
+        value = getattr(backend, "value", backend)
+        return next((v for v in self.verdicts if v.backend == value), None)
+
+
+def machine_text(profile) -> str:
+    """The CPU a figure was taken on, in words: model and instruction-set extensions."""
+    return f"{profile.cpu_model}, {profile.isa_text()}" if profile is not None else ""
+
+
+def verdicts_for(comparison, *, profile=None, load=None) -> TrainVerdicts:
+    """:func:`training_verdict` for every backend compared with the baseline."""
+    machine = machine_text(profile)
+    found = [training_verdict(comparison, s.backend, machine=machine, load=load)
+             for s in comparison.summaries if s.backend is not comparison.baseline]
+    return TrainVerdicts([v for v in found if v is not None], machine=machine,
+                         load=load.text() if load is not None else "", contended=bool(load is not None and load.contended))
+
+
+def save_verdicts(verdicts: TrainVerdicts, run_dir) -> str:
+    from pathlib import Path
+
+    from .. import runs
+
+    return str(runs.save_result(verdicts, Path(run_dir) / VERDICT_FILE))
+
+
+def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
+    """The verdicts saved beside ``compare.json`` in ``run_dir``; None when there are none."""
+    from pathlib import Path
+
+    from .. import runs
+
+    path = Path(run_dir) / VERDICT_FILE
+    return runs.load_result(TrainVerdicts, path) if path.is_file() else None
