@@ -135,7 +135,7 @@ def run_demo(
     and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
     status)`` follows the stages.
     """
-    from .train import CompareConfig, comparison_table, run_comparison, save_verdicts, verdict_lines, verdicts_for
+    from .train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
     from .data import load_data, summarize
     from .env import run_doctor
     from .graph import run_export
@@ -177,12 +177,12 @@ def run_demo(
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
         # writes train/compare.json and train/<backend>/ (the run layout); with isolate, the backends'
         # processes take turns step by step, so the speed ratios pair steps and carry an interval
-        profile, before = _load_check()
+        profile, before = load_check()
         comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
                                     run / layout.TRAIN_DIR, progress=progress, stop=stop)
         st.result_path = str(run / layout.COMPARE)
         log(comparison_table(comparison))
-        load = _load_check(profile, before)[1]
+        load = load_check(profile, before)[1]
         verdicts = verdicts_for(comparison, profile=profile, load=load)
         save_verdicts(verdicts, run / layout.TRAIN_DIR)
         for v in verdicts.verdicts:
@@ -317,16 +317,6 @@ def _train_headline(c) -> dict[str, str]:
             f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included); both with "
             f"{r.baseline_settings}" + ("" if r.like_for_like else f"; NOT like for like: they differ in {', '.join(r.differs_in)}"))
     return out
-
-
-def _load_check(profile=None, before=None):
-    """The machine profile (measured once, then cached) and a load check now; with ``before``, the
-    check after the timing combined with it (busy before or after: the verdict says so)."""
-    from .machine import check_load, combine_checks, machine_profile
-
-    profile = profile or machine_profile()
-    now = check_load(profile)
-    return profile, (combine_checks(before, now) if before is not None else now)
 
 
 def _report_stage(run: Path, cfg: DemoConfig, log: Log, facts: dict) -> Stage:

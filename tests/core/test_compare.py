@@ -20,6 +20,7 @@ from workbench.train import (
     run_comparison,
 )
 from workbench.train import Backend, CompareConfig, RunStatus, TrainConfig, TrainConfigError, run_training
+from workbench.train.compare import paired_step_ratio
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,8 @@ def test_a_defect_in_the_loss_curve_breaks_parity(comparison, tmp_path):
     doubled = run_training(eager.config.replace(lr=2 * eager.config.lr), "eager", tmp_path)
     c = compare([eager, dataclasses.replace(doubled, backend=Backend.ORTMODULE)])
     assert not c.loss_parity and c.ratio("ortmodule").max_loss_diff > FP32_TOLERANCE
-    assert any("different config" in n for n in c.notes)
+    assert any("other shared settings than eager (lr)" in n and "not like for like" in n for n in c.notes)
+    assert not c.ratio("ortmodule").like_for_like and c.ratio("ortmodule").differs_in == ["lr"]
     assert compare([eager, _shift_losses(ort, 0.005)], tolerance=0.01).loss_parity  # a caller's wider tolerance
     assert not compare([eager, _shift_losses(ort, 0.005)]).loss_parity
     with pytest.raises(ValueError, match="tolerance must be a positive"):
@@ -136,10 +138,18 @@ def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     def samples_per_s(backend: str) -> float:
         return next(m["value"] for m in out["backends"][backend]["metrics"] if m["unit"] == "samples/s")
 
-    assert out["ratios"]["ortmodule"]["throughput"] == pytest.approx(samples_per_s("ortmodule") / samples_per_s("eager"))
     c = load_comparison(tmp_path / "train")  # the run layout: <run>/train/compare.json
     pids = {r.environment["pid"] for r in c.runs}
     assert len(pids) == 2 and all(r.environment["isolated"] == "1" for r in c.runs)
+    # the two processes took turns step by step: the throughput ratio pairs their steps, with its interval
+    r = out["ratios"]["ortmodule"]
+    assert r["interleaved"] and len({x.environment["lockstep"] for x in c.runs}) == 1
+    want = paired_step_ratio(c.run("eager"), c.run("ortmodule"))
+    assert r["throughput"] == pytest.approx(want.value) and r["throughput_lo"] <= r["throughput"] <= r["throughput_hi"]
+    assert r["baseline_settings"] and r["differs_in"] == []
+    assert samples_per_s("ortmodule") > 0 and samples_per_s("eager") > 0
+    assert out["verdicts"][0]["backend"] == "ortmodule" and "with the same settings" in out["verdicts"][0]["text"]
+    assert (tmp_path / "train" / "verdict.json").is_file()
 
 
 def test_cli_train_reports_a_bad_flag_combination(tmp_path, capsys):

@@ -112,7 +112,7 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from ..train import CompareConfig, comparison_table, run_comparison
+    from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
     from ..runs import new_run_dir
     from ..train import TrainConfigError
 
@@ -125,8 +125,11 @@ def _cmd_compare(args) -> int:
         bar = None if args.json else _TrainProgressBar()
         lock = _locked(run_dir, args, "compare")
         try:
+            profile, before = load_check()
             c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
                                out, progress=bar, stop=_stop_on_sigint())
+            verdicts = verdicts_for(c, profile=profile, load=load_check(profile, before)[1])
+            save_verdicts(verdicts, out)
         finally:
             lock.release()
             if bar is not None:
@@ -139,10 +142,13 @@ def _cmd_compare(args) -> int:
             "tolerance": c.tolerance, "parity_basis": c.parity_basis,
             "backends": {s.backend.value: {**_run_summary(c.run(s.backend)),
                                            "metrics": [m for m in s.metrics()]} for s in c.summaries},
-            "ratios": {r.backend.value: r for r in c.ratios}, "notes": c.notes,
+            "ratios": {r.backend.value: r for r in c.ratios}, "notes": c.notes, "verdicts": verdicts.verdicts,
+            "machine": verdicts.machine, "load": verdicts.load, "contended": verdicts.contended,
         })
     else:
         print(comparison_table(c))
+        for v in verdicts.verdicts:
+            print("\n".join(verdict_lines(v)))
         print(f"saved: {out / runs.layout.COMPARE_FILE}   next: workbench export --model {run_dir}")
     return 0 if all(s.status.value == "ok" for s in c.summaries) and c.loss_parity else 1
 

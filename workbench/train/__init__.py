@@ -102,7 +102,7 @@ from .config import (
     shared_differences,
 )
 from .lockstep import LockstepJob, interleaved_runs, run_lockstep
-from .verdict import TrainVerdict, TrainVerdicts, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for
+from .verdict import TrainVerdict, TrainVerdicts, load_check, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for
 from .graphs import GraphStage, TrainGraphs, summarize_graph
 from .loop import StepGate, Trainer, _load_data, evaluate, run_training  # noqa: F401 (_load_data: the benchmark shares its cache)
 from .memory import PeakMemory
@@ -149,5 +149,5 @@ __all__ = [
     "summarize_graph", "total_steps_for", "wrap_ortmodule", *_DISTRIBUTED,
     "run_text", "NotLikeForLike", "require_like_for_like", "settings_text", "shared_differences", "LockstepJob",
     "interleaved_runs", "run_lockstep", "StepGate", "TrainVerdict", "TrainVerdicts", "load_verdicts", "save_verdicts",
-    "training_verdict", "verdict_lines", "verdicts_for",
+    "training_verdict", "verdict_lines", "verdicts_for", "load_check",
 ]

@@ -113,9 +113,9 @@ class Ratio:
     # backend pays a start-up cost the baseline does not, and closer to it the longer the run
     throughput_with_startup: float = float("nan")
     # steady-state interval (95%, bootstrap over paired steps) when the runs took turns step by step
-    # (lockstep): then `throughput` is the median of the per-step ratios; NaN for runs timed apart
-    throughput_lo: float = float("nan")
-    throughput_hi: float = float("nan")
+    # (lockstep): then `throughput` is the median of the per-step ratios; None for runs timed apart
+    throughput_lo: Optional[float] = None
+    throughput_hi: Optional[float] = None
     interleaved: bool = False
     # the shared settings both sides ran with (workbench.train.config.settings_text), and those in
     # which they differ: empty when the ratio compares the backend alone (like for like)
@@ -128,7 +128,7 @@ class Ratio:
 
     def speed_text(self) -> str:
         """``0.98x (0.95-1.01)``, or without an interval for runs not timed in turns."""
-        if math.isfinite(self.throughput_lo) and math.isfinite(self.throughput_hi):
+        if self.throughput_lo is not None and self.throughput_hi is not None:
             return f"{self.throughput:.2f}x ({self.throughput_lo:.2f}-{self.throughput_hi:.2f})"
         return f"{self.throughput:.2f}x"
 
@@ -298,7 +298,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             if r.backend is baseline or not s.comparable:
                 continue
             diff, n = loss_difference(base_run, r, smooth)
-            speed, lo, hi, paired = s.throughput.ratio_to(base_summary.throughput), math.nan, math.nan, False
+            speed, lo, hi, paired = s.throughput.ratio_to(base_summary.throughput), None, None, False
             if interleaved_runs(base_run, r):
                 pr = paired_step_ratio(base_run, r)
                 if pr is not None:

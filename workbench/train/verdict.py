@@ -14,7 +14,6 @@ interval below it. Where the backend does not pay, the verdict says where it is 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -42,9 +41,9 @@ class TrainVerdict:
     baseline: str
     outcome: str  # "gain", "loss", "no gain", "unmeasured" (busy machine), "not like for like", "no ratio"
     text: str
-    ratio: float = math.nan  # steady-state speed, >1: the backend is faster
-    lo: float = math.nan
-    hi: float = math.nan
+    ratio: Optional[float] = None  # steady-state speed, >1: the backend is faster
+    lo: Optional[float] = None  # the 95% interval, when the steps were timed in turns
+    hi: Optional[float] = None
     interleaved: bool = False
     settings: str = ""
     machine: str = ""
@@ -87,7 +86,7 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(outcome="unmeasured", text=(
             f"{measured}, but the machine was busy while it trained ({load_text}): not a verdict; run it again on a "
             "quiet machine"), **common)
-    has_interval = math.isfinite(r.throughput_lo) and math.isfinite(r.throughput_hi)
+    has_interval = r.throughput_lo is not None and r.throughput_hi is not None
     if has_interval and r.throughput_lo > 1.0:
         outcome, tail = "gain", f"{(r.throughput - 1) * 100:.0f}% more samples per second here"
     elif has_interval and r.throughput_hi < 1.0:
@@ -164,3 +163,14 @@ def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
 
     path = Path(run_dir) / VERDICT_FILE
     return runs.load_result(TrainVerdicts, path) if path.is_file() else None
+
+
+def load_check(profile=None, before=None):
+    """``(profile, check)``: the machine profile (measured once, then cached) and a load check now;
+    with ``before``, the check now combined with it, so a verdict says whether the machine was busy
+    before or after the training it judges."""
+    from ..machine import check_load, combine_checks, machine_profile
+
+    profile = profile or machine_profile()
+    now = check_load(profile)
+    return profile, (combine_checks(before, now) if before is not None else now)
