@@ -42,10 +42,13 @@ def _ratio_text(c: Comparison, backend: Backend, attr: str) -> str:
     if backend is c.baseline:
         return "1.00x (baseline)" if c.summary(backend).comparable else "baseline did not run"
     try:
-        v = getattr(c.ratio(backend), attr)
+        r = c.ratio(backend)
     except KeyError:
         s = c.summary(backend)
         return f"no ratio: {s.status.value}"
+    if attr == "throughput":  # with its interval when the steps were timed in turns; flagged when not like for like
+        return r.speed_text() + ("" if r.like_for_like else " (NOT like for like)")
+    v = getattr(r, attr)
     return f"{v:.2f}x" if math.isfinite(v) else "n/a"
 
 
@@ -123,5 +126,7 @@ def throughput_memory_bars(runs: RunsLike) -> go.Figure:
                          meta={"metric": "peak_memory", "unit": "MiB"}), row=1, col=2)
     fig.update_yaxes(title_text="samples/s", row=1, col=1)
     fig.update_yaxes(title_text="MiB", row=1, col=2)
-    fig.update_layout(title=f"Throughput and memory vs {c.baseline.value} (ratios: >1 is better)", showlegend=False)
+    settings = next((r.baseline_settings for r in c.ratios if r.baseline_settings), "")
+    fig.update_layout(title=f"Throughput and memory vs {c.baseline.value} (ratios: >1 is better)"
+                      + (f"<br><sup>every backend with {settings}</sup>" if settings else ""), showlegend=False)
     return fig
