@@ -29,6 +29,7 @@ EXPECTED = [
     "04_quantization_drift",
     "05_audit_your_own_model",
     "06_on_device_training",
+    "07_quantize_embedding_model",
 ]
 CELL_TIMEOUT_S = 300
 DEFAULTS_CELL_TIMEOUT_S = 3600  # committed defaults: the tour trains MiniLM twice inside one cell (RUN_ALL); a guard, not a budget
@@ -46,6 +47,8 @@ SMALL: dict[str, dict[str, Any]] = {
     "05_audit_your_own_model": {"MODEL": "tiny", "N_BOOT": 100, "MAX_TRAIN": 256, "MAX_EVAL": 128},
     "06_on_device_training": {"MODEL": "tiny", "TRAINABLE": "last", "STEPS": 3, "LR": 1e-3, "BATCH_SIZE": 8, "THREADS": 1,
                               "MEASURE_MEMORY": False},
+    "07_quantize_embedding_model": {"PRESETS": ("dynamic",), "MAX_QUERIES": 4, "MAX_DOCS": 30, "N_BOOT": 100,
+                                    "TIME_SPEED": False},
 }
 
 # What must hold at the end of each notebook: its panels ran and kept a result.
@@ -65,6 +68,8 @@ assert ort.executed_in_onnxruntime, ort.reason + chr(10) + ort.error
 assert train.error is None and compare.error is None
 assert [r.backend.value for r in compare.result.runs] == list(BACKENDS)
 assert compare.result.ratios, "ratios against the eager baseline: " + str(compare.result.notes)
+r = compare.result.ratios[0]
+assert r.interleaved == ISOLATE and r.like_for_like and r.baseline_settings, r
 """,
     "03_export_and_fusion": """
 assert graph.error is None and graph.result is report
@@ -84,6 +89,11 @@ for column in SLICE_COLUMNS:
 assert panel.error is None and panel.result is result
 assert result.loss_parity and result.validation.passed, (result.max_loss_diff, result.validation.message)
 assert len(result.ondevice_losses) == STEPS
+""",
+    "07_quantize_embedding_model": """
+assert panel.error is None and panel.result is result
+assert [v.name for v in result.evaluation.variants] == ["fused", *PRESETS]
+assert abs(result.evaluation.fp32_metrics["ndcg@10"] - result.evaluation.reference_metrics["ndcg@10"]) <= 1e-3
 """,
 }
 
@@ -136,13 +146,13 @@ def kernel_env(runs_root: Path, home: Path | None = None) -> dict[str, str]:
     - the repository first on ``PYTHONPATH`` (a stale editable install could otherwise resolve
       ``widgets`` as a namespace package from outside the repository).
 
-    ``home`` sets ``ORT_WORKBENCH_HOME`` (where the workshop checkpoint is cached).
+    ``home`` sets ``WORKBENCH_HOME`` (where the workshop checkpoint is cached).
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     env["WORKBENCH_RUNS"] = str(runs_root)
     if home is not None:
-        env["ORT_WORKBENCH_HOME"] = str(home)
+        env["WORKBENCH_HOME"] = str(home)
     return env
 
 
@@ -239,20 +249,23 @@ REAL_CHECKS: dict[str, str] = {
     "00_tour": REAL.format(acc="wb.quant.result.report.overall.reference.accuracy")
     + "assert wb.graph.result.fused_op_counts.get('Attention') == 6, wb.graph.result.fused_op_counts\n",
     "01_finetune_ortmodule": "assert ort.final_accuracy > 0.7, ort.final_accuracy\n",
-    "02_eager_vs_ortmodule": "assert all(r.final_accuracy > 0.7 for r in compare.result.runs), [r.final_accuracy for r in compare.result.runs]\n",
+    "02_eager_vs_ortmodule": "assert all(r.final_accuracy > 0.7 for r in compare.result.runs), [r.final_accuracy for r in "
+                             "compare.result.runs]\n",
     "03_export_and_fusion": "assert 'finetuned' in str(graph.export_result.model_source), graph.export_result.model_source\n"
     "assert report.num_layers == 6 and report.fused_op_counts.get('Attention') == 6, report.fused_op_counts\n",
     "04_quantization_drift": REAL.format(acc="result.report.overall.reference.accuracy"),
     "05_audit_your_own_model": REAL.format(acc="result.report.overall.reference.accuracy"),
     "06_on_device_training": "assert 'finetuned' in str(result.model_source), result.model_source\n"
     "assert result.artifacts.total_parameters > 20_000_000, result.artifacts.total_parameters  # MiniLM: 22.7 M\n",
+    "07_quantize_embedding_model": "assert result.evaluation.fp32_metrics['ndcg@10'] > 0.3, result.evaluation.fp32_metrics\n"
+    "assert result.speed is not None and {s.batch for s in result.speed.speeds} == {1, 32}, result.speed\n",
 }
 
 
 @pytest.fixture(scope="session")
 def workshop_home() -> Path:
     """The workshop cache with MiniLM fine-tuned by the demo's recipe, built (once) through the same
-    function the notebooks call: ``$ORT_WORKBENCH_HOME`` or ~/.cache/ort-workbench, so a checkpoint
+    function the notebooks call: ``$WORKBENCH_HOME`` or ~/.cache/ort-workbench, so a checkpoint
     made by `make workshop` is reused and one made here serves the next session too."""
     from workbench.workshop import ensure_finetuned, workbench_home
 
