@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer bench-gpu demo lab workshop test test-parallel test-fast bench bench-all doctor clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-parallel test-fast bench bench-all doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -25,7 +25,7 @@ setup-gpu:
 setup-gpu-infer:
 	bash scripts/setup_gpu_infer.sh
 
-## The GPU benchmark (issue-10 table) in the inference GPU environment; on a machine without CUDA it says so.
+## The GPU benchmark (the H100 table of docs/benchmarks/index.md) in the inference GPU environment; on a machine without CUDA it says so.
 bench-gpu: setup-gpu-infer
 	.venv-gpu-infer/bin/python benchmarks/bench_gpu.py --out $(RUNS)/bench/bench_gpu.json
 
@@ -41,14 +41,25 @@ lab: setup
 	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=notebooks
 
 ## Before a workshop, once per laptop: set up, then fine-tune the notebooks' MiniLM and cache it
-## (~/.cache/ort-workbench or $ORT_WORKBENCH_HOME). Nothing is downloaded afterwards.
+## (~/.cache/ort-workbench or $WORKBENCH_HOME). Nothing is downloaded afterwards.
 workshop: setup
 	$(PY) -m workbench.cli workshop
 
-## Every test: core, plots, widgets, notebooks, and the real-browser tests, in a random order
-## (pytest-randomly: the seed is printed; PYTEST_ARGS=--randomly-seed=N repeats it).
-test: setup-test
-	$(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS)
+## The current stack (transformers 5, torch 2.14, onnxruntime 1.32, sentence-transformers 6) in .venv-current,
+## from requirements/constraints-current.txt: everything but ORTModule training and on-device training artifacts.
+setup-current:
+	bash scripts/setup_current.sh
+
+## Every test on both stacks: on the training stack (.venv) all of them (core, plots, widgets, notebooks, the
+## real-browser tests, in a random order: pytest-randomly prints the seed, PYTEST_ARGS=--randomly-seed=N repeats
+## it), then `make test-current`. Both always run; the exit status is non-zero when either failed.
+test: setup-test setup-current
+	@rc=0; $(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS) || rc=$$?; \
+	$(MAKE) --no-print-directory test-current || { [ $$rc != 0 ] || rc=1; }; exit $$rc
+
+## Every test that does not train (marker `train`), on the current stack in .venv-current.
+test-current: setup-current
+	.venv-current/bin/python -m pytest -q -ra -p randomly -m "not train" --durations=15 $(PYTEST_ARGS)
 
 ## Every test on two workers (pytest-xdist): 15 min 21 s instead of 19 min 15 s on this 2-core machine, but
 ## each worker's load is the other's busy machine: speed verdicts measured meanwhile say so ("unmeasured").
@@ -70,5 +81,19 @@ bench: setup
 bench-all: setup
 	$(PY) benchmarks/run_all.py --out $(RUNS)/bench
 
+## The documentation site (mkdocs, Material theme) into site/; --strict: a broken link or a missing page fails.
+## The command-line page is generated from the parser while it builds (docs/hooks/generated.py).
+docs: setup-test
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+## ruff check on the code (rules: pyproject.toml [tool.ruff]); make test runs it too (tests/core/test_docs.py).
+lint: setup-test
+	$(PY) -m ruff check .
+
+## The documentation's pictures from a real run: workbench demo --quick, then JupyterLab with the tour
+## notebook and report.html in headless Chromium; PNGs and manifest.json in docs/img/.
+screenshots: setup-test
+	$(PY) scripts/screenshots.py --out docs/img
+
 clean:
-	rm -rf .venv .pytest_cache test-output
+	rm -rf .venv .pytest_cache test-output site

@@ -271,7 +271,8 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
-    exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / layout.EXPORT_DIR, data=data)
+    exp = run_export(model_dir, ExportConfig(max_length=max_length, validation_examples=16 if quick else 32), work / layout.EXPORT_DIR,
+                     data=data)
     fus = run_fusion(exp, FusionConfig.transformer_only(measure_latency=False, time_pytorch=False), work / layout.FUSION_DIR)
     graphs = {"exported": Path(exp.onnx_path), "fused": Path(fus.fused_path)}
     log(f"  export + fusion: {time.perf_counter() - t0:.0f} s; fused ops {dict(sorted(fus.variants[-1].fused_ops.items()))}")
@@ -607,7 +608,8 @@ def run(args) -> dict:
         "command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": info, "threads": args.threads,
         "settings": {"shapes": [key(s) for s in shapes], "rounds": args.rounds, "repeats": args.repeats, "warmup": args.warmup,
                      "train_shape": list(train_shape), "train_warmup": train_warmup, "train_steps": train_steps,
-                     "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning during a run, stopped after it (session.force_spinning_stop)",
+                     "ort_session": "graph optimization 'all', intra_op_num_threads = threads, inter_op 1, spinning during a run, stopped "
+                                    "after it (session.force_spinning_stop)",
                      "torch": f"torch.set_num_threads(threads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
                      "budget_overall": BUDGET_OVERALL, "budget_per_slice": BUDGET_SLICE},
         "data_lengths": serial.to_dict(lengths) if lengths is not None else None,

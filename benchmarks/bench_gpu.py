@@ -1,4 +1,4 @@
-"""GPU benchmark: the issue-10 table through the workbench's own code, in one run on one GPU.
+"""GPU benchmark: the H100 table of docs/benchmarks/index.md through the workbench's own code, in one run on one GPU.
 
 Rows (median ms per batch, sequence 128, batch 1 and 32 by default): PyTorch eager FP32, PyTorch
 SDPA FP16, torch.compile reduce-overhead FP16 (CUDA graphs), ONNX Runtime CUDA exported FP32,
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from workbench.options import shapes_arg
 
-GOALS = {1: 2.5, 32: 1.5}  # fused FP16 + CUDA graph vs torch.compile reduce-overhead, per batch size (issue 10)
+GOALS = {1: 2.5, 32: 1.5}  # fused FP16 + CUDA graph vs torch.compile reduce-overhead, per batch size
 ROWS = (  # (label, where in the report)
     ("PyTorch eager FP32", ("pytorch", None)),
     ("PyTorch SDPA FP16", ("peer", "sdpa_fp16")),

@@ -55,10 +55,13 @@ def main(argv=None) -> int:
             rows.append({
                 "trainable": trainable, "trainable_parameters": r.artifacts.trainable_parameters,
                 "artifact_sizes_mib": {f.name: round(f.size_mib, 3) for f in r.artifacts.files},
-                "drift": r.max_loss_diff, "defect_2x_lr": max(d2), "defect_2x_lr_first_visible_step": next((i + 1 for i, x in enumerate(d2) if x > 0), None),
+                "drift": r.max_loss_diff, "defect_2x_lr": max(d2), "defect_2x_lr_first_visible_step": next((i + 1 for i,
+                                                                                                            x in enumerate(d2) if x > 0),
+                                                                                                            None),
                 "defect_torch_adamw": max(dt), "ondevice_losses": r.ondevice_losses, "pytorch_losses": r.pytorch_losses,
                 "ondevice_step_ms": r.ondevice.median_step_ms, "pytorch_step_ms": r.pytorch.median_step_ms,
-                "ondevice_isolated_step_ms": r.ondevice.isolated_median_step_ms, "pytorch_isolated_step_ms": r.pytorch.isolated_median_step_ms,
+                "ondevice_isolated_step_ms": r.ondevice.isolated_median_step_ms,
+                "pytorch_isolated_step_ms": r.pytorch.isolated_median_step_ms,
                 "ondevice_peak_rss_mib": r.ondevice.peak_rss_mib, "pytorch_peak_rss_mib": r.pytorch.peak_rss_mib,
                 "ondevice_rss_growth_mib": r.ondevice.rss_growth_mib, "pytorch_rss_growth_mib": r.pytorch.rss_growth_mib,
                 "inference_validation_max_abs_diff": r.validation.max_abs_diff, "seconds": time.perf_counter() - t0,
@@ -71,7 +74,8 @@ def main(argv=None) -> int:
         print(f"{r['trainable']:<9} {r['trainable_parameters']:>10,} {sum(r['artifact_sizes_mib'].values()):>7.2f} "
               f"{r['drift']:>9.2e} {r['defect_2x_lr']:>9.2e} {r['defect_torch_adamw']:>11.2e} "
               f"{r['ondevice_step_ms']:>8.2f} {r['pytorch_step_ms']:>8.2f} {f(r['ondevice_peak_rss_mib'], '.0f'):>8} "
-              f"{f(r['pytorch_peak_rss_mib'], '.0f'):>8} {f(r['ondevice_rss_growth_mib'], '.0f'):>8} {f(r['pytorch_rss_growth_mib'], '.0f'):>8}")
+              f"{f(r['pytorch_peak_rss_mib'], '.0f'):>8} {f(r['ondevice_rss_growth_mib'], '.0f'):>8} "
+              f"{f(r['pytorch_rss_growth_mib'], '.0f'):>8}")
     flags = ""
     try:
         flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))

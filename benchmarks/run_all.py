@@ -27,7 +27,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    index = {"machine": {"platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()}, "benchmarks": []}
+    index = {"machine": {"platform": platform.platform(), "processor": platform.processor(), "python": platform.python_version()},
+             "benchmarks": []}
     failed = 0
     for script in BENCHES:
         name = script.removesuffix(".py")
@@ -37,7 +38,8 @@ def main(argv=None) -> int:
         print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.call(cmd)
-        index["benchmarks"].append({"name": name, "command": cmd, "returncode": rc, "seconds": round(time.perf_counter() - t0, 1), "json": str(out / f"{name}.json")})
+        index["benchmarks"].append({"name": name, "command": cmd, "returncode": rc, "seconds": round(time.perf_counter() - t0, 1),
+                                    "json": str(out / f"{name}.json")})
         failed += rc != 0
     from workbench.runs import atomic_write_json
 

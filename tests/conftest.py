@@ -31,8 +31,67 @@ def cuda_missing() -> str:
     return ""
 
 
+# What trains (ORTModule, eager or compile runs, comparisons, the demo, the workshop) or builds and runs on-device
+# training artifacts: marked `train`, the training stack's alone. `make test-current` deselects them
+# (-m "not train"); run elsewhere on the current stack they skip, saying why.
+TRAIN_FIXTURES = {"tiny_train_run", "tiny_checkpoint", "tiny_comparison", "trained_minilm_run", "trained_minilm_checkpoint",
+                  "demo_run", "finished", "comparison", "quick_json", "distil_with_bert_tokenizer",
+                  "workshop_home"}  # the workshop's fine-tuned MiniLM, which the notebooks' committed defaults start from
+TRAIN_MODULES = {
+    "core/test_train.py", "core/test_ortmodule_smoke.py", "core/test_distributed.py", "core/test_compare.py",
+    "core/test_ondevice.py", "core/test_ondevice_cli.py", "core/test_ondevice_web.py", "core/test_workshop.py",
+    "core/test_pipeline.py", "core/test_layout.py", "core/test_like_for_like.py", "core/test_bench.py",
+    "widgets/test_train_panels.py", "widgets/test_ondevice_panel.py", "widgets/test_workbench.py",
+    "widgets/test_encoder_types.py", "ui/test_ondevice_page.py", "ui/test_tour_in_browser.py",
+}
+TRAIN_NOTEBOOKS = ("00_", "01_", "02_", "06_")  # the notebooks that fine-tune or train on device
+# single tests elsewhere that train, or run a training command (refused on the current stack before its own checks)
+TRAIN_TESTS = (
+    "core/test_export.py::test_export_after_ortmodule_training_is_plain_onnx",
+    "core/test_zoo.py::test_inputs_follow_the_model_not_the_tokenizer",
+    "core/test_zoo.py::test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot",
+    "core/test_zoo.py::test_training_commands_refuse_a_type_outside_the_list_in_one_line",
+    "core/test_reliability.py::test_train_data_missing",
+    "core/test_reliability.py::test_compare_data_not_utf8_says_save_as_utf8",
+    "core/test_reliability.py::test_ondevice_truncated_safetensors",
+    "core/test_audit.py::test_demo_runs_folder_that_cannot_be_created",
+    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv0-",
+    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv1-",
+    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv4-",
+    "core/test_reliability.py::test_jsonl_error_gives_the_line_number",
+    "core/test_reliability.py::test_demo_unknown_backend_lists_the_valid_ones",
+    "core/test_reliability.py::test_nproc_is_bounded_by_the_cores",
+    "core/test_reliability.py::test_ondevice_absurd_steps_refused_before_any_batch",
+    "core/test_reliability.py::test_config_messages_speak_in_flags",
+    "core/test_reliability.py::test_torchrun_workers_die_with_a_killed_parent",
+)
+
+
+def _trains(item) -> bool:
+    rel = Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    if rel in TRAIN_MODULES or TRAIN_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if (rel + "::" + item.nodeid.split("::", 1)[-1]).startswith(TRAIN_TESTS):
+        return True
+    if rel == "notebooks/test_notebooks.py" and item.nodeid.split("::")[-1].startswith("test_notebook_executes["):
+        return any(item.nodeid.split("[", 1)[1].split("/")[-1].startswith(p) for p in TRAIN_NOTEBOOKS)
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the markers
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
+    """Tests that train get the ``train`` marker (skipped, saying why, on a stack without ORTModule); tests
+    marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
+    train_items = [item for item in items if item.get_closest_marker("train") or _trains(item)]
+    for item in train_items:
+        item.add_marker(pytest.mark.train)
+    if train_items:
+        from workbench.env import stack
+
+        if stack() == "current":
+            for item in train_items:
+                item.add_marker(pytest.mark.skip(reason="marked train: the current stack has no ORTModule; "
+                                                        "the training stack (make setup, .venv) runs it"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -19,4 +19,5 @@ from .quant import QuantPanel
 from .train import ComparePanel, TrainPanel
 from .workbench import Workbench
 
-__all__ = ["ComparePanel", "DoctorBanner", "GraphPanel", "OnDevicePanel", "Panel", "PanelInputError", "QuantPanel", "TrainPanel", "Workbench"]
+__all__ = ["ComparePanel", "DoctorBanner", "GraphPanel", "OnDevicePanel", "Panel", "PanelInputError", "QuantPanel", "TrainPanel",
+           "Workbench"]

@@ -167,7 +167,8 @@ def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css_class:
     def cell(v: Any) -> str:
         return str(v) if isinstance(v, Markup) else html.escape(str(v))
 
-    head = "".join(f"<th style=\"text-align:left;padding:2px 8px;border-bottom:1px solid #d0d7de\">{html.escape(str(h))}</th>" for h in headers)
+    th = "<th style=\"text-align:left;padding:2px 8px;border-bottom:1px solid #d0d7de\">"
+    head = "".join(f"{th}{html.escape(str(h))}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(f"<td style=\"padding:2px 8px\">{cell(v)}</td>" for v in row) + "</tr>"
         for row in rows

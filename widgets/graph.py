@@ -87,7 +87,8 @@ def _timing_cell(report: FusionReport, v) -> Markup:
 
 def variants_table(report: FusionReport) -> str:
     rows = []
-    shape = f" ({report.variants[0].latency[0].batch}x{report.variants[0].latency[0].seq})" if report.variants and report.variants[0].latency else ""
+    first = report.variants[0].latency[0] if report.variants and report.variants[0].latency else None
+    shape = f" ({first.batch}x{first.seq})" if first is not None else ""
     for v in report.variants:
         fused = ", ".join(f"{k} {n}" for k, n in v.fused_ops.items()) or "–"
         rows.append([

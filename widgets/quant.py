@@ -168,6 +168,15 @@ class QuantPanel(Panel):
             "Slices under 50 examples are shown pale (too small to judge). Flipped predictions are listed below.")
     RUN_LABEL = "Quantize"
 
+    def __new__(cls, *args: Any, **kwargs: Any):
+        """``QuantPanel(model=FOLDER, ...)`` with a sentence-transformers folder: the embedding panel
+        (:class:`widgets.embed.EmbedQuantPanel`), which scores retrieval instead of accuracy."""
+        if cls is QuantPanel and kwargs.get("model") is not None:
+            from .embed import EmbedQuantPanel
+
+            return EmbedQuantPanel(**kwargs)
+        return super().__new__(cls)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.results: dict[str, QuantResult] = {}

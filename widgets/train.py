@@ -160,7 +160,9 @@ class TrainPanel(Panel):
                                           description="steps (0: preset)", style=style),
             "data": W.Text(value=str(options["data"]), description="data",
                            placeholder="reviews, or a CSV / JSONL / Parquet file", style=style),
-            "isolate": W.Checkbox(value=bool(options["isolate"]), description="each backend in its own process, taking turns step by step (own peak memory; speed with an interval)",
+            "isolate": W.Checkbox(value=bool(options["isolate"]),
+                                  description="each backend in its own process, taking turns step by step (own peak memory; speed with an "
+                                              "interval)",
                                   indent=False, layout=W.Layout(width="auto")),
         }
 

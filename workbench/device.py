@@ -26,7 +26,6 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -148,7 +147,8 @@ def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
                 f"available: {build}. Or run with --device cpu")
     idx = device_index(device)
     if idx >= facts.device_count:
-        return f"CUDA device {idx} was asked for but only {facts.device_count} device(s) are visible: use cuda:0..cuda:{facts.device_count - 1}"
+        return (f"CUDA device {idx} was asked for but only {facts.device_count} device(s) are visible: "
+                f"use cuda:0..cuda:{facts.device_count - 1}")
     return None
 
 

@@ -81,7 +81,8 @@ def _vtuple(v: str) -> tuple[int, ...]:
 def check_python() -> Check:
     v = sys.version_info
     ok = (3, 10) <= (v.major, v.minor) <= (3, 12)
-    return Check("python", ok, platform.python_version(), "" if ok else "onnxruntime-training 1.19.2 has wheels for CPython 3.10-3.12 only; use Python 3.11")
+    return Check("python", ok, platform.python_version(),
+                 "" if ok else "onnxruntime-training 1.19.2 has wheels for CPython 3.10-3.12 only; use Python 3.11")
 
 
 def check_torch() -> Check:
@@ -89,7 +90,8 @@ def check_torch() -> Check:
     if v is None:
         return Check("torch", False, "not installed", SETUP_HINT)
     ok = TORCH_RANGE[0] <= _vtuple(v)[:2] <= TORCH_RANGE[1]
-    fix = "" if ok else f"ORTModule 1.19.2 needs torch 2.4-2.6 (2.7+ fails to load its extensions): pip install torch==2.6.0, then {SETUP_HINT}"
+    fix = "" if ok else (f"ORTModule 1.19.2 needs torch 2.4-2.6 (2.7+ fails to load its extensions): pip install torch==2.6.0, "
+                         f"then {SETUP_HINT}")
     return Check("torch", ok, v, fix)
 
 
@@ -156,9 +158,59 @@ def training_build() -> Optional[str]:
     return None
 
 
+def stack() -> str:
+    """Which of the workbench's environments this is, read off the ONNX Runtime package installed:
+    ``"training"`` (an onnxruntime-training build: ORTModule; `make setup`), ``"current"`` (onnxruntime:
+    today's transformers, torch and ONNX Runtime, no training; `make setup-current`), ``"gpu-infer"``
+    (onnxruntime-gpu; `make setup-gpu-infer`) or ``"none"`` (no ONNX Runtime)."""
+    if training_build() is not None:
+        return "training"
+    if _version("onnxruntime-gpu") is not None:
+        return "gpu-infer"
+    if _version("onnxruntime") is not None:
+        return "current"
+    return "none"
+
+
 def inference_only() -> bool:
-    """True in the inference GPU environment (onnxruntime-gpu and no training build)."""
-    return training_build() is None and _version("onnxruntime-gpu") is not None
+    """True in an environment without a training build: the inference GPU environment
+    (onnxruntime-gpu) or the current stack (onnxruntime)."""
+    return stack() in ("gpu-infer", "current")
+
+
+# What each stack runs (``workbench doctor``'s first line).
+STACK_CAN = {
+    "training": ("training stack: everything: training (eager, ortmodule, compile; torchrun), on-device training "
+                 "artifacts, export, fusion, quantization, the audit, the report, the panels, the notebooks"),
+    "current": ("current stack: export, fusion, quantization (dynamic, static, weight-only), the audit, the report, "
+                "the machine profile, the graph, quantization and audit panels, the CLI; not training nor on-device "
+                "training artifacts (the training stack: `make setup`, .venv)"),
+    "gpu-infer": ("inference GPU environment: the inference stages with --device cuda, eager and compile training; "
+                  "not ORTModule (the training stack: `make setup` or `make setup-gpu`)"),
+    "none": "no ONNX Runtime installed: `make setup` (training stack) or `make setup-current` (current stack)",
+}
+CURRENT_SETUP_HINT = "run `make setup-current` (it installs requirements/constraints-current.txt into .venv-current)"
+CURRENT_MINIMUMS = {"torch": (2, 9), "transformers": (5, 0), "onnxruntime": (1, 31)}
+# The commands that train (or serve and import on-device training): the training stack only.
+TRAINING_COMMANDS = ("train", "compare", "demo", "workshop", "ondevice")
+
+
+class TrainingStackError(ValueError):
+    """A training command on a stack without ORTModule; the message names `make setup`."""
+
+
+def training_refusal(command: str) -> str:
+    """One line: why ``command`` does not run on this (current) stack and what to run instead."""
+    versions = ", ".join(f"{d} {_version(d)}" for d in ("transformers", "torch", "onnxruntime") if _version(d))
+    return (f"workbench {command}: training and on-device training artifacts need the training stack "
+            f"(onnxruntime-training 1.19.2, torch 2.6, transformers 4.57) and this is the current stack ({versions}); "
+            f"run `make setup`, then .venv/bin/workbench {command} ...")
+
+
+def require_training_stack(command: str) -> None:
+    """Raise :class:`TrainingStackError` on the current stack (no ONNX Runtime training build, transformers 5)."""
+    if stack() == "current":
+        raise TrainingStackError(training_refusal(command))
 
 
 def check_ortmodule_extensions() -> Check:
@@ -209,15 +261,22 @@ def check_transformers_optimizer() -> Check:
 
 def check_exporter() -> Check:
     try:
-        import torch.onnx
+        import torch.onnx  # noqa: F401  (the exporter itself must import, not just its constants)
         from torch.onnx._constants import ONNX_DEFAULT_OPSET
     except ImportError as exc:
         return Check("onnx exporter", False, f"torch.onnx import failed: {exc}", SETUP_HINT)
+    from .graph.trace import torchscript_available
+
     v = _version("onnx") or "onnx not installed"
     ok = _version("onnx") is not None
+    if torchscript_available():
+        which = "TorchScript (dynamo=False: the graphs ONNX Runtime's BERT fusions match)"
+    else:
+        which = "dynamo (this torch has no TorchScript exporter: exported graphs get no Attention fusion)"
+    dynamo = "; the dynamo exporter also (--exporter dynamo)" if importlib.util.find_spec("onnxscript") else ""
     return Check(
         "onnx exporter", ok,
-        f"torch.onnx.export, TorchScript-based (dynamo=False), default opset {ONNX_DEFAULT_OPSET}; onnx {v}",
+        f"torch.onnx.export with {which}{dynamo}; torch's default opset {ONNX_DEFAULT_OPSET}; onnx {v}",
         "" if ok else "pip install onnx (see requirements/constraints.txt)",
     )
 
@@ -326,8 +385,63 @@ CHECKS: list[Callable[[], Check]] = [
 TRAINING_ONLY_CHECKS = ("torch", "transformers", "onnxruntime", "ortmodule extensions")
 
 
+TRAINING_ORT_VERSION = ORT_VERSION
+SLOWER_BY = 0.15  # a runtime is called slower here when a kernel kind's throughput is this much below the other's
+
+
+def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
+    """On the current stack: one line when this machine's profile measured with the training stack's onnxruntime
+    1.19.2 (same CPU, flags and threads; cached by `workbench machine` there) shows faster matrix-multiply
+    kernels than this runtime's by more than :data:`SLOWER_BY`; None otherwise, and None when this machine has no
+    1.19.2 profile (nothing measured: nothing said)."""
+    if stack() != "current" or profile is None or profile.ort_version.startswith("1.19."):
+        return None
+    from .machine import _read_cached, cache_root, profile_key
+
+    key = profile_key(profile.cpu_model, profile.flags, profile.threads, TRAINING_ORT_VERSION)
+    old = _read_cached(cache_root(cache_dir) / f"{key}.json")
+    if old is None:
+        return None
+    kinds = [("FP32", profile.fp32_gops, old.fp32_gops, "GFLOP/s"), ("INT8", profile.int8_gops, old.int8_gops, "GOP/s")]
+    slower = [(name, new, was, unit) for name, new, was, unit in kinds if was > 0 and new < (1 - SLOWER_BY) * was]
+    if not slower:
+        return None
+    said = ", ".join(f"{name} {new:.0f} vs {was:.0f} {unit}" for name, new, was, unit in slower)
+    return (f"onnxruntime {profile.ort_version} is slower than {TRAINING_ORT_VERSION} on this machine ({profile.cpu_model}, "
+            f"{profile.isa_text()}, {profile.threads} threads): its measured matrix-multiply throughput is {said} "
+            f"(profiles of {profile.measured_at[:10]} and {old.measured_at[:10]}); the training stack (`make setup`) runs the "
+            "same graphs faster here")
+
+
+def check_stack() -> Check:
+    """Which stack this is and what it runs (never fails: the checks after it say what is missing)."""
+    here = stack()
+    versions = ", ".join(f"{d} {v}" for d in ("transformers", "torch", "onnxruntime", "onnxruntime-training-cpu",
+                                               "onnxruntime-training", "onnxruntime-gpu") if (v := _version(d)))
+    return Check("stack", here != "none", f"{STACK_CAN[here]} [{versions}]",
+                 "" if here != "none" else STACK_CAN["none"], required=False)
+
+
+def _check_current(dist: str) -> Check:
+    """The current stack's floor for ``dist`` (requirements/constraints-current.txt holds the exact set)."""
+    v = _version(dist)
+    if v is None:
+        return Check(dist, False, "not installed", CURRENT_SETUP_HINT)
+    want = CURRENT_MINIMUMS[dist]
+    ok = _vtuple(v)[:2] >= want
+    return Check(dist, ok, f"{v} (current stack)",
+                 "" if ok else f"the current stack needs {dist} >= {'.'.join(map(str, want))}; {CURRENT_SETUP_HINT}")
+
+
 def run_doctor() -> DoctorReport:
-    checks = [check() for check in CHECKS]
+    checks = [check_stack()] + [check() for check in CHECKS]
+    if stack() == "current":
+        checks = [_check_current(c.name) if c.name in CURRENT_MINIMUMS else c for c in checks]
+        checks = [Check(c.name, False, "no ONNX Runtime training build on the current stack",
+                        "ORTModule training needs the training stack: `make setup` (.venv)", required=False)
+                  if c.name == "ortmodule extensions" else c for c in checks]
+        checks = [Check(c.name, c.ok, c.value, c.fix, required=False) if c.name == "python" else c for c in checks]
+        return DoctorReport(checks)
     if inference_only():
         import dataclasses
 

@@ -147,9 +147,9 @@ def check_fusions_per_layer(answer: Any, report: Any) -> Verdict:
 # ---- 04 quantization -----------------------------------------------------------------------
 def exercise_speed_target(profile) -> float:
     """04's speed goal on the machine of ``profile``: a third of the way from FP32 to what this CPU's
-    INT8 matrix multiply allows over its FP32 one (``profile.int8_over_fp32``), at least 1.05x. On
-    the AVX2-only EPYC of the README (INT8 GEMM 1.8x FP32) that is 1.27x, met there by per-channel
-    with its 4 worst nodes kept in FP32 (1.47x, measured 2026-11-23); on a VNNI CPU (2.3x) 1.43x."""
+    INT8 matrix multiply allows over its FP32 one (``profile.int8_over_fp32``), at least 1.05x: where
+    INT8 matrix multiplies run 1.8x FP32 that is 1.27x, at 2.3x it is 1.43x. Where it was met, and
+    by what: docs/benchmarks/index.md."""
     ratio = float(getattr(profile, "int8_over_fp32", 1.0) or 1.0)
     return round(max(1.05, 1.0 + (ratio - 1.0) / 3.0), 2)
 
@@ -160,10 +160,9 @@ def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str
     examples) within ``budget`` of FP32 and is at least ``min_speedup`` times faster than the FP32
     graph beyond doubt (the lower end of its speed-up's interval, timed side by side). The goal
     comes from this machine's profile (:func:`exercise_speed_target`) unless given, so it can be met
-    wherever the notebook runs. On the workshop MiniLM neither plain dynamic preset holds every
-    slice (dynamic: -1.3 points, a slice -2.2; per-channel: a slice -1.7); leaving a few of the worst
-    nodes in FP32 does it (measured 2026-11-23 on 1,000 test reviews: per-channel with 4 nodes kept,
-    worst slice -0.7, 1.47x on an AVX2-only CPU)."""
+    wherever the notebook runs. On the workshop MiniLM a plain dynamic preset may miss a slice;
+    leaving a few of the worst nodes in FP32 is the usual way in (figures:
+    docs/benchmarks/index.md)."""
     name = "within 1 point on every slice, faster than FP32"
     if min_speedup is None:
         if profile is None:

@@ -16,12 +16,12 @@ thread count. A kernel runs slower on few rows (the fixed costs of each call wei
 EPYC its INT8 kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape
 takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
 profile is cached as JSON per (CPU model + flags, threads, ORT version) under
-``$ORT_WORKBENCH_HOME/machine/``.
+``$WORKBENCH_HOME/machine/``.
 
-Measured on a 2-core AMD EPYC (Zen 3, AVX2, no VNNI), quiet: FP32 169-181 GFLOP/s, INT8 279-332
-GOP/s; with one other process spinning on one core FP32 dropped to 127 (FIELD_NOTES). That drop is
-what :func:`check_load` looks for: a short probe against the cached profile, plus the count of
-other runnable processes, plus the load average.
+Other work on the CPU lowers the figures (one process spinning on one of two cores takes about a
+third of the FP32 throughput: docs/measuring.md). That drop is what :func:`check_load` looks for: a
+short probe against the cached profile, plus the count of other runnable processes, plus the load
+average.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Hugging Face model folder. Nothing is fetched from a hub.
 
 Attention is loaded as ``"eager"`` by default: ORTModule cannot build the gradient graph of
 transformers' SDPA attention with dropout on (measured here: with dropout off it trains), and ONNX
-Runtime's transformer optimizer only fuses the eager attention pattern (see FIELD_NOTES).
+Runtime's transformer optimizer only fuses the eager attention pattern (an SDPA export gets no
+Attention node; the fusion report says why).
 """
 
 from __future__ import annotations
@@ -174,12 +175,14 @@ def _weight_names(folder: Path) -> Optional[list[str]]:
 
 
 def load_tokenizer(name: str = MINILM):
-    from transformers import AutoTokenizer
+    from .compat import NewerTransformersError, load_tokenizer as _load_tokenizer
 
     path = resolve_model_path(name)
     folder = path if path is not None else minilm_path()
     try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        return _load_tokenizer(folder)
+    except NewerTransformersError as exc:
+        raise ModelError(str(exc)) from exc
     except (OSError, ValueError) as exc:
         raise ModelError(f"no usable tokenizer in {folder}: {exc}. Save one there with tokenizer.save_pretrained") from exc
 

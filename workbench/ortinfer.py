@@ -105,8 +105,8 @@ def make_session(
     is how the session levels become files that can be inspected and diffed.
 
     Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
-    the next without sleeping: on 2 cores MiniLM's dynamic INT8 graph at 1 x 26 tokens took 1.37 ms
-    against 2.0 ms with spinning off) and stop the moment the run returns
+    the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
+    and stop the moment the run returns
     (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
     the process (another session timed beside it, PyTorch) or from other processes.
     ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
@@ -174,7 +174,7 @@ def make_session(
 
 def _load_cuda_libraries(ort) -> None:
     """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
-    nvidia-* wheels' libraries (checked on the H100 machine, FIELD_NOTES); onnxruntime >= 1.21 also
+    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
     has ``preload_dlls`` for the same purpose."""
     try:
         import torch  # noqa: F401
@@ -477,9 +477,9 @@ def torch_latency_by_shape(
     """The same measurement for a PyTorch model (a ``LoadedModel`` or an ``nn.Module``), eager,
     eval mode, under ``torch.inference_mode``, on the same synthetic batches.
 
-    Measured here: with 2 threads on a 2-core machine that another process keeps busy, PyTorch's
-    OpenMP threads wait on each other and a tiny model's forward pass went from 0.4 ms to 190 ms;
-    with ``threads=1`` it stayed at 0.4 ms. Compare variants in one run, with the same threads.
+    With as many threads as cores on a machine that another process keeps busy, PyTorch's OpenMP
+    threads wait on each other and a forward pass can take hundreds of times longer (figures:
+    docs/measuring.md). Compare variants in one run, with the same threads.
     """
     import gc
 

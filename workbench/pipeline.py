@@ -69,7 +69,9 @@ class DemoConfig:
 
     @classmethod
     def default(cls, **kw) -> "DemoConfig":
-        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``; its accuracy: docs/benchmarks/index.md), then export, fuse, quantize, search; the whole validation and test splits are scored."""
+        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``; its accuracy:
+        docs/benchmarks/index.md), then export, fuse, quantize, search; the whole validation and test
+        splits are scored."""
         return cls(**kw)
 
     @classmethod
@@ -210,7 +212,8 @@ def run_demo(
         st.result_path = str(run / layout.EXPORT)
         v = export.validation
         st.headline = {"checkpoint": str(pick.path), "nodes": str(export.node_count),
-                       "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree {v.label_agreement:.1%}"}
+                       "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree "
+                                     f"{v.label_agreement:.1%}"}
         log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
         return export
 
@@ -313,7 +316,8 @@ def _train_headline(c) -> dict[str, str]:
         out[r.backend.value] = line
     for r in c.ratios:  # both speed figures, and why they differ (compare.SPEED_BASIS); the settings both ran
         out[f"{r.backend.value} vs {r.baseline.value}"] = (
-            f"{r.speed_text()} steady state ({'steps timed in turns, median of per-step ratios' if r.interleaved else 'median step after start-up'}), "
+            f"{r.speed_text()} steady state "
+            f"({'steps timed in turns, median of per-step ratios' if r.interleaved else 'median step after start-up'}), "
             f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included); both with "
             f"{r.baseline_settings}" + ("" if r.like_for_like else f"; NOT like for like: they differ in {', '.join(r.differs_in)}"))
     return out
@@ -350,7 +354,8 @@ def summary_markdown(result: DemoResult) -> str:
     lines = [f"# ORT Workbench walkthrough: {Path(result.run_dir).name}", "",
              "| stage | status | seconds | result |", "| --- | --- | --- | --- |"]
     for s in result.stages:
-        where = Path(s.result_path).relative_to(result.run_dir) if s.result_path and Path(s.result_path).is_relative_to(result.run_dir) else (s.result_path or "")
+        inside = s.result_path and Path(s.result_path).is_relative_to(result.run_dir)
+        where = Path(s.result_path).relative_to(result.run_dir) if inside else (s.result_path or "")
         lines.append(f"| {s.name} | {s.status}{': ' + s.message if s.message else ''} | {s.seconds:.1f} | {where} |")
     for s in result.stages:
         if s.headline or s.figures:

@@ -299,9 +299,9 @@ def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
     proj = b * s * d_in * w[1]
     sizes = _attr(node, "qkv_hidden_sizes")
     if sizes:
-        dq, dk, dv = (int(v) for v in sizes)
+        dq, _dk, dv = (int(v) for v in sizes)
     else:
-        dq = dk = dv = w[1] // 3
+        dq = dv = w[1] // 3
     # past state (a decoder's cache) would add to the key length; encoder graphs have none
     length = s
     return proj, b * s * length * dq + b * s * length * dv

@@ -6,7 +6,7 @@ from :func:`ensure_finetuned`, which fine-tunes the built-in model once with **t
 recipe** (``DemoConfig.default().train``, by reference: when the demo recipe changes, the cache key
 changes and the checkpoint is trained again) and keeps it in a cache folder::
 
-    $ORT_WORKBENCH_HOME/finetuned/<model>-<recipe hash>/      (default ~/.cache/ort-workbench,
+    $WORKBENCH_HOME/finetuned/<model>-<recipe hash>/      (default ~/.cache/ort-workbench,
         config.json, model.safetensors, tokenizer files         or $XDG_CACHE_HOME/ort-workbench)
         finetuned.json   what was trained, how, and how well (FinetunedInfo)
 
@@ -38,7 +38,7 @@ FINETUNED_DIR = "finetuned"
 INFO_FILE = "finetuned.json"
 # Bump when the cache layout or what goes into the key changes (old folders are then ignored).
 CACHE_FORMAT = 1
-DEFAULT_BACKEND = "eager"  # same math as ORTModule with dropout off, and faster on a CPU (FIELD_NOTES)
+DEFAULT_BACKEND = "eager"  # same math as ORTModule with dropout off; speeds: docs/benchmarks/training.md
 
 Log = Callable[[str], None]
 
@@ -153,7 +153,7 @@ class _ProgressLines:
 def _readable_by_all(folder: Path) -> None:
     """The usual permissions (0666 / 0777 less the umask) on the checkpoint and its files: the
     safetensors writer makes its weights file 0600, which locks out the other accounts of a room
-    that shares one ``ORT_WORKBENCH_HOME``."""
+    that shares one ``WORKBENCH_HOME``."""
     mask = os.umask(0)
     os.umask(mask)
     folder.chmod(0o777 & ~mask)

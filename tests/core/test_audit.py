@@ -126,7 +126,7 @@ def test_labels_given_as_ids_are_mapped(audit_model, tmp_path):
 
 
 def test_calibration_holds_out_at_most_128_rows_and_a_fifth(audit_model, tmp_path):
-    """The README's 'at most 128 rows and a fifth of the file': a big file is capped at 128, a small
+    """docs/audit.md's 'at most 128 rows and a fifth of the file': a big file is capped at 128, a small
     one at a fifth (rounded down to batches of 8); dynamic presets hold nothing out."""
     from workbench.audit import AuditConfig, check_model, prepare_data
 
@@ -169,7 +169,9 @@ def _bad_inputs(model: Path, csv: Path, tmp: Path) -> dict:
     gpt.mkdir()
     (gpt / "config.json").write_text(json.dumps({"architectures": ["GPT2ForSequenceClassification"], "model_type": "gpt2"}))
     unknown = tmp / "unknown_labels.csv"
-    pd.DataFrame({"review": ["good", "bad", "meh"], "sentiment": ["positive", "awful", "so-so"], "channel": ["a", "b", "a"]}).to_csv(unknown, index=False)
+    pd.DataFrame({"review": ["good", "bad", "meh"], "sentiment": ["positive", "awful", "so-so"], "channel": ["a", "b",
+                                                                                                             "a"]}).to_csv(unknown,
+                                                                                                                           index=False)
     empty = tmp / "empty.csv"
     empty.write_text("")
     garbled = tmp / "garbled.parquet"
@@ -250,7 +252,7 @@ def test_demo_runs_folder_that_cannot_be_created(tmp_path, capsys):
 
 
 def test_the_cli_exits_1_when_a_step_fails(audit_model, audit_csv, tmp_path, monkeypatch, capsys):
-    """The README's exit code 1: the static preset's quantization fails (the real function, made to
+    """docs/audit.md's exit code 1: the static preset's quantization fails (the real function, made to
     raise for static mode) while the dynamic one meets the budget: the command exits 1, the report
     is written and names the failed step."""
     import workbench.quant as quant

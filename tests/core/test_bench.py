@@ -26,7 +26,8 @@ INFERENCE_ROWS = {"torch-eager-fp32", "torch-sdpa-fp32", "torch-bf16", "torch-co
                   "ort-fused-int8-dynamic-fp32-embeddings",
                   "ort-fused-int8-dynamic-reduce-range", "ort-exported-int8-static-minmax", "ort-exported-int8-static-best",
                   "ort-fused-int4-weight-only", "ort-fused-int4-weight-only-acc4"}  # weight-only: issue 23
-TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin", "eager-fused-adamw"}  # the last: the tuned row's like-for-like baseline
+TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin",
+              "eager-fused-adamw"}  # the last: the tuned row's like-for-like baseline
 
 
 @pytest.fixture(scope="module")

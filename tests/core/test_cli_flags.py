@@ -231,7 +231,9 @@ def test_every_description_names_a_real_field():
 
 
 def test_the_flags_the_readme_shows_still_exist():
-    readme = (REPO / "README.md").read_text() + (REPO / "notebooks" / "README.md").read_text()
+    """Every `workbench COMMAND --flag` written in the README, notebooks/README.md and the documentation pages."""
+    pages = [REPO / "README.md", REPO / "notebooks" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    readme = "\n".join(p.read_text() for p in pages)
     commands = _commands()
     import re
 
@@ -241,7 +243,7 @@ def test_the_flags_the_readme_shows_still_exist():
             continue
         options = {s for a in commands[command]._actions for s in a.option_strings}
         for flag in re.findall(r"(--[a-z][a-z0-9-]*)", rest):
-            assert flag in options, f"README: workbench {command} {flag} is not a flag any more"
+            assert flag in options, f"the docs: workbench {command} {flag} is not a flag any more"
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -323,7 +325,8 @@ def test_argparse_errors_are_one_line_with_exit_code_2(argv, expected, capsys):
 @pytest.mark.parametrize("argv, expected", [
     (["train", "--schedule", "sideways"], "schedule must be one of ['constant', 'linear', 'cosine'], got 'sideways'"),
     (["train", "--max-train", "0"], "--max-train must be a positive number of examples, got 0; leave it unset to keep them all"),
-    (["fuse", "{src}", "--variants", "ort_max"], "variant must be one of ['unoptimized', 'ort_basic', 'ort_extended', 'ort_all', 'transformer', 'transformer_fp16'], got 'ort_max'"),
+    (["fuse", "{src}", "--variants", "ort_max"],
+     "variant must be one of ['unoptimized', 'ort_basic', 'ort_extended', 'ort_all', 'transformer', 'transformer_fp16'], got 'ort_max'"),
     (["quantize", "{src}", "--calibration", "guess"], "calibration must be one of ['minmax', 'entropy', 'percentile']"),
     (["demo", "--backends", ",", "--steps", "0"], "--steps must be a positive integer, got 0; leave it unset to train for the epochs"),
     (["fuse", "{src}", "--threads", "0"], "--threads must be a positive number, got 0; leave it unset"),

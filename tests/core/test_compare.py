@@ -100,7 +100,7 @@ def test_a_run_that_fell_back_never_enters_a_ratio(comparison):
 def test_bad_requests_are_rejected_before_training(tmp_path, comparison, monkeypatch):
     import torch
 
-    # bf16 that eager could train (a CPU with bf16; this one may have none, see FIELD_NOTES) and
+    # bf16 that eager could train (a CPU with bf16; this one may have none) and
     # ORTModule cannot: the ORTModule check must refuse the pair before eager, listed first, trains
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     with pytest.raises(TrainConfigError, match="bf16.*ortmodule"):

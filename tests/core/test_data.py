@@ -18,7 +18,7 @@ def reviews():
 def test_reviews_are_deduplicated_and_exclude_plots(reviews):
     assert not reviews["text"].duplicated().any()
     assert set(reviews["label"]) == {0, 1}
-    # 7,403 fresh + 5,405 rotten sentences before deduplication (FIELD_NOTES); dedup removes a few
+    # 7,403 fresh + 5,405 rotten sentences before deduplication; dedup removes a few
     assert 12_500 < len(reviews) <= 12_808
     # plot descriptions are long paragraphs; review sentences are single sentences
     assert reviews["text"].str.len().max() < 400

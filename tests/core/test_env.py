@@ -8,7 +8,12 @@ import pytest
 
 from workbench import cli, env
 
+# what the training stack's doctor says (its ONNX Runtime training build, ORTModule's extensions); the current
+# stack's doctor is checked in test_two_stacks.py
+training_stack_only = pytest.mark.skipif(env.stack() == "current", reason="the training stack's doctor (make setup)")
 
+
+@training_stack_only
 def test_doctor_passes_in_the_set_up_environment():
     report = env.run_doctor()
     assert report.ok, report.as_text()
@@ -18,6 +23,7 @@ def test_doctor_passes_in_the_set_up_environment():
     assert "CPUExecutionProvider" in report["execution providers"].value
 
 
+@training_stack_only
 def test_missing_extensions_are_reported_with_the_fix(monkeypatch):
     monkeypatch.setattr(env, "ortmodule_extension_files", lambda: [])
     check = env.check_ortmodule_extensions()
@@ -40,6 +46,7 @@ def test_wrong_torch_and_missing_training_build(monkeypatch):
     assert not check.ok and "overwrite each other" in check.fix
 
 
+@training_stack_only
 def test_cli_doctor_exit_code_and_json(monkeypatch, capsys):
     assert cli.main(["doctor", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
@@ -53,6 +60,7 @@ def test_cli_doctor_exit_code_and_json(monkeypatch, capsys):
 
 
 # ---- GPU (issue 10) ---------------------------------------------------------------------------
+@training_stack_only
 def test_doctor_reports_the_gpu_the_cuda_provider_and_the_training_build(monkeypatch):
     from workbench import device
     from workbench.device import CPU_PROVIDER, CUDA_PROVIDER, CudaFacts

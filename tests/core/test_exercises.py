@@ -90,7 +90,7 @@ def _profile(flags: dict, fp32: float, int8: float):
                           measured_at="2026-11-24T00:00:00+00:00", shapes=[[128, 384, 384]])
 
 
-AVX2 = _profile({"avx2": True}, fp32=176.0, int8=317.0)  # the README's Zen 3: INT8 GEMM 1.8x FP32
+AVX2 = _profile({"avx2": True}, fp32=176.0, int8=317.0)  # docs/benchmarks' AVX2-only Zen 3: INT8 GEMM 1.8x FP32
 VNNI = _profile({"avx2": True, "avx512f": True, "avx512_vnni": True, "avx_vnni": True}, fp32=490.0, int8=1122.0)  # 2.29x
 
 

@@ -21,7 +21,8 @@ FLOORS: list[tuple[str, set[str]]] = [
     ("inputs", {"data", "models", "env", "ortinfer", "gpu_peers", "machine", "work", "speed", "scoring"}),
     ("stages", {"train", "graph", "quant", "ondevice"}),
     ("hand-offs", {"flow", "plots", "sequence"}),
-    ("fronts", {"report", "audit", "pipeline", "zoo", "workshop", "exercises", "cli"}),
+    # embed: the embedding models' stages with their own audit and report (it reuses report's page pieces)
+    ("fronts", {"report", "audit", "pipeline", "zoo", "workshop", "exercises", "cli", "embed"}),
 ]
 
 

@@ -57,7 +57,7 @@ def test_module_imports_no_widget_machinery(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     bad = [(line, mod) for line, mod in imported_modules(tree) if is_forbidden(mod)]
     assert not bad, (
-        f"{path.relative_to(LIBRARY.parent)} imports {', '.join(f'{m} (line {l})' for l, m in bad)}: "
+        f"{path.relative_to(LIBRARY.parent)} imports {', '.join(f'{m} (line {n})' for n, m in bad)}: "
         "workbench/ is the library layer and must not import ipywidgets, IPython, traitlets or the "
         "widgets package; move the view code to widgets/ and pass plain data or callbacks down"
     )

@@ -65,7 +65,8 @@ def test_flips_listed_exactly(minilm_dynamic, minilm_baseline, minilm_export):
 
     tok = minilm_export.load_tokenizer()
     total = 0
-    for rep, eset in ((minilm_dynamic.report, minilm_baseline.eval_set("test")), (minilm_dynamic.golden, minilm_baseline.eval_set("golden"))):
+    for rep, eset in ((minilm_dynamic.report, minilm_baseline.eval_set("test")), (minilm_dynamic.golden,
+                                                                                  minilm_baseline.eval_set("golden"))):
         examples = eset.load_examples()
 
         texts = [e["text"] for e in examples]

@@ -25,7 +25,8 @@ def _run(tmp_path: Path, exit_code: int) -> subprocess.CompletedProcess:
                     "for i in $(seq 1 60); do echo \"setuptools warning line $i\" >&2; echo \"noise $i\"; done\n"
                     f"exit {exit_code}\n")
     fake.chmod(0o755)
-    script = f'set -euo pipefail\nVPY="{fake}"\nPIP_LOG="{tmp_path / "pip.log"}"\n{_quiet_pip_function()}quiet_pip install -q something\necho "after pip"\n'
+    script = (f'set -euo pipefail\nVPY="{fake}"\nPIP_LOG="{tmp_path / "pip.log"}"\n'
+              f'{_quiet_pip_function()}quiet_pip install -q something\necho "after pip"\n')
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
 
 

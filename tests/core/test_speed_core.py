@@ -439,7 +439,7 @@ def _cli(*args, env_home=None):
     import os
     env = {**os.environ}
     if env_home is not None:
-        env["ORT_WORKBENCH_HOME"] = str(env_home)
+        env["WORKBENCH_HOME"] = str(env_home)
     return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, env=env,
                           timeout=300)
 

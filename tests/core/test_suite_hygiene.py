@@ -103,7 +103,7 @@ def test_the_suite_runs_in_a_random_order(pytester: pytest.Pytester) -> None:
     assert any(line.startswith("pytest-randomly==") for line in pins)
 
 
-# ---- the README's "the tests never assert timings" ------------------------------------------------
+# ---- docs/measuring.md's "the tests never assert timings" ------------------------------------------------
 _TIMING_NAME = r"_(s|ms|sec|secs)\b|\b(seconds|elapsed|wall|duration|latency|took)\b|perf_counter|monotonic|time\.time"
 
 
@@ -136,7 +136,7 @@ def test_timing_asserts_are_found():
 
 
 def test_no_test_asserts_a_timing():
-    """The README says the tests never assert timings (they belong to the benchmarks' tables)."""
+    """The documentation says the tests never assert timings (they belong to the benchmarks' tables)."""
     tests = Path(__file__).resolve().parents[1]
     hits = {str(p.relative_to(tests)): h for p in sorted(tests.rglob("*.py")) if p.name != Path(__file__).name
             and (h := timing_asserts(p.read_text()))}

@@ -137,7 +137,8 @@ def test_training_graphs_are_kept_and_summarised(pair):
     for s in g.stages:
         assert Path(s.path).is_file() and Path(s.path).parent == Path(g.folder)
         assert s.nodes == sum(s.op_counts.values()) > 0
-    exported, pre_grad, optimized, execution = (g.stage(n) for n in ("torch_exported", "optimized_pre_grad", "optimized", "execution_model"))
+    exported, pre_grad, optimized, execution = (g.stage(n) for n in ("torch_exported", "optimized_pre_grad", "optimized",
+                                                                     "execution_model"))
     assert pre_grad.nodes < exported.nodes  # constants folded, LayerNorm fused
     assert "LayerNormalizationGrad" in optimized.op_counts  # the gradient graph was added
     assert execution.fused_op_counts.get("FusedMatMul", 0) > 0 and "FusedMatMul" not in exported.op_counts
@@ -264,7 +265,7 @@ def _cpu_has_bf16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-# bf16 on the CPU needs AVX-512 BF16 or AMX. Machines differ from day to day (FIELD_NOTES): each runs
+# bf16 on the CPU needs AVX-512 BF16 or AMX. Machines differ from day to day: each runs
 # the one of these two tests that its CPU decides, and -rs names the other with the reason.
 @pytest.mark.skipif(not _cpu_has_bf16(), reason="this CPU has no bf16 (AVX-512 BF16/AMX): "
                     "test_bf16_on_a_cpu_without_it_is_refused_with_the_fix runs instead")

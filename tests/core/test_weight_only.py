@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from workbench.quant import QuantConfig, QuantizeError
+from workbench.quant.config import runnable_bits
 from workbench.quant.weightonly import EIGHT_BIT_REFUSAL, dequantize_nbits, quantize_weight_only
 
 
@@ -59,7 +60,8 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
 
 
 def test_eight_bits_and_bad_options_refused_in_one_line():
-    for kw, match in [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported"),
+    eight = [] if 8 in runnable_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
+    for kw, match in [*eight, ({"mode": "weight-only", "weight_bits": 3}, "weight_bits=3: MatMulNBits in onnxruntime"),
                       ({"mode": "weight-only", "per_channel": True}, "per_channel=True: INT8 options"),
                       ({"mode": "weight-only", "block_size": 24}, "power of 2"),
                       ({"mode": "weight-only", "accuracy_level": 5}, "accuracy_level must be one of"),
@@ -68,10 +70,13 @@ def test_eight_bits_and_bad_options_refused_in_one_line():
         with pytest.raises(QuantizeError, match=match) as e:
             QuantConfig(**kw)
         assert "\n" not in str(e.value)
+    assert "weight-only-int8" not in QuantConfig.presets()
+    if 8 in runnable_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
+        assert QuantConfig.preset("weight-only-int8").bits == 8 and "weight-only-int8" in QuantConfig.available_presets()
+        return
     with pytest.raises(QuantizeError, match="preset 'weight-only-int8'") as e:
         QuantConfig.preset("weight-only-int8")
     assert EIGHT_BIT_REFUSAL in str(e.value)
-    assert "weight-only-int8" not in QuantConfig.presets()
     assert {"weight-only-int4", "weight-only-int4-acc4"} <= set(QuantConfig.presets())
 
 
@@ -103,6 +108,9 @@ def test_cli_offers_the_presets_and_refuses_eight_bits_in_one_line(exported_tiny
 
     help_text = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", "--help"], capture_output=True, text=True).stdout
     assert "weight-only-int4-acc4" in help_text and "--accuracy-level" in help_text
+    if 8 in runnable_bits()[0]:
+        pytest.skip(f"onnxruntime {runnable_bits()[1]} builds and runs 8-bit weight-only graphs: "
+                    "test_eight_bit_weights_build_and_run_where_the_kernel_runs_them checks them")
     p = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", str(exported_tiny.out_dir), "--preset", "weight-only-int8"],
                        capture_output=True, text=True)
     assert p.returncode == 2, p.stderr
@@ -114,3 +122,30 @@ def test_cli_offers_the_presets_and_refuses_eight_bits_in_one_line(exported_tiny
     with pytest.raises(AuditInputError, match="--presets weight-only-int8: .*4-bit weights only"):
         AuditConfig(data="x.csv", presets=("dynamic", "weight-only-int8"))
     assert AuditConfig(data="x.csv", presets=("weight-only-int4",)).presets == ("weight-only-int4",)
+
+
+def test_eight_bit_weights_build_and_run_where_the_kernel_runs_them(tmp_path):
+    """onnxruntime >= 1.31: MatMulNBitsQuantizer writes bits=8 and the CPU kernel runs it, closer to the float
+    product than 4 bits; onnxruntime 1.19.2 (the training stack): refused in one line with the reason."""
+    import onnx
+    import onnxruntime as ort
+
+    bits, version = runnable_bits()
+    assert bits[0] == 4 and set(bits) <= {4, 8}
+    if version.startswith("1.19."):
+        assert bits == (4,)
+        with pytest.raises(QuantizeError, match="Only 4b quantization is supported") as e:
+            QuantConfig(mode="weight-only", weight_bits=8)
+        assert "\n" not in str(e.value)
+        return
+    assert 8 in bits, f"onnxruntime {version}: its MatMulNBits CPU kernel was expected to run 8-bit weights"
+    w = _matmul_graph(tmp_path / "f.onnx", 128, 64)
+    x = np.random.default_rng(1).normal(0, 1, (5, 128)).astype(np.float32)
+    errors = {}
+    for b in (4, 8):
+        out = quantize_weight_only(tmp_path / "f.onnx", QuantConfig(mode="weight-only", weight_bits=b), tmp_path / f"q{b}.onnx")
+        (node,) = onnx.load(str(out)).graph.node
+        assert node.op_type == "MatMulNBits" and {a.name: a.i for a in node.attribute}["bits"] == b
+        got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        errors[b] = float(np.abs(got - x @ w).max() / np.abs(x @ w).max())
+    assert errors[8] < errors[4] / 4 and errors[8] < 0.02, errors

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
-_SKIP_ANYWHERE = shutil.ignore_patterns(".venv", ".git", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
+_SKIP_ANYWHERE = shutil.ignore_patterns(".venv", ".venv-*", ".git", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
 _SKIP_AT_ROOT = {"build", "dist", "runs", "test-output", "notebooks"}  # the repo's own folders, not workbench/runs/
 
 

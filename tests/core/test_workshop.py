@@ -134,6 +134,21 @@ def test_home_comes_from_the_argument_then_the_environment(tmp_path: Path, monke
     assert workshop.workbench_home() == tmp_path / "xdg" / "ort-workbench"
 
 
+def test_the_old_home_variable_is_still_read_with_a_note(tmp_path: Path, monkeypatch, capsys) -> None:
+    from workbench import home
+
+    monkeypatch.delenv(home.HOME_ENV, raising=False)
+    monkeypatch.setattr(home, "_NOTED", [])
+    monkeypatch.setenv("ORT_WORKBENCH_HOME", str(tmp_path / "old"))
+    assert home.HOME_ENV == "WORKBENCH_HOME"
+    assert home.workbench_home() == tmp_path / "old"
+    assert home.workbench_home() == tmp_path / "old"
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1 and "ORT_WORKBENCH_HOME is the old name of WORKBENCH_HOME" in note
+    monkeypatch.setenv(home.HOME_ENV, str(tmp_path / "new"))
+    assert home.workbench_home() == tmp_path / "new"  # the new name wins
+
+
 def test_bad_input_says_what_to_do(tmp_path: Path) -> None:
     from workbench.models import ModelError
 

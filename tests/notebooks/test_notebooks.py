@@ -5,7 +5,7 @@ writes nothing to stderr.
 Parameters are injected papermill-style: a cell tagged ``injected-parameters`` is inserted after
 the cell tagged ``parameters``. Each notebook then gets a final cell that checks its panels really
 ran (a result, no error), so a notebook that only displays a panel cannot pass by doing nothing.
-``client.widget_registry = {}`` keeps nbclient from stalling on Output widgets (FIELD_NOTES).
+``client.widget_registry = {}`` keeps nbclient from stalling on Output widgets (checked here).
 """
 
 from __future__ import annotations

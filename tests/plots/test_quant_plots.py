@@ -41,7 +41,7 @@ def test_drift_bars_sorted_worst_first_with_intervals(report):
     bar = fig.data[0]
     labels = list(bar.y)
     assert labels[0].startswith("all (n=200")
-    assert [l.split(" ")[0] for l in labels[1:]] == ["small", "bad", "good"]  # -20, -15, +10 points
+    assert [label.split(" ")[0] for label in labels[1:]] == ["small", "bad", "good"]  # -20, -15, +10 points
     assert bar.x[2] == pytest.approx(-15.0) and bar.x[3] == pytest.approx(10.0)
     bad = report.drift("bad")
     assert bar.error_x.array[2] == pytest.approx(100 * (bad.ci_high - bad.delta))

@@ -14,7 +14,7 @@ from workbench.train import Backend, EvalRecord, RunStatus, StepRecord, TrainCon
 
 def _run(backend: str, step_s: float, peak: float, losses=None, status=RunStatus.OK, startup=2.0) -> TrainRun:
     losses = losses or [0.7 - 0.01 * i for i in range(12)]
-    steps = [StepRecord(i + 1, l, startup if i == 0 else step_s, 16 / step_s, 1e-3, 16) for i, l in enumerate(losses)]
+    steps = [StepRecord(i + 1, loss, startup if i == 0 else step_s, 16 / step_s, 1e-3, 16) for i, loss in enumerate(losses)]
     return TrainRun(
         backend=Backend(backend), status=status, reason="" if status is RunStatus.OK else "because",
         executed_in_onnxruntime=backend == "ortmodule" and status is RunStatus.OK, steps=steps,

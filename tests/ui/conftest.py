@@ -1,5 +1,5 @@
 """Fixtures for the browser tests: JupyterLab over a copy of notebooks/, and a Playwright page on
-Debian's chromium (see labtools.py and FIELD_NOTES)."""
+Debian's chromium (see labtools.py)."""
 
 from __future__ import annotations
 

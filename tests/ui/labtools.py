@@ -1,7 +1,7 @@
 """Helpers for the browser tests: a JupyterLab server on 127.0.0.1 (no token) in a temporary HOME
 with temporary settings, and parameter injection into a notebook copy.
 
-Recipe from FIELD_NOTES (checked here): ``playwright install`` cannot download a browser, so the
+Checked here: ``playwright install`` cannot download a browser, so the
 system chromium is driven with ``executable_path``; the news toast is switched off in the user
 settings; the kernel is ready when the status bar says "(ipykernel) | Idle".
 """

@@ -75,7 +75,8 @@ def test_report_renders_offline_in_chromium(audit_report, output_dir):
             verdict = page.locator("#verdict").inner_text()
             page.screenshot(path=str(output_dir / "report.png"), full_page=True)
             # each figure drew something: bars or markers inside its SVG
-            drawn = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(d => d.querySelectorAll('.point, .bars path, .scatterlayer path').length)")
+            drawn = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(d => d.querySelectorAll('.point, .bars "
+                                  "path, .scatterlayer path').length)")
             alerted = page.evaluate("() => window.__alerted === true")
         finally:
             context.close()

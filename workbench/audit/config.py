@@ -53,7 +53,7 @@ class AuditConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
         object.__setattr__(self, "presets", tuple(self.presets))
-        known = QuantConfig.presets()
+        known = QuantConfig.available_presets() if "weight-only-int8" in self.presets else QuantConfig.presets()
         for p in self.presets:
             try:
                 QuantConfig.preset(p)  # a preset asked for that onnxruntime 1.19.2 cannot build: its reason

@@ -54,7 +54,9 @@ def check_model(folder: str) -> ModelFacts:
             f"{path} is not a sequence-classification model (this checkpoint has no classification head): config.json "
             f"names architectures {archs or '(none)'}, expected one ending in ForSequenceClassification. Fine-tune it "
             "first, or audit a fine-tuned classifier (e.g. saved from AutoModelForSequenceClassification with "
-            "save_pretrained), not a base encoder")
+            "save_pretrained), not a base encoder"
+            + ("; this folder is a sentence-transformers model: audit it as one with --task embedding"
+               if (path / "modules.json").is_file() else ""))
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise AuditInputError(
             f"architecture {archs[0]} (model_type {model_type!r}) in {path} is not one the exporter handles; "
@@ -77,10 +79,12 @@ def check_model(folder: str) -> ModelFacts:
     id2label = {i: id2label.get(i, f"LABEL_{i}") for i in range(n)}
     if n < 2:
         raise AuditInputError(f"the model in {path} has {n} label(s); a classifier needs at least two")
-    try:
-        from transformers import AutoTokenizer
+    from ..compat import NewerTransformersError, load_tokenizer as _load_tokenizer
 
-        AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    try:
+        _load_tokenizer(path)
+    except NewerTransformersError as exc:  # a folder saved by transformers 5 that 4.x cannot read: says what, and the fix
+        raise AuditInputError(str(exc)) from exc
     except Exception as exc:  # transformers raises OSError, ValueError, TypeError... for a broken tokenizer
         raise AuditInputError(f"no usable tokenizer in {path} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
                               "save it there with tokenizer.save_pretrained(folder)") from exc

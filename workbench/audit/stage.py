@@ -190,7 +190,8 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         inputs = ReportInputs(
             kind="audit", title=f"Audit of {model.folder.name} on {Path(cfg.data).name}", run_dir=out,
             budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_slice, include_small_slices=cfg.include_small_slices,
-            min_speedup=cfg.min_speedup, doctor=env.get("doctor"), data=dict(facts, eval_batch_size=cfg.eval_batch_size), model=_model_dict(model),
+            min_speedup=cfg.min_speedup, doctor=env.get("doctor"), data=dict(facts, eval_batch_size=cfg.eval_batch_size),
+            model=_model_dict(model),
             export=done.get(STEPS[2]), fusion=done.get(STEPS[3]), quant=done.get(STEPS[4]) or [], search=done.get(STEPS[6]),
             stages=stages + [{"name": "report", "status": "ok", "seconds": 0.0, "message": ""}],
             batch_dependence=batch_dep, config=settings,

@@ -14,7 +14,7 @@ Commands, by file:
 | ``quant.py`` | ``quantize`` (``--search``) | ``quant.run_quantization``, ``quant.run_search`` |
 | ``demo.py`` | ``demo``, ``workshop`` | ``pipeline.run_demo``, ``workshop.ensure_finetuned`` |
 | ``audit.py`` | ``audit`` | ``audit.run_audit`` |
-| ``ondevice.py`` | ``ondevice`` (``import``, ``serve``) | ``ondevice.run_ondevice``, ``ondevice.browser.import_parameters``, ``ondevice.web.PageServer`` |
+| ``ondevice.py`` | ``ondevice`` (``import``, ``serve``) | ``ondevice.run_ondevice``, ``browser.import_parameters``, ``web.PageServer`` |
 | ``machine.py`` | ``machine`` | ``machine.machine_profile``, ``machine.check_load`` |
 
 Shared pieces: ``app.py`` (the parser, exit codes, one-line errors), ``flags.py`` (flags from a

@@ -51,6 +51,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     args = build_parser().parse_args(argv)
     common._ARGS[:] = [args]
+    from ..env import TRAINING_COMMANDS, stack, training_refusal
+
+    if args.command in TRAINING_COMMANDS and stack() == "current":  # no ORTModule, transformers 5: one line, make setup
+        return _fail(training_refusal(args.command))
     code = 2
     try:
         code = int(args.func(args) or 0)

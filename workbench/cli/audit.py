@@ -25,7 +25,16 @@ end, so a re-run into the same --out keeps the previous report until the new one
 
 def _cmd_audit(args) -> int:
     from ..audit import AuditConfig, AuditInputError, check_inputs, run_audit
+    from ..embed import EMBEDDING, EmbedError, check_task_of
 
+    try:
+        task = check_task_of(args.model, args.task)  # the kind read from the folder; --task overrides
+    except EmbedError as exc:
+        return _fail(str(exc), 2)
+    if task == EMBEDDING:
+        from .embed import cmd_embed_audit
+
+        return cmd_embed_audit(args)
     try:
         cfg = build(AuditConfig, args, **({"n_boot": 200} if args.quick else {}))  # --n-boot still wins
         checked = check_inputs(args.model, cfg, args.out)
@@ -58,6 +67,9 @@ def _add_audit(sub) -> None:
         "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup",
     ))
     cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
+    from .embed import add_embed_audit_flags
+
+    add_embed_audit_flags(p)
     add_config_flags(p, AuditConfig, (Flag("quick", negatable=False), "n_boot", "calibration_size", "max_length",
                                       "eval_batch_size", "seed"))
     p.set_defaults(func=_cmd_audit)

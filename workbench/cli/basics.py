@@ -85,6 +85,7 @@ def _add_basics(sub) -> None:
     p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("runs", help="list run folders")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help=f"folder that holds run folders (default: {runs.DEFAULT_ROOT}, or $WORKBENCH_RUNS)")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT),
+             help=f"folder that holds run folders (default: {runs.DEFAULT_ROOT}, or $WORKBENCH_RUNS)")
     cli_only(p, "--json", action="store_true", help="print the list as JSON")
     p.set_defaults(func=_cmd_runs)

@@ -74,5 +74,5 @@ def _add_demo(sub) -> None:
 
     p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")
     cli_only(p, "--model", default="minilm", help="minilm (default), tiny, or a model folder")
-    cli_only(p, "--home", help="cache folder (default $ORT_WORKBENCH_HOME or ~/.cache/ort-workbench)")
+    cli_only(p, "--home", help="cache folder (default $WORKBENCH_HOME or ~/.cache/ort-workbench)")
     p.set_defaults(func=_cmd_workshop)

@@ -53,6 +53,8 @@ FIELD_HELP: dict[str, dict[str, str]] = {
         "opset": "ONNX opset (11-20; 17 writes LayerNormalization as one op)",
         "max_length": "longest sequence in the validation batches",
         "attn_implementation": "attention implementation to load the model with (eager: what ONNX Runtime fuses)",
+        "exporter": ("torch's ONNX exporter: auto (TorchScript while torch ships it: its graphs keep ONNX Runtime's "
+                     "Attention fusion; else dynamo), torchscript, or dynamo (same logits, no Attention fusion)"),
         "tolerance": "largest |logit difference| allowed against PyTorch",
         "validation_examples": "how many examples to validate on",
         "validation_split": "data split to validate on",

@@ -11,7 +11,7 @@ from .common import _device_problem, _fail, _locked, _will_write, _print_json, _
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
-                Flag("validation_split", "split"), "device")
+                Flag("validation_split", "split"), "device", Flag("exporter", choices=("auto", "torchscript", "dynamo")))
 FUSE_FLAGS = (
     "variants", Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "threads", "warmup", "repeats",
     Flag("measure_latency", "latency", also=("time_pytorch",)),

@@ -138,7 +138,8 @@ def _add_quant(sub) -> None:
     cli_only(p, "--preset", default="dynamic", choices=[*QuantConfig.presets(), *REFUSED_PRESETS],
              help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
                   "needed; static-*: QDQ, calibrated on training texts; weight-only-int4*: 4-bit MatMul weights "
-                  "(MatMulNBits; -acc4: INT8 compute); weight-only-int8 is refused (onnxruntime 1.19.2 runs 4 bits only)")
+                  "(MatMulNBits; -acc4: INT8 compute); weight-only-int8: built on onnxruntime 1.31+ (the current stack), "
+                  "refused on 1.19.2 (4 bits only)")
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
     cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
     add_config_flags(p, EvalConfig, EVAL_FLAGS[1:], base=EvalConfig())

@@ -13,6 +13,7 @@ from ..options import parse_choice
 # The TorchScript exporter in torch 2.6 writes opsets 7..20; LayerNormalization is a single op
 # from 17 on, SDPA attention needs 14+, and ONNX Runtime 1.19 runs up to opset 21.
 OPSET_RANGE = (11, 20)
+EXPORTERS = ("auto", "torchscript", "dynamo")
 
 
 class Attention(str, enum.Enum):
@@ -49,6 +50,9 @@ class ExportConfig:
     min_label_agreement: float = 1.0
     do_constant_folding: bool = True
     device: str = "cpu"  # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
+    # "auto": TorchScript while torch ships it (what ONNX Runtime's BERT fusions match), else dynamo;
+    # "torchscript" or "dynamo" to choose (torch >= 2.9 defaults to dynamo, whose graphs fuse no Attention)
+    exporter: str = "auto"
 
     def __post_init__(self) -> None:
         from ..device import normalize_device
@@ -57,6 +61,9 @@ class ExportConfig:
         object.__setattr__(self, "attn_implementation", parse_choice(
             Attention, self.attn_implementation, "attn_implementation", ValueError,
             "use 'eager' (what ONNX Runtime's optimizer fuses)"))
+        if self.exporter not in EXPORTERS:
+            raise ValueError(f"exporter must be one of {', '.join(EXPORTERS)}, got {self.exporter!r}; 'auto' takes TorchScript "
+                             "while torch ships it (its graphs keep ONNX Runtime's fusions), the dynamo exporter after")
         lo, hi = OPSET_RANGE
         if not isinstance(self.opset, int) or not lo <= self.opset <= hi:
             raise ValueError(

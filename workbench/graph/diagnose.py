@@ -61,6 +61,33 @@ def _attention_style(model) -> str:
     return styles.pop() if len(styles) == 1 else "unknown"
 
 
+def exported_by(model) -> str:
+    """Which of torch's exporters wrote the graph, read off its node names: ``"torchscript"`` names nodes
+    by module path (``/bert/encoder/layer.0/attention/self/MatMul``), ``"dynamo"`` (torch.export, the
+    default from torch 2.9) ``node_<op>_<n>`` with no path; ``"unknown"`` otherwise."""
+    nodes = model.nodes if isinstance(model, GraphIndex) else model.graph.node
+    names = [n.name for n in nodes]
+    if not names:
+        return "unknown"
+    if any(n.startswith("/") for n in names):
+        return "torchscript"
+    if sum(n.startswith("node_") for n in names) * 2 > len(names):
+        return "dynamo"
+    return "unknown"
+
+
+DYNAMO_ATTENTION_CAUSE = (
+    "the graph was written by torch's dynamo exporter (torch.export, the default of torch.onnx.export from torch 2.9): "
+    "its attention subgraph is not the one ONNX Runtime's BERT attention fusion was written for (the TorchScript "
+    "export's): the padding mask reaches the scores through GatherND and a single Where instead of the TorchScript "
+    "graph's Expand and Where pair, and the fusion's pattern matcher finds no attention block in it. The logits are "
+    "the same; only the fusion is lost (and with it EmbedLayerNormalization, which needs a fused Attention).")
+DYNAMO_ATTENTION_FIX = (
+    "re-export with the TorchScript exporter while torch ships it: run_export(model, ExportConfig(exporter='torchscript'), "
+    "...) or `workbench export --exporter torchscript` (the default, auto, picks it); the training stack's torch 2.6 "
+    "exports with it always.")
+
+
 def expected_fusions(model, num_layers: int) -> dict[str, int]:
     """What the BERT fusions should produce for a graph with ``num_layers`` attention layers."""
     ops = Counter(n.op_type for n in model.graph.node)
@@ -98,6 +125,7 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"
+    dynamo = exported_by(orig_model) == "dynamo"
     reexport = ("re-export with eager attention: run_export(model, ExportConfig(attn_implementation='eager'), ...) "
                 "or `workbench export --attn eager`; load models with load_model(..., attn_implementation='eager')")
     out = []
@@ -108,12 +136,15 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
             continue
         evidence = (f"exported graph: {ops.get('Softmax', 0)} Softmax, {ops.get('Sqrt', 0)} Sqrt, "
                     f"{ops.get('LayerNormalization', 0)} LayerNormalization, {ops.get('Erf', 0)} Erf; "
-                    f"attention pattern: {style}; recorded attention: {attn_implementation or 'unknown'}")
+                    f"attention pattern: {style}; recorded attention: {attn_implementation or 'unknown'}; "
+                    f"exporter: {exported_by(orig_model)}")
         limit = ARCHITECTURE_LIMITS.get((architecture, key))
-        if limit is not None and not (sdpa and key in ("Attention", "EmbedLayerNormalization")):
+        if limit is not None and not ((sdpa or dynamo) and key in ("Attention", "EmbedLayerNormalization")):
             cause, fix = limit
         elif key == "Attention":
-            if sdpa:
+            if dynamo:
+                cause, fix = DYNAMO_ATTENTION_CAUSE, DYNAMO_ATTENTION_FIX
+            elif sdpa:
                 cause = ("the graph was exported with SDPA attention (torch scaled_dot_product_attention): the "
                          "exporter scales Q and K by Sqrt before the MatMul and builds the mask with Where, a "
                          "pattern ONNX Runtime's BERT attention fusion does not match.")
@@ -133,7 +164,8 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
             if attention_short:
                 cause = ("the embedding fusion only fires when the embedding LayerNormalization feeds a fused "
                          "Attention node, and Attention was not fused.")
-                fix = ("fix the Attention fusion first" + (f": {reexport}." if sdpa else " (see its diagnosis)."))
+                fix = ("fix the Attention fusion first" + (f": {DYNAMO_ATTENTION_FIX}" if dynamo else
+                                                           f": {reexport}." if sdpa else " (see its diagnosis)."))
             elif "token_type_ids" not in input_names:
                 cause = ("the graph has no token_type_ids input and its word + position embedding sum did not match a "
                          "form the optimizer knows (BERT's or DistilBERT's position ids fuse without token types; "
@@ -147,7 +179,8 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
                 cause = "the graph has no LayerNormalization (nor its ReduceMean pattern)."
                 fix = "nothing to fix if the architecture uses no layer norm."
             else:
-                cause = "residual Add + LayerNormalization pairs did not match (an op between them, or a LayerNormalization the optimizer could not fuse first)."
+                cause = ("residual Add + LayerNormalization pairs did not match (an op between them, or a LayerNormalization "
+                         "the optimizer could not fuse first).")
                 fix = "export at opset 17 (LayerNormalization as one op) and keep opt_level 1 or higher."
         else:
             cause = "the GELU pattern (Div by sqrt 2, Erf, Add 1, Mul, Mul 0.5 after the bias Add) did not match."

@@ -3,8 +3,10 @@
 The export stage: its configuration (:class:`ExportConfig`), its result (:class:`ExportResult`),
 and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
 
-- ``model.onnx``: the graph (TorchScript exporter, ``dynamo=False``), dynamic ``batch`` and
-  ``sequence`` axes, the chosen opset;
+- ``model.onnx``: the graph, dynamic ``batch`` and ``sequence`` axes, the chosen opset. Written by
+  torch's TorchScript exporter (``dynamo=False``) while torch ships it: its graphs are the ones ONNX
+  Runtime's BERT fusions match. ``ExportConfig(exporter="dynamo")`` (and ``"auto"`` on a torch without
+  the TorchScript exporter) uses the dynamo exporter: the same logits, but no Attention fusion;
 - ``tokenizer/``: the tokenizer it was exported with (later stages tokenize with it);
 - ``validation_examples.jsonl`` and ``reference_logits.npy``: the real examples the graph was
   validated on and PyTorch's logits for them, so later stages (fusion, quantization) validate
@@ -36,8 +38,8 @@ import numpy as np
 from .. import runs
 from ..metrics import Metric
 from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
-from .config import Attention, ExportConfig
-from .trace import OPSET_RANGE, ExportError, export_onnx
+from .config import ExportConfig
+from .trace import OPSET_RANGE, ExportError, export_onnx, resolve_exporter
 from .validate import Validation, read_examples, select_examples, validate_onnx, write_examples
 
 from ..runs.layout import EXPORT_DIR, EXPORT_FILE, EXPORT_GRAPH as ONNX_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -80,6 +82,7 @@ class ExportResult:
     export_seconds: float
     config: ExportConfig = field(default_factory=ExportConfig)
     trained_in: str = ""  # where the weights were trained when not by the workbench's PyTorch (an on-device run, a browser)
+    exporter: str = ""  # "torchscript" or "dynamo": which of torch's exporters wrote the graph ("" in older results)
 
     @property
     def out_dir(self) -> Path:
@@ -91,9 +94,9 @@ class ExportResult:
                 *self.validation.metrics()]
 
     def load_tokenizer(self):
-        from transformers import AutoTokenizer
+        from ..compat import load_tokenizer as _load_tokenizer
 
-        return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
+        return _load_tokenizer(self.tokenizer_dir)
 
     def load_examples(self):
         """The validation examples as a ``datasets.Dataset`` (same order as the reference logits)."""
@@ -193,6 +196,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
 
     t0 = time.perf_counter()
     onnx_path = out / ONNX_FILE
+    exporter = resolve_exporter(cfg.exporter)
     _, outputs = export_onnx(loaded, onnx_path, cfg, examples["text"])
     export_seconds = time.perf_counter() - t0
     try:
@@ -228,6 +232,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
         reference_logits_path=ref_path.resolve(),
         export_seconds=export_seconds,
         config=cfg,
+        exporter=exporter,
     )
     runs.save_result(result, out / EXPORT_FILE)
     return result

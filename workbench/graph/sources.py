@@ -84,9 +84,9 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
     notes = []
     tok_dir = bare.parent / TOKENIZER_DIR
     if tok_dir.is_dir():
-        from transformers import AutoTokenizer
+        from ..compat import load_tokenizer as _load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+        tokenizer = _load_tokenizer(tok_dir)
     else:
         tokenizer = load_tokenizer("minilm")
         notes.append(f"no {TOKENIZER_DIR}/ folder beside {bare.name}: used MiniLM's tokenizer")

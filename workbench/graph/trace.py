@@ -1,7 +1,11 @@
-"""Tracing a PyTorch classifier into an ONNX file: torch 2.6's TorchScript exporter and its quirks.
+"""Tracing a PyTorch classifier into an ONNX file: torch's TorchScript exporter and its quirks, and
+the dynamo exporter (``torch.export``) where asked for or where torch no longer ships TorchScript.
 
 :func:`export_onnx` traces the model on a real batch (inputs named in ``forward()``'s order,
-dynamic ``batch``/``sequence`` axes) and writes the graph atomically. Around the exporter:
+dynamic ``batch``/``sequence`` axes) and writes the graph atomically. :func:`resolve_exporter`
+picks the exporter: TorchScript while torch ships it (deprecated since torch 2.9, still in 2.14),
+because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
+the dynamo exporter's; the dynamo exporter otherwise. Around the exporter:
 :func:`standard_symbolics` takes out the symbolics ORTModule registers process-wide,
 :func:`_without_ir_dump` keeps a failed export from printing its whole IR graph, and
 :func:`_explain_failure` turns the exporter's exception into an :class:`ExportError` with options
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -70,6 +75,40 @@ def _is_onnxruntime_symbolic(fn) -> bool:
     return module == "onnxruntime" or module.startswith("onnxruntime.")
 
 
+def _registration():
+    """torch's registry of TorchScript ONNX symbolics: ``torch.onnx._internal.registration`` up to torch
+    2.8, ``torch.onnx._internal.torchscript_exporter.registration`` from 2.9; None without the exporter."""
+    import importlib
+
+    for name in ("torch.onnx._internal.registration", "torch.onnx._internal.torchscript_exporter.registration"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def torchscript_available() -> bool:
+    """Whether this torch still ships the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``):
+    deprecated since torch 2.9, where the dynamo exporter became the default."""
+    return _registration() is not None
+
+
+def resolve_exporter(asked: str) -> str:
+    """``"torchscript"`` or ``"dynamo"``: ``"auto"`` is TorchScript while torch ships it (its graphs keep
+    ONNX Runtime's Attention and embedding fusions), the dynamo exporter after."""
+    if asked == "auto":
+        return "torchscript" if torchscript_available() else "dynamo"
+    if asked == "torchscript" and not torchscript_available():
+        import torch
+
+        raise ExportError(f"exporter 'torchscript': torch {torch.__version__} no longer ships the TorchScript exporter",
+                          options=["export with the dynamo exporter: ExportConfig(exporter='dynamo') or `workbench export "
+                                   "--exporter dynamo` (ONNX Runtime then fuses no Attention: the fusion report says why)",
+                                   "or use the training stack (`make setup`: torch 2.6), whose exporter is TorchScript"])
+    return asked
+
+
 @contextlib.contextmanager
 def standard_symbolics():
     """Export with torch's own ONNX symbolics, not the ones ORTModule registers for training.
@@ -81,8 +120,10 @@ def standard_symbolics():
     EmbedLayerNormalization, and the graph needs ORTModule's ATen executor to run at all. While
     our export runs, those overrides are taken out of torch's registry; they are put back after.
     """
-    from torch.onnx._internal import registration
-
+    registration = _registration()
+    if registration is None:  # no TorchScript exporter in this torch: nothing of ORTModule's to take out
+        yield []
+        return
     removed = []
     for group in list(registration.registry._registry.values()):
         overrides = getattr(getattr(group, "_functions", None), "_overrides", {})
@@ -107,11 +148,20 @@ def _without_ir_dump():
     before raising. While our export runs, that helper is replaced by one that calls the function;
     logging then stays as the user set it (off by default). The exception is untouched.
     """
-    import torch
-    import torch.onnx.utils as onnx_utils
+    import importlib
 
-    original = getattr(onnx_utils, "setup_onnx_logging", None)
-    if original is None:  # another torch version: nothing to fix
+    import torch
+
+    # torch 2.6 has the exporter in torch.onnx.utils; from 2.9 in torch.onnx._internal.torchscript_exporter.utils
+    modules = []
+    for name in ("torch.onnx._internal.torchscript_exporter.utils", "torch.onnx.utils"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if getattr(module, "setup_onnx_logging", None) is not None:
+            modules.append((module, module.setup_onnx_logging))
+    if not modules:  # another torch version: nothing to fix
         yield
         return
 
@@ -126,11 +176,13 @@ def _without_ir_dump():
         finally:
             torch._C._jit_set_onnx_log_enabled(was_enabled)
 
-    onnx_utils.setup_onnx_logging = setup_onnx_logging
+    for module, _ in modules:
+        module.setup_onnx_logging = setup_onnx_logging
     try:
         yield
     finally:
-        onnx_utils.setup_onnx_logging = original
+        for module, original in modules:
+            module.setup_onnx_logging = original
 
 
 def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -157,15 +209,55 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
         dynamic = {k: {0: "batch", 1: "sequence"} for k in names}
         dynamic["logits"] = {0: "batch"}
     attn = getattr(loaded, "attn_implementation", "eager")
+    exporter = resolve_exporter(getattr(cfg, "exporter", "auto"))
     try:
-        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics():
-            torch.onnx.export(
-                model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
-                dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,
-                dynamo=False,
-            )
+        if exporter == "dynamo":
+            _export_dynamo(model, enc, names, path, cfg)
+        else:
+            with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics(), \
+                    warnings.catch_warnings():
+                # torch >= 2.9 warns that the TorchScript exporter is deprecated: chosen here on purpose (fusions)
+                warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+                # transformers 5's mask indexing warns about negative indices: the validation against PyTorch's
+                # logits that follows every export is what catches a wrong graph
+                warnings.filterwarnings("ignore", message=".*Exporting aten::index operator of advanced indexing.*")
+                torch.onnx.export(
+                    model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
+                    dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,
+                    dynamo=False,
+                )
     except (ExportError, OSError):  # an OSError is the disk (full, read-only), not the exporter: said as such
         raise
     except Exception as exc:  # torch raises UnsupportedOperatorError, OnnxExporterError, RuntimeError, ...
         raise _explain_failure(exc, cfg, attn) from exc
     return names, ["logits"]
+
+
+def _export_dynamo(model, enc, names: list[str], path: Path, cfg: "ExportConfig") -> None:
+    """torch's dynamo exporter (``torch.export``, the default from torch 2.9): one file, no external data.
+
+    It writes opset 18 and converts down to ``cfg.opset``; the model's outputs are the same as
+    TorchScript's (logits within 1e-7 on MiniLM), but the graph's attention is shaped differently
+    and ONNX Runtime's BERT fusions do not find it (:mod:`workbench.graph.diagnose` says so)."""
+    import io
+    import logging
+
+    import torch
+    from torch.export import Dim
+
+    shapes = {k: ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC} if cfg.dynamic_axes else None) for k in names}
+    # onnxscript's version-converter notes and torch's "torchvision is not installed. Skipping ..." lines
+    quiet = [logging.getLogger(name) for name in ("onnxscript", "onnx_ir", "torch.onnx", "torch.export")]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.ERROR)
+    try:
+        with runs.atomic_path(path) as tmp, torch.no_grad(), warnings.catch_warnings(), \
+                contextlib.redirect_stdout(io.StringIO()):  # its progress lines ("[torch.onnx] Obtain model graph ...")
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
+                              dynamic_shapes=shapes, opset_version=cfg.opset, dynamo=True, external_data=False,
+                              optimize=True)
+    finally:
+        for q, level in zip(quiet, levels):
+            q.setLevel(level)

@@ -159,7 +159,7 @@ def validate_onnx(
 
 
 def write_examples(path: Path, examples) -> Path:
-    lines = [json.dumps({"text": t, "label": int(l)}) for t, l in zip(examples["text"], examples["label"])]
+    lines = [json.dumps({"text": t, "label": int(y)}) for t, y in zip(examples["text"], examples["label"])]
     return runs.atomic_write_text(path, "\n".join(lines) + "\n")
 
 

@@ -138,7 +138,8 @@ class FusionConfig:
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup must be >= 0 and repeats >= 1, got warmup={self.warmup}, repeats={self.repeats}")
         if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be a positive number, got {self.threads}; leave it unset for ONNX Runtime's default (one per core)")
+            raise ValueError(f"threads must be a positive number, got {self.threads}; leave it unset for ONNX Runtime's default (one per "
+                             f"core)")
         if self.transformer_session not in GRAPH_OPTIMIZATION_LEVELS:
             raise ValueError(
                 f"transformer_session must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {self.transformer_session!r}; "

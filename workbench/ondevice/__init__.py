@@ -47,7 +47,7 @@ Files:
 - ``browser.py``: ``import_parameters`` (``workbench ondevice import``), ``BrowserImport``
 - ``__main__.py``: the per-side child process that ``memory.py`` starts
 
-Two pitfalls of onnxruntime-training 1.19.2 (measured here, see FIELD_NOTES):
+Two pitfalls of onnxruntime-training 1.19.2 (found on the tiny model and MiniLM; the tests check both):
 
 * The gradient builder fails on an opset-17 export: opset 17 writes LayerNorm as one
   ``LayerNormalization`` node with one output, and ORT's LayerNormalization gradient reads the

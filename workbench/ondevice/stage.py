@@ -119,8 +119,6 @@ def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, class
 
 def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes, started,
                       progress, stop, page) -> OnDeviceResult:
-    import torch
-
     from ..graph import validate_onnx
 
     ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)

@@ -377,7 +377,9 @@ async function evaluate(session, cfg, buffer) {
   const names = session.evalInputNames;
   const logitsName = session.evalOutputNames.find((n) => n === 'logits');
   const lossName = session.evalOutputNames[0];
-  if (!logitsName) throw new Error('the eval graph has no logits output (outputs ' + session.evalOutputNames.join(', ') + '); rebuild the artifacts');
+  if (!logitsName) {
+    throw new Error('the eval graph has no logits output (outputs ' + session.evalOutputNames.join(', ') + '); rebuild the artifacts');
+  }
   if (!cfg.eval.length) return { accuracy: null, loss: null };  // the data had no validation or test split
   let right = 0, count = 0, lossSum = 0;
   for (const entry of cfg.eval) {
@@ -398,10 +400,12 @@ async function evaluate(session, cfg, buffer) {
 const pct = (x) => x === null ? 'no eval split in the data' : (100 * x).toFixed(1) + '%';
 
 function facts(cfg, extra) {
-  const rows = [['model', cfg.model], ['steps', cfg.steps], ['learning rate', cfg.lr + ' (baked into ' + cfg.optimizer_model + ': onnxruntime-web ' + cfg.ort_web_version + ' has no setter)'],
+  const lr = cfg.lr + ' (baked into ' + cfg.optimizer_model + ': onnxruntime-web ' + cfg.ort_web_version + ' has no setter)';
+  const rows = [['model', cfg.model], ['steps', cfg.steps], ['learning rate', lr],
                 ['batch size', cfg.batch_size], ['seed', cfg.seed], ['trainable', cfg.trainable],
                 ['eval examples', cfg.eval.reduce((a, e) => a + e.labels.count, 0)], ...extra];
-  $('facts').innerHTML = rows.map(([k, v]) => '<tr><th>' + k + '</th><td>' + String(v).replace(/[&<>]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c])) + '</td></tr>').join('');
+  const escape = (s) => String(s).replace(/[&<>]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]));
+  $('facts').innerHTML = rows.map(([k, v]) => '<tr><th>' + k + '</th><td>' + escape(v) + '</td></tr>').join('');
 }
 
 async function main() {

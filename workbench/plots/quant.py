@@ -215,7 +215,8 @@ def tradeoff(search: SearchResult, x: str = "latency") -> go.Figure:
 
 
 def _candidate_hover(c) -> str:
-    lines = [c.name, f"{c.latency_ms:.2f} ms, {c.size_mib:.1f} MiB", f"accuracy {100 * c.accuracy:.1f}% ({100 * c.accuracy_delta:+.2f} pts)",
+    lines = [c.name, f"{c.latency_ms:.2f} ms, {c.size_mib:.1f} MiB",
+             f"accuracy {100 * c.accuracy:.1f}% ({100 * c.accuracy_delta:+.2f} pts)",
              f"worst slice {c.check.worst_slice or '-'} {-100 * c.check.worst_slice_drop:+.2f} pts"]
     lines += c.check.violations[:3]
     return "<br>".join(lines)

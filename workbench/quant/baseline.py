@@ -112,9 +112,9 @@ class Baseline:
         return SORTED_NOTE if self.scoring_order == "length" else FILE_NOTE
 
     def load_tokenizer(self):
-        from transformers import AutoTokenizer
+        from ..compat import load_tokenizer as _load_tokenizer
 
-        return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
+        return _load_tokenizer(self.tokenizer_dir)
 
 
 def time_graph(onnx_path: str | os.PathLike, timing: TimingConfig, vocab_size: int) -> list[ShapeLatency]:
@@ -189,7 +189,7 @@ def _graph_source(obj, export) -> tuple[Path, Any]:
 
 def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
     """(tokenizer object, folder it can be reloaded from, or None)."""
-    from transformers import AutoTokenizer
+    from ..compat import load_tokenizer as _load_tokenizer
 
     from ..models import BUILTIN_MODELS, load_tokenizer, resolve_model_path
 
@@ -200,7 +200,7 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
                 "Pass tokenizer=<tokenizer, tokenizer folder, 'minilm' or a model folder> or export=<export folder>"
             )
         folder = Path(exp.tokenizer_dir)
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True), folder
+        return _load_tokenizer(folder), folder
     if isinstance(tokenizer, (str, os.PathLike)):
         name = str(tokenizer)
         if name in BUILTIN_MODELS:
@@ -209,7 +209,7 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
         if not folder.is_dir():
             raise QuantizeError(f"tokenizer {name!r} is neither {list(BUILTIN_MODELS)} nor a folder")
         path = resolve_model_path(name) if (folder / "config.json").is_file() else folder
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True), Path(path)
+        return _load_tokenizer(path), Path(path)
     if not callable(tokenizer) or not hasattr(tokenizer, "save_pretrained"):
         raise QuantizeError(f"tokenizer must be a Hugging Face tokenizer or a folder, got {type(tokenizer).__name__}")
     return tokenizer, None
@@ -275,7 +275,8 @@ class BaselineConfig:
             raise QuantizeError(f"calibration_samples must be >= 0 (0: none kept), got {self.calibration_samples}")
         if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
                                             or self.max_length < 2):
-            raise QuantizeError(f"max_length must be a whole number of tokens (at least 2), got {self.max_length!r}; leave it unset for the graph's own")
+            raise QuantizeError(f"max_length must be a whole number of tokens (at least 2), got {self.max_length!r}; leave it unset for "
+                                f"the graph's own")
         if self.order not in ORDERS:
             raise QuantizeError(f"order must be one of {list(ORDERS)}, got {self.order!r}")
 

@@ -136,7 +136,8 @@ def _metrics_record(name: str, p: _Preds, agree: np.ndarray) -> SliceMetrics:
 
 def _preds(labels: np.ndarray, probs: np.ndarray, n_bins: int) -> _Preds:
     n_classes = probs.shape[1] if probs.ndim == 2 else 0
-    return _Preds(labels, probs.argmax(axis=1) if len(probs) else np.zeros(0, np.int64), probs.max(axis=1) if len(probs) else np.zeros(0), n_classes, n_bins)
+    return _Preds(labels, probs.argmax(axis=1) if len(probs) else np.zeros(0, np.int64), probs.max(axis=1) if len(probs) else np.zeros(0),
+                  n_classes, n_bins)
 
 
 def _bootstrap_deltas(ref: _Preds, cand: _Preds, agree: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

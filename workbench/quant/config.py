@@ -20,7 +20,22 @@ STATIC_OP_TYPES = (
     "LayerNormalization", "MatMul", "MaxPool", "Relu", "Reshape", "Resize", "Split", "Squeeze", "Transpose",
     "Unsqueeze", "Where",
 )
+# ... and what later ONNX Runtimes' QDQRegistry adds (1.32, the current stack): allowed where the runtime has them
+STATIC_OP_TYPES_LATER = ("CumSum", "Flatten", "GatherElements", "Pad", "Slice", "TopK")
 STATIC_DEFAULT_OP_TYPES = ("MatMul", "Gemm")
+
+
+def static_op_types() -> tuple[str, ...]:
+    """The operator types this ONNX Runtime quantizes statically (QDQ): 1.19.2's, and later runtimes' additions."""
+    import importlib.metadata as md
+
+    for dist in ("onnxruntime-training-cpu", "onnxruntime-training"):
+        try:
+            if md.version(dist).startswith("1.19."):
+                return STATIC_OP_TYPES
+        except md.PackageNotFoundError:
+            continue
+    return STATIC_OP_TYPES + STATIC_OP_TYPES_LATER
 # weight-only (MatMulNBits): onnxruntime's MatMul4BitsQuantizer rewrites MatMuls with a constant weight
 WEIGHT_ONLY_OP_TYPES = ("MatMul",)
 WEIGHT_ONLY_BLOCK_SIZE = 32
@@ -143,7 +158,8 @@ class QuantConfig:
         object.__setattr__(self, "activation_type", _as_enum(QType, self.activation_type, "activation_type", "quint8 is the usual choice"))
         object.__setattr__(self, "calibration", _as_enum(Calibration, self.calibration, "calibration", "minmax is the fastest"))
         object.__setattr__(self, "quant_format", _as_enum(QFormat, self.quant_format, "quant_format", "qdq is the usual choice"))
-        if self.mode is QuantMode.DYNAMIC and (self.quant_format is not QFormat.QDQ or self.activation_symmetric or self.matmul_const_b_only):
+        if self.mode is QuantMode.DYNAMIC and (self.quant_format is not QFormat.QDQ or self.activation_symmetric
+                                               or self.matmul_const_b_only):
             raise QuantizeError(
                 f"quant_format={self.quant_format.value!r}, activation_symmetric={self.activation_symmetric} and "
                 f"matmul_const_b_only={self.matmul_const_b_only} apply to static quantization only (dynamic quantization "
@@ -158,7 +174,7 @@ class QuantConfig:
         object.__setattr__(self, "op_types", tuple(str(o) for o in self.op_types))
         object.__setattr__(self, "nodes_to_exclude", tuple(dict.fromkeys(str(n) for n in self.nodes_to_exclude)))
         self._check_weight_only()
-        allowed = {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: STATIC_OP_TYPES,
+        allowed = {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: static_op_types(),
                    QuantMode.WEIGHT_ONLY: WEIGHT_ONLY_OP_TYPES}[self.mode]
         bad = [o for o in self.op_types if o not in allowed]
         if bad:
@@ -224,10 +240,20 @@ class QuantConfig:
                                 f"got {self.accuracy_level}")
 
     def check_bits(self) -> None:
-        """Weight-only bits onnxruntime 1.19.2 can run (4), or the reason it cannot (8)."""
-        if self.bits not in SUPPORTED_BITS:
-            raise QuantizeError(EIGHT_BIT_REFUSAL if self.bits == 8 else
-                                f"weight_bits={self.bits}: MatMulNBits in onnxruntime 1.19.2 runs 4-bit weights only; use 4")
+        """Weight-only bits this ONNX Runtime builds and runs on the CPU, or the reason it cannot: 4 on
+        onnxruntime 1.19.2 (8 refused: :data:`EIGHT_BIT_REFUSAL`); 4 and 8 where ``MatMulNBitsQuantizer``
+        writes 8 bits and the CPU kernel runs them (onnxruntime >= 1.31: probed once, :func:`runnable_bits`)."""
+        if self.bits in SUPPORTED_BITS:
+            return
+        bits, version = runnable_bits()
+        if self.bits in bits:
+            return
+        if self.bits == 8:
+            raise QuantizeError(EIGHT_BIT_REFUSAL if version.startswith("1.19.") else
+                                f"8-bit weight-only quantization does not run in onnxruntime {version} here: its "
+                                "MatMulNBits CPU kernel refused an 8-bit graph; use the weight-only-int4 presets or dynamic INT8")
+        raise QuantizeError(f"weight_bits={self.bits}: MatMulNBits in onnxruntime {version} runs "
+                            f"{' or '.join(map(str, bits))}-bit weights here; use {bits[0]}")
 
     @property
     def bits(self) -> int:
@@ -248,10 +274,10 @@ class QuantConfig:
     @classmethod
     def dynamic_int8_fp32_embeddings(cls, **kw) -> "QuantConfig":
         """Dynamic per-channel INT8 of every matrix multiply, with the embedding tables left in FP32
-        (``EmbedLayerNormalization`` / ``Gather`` not quantized). Measured on the fine-tuned MiniLM
-        (issue 23): the INT8 embedding lookup is the single node that costs most accuracy (-1.10
-        points per-channel with it, -0.16 without, 1,276 test reviews), and the lookup is no matrix
-        multiply, so leaving it in FP32 costs size (the table stays 4 bytes a weight), not speed."""
+        (``EmbedLayerNormalization`` / ``Gather`` not quantized). On the fine-tuned MiniLM the INT8
+        embedding lookup is the single node that costs most accuracy (figures: docs/benchmarks/index.md),
+        and the lookup is no matrix multiply, so leaving it in FP32 costs size (the table stays 4 bytes
+        a weight), not speed."""
         ops = tuple(o for o in DYNAMIC_OP_TYPES if o not in EMBEDDING_OP_TYPES)
         return cls(**{"mode": QuantMode.DYNAMIC, "per_channel": True, "op_types": ops, **kw})
 
@@ -274,7 +300,7 @@ class QuantConfig:
 
     @classmethod
     def static_best(cls, **kw) -> "QuantConfig":
-        """The static recipe that measured best on the fine-tuned MiniLM (the table in the README):
+        """The static recipe that measured best on the fine-tuned MiniLM (docs/benchmarks/index.md):
         MinMax calibration, one scale per weight column, only the weight MatMuls quantized
         (attention's activation products stay FP32), and the 6 nodes with the worst SQNR on
         calibration texts left in FP32 (on MiniLM: the feed-forward output projections, whose inputs
@@ -306,8 +332,24 @@ class QuantConfig:
         }
 
     @classmethod
+    def available_presets(cls) -> dict[str, "QuantConfig"]:
+        """:meth:`presets` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
+        table = cls.presets()
+        if 8 in runnable_bits()[0]:
+            table["weight-only-int8"] = cls.weight_only_int8()
+        return table
+
+    @classmethod
+    def weight_only_int8(cls, **kw) -> "QuantConfig":
+        """MatMul weights in 8 bits (MatMulNBits), activations in float: onnxruntime >= 1.31 only (its CPU
+        kernel runs 8-bit weights); refused on 1.19.2 with the reason."""
+        return cls(**{"mode": QuantMode.WEIGHT_ONLY, "weight_bits": 8, **kw})
+
+    @classmethod
     def preset(cls, name: str, **kw) -> "QuantConfig":
         table = cls.presets()
+        if name in REFUSED_PRESETS and 8 in runnable_bits()[0]:  # this ONNX Runtime runs it (the current stack)
+            return cls.weight_only_int8(**kw)
         if name in REFUSED_PRESETS:
             raise QuantizeError(f"preset {name!r}: {REFUSED_PRESETS[name]}")
         if name not in table:
@@ -357,8 +399,17 @@ class QuantConfig:
 
 
 
-# presets asked for (issue 23) that onnxruntime 1.19.2 cannot build: the name and why
+# presets that onnxruntime 1.19.2 cannot build: the name and why (newer ONNX Runtimes build and run them:
+# QuantConfig.preset gives them there)
 REFUSED_PRESETS = {"weight-only-int8": EIGHT_BIT_REFUSAL}
+
+
+def runnable_bits() -> tuple[tuple[int, ...], str]:
+    """(weight-only bits this ONNX Runtime builds and runs on the CPU, its version): probed once per process
+    by :func:`workbench.quant.weightonly.probe_bits`."""
+    from .weightonly import probe_bits
+
+    return probe_bits()
 
 
 @dataclass(frozen=True)

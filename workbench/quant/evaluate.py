@@ -10,7 +10,8 @@ What is measured, for the whole set and for every slice of a :class:`~workbench.
 * **mean confidence** (the mean of the top class probability),
 * **expected calibration error** (ECE): confidences are put in ``n_bins`` equal-width bins
   ``(0, 1/B], (1/B, 2/B], ...`` (a confidence on an edge goes to the lower bin) and ECE is
-  ``sum_b |sum_{i in b} correct_i - sum_{i in b} conf_i| / n``, i.e. the gap between accuracy and confidence in each bin, weighted by the bin's share,
+  ``sum_b |sum_{i in b} correct_i - sum_{i in b} conf_i| / n``, i.e. the gap between accuracy
+  and confidence in each bin, weighted by the bin's share,
 * **agreement** with the reference (share of examples where both predict the same label).
 
 Drift is the candidate's value minus the reference's, with a **paired bootstrap** 95% interval:

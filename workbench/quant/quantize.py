@@ -66,7 +66,7 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
     The QDQ quantizer only quantizes tensors whose type it knows. On the *fused* graph ONNX's own
     shape inference knows nothing past the contrib ops (Attention, SkipLayerNormalization...), so
     ONNX Runtime's symbolic shape inference is needed (it handles them; measured here). On the
-    *exported* graph symbolic inference fails ("Incomplete symbolic shape inference", FIELD_NOTES)
+    *exported* graph symbolic inference fails ("Incomplete symbolic shape inference")
     and ONNX shape inference is enough, so it is skipped there.
     """
     from onnxruntime.quantization.shape_inference import quant_pre_process

@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .. import runs
 from ..runs import layout
-from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, BaselineConfig, fp32_latency,
+from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, BaselineConfig,
+                       fp32_latency,
                        prepare_baseline)
 from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, BudgetCheck, Objective,
                      check_budget, check_budget_value, check_min_speedup, parse_objective, speed_guard)
@@ -207,7 +208,8 @@ class SearchConfig:
         return EvalConfig(n_boot=self.n_boot, seed=self.seed)
 
 
-def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str, Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
+def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
+                                                                             Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
     """The feasible candidate with the highest speed-up over the FP32 graph (each measured beside
     FP32 in its own interleaved rounds, so candidates timed at different moments still compare;
     by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy."""

@@ -17,6 +17,9 @@ project is pinned to) really offers, checked here:
 - The CPU kernel runs ``bits=4`` only: a graph with ``bits=8`` fails to load ("Only 4b quantization
   is supported for MatMulNBits op"). So 8-bit weight-only quantization is refused with that reason
   (:data:`EIGHT_BIT_REFUSAL`) instead of being faked.
+- On the current stack (onnxruntime 1.31+) the quantizer is ``matmul_nbits_quantizer.MatMulNBitsQuantizer``
+  (the 4-bit module is gone) with a ``bits`` argument, and the CPU kernel runs 8-bit weights:
+  :func:`probe_bits` checks that on one small MatMul, and 8 bits are built there, not refused.
 - ``accuracy_level``: 0 (unset) / 1 compute in FP32 with the weights dequantized block by block;
   4 quantizes the activations to INT8 per block and computes in integers (MLAS's SQNBitGemm
   ``CompInt8``). 2 (fp16) and 3 (bf16) are accepted by the kernel and fall back to FP32 on CPUs
@@ -25,6 +28,8 @@ project is pinned to) really offers, checked here:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,6 +95,54 @@ def quantize_matmul_4bits(dst_packed: np.ndarray, weight: np.ndarray, scales: np
         zero_points[...] = (zpi[:, 0::2] | (zpi[:, 1::2] << 4)).reshape(-1)
 
 
+def nbits_quantizer_class():
+    """``MatMulNBitsQuantizer`` (2, 4 or 8 bits: onnxruntime 1.20+, the current stack), None in 1.19.2."""
+    try:
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    except ImportError:
+        return None
+    return MatMulNBitsQuantizer
+
+
+_PROBED: dict[str, tuple[tuple[int, ...], str]] = {}
+
+
+def probe_bits() -> tuple[tuple[int, ...], str]:
+    """(weight-only bits that this ONNX Runtime's quantizer writes and its CPU kernel runs, the version).
+
+    1.19.2 writes 4 bits only (MatMul4BitsQuantizer) and its kernel refuses 8; from 1.20,
+    ``MatMulNBitsQuantizer`` writes 8 bits too, and the CPU kernel of 1.32 runs them. Checked, not assumed:
+    one 64x32 MatMul is quantized to 8 bits and run; the result must be within 2% of the float product."""
+    import onnxruntime as ort
+
+    if ort.__version__ in _PROBED:
+        return _PROBED[ort.__version__]
+    bits = [4]
+    cls = nbits_quantizer_class()
+    if cls is not None:
+        from onnx import TensorProto, helper, numpy_helper
+
+        rng = np.random.default_rng(0)
+        w = rng.standard_normal((64, 32)).astype(np.float32)
+        graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "probe",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 64])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 32])],
+                                  [numpy_helper.from_array(w, "w")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        try:
+            q = cls(model, bits=8, block_size=32, is_symmetric=True)
+            q.process()
+            session = ort.InferenceSession(q.model.model.SerializeToString(), providers=["CPUExecutionProvider"])
+            x = rng.standard_normal((3, 64)).astype(np.float32)
+            err = float(np.abs(session.run(None, {"x": x})[0] - x @ w).max() / np.abs(x @ w).max())
+            if err < 0.02 and any(n.op_type == "MatMulNBits" for n in q.model.model.graph.node):
+                bits.append(8)
+        except Exception:  # noqa: BLE001  (a kernel that refuses 8 bits: 4 only, which check_bits then says)
+            pass
+    _PROBED[ort.__version__] = (tuple(bits), ort.__version__)
+    return _PROBED[ort.__version__]
+
+
 def ort_quantizer_class():
     """``MatMul4BitsQuantizer`` from onnxruntime, importable in the training wheel (see the module doc)."""
     import onnxruntime.capi._pybind_state as binding
@@ -113,6 +166,18 @@ def binding_supplied() -> bool:
     return getattr(binding, "quantize_matmul_4bits", None) is quantize_matmul_4bits
 
 
+@contextlib.contextmanager
+def _quiet_quantizer_log():
+    """onnxruntime 1.32's quantizer logs one INFO line per MatMul on the root logger's handler: not ours to print."""
+    log = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_path: str | os.PathLike) -> Path:
     """Every MatMul of ``fp32_path`` with a constant 2-D weight (except ``cfg.nodes_to_exclude``)
     rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
@@ -121,13 +186,18 @@ def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_p
     cfg.check_bits()
     out_path = Path(out_path)
     model = onnx.load(str(fp32_path))
-    quantizer = ort_quantizer_class()(model, block_size=cfg.block_size, is_symmetric=cfg.weight_symmetric,
-                                      accuracy_level=cfg.accuracy_level or None,
-                                      nodes_to_exclude=list(cfg.nodes_to_exclude))
-    quantizer.process()
+    nbits = nbits_quantizer_class()
+    kw = dict(block_size=cfg.block_size, is_symmetric=cfg.weight_symmetric, accuracy_level=cfg.accuracy_level or None,
+              nodes_to_exclude=list(cfg.nodes_to_exclude))
+    if nbits is not None:  # onnxruntime 1.20+: MatMul4BitsQuantizer became MatMulNBitsQuantizer (2, 4, 8 bits)
+        quantizer = nbits(model, bits=cfg.bits, **kw)
+    else:
+        quantizer = ort_quantizer_class()(model, **kw)
+    with _quiet_quantizer_log():
+        quantizer.process()
     q = quantizer.model.model
     if not any(n.op_type == "MatMulNBits" for n in q.graph.node):
-        raise QuantizeError(f"no MatMul of {Path(fp32_path).name} has a constant 2-D weight to store in 4 bits "
+        raise QuantizeError(f"no MatMul of {Path(fp32_path).name} has a constant 2-D weight to store in {cfg.bits} bits "
                             "(nothing to quantize): use dynamic INT8 for this graph")
     with runs.atomic_path(out_path) as tmp:
         onnx.save(q, str(tmp))

@@ -13,7 +13,8 @@ from .schema import MAX_FLIPS_SHOWN
 from .search import search_over_results
 
 CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222;line-height:1.45}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222;
+line-height:1.45}
 h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:.9em}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -153,7 +154,8 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
     parts.append(_table(["", ""], [[_e(k), _e(val)] for k, val in facts if val not in (None, "", {}, [])]))
     if d.get("calibration_rows"):
         parts.append(f"<details><summary>The {len(d['calibration_rows'])} calibration rows (0-based row numbers of the file, "
-                     f"drawn with seed {_e(d.get('calibration_seed'))})</summary><p><code>{_e(', '.join(map(str, d['calibration_rows'])))}</code></p></details>")
+                     f"drawn with seed {_e(d.get('calibration_seed'))})</summary>"
+                     f"<p><code>{_e(', '.join(map(str, d['calibration_rows'])))}</code></p></details>")
     if d.get("skipped_rows"):
         parts.append(f"<details><summary>Skipped rows</summary><p><code>{_e(', '.join(map(str, d['skipped_rows'])))}</code></p></details>")
     if s["slices"]:
@@ -212,7 +214,8 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
               + slower_text(x.get("speedup"), x.get("speedup_ci")),
               f"{_f(x.get('of_floor'), '.0f', 100, '%')} ({_f(x.get('fp32_of_floor'), '.0f', 100, '%')})",
               f"{_f(x['accuracy'], '.1f', 100)}% ({_f(x['fp32_accuracy'], '.1f', 100)}%)",
-              f"{_f(x['overall']['delta'], '+.1f', 100)} [{_f(x['overall']['ci95'][0], '+.1f', 100)}, {_f(x['overall']['ci95'][1], '+.1f', 100)}]",
+              f"{_f(x['overall']['delta'], '+.1f', 100)} [{_f(x['overall']['ci95'][0], '+.1f', 100)}, "
+              f"{_f(x['overall']['ci95'][1], '+.1f', 100)}]",
               f"{_e(x['worst_slice'] or '–')} {_f(-x['worst_slice_drop'] if x['worst_slice_drop'] is not None else None, '+.1f', 100)}",
               x["n_flips"], f"<span class='{'ok' if x['within_budget'] else 'bad'}'>{'yes' if x['within_budget'] else 'no'}</span>"
               + "".join(f"<br><span class='muted'>{_e(viol)}</span>" for viol in x["violations"][:3])]
@@ -226,7 +229,8 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         parts.append("<details><summary>Every slice, every variant (points, 95% CI)</summary>" + _table(
             ["variant", "slice", "n", "FP32 acc", "INT8 acc", "change [95% CI]", "flips"],
             [[_e(x["name"]), _e(r["slice"]), f"{r['n']}{' (small)' if r['too_small'] else ''}", _f(r["fp32_accuracy"], ".1f", 100),
-              _f(r["int8_accuracy"], ".1f", 100), f"{_f(r['delta'], '+.1f', 100)} [{_f(r['ci95'][0], '+.1f', 100)}, {_f(r['ci95'][1], '+.1f', 100)}]"
+              _f(r["int8_accuracy"], ".1f", 100),
+              f"{_f(r['delta'], '+.1f', 100)} [{_f(r['ci95'][0], '+.1f', 100)}, {_f(r['ci95'][1], '+.1f', 100)}]"
               f"{' *' if r['significant'] else ''}", r["flips"]] for x in q for r in [x["overall"], *x["slices"]]], [2, 3, 4, 6])
             + "<p class='muted'>* the interval excludes zero.</p></details>")
         parts.append("<h2 id='flips'>Flipped predictions</h2>")
@@ -238,8 +242,10 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
                          f"{len(flips)} flipped predictions{more}</summary>")
             if flips:
                 parts.append(_table(["row", "text", "label", "FP32 (conf.)", "INT8 (conf.)", "kind", "slices"],
-                                    [[fl["row"], _e(fl["text"]), _e(fl["label"]), f"{_e(fl['fp32_pred'])} ({_f(fl['fp32_confidence'], '.2f')})",
-                                      f"{_e(fl['int8_pred'])} ({_f(fl['int8_confidence'], '.2f')})", _e(fl["kind"]), _e(", ".join(fl["slices"]))]
+                                    [[fl["row"], _e(fl["text"]), _e(fl["label"]),
+                                      f"{_e(fl['fp32_pred'])} ({_f(fl['fp32_confidence'], '.2f')})",
+                                      f"{_e(fl['int8_pred'])} ({_f(fl['int8_confidence'], '.2f')})", _e(fl["kind"]),
+                                      _e(", ".join(fl["slices"]))]
                                      for fl in shown], [0]))
             parts.append("</details>")
 
@@ -256,10 +262,12 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
                              "within budget"],
                             [[_e(c["name"]) + (" <b>(chosen)</b>" if c["name"] == se["chosen"] else ""), _e(c["precision"]),
                               _f(c["latency_ms"]),
-                              (_f(c.get("speedup"), ".2f", suffix="x") + (f" [{_f(c['speedup_ci'][0], '.2f')}-{_f(c['speedup_ci'][1], '.2f')}]"
+                              (_f(c.get("speedup"), ".2f",
+                                  suffix="x") + (f" [{_f(c['speedup_ci'][0], '.2f')}-{_f(c['speedup_ci'][1], '.2f')}]"
                                                                          if c.get("speedup_ci") else "")),
                               _f(c["size_mib"], ".1f"), _f(c["accuracy"], ".1f", 100, "%"),
-                              _f(c["accuracy_delta"], "+.1f", 100), f"{_e(c['worst_slice'] or '–')} {_f(-c['worst_slice_drop'], '+.1f', 100)}",
+                              _f(c["accuracy_delta"], "+.1f", 100),
+                              f"{_e(c['worst_slice'] or '–')} {_f(-c['worst_slice_drop'], '+.1f', 100)}",
                               "reference" if c["precision"] == "fp32" else ("yes" if c["feasible"] else
                                                                             ("too slow" if c.get("too_slow") else "no"))]
                              for c in se["candidates"]], [2, 3, 4, 5, 6]))

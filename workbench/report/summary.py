@@ -100,6 +100,10 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
             notes.append(f"the machine profile could not be read ({type(exc).__name__}: {exc})")
     machine = None
     if profile is not None:
+        from ..env import slower_runtime_note
+
+        if (slower := slower_runtime_note(profile)) is not None:  # the current stack on a machine where 1.19.2 measured faster
+            notes.append(slower)
         machine = serial.to_dict(profile)
         machine.update(isa=profile.isa_text(), int8_over_fp32=profile.int8_over_fp32, description=profile.text())
     contended = [f"{r.name}: {r.load.text()}" for r in results if getattr(r, "contended", False)]
@@ -183,7 +187,8 @@ def build_summary(inp: ReportInputs) -> dict:
         "Accuracy changes are INT8 minus FP32 on the same examples; 95% intervals come from a paired bootstrap "
         f"({n_boot} replicates): every replicate draws the same examples for both models, so the interval measures the change.",
         f"Slices with fewer than {MIN_SLICE_SIZE} examples are shown but not held to the per-slice budget"
-        f"{' (here they are: --include-small)' if inp.include_small_slices else ''}: one flipped prediction moves such a slice by more than 2 points.",
+        f"{' (here they are: --include-small)' if inp.include_small_slices else ''}: one flipped prediction moves such a slice by more "
+        f"than 2 points.",
         "Dynamic INT8 quantizes activations with scales computed per batch at run time, so one example's prediction can "
         "depend on which examples share its batch; FP32 and static INT8 do not. Every variant was scored in batches of "
         f"{data.get('eval_batch_size', 32)} padded to the longest, the same batches for all"

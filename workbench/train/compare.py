@@ -360,7 +360,8 @@ class CompareConfig:
         object.__setattr__(self, "backends", chosen)
         if self.tolerance is not None and not (isinstance(self.tolerance, (int, float)) and not isinstance(self.tolerance, bool)
                                                and math.isfinite(self.tolerance) and self.tolerance > 0):
-            raise TrainConfigError(f"tolerance must be a positive number of nats, got {self.tolerance!r}; leave it unset for the default per precision")
+            raise TrainConfigError(f"tolerance must be a positive number of nats, got {self.tolerance!r}; "
+                                   "leave it unset for the default per precision")
         object.__setattr__(self, "isolate", bool(self.isolate))
         object.__setattr__(self, "interleave", bool(self.interleave))
 
@@ -417,7 +418,8 @@ def load_comparison(path: str | os.PathLike) -> Comparison:
 
 def comparison_table(c: Comparison) -> str:
     """A plain-text table of the comparison (CLI, benchmark, logs)."""
-    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x (interval)':>18} {'x w/ start-up':>13} " \
+    head = f"{'backend':<10} {'status':<9} {'in ORT':<6} {'median step':>11} {'samples/s':>10} {'x (interval)':>18} " \
+           f"{'x w/ start-up':>13} " \
            f"{'peak MiB':>9} {'x':>6} {'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
     lines = [head, "-" * len(head)]
     for s in c.summaries:
@@ -432,7 +434,8 @@ def comparison_table(c: Comparison) -> str:
             f"{s.backend.value:<10} {s.status.value:<9} {'yes' if s.executed_in_onnxruntime else 'no':<6} "
             f"{fv(s.median_step_time.value * 1000, '.0f') + ' ms':>11} {fv(s.throughput.value, '.1f'):>10} "
             f"{('1.00x' if base and s.comparable else (r.speed_text() if r else '')):>18} "
-            f"{('1.00x' if base and s.comparable else fx(r.throughput_with_startup if r else None)):>13} {fv(s.peak_memory.value, '.0f'):>9} "
+            f"{('1.00x' if base and s.comparable else fx(r.throughput_with_startup if r else None)):>13} "
+            f"{fv(s.peak_memory.value, '.0f'):>9} "
             f"{('1.00x' if base and s.comparable else fx(r.memory if r else None)):>6} {fv(s.startup.value, '.1f'):>10} "
             f"{fv(s.final_accuracy.value, '.3f'):>7} {(fv(r.max_loss_diff, '.1e') if r else ''):>9}"
         )

@@ -231,7 +231,8 @@ def _train(
         net = loaded.model.to(device)
         net.train()
         n_params = sum(p.numel() for p in net.parameters())
-        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if (out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0) else None
+        keep_graphs = out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0
+        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if keep_graphs else None
         if graph_tmp is not None:
             shutil.rmtree(graph_tmp, ignore_errors=True)
 
@@ -252,7 +253,8 @@ def _train(
             for step in range(1, total + 1):
                 gate.next(f"step {step}")
                 if _should_stop(stop, world_size):
-                    status, reason = RunStatus.STOPPED, f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
+                    status = RunStatus.STOPPED
+                    reason = f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
                     break
                 rec = trainer.step()
                 if step == 1:

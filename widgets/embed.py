@@ -1,0 +1,181 @@
+"""The quantization panel for an embedding model (a sentence-transformers folder): INT8 presets
+scored on retrieval slice by slice (NDCG@10 with paired intervals against FP32, the budget in
+NDCG@10 terms), agreement without labels, and speed against ``SentenceTransformer.encode``.
+
+A view over :func:`workbench.embed.audit.run_embed_quantization` and :mod:`workbench.plots.embed`.
+``QuantPanel(model=FOLDER)`` builds this panel when the folder holds an embedding model.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun, run_embed_quantization
+from workbench.embed.evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO
+from workbench.embed.folder import EmbedError, read_folder
+from workbench.embed.retrieval import QUERY_KINDS
+from workbench.plots import embed as embed_plots
+from workbench.quant import QuantConfig
+
+from .base import FAIL_COLOUR, OK_COLOUR, Panel, PanelInputError, check_choice, check_range, coloured, fmt, html_table, replace_figure
+
+PRESETS = tuple(QuantConfig.presets())
+FIGURES = ("retrieval drift", "cosine", "neighbour overlap", "speed")
+
+
+class EmbedQuantPanel(Panel):
+    """Quantize an embedding model and see what it does to search, slice by slice.
+
+    Options: ``model`` (a sentence-transformers folder), ``presets`` (names from
+    ``QuantConfig.presets()``), ``queries`` (the built-in task's queries: plots or reviews),
+    ``max_queries`` / ``max_docs`` (0: all), ``n_boot``, ``min_ndcg_ratio`` / ``max_slice_drop`` (the
+    budget), ``exclude_worst`` (also re-quantize with that many worst nodes left in FP32),
+    ``time_speed``, ``run_dir`` (where the graphs go), ``figure``.
+
+    ``panel.result`` is the :class:`~workbench.embed.audit.EmbedQuantRun`.
+    """
+
+    OPTIONS = {
+        "model": None,
+        "presets": ("dynamic", "dynamic-per-channel"),
+        "queries": "plots",
+        "max_queries": 0,
+        "max_docs": 0,
+        "n_boot": 1000,
+        "min_ndcg_ratio": DEFAULT_MIN_NDCG_RATIO,
+        "max_slice_drop": DEFAULT_MAX_SLICE_DROP,
+        "exclude_worst": 0,
+        "time_speed": True,
+        "run_dir": None,
+        "figure": "retrieval drift",
+    }
+    TITLE = "Quantize an embedding model, slice by slice"
+    HELP = ("Each query slice's NDCG@10 change comes with a 95% paired-bootstrap interval; the dashed line is the per-slice "
+            "budget. Agreement needs no labels: cosine to FP32 and how many of each text's 10 nearest neighbours stay.")
+    RUN_LABEL = "Quantize and score"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
+        if self.options["model"] is None:
+            self.block("an embedding model: pass model= a sentence-transformers folder")
+
+    def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
+        if options["model"] is not None:
+            try:
+                read_folder(options["model"])
+            except EmbedError as exc:
+                raise PanelInputError(str(exc)) from None
+        for p in options["presets"]:
+            check_choice("presets", p, PRESETS)
+        check_choice("queries", options["queries"], QUERY_KINDS)
+        check_choice("figure", options["figure"], FIGURES)
+        check_range("n_boot", options["n_boot"], 100, 100_000, "a 95% interval needs at least 100 bootstrap draws")
+        check_range("min_ndcg_ratio", options["min_ndcg_ratio"], 0.5, 1.0, "0.997 keeps 99.7% of FP32's NDCG@10")
+        check_range("max_slice_drop", options["max_slice_drop"], 0.0, 1.0, "an NDCG@10 difference: 0.01")
+        for name in ("max_queries", "max_docs", "exclude_worst"):
+            check_range(name, options[name], 0, 1_000_000)
+        style = {"description_width": "130px"}
+        return {
+            "presets": W.SelectMultiple(options=PRESETS, value=tuple(options["presets"]), rows=4, description="presets", style=style),
+            "queries": W.Dropdown(options=QUERY_KINDS, value=options["queries"], description="queries", style=style),
+            "max_queries": W.BoundedIntText(value=int(options["max_queries"]), min=0, max=1_000_000, description="queries (0: all)",
+                                            style=style),
+            "max_docs": W.BoundedIntText(value=int(options["max_docs"]), min=0, max=1_000_000, description="documents (0: all)",
+                                         style=style),
+            "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=100, max=100_000, description="bootstrap draws", style=style),
+            "min_ndcg_ratio": W.BoundedFloatText(value=float(options["min_ndcg_ratio"]), min=0.5, max=1.0, step=0.001,
+                                                 description="NDCG@10 kept", style=style),
+            "max_slice_drop": W.BoundedFloatText(value=float(options["max_slice_drop"]), min=0.0, max=1.0, step=0.005,
+                                                 description="slice drop allowed", style=style),
+            "exclude_worst": W.BoundedIntText(value=int(options["exclude_worst"]), min=0, max=1000, description="nodes kept FP32",
+                                              style=style),
+            "time_speed": W.Checkbox(value=bool(options["time_speed"]), description="time against SentenceTransformer.encode",
+                                     indent=False, layout=W.Layout(width="auto")),
+            "figure": W.ToggleButtons(options=FIGURES, value=options["figure"], description="figure", style=style),
+        }
+
+    def _controls_box(self) -> W.Widget:
+        c = self.controls
+        return W.VBox([W.HBox([c["presets"], W.VBox([c["queries"], c["max_queries"], c["max_docs"]])]),
+                       W.HBox([c["n_boot"], c["min_ndcg_ratio"], c["max_slice_drop"]]),
+                       W.HBox([c["exclude_worst"], c["time_speed"]]), c["figure"]])
+
+    def _build_views(self) -> list[W.Widget]:
+        self.table_html = W.HTML("")
+        self.changed_html = W.HTML("")
+        self.figure = go.FigureWidget(layout=dict(template="plotly_white", height=360))
+        return [self.table_html, self.figure, self.changed_html]
+
+    def _compute(self, values: dict[str, Any]) -> EmbedQuantRun:
+        cfg = EmbedAuditConfig(builtin_queries=values["queries"], presets=tuple(values["presets"]),
+                               max_queries=values["max_queries"] or None, max_docs=values["max_docs"] or None,
+                               n_boot=int(values["n_boot"]), min_ndcg_ratio=float(values["min_ndcg_ratio"]),
+                               max_slice_drop=float(values["max_slice_drop"]), exclude_worst=int(values["exclude_worst"]),
+                               time_speed=bool(values["time_speed"]))
+        run_dir = self.options["run_dir"]
+        out = Path(run_dir) / "embed" if run_dir is not None else None
+        steps = ["export", "fusing", "encoding", "timing"]
+
+        def log(line: str) -> None:
+            done = next((i for i, s in enumerate(steps) if line.startswith(s) or s in line), None)
+            if done is not None:
+                self.progress_callback(done + 1, len(steps), detail=line[:80])
+        return run_embed_quantization(os.fspath(self.options["model"]), cfg, out, log=log)
+
+    def _draw(self, r: EmbedQuantRun) -> None:
+        ev = r.evaluation
+        if ev is None:
+            self.table_html.value = coloured(r.export.validation.text(), False)
+            return
+        rows = []
+        for v in ev.variants:
+            all_ = v.retrieval.overall() if v.retrieval else None
+            sp = r.speed.get(v.name, 1) if r.speed is not None else None
+            rows.append([v.name, fmt(all_.variant["ndcg@10"] if all_ else None, ".4f"),
+                         fmt(100 * v.retrieval.ndcg_ratio if v.retrieval else None, ".2f", "%"),
+                         fmt(v.agreement.overall().cosine.value, ".5f"), fmt(v.agreement.overall().overlap_at_10.value, ".3f"),
+                         fmt(sp.speedup if sp else None, ".2f", "x"),
+                         coloured("yes" if v.meets_budget else "no: " + "; ".join(v.budget_reasons), bool(v.meets_budget))])
+        head = (f"<div>{html.escape(ev.task_description)}; FP32 graph NDCG@10 {fmt(ev.fp32_metrics.get('ndcg@10'), '.4f')}"
+                + (f", SentenceTransformer.encode {fmt(ev.reference_metrics['ndcg@10'], '.4f')}" if ev.reference_metrics else "")
+                + "</div>")
+        self.table_html.value = head + html_table(["variant", "NDCG@10", "of FP32", "cosine to FP32", "top-10 kept",
+                                                   "vs encode (batch 1)", "meets budget"], rows)
+        changed = [c for v in ev.variants if v.retrieval for c in v.retrieval.changed[:3]]
+        self.changed_html.value = ("<b>Queries whose results changed most</b>" + html_table(
+            ["query", "NDCG@10 FP32", "NDCG@10 quantized", "top-10 kept"],
+            [[c.query[:120], fmt(c.ndcg_fp32, ".3f"), fmt(c.ndcg_variant, ".3f"), fmt(c.overlap, ".0%")] for c in changed])
+            if changed else "")
+        self._draw_figure()
+
+    def _draw_figure(self) -> None:
+        r = self.result
+        if r is None or r.evaluation is None:
+            return
+        which = self.controls["figure"].value
+        if which == "speed" and r.speed is None:
+            replace_figure(self.figure, go.Figure(layout=dict(title="Not timed: tick 'time against SentenceTransformer.encode'",
+                                                              template="plotly_white")))
+            return
+        builders = {"retrieval drift": lambda: embed_plots.retrieval_drift(r.evaluation),
+                    "cosine": lambda: embed_plots.cosine_distribution(r.evaluation),
+                    "neighbour overlap": lambda: embed_plots.neighbour_overlap(r.evaluation),
+                    "speed": lambda: embed_plots.embed_speed(r.speed)}
+        replace_figure(self.figure, builders[which]())
+
+    def _summary(self, r: EmbedQuantRun) -> str:
+        if r.evaluation is None:
+            return "the exported graph failed validation"
+        ok = [v.name for v in r.evaluation.variants if v.meets_budget and v.name != "fused"]
+        return f"within budget: {', '.join(ok)}" if ok else "no quantized variant meets the budget"
+
+    def _summary_colour(self, r: EmbedQuantRun) -> str:
+        ok = r.evaluation is not None and any(v.meets_budget and v.name != "fused" for v in r.evaluation.variants)
+        return OK_COLOUR if ok else FAIL_COLOUR

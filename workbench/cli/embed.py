@@ -1,0 +1,61 @@
+"""``audit`` on an embedding model (a sentence-transformers folder): its flags and its command. The
+kind of model is read from the folder (``--task`` overrides); see :mod:`workbench.embed.audit`."""
+
+from __future__ import annotations
+
+from .common import _fail, _locked
+from .flags import cli_only
+
+
+def add_embed_audit_flags(p) -> None:
+    g = p.add_argument_group("embedding models (a sentence-transformers folder: modules.json, a Pooling module)")
+    cli_only(g, "--task", choices=("auto", "classification", "embedding"), default="auto",
+             help="what the model does: read from the folder by default (modules.json means embedding)")
+    cli_only(g, "--queries", metavar="FILE",
+             help="embedding: a pairs file, one row per query and relevant document of the --data corpus "
+                  "(without it and with a --data file, quality is measured without labels); --data builtin: the built-in task")
+    cli_only(g, "--query-column", default="query", help="embedding: the query column of --queries (default: query)")
+    cli_only(g, "--relevant-column", default="relevant",
+             help="embedding: the column of --queries naming a relevant document by its --id-column value (or its text "
+                  "when the corpus has no such column; default: relevant)")
+    cli_only(g, "--id-column", default="id", help="embedding: the corpus column the pairs name documents by (default: id)")
+    cli_only(g, "--queries-from", choices=("plots", "reviews"), default="plots",
+             help="embedding, --data builtin: plot descriptions (default) or reviews ask for the reviews of their movie")
+    cli_only(g, "--max-queries", type=int, help="embedding: score only the first N queries (a quick look)")
+    cli_only(g, "--max-docs", type=int, help="embedding, --data builtin: keep the relevant reviews plus others up to N documents")
+    cli_only(g, "--exclude-worst", type=int, default=0,
+             help="embedding: per preset, also re-quantize with the K nodes of worst per-node error left in FP32")
+    cli_only(g, "--min-ndcg-ratio", type=float, default=None,
+             help="embedding budget: share of FP32's NDCG@10 a variant must keep over all queries (default 0.997)")
+    cli_only(g, "--max-slice-drop", type=float, default=None,
+             help="embedding budget: NDCG@10 a variant may lose on any query slice big enough to judge (default 0.01)")
+    cli_only(g, "--no-speed", action="store_true", help="embedding: skip the timing against SentenceTransformer.encode")
+
+
+def cmd_embed_audit(args) -> int:
+    from ..audit import AuditConfig
+    from ..embed import EmbedError
+    from ..embed.audit import BUILTIN, DEFAULT_PRESETS, EmbedAuditConfig, check_embed_inputs, run_embed_audit
+    from ..embed.evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO
+    from .flags import given
+
+    g = given(AuditConfig, args)
+    presets = tuple(p for item in g.get("presets", DEFAULT_PRESETS) for p in str(item).split(",") if p)
+    try:
+        cfg = EmbedAuditConfig(
+            data=BUILTIN if args.data in (BUILTIN, "") else args.data, queries=args.queries, builtin_queries=args.queries_from,
+            text_column=g.get("text_column", "text"), id_column=args.id_column, query_column=args.query_column,
+            relevant_column=args.relevant_column, slice_columns=tuple(g.get("slice_columns", ())), presets=presets,
+            exclude_worst=args.exclude_worst,
+            min_ndcg_ratio=DEFAULT_MIN_NDCG_RATIO if args.min_ndcg_ratio is None else args.min_ndcg_ratio,
+            max_slice_drop=DEFAULT_MAX_SLICE_DROP if args.max_slice_drop is None else args.max_slice_drop,
+            max_queries=args.max_queries, max_docs=args.max_docs,
+            n_boot=int(g.get("n_boot", 200 if args.quick else 1000)), seed=int(g.get("seed", 0)),
+            calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed)
+        checked = check_embed_inputs(args.model, cfg, args.out)
+    except EmbedError as exc:
+        return _fail(str(exc), 2)
+    with _locked(checked.out_dir, args, "audit"):
+        result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+    print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
+    return result.exit_code

@@ -1,0 +1,116 @@
+"""Model folders saved by another transformers than the one installed: what loads, and what cannot.
+
+The training stack runs transformers 4.57 (ORTModule pins torch 2.6, and transformers 5 breaks
+``torch.compile`` there); people bring folders saved by transformers 5. Their weights (safetensors)
+and config.json (``dtype`` included) load in 4.57. Their tokenizer folders differ in three ways:
+
+- a tokenizer without a model-specific class is saved as ``"tokenizer_class": "TokenizersBackend"``,
+  a class 4.57 does not have; its ``tokenizer.json`` is the whole fast tokenizer, which 4.57's
+  ``PreTrainedTokenizerFast`` reads;
+- ``extra_special_tokens`` is written as a list (4.57 expects a dict of named tokens): the list is
+  what 4.57 calls ``additional_special_tokens``;
+- no ``special_tokens_map.json``: the special tokens are in tokenizer_config.json, which 4.57 reads.
+
+:func:`load_tokenizer` loads such a folder the way transformers 5 would, and where it cannot (a
+tokenizer class 4.57 lacks and no ``tokenizer.json``), raises :class:`NewerTransformersError`: one
+line naming the field in the folder that needs transformers 5 and the command for the current stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+CURRENT_STACK_HINT = ("set up the current stack with `make setup-current` and run the same command with "
+                      ".venv-current/bin/workbench")
+GENERIC_FAST_CLASS = "TokenizersBackend"  # transformers 5's name for a tokenizer.json-only fast tokenizer
+
+
+class NewerTransformersError(ValueError):
+    """The folder needs a newer transformers than the one installed; the message names what and the fix."""
+
+
+def transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def saved_by(folder: str | os.PathLike) -> Optional[str]:
+    """The transformers version that saved ``folder`` (config.json's ``transformers_version``), if recorded."""
+    try:
+        data = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    v = data.get("transformers_version") if isinstance(data, dict) else None
+    return str(v) if v else None
+
+
+def _known_class(name: str) -> bool:
+    """Whether the installed transformers has a tokenizer class of this name."""
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    try:
+        return tokenizer_class_from_name(name) is not None
+    except Exception:  # noqa: BLE001  (an unknown name raises in some versions, returns None in others)
+        return False
+
+
+def v5_overrides(config: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments that make transformers 4.x read a transformers 5 tokenizer_config.json:
+    a list of extra special tokens becomes ``additional_special_tokens`` (4.x wants a dict there)."""
+    extra = config.get("extra_special_tokens")
+    if not isinstance(extra, list):
+        return {}
+    tokens = [t["content"] if isinstance(t, dict) else str(t) for t in extra]
+    merged = list(config.get("additional_special_tokens") or []) + [t for t in tokens
+                                                                     if t not in (config.get("additional_special_tokens") or [])]
+    return {"extra_special_tokens": {}, "additional_special_tokens": merged}
+
+
+def load_tokenizer(folder: str | os.PathLike):
+    """``AutoTokenizer.from_pretrained(folder)`` offline, reading folders saved by transformers 5 on 4.x.
+
+    Raises :class:`NewerTransformersError` (one line: what needs transformers 5, and the command for
+    the current stack) where 4.x cannot read the folder; any other failure propagates as
+    transformers raised it.
+    """
+    from transformers import AutoTokenizer
+
+    path = Path(folder)
+    if transformers_major() >= 5:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    config = _read_config(path)
+    cls = str(config.get("tokenizer_class") or "")
+    overrides = v5_overrides(config)
+    if cls and not _known_class(cls):
+        if not (path / "tokenizer.json").is_file():
+            import transformers
+
+            raise NewerTransformersError(
+                f"{path / 'tokenizer_config.json'} names tokenizer class {cls!r}, which transformers "
+                f"{transformers.__version__} (this training stack) does not have, and the folder has no tokenizer.json to read "
+                f"instead; {CURRENT_STACK_HINT}")
+        # TokenizersBackend (or another class this version lacks) over a tokenizer.json: the fast tokenizer itself
+        from transformers import PreTrainedTokenizerFast
+        from transformers.utils import logging as hf_logging
+
+        # transformers warns that the folder names another class than PreTrainedTokenizerFast: that is the point here
+        log = hf_logging.get_logger("transformers.tokenization_utils_base")
+        level = log.level
+        log.setLevel(hf_logging.ERROR)
+        try:
+            return PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True, **overrides)
+        finally:
+            log.setLevel(level)
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, **overrides)

@@ -1,0 +1,250 @@
+"""The audit of an embedding model: ``run_embed_audit(folder, EmbedAuditConfig, out) -> EmbedAuditResult``.
+
+Steps: read the sentence-transformers folder; export with pooling and normalization in the graph and
+validate against ``SentenceTransformer.encode``; fuse; quantize with the presets (and, with
+``exclude_worst``, again with the worst nodes left in FP32); score every variant on the retrieval
+task (built-in, or the user's corpus and pairs) and on the texts without labels; time them against
+``SentenceTransformer.encode`` at the data's median length; write ``report.html`` and
+``summary.json`` as one unit. Inputs are checked before anything is written
+(:func:`check_embed_inputs`): a bad one is one :class:`~workbench.embed.folder.EmbedError` line.
+
+Exit codes: 0 a quantized variant meets the budget (the verdict names the fastest), 3 none does,
+1 the exported graph failed validation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
+from .folder import EmbedError, EmbedFolder, read_folder
+from .retrieval import QUERY_KINDS, RetrievalTask
+
+BUILTIN = "builtin"
+DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings")
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EmbedAuditConfig:
+    """``data``: ``"builtin"`` (the built-in retrieval task) or a table of texts (the corpus).
+    ``queries``: a pairs file (one row per query and relevant document) for a corpus given as
+    ``data``; without it, a corpus is scored without labels. ``builtin_queries``: plots or reviews.
+    Budget: ``min_ndcg_ratio`` of FP32's NDCG@10 kept overall, ``max_slice_drop`` NDCG@10 lost at
+    most on any query slice of ``min_slice_size`` queries or more. ``max_queries``/``max_docs``
+    shrink the task (quick looks, tests). ``time_speed``: time against SentenceTransformer.encode."""
+
+    data: str = BUILTIN
+    queries: Optional[str] = None
+    builtin_queries: str = "plots"
+    text_column: str = "text"
+    id_column: str = "id"
+    query_column: str = "query"
+    relevant_column: str = "relevant"
+    slice_columns: tuple[str, ...] = ()
+    presets: tuple[str, ...] = DEFAULT_PRESETS
+    exclude_worst: int = 0
+    min_ndcg_ratio: float = DEFAULT_MIN_NDCG_RATIO
+    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP
+    min_slice_size: int = DEFAULT_MIN_SLICE_SIZE
+    max_queries: Optional[int] = None
+    max_docs: Optional[int] = None
+    max_texts: int = 5000
+    n_boot: int = 1000
+    seed: int = 0
+    batch_size: int = 32
+    threads: Optional[int] = None
+    time_speed: bool = True
+    reference_check: bool = True
+    calibration_size: int = 128
+
+    def __post_init__(self) -> None:
+        from ..quant import QuantConfig
+        from ..quant.config import QuantizeError
+
+        object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
+        object.__setattr__(self, "presets", tuple(self.presets))
+        if self.builtin_queries not in QUERY_KINDS:
+            raise EmbedError(f"builtin_queries must be one of {', '.join(QUERY_KINDS)}, got {self.builtin_queries!r}")
+        for p in self.presets:
+            try:
+                QuantConfig.preset(p)
+            except QuantizeError as exc:
+                raise EmbedError(str(exc)) from exc
+        for name in ("max_queries", "max_docs"):
+            v = getattr(self, name)
+            if v is not None and int(v) < 1:
+                raise EmbedError(f"{name} must be at least 1, got {v}")
+        if int(self.exclude_worst) < 0:
+            raise EmbedError(f"exclude_worst must be 0 or more, got {self.exclude_worst}")
+        if self.queries is not None and self.data == BUILTIN:
+            raise EmbedError("queries (a pairs file) needs the corpus it points into as data, got data='builtin'; "
+                             "give the corpus file as data")
+        EmbedBudget(self.min_ndcg_ratio, self.max_slice_drop, self.min_slice_size)
+
+    @property
+    def budget(self) -> EmbedBudget:
+        return EmbedBudget(self.min_ndcg_ratio, self.max_slice_drop, self.min_slice_size)
+
+
+@dataclass(frozen=True)
+class CheckedEmbedInputs:
+    folder: EmbedFolder
+    task: Optional[RetrievalTask]
+    texts: list[str]
+    text_slices: dict[str, list[int]]
+    out_dir: Path
+    source: str
+
+
+@dataclass(frozen=True)
+class EmbedAuditResult:
+    out_dir: Path
+    report_path: Path
+    summary_path: Path
+    exit_code: int
+    verdict: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmbedInputs:
+    """Read the folder and the data, build the task; every problem an :class:`EmbedError` (one line),
+    raised before anything is written."""
+    from .. import runs
+    from .retrieval import builtin_task, column_slices, length_slices, load_pairs_task
+
+    folder = read_folder(model)
+    texts: list[str] = []
+    slices: dict[str, list[int]] = {}
+    if cfg.data == BUILTIN:
+        task = builtin_task(cfg.builtin_queries, cfg.max_queries, cfg.max_docs, cfg.seed)
+        source = task.description
+    else:
+        path = Path(cfg.data).expanduser()
+        if not path.is_file():
+            raise EmbedError(f"data file {cfg.data!r} does not exist; give a table of texts (csv, jsonl, parquet) or 'builtin'")
+        if cfg.queries is not None:
+            if not Path(cfg.queries).expanduser().is_file():
+                raise EmbedError(f"queries file {cfg.queries!r} does not exist; give a pairs file (query, relevant document)")
+            task = load_pairs_task(path, Path(cfg.queries).expanduser(), cfg.text_column, cfg.id_column, cfg.query_column,
+                                   cfg.relevant_column, cfg.slice_columns)
+            if cfg.max_queries is not None:
+                task = _first_queries(task, cfg.max_queries)
+            source = f"{cfg.data} with queries {cfg.queries}"
+        else:
+            from ..data import DataError, read_table
+
+            try:
+                frame = read_table(path)
+            except DataError as exc:
+                raise EmbedError(str(exc)) from exc
+            if cfg.text_column not in frame.columns:
+                raise EmbedError(f"{path}: no column {cfg.text_column!r} (text_column); its columns are {list(frame.columns)[:12]}")
+            for c in cfg.slice_columns:
+                if c not in frame.columns:
+                    raise EmbedError(f"{path}: no slice column {c!r}; its columns are {list(frame.columns)[:12]}")
+            frame = frame.dropna(subset=[cfg.text_column])
+            frame = frame[frame[cfg.text_column].astype(str).str.strip().str.len() > 0].head(cfg.max_texts)
+            if frame.empty:
+                raise EmbedError(f"{path}: no texts in column {cfg.text_column!r}; give a file with at least one text")
+            task = None
+            texts = frame[cfg.text_column].astype(str).tolist()
+            slices = {"all": list(range(len(texts))), **length_slices(texts)}
+            for c in cfg.slice_columns:
+                slices.update(column_slices(frame[c].tolist(), c))
+            source = f"{cfg.data} ({len(texts)} texts, no labels)"
+    out = Path(out_dir) if out_dir is not None else runs.new_run_dir(f"audit-embed-{folder.folder.name}")
+    if out.exists() and not out.is_dir():
+        raise EmbedError(f"output folder {str(out)!r} is a file; give a folder with --out")
+    return CheckedEmbedInputs(folder, task, texts, slices, out, source)
+
+
+def _first_queries(task: RetrievalTask, n: int) -> RetrievalTask:
+    keep = set(range(min(n, len(task.queries))))
+    return RetrievalTask(task.name, task.queries[:n], task.docs, task.relevant[:n], task.exclude[:n],
+                         {k: [i for i in v if i in keep] for k, v in task.query_slices.items() if any(i in keep for i in v)},
+                         task.description)
+
+
+@dataclass(frozen=True)
+class EmbedQuantRun:
+    """What :func:`run_embed_quantization` produced: the export, the variants, their scores and
+    (when timed) their speed. ``evaluation`` and ``speed`` are None when the export failed validation."""
+
+    out_dir: Path
+    folder: EmbedFolder
+    export: Any
+    variants: Any
+    evaluation: Any
+    speed: Any
+    source: str
+    seconds: float
+
+
+def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
+                           checked: Optional[CheckedEmbedInputs] = None) -> EmbedQuantRun:
+    """Export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement) and
+    time it against ``SentenceTransformer.encode``; the stages of the audit before its report."""
+    from ..machine import default_threads
+    from .encode import OnnxEncoder
+    from .evaluate import evaluate_embeddings
+    from .export import run_embed_export
+    from .variants import build_variants
+
+    cfg = cfg or EmbedAuditConfig()
+    t0 = time.perf_counter()
+    checked = checked or check_embed_inputs(model, cfg, out_dir)
+    out = checked.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    info = checked.folder
+    log(f"embedding model {info.folder}: {info.describe()}")
+    log(f"data: {checked.source}")
+    texts_for_validation = (list(checked.task.queries[:16]) + list(checked.task.docs[:48])) if checked.task else checked.texts[:64]
+    export = run_embed_export(info.folder, out / "export", texts=texts_for_validation)
+    log(export.validation.text())
+    threads = int(cfg.threads or default_threads())
+    speed = evaluation = variants = None
+    if export.validation.passed:
+        calib = list(checked.task.docs if checked.task else checked.texts)[: cfg.calibration_size]
+        log(f"fusing and quantizing: {', '.join(cfg.presets)}")
+        variants = build_variants(export, cfg.presets, out / "variants", calib, cfg.exclude_worst)
+        tok = export.load_tokenizer()
+        encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads) for v in variants.variants}
+        evaluation = evaluate_embeddings(encoders, "fp32", checked.task, checked.texts, checked.text_slices or None,
+                                         cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
+                                         info.folder if cfg.reference_check else None, log)
+        if cfg.time_speed:
+            from .speed import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_embedders
+
+            pool = list(checked.task.docs if checked.task else checked.texts)
+            batch32, med = median_length_texts(tok, pool, export.max_length, 32)
+            log(f"timing at the data's median length ({med} tokens), batch 1 and 32, {threads} threads")
+            fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
+            speed = time_embedders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
+                                   rounds=8 if cfg.n_boot < 500 else 15)
+    return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0)
+
+
+def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
+                    checked: Optional[CheckedEmbedInputs] = None) -> EmbedAuditResult:
+    """The audit (see the module doc): :func:`run_embed_quantization`, then report.html and
+    summary.json written as one unit."""
+    from .. import serial
+    from ..runs.atomic import atomic_write_set
+    from .report import build_embed_summary, render_embed_html
+
+    cfg = cfg or EmbedAuditConfig()
+    t0 = time.perf_counter()
+    run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked)
+    summary = build_embed_summary(run.folder, run.export, run.variants, run.evaluation, run.speed, cfg, run.source,
+                                  time.perf_counter() - t0)
+    page = render_embed_html(summary, run.evaluation, run.speed)
+    text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
+    paths = atomic_write_set(run.out_dir, {"summary.json": text.encode("utf-8"), "report.html": page.encode("utf-8")})
+    log(summary["verdict"]["text"])
+    return EmbedAuditResult(run.out_dir, paths["report.html"], paths["summary.json"], summary["verdict"]["exit_code"],
+                            summary["verdict"], time.perf_counter() - t0)

@@ -1,0 +1,75 @@
+"""Encoding texts with an embedding graph in ONNX Runtime: text in, sentence embedding out, as
+``SentenceTransformer.encode`` does (tokenize with the model's tokenizer, pad each batch to its
+longest text, batches formed in length order so little padding is computed)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+def length_order(tokenizer, texts: Sequence[str], max_length: int) -> np.ndarray:
+    """Indices of ``texts`` from the longest to the shortest in tokens (what sentence-transformers
+    does before batching, so a batch holds texts of similar length)."""
+    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
+    return np.argsort(-np.asarray(lengths), kind="stable")
+
+
+class OnnxEncoder:
+    """One ONNX Runtime session over an embedding graph, with its tokenizer.
+
+    ``encode(texts, batch_size)`` returns one row per text, in the order given. ``threads``: intra-op
+    threads (None: ONNX Runtime's default)."""
+
+    def __init__(self, graph: str | os.PathLike, tokenizer, max_length: int, threads: Optional[int] = None,
+                 session=None) -> None:
+        from ..ortinfer import make_session
+
+        self.graph = graph
+        self.tokenizer = tokenizer
+        self.max_length = int(max_length)
+        self.session = session if session is not None else make_session(graph, threads=threads)
+        self.output = self.session.get_outputs()[0].name
+
+    def feed(self, texts: Sequence[str]) -> dict:
+        from ..ortinfer import make_feed
+
+        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding="longest", return_tensors="np")
+        return make_feed(self.session, enc)
+
+    def encode_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self.session.run([self.output], self.feed(texts))[0]
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        order = length_order(self.tokenizer, texts, self.max_length)
+        rows: list[Optional[np.ndarray]] = [None] * len(texts)
+        for start in range(0, len(texts), batch_size):
+            idx = order[start:start + batch_size]
+            out = self.encode_batch([texts[i] for i in idx])
+            for i, row in zip(idx, out):
+                rows[i] = row
+        return np.stack(rows).astype(np.float32, copy=False)
+
+
+class TokenGraphEncoder(OnnxEncoder):
+    """A graph that returns token embeddings (``last_hidden_state``, as sentence-transformers' own ONNX
+    export does), with the pooling and normalization done here in NumPy, as its Python side does.
+    Mean pooling only (the anchor's model's)."""
+
+    def __init__(self, graph, tokenizer, max_length: int, threads: Optional[int] = None, normalize: bool = True) -> None:
+        super().__init__(graph, tokenizer, max_length, threads)
+        self.normalize = normalize
+
+    def encode_batch(self, texts: Sequence[str]) -> np.ndarray:
+        feed = self.feed(texts)
+        tokens = self.session.run([self.output], feed)[0]
+        mask = feed["attention_mask"][..., None].astype(tokens.dtype)
+        pooled = (tokens * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        if self.normalize:
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled

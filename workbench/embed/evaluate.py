@@ -1,0 +1,133 @@
+"""Scoring every variant of an embedding graph on the same texts: retrieval with labels (a
+:class:`~workbench.embed.retrieval.RetrievalTask`) and agreement without labels
+(:mod:`workbench.embed.quality`), each against the FP32 graph, and the budget in retrieval terms.
+
+Budget: a variant meets it when its NDCG@10 over all queries is at least ``min_ndcg_ratio`` of
+FP32's (0.997 by default) and no query slice of at least ``min_slice_size`` queries loses more than
+``max_slice_drop`` NDCG@10 (absolute, 0.01 by default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from .folder import EmbedError
+from .quality import AgreementReport, agreement
+from .retrieval import RetrievalComparison, RetrievalTask, compare_retrieval, score_task
+
+DEFAULT_MIN_NDCG_RATIO = 0.997
+DEFAULT_MAX_SLICE_DROP = 0.01
+DEFAULT_MIN_SLICE_SIZE = 20
+
+
+@dataclass(frozen=True)
+class EmbedBudget:
+    min_ndcg_ratio: float = DEFAULT_MIN_NDCG_RATIO
+    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP
+    min_slice_size: int = DEFAULT_MIN_SLICE_SIZE
+
+    def __post_init__(self) -> None:
+        if not 0.0 < float(self.min_ndcg_ratio) <= 1.5:
+            raise EmbedError(f"min_ndcg_ratio must be in (0, 1.5], got {self.min_ndcg_ratio} (0.997 = keep 99.7% of FP32's NDCG@10)")
+        if float(self.max_slice_drop) < 0:
+            raise EmbedError(f"max_slice_drop must be at least 0 (an NDCG@10 difference), got {self.max_slice_drop}")
+
+    def check(self, cmp: RetrievalComparison) -> tuple[bool, list[str]]:
+        """Whether ``cmp`` meets the budget, and the reasons it does not."""
+        why = []
+        if cmp.ndcg_ratio < self.min_ndcg_ratio:
+            why.append(f"NDCG@10 at {cmp.ndcg_ratio:.2%} of FP32's (budget {self.min_ndcg_ratio:.2%})")
+        for s in cmp.slices:
+            drop = s.fp32["ndcg@10"] - s.variant["ndcg@10"]
+            if s.name != "all" and s.n >= self.min_slice_size and drop > self.max_slice_drop:
+                why.append(f"slice {s.name!r} ({s.n} queries) lost {drop:.4f} NDCG@10 (budget {self.max_slice_drop})")
+        return not why, why
+
+
+@dataclass(frozen=True)
+class VariantQuality:
+    name: str
+    retrieval: Optional[RetrievalComparison]
+    agreement: Optional[AgreementReport]
+    meets_budget: Optional[bool] = None
+    budget_reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EmbedEvaluation:
+    task: str
+    task_description: str
+    fp32_metrics: dict[str, float]
+    variants: list[VariantQuality]
+    reference_metrics: Optional[dict[str, float]] = None  # the same task scored with SentenceTransformer.encode
+    budget: EmbedBudget = field(default_factory=EmbedBudget)
+    slice_sizes: dict[str, int] = field(default_factory=dict)
+    texts: int = 0
+
+    def variant(self, name: str) -> VariantQuality:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"no variant {name!r}; scored: {[v.name for v in self.variants]}")
+
+
+def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task: Optional[RetrievalTask] = None,
+                        texts: Sequence[str] = (), text_slices: Optional[Mapping[str, Sequence[int]]] = None,
+                        budget: Optional[EmbedBudget] = None, n_boot: int = 1000, seed: int = 0, batch_size: int = 32,
+                        reference_folder=None, log=lambda line: None) -> EmbedEvaluation:
+    """Score each encoder (name -> object with ``encode(texts, batch_size)``) against ``base``: on
+    ``task`` (retrieval metrics per slice) and on ``texts`` (agreement per slice; with no texts, the
+    task's queries and documents are used). ``reference_folder``: also score the task with
+    ``SentenceTransformer.encode`` of that folder (the independent check of the FP32 graph)."""
+    if base not in encoders:
+        raise EmbedError(f"base {base!r} is not among the encoders {list(encoders)}")
+    if task is None and not texts:
+        raise EmbedError("nothing to score: give a retrieval task or texts")
+    budget = budget or EmbedBudget()
+    texts = list(texts)
+    if not texts and task is not None:
+        texts = list(dict.fromkeys([*task.queries, *task.docs]))  # a review can be a query and a document
+        text_slices = {"all": list(range(len(texts))), "queries": sorted(set(_positions(texts, task.queries).tolist())),
+                       "documents": sorted(set(_positions(texts, task.docs).tolist()))}
+    text_slices = dict(text_slices or {"all": list(range(len(texts)))})
+    text_slices.setdefault("all", list(range(len(texts))))
+    embeddings: dict[str, np.ndarray] = {}
+    for name, enc in encoders.items():
+        log(f"encoding {len(texts)} texts with {name}")
+        embeddings[name] = enc.encode(texts, batch_size)
+    fp32_metrics: dict[str, float] = {}
+    ref_metrics = None
+    ranked: dict[str, np.ndarray] = {}
+    if task is not None:
+        q_of = _positions(texts, task.queries)
+        d_of = _positions(texts, task.docs)
+        for name, emb in embeddings.items():
+            ranked[name], m = score_task(task, emb[q_of], emb[d_of])
+            if name == base:
+                fp32_metrics = m
+        if reference_folder is not None:
+            from .export import reference_encode
+
+            log("scoring the task with SentenceTransformer.encode (independent check of the FP32 graph)")
+            ref = reference_encode(reference_folder, texts, batch_size)
+            _, ref_metrics = score_task(task, ref[q_of], ref[d_of])
+    out = []
+    for name, emb in embeddings.items():
+        if name == base:
+            continue
+        cmp = compare_retrieval(task, name, ranked[base], ranked[name], n_boot, seed) if task is not None else None
+        agr = agreement(name, texts, embeddings[base], emb, text_slices, n_boot, seed)
+        ok, why = budget.check(cmp) if cmp is not None else (None, [])
+        out.append(VariantQuality(name, cmp, agr, ok, why))
+    return EmbedEvaluation(task=task.name if task else "", task_description=task.description if task else "",
+                           fp32_metrics=fp32_metrics, variants=out, reference_metrics=ref_metrics, budget=budget,
+                           slice_sizes=task.sizes if task else {}, texts=len(texts))
+
+
+def _positions(all_texts: Sequence[str], wanted: Sequence[str]) -> np.ndarray:
+    first: dict[str, int] = {}
+    for i, t in enumerate(all_texts):
+        first.setdefault(t, i)
+    return np.array([first[t] for t in wanted], dtype=int)

@@ -1,0 +1,175 @@
+"""The embedding audit's ``summary.json`` (every figure) and ``report.html`` (one self-contained page,
+plotly.js inlined), built from the stages' results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from .. import serial
+
+SCHEMA_VERSION = 1
+MAX_CHANGED_SHOWN = 5
+
+
+def _verdict(evaluation, speed, export) -> dict:
+    if evaluation is None:
+        return {"status": "failed", "exit_code": 1, "variant": None,
+                "text": f"The exported graph failed validation ({export.validation.text()}); nothing was quantized."}
+    quantized = [v for v in evaluation.variants if v.name != "fused"]
+    if evaluation.task:
+        passing = [v for v in quantized if v.meets_budget]
+    else:  # no labels: nothing to hold a budget to; every variant is reported, none is chosen
+        passing = []
+    def speed_of(name):
+        try:
+            return speed.get(name, 1).speedup if speed is not None else 0.0
+        except KeyError:
+            return 0.0
+    if passing:
+        best = max(passing, key=lambda v: speed_of(v.name))
+        r = best.retrieval
+        sp = f", {speed_of(best.name):.2f}x SentenceTransformer.encode at batch 1" if speed is not None else ""
+        return {"status": "pass", "exit_code": 0, "variant": best.name,
+                "text": f"{best.name} meets the budget: NDCG@10 at {r.ndcg_ratio:.2%} of FP32's, no slice beyond its budget{sp}."}
+    if not evaluation.task:
+        return {"status": "no-labels", "exit_code": 3, "variant": None,
+                "text": "No retrieval labels: agreement with FP32 is reported per slice, but no variant is held to a budget. "
+                        "Give queries with relevant documents to get a verdict."}
+    reasons = "; ".join(f"{v.name}: {', '.join(v.budget_reasons)}" for v in quantized)
+    return {"status": "fail", "exit_code": 3, "variant": None,
+            "text": f"No quantized variant meets the budget ({reasons}): keep the FP32 graph, or try exclude_worst."}
+
+
+def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float) -> dict:
+    from ..report.environment import environment_facts
+
+    summary = {
+        "schema_version": SCHEMA_VERSION, "kind": "embedding",
+        "title": f"Embedding model audit: {info.folder.name}",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "model": {"folder": str(info.folder), "modules": list(info.modules), "pooling": info.pooling,
+                  "normalize": info.normalize, "dimension": info.output_dimension, "max_seq_length": info.max_seq_length},
+        "data": source,
+        "export": serial.to_dict(export),
+        "variants": serial.to_dict(variants) if variants is not None else None,
+        "budget": serial.to_dict(cfg.budget),
+        "settings": serial.to_dict(cfg),
+        "seconds": seconds,
+        "environment": environment_facts(),
+    }
+    if evaluation is not None:
+        ev = serial.to_dict(evaluation)
+        for v in ev["variants"]:
+            if v.get("agreement"):
+                v["agreement"].pop("cosines", None)  # every text's cosine is in the figure, not the summary
+            if v.get("retrieval"):
+                v["retrieval"]["changed"] = v["retrieval"]["changed"][:MAX_CHANGED_SHOWN]
+        summary["evaluation"] = ev
+        if evaluation.reference_metrics:
+            summary["fp32_vs_sentence_transformers"] = {
+                m: evaluation.fp32_metrics[m] - evaluation.reference_metrics[m] for m in evaluation.fp32_metrics}
+    summary["speed"] = serial.to_dict(speed) if speed is not None else None
+    summary["verdict"] = _verdict(evaluation, speed, export)
+    return summary
+
+
+def render_embed_html(summary: dict, evaluation=None, speed=None) -> str:
+    from plotly.offline import get_plotlyjs
+
+    from ..plots import embed as eplots
+    from ..report.page import CSS, _e, _f, _fig_html, _table
+
+    s = summary
+    v = s["verdict"]
+    m = s["model"]
+    parts = [f"<h1>{_e(s['title'])}</h1>",
+             f"<p class='muted'>{_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s['data'])}</p>",
+             f"<div class='verdict {_e(v['status'])}' id='verdict'><b>Verdict.</b> {_e(v['text'])} Exit code {v['exit_code']}.</div>",
+             "<h2 id='model'>Model</h2>",
+             f"<p>{_e(' -> '.join(m['modules']))}: {_e(m['pooling'])} pooling, {m['dimension']} dimensions"
+             f"{', normalized' if m['normalize'] else ''}, up to {_e(m['max_seq_length'])} tokens. The exported graph computes "
+             "the pooling and normalization itself (output <code>sentence_embedding</code>).</p>"]
+    val = s["export"]["validation"]
+    parts.append(f"<p id='validation'>Validation against SentenceTransformer.encode on {val['texts']} texts: lowest cosine "
+                 f"{_f(val['min_cosine'], '.6f')} (threshold {val['threshold']}), mean {_f(val['mean_cosine'], '.6f')}, largest "
+                 f"difference {_f(val['max_abs_diff'], '.2e')}.</p>")
+    b = s["budget"]
+    parts.append(f"<p class='muted'>Budget: NDCG@10 at least {_f(b['min_ndcg_ratio'], '.1%', 1)} of FP32's over all queries, "
+                 f"and at most {b['max_slice_drop']:g} NDCG@10 lost on any query slice of {b['min_slice_size']} queries or more.</p>")
+    ev = s.get("evaluation")
+    if ev and ev.get("task"):
+        parts.append("<h2 id='retrieval'>Retrieval quality</h2>")
+        parts.append(f"<p>{_e(ev['task'])}: {_e(ev['task_description'])}. FP32 graph: "
+                     + ", ".join(f"{k} {_f(x, '.4f')}" for k, x in ev["fp32_metrics"].items())
+                     + ("; the same task with SentenceTransformer.encode: " + ", ".join(
+                         f"{k} {_f(x, '.4f')}" for k, x in ev["reference_metrics"].items()) if ev.get("reference_metrics") else "")
+                     + ".</p>")
+        rows = []
+        for q in ev["variants"]:
+            r = q["retrieval"]
+            if not r:
+                continue
+            all_ = next(x for x in r["slices"] if x["name"] == "all")
+            d = all_["delta"]["ndcg@10"]
+            ratio = all_["variant"]["ndcg@10"] / all_["fp32"]["ndcg@10"] if all_["fp32"]["ndcg@10"] else 1.0
+            rows.append([_e(q["name"]), _f(all_["variant"]["ndcg@10"], ".4f"), _f(ratio, ".2%", 1),
+                         f"{d['value']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}]", _f(all_["variant"]["recall@10"], ".4f"),
+                         _f(all_["variant"]["mrr@10"], ".4f"), _f(all_["overlap_at_10"], ".3f"),
+                         "<span class='ok'>yes</span>" if q["meets_budget"]
+                         else f"<span class='bad'>no</span> {_e('; '.join(q['budget_reasons']))}"])
+        parts.append(_table(["variant", "NDCG@10", "of FP32", "NDCG@10 change [95%]", "recall@10", "MRR@10", "top-10 kept",
+                             "meets budget"], rows, [1, 2, 4, 5, 6]))
+        if evaluation is not None:
+            parts.append(_fig_html(eplots.retrieval_drift(evaluation), "fig-retrieval-drift"))
+        for q in ev["variants"]:
+            r = q["retrieval"]
+            if not r or not r["changed"]:
+                continue
+            items = []
+            for c in r["changed"]:
+                before = "".join(f"<li class='{'ok' if rel else ''}'>{_e(t[:140])}</li>" for t, rel in c["before"])
+                after = "".join(f"<li class='{'ok' if rel else ''}'>{_e(t[:140])}</li>" for t, rel in c["after"])
+                items.append(f"<details><summary>{_e(c['query'][:160])} — NDCG@10 {c['ndcg_fp32']:.3f} → {c['ndcg_variant']:.3f}, "
+                             f"top 10 kept {c['overlap']:.0%}</summary><div class='cols'><div><b>FP32</b><ol>{before}</ol></div>"
+                             f"<div><b>{_e(q['name'])}</b><ol>{after}</ol></div></div></details>")
+            parts.append(f"<h3>Queries whose results changed most under {_e(q['name'])}</h3>" + "".join(items))
+    if ev:
+        parts.append("<h2 id='agreement'>Agreement with FP32 (no labels needed)</h2>")
+        rows = []
+        for q in ev["variants"]:
+            a = q["agreement"]
+            for sl in a["slices"]:
+                rows.append([_e(q["name"]), _e(sl["name"]), sl["n"], f"{sl['cosine']['value']:.5f}",
+                             _f(sl["cosine_quantiles"].get("p1"), ".5f"), _f(sl["cosine_min"], ".5f"),
+                             f"{sl['overlap_at_10']['value']:.3f} [{sl['overlap_at_10']['lo']:.3f}, {sl['overlap_at_10']['hi']:.3f}]"])
+        parts.append(_table(["variant", "slice", "texts", "mean cosine", "1st percentile", "lowest", "overlap@10 [95%]"], rows,
+                            [2, 3, 4, 5]))
+        if evaluation is not None:
+            parts.append(_fig_html(eplots.cosine_distribution(evaluation), "fig-cosine"))
+            parts.append(_fig_html(eplots.neighbour_overlap(evaluation), "fig-overlap"))
+        worst = ev["variants"][-1]["agreement"]["worst"] if ev["variants"] else []
+        if worst:
+            parts.append(f"<details><summary>Texts moved most by {_e(ev['variants'][-1]['name'])}</summary>" + _table(
+                ["text", "cosine", "overlap@10"], [[_e(w["text"][:200]), f"{w['cosine']:.5f}", f"{w['overlap']:.2f}"] for w in worst],
+                [1, 2]) + "</details>")
+    sp = s.get("speed")
+    if sp:
+        parts.append("<h2 id='speed'>Speed</h2>")
+        if sp["contended"]:
+            parts.append(f"<p class='bad'><b>Timed under load.</b> {_e(sp['load'])}</p>")
+        else:
+            parts.append(f"<p class='muted'>{_e(sp['load'])}; {_e(sp['cpu'])}; {sp['threads']} threads for PyTorch and ONNX Runtime.</p>")
+        parts.append(_table(["variant", "batch", "tokens", "ms per text", "speed-up [95%]", "of floor"],
+                            [[_e(x["name"]), x["batch"], x["tokens"], f"{x['ms_per_text']:.3f}",
+                              f"{x['speedup']:.2f}x [{x['lo']:.2f}, {x['hi']:.2f}]",
+                              _f(x["floor_ms"] / x["ms_per_batch"] if x.get("floor_ms") else None, ".0%", 1)] for x in sp["speeds"]],
+                            [1, 2, 3, 4, 5]))
+        if speed is not None:
+            parts.append(_fig_html(eplots.embed_speed(speed), "fig-speed"))
+    parts.append("<p class='muted'>Every number on this page is in summary.json beside it "
+                 f"(schema version {s['schema_version']}).</p>")
+    body = "\n".join(parts)
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(s['title'])}</title>"
+            f"<style>{CSS} .cols{{display:flex;gap:2em}} .cols>div{{flex:1}}</style>"
+            f"<script type='text/javascript'>{get_plotlyjs()}</script></head>\n<body>\n{body}\n</body></html>\n")

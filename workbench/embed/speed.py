@@ -1,0 +1,129 @@
+"""Speed of embedding variants the way users meet it: texts in, embeddings out (tokenizing included),
+against ``SentenceTransformer.encode`` with the same threads, at the data's median length, batch 1
+and 32. Timed with the workbench's discipline: interleaved rounds in one process
+(:func:`workbench.latency.interleaved`), paired ratios with bootstrap intervals
+(:func:`workbench.latency.paired_ratio`), each ONNX graph's floor (its multiply-adds at this
+machine's measured throughput, :func:`workbench.speed.graph_floor`) and a load check before and
+after (:func:`workbench.machine.check_load`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .folder import EmbedError
+
+ST_ENCODE = "sentence-transformers encode (PyTorch FP32)"
+
+
+@dataclass(frozen=True)
+class EmbedSpeed:
+    name: str
+    batch: int
+    tokens: int
+    ms_per_text: float
+    ms_per_batch: float
+    speedup: float  # over the base, median of paired rounds
+    lo: float
+    hi: float
+    floor_ms: Optional[float] = None  # per batch
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        return self.floor_ms / self.ms_per_batch if self.floor_ms else None
+
+
+@dataclass(frozen=True)
+class EmbedSpeedRun:
+    base: str
+    threads: int
+    speeds: list[EmbedSpeed]
+    load: str = ""
+    contended: bool = False
+    cpu: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, name: str, batch: int) -> EmbedSpeed:
+        for s in self.speeds:
+            if s.name == name and s.batch == batch:
+                return s
+        raise KeyError(f"no timing for {name!r} at batch {batch}")
+
+
+def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int) -> tuple[list[str], int]:
+    """``n`` texts of the data's median token length (the nearest lengths when fewer have it exactly),
+    and that median."""
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise EmbedError("timing needs texts: the data holds none")
+    lengths = np.array([len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]])
+    med = int(np.median(lengths))
+    order = np.argsort(np.abs(lengths - med), kind="stable")
+    picked = [texts[i] for i in order[:n]]
+    while len(picked) < n:
+        picked += picked[: n - len(picked)]
+    return picked, med
+
+
+def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
+                   graphs: Optional[Mapping[str, str]] = None, rounds: int = 15, repeats: int = 3, warmup: int = 3,
+                   max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True) -> EmbedSpeedRun:
+    """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
+    ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor."""
+    from ..latency import interleaved, paired_ratio
+    from ..machine import check_load, combine_checks, machine_profile
+    from ..ortinfer import torch_threads
+    from ..speed import graph_floor
+
+    profile = machine_profile(threads) if (floors or load_check) else None
+    before = check_load(profile) if (load_check and profile is not None) else None
+    speeds: list[EmbedSpeed] = []
+    notes: list[str] = []
+    for batch, fns in fns_by_batch.items():
+        if base not in fns:
+            raise EmbedError(f"base {base!r} is not one of the timed variants {list(fns)}")
+        with torch_threads(threads):
+            stats = interleaved(dict(fns), rounds=max(3, rounds), repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+        b = stats[base]
+        for name, st in stats.items():
+            floor = None
+            if floors and profile is not None and graphs and name in graphs:
+                try:
+                    floor = graph_floor(graphs[name], batch, tokens, profile)
+                except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
+                    notes.append(f"no floor for {name} at {batch}x{tokens}: {exc}")
+            r = paired_ratio(b.samples_ms, st.samples_ms) if name != base else None
+            speeds.append(EmbedSpeed(name, batch, tokens, st.median_ms / batch, st.median_ms,
+                                     r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, floor))
+    after = check_load(profile) if (load_check and profile is not None) else None
+    load = combine_checks(before, after) if before is not None else None
+    return EmbedSpeedRun(base=base, threads=threads, speeds=speeds, load=load.text() if load else "",
+                         contended=bool(load and load.contended), cpu=profile.isa_text() if profile else "", notes=notes)
+
+
+def st_encoder(folder, threads: int):
+    """``SentenceTransformer`` on the CPU (eager PyTorch FP32, as users run it)."""
+    from sentence_transformers import SentenceTransformer
+
+    import torch
+
+    torch.set_num_threads(threads)
+    return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+
+
+def encode_fns(encoders: Mapping[str, object], st_model, texts_by_batch: Mapping[int, Sequence[str]]) -> dict:
+    """Per batch size, name -> a callable encoding that batch: ONNX encoders' ``encode_batch`` and
+    ``st_model.encode`` (when given) under :data:`ST_ENCODE`."""
+    out: dict[int, dict[str, Callable[[], object]]] = {}
+    for batch, texts in texts_by_batch.items():
+        texts = list(texts)
+        fns: dict[str, Callable[[], object]] = {}
+        if st_model is not None:
+            fns[ST_ENCODE] = (lambda m=st_model, t=texts, b=batch: m.encode(t, batch_size=b, convert_to_numpy=True,
+                                                                            show_progress_bar=False))
+        for name, enc in encoders.items():
+            fns[name] = (lambda e=enc, t=texts: e.encode_batch(t))
+        out[batch] = fns
+    return out

@@ -1,0 +1,148 @@
+"""The embedding graph's variants, built with the workbench's own graph and quantization functions:
+``fused`` (ONNX Runtime's transformer optimizer, :mod:`workbench.graph.build`) and one quantized
+graph per preset (:func:`workbench.quant.quantize.quantize_graph`: dynamic, per-channel, the
+fp32-embeddings preset, static QDQ with calibration on real texts, weight-only), optionally with the
+nodes of the worst per-node error left in FP32 (:mod:`workbench.quant.sqnr`) and re-quantized.
+
+Dynamic and weight-only presets quantize the fused graph (what a deployment runs); static QDQ
+quantizes the exported graph (``quant_pre_process`` needs shapes the fused contrib ops lack).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .. import runs
+from .export import EmbedExportResult
+from .folder import EmbedError
+
+FP32 = "fp32"
+FUSED = "fused"
+RESULT_FILE = "embed_variants.json"
+
+
+@dataclass(frozen=True)
+class EmbedVariant:
+    name: str
+    path: Path
+    source: str  # the variant it was built from ("" for the exported graph)
+    preset: str = ""
+    excluded_nodes: tuple[str, ...] = ()
+    seconds: float = 0.0
+    size_mib: float = 0.0
+
+
+@dataclass(frozen=True)
+class EmbedVariants:
+    variants: list[EmbedVariant]
+    notes: list[str] = field(default_factory=list)
+
+    def path(self, name: str) -> Path:
+        for v in self.variants:
+            if v.name == name:
+                return v.path
+        raise KeyError(f"no variant {name!r}; built: {[v.name for v in self.variants]}")
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+
+def _size(path: Path) -> float:
+    extra = path.with_name(path.name + ".data")
+    return (path.stat().st_size + (extra.stat().st_size if extra.exists() else 0)) / 2**20
+
+
+def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
+    """The exported graph through ONNX Runtime's transformer optimizer (BERT fusions)."""
+    from ..graph.build import _transformer_variant
+    from ..graph.variants import FusionConfig, optimizer_model_type
+
+    out_path = Path(out_path)
+    _transformer_variant(Path(export.onnx_path), out_path, FusionConfig(), export.num_heads, export.hidden_size,
+                         optimizer_model_type(export.model_type))
+    return out_path
+
+
+def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 8) -> list[dict]:
+    """Equal-shape batches of real texts for static calibration (padded to the longest of them: the
+    histogram calibrators stack batches)."""
+    from ..ortinfer import make_feed, make_session
+
+    texts = list(texts)[: (len(texts) // batch_size) * batch_size]
+    if not texts:
+        raise EmbedError(f"static quantization needs at least {batch_size} calibration texts, got fewer")
+    session = make_session(graph)
+    longest = max(len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"])
+    return [make_feed(session, tokenizer(texts[i:i + batch_size], truncation=True, max_length=longest,
+                                         padding="max_length", return_tensors="np"))
+            for i in range(0, len(texts), batch_size)]
+
+
+def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,
+                   calibration_texts: Sequence[str] = (), exclude_worst: int = 0,
+                   nodes_to_exclude: Sequence[str] = ()) -> EmbedVariants:
+    """``fp32`` (the export), ``fused`` and one graph per preset name (``QuantConfig.presets()``) in
+    ``out_dir``. ``exclude_worst``: per preset, also build ``<preset>+exclude<k>``, with the ``k``
+    quantized nodes of the lowest local SQNR on the calibration texts left in FP32.
+    ``nodes_to_exclude``: nodes every preset leaves in FP32."""
+    from ..quant import QuantConfig
+    from ..quant.config import QuantizeError, QuantMode
+    from ..quant.quantize import quantize_graph
+    from ..quant.sqnr import node_errors, worst_nodes
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exported = Path(export.onnx_path)
+    t0 = time.perf_counter()
+    fused = fuse(export, out / "model_fused.onnx")
+    built = [EmbedVariant(FP32, exported, "", size_mib=_size(exported)),
+             EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=_size(fused))]
+    notes: list[str] = []
+    tokenizer = export.load_tokenizer()
+    feeds_cache: dict[str, list[dict]] = {}
+    for name in presets:
+        try:
+            cfg = QuantConfig.preset(name)
+        except QuantizeError as exc:
+            raise EmbedError(str(exc)) from exc
+        if nodes_to_exclude:
+            cfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(nodes_to_exclude))
+        src = exported if cfg.mode is QuantMode.STATIC else fused
+        feeds = None
+        if cfg.mode is QuantMode.STATIC:
+            if "static" not in feeds_cache:
+                feeds_cache["static"] = calibration_feeds(exported, tokenizer, list(calibration_texts)[: cfg.samples],
+                                                          export.max_length, cfg.calibration_batch_size)
+            feeds = feeds_cache["static"]
+        t0 = time.perf_counter()
+        qpath, float_path = quantize_graph(src, cfg, out / f"model.{name}.onnx", feeds)
+        built.append(EmbedVariant(name, qpath, FUSED if src == fused else FP32, name, tuple(cfg.nodes_to_exclude),
+                                  time.perf_counter() - t0, _size(qpath)))
+        if exclude_worst:
+            if "rank" not in feeds_cache:
+                if not calibration_texts:
+                    raise EmbedError("exclude_worst ranks nodes on calibration texts, and none were given")
+                from .encode import OnnxEncoder
+
+                enc = OnnxEncoder(exported, tokenizer, export.max_length)
+                texts = list(calibration_texts)[:16]
+                feeds_cache["rank"] = [enc.feed(texts[i:i + 4]) for i in range(0, len(texts), 4)]
+            errors = node_errors(float_path, qpath, feeds_cache["rank"], cfg.resolved_op_types())
+            worst = worst_nodes(errors, exclude_worst, "local")
+            ecfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
+            ename = f"{name}+exclude{exclude_worst}"
+            t0 = time.perf_counter()
+            epath, _ = quantize_graph(src, ecfg, out / f"model.{ename}.onnx", feeds)
+            built.append(EmbedVariant(ename, epath, FUSED if src == fused else FP32, name, tuple(ecfg.nodes_to_exclude),
+                                      time.perf_counter() - t0, _size(epath)))
+            notes.append(f"{ename}: left in FP32 the {exclude_worst} nodes of lowest local SQNR on {len(feeds_cache['rank']) * 4} "
+                         f"calibration texts: {list(worst)}")
+    result = EmbedVariants(built, notes)
+    runs.save_result(result, out / RESULT_FILE)
+    return result
