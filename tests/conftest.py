@@ -83,21 +83,21 @@ def listening():
 @pytest.fixture(scope="session")
 def quick_data():
     """A small stratified slice of the built-in reviews (same loading code as the real run)."""
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
 
     return load_data(DataConfig.quick())
 
 
 @pytest.fixture(scope="session")
 def tiny():
-    from workbench.models import load_model
+    from workbench.models.load import load_model
 
     return load_model("tiny", dropout=False)
 
 
 @pytest.fixture(scope="session")
 def minilm():
-    from workbench.models import load_model
+    from workbench.models.load import load_model
 
     return load_model("minilm")
 
@@ -124,7 +124,7 @@ def tiny_train_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tiny_train_run) -> Path:
     """Folder of a tiny BERT trained a few steps with the eager backend (HF format: config.json,
-    model.safetensors, tokenizer files); ``workbench.models.load_model(str(folder))`` loads it."""
+    model.safetensors, tokenizer files); ``workbench.models.load.load_model(str(folder))`` loads it."""
     return Path(tiny_train_run.checkpoint_dir)
 
 
@@ -144,7 +144,7 @@ def tiny_comparison(tmp_path_factory):
 def trained_minilm_run(tmp_path_factory):
     """MiniLM fine-tuned briefly with the eager backend: 40 steps of 16 reviews (max length 64) on
     ``DataConfig.quick()``, lr 1e-4. About 20-30 s on 2 quiet cores; about 0.8 validation accuracy."""
-    from workbench.data import DataConfig
+    from workbench.data.load import DataConfig
     from workbench.train import TrainConfig, run_training
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=16, max_steps=40,
@@ -157,7 +157,7 @@ def trained_minilm_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_minilm_checkpoint(trained_minilm_run) -> Path:
     """Folder of the briefly fine-tuned MiniLM (better than chance on the reviews); load it with
-    ``workbench.models.load_model(str(folder))``."""
+    ``workbench.models.load.load_model(str(folder))``."""
     return Path(trained_minilm_run.checkpoint_dir)
 
 

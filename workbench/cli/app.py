@@ -72,7 +72,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _bad_input_line(exc: BaseException, args) -> Optional[str]:
     """One line for a failure that comes from the user's input or machine (a locked, full or unwritable
     folder, unreadable data): what was wrong, the value, what to do. None for anything else (a bug)."""
-    from ..data import DataError
+    from ..data.load import DataError
     from ..runs import RunError
 
     if isinstance(exc, (RunError, DataError)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .. import serial
+from ..core import serial
 from .common import _fail, _print_json
 from .flags import Flag, add_config_flags, build, cli_only
 
@@ -14,7 +14,7 @@ DATA_FLAGS = ("source", "text_column", "label_column", Flag("slice_columns", nar
 
 
 def _cmd_doctor(args) -> int:
-    from ..env import run_doctor
+    from ..doctor.checks import run_doctor
 
     report = run_doctor()
     if args.json:
@@ -25,15 +25,15 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_data(args) -> int:
-    from ..data import DataConfig, DataError, load_data, summarize
-    from ..slices import slice_collection
+    from ..data.load import DataConfig, DataError, load_data, summarize_data
+    from ..data.slices import slice_collection
 
     try:
         cfg = build(DataConfig, args)
         dd = load_data(cfg)
     except DataError as exc:
         return _fail(str(exc))
-    summary = summarize(dd, cfg.source)
+    summary = summarize_data(dd, cfg.source)
     names = summary.classes
     slices = slice_collection(args.slices, names, dd["train"]["text"], cfg.slice_columns, dd["test"])
     sizes = {k: int(v.sum()) for k, v in slices.membership(dd["test"]).items()}
@@ -71,7 +71,7 @@ def _cmd_runs(args) -> int:
 
 
 def _add_basics(sub) -> None:
-    from ..data import DataConfig
+    from ..data.load import DataConfig
 
     p = sub.add_parser("doctor", help="check the environment; non-zero exit when a needed piece is missing")
     cli_only(p, "--json", action="store_true", help="print the checks as JSON")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .. import serial
+from ..core import serial
 
 
 def _print_json(obj) -> None:
@@ -36,7 +36,7 @@ def _in_flags(message: str) -> str:
 
 def _device_problem(args) -> Optional[str]:
     """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
-    from ..device import DeviceError, require_device
+    from ..runtime.device import DeviceError, require_device
 
     try:
         require_device(getattr(args, "device", None) or "cpu")
@@ -47,7 +47,7 @@ def _device_problem(args) -> Optional[str]:
 
 def _run_of(path: Path):
     """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
-    from ..flow import open_run
+    from ..flow.handoffs import open_run
     from ..runs import RunError
 
     try:

@@ -14,7 +14,7 @@ DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps 
 
 
 def _cmd_demo(args) -> int:
-    from ..pipeline import DemoConfig, run_demo
+    from ..workflows.demo import DemoConfig, run_demo
     from ..runs import new_run_dir
 
     try:
@@ -38,7 +38,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_workshop(args) -> int:
-    from .. import workshop
+    from ..teaching import workshop
 
     try:
         recipe = workshop.workshop_recipe(args.model)
@@ -62,7 +62,7 @@ def _cmd_workshop(args) -> int:
 
 
 def _add_demo(sub) -> None:
-    from ..pipeline import DemoConfig
+    from ..workflows.demo import DemoConfig
 
     p = sub.add_parser("demo", help="the whole walkthrough headless: fine-tune, compare, export, fuse, quantize, slices")
     cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from ..options import shapes_arg
+from ..core.options import shapes_arg
 from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
@@ -22,9 +22,9 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 
 
 def _cmd_export(args) -> int:
-    from ..data import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
-    from ..models import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
     if (problem := _device_problem(args)) is not None:
@@ -35,7 +35,7 @@ def _cmd_export(args) -> int:
         given = Path(model)
         if (model not in BUILTIN_MODELS and given.exists() and not (given / "config.json").is_file()
                 and (run := _run_of(given)) is not None):
-            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow picks
+            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow.handoffs picks
             pick = run.require("finished training run with a checkpoint", run.checkpoint_to_export(),
                                f"run `workbench compare --run-dir {run.root}` first, or pass --model a checkpoint folder")
             model, note = str(pick.path), pick.note
@@ -71,7 +71,7 @@ def _cmd_export(args) -> int:
 def _cmd_fuse(args) -> int:
     from ..graph import ExportError
     from ..graph import FusionConfig, FusionError, run_fusion, summary, table
-    from ..ortinfer import InferenceError
+    from ..runtime.ortinfer import InferenceError
     from ..runs import RunError, layout
 
     source = Path(args.source)

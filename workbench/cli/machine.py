@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import serial
+from ..core import serial
 from .common import _fail, _print_json
 from .flags import cli_only
 
@@ -24,7 +24,7 @@ def _positive_threads(text: str) -> int:
 
 
 def _cmd_machine(args) -> int:
-    from ..machine import MachineError, check_load, machine_profile
+    from ..perf.machine_profile import MachineError, check_load, machine_profile
 
     try:
         if args.refresh and not args.json:

@@ -19,8 +19,8 @@ ONDEVICE_FLAGS = (
 
 
 def _cmd_ondevice(args) -> int:
-    from ..data import DataError
-    from ..models import ModelError
+    from ..data.load import DataError
+    from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
 
@@ -102,8 +102,8 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from ..data import DataError
-    from ..models import ModelError
+    from ..data.load import DataError
+    from ..models.load import ModelError
     from ..ondevice import OnDeviceError
     from ..ondevice.browser import _run_root, import_parameters, import_table
     from ..runs import RunError

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..options import int_at_least, shapes_arg
+from ..core.options import int_at_least, shapes_arg
 from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say
 from .flags import Flag, add_config_flags, build, cli_only
 
@@ -22,7 +22,7 @@ SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag
 
 def _quant_source(source: Path, which: str):
     """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
-    result file in it, or an .onnx file; ``which``: auto (workbench.flow's rule: the fused graph when
+    result file in it, or an .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when
     there is one), fused or exported."""
     from ..graph import load_export
     from ..runs import layout
@@ -57,9 +57,9 @@ def _slice_row(d) -> dict:
 
 
 def _cmd_quantize(args) -> int:
-    from ..data import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, DataError, load_data
     from ..graph import ExportError
-    from ..ortinfer import InferenceError
+    from ..runtime.ortinfer import InferenceError
     from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
                          requantize_excluding, result_text, run_quantization, run_search, search_text)
     from ..runs import layout

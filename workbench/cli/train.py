@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from ..options import int_at_least
+from ..core.options import int_at_least
 from .common import _fail, _locked, _print_json, _stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import _TrainProgressBar, _stop_on_sigint
@@ -28,7 +28,7 @@ ORTMODULE_FLAGS = (
 
 def _train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
-    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..train import TrainConfig, TrainConfigError
 
     if (args.model or BUILTIN_MODELS[0]) not in BUILTIN_MODELS:
@@ -49,7 +49,7 @@ def _train_config(args):
 def _check_data(cfg) -> None:
     """A user's data file read and split before any run folder or training process exists: a missing
     file, another encoding or a class too small to split is one line, not a failed child process."""
-    from ..data import BUILTIN, DataError, load_data
+    from ..data.load import BUILTIN, DataError, load_data
     from ..train import TrainConfigError
 
     if cfg.data.source == BUILTIN:

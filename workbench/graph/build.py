@@ -74,7 +74,7 @@ def build_variants(source: GraphIndex, cfg: FusionConfig, out: Path, num_heads: 
 
 
 def _ort_variant(src: Path, level: str, dst: Path) -> None:
-    from ..ortinfer import make_session
+    from ..runtime.ortinfer import make_session
 
     with runs.atomic_path(dst) as tmp:
         session = make_session(src, threads=1, graph_optimization=level, optimized_model_path=tmp)

@@ -140,7 +140,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
     """
     import torch
 
-    from ..batches import encode, model_inputs
+    from ..data.batches import encode, model_inputs
 
     model = loaded.model
     model.eval()

@@ -70,7 +70,7 @@ def _session_options(threads: int):
 
 def _training_api():
     """``onnxruntime.training`` imports ORTModule (and so tries DeepSpeed); keep its known warning out."""
-    from ..quiet import ortmodule_warnings
+    from ..core.quiet import ortmodule_warnings
 
     ortmodule_warnings()
     try:
@@ -91,7 +91,7 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
     PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
     import torch
 
-    from ..batches import encode, model_inputs
+    from ..data.batches import encode, model_inputs
     from ..graph import _without_ir_dump, standard_symbolics
 
     model = loaded.model
@@ -193,7 +193,7 @@ def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:
-    """Export ``loaded`` (a :class:`workbench.models.LoadedModel`, dropout off) for training and
+    """Export ``loaded`` (a :class:`workbench.models.load.LoadedModel`, dropout off) for training and
     write the four artifacts into ``folder`` (replaced atomically as a whole)."""
     import onnx
 

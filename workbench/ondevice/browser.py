@@ -87,7 +87,7 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
 
     ``data``: the ``DatasetDict`` the run was made with when it was not the config's ``data``
     (the validation examples come from it)."""
-    from ..data import DataConfig, load_data
+    from ..data.load import DataConfig, load_data
     from .data import load_ondevice_model
     from .result import load_ondevice
     from .stage import export_trained

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .. import runs, serial
+from .. import runs
+from ..core import serial
 from .config import BATCHES_FILE, OnDeviceConfig, OnDeviceError
 from .data import _load_batches, _save_batches, load_ondevice_model
 from .loops import _OrtTrainer, _TorchTrainer

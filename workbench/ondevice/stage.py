@@ -45,7 +45,7 @@ def _environment(threads: int) -> dict[str, Any]:
 
 def check_model(model: str | os.PathLike) -> None:
     """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
-    from ..models import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
 
     if str(model) not in BUILTIN_MODELS:
         check_model_type(resolve_model_path(str(model)))  # the weights file too
@@ -72,7 +72,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     """
     import torch
 
-    from ..data import DataConfig, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import _data_classes
     model = str(model)
     cfg = cfg or OnDeviceConfig()
@@ -175,7 +175,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
     inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
     vcfg = export.config
     from ..graph import select_examples
-    from ..ortinfer import torch_predict_dataset
+    from ..runtime.ortinfer import torch_predict_dataset
 
     examples = select_examples(data, vcfg)
     pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
@@ -228,7 +228,7 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
     from ..graph import save_tokenizer, select_examples, validate_onnx, write_examples
-    from ..ortinfer import torch_predict_dataset
+    from ..runtime.ortinfer import torch_predict_dataset
 
     inf_dir.mkdir(parents=True, exist_ok=True)
     inf_path = inf_dir / ONNX_FILE

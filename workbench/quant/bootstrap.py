@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import Metric
+from ..core.metrics import Metric
 
 DEFAULT_N_BINS = 10
 
@@ -44,7 +44,7 @@ class SliceMetrics:
     agreement: float  # with the reference model; 1.0 for the reference itself
 
     def metrics(self) -> list[Metric]:
-        """The values as :class:`~workbench.metrics.Metric` (unit and direction attached)."""
+        """The values as :class:`~workbench.core.metrics.Metric` (unit and direction attached)."""
         return [Metric(k, float(getattr(self, k)), unit, hib) for k, (unit, hib) in METRICS.items()]
 
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 
 # Operator types ONNX Runtime 1.19 can quantize, per mode (IntegerOpsRegistry, QDQRegistry);
 # a test checks these against onnxruntime.quantization.registry.
@@ -375,8 +375,8 @@ class TimingConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        from ..device import normalize_device
-        from ..ortinfer import check_shapes
+        from ..runtime.device import normalize_device
+        from ..runtime.ortinfer import check_shapes
 
         object.__setattr__(self, "device", normalize_device(self.device))
         object.__setattr__(self, "shapes", check_shapes(self.shapes))

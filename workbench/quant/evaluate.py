@@ -3,7 +3,7 @@
 Everything here is pure numpy: arrays of probabilities in, a :class:`SliceReport` out. No model is
 run, so the same function scores ONNX Runtime sessions, PyTorch models or saved predictions.
 
-What is measured, for the whole set and for every slice of a :class:`~workbench.slices.SliceSet`:
+What is measured, for the whole set and for every slice of a :class:`~workbench.data.slices.SliceSet`:
 
 * **accuracy** and **macro-F1** (F1 averaged over the classes that occur in the labels or the
   predictions, as scikit-learn does by default),
@@ -49,7 +49,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..slices import SliceSet
+from ..data.slices import SliceSet
 from .bootstrap import (DEFAULT_N_BINS, METRICS, EvaluationError, MetricDelta, SliceMetrics, _bootstrap_deltas,
                         _metrics_record, _preds, _Preds, _slice_seed, _take)
 from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis

@@ -2,7 +2,7 @@
 
 Entry points:
     find_root(path)             the run root of a stage folder or result file (opening a run with
-                                its results and hand-offs is ``workbench.flow.open_run``: runs/
+                                its results and hand-offs is ``workbench.flow.handoffs.open_run``: runs/
                                 imports no stage)
     layout                      where every stage writes, relative to the run root
     save_result / load_result   a result dataclass as JSON; paths inside the run stored relative

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import serial
+from ..core import serial
 
 
 def _umask() -> int:

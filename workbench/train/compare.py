@@ -47,7 +47,7 @@ from typing import Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
-from ..metrics import Metric
+from ..core.metrics import Metric
 from .config import BACKEND_ONLY_FIELDS, DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
 from .loop import run_training
 from .process import run_training_isolated
