@@ -14,15 +14,32 @@ DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps 
 
 
 def _cmd_demo(args) -> int:
-    from ..workflows.demo import DemoConfig, run_demo
-    from ..runs import new_run_dir
+    from ..workflows.demo import DemoConfig
 
     try:
         cfg = build(DemoConfig, args, base=DemoConfig.quick() if args.quick else DemoConfig.default())
     except ValueError as exc:
         return _fail(str(exc))
+    return _run_demo(cfg, args, "demo-quick" if args.quick else "demo")
+
+
+def _cmd_run(args) -> int:
+    from ..workflows.stages import PlanError, load_plan
+
     try:
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+        cfg, _ = load_plan(args.plan)
+    except PlanError as exc:
+        return _fail(str(exc))
+    return _run_demo(cfg, args, Path(args.plan).stem)
+
+
+def _run_demo(cfg, args, name: str) -> int:
+    """Run the demo's stages with ``cfg`` into --run-dir or a new folder under --runs."""
+    from ..runs import new_run_dir
+    from ..workflows.demo import run_demo
+
+    try:
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(name, args.runs)
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         where = args.run_dir or args.runs
@@ -71,6 +88,12 @@ def _add_demo(sub) -> None:
     cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("run", help="run the demo's stages as a plan file describes them (YAML or JSON: stages and their configs)")
+    p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.stages)")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
+    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")
     cli_only(p, "--model", default="minilm", help="minilm (default), tiny, or a model folder")
