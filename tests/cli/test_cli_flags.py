@@ -205,7 +205,7 @@ def test_every_flag_sets_a_real_config_field_or_is_marked_command_line_only():
     classes = _config_classes()
     commands = _commands()
     assert set(commands) == {"doctor", "data", "runs", "train", "compare", "export", "fuse", "quantize", "demo",
-                             "workshop", "audit", "ondevice", "machine"}
+                             "workshop", "audit", "ondevice", "machine", "run"}
     derived = 0
     for name, parser in commands.items():
         for action in parser._actions:
