@@ -249,12 +249,12 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_train_flags_build_the_preset_changed_by_the_flags():
-    from workbench.cli import _train_config
+    from workbench.cli import train_config
     from workbench.train import Schedule, TrainConfig
 
-    assert _train_config(_parse("train")) == TrainConfig.quick()
-    assert _train_config(_parse("compare", "--preset", "demo")) == TrainConfig.demo()
-    cfg = _train_config(_parse("train", "--preset", "bench", "--steps", "5", "--data", "x.csv", "--max-train", "100",
+    assert train_config(_parse("train")) == TrainConfig.quick()
+    assert train_config(_parse("compare", "--preset", "demo")) == TrainConfig.demo()
+    cfg = train_config(_parse("train", "--preset", "bench", "--steps", "5", "--data", "x.csv", "--max-train", "100",
                                "--dropout", "--schedule", "COSINE", "--no-save-graphs", "--memory-optimizer-level", "1"))
     bench = TrainConfig.bench()
     assert cfg == bench.replace(max_steps=5, dropout=True, schedule=Schedule.COSINE, save_graphs=False, memory_optimizer_level=1,

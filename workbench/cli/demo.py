@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .common import _fail, _locked
+from .common import fail, locked
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import _TrainProgressBar, _stop_on_sigint
+from .progress import TrainProgressBar, stop_on_sigint
 
 DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps per backend"), "search")
 
@@ -19,7 +19,7 @@ def _cmd_demo(args) -> int:
     try:
         cfg = build(DemoConfig, args, base=DemoConfig.quick() if args.quick else DemoConfig.default())
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return _run_demo(cfg, args, "demo-quick" if args.quick else "demo")
 
 
@@ -29,7 +29,7 @@ def _cmd_run(args) -> int:
     try:
         cfg, _ = load_plan(args.plan)
     except PlanError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return _run_demo(cfg, args, Path(args.plan).stem)
 
 
@@ -43,11 +43,11 @@ def _run_demo(cfg, args, name: str) -> int:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         where = args.run_dir or args.runs
-        return _fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
-    bar = _TrainProgressBar()
-    lock = _locked(run_dir, args, "demo")
+        return fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
+    bar = TrainProgressBar()
+    lock = locked(run_dir, args, "demo")
     try:
-        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
+        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
     finally:
         lock.release()
         bar.close()
@@ -64,13 +64,13 @@ def _cmd_workshop(args) -> int:
             info = workshop.load_info(folder)
             print(f"already prepared: {folder} ({info.model}, validation accuracy {info.val_accuracy:.3f})")
             return 0
-        bar = _TrainProgressBar()
+        bar = TrainProgressBar()
         try:
             folder = workshop.ensure_finetuned(recipe=recipe, home=args.home, log=lambda line: None, progress=bar)
         finally:
             bar.close()
     except (ValueError, workshop.WorkshopError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     info = workshop.load_info(folder)
     print(f"prepared: {folder}\n  {info.model} fine-tuned with the demo recipe in {info.train_seconds:.0f} s, "
           f"validation accuracy {info.val_accuracy:.3f} on {info.val_examples} reviews, peak memory {info.peak_memory_mib:.0f} MiB\n"
@@ -78,7 +78,7 @@ def _cmd_workshop(args) -> int:
     return 0
 
 
-def _add_demo(sub) -> None:
+def add_demo(sub) -> None:
     from ..workflows.demo import DemoConfig
 
     p = sub.add_parser("demo", help="the whole walkthrough headless: fine-tune, compare, export, fuse, quantize, slices")

@@ -507,9 +507,9 @@ def test_the_train_package_has_one_idea_per_file_and_names_them():
 
 
 def test_cli_spinning_flags_set_the_session_option_both_ways():
-    from workbench.cli import _train_config, build_parser
+    from workbench.cli import train_config, build_parser
 
-    parse = lambda *extra: _train_config(build_parser().parse_args(["train", "--backend", "ortmodule", *extra]))  # noqa: E731
+    parse = lambda *extra: train_config(build_parser().parse_args(["train", "--backend", "ortmodule", *extra]))  # noqa: E731
     assert parse().ort_allow_spinning is False
     assert parse("--spinning").ort_allow_spinning is True
     assert parse("--no-spinning").ort_allow_spinning is False
