@@ -101,7 +101,16 @@ def test_no_new_private_import_across_modules() -> None:
 
 def test_the_checks_see_what_they_look_for() -> None:
     tree = ast.parse("def f():\n" + "    x = 1\n" * 81 + "class C:\n    def g(self):\n        pass\n"
-                     "from ..cli.common import _fail, ok\nfrom . import _b\nimport os\n")
+                     "from ..cli.tools import _hidden, ok\nfrom . import _b\nimport os\n")
     assert long_functions(tree, "workbench/x/m.py") == {"workbench/x/m.py:f": 82}
-    assert private_imports(tree, "workbench/x/m.py") == {"workbench/x/m.py: workbench.cli.common._fail",
+    assert private_imports(tree, "workbench/x/m.py") == {"workbench/x/m.py: workbench.cli.tools._hidden",
                                                           "workbench/x/m.py: workbench.x._b"}
+
+
+def test_tests_reach_their_helpers_without_sys_path_insert() -> None:
+    """Shared test code is the package tests/helpers (imported as ``helpers.<module>``: pytest puts
+    tests/, the rootdir conftest's folder, on sys.path); only helpers/benchmarks.py touches sys.path."""
+    offenders = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
+                       if "sys.path.insert" in p.read_text(encoding="utf-8")
+                       and p.relative_to(ROOT).as_posix() not in ("tests/helpers/benchmarks.py", "tests/repo/test_code_shape.py"))
+    assert not offenders, f"sys.path.insert in {offenders}: import from tests/helpers instead"
