@@ -34,10 +34,10 @@ def ort_losses(run_dir: Path, optimizer_graph: Path, fed_lr: float) -> list[floa
 
     from workbench.ondevice.web import BATCHES_BIN, CONFIG_FILE, read_page_batches
 
-    from workbench.ondevice.artifacts import _quiet_onnxruntime
+    from workbench.ondevice.artifacts import quiet_onnxruntime
 
     art = Path(run_dir) / "artifacts"
-    with _quiet_onnxruntime():  # its INFO/WARNING lines about unused dropout constants
+    with quiet_onnxruntime():  # its INFO/WARNING lines about unused dropout constants
         state = CheckpointState.load_checkpoint(str(art / "checkpoint"))
         module = Module(str(art / "training_model.onnx"), state, str(art / "eval_model.onnx"))
         optimizer = Optimizer(str(optimizer_graph), module)

@@ -91,11 +91,11 @@ def _serve(run_dir: Path, port: int) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from ..ondevice.browser import _run_root
+    from ..ondevice.browser import run_root
     from ..ondevice import OnDeviceError
 
     try:
-        root = _run_root(args.run)
+        root = run_root(args.run)
     except OnDeviceError as exc:
         return fail(str(exc))
     return _serve(root, args.port)
@@ -105,11 +105,11 @@ def _cmd_import(args) -> int:
     from ..data.load import DataError
     from ..models.load import ModelError
     from ..ondevice import OnDeviceError
-    from ..ondevice.browser import _run_root, import_parameters, import_table
+    from ..ondevice.browser import run_root, import_parameters, import_table
     from ..runs import RunError
 
     try:
-        lock = locked(_run_root(args.run), args, "ondevice import")
+        lock = locked(run_root(args.run), args, "ondevice import")
         try:
             record = import_parameters(args.run, args.file)
         finally:

@@ -30,7 +30,7 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
     return load_model(model, dropout=False, seed=cfg.seed)
 
 
-def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
+def make_batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
     the training split, cycled if it is shorter than the run. Both sides get exactly these."""
     from ..data.batches import batch_indices, encode, model_inputs
@@ -50,7 +50,7 @@ def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     return out
 
 
-def _save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
+def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
     import io
 
     flat = {f"{i}:{k}": v for i, b in enumerate(batches) for k, v in b.items()}
@@ -59,7 +59,7 @@ def _save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
     return runs.atomic_write_bytes(path, buf.getvalue())
 
 
-def _load_batches(path: Path) -> list[dict[str, np.ndarray]]:
+def load_batches(path: Path) -> list[dict[str, np.ndarray]]:
     data = np.load(path)
     out: dict[int, dict[str, np.ndarray]] = {}
     for key in data.files:

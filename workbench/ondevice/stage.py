@@ -15,11 +15,11 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
-from .artifacts import _quiet_onnxruntime, _training_api, build_artifacts
+from .artifacts import quiet_onnxruntime, training_api, build_artifacts
 from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
                      TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
-from .data import _batches, load_ondevice_model
-from .loops import _OrtTrainer, _TorchTrainer
+from .data import make_batches, load_ondevice_model
+from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
 from .result import OnDeviceResult, SideCost
 
@@ -93,7 +93,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     # 1. artifacts
     art = build_artifacts(loaded, cfg, out / ARTIFACTS_DIR, data["train"]["text"][:2])
     notes.extend(art.notes)
-    batches = _batches(loaded, data["train"], cfg)
+    batches = make_batches(loaded, data["train"], cfg)
     input_names = [k for k in batches[0] if k != "labels"]
     # the web page: the same artifacts (the initial checkpoint) and the same batches, for onnxruntime-web
     page = _write_web_page(out, cfg, loaded, data, batches, classes)
@@ -123,8 +123,8 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
 
     from ..graph import validate_onnx
 
-    ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
-    torch_trainer = _TorchTrainer(loaded, art.trainable_tensors, cfg)
+    ort_trainer = OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
+    torch_trainer = TorchTrainer(loaded, art.trainable_tensors, cfg)
     ort_losses, pt_losses, ort_ms, pt_ms = [], [], [], []
     stopped = False
     for i, batch in enumerate(batches):
@@ -162,7 +162,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
     frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
                     for n in frozen_names if n in state_params)
     ckpt = out / TRAINED_CHECKPOINT
-    _, _, CheckpointState, _, _ = _training_api()
+    _, _, CheckpointState, _, _ = training_api()
     with runs.atomic_path(ckpt) as tmp:
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
@@ -232,7 +232,7 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
 
     inf_dir.mkdir(parents=True, exist_ok=True)
     inf_path = inf_dir / ONNX_FILE
-    with runs.atomic_path(inf_path) as tmp, _quiet_onnxruntime():
+    with runs.atomic_path(inf_path) as tmp, quiet_onnxruntime():
         module.export_model_for_inferencing(str(tmp), ["logits"])
     proto = onnx.load(str(inf_path))
     if proto.ir_version > MAX_IR_VERSION:

@@ -383,7 +383,7 @@ def prepare_baseline(
             scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
             scored["work"] = scoring_work(lens, batch_size)
             logits, scored["speed"] = timed_scoring(session, src, tok, ds, max_len, batch_size, order,
-                                                    profile=_cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
+                                                    profile=cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
         else:
             logits = predict_dataset(session, tok, ds, max_len, batch_size, order=order)
         masks = sset.membership(examples)
@@ -419,7 +419,7 @@ def prepare_baseline(
     return base
 
 
-def _cpu_profile(timing: TimingConfig):
+def cpu_profile(timing: TimingConfig):
     """This machine's profile for the scoring floor (None on a GPU: the profile is the CPU's)."""
     if timing.device != "cpu":
         return None

@@ -24,7 +24,7 @@ from .config import Calibration, QFormat, QType, QuantConfig, QuantizeError, Qua
 PREPROCESSED_FILE = "model.fp32.pre.onnx"
 
 
-def _encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, batch_size: int, pad_to_max: bool) -> list[dict]:
+def encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, batch_size: int, pad_to_max: bool) -> list[dict]:
     from ..data.batches import encode
     from ..runtime.ortinfer import make_feed
 
@@ -32,7 +32,7 @@ def _encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, ba
             for i in range(0, len(texts), batch_size)]
 
 
-def _reader(feeds: list[dict]):
+def feeds_reader(feeds: list[dict]):
     from onnxruntime.quantization import CalibrationDataReader
 
     class _ListReader(CalibrationDataReader):
@@ -246,7 +246,7 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
             extra_options=options,
         )
         with calibrator_prints():  # onnxruntime's histogram calibrators print their progress: see quiet.py
-            calibrator.collect_data(_reader(feeds))
+            calibrator.collect_data(feeds_reader(feeds))
             ranges = calibrator.compute_data()
         del calibrator
     return ranges

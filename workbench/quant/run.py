@@ -40,10 +40,10 @@ from ..perf.machine_profile import LoadCheck
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from ..perf.speed import Speed, time_side_by_side
-from .baseline import BASELINE_FILE, Baseline, EvalSet, _cpu_profile, load_baseline
+from .baseline import BASELINE_FILE, Baseline, EvalSet, cpu_profile, load_baseline
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
-from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
+from .quantize import encoded_feeds, quantize_graph, quantized_nodes
 from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -142,7 +142,7 @@ class QuantResult:
         ]
 
 
-def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
+def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
     examples = eset.load_examples()
     ref = softmax(eset.fp32_logits())
     cand = softmax(logits)
@@ -222,7 +222,7 @@ def run_quantization(
         usable = (len(texts) // cfg.calibration_batch_size) * cfg.calibration_batch_size
         texts = texts[:usable]  # equal batches (histogram calibrators stack them)
         # padded to max_length: the histogram calibrators need equal shapes across batches
-        feeds = _encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
+        feeds = encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
 
     t0 = time.perf_counter()
     qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
@@ -231,7 +231,7 @@ def run_quantization(
         if not calib_texts:
             raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
                                 "split): give data with a training split, or list nodes_to_exclude yourself")
-        rank_feeds = _encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
+        rank_feeds = encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
                                     pad_to_max=False)
         worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
         used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
@@ -268,11 +268,11 @@ def run_quantization(
             from ..perf.scoring import timed_scoring
 
             logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
-                                            baseline.scoring_order, profile=_cpu_profile(baseline.timing),
+                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
                                             note=baseline.scoring_note)
         else:
             logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
-        reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, evaluation))
+        reports[eset.name] = (logits, report_for(eset, logits, baseline, cfg.label, evaluation))
     main_set = baseline.eval_sets[0]
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
                                 what=f"the {cfg.label} graph")
@@ -289,7 +289,7 @@ def run_quantization(
 
     errors: list[NodeError] = []
     if node_error_samples > 0 and calib_texts:
-        dbg = _encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
+        dbg = encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
         errors = node_errors(float_path, qpath, dbg, cfg.resolved_op_types())
     elif node_error_samples > 0:
         notes.append("per-node errors skipped: the baseline has no calibration texts (no training split)")

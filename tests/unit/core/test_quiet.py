@@ -117,7 +117,7 @@ def test_entropy_calibration_prints_no_progress_lines(exported_tiny, capsys) -> 
 
     from workbench.runtime.ortinfer import make_feed, make_session, synthetic_batch
     from workbench.quant import QuantConfig
-    from workbench.quant.quantize import _reader, calibrate
+    from workbench.quant.quantize import feeds_reader, calibrate
     from workbench.core.quiet import CALIBRATOR_LINES, calibrator_prints
 
     session = make_session(exported_tiny.onnx_path)
@@ -128,7 +128,7 @@ def test_entropy_calibration_prints_no_progress_lines(exported_tiny, capsys) -> 
     with tempfile.TemporaryDirectory() as tmp:  # onnxruntime's own call prints them
         cal = create_calibrator(exported_tiny.onnx_path, list(cfg.resolved_op_types()),
                                 augmented_model_path=f"{tmp}/aug.onnx", calibrate_method=CalibrationMethod.Entropy)
-        cal.collect_data(_reader(feeds))
+        cal.collect_data(feeds_reader(feeds))
         cal.compute_data()
     assert "Collecting tensor data and making histogram" in capsys.readouterr().out
     with calibrator_prints():

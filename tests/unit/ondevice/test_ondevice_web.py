@@ -28,7 +28,7 @@ def run(tmp_path_factory, quick_data):
 
 def test_the_page_is_written_beside_the_artifacts(run, quick_data):
     from workbench.ondevice import OnDeviceConfig, load_ondevice_model
-    from workbench.ondevice.data import _batches
+    from workbench.ondevice.data import make_batches
 
     result = load_ondevice(run)
     page = run / "web"
@@ -51,7 +51,7 @@ def test_the_page_is_written_beside_the_artifacts(run, quick_data):
     train, evals = web.read_page_batches(page / "config.json", page / "batches.bin")
     ocfg = OnDeviceConfig.quick(trainable="last", steps=STEPS, lr=LR)
     loaded = load_ondevice_model("tiny", ocfg, list(result.class_names))
-    expected = _batches(loaded, quick_data["train"], ocfg)
+    expected = make_batches(loaded, quick_data["train"], ocfg)
     assert len(train) == len(expected) == STEPS
     for got, want in zip(train, expected):
         assert set(got) == set(want)

@@ -18,8 +18,8 @@ from workbench.quant import (
     EvaluationError,
     FlipKind,
     SliceReport,
-    _Preds,
-    _weighted_metrics,
+    Preds,
+    weighted_metrics,
     evaluate_slices,
     slice_metrics,
     softmax,
@@ -185,7 +185,7 @@ def test_weighted_kernel_equals_metrics_on_the_resampled_examples():
         counts = rng.multinomial(n, np.full(n, 1 / n))
         idx = np.repeat(np.arange(n), counts)
         want = slice_metrics("x", labels[idx], p[idx])
-        got = _weighted_metrics(counts[None, :].astype(float), _Preds(labels, pred, p.max(1), k, 10), np.ones(n))
+        got = weighted_metrics(counts[None, :].astype(float), Preds(labels, pred, p.max(1), k, 10), np.ones(n))
         for name in ("accuracy", "macro_f1", "mean_confidence", "ece"):
             assert got[name][0] == pytest.approx(getattr(want, name)), name
 

@@ -224,12 +224,12 @@ def test_node_errors_agree_with_qdq_loss_debug(quant_tiny_static, quant_tiny_bas
 
     from onnxruntime.quantization import qdq_loss_debug
 
-    from workbench.quant import _encoded_feeds, _reader
+    from workbench.quant import encoded_feeds, feeds_reader
     from workbench.runtime.ortinfer import make_session
 
     r = quant_tiny_static
     tok = quant_tiny_baseline.load_tokenizer()
-    feeds = _encoded_feeds(make_session(r.float_path), tok, quant_tiny_baseline.calibration_texts()[:16],
+    feeds = encoded_feeds(make_session(r.float_path), tok, quant_tiny_baseline.calibration_texts()[:16],
                            quant_tiny_baseline.max_length, 8, pad_to_max=False)
     ours = {e.node: e for e in node_errors(r.float_path, r.quantized_path, feeds, ("MatMul", "Gemm"))}
 
@@ -238,8 +238,8 @@ def test_node_errors_agree_with_qdq_loss_debug(quant_tiny_static, quant_tiny_bas
         qdq_loss_debug.modify_model_output_intermediate_tensors(str(r.float_path), fa, ["MatMul", "Gemm"])
         qdq_loss_debug.modify_model_output_intermediate_tensors(str(r.quantized_path), qa,
                                                                 ["MatMul", "Gemm", "QuantizeLinear", "DequantizeLinear"])
-        fact = qdq_loss_debug.collect_activations(fa, _reader(feeds))
-        qact = qdq_loss_debug.collect_activations(qa, _reader(feeds))
+        fact = qdq_loss_debug.collect_activations(fa, feeds_reader(feeds))
+        qact = qdq_loss_debug.collect_activations(qa, feeds_reader(feeds))
     theirs = qdq_loss_debug.compute_activation_error(qdq_loss_debug.create_activation_matching(qact, fact))
     fnodes = nodes_by_name(r.float_path)
     inits = {i.name for i in onnx.load(str(r.float_path), load_external_data=False).graph.initializer}
