@@ -64,7 +64,7 @@ def private_imports(tree: ast.Module, rel: str) -> set[str]:
 KNOWN_PRIVATE_IMPORTS_PER_FILE = {
     "workbench/audit/inputs.py": 1, "workbench/graph/__init__.py": 3, "workbench/ondevice/artifacts.py": 2,
     "workbench/ondevice/loops.py": 1, "workbench/ondevice/stage.py": 1, "workbench/ondevice/trainable.py": 1,
-    "workbench/quant/__init__.py": 1, "workbench/report/summary.py": 3, "workbench/report/verdict.py": 1,
+    "workbench/report/summary.py": 3, "workbench/report/verdict.py": 1,
     "workbench/report/write.py": 1, "workbench/train/__init__.py": 1, "workbench/train/__main__.py": 1,
     "workbench/train/backends.py": 1, "workbench/train/compare.py": 1, "workbench/train/distributed.py": 1,
     "workbench/train/loop.py": 7,
