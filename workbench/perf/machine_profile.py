@@ -339,7 +339,7 @@ def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROF
                           by_tokens={k: v for k, v in by.items() if v})
 
 
-def _read_cached(path: Path) -> Optional[MachineProfile]:
+def read_cached(path: Path) -> Optional[MachineProfile]:
     from ..core import serial
 
     try:
@@ -367,7 +367,7 @@ def machine_profile(threads: Optional[int] = None, refresh: bool = False,
     key = profile_key(model, flags, threads, ort.__version__)
     path = cache_root(cache_dir) / f"{key}.json"
     if not refresh and path.is_file():
-        cached = _read_cached(path)
+        cached = read_cached(path)
         if cached is not None:
             return cached
     prof = measure_profile(threads)

@@ -24,24 +24,24 @@ details{margin:6px 0}summary{cursor:pointer}code{background:#f6f6f6;padding:0 3p
 """
 
 
-def _e(v: Any) -> str:
+def escape(v: Any) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
-def _f(v: Any, fmt: str = ".2f", scale: float = 1.0, suffix: str = "") -> str:
+def format_value(v: Any, fmt: str = ".2f", scale: float = 1.0, suffix: str = "") -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "–"
     return f"{v * scale:{fmt}}{suffix}"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+def report_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _fig_html(fig, div_id: str) -> str:
+def figure_html(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
                        config={"displaylogo": False, "responsive": True})
 
@@ -57,9 +57,9 @@ def _figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
 
     def add(key: str, make) -> None:
         try:
-            figs[key] = _fig_html(make(), f"fig-{key}")
+            figs[key] = figure_html(make(), f"fig-{key}")
         except (ValueError, KeyError, TypeError) as exc:
-            figs[key] = f"<p class='muted'>figure not drawn: {_e(exc)}</p>"
+            figs[key] = f"<p class='muted'>figure not drawn: {escape(exc)}</p>"
 
     if inp.comparison is not None:
         add("training", lambda: train_plots.throughput_memory_bars(inp.comparison))
@@ -87,51 +87,51 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
     figs = figures or {}
     s = summary
     v = s["verdict"]
-    parts = [f"<h1>{_e(s.get('title'))}</h1>",
-             f"<p class='muted'>{_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s.get('run_dir'))}</p>",
-             f"<div class='verdict {_e(v['status'])}' id='verdict'><b>Verdict.</b> {_e(v['text'])}</div>"]
+    parts = [f"<h1>{escape(s.get('title'))}</h1>",
+             f"<p class='muted'>{escape(s['kind'])} · written {escape(s['created_utc'])} · {escape(s.get('run_dir'))}</p>",
+             f"<div class='verdict {escape(v['status'])}' id='verdict'><b>Verdict.</b> {escape(v['text'])}</div>"]
     if s.get("contended"):
         parts.append("<p class='bad' id='contended'><b>Timed under load.</b> Other work used the CPU while these speed figures "
-                     "were taken: they are written down, not stated as measured. " + _e("; ".join(s.get("contended_because") or []))
+                     "were taken: they are written down, not stated as measured. " + escape("; ".join(s.get("contended_because") or []))
                      + " Time again on a quiet machine.</p>")
     mach = s.get("machine")
     if mach:
-        parts.append(f"<p class='muted' id='machine'>Machine: {_e(mach.get('cpu_model'))} ({_e(mach.get('isa'))}), "
-                     f"{_e(mach.get('threads'))} threads; ONNX Runtime's FP32 matrix multiply {_f(mach.get('fp32_gops'), '.0f')} "
-                     f"GOP/s, INT8 {_f(mach.get('int8_gops'), '.0f')} GOP/s ({_f(mach.get('int8_over_fp32'), '.2f', suffix='x')}): "
+        parts.append(f"<p class='muted' id='machine'>Machine: {escape(mach.get('cpu_model'))} ({escape(mach.get('isa'))}), "
+                     f"{escape(mach.get('threads'))} threads; ONNX Runtime's FP32 matrix multiply {format_value(mach.get('fp32_gops'), '.0f')} "
+                     f"GOP/s, INT8 {format_value(mach.get('int8_gops'), '.0f')} GOP/s ({format_value(mach.get('int8_over_fp32'), '.2f', suffix='x')}): "
                      "the floor each latency is compared with.</p>")
     b = s["budget"]
-    parts.append(f"<p class='muted'>Budget: at most {_f(b['overall'], 'g', 100)} accuracy points lost overall and "
-                 f"{_f(b['per_slice'], 'g', 100)} on every slice with at least {b['min_slice_size']} examples"
+    parts.append(f"<p class='muted'>Budget: at most {format_value(b['overall'], 'g', 100)} accuracy points lost overall and "
+                 f"{format_value(b['per_slice'], 'g', 100)} on every slice with at least {b['min_slice_size']} examples"
                  f"{' (smaller slices too)' if b['include_small_slices'] else ''}. Exit code {v['exit_code']}.</p>")
     if s["stages"]:
-        parts.append("<details><summary>Steps and timings</summary>" + _table(
+        parts.append("<details><summary>Steps and timings</summary>" + report_table(
             ["step", "status", "seconds", "message"],
-            [[_e(x["name"]), f"<span class='{'ok' if x['status'] == 'ok' else 'bad'}'>{_e(x['status'])}</span>",
-              _f(x["seconds"], ".1f"), _e(x.get("message"))] for x in s["stages"]], [2]) + "</details>")
+            [[escape(x["name"]), f"<span class='{'ok' if x['status'] == 'ok' else 'bad'}'>{escape(x['status'])}</span>",
+              format_value(x["seconds"], ".1f"), escape(x.get("message"))] for x in s["stages"]], [2]) + "</details>")
 
     env = s["environment"]
     cpu = env["cpu"]
     parts.append("<h2 id='environment'>Environment</h2>")
-    parts.append(f"<p>Python {_e(env['python'])} on {_e(env['platform'])}. CPU: {_e(cpu.get('model'))}; "
+    parts.append(f"<p>Python {escape(env['python'])} on {escape(env['platform'])}. CPU: {escape(cpu.get('model'))}; "
                  f"{cpu.get('usable_cores')} usable of {cpu.get('logical_cores')} logical cores; instruction sets: "
-                 f"{_e(', '.join(cpu.get('flags', [])) or 'none of ' + ', '.join(CPU_FLAGS_OF_INTEREST))}; "
-                 f"load average {_e(cpu.get('load_average'))}.</p>")
-    parts.append(_table(["package", "version"], [[_e(k), _e(val or "not installed")] for k, val in env["packages"].items()]))
+                 f"{escape(', '.join(cpu.get('flags', [])) or 'none of ' + ', '.join(CPU_FLAGS_OF_INTEREST))}; "
+                 f"load average {escape(cpu.get('load_average'))}.</p>")
+    parts.append(report_table(["package", "version"], [[escape(k), escape(val or "not installed")] for k, val in env["packages"].items()]))
     if env.get("doctor"):
-        parts.append("<details><summary>Environment check (doctor)</summary>" + _table(
+        parts.append("<details><summary>Environment check (doctor)</summary>" + report_table(
             ["check", "status", "value", "fix"],
-            [[_e(c["name"]), _e(c["status"]), _e(c["value"]), _e(c.get("fix"))] for c in env["doctor"]]) + "</details>")
+            [[escape(c["name"]), escape(c["status"]), escape(c["value"]), escape(c.get("fix"))] for c in env["doctor"]]) + "</details>")
 
     if s.get("training"):
         t = s["training"]
         parts.append("<h2 id='training'>Fine-tuning</h2>")
-        parts.append(_table(["backend", "status", "steps", "median step (ms)", "samples/s", "start-up (s)", "peak memory (MiB)",
+        parts.append(report_table(["backend", "status", "steps", "median step (ms)", "samples/s", "start-up (s)", "peak memory (MiB)",
                              "val accuracy", "ran in ONNX Runtime"],
-                            [[_e(r["backend"]), _e(r["status"]), r["steps"], _f(r["median_step_ms"], ".0f"), _f(r["samples_per_s"], ".1f"),
-                              _f(r["startup_s"], ".1f"), _f(r["peak_memory_mib"], ".0f"), _f(r["final_accuracy"], ".3f"),
-                              _e(r["executed_in_onnxruntime"])] for r in t["runs"]], [2, 3, 4, 5, 6, 7]))
-        parts.append(f"<p>Loss parity with {_e(t['baseline'])}: {_e(t['loss_parity'])}.</p>" + figs.get("training", ""))
+                            [[escape(r["backend"]), escape(r["status"]), r["steps"], format_value(r["median_step_ms"], ".0f"), format_value(r["samples_per_s"], ".1f"),
+                              format_value(r["startup_s"], ".1f"), format_value(r["peak_memory_mib"], ".0f"), format_value(r["final_accuracy"], ".3f"),
+                              escape(r["executed_in_onnxruntime"])] for r in t["runs"]], [2, 3, 4, 5, 6, 7]))
+        parts.append(f"<p>Loss parity with {escape(t['baseline'])}: {escape(t['loss_parity'])}.</p>" + figs.get("training", ""))
 
     d = s["data"]
     parts.append("<h2 id='data'>Data and slices</h2>")
@@ -140,16 +140,16 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
              ("rows scored", d.get("rows_scored")), ("calibration rows (held out, not scored)", d.get("calibration_count")),
              ("rows skipped (empty text or no label)", d.get("rows_skipped")), ("classes", ", ".join(map(str, d.get("class_names", [])))),
              ("scored per class", d.get("class_counts")), ("splits", d.get("split_sizes"))]
-    parts.append(_table(["", ""], [[_e(k), _e(val)] for k, val in facts if val not in (None, "", {}, [])]))
+    parts.append(report_table(["", ""], [[escape(k), escape(val)] for k, val in facts if val not in (None, "", {}, [])]))
     if d.get("calibration_rows"):
         parts.append(f"<details><summary>The {len(d['calibration_rows'])} calibration rows (0-based row numbers of the file, "
-                     f"drawn with seed {_e(d.get('calibration_seed'))})</summary><p><code>{_e(', '.join(map(str, d['calibration_rows'])))}</code></p></details>")
+                     f"drawn with seed {escape(d.get('calibration_seed'))})</summary><p><code>{escape(', '.join(map(str, d['calibration_rows'])))}</code></p></details>")
     if d.get("skipped_rows"):
-        parts.append(f"<details><summary>Skipped rows</summary><p><code>{_e(', '.join(map(str, d['skipped_rows'])))}</code></p></details>")
+        parts.append(f"<details><summary>Skipped rows</summary><p><code>{escape(', '.join(map(str, d['skipped_rows'])))}</code></p></details>")
     if s["slices"]:
-        parts.append(_table(["slice", "group", "examples", "description"],
-                            [[_e(x["name"]), _e(x["group"]), f"{x['n']}{' (too small to judge)' if x['too_small'] else ''}",
-                              _e(x.get("description"))] for x in s["slices"]], [2]))
+        parts.append(report_table(["slice", "group", "examples", "description"],
+                            [[escape(x["name"]), escape(x["group"]), f"{x['n']}{' (too small to judge)' if x['too_small'] else ''}",
+                              escape(x.get("description"))] for x in s["slices"]], [2]))
 
     parts.append("<h2 id='export'>Export validation</h2>")
     e = s["export"]
@@ -157,12 +157,12 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         parts.append("<p class='bad'>No export.</p>")
     else:
         val = e["validation"]
-        parts.append(f"<p>{_e(e['model_type'])} model, {_e(e['num_parameters'])} parameters, exported with "
-                     f"{_e(e['attn_implementation'])} attention at opset {e['opset']}: {e['node_count']} nodes, "
-                     f"{_f(e['size_mib'], '.1f')} MiB, in {_f(e['export_seconds'], '.1f')} s."
-                     f"{(' Trained in: ' + _e(e['trained_in']) + '.') if e.get('trained_in') else ''}</p>"
+        parts.append(f"<p>{escape(e['model_type'])} model, {escape(e['num_parameters'])} parameters, exported with "
+                     f"{escape(e['attn_implementation'])} attention at opset {e['opset']}: {e['node_count']} nodes, "
+                     f"{format_value(e['size_mib'], '.1f')} MiB, in {format_value(e['export_seconds'], '.1f')} s."
+                     f"{(' Trained in: ' + escape(e['trained_in']) + '.') if e.get('trained_in') else ''}</p>"
                      f"<p class='{'ok' if val['passed'] else 'bad'}'>Against PyTorch on {val['n_examples']} of the rows: "
-                     f"{_e(val['message'])}</p>")
+                     f"{escape(val['message'])}</p>")
 
     parts.append("<h2 id='fusion'>Fusions and latency</h2>")
     fu = s["fusion"]
@@ -170,18 +170,18 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         parts.append("<p class='muted'>No fusion result: the quantized variants start from the exported graph.</p>")
     else:
         fused = ", ".join(f"{k} {n}" for k, n in fu["fused_ops"].items()) or "nothing fused"
-        parts.append(f"<p>ONNX Runtime's transformer optimizer fused: {_e(fused)}.</p>")
+        parts.append(f"<p>ONNX Runtime's transformer optimizer fused: {escape(fused)}.</p>")
         for dg in fu["diagnoses"]:
-            parts.append(f"<p class='bad'>{_e(dg)}</p>")
+            parts.append(f"<p class='bad'>{escape(dg)}</p>")
         shapes = sorted({k for var in fu["variants"] for k in var["latency_ms"]} | set(fu["pytorch_latency_ms"]))
         rows = []
         if fu["pytorch_latency_ms"]:
-            rows.append(["PyTorch eager", "", "", "", *[_f(fu["pytorch_latency_ms"].get(k)) for k in shapes]])
+            rows.append(["PyTorch eager", "", "", "", *[format_value(fu["pytorch_latency_ms"].get(k)) for k in shapes]])
         for var in fu["variants"]:
-            rows.append([_e(var["name"]), var["node_count"], _f(var["size_mib"], ".1f"),
+            rows.append([escape(var["name"]), var["node_count"], format_value(var["size_mib"], ".1f"),
                          f"<span class='{'ok' if var['validation_passed'] else 'bad'}'>{'passed' if var['validation_passed'] else 'FAILED'}"
-                         f" (max |Δ| {_f(var['max_abs_diff'], '.1e')})</span>", *[_f(var["latency_ms"].get(k)) for k in shapes]])
-        parts.append(_table(["graph", "nodes", "MiB", "validation", *[f"{k} (ms)" for k in shapes]], rows,
+                         f" (max |Δ| {format_value(var['max_abs_diff'], '.1e')})</span>", *[format_value(var["latency_ms"].get(k)) for k in shapes]])
+        parts.append(report_table(["graph", "nodes", "MiB", "validation", *[f"{k} (ms)" for k in shapes]], rows,
                             [1, 2, *range(4, 4 + len(shapes))]))
         parts.append(figs.get("latency", ""))
 
@@ -190,33 +190,33 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
     if not q:
         parts.append("<p class='bad'>No quantized variant.</p>")
     else:
-        parts.append(_table(
+        parts.append(report_table(
             ["variant", "graph", "MiB (FP32)", "latency ms (FP32)", "speed-up [95% CI]", "of floor (FP32)", "accuracy (FP32)",
              "change, points [95% CI]",
              "worst judged slice", "flips", "within budget"],
-            [[f"<b>{_e(x['name'])}</b><br><span class='muted'>{_e(x['description'])}</span>", _e(x["graph"]),
-              f"{_f(x['size_mib'], '.1f')} ({_f(x['fp32_size_mib'], '.1f')})", f"{_f(x['latency_ms'])} ({_f(x['fp32_latency_ms'])})",
-              _f(x["speedup"], ".2f", suffix="x") + (f" [{_f(x['speedup_ci'][0], '.2f')}-{_f(x['speedup_ci'][1], '.2f')}]"
+            [[f"<b>{escape(x['name'])}</b><br><span class='muted'>{escape(x['description'])}</span>", escape(x["graph"]),
+              f"{format_value(x['size_mib'], '.1f')} ({format_value(x['fp32_size_mib'], '.1f')})", f"{format_value(x['latency_ms'])} ({format_value(x['fp32_latency_ms'])})",
+              format_value(x["speedup"], ".2f", suffix="x") + (f" [{format_value(x['speedup_ci'][0], '.2f')}-{format_value(x['speedup_ci'][1], '.2f')}]"
                                                       if x.get("speedup_ci") else "")
               + (" <span class='bad'>(under load)</span>" if x.get("contended") else "")
               + slower_text(x.get("speedup"), x.get("speedup_ci")),
-              f"{_f(x.get('of_floor'), '.0f', 100, '%')} ({_f(x.get('fp32_of_floor'), '.0f', 100, '%')})",
-              f"{_f(x['accuracy'], '.1f', 100)}% ({_f(x['fp32_accuracy'], '.1f', 100)}%)",
-              f"{_f(x['overall']['delta'], '+.1f', 100)} [{_f(x['overall']['ci95'][0], '+.1f', 100)}, {_f(x['overall']['ci95'][1], '+.1f', 100)}]",
-              f"{_e(x['worst_slice'] or '–')} {_f(-x['worst_slice_drop'] if x['worst_slice_drop'] is not None else None, '+.1f', 100)}",
+              f"{format_value(x.get('of_floor'), '.0f', 100, '%')} ({format_value(x.get('fp32_of_floor'), '.0f', 100, '%')})",
+              f"{format_value(x['accuracy'], '.1f', 100)}% ({format_value(x['fp32_accuracy'], '.1f', 100)}%)",
+              f"{format_value(x['overall']['delta'], '+.1f', 100)} [{format_value(x['overall']['ci95'][0], '+.1f', 100)}, {format_value(x['overall']['ci95'][1], '+.1f', 100)}]",
+              f"{escape(x['worst_slice'] or '–')} {format_value(-x['worst_slice_drop'] if x['worst_slice_drop'] is not None else None, '+.1f', 100)}",
               x["n_flips"], f"<span class='{'ok' if x['within_budget'] else 'bad'}'>{'yes' if x['within_budget'] else 'no'}</span>"
-              + "".join(f"<br><span class='muted'>{_e(viol)}</span>" for viol in x["violations"][:3])]
+              + "".join(f"<br><span class='muted'>{escape(viol)}</span>" for viol in x["violations"][:3])]
              for x in q], [2, 3, 4, 5, 6, 8]))
         from .lengths import section as lengths_section
 
-        parts.append(lengths_section(s, _e, _f, _table))
+        parts.append(lengths_section(s, escape, format_value, report_table))
         parts.append("<h2 id='drift'>Accuracy change by slice</h2>")
         parts.append(figs.get("drift", ""))
         parts.append(figs.get("drift_focus", ""))
-        parts.append("<details><summary>Every slice, every variant (points, 95% CI)</summary>" + _table(
+        parts.append("<details><summary>Every slice, every variant (points, 95% CI)</summary>" + report_table(
             ["variant", "slice", "n", "FP32 acc", "INT8 acc", "change [95% CI]", "flips"],
-            [[_e(x["name"]), _e(r["slice"]), f"{r['n']}{' (small)' if r['too_small'] else ''}", _f(r["fp32_accuracy"], ".1f", 100),
-              _f(r["int8_accuracy"], ".1f", 100), f"{_f(r['delta'], '+.1f', 100)} [{_f(r['ci95'][0], '+.1f', 100)}, {_f(r['ci95'][1], '+.1f', 100)}]"
+            [[escape(x["name"]), escape(r["slice"]), f"{r['n']}{' (small)' if r['too_small'] else ''}", format_value(r["fp32_accuracy"], ".1f", 100),
+              format_value(r["int8_accuracy"], ".1f", 100), f"{format_value(r['delta'], '+.1f', 100)} [{format_value(r['ci95'][0], '+.1f', 100)}, {format_value(r['ci95'][1], '+.1f', 100)}]"
               f"{' *' if r['significant'] else ''}", r["flips"]] for x in q for r in [x["overall"], *x["slices"]]], [2, 3, 4, 6])
             + "<p class='muted'>* the interval excludes zero.</p></details>")
         parts.append("<h2 id='flips'>Flipped predictions</h2>")
@@ -224,12 +224,12 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
             flips = x["flips"]
             shown = sorted(flips, key=lambda fl: (fl["kind"] != "broken", fl["index"]))[:MAX_FLIPS_SHOWN]
             more = f" (first {len(shown)} shown; summary.json lists all)" if len(flips) > len(shown) else ""
-            parts.append(f"<details {'open' if x['name'] == (v.get('chosen') or v.get('closest')) else ''}><summary>{_e(x['name'])}: "
+            parts.append(f"<details {'open' if x['name'] == (v.get('chosen') or v.get('closest')) else ''}><summary>{escape(x['name'])}: "
                          f"{len(flips)} flipped predictions{more}</summary>")
             if flips:
-                parts.append(_table(["row", "text", "label", "FP32 (conf.)", "INT8 (conf.)", "kind", "slices"],
-                                    [[fl["row"], _e(fl["text"]), _e(fl["label"]), f"{_e(fl['fp32_pred'])} ({_f(fl['fp32_confidence'], '.2f')})",
-                                      f"{_e(fl['int8_pred'])} ({_f(fl['int8_confidence'], '.2f')})", _e(fl["kind"]), _e(", ".join(fl["slices"]))]
+                parts.append(report_table(["row", "text", "label", "FP32 (conf.)", "INT8 (conf.)", "kind", "slices"],
+                                    [[fl["row"], escape(fl["text"]), escape(fl["label"]), f"{escape(fl['fp32_pred'])} ({format_value(fl['fp32_confidence'], '.2f')})",
+                                      f"{escape(fl['int8_pred'])} ({format_value(fl['int8_confidence'], '.2f')})", escape(fl["kind"]), escape(", ".join(fl["slices"]))]
                                      for fl in shown], [0]))
             parts.append("</details>")
 
@@ -241,32 +241,32 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
         guard = se.get("min_speedup") or 0
         parts.append("<p>Objective: the fastest INT8 variant within both budgets"
                      + (f" and at least {guard:.2f}x faster than FP32 at the lower end of its interval (the speed guard)" if guard else "")
-                     + f"; else the FP32 graph. {_e(se['message'])}.</p>")
-        parts.append(_table(["candidate", "precision", "ms", "speed-up [95% CI]", "MiB", "accuracy", "change (points)", "worst slice",
+                     + f"; else the FP32 graph. {escape(se['message'])}.</p>")
+        parts.append(report_table(["candidate", "precision", "ms", "speed-up [95% CI]", "MiB", "accuracy", "change (points)", "worst slice",
                              "within budget"],
-                            [[_e(c["name"]) + (" <b>(chosen)</b>" if c["name"] == se["chosen"] else ""), _e(c["precision"]),
-                              _f(c["latency_ms"]),
-                              (_f(c.get("speedup"), ".2f", suffix="x") + (f" [{_f(c['speedup_ci'][0], '.2f')}-{_f(c['speedup_ci'][1], '.2f')}]"
+                            [[escape(c["name"]) + (" <b>(chosen)</b>" if c["name"] == se["chosen"] else ""), escape(c["precision"]),
+                              format_value(c["latency_ms"]),
+                              (format_value(c.get("speedup"), ".2f", suffix="x") + (f" [{format_value(c['speedup_ci'][0], '.2f')}-{format_value(c['speedup_ci'][1], '.2f')}]"
                                                                          if c.get("speedup_ci") else "")),
-                              _f(c["size_mib"], ".1f"), _f(c["accuracy"], ".1f", 100, "%"),
-                              _f(c["accuracy_delta"], "+.1f", 100), f"{_e(c['worst_slice'] or '–')} {_f(-c['worst_slice_drop'], '+.1f', 100)}",
+                              format_value(c["size_mib"], ".1f"), format_value(c["accuracy"], ".1f", 100, "%"),
+                              format_value(c["accuracy_delta"], "+.1f", 100), f"{escape(c['worst_slice'] or '–')} {format_value(-c['worst_slice_drop'], '+.1f', 100)}",
                               "reference" if c["precision"] == "fp32" else ("yes" if c["feasible"] else
                                                                             ("too slow" if c.get("too_slow") else "no"))]
                              for c in se["candidates"]], [2, 3, 4, 5, 6]))
         parts.append(figs.get("search", ""))
 
     m = s["method"]
-    parts.append("<h2 id='method'>How the numbers were obtained</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in m["notes"]) + "</ul>")
+    parts.append("<h2 id='method'>How the numbers were obtained</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in m["notes"]) + "</ul>")
     t = m.get("timing") or {}
-    parts.append(f"<p>Timing: shapes {_e(t.get('shapes'))}, {_e(t.get('warmup'))} warm-up and {_e(t.get('repeats'))} timed runs, "
-                 f"ONNX Runtime intra-op threads: {_e(t.get('threads') or 'its default (one per physical core)')}; PyTorch threads: "
-                 f"{_e(env.get('torch_threads'))}. Machine: {_e(cpu.get('model'))}, {cpu.get('usable_cores')} cores, "
-                 f"load average at the end {_e(cpu.get('load_average'))}.</p>")
+    parts.append(f"<p>Timing: shapes {escape(t.get('shapes'))}, {escape(t.get('warmup'))} warm-up and {escape(t.get('repeats'))} timed runs, "
+                 f"ONNX Runtime intra-op threads: {escape(t.get('threads') or 'its default (one per physical core)')}; PyTorch threads: "
+                 f"{escape(env.get('torch_threads'))}. Machine: {escape(cpu.get('model'))}, {cpu.get('usable_cores')} cores, "
+                 f"load average at the end {escape(cpu.get('load_average'))}.</p>")
     if s.get("notes"):
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in s["notes"]) + "</ul>")
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in s["notes"]) + "</ul>")
     parts.append("<p class='muted'>Every number on this page is in summary.json beside it "
                  f"(schema version {s['schema_version']}).</p>")
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(s.get('title'))}</title>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{escape(s.get('title'))}</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>\n<body>\n{body}\n</body></html>\n")
