@@ -86,7 +86,7 @@ bench-all: setup
 docs: setup-test
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
-## ruff check on the code (rules: pyproject.toml [tool.ruff]); make test runs it too (tests/core/test_docs.py).
+## ruff check on the code (rules: pyproject.toml [tool.ruff]); make test runs it too (tests/repo/test_docs.py).
 lint: setup-test
 	$(PY) -m ruff check .
 

@@ -6,21 +6,21 @@ bf16 (only where the CPU has bf16 instructions), torch.compile, PyTorch dynamic 
 exported FP32, fused FP32 (transformer optimizer) and each INT8 variant (dynamic per-tensor,
 per-channel, reduce-range on the fused graph; static QDQ presets on the exported graph), at batch
 1 and 32 for sequence 32 and 128. Every variant is timed with the workbench's own measuring code
-(:func:`workbench.ortinfer.latency_by_shape`, :func:`workbench.ortinfer.torch_latency_by_shape`,
-then :func:`workbench.latency.interleaved`): warm-up first, then ``--rounds`` rounds in which
+(:func:`workbench.runtime.ortinfer.latency_by_shape`, :func:`workbench.runtime.ortinfer.torch_latency_by_shape`,
+then :func:`workbench.core.latency.interleaved`): warm-up first, then ``--rounds`` rounds in which
 every variant takes ``--repeats`` timed runs in a rotating order, so a burst of load from other
 processes hits all variants alike. Medians, p10/p90 and the interquartile range of all timed runs;
 every ratio against PyTorch eager FP32 of the same shape is paired round by round
-(:func:`workbench.latency.paired_ratio`: the median of the per-round ratios with a bootstrap 95%
+(:func:`workbench.core.latency.paired_ratio`: the median of the per-round ratios with a bootstrap 95%
 interval). Threads are explicit and equal: ``--threads`` for PyTorch (``torch.set_num_threads``)
-and ONNX Runtime (``intra_op_num_threads``). A busy-machine check (:func:`workbench.machine.check_load`)
+and ONNX Runtime (``intra_op_num_threads``). A busy-machine check (:func:`workbench.perf.machine_profile.check_load`)
 runs before and after the timing; a contended run is flagged in the table header and the JSON.
 
 Accuracy of the ONNX Runtime INT8 variants: scored by :func:`workbench.quant.run_quantization`
 on the held-out test split (and golden set) against their FP32 graph, slice by slice; the budget
 check is the benchmark's (0.5 points overall, 2 points per slice of >= 50 examples).
 
-The floor (:mod:`workbench.machine`, :mod:`workbench.work`): each graph's multiply-adds at each
+The floor (:mod:`workbench.perf.machine_profile`, :mod:`workbench.perf.work`): each graph's multiply-adds at each
 shape, counted from the graph (FP32 and INT8 apart), over this machine's profile (FP32 and INT8
 matrix-multiply throughput measured through ONNX Runtime, same threads): the fastest that graph
 could run here, and each variant's ``of_floor`` (floor / measured). Each kernel's throughput is taken
@@ -65,7 +65,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from workbench.options import shapes_arg  # noqa: E402
+from workbench.core.options import shapes_arg  # noqa: E402
 from workbench.quant import DEFAULT_BUDGET_PER_SLICE  # noqa: E402
 
 SCHEMA_VERSION = 2  # 2: paired ratios with intervals, floors from the machine profile, the load check
@@ -163,7 +163,7 @@ def key(shape) -> str:
 
 
 def quantiles(samples: list[float]) -> dict:
-    from workbench.latency import summarize
+    from workbench.core.latency import summarize
 
     s = summarize(samples)
     return {"median_ms": s.median_ms, "p10_ms": s.p10_ms, "p25_ms": s.p25_ms, "p75_ms": s.p75_ms, "p90_ms": s.p90_ms,
@@ -173,7 +173,7 @@ def quantiles(samples: list[float]) -> dict:
 def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: int) -> list[float]:
     """``repeats`` timed runs of one row at one shape, through the workbench's timing functions
     (used for each row's first call: its start-up, compilation included)."""
-    from workbench.ortinfer import latency_by_shape, torch_latency_by_shape
+    from workbench.runtime.ortinfer import latency_by_shape, torch_latency_by_shape
 
     if row.framework == "onnxruntime":
         lat = latency_by_shape(row.runner, [shape], warmup=warmup, repeats=repeats, vocab_size=vocab)
@@ -184,7 +184,7 @@ def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: i
 
 def call_of(row: Row, shape, vocab: int):
     """One forward pass of ``row`` at ``shape`` on the shared synthetic batch, as a no-argument call."""
-    from workbench.ortinfer import make_feed, synthetic_batch
+    from workbench.runtime.ortinfer import make_feed, synthetic_batch
 
     batch = synthetic_batch(shape[0], shape[1], vocab)
     if row.framework == "onnxruntime":
@@ -193,7 +193,7 @@ def call_of(row: Row, shape, vocab: int):
         return lambda: sess.run([out], feed)
     import torch
 
-    from workbench.batches import model_inputs
+    from workbench.data.batches import model_inputs
 
     enc = model_inputs(row.runner, {k: torch.from_numpy(v) for k, v in batch.items()})
     return lambda: row.runner(**enc)
@@ -201,12 +201,12 @@ def call_of(row: Row, shape, vocab: int):
 
 def interleave(rows: list[Row], shapes, vocab: int, threads: int, rounds: int, repeats: int, warmup: int, log) -> None:
     """Per shape: warm every row (the first call is its start-up: compilation, graph build), then
-    ``rounds`` rounds of ``repeats`` runs per row in a rotating order (:func:`workbench.latency.interleaved`):
+    ``rounds`` rounds of ``repeats`` runs per row in a rotating order (:func:`workbench.core.latency.interleaved`):
     ``round_ms[k][i]`` of every row is the median of its runs in round ``i`` (the pairs the ratios use),
     ``samples[k]`` every timed run."""
     import torch
 
-    from workbench.latency import interleaved
+    from workbench.core.latency import interleaved
 
     live = [r for r in rows if not r.reason]
     for shape in shapes:
@@ -242,7 +242,7 @@ def interleave(rows: list[Row], shapes, vocab: int, threads: int, rounds: int, r
 def load_torch_models(model_dir: str, info: dict, threads: int, log) -> dict[str, Row]:
     import torch
 
-    from workbench.models import load_model
+    from workbench.models.load import load_model
 
     rows = {n: Row(n, *ROWS[n]) for n in ROWS if ROWS[n][0] == "pytorch"}
     eager = load_model(model_dir, attn_implementation="eager", dropout=False).model.eval()
@@ -267,7 +267,7 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
     from workbench.graph import ExportConfig, run_export
     from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion
-    from workbench.ortinfer import make_session
+    from workbench.runtime.ortinfer import make_session
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, check_budget, prepare_baseline, run_quantization
 
     t0 = time.perf_counter()
@@ -325,7 +325,7 @@ FAR_FROM_FLOOR = 0.9
 
 def floors(rows: list[Row], shapes, profile) -> dict:
     """Each row's floor per shape (``Row.floor_ms``) and the work behind it: {shape: {graph row: work}}."""
-    from workbench.work import floor_for, graph_work
+    from workbench.perf.work import floor_for, graph_work
 
     by_name = {r.name: r for r in rows}
     works: dict = {}
@@ -350,7 +350,7 @@ def floors(rows: list[Row], shapes, profile) -> dict:
 def floor_analysis(rows: list[Row], shapes, works: dict, threads: int, log) -> dict:
     """Per shape: the work, each ONNX Runtime row's floor and of_floor, the best variant, and where
     it is below 90% of its floor, which ops take its time (ONNX Runtime's profiler)."""
-    from workbench.ortinfer import profile_ops
+    from workbench.runtime.ortinfer import profile_ops
 
     out = {}
     for shape in shapes:
@@ -405,7 +405,7 @@ def fmt(v, spec: str) -> str:
 
 
 def row_json(r: Row, shapes, eager: Row) -> dict:
-    from workbench.latency import paired_ratio
+    from workbench.core.latency import paired_ratio
 
     out = {"name": r.name, "framework": r.framework, "what": r.what, "available": not r.reason, "reason": r.reason,
            "size_mib": r.size_mib, "accuracy": r.accuracy, "shapes": {}}
@@ -535,7 +535,7 @@ def resolve_model(name: str, quick: bool, log) -> str:
         return name
     if quick:
         return "tiny"
-    from workbench.workshop import ensure_finetuned
+    from workbench.teaching.workshop import ensure_finetuned
 
     return str(ensure_finetuned("minilm", log=log))
 
@@ -543,8 +543,8 @@ def resolve_model(name: str, quick: bool, log) -> str:
 def data_length_shapes(shapes, model_dir: str, data) -> tuple[tuple, Any]:
     """``shapes`` plus batch 1 at the test split's median and 95th-percentile token length under the
     model's tokenizer (truncated at the longest fixed shape), and the length statistics."""
-    from workbench.lengths import length_stats, with_data_shapes
-    from workbench.models import load_model
+    from workbench.data.token_lengths import length_stats, with_data_shapes
+    from workbench.models.load import load_model
 
     tok = load_model(model_dir, dropout=False).tokenizer
     stats = length_stats(data, tok, max(s for _, s in shapes), split="test")
@@ -554,10 +554,10 @@ def data_length_shapes(shapes, model_dir: str, data) -> tuple[tuple, Any]:
 def run(args) -> dict:
     import torch
 
-    from workbench.data import DataConfig, load_data
-    from workbench.models import load_model
-    from workbench import serial
-    from workbench.machine import check_load, combine_checks, machine_profile
+    from workbench.data.load import DataConfig, load_data
+    from workbench.models.load import load_model
+    from workbench.core import serial
+    from workbench.perf.machine_profile import check_load, combine_checks, machine_profile
     from workbench.runs import atomic_write_json
 
     log = print

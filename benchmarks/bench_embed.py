@@ -40,7 +40,7 @@ DEFAULT_PRESETS = ("dynamic-per-channel", "dynamic", "dynamic-fp32-embeddings")
 
 
 def _args(argv=None):
-    from workbench.machine import default_threads
+    from workbench.perf.machine_profile import default_threads
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/bench/bench_embed.json", help="JSON file to write")
@@ -92,8 +92,8 @@ def main(argv=None) -> int:
     from workbench.embed.retrieval import builtin_task
     from workbench.embed.speed import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_embedders
     from workbench.embed.variants import build_variants
-    from workbench.machine import cpu_model_and_flags
-    from workbench.models import minilm_path
+    from workbench.perf.machine_profile import cpu_model_and_flags
+    from workbench.models.load import minilm_path
     from workbench.runs import atomic_write_json
 
     t_start = time.perf_counter()
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     if not a.skip_quality:
         quality = evaluate_embeddings(encoders, "fp32", task, n_boot=a.n_boot, reference_folder=folder,
                                       log=lambda line: print(line, flush=True))
-        from workbench import serial
+        from workbench.core import serial
 
         q = serial.to_dict(quality)
         for v in q["variants"]:
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         print(f"\ntiming at the corpus's median length ({med} tokens), batch 1 and 32, {a.threads} threads, {a.rounds} rounds",
               flush=True)
         speed = time_embedders(fns, ST_ENCODE, med, a.threads, graphs, rounds=a.rounds, repeats=a.repeats, max_seconds=None)
-        from workbench import serial
+        from workbench.core import serial
 
         payload["speed"] = serial.to_dict(speed)
         print(f"{speed.load}; {speed.cpu}")

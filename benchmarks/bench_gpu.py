@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.options import shapes_arg
+from workbench.core.options import shapes_arg
 
 GOALS = {1: 2.5, 32: 1.5}  # fused FP16 + CUDA graph vs torch.compile reduce-overhead, per batch size
 ROWS = (  # (label, where in the report)
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", help="folder for the graphs (default: a temporary folder)")
     args = parser.parse_args(argv)
 
-    from workbench.device import DeviceError, cuda_facts, require_device
+    from workbench.runtime.device import DeviceError, cuda_facts, require_device
     from workbench.runs import atomic_write_text
 
     out = Path(args.out)

@@ -2,7 +2,7 @@
 (session levels basic/extended/all, transformer optimizer), on MiniLM, over a few shapes.
 
 Everything is measured in one process and one run, with the same synthetic batches, warm-up
-first and medians reported (workbench.latency.measure); PyTorch is timed before any ONNX Runtime
+first and medians reported (workbench.core.latency.measure); PyTorch is timed before any ONNX Runtime
 session exists. Prints a table, writes JSON to --out.
 
     .venv/bin/python benchmarks/bench_graph.py --out runs/bench/bench_graph.json [--quick]
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.options import shapes_arg
+from workbench.core.options import shapes_arg
 
 
 def main(argv=None) -> int:

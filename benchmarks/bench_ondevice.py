@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the per-side processes that measure peak RSS")
     args = parser.parse_args(argv)
 
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
     from workbench.ondevice import OnDeviceConfig, pytorch_curve, run_ondevice
 
     data = load_data(DataConfig(max_train=max(256, args.steps * args.batch_size), max_eval=64))

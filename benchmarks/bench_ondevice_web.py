@@ -72,11 +72,11 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout-s", type=float, default=1800, help="how long the page may take to train")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(REPO / "tests" / "ui"))
-    from labtools import CHROMIUM, CHROMIUM_ARGS
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers.labtools import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
     from workbench.ondevice import OnDeviceConfig, run_ondevice
     from workbench.ondevice.web import ORT_WEB_VERSION, PageServer
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.options import shapes_arg
+from workbench.core.options import shapes_arg
 
 
 def _configs(quick: bool):
@@ -45,7 +45,7 @@ def _configs(quick: bool):
 
 def _timing_pass(paths: dict[str, Path], shapes, rounds: int, repeats: int, warmup: int, threads, vocab: int) -> dict:
     """Median latency per (variant, shape) over ``rounds`` round-robin rounds."""
-    from workbench.ortinfer import latency_by_shape, make_session
+    from workbench.runtime.ortinfer import latency_by_shape, make_session
 
     sessions = {name: make_session(p, threads=threads) for name, p in paths.items()}
     samples: dict[tuple[str, tuple[int, int]], list[float]] = {}
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     import onnxruntime
     import torch
 
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
     from workbench.graph import ExportConfig, run_export
     from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion

@@ -18,7 +18,7 @@ Two parts, because a shared 2-core machine changes speed from minute to minute:
    steps: the method ``make demo`` uses. ``--one-process`` steps all variants in one process
    instead (one :class:`workbench.train.Trainer` each). The first ``--warmup`` steps of each
    variant (export/graph build, compilation, recompilation) are left out; each ratio is the median
-   of the per-round ratios with a 95% bootstrap interval (``workbench.latency.paired_ratio``).
+   of the per-round ratios with a 95% bootstrap interval (``workbench.core.latency.paired_ratio``).
    Every variant trains the same batches from the same seed: the largest loss difference to its
    baseline is reported too.
 2. **Isolated runs** (one process per backend, run one after the other): start-up cost (first
@@ -26,7 +26,7 @@ Two parts, because a shared 2-core machine changes speed from minute to minute:
 
 Every variant starts from the *untuned* settings (``ORTMODULE_OWN_DEFAULTS``: ORTModule's own opset
 17 and thread spinning, torch's foreach AdamW) and changes only what its name says. The machine's
-load is checked before and after (``workbench.machine.check_load``): a run taken while other work
+load is checked before and after (``workbench.perf.machine_profile.check_load``): a run taken while other work
 ran says so and its verdicts are "unmeasured".
 
 Prints tables and writes JSON (``--out``). Nothing here asserts a timing.
@@ -50,10 +50,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.options import parse_shapes  # noqa: E402
+from workbench.core.options import parse_shapes  # noqa: E402
 from workbench.runs import atomic_write_json  # noqa: E402
-from workbench.latency import paired_ratio  # noqa: E402
-from workbench.machine import check_load, combine_checks, machine_profile  # noqa: E402
+from workbench.core.latency import paired_ratio  # noqa: E402
+from workbench.perf.machine_profile import check_load, combine_checks, machine_profile  # noqa: E402
 from workbench.train import (  # noqa: E402
     DEFAULT_BACKENDS,
     ORTMODULE_OWN_DEFAULTS,
@@ -147,8 +147,8 @@ def _row(name: str, cfg: TrainConfig, batch: int, seq: int) -> dict:
 
 def interleaved_one_process(names: list[str], model: str, batch: int, seq: int, warmup: int, steps: int, threads) -> list[dict]:
     """One Trainer per variant in this process, stepped in rotation; one row per variant."""
-    from workbench.data import class_names
-    from workbench.models import load_for_data
+    from workbench.data.load import class_names
+    from workbench.models.load import load_for_data
     from workbench.train import _load_data, explain_failure
 
     total = warmup + steps

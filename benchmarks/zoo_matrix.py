@@ -1,5 +1,5 @@
 """The coverage matrix: every supported encoder type through export, fusion, dynamic INT8 and
-per-slice evaluation, on tiny random models with their own tokenizers (workbench.zoo). Prints the
+per-slice evaluation, on tiny random models with their own tokenizers (workbench.workflows.coverage). Prints the
 table the README shows and writes JSON.
 
     .venv/bin/python benchmarks/zoo_matrix.py --out runs/bench/zoo_matrix.json [--types bert roberta] [--train-steps 0]
@@ -34,8 +34,9 @@ def fmt_ops(ops: dict[str, int]) -> str:
 
 
 def main(argv=None) -> int:
-    from workbench import serial, zoo
-    from workbench.data import DataConfig, load_data
+    from workbench.core import serial
+    from workbench.workflows import coverage as zoo
+    from workbench.data.load import DataConfig, load_data
     from workbench.runs import atomic_write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

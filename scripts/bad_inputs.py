@@ -36,7 +36,7 @@ def fixtures(root: Path) -> dict:
     code = """
 import sys
 from transformers import BertConfig, BertForMaskedLM
-from workbench.models import load_model, TINY_CONFIG
+from workbench.models.load import load_model, TINY_CONFIG
 m = load_model('tiny')
 m.model.save_pretrained(sys.argv[1] + '/tiny'); m.tokenizer.save_pretrained(sys.argv[1] + '/tiny')
 cfg = BertConfig(vocab_size=m.tokenizer.vocab_size, **TINY_CONFIG)

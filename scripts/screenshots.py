@@ -10,7 +10,7 @@
 
 Each PNG carries the workbench version and the run's id in a ``tEXt`` chunk, and
 ``docs/img/manifest.json`` lists every picture with its SHA-256, the version and the run;
-``tests/core/test_docs.py`` checks that every picture the documentation names was made this way by
+``tests/repo/test_docs.py`` checks that every picture the documentation names was made this way by
 the current version. Chromium: ``$WORKBENCH_CHROMIUM`` or ``/usr/bin/chromium`` (``make setup-test``).
 """
 
@@ -31,10 +31,10 @@ import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "ui"))
+sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from labtools import CHROMIUM, CHROMIUM_ARGS, LabServer, set_parameters  # noqa: E402
+from helpers.labtools import CHROMIUM, CHROMIUM_ARGS, LabServer, set_parameters  # noqa: E402
 
 IMG = REPO / "docs" / "img"
 MANIFEST = IMG / "manifest.json"

@@ -104,7 +104,7 @@ else
     quiet_pip uninstall -y onnxruntime onnxruntime-gpu
     quiet_pip install -q --force-reinstall --no-deps -c "$LOCK" "$([ "$VARIANT" = gpu ] && echo onnxruntime-training || echo onnxruntime-training-cpu)"
   fi
-  # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/quiet.py)
+  # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/core/quiet.py)
   "$VPY" -c "import workbench, torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"
   echo "$HASH" > "$STAMP"
 fi

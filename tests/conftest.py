@@ -38,32 +38,32 @@ TRAIN_FIXTURES = {"tiny_train_run", "tiny_checkpoint", "tiny_comparison", "train
                   "demo_run", "finished", "comparison", "quick_json", "distil_with_bert_tokenizer",
                   "workshop_home"}  # the workshop's fine-tuned MiniLM, which the notebooks' committed defaults start from
 TRAIN_MODULES = {
-    "core/test_train.py", "core/test_ortmodule_smoke.py", "core/test_distributed.py", "core/test_compare.py",
-    "core/test_ondevice.py", "core/test_ondevice_cli.py", "core/test_ondevice_web.py", "core/test_workshop.py",
-    "core/test_pipeline.py", "core/test_layout.py", "core/test_like_for_like.py", "core/test_bench.py",
+    "unit/train/test_train.py", "unit/train/test_ortmodule_smoke.py", "unit/train/test_distributed.py", "unit/train/test_compare.py",
+    "unit/ondevice/test_ondevice.py", "cli/test_ondevice_cli.py", "unit/ondevice/test_ondevice_web.py", "unit/teaching/test_workshop.py",
+    "unit/workflows/test_pipeline.py", "unit/runs/test_layout.py", "unit/train/test_like_for_like.py", "unit/perf/test_bench.py",
     "widgets/test_train_panels.py", "widgets/test_ondevice_panel.py", "widgets/test_workbench.py",
     "widgets/test_encoder_types.py", "ui/test_ondevice_page.py", "ui/test_tour_in_browser.py",
 }
 TRAIN_NOTEBOOKS = ("00_", "01_", "02_", "06_")  # the notebooks that fine-tune or train on device
 # single tests elsewhere that train, or run a training command (refused on the current stack before its own checks)
 TRAIN_TESTS = (
-    "core/test_export.py::test_export_after_ortmodule_training_is_plain_onnx",
-    "core/test_zoo.py::test_inputs_follow_the_model_not_the_tokenizer",
-    "core/test_zoo.py::test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot",
-    "core/test_zoo.py::test_training_commands_refuse_a_type_outside_the_list_in_one_line",
-    "core/test_reliability.py::test_train_data_missing",
-    "core/test_reliability.py::test_compare_data_not_utf8_says_save_as_utf8",
-    "core/test_reliability.py::test_ondevice_truncated_safetensors",
-    "core/test_audit.py::test_demo_runs_folder_that_cannot_be_created",
-    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv0-",
-    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv1-",
-    "core/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv4-",
-    "core/test_reliability.py::test_jsonl_error_gives_the_line_number",
-    "core/test_reliability.py::test_demo_unknown_backend_lists_the_valid_ones",
-    "core/test_reliability.py::test_nproc_is_bounded_by_the_cores",
-    "core/test_reliability.py::test_ondevice_absurd_steps_refused_before_any_batch",
-    "core/test_reliability.py::test_config_messages_speak_in_flags",
-    "core/test_reliability.py::test_torchrun_workers_die_with_a_killed_parent",
+    "unit/graph/test_export.py::test_export_after_ortmodule_training_is_plain_onnx",
+    "unit/workflows/test_zoo.py::test_inputs_follow_the_model_not_the_tokenizer",
+    "unit/workflows/test_zoo.py::test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot",
+    "unit/workflows/test_zoo.py::test_training_commands_refuse_a_type_outside_the_list_in_one_line",
+    "cli/test_reliability.py::test_train_data_missing",
+    "cli/test_reliability.py::test_compare_data_not_utf8_says_save_as_utf8",
+    "cli/test_reliability.py::test_ondevice_truncated_safetensors",
+    "unit/audit/test_audit.py::test_demo_runs_folder_that_cannot_be_created",
+    "cli/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv0-",
+    "cli/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv1-",
+    "cli/test_cli_flags.py::test_bad_settings_are_the_configs_one_line_with_exit_code_2[argv4-",
+    "cli/test_reliability.py::test_jsonl_error_gives_the_line_number",
+    "cli/test_reliability.py::test_demo_unknown_backend_lists_the_valid_ones",
+    "cli/test_reliability.py::test_nproc_is_bounded_by_the_cores",
+    "cli/test_reliability.py::test_ondevice_absurd_steps_refused_before_any_batch",
+    "cli/test_reliability.py::test_config_messages_speak_in_flags",
+    "cli/test_reliability.py::test_torchrun_workers_die_with_a_killed_parent",
 )
 
 
@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
     for item in train_items:
         item.add_marker(pytest.mark.train)
     if train_items:
-        from workbench.env import stack
+        from workbench.doctor.checks import stack
 
         if stack() == "current":
             for item in train_items:
@@ -142,21 +142,21 @@ def listening():
 @pytest.fixture(scope="session")
 def quick_data():
     """A small stratified slice of the built-in reviews (same loading code as the real run)."""
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
 
     return load_data(DataConfig.quick())
 
 
 @pytest.fixture(scope="session")
 def tiny():
-    from workbench.models import load_model
+    from workbench.models.load import load_model
 
     return load_model("tiny", dropout=False)
 
 
 @pytest.fixture(scope="session")
 def minilm():
-    from workbench.models import load_model
+    from workbench.models.load import load_model
 
     return load_model("minilm")
 
@@ -183,7 +183,7 @@ def tiny_train_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tiny_train_run) -> Path:
     """Folder of a tiny BERT trained a few steps with the eager backend (HF format: config.json,
-    model.safetensors, tokenizer files); ``workbench.models.load_model(str(folder))`` loads it."""
+    model.safetensors, tokenizer files); ``workbench.models.load.load_model(str(folder))`` loads it."""
     return Path(tiny_train_run.checkpoint_dir)
 
 
@@ -203,7 +203,7 @@ def tiny_comparison(tmp_path_factory):
 def trained_minilm_run(tmp_path_factory):
     """MiniLM fine-tuned briefly with the eager backend: 40 steps of 16 reviews (max length 64) on
     ``DataConfig.quick()``, lr 1e-4. About 20-30 s on 2 quiet cores; about 0.8 validation accuracy."""
-    from workbench.data import DataConfig
+    from workbench.data.load import DataConfig
     from workbench.train import TrainConfig, run_training
 
     cfg = TrainConfig(model="minilm", data=DataConfig.quick(), max_length=64, batch_size=16, max_steps=40,
@@ -216,7 +216,7 @@ def trained_minilm_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def trained_minilm_checkpoint(trained_minilm_run) -> Path:
     """Folder of the briefly fine-tuned MiniLM (better than chance on the reviews); load it with
-    ``workbench.models.load_model(str(folder))``."""
+    ``workbench.models.load.load_model(str(folder))``."""
     return Path(trained_minilm_run.checkpoint_dir)
 
 

@@ -58,9 +58,9 @@ class PanelInputError(ValueError):
 
 def as_result(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
     """A stage result given as itself, as its result file or the folder holding it (read with
-    ``load``), or as any other folder of a run (:func:`workbench.flow.open_run`: the run's newest
+    ``load``), or as any other folder of a run (:func:`workbench.flow.handoffs.open_run`: the run's newest
     ``stage`` result): the one converter every panel's ``saved=`` goes through."""
-    from workbench import flow
+    from workbench.flow import handoffs as flow
 
     if isinstance(value, cls):
         return value

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import ipywidgets as W
 
-from workbench.env import DoctorReport, run_doctor
+from workbench.doctor.checks import DoctorReport, run_doctor
 
 from .base import FAIL_COLOUR, MUTED_COLOUR, OK_COLOUR, WARN_COLOUR, Panel
 
@@ -41,10 +41,10 @@ def report_html(report: DoctorReport) -> str:
 
 
 class DoctorBanner(Panel):
-    """Runs :func:`workbench.env.run_doctor` and shows every check, failures first with their fix.
+    """Runs :func:`workbench.doctor.checks.run_doctor` and shows every check, failures first with their fix.
 
     ``DoctorBanner(report=...)`` shows a report computed elsewhere; ``DoctorBanner(autorun=False)``
-    waits for the button. ``panel.result`` is the :class:`~workbench.env.DoctorReport`.
+    waits for the button. ``panel.result`` is the :class:`~workbench.doctor.checks.DoctorReport`.
     """
 
     OPTIONS = {"report": None, "autorun": True}
@@ -58,7 +58,7 @@ class DoctorBanner(Panel):
         report: Optional[DoctorReport] = self.options["report"]
         if report is not None:
             if not isinstance(report, DoctorReport):
-                raise TypeError(f"report must be a workbench.env.DoctorReport, got {type(report).__name__}")
+                raise TypeError(f"report must be a workbench.doctor.checks.DoctorReport, got {type(report).__name__}")
             self.show(report)
         elif self.options["autorun"]:
             self.run()

@@ -3,7 +3,7 @@ before/after operator counts, every fused node with the exported subgraph it rep
 to draw it), the diagnoses of missing fusions, and the graph itself in Netron.
 
 A view over :func:`workbench.graph.export.run_export`, :func:`workbench.graph.fusion.run_fusion`,
-:mod:`workbench.plots.graph` and :class:`workbench.netron_view.NetronServer`.
+:mod:`workbench.plots.graph` and :class:`workbench.runtime.netron_view.NetronServer`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any, Callable, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.data import DataConfig, load_data
-from workbench import flow
+from workbench.data.load import DataConfig, load_data
+from workbench.flow import handoffs as flow
 from workbench.runs import layout
 from workbench.graph import ExportConfig, ExportResult, load_export
-from workbench.device import DeviceError, normalize_device, require_device
+from workbench.runtime.device import DeviceError, normalize_device, require_device
 from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion
-from workbench.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
+from workbench.runtime.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
 from workbench.plots import graph as graph_plots
 
 from .base import (
@@ -194,7 +194,7 @@ class GraphPanel(Panel):
         self.netron_stop_button.on_click(lambda _b: self.stop_netron())
         data = self.options["data"]
         if data is not None and not isinstance(data, DataConfig) and not hasattr(data, "keys"):
-            raise TypeError(f"data must be a workbench.data.DataConfig or a datasets.DatasetDict, got {type(data).__name__}")
+            raise TypeError(f"data must be a workbench.data.load.DataConfig or a datasets.DatasetDict, got {type(data).__name__}")
         if self.options["models"]:
             self.set_models(self.options["models"])
         if self.options["saved"] is not None:
@@ -220,7 +220,7 @@ class GraphPanel(Panel):
             "attn_implementation": W.ToggleButtons(options=["eager", "sdpa"], value=options["attn_implementation"],
                                                    description="attention", style=style),
             "figure": W.ToggleButtons(options=list(FIGURES), value=options["figure"], description="figure", style=style),
-            # cuda is always offered: where it is absent, running says what to install (workbench.device)
+            # cuda is always offered: where it is absent, running says what to install (workbench.runtime.device)
             "device": W.Dropdown(options=sorted({*DEVICES, device}), value=device, description="device", style=style),
             "fp16": W.Checkbox(value=bool(options["fp16"]), description="FP16 variant (validated against FP32)", indent=False),
         }

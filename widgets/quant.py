@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional, Union
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.device import DeviceError, normalize_device
-from workbench.data import DataConfig, load_data
+from workbench.runtime.device import DeviceError, normalize_device
+from workbench.data.load import DataConfig, load_data
 from workbench.graph import ExportResult
 from workbench.graph import FusionReport
 from workbench.runs import layout
@@ -190,7 +190,7 @@ class QuantPanel(Panel):
         for name in ("data", "export"):
             value = self.options[name]
             if value is not None and name == "data" and not isinstance(value, DataConfig) and not hasattr(value, "keys"):
-                raise TypeError(f"data must be a workbench.data.DataConfig or a datasets.DatasetDict, got {type(value).__name__}")
+                raise TypeError(f"data must be a workbench.data.load.DataConfig or a datasets.DatasetDict, got {type(value).__name__}")
             if value is not None and name == "export" and not isinstance(value, (ExportResult, str, os.PathLike)):
                 raise TypeError(f"export must be a workbench.graph.export.ExportResult or its folder, got {type(value).__name__}")
         self._data_cache: Any = None

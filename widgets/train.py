@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from workbench.train import CompareConfig, Comparison, compare, load_comparison, run_comparison, verdicts_for
 from workbench.plots import train as train_plots
-from workbench import flow
+from workbench.flow import handoffs as flow
 from workbench.runs import layout
 from workbench.train import Backend, Progress, RunStatus, TrainConfig
 
@@ -256,7 +256,7 @@ class TrainPanel(Panel):
     # ---- what later steps need ------------------------------------------------------------------
     def checkpoints(self) -> dict[str, str]:
         """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
-        first (:func:`workbench.flow.ordered_checkpoints`: what the graph step can export)."""
+        first (:func:`workbench.flow.handoffs.ordered_checkpoints`: what the graph step can export)."""
         if self.result is None:
             return {}
         return flow.ordered_checkpoints(self.result)

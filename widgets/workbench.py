@@ -4,7 +4,7 @@
 
 Each step is enabled when its inputs exist (compare needs training runs, the graph step a trained
 checkpoint, quantization a fused graph) and its title says whether it is done. Results flow from
-one step to the next by :mod:`workbench.flow`'s rules (the checkpoint the demo exports, the graph
+one step to the next by :mod:`workbench.flow.handoffs`'s rules (the checkpoint the demo exports, the graph
 it quantizes); every step writes into one run folder (:mod:`workbench.runs.layout`), and a saved
 run (from the Workbench, ``workbench demo`` or the CLI) can be opened from any of its folders
 without recomputing anything.
@@ -19,7 +19,8 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
-from workbench import flow, runs
+from workbench.flow import handoffs as flow
+from workbench import runs
 
 from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner
@@ -201,7 +202,7 @@ class Workbench(W.VBox):
 
     def open_run(self, run_dir: str | os.PathLike) -> dict[str, Path]:
         """Show every result saved in the run ``run_dir`` belongs to (its root, a stage folder or a
-        result file: :func:`workbench.flow.open_run`) in its step, without recomputing.
+        result file: :func:`workbench.flow.handoffs.open_run`) in its step, without recomputing.
 
         Returns ``{stage: file}`` for what was opened; raises ``FileNotFoundError`` when the folder
         holds no result (the error is also shown at the top of the Workbench).
@@ -260,11 +261,11 @@ class Workbench(W.VBox):
     # ---- everything at once --------------------------------------------------------------------
     def run_all(self, resume: bool = False) -> dict[str, Any]:
         """Run every step in order with the current controls (synchronously), through the one
-        sequencer (:func:`workbench.sequence.run_stages`) with the Workbench's list; stops at the
+        sequencer (:func:`workbench.flow.sequence.run_stages`) with the Workbench's list; stops at the
         first error, which its panel shows, and raises it. ``resume=True`` keeps the steps that
         already have a result (a saved run opened, a step run by hand) and runs the rest.
         Returns ``{step: result}``."""
-        from workbench.sequence import Stage, run_stages
+        from workbench.flow.sequence import Stage, run_stages
 
         def step(panel: Panel):
             return lambda _record: panel.run()

@@ -9,6 +9,6 @@ __version__ = "0.1.0"
 
 # torch prints "No CUDA runtime is found, using CUDA_HOME=..." when the training wheel's
 # `import onnxruntime` imports torch.utils.cpp_extension on a machine without a GPU: see quiet.py.
-from . import quiet as _quiet  # noqa: E402
+from .core import quiet as _quiet  # noqa: E402
 
 _quiet.install()

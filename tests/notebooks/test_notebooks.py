@@ -33,7 +33,7 @@ EXPECTED = [
 ]
 CELL_TIMEOUT_S = 300
 DEFAULTS_CELL_TIMEOUT_S = 3600  # committed defaults: the tour trains MiniLM twice inside one cell (RUN_ALL); a guard, not a budget
-# The notebooks that start from the workshop's fine-tuned checkpoint (workbench.workshop).
+# The notebooks that start from the workshop's fine-tuned checkpoint (workbench.teaching.workshop).
 NEEDS_CHECKPOINT = ("03_export_and_fusion", "04_quantization_drift", "05_audit_your_own_model", "06_on_device_training")
 
 # Small parameters per notebook (RUNS is added by the test: a temporary folder; the notebooks in
@@ -177,7 +177,7 @@ def cell_seconds(nb: nbformat.NotebookNode) -> list[dict[str, Any]]:
 
 
 def exercise_outputs(nb: nbformat.NotebookNode) -> list[str]:
-    """The text the exercise check cells showed (``check_*`` calls from workbench.exercises)."""
+    """The text the exercise check cells showed (``check_*`` calls from workbench.teaching.exercises)."""
     texts = []
     for c in nb.cells:
         if c.cell_type == "code" and "workbench.exercises import" in c.source:
@@ -190,7 +190,7 @@ def own_data_file(folder: Path) -> Path:
     """A user-style CSV: other column names, string labels and a slice column (from the quick reviews).
     The labels are the classes the checkpoint was fine-tuned with (rotten, fresh): data labelled with
     classes the model does not know is refused (issue 24), so "your data" speaks the model's classes."""
-    from workbench.data import DataConfig, load_data
+    from workbench.data.load import DataConfig, load_data
 
     dd = load_data(DataConfig.quick())
     rows = []
@@ -267,7 +267,7 @@ def workshop_home() -> Path:
     """The workshop cache with MiniLM fine-tuned by the demo's recipe, built (once) through the same
     function the notebooks call: ``$WORKBENCH_HOME`` or ~/.cache/ort-workbench, so a checkpoint
     made by `make workshop` is reused and one made here serves the next session too."""
-    from workbench.workshop import ensure_finetuned, workbench_home
+    from workbench.teaching.workshop import ensure_finetuned, workbench_home
 
     ensure_finetuned("minilm")
     return workbench_home()

@@ -10,7 +10,7 @@ import pytest
 from workbench.quant import EvalConfig, evaluate_slices
 from workbench.plots import quant as qp
 from workbench.quant import SearchCandidate, SearchResult, check_budget
-from workbench.slices import SliceSet, predicate_slice
+from workbench.data.slices import SliceSet, predicate_slice
 
 
 def make_report(n: int = 200):

@@ -10,7 +10,7 @@ import pytest
 from test_quant_plots import make_report
 from workbench.quant import EvalConfig, evaluate_slices
 from workbench.plots.report import slice_drift_overview
-from workbench.slices import SliceSet, predicate_slice
+from workbench.data.slices import SliceSet, predicate_slice
 
 
 def _variant(name: str, report):

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from labtools import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, LabServer
+from helpers.labtools import CHROMIUM, CHROMIUM_ARGS, NOTEBOOKS, LabServer
 
 
 @pytest.fixture

@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labtools import CHROMIUM
+from helpers.labtools import CHROMIUM
 
 pytestmark = pytest.mark.ui
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "core"))
-from ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run  # noqa: E402
+from helpers.ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run  # noqa: E402
 
 REL_TOLERANCE = 1e-5  # the bar; measured here: about 1e-7 (one float32 ulp at a loss of 0.69)
 

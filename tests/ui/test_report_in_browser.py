@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from labtools import CHROMIUM, CHROMIUM_ARGS
+from helpers.labtools import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.ui
 REPO = Path(__file__).resolve().parents[2]
@@ -19,8 +18,7 @@ INJECTED = "</script><script>window.__alerted=true</script>"
 
 @pytest.fixture(scope="module")
 def audit_report(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "tests" / "core"))
-    from audit_fixtures import make_rows, train_tiny_classifier, write_csv
+    from helpers.audit_fixtures import make_rows, train_tiny_classifier, write_csv
 
     from workbench.cli import main
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from labtools import LabServer, set_parameters
+from helpers.labtools import LabServer, set_parameters
 
 pytestmark = pytest.mark.ui
 

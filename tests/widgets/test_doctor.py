@@ -1,4 +1,4 @@
-"""The doctor banner over workbench.env.run_doctor."""
+"""The doctor banner over workbench.doctor.checks.run_doctor."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import widgets.doctor as doctor_module
 from widgets import DoctorBanner
-from workbench.env import Check, DoctorReport
+from workbench.doctor.checks import Check, DoctorReport
 
 
 def test_banner_runs_the_real_doctor() -> None:

@@ -8,7 +8,7 @@ import pytest
 from widgets.base import PanelInputError
 from widgets.embed import EmbedQuantPanel
 from widgets.quant import QuantPanel
-from workbench.models import minilm_path
+from workbench.models.load import minilm_path
 
 
 def test_quant_panel_with_an_embedding_model_is_the_embedding_panel():

@@ -17,7 +17,7 @@ from widgets.workbench import DONE
 def distil_with_bert_tokenizer(tmp_path_factory) -> Path:
     from transformers import AutoModelForSequenceClassification
 
-    from workbench import zoo
+    from workbench.workflows import coverage as zoo
 
     root = tmp_path_factory.mktemp("distil")
     folder = zoo.build_tiny("distilbert", root / "distilbert")

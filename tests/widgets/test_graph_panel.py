@@ -165,7 +165,7 @@ def test_device_and_fp16_controls(tmp_path, quick_data) -> None:
 
 
 def _no_cuda_here():
-    from workbench.device import cuda_facts, cuda_problem
+    from workbench.runtime.device import cuda_facts, cuda_problem
 
     return cuda_problem(cuda_facts())
 
@@ -191,7 +191,7 @@ def test_cuda_without_cuda_is_one_message_and_writes_nothing(tmp_path, quick_dat
 def test_a_cuda_report_shows_placement_memcpy_and_the_capture_refusal(graph_panel: GraphPanel) -> None:
     import dataclasses
 
-    from workbench.device import CPU_PROVIDER, CUDA_PROVIDER, NodePlacement, analyze_placement
+    from workbench.runtime.device import CPU_PROVIDER, CUDA_PROVIDER, NodePlacement, analyze_placement
 
     rep = analyze_placement([NodePlacement("Shape_1", "Shape", CPU_PROVIDER), NodePlacement("M", "MatMul", CUDA_PROVIDER)],
                             "cuda", [CUDA_PROVIDER, CPU_PROVIDER], memcpy={"MemcpyToHost": 1, "MemcpyFromHost": 0},
@@ -207,7 +207,7 @@ def test_a_cuda_report_shows_placement_memcpy_and_the_capture_refusal(graph_pane
 
 
 def test_a_roberta_folder_shows_its_own_inputs_and_why_its_embeddings_do_not_fuse(tmp_path: Path, quick_data) -> None:
-    from workbench.zoo import build_tiny
+    from workbench.workflows.coverage import build_tiny
 
     folder = build_tiny("roberta", tmp_path / "roberta")
     panel = GraphPanel(model=str(folder), fusion_preset="inspect_only", data=quick_data, run_dir=tmp_path / "run")

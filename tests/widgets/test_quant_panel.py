@@ -213,7 +213,7 @@ def test_out_of_range_numbers_are_refused_not_clamped() -> None:
 def test_timing_device_is_checked_and_cuda_without_cuda_is_one_clear_error(fused_tiny, quick_data, tmp_path: Path) -> None:
     import html as html_module
 
-    from workbench.device import cuda_facts, cuda_problem
+    from workbench.runtime.device import cuda_facts, cuda_problem
 
     with pytest.raises(PanelInputError, match="device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
         QuantPanel(device="gpu")

@@ -42,7 +42,7 @@ def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
 
 def test_a_failing_doctor_is_not_marked_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import widgets.doctor as doctor_module
-    from workbench.env import Check, DoctorReport
+    from workbench.doctor.checks import Check, DoctorReport
 
     broken = DoctorReport([Check("ORTModule extensions", False, "not compiled", "run make setup")])
     monkeypatch.setattr(doctor_module, "run_doctor", lambda: broken)

@@ -31,7 +31,7 @@ class ModelFacts:
 
 def check_model(folder: str) -> ModelFacts:
     """Is ``folder`` a local Hugging Face sequence classifier the exporter handles?"""
-    from ..models import SUPPORTED_MODEL_TYPES
+    from ..models.load import SUPPORTED_MODEL_TYPES
 
     path = Path(folder).expanduser()
     if not path.exists():
@@ -63,7 +63,7 @@ def check_model(folder: str) -> ModelFacts:
             f"supported model types: {list(SUPPORTED_MODEL_TYPES)}")
     if not any((path / w).is_file() for w in WEIGHT_FILES):
         raise AuditInputError(f"no weights in {path}: expected one of {list(WEIGHT_FILES)}")
-    from ..models import ModelError, check_weights
+    from ..models.load import ModelError, check_weights
 
     try:
         check_weights(path)
@@ -79,7 +79,7 @@ def check_model(folder: str) -> ModelFacts:
     id2label = {i: id2label.get(i, f"LABEL_{i}") for i in range(n)}
     if n < 2:
         raise AuditInputError(f"the model in {path} has {n} label(s); a classifier needs at least two")
-    from ..compat import NewerTransformersError, load_tokenizer as _load_tokenizer
+    from ..models.compat import NewerTransformersError, load_tokenizer as _load_tokenizer
 
     try:
         _load_tokenizer(path)
@@ -132,7 +132,7 @@ def prepare_data(cfg: AuditConfig, model: ModelFacts) -> PreparedData:
     import datasets
     import pandas as pd
 
-    from ..data import DataError, read_table
+    from ..data.load import DataError, read_table
 
     try:
         df = read_table(cfg.data)
@@ -181,7 +181,7 @@ def prepare_data(cfg: AuditConfig, model: ModelFacts) -> PreparedData:
     mask[calib_idx] = True
     names = model.class_names
     features = {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names), "row": datasets.Value("int64")}
-    from ..data import _feature_for
+    from ..data.load import _feature_for
 
     for c in cfg.slice_columns:
         features[c] = _feature_for(frame[c])
@@ -201,7 +201,7 @@ def prepare_data(cfg: AuditConfig, model: ModelFacts) -> PreparedData:
 
 def audit_slices(cfg: AuditConfig, class_names, scored):
     """The built-in text slices, one per class, and one per value of the user's columns."""
-    from ..slices import SliceSet, class_slices, column_slices, contrast_slice, length_slices, negation_slice, punctuation_slices
+    from ..data.slices import SliceSet, class_slices, column_slices, contrast_slice, length_slices, negation_slice, punctuation_slices
 
     user = column_slices(scored, cfg.slice_columns) if cfg.slice_columns else []
     return SliceSet("audit", (negation_slice(), contrast_slice(), *length_slices(), *punctuation_slices(),

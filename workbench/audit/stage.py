@@ -12,7 +12,7 @@ from typing import Optional
 
 from .. import runs
 from ..runs import layout
-from ..sequence import Stage, run_stages
+from ..flow.sequence import Stage, run_stages
 from .config import AUDIT_FILE, AUDIT_NEEDS, STEPS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
 
@@ -31,7 +31,7 @@ class AuditResult:
 def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_size: int, limit: int = 256) -> int:
     """How many of the first ``limit`` examples get another label when scored one at a time
     instead of in batches of ``batch_size`` (dynamic INT8's per-batch activation scales)."""
-    from ..ortinfer import make_session, predict_dataset
+    from ..runtime.ortinfer import make_session, predict_dataset
 
     ds = examples.select(range(min(limit, len(examples))))
     session = make_session(qpath)
@@ -43,7 +43,7 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
 def order_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_size: int, limit: int = 256) -> int:
     """How many of the first ``limit`` examples get another label when batches of ``batch_size``
     are sorted by length instead of taken in file order (dynamic INT8's batch effect, again)."""
-    from ..ortinfer import make_session, predict_dataset
+    from ..runtime.ortinfer import make_session, predict_dataset
 
     ds = examples.select(range(min(limit, len(examples))))
     session = make_session(qpath)
@@ -76,7 +76,7 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
     batch_dep: list[dict] = []
 
     def environment(st):
-        from ..env import run_doctor
+        from ..doctor.checks import run_doctor
 
         doctor = env["doctor"] = run_doctor()
         missing = [c for c in doctor.failures if c.name in AUDIT_NEEDS]
@@ -119,10 +119,10 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         return fusion
 
     def quantize(st):
-        from ..flow import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
+        from ..flow.handoffs import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
         from ..quant import BaselineConfig, EvalConfig, QuantConfig, prepare_baseline, run_quantization
 
-        from ..lengths import length_stats, with_data_shapes
+        from ..data.token_lengths import length_stats, with_data_shapes
 
         slice_set, dd = st.inputs[STEPS[1]]
         graph = graph_to_quantize(st.inputs[STEPS[2]], st.inputs.get(STEPS[3])).path
@@ -206,7 +206,7 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
         return rpath
 
     # the audit's list (STEPS, the report last, whatever happened before it); what each step takes
-    # from the one before is workbench.flow's rule
+    # from the one before is workbench.flow.handoffs's rule
     sequence = run_stages([
         Stage(STEPS[0], environment),
         Stage(STEPS[1], data_and_slices),

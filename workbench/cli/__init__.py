@@ -24,4 +24,4 @@ Ctrl-C).
 """
 
 from .app import build_parser, main  # noqa: F401
-from .train import _train_config  # noqa: F401
+from .train import train_config  # noqa: F401

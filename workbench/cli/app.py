@@ -7,15 +7,15 @@ import argparse
 import sys
 from typing import Callable, Optional, Sequence
 
-from .audit import _add_audit
-from .common import _fail, _os_error_line
-from .basics import _add_basics
-from .demo import _add_demo
-from .graph import _add_graph
-from .machine import _add_machine
-from .ondevice import _add_ondevice
-from .quant import _add_quant
-from .train import _add_train
+from .audit import add_audit
+from .common import fail, os_error_line
+from .basics import add_basics
+from .demo import add_demo
+from .graph import add_graph
+from .machine import add_machine
+from .ondevice import add_ondevice
+from .quant import add_quant
+from .train import add_train
 
 EXIT_CODES = """exit codes (every command):
   0  done, and every check it makes passed (validation, loss parity, the doctor's checks)
@@ -25,7 +25,7 @@ EXIT_CODES = """exit codes (every command):
 
 `workbench COMMAND --help` lists a command's flags with their defaults."""
 
-REGISTRARS: list[Callable] = [_add_basics, _add_train, _add_graph, _add_quant, _add_demo, _add_audit, _add_ondevice, _add_machine]
+REGISTRARS: list[Callable] = [add_basics, add_train, add_graph, add_quant, add_demo, add_audit, add_ondevice, add_machine]
 
 
 class OneLineErrors(argparse.ArgumentParser):
@@ -51,10 +51,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     args = build_parser().parse_args(argv)
     common._ARGS[:] = [args]
-    from ..env import TRAINING_COMMANDS, stack, training_refusal
+    from ..doctor.checks import TRAINING_COMMANDS, stack, training_refusal
 
     if args.command in TRAINING_COMMANDS and stack() == "current":  # no ORTModule, transformers 5: one line, make setup
-        return _fail(training_refusal(args.command))
+        return fail(training_refusal(args.command))
     code = 2
     try:
         code = int(args.func(args) or 0)
@@ -63,7 +63,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         line = _bad_input_line(exc, args)
         if line is None:
             raise
-        return _fail(line)
+        return fail(line)
     finally:
         if code == 2:  # refused (or failed before finishing): no empty run folder left behind
             drop_created_if_empty()
@@ -76,13 +76,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _bad_input_line(exc: BaseException, args) -> Optional[str]:
     """One line for a failure that comes from the user's input or machine (a locked, full or unwritable
     folder, unreadable data): what was wrong, the value, what to do. None for anything else (a bug)."""
-    from ..data import DataError
+    from ..data.load import DataError
     from ..runs import RunError
 
     if isinstance(exc, (RunError, DataError)):
         return " ".join(str(exc).split())
     if isinstance(exc, OSError):
-        return _os_error_line(exc, args)
+        return os_error_line(exc, args)
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import _fail, _locked
+from .common import fail, locked
 from .flags import Flag, add_config_flags, build, cli_only
 
 AUDIT_EXIT_CODES = """exit codes:
@@ -30,7 +30,7 @@ def _cmd_audit(args) -> int:
     try:
         task = check_task_of(args.model, args.task)  # the kind read from the folder; --task overrides
     except EmbedError as exc:
-        return _fail(str(exc), 2)
+        return fail(str(exc), 2)
     if task == EMBEDDING:
         from .embed import cmd_embed_audit
 
@@ -39,14 +39,14 @@ def _cmd_audit(args) -> int:
         cfg = build(AuditConfig, args, **({"n_boot": 200} if args.quick else {}))  # --n-boot still wins
         checked = check_inputs(args.model, cfg, args.out)
     except AuditInputError as exc:
-        return _fail(str(exc), 2)
-    with _locked(checked.out_dir, args, "audit"):
+        return fail(str(exc), 2)
+    with locked(checked.out_dir, args, "audit"):
         result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code
 
 
-def _add_audit(sub) -> None:
+def add_audit(sub) -> None:
     from ..audit import AuditConfig
     from ..quant import QuantConfig
 

@@ -6,39 +6,39 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .. import serial
-from .common import _fail, _print_json
+from ..core import serial
+from .common import fail, print_json
 from .flags import Flag, add_config_flags, build, cli_only
 
 DATA_FLAGS = ("source", "text_column", "label_column", Flag("slice_columns", nargs="*", split=False), "seed")
 
 
 def _cmd_doctor(args) -> int:
-    from ..env import run_doctor
+    from ..doctor.checks import run_doctor
 
     report = run_doctor()
     if args.json:
-        _print_json({"ok": report.ok, "checks": [{**serial.to_dict(c), "status": c.status} for c in report.checks]})
+        print_json({"ok": report.ok, "checks": [{**serial.to_dict(c), "status": c.status} for c in report.checks]})
     else:
         print(report.as_text())
     return 0 if report.ok else 1
 
 
 def _cmd_data(args) -> int:
-    from ..data import DataConfig, DataError, load_data, summarize
-    from ..slices import slice_collection
+    from ..data.load import DataConfig, DataError, load_data, summarize_data
+    from ..data.slices import slice_collection
 
     try:
         cfg = build(DataConfig, args)
         dd = load_data(cfg)
     except DataError as exc:
-        return _fail(str(exc))
-    summary = summarize(dd, cfg.source)
+        return fail(str(exc))
+    summary = summarize_data(dd, cfg.source)
     names = summary.classes
     slices = slice_collection(args.slices, names, dd["train"]["text"], cfg.slice_columns, dd["test"])
     sizes = {k: int(v.sum()) for k, v in slices.membership(dd["test"]).items()}
     if args.json:
-        _print_json({"summary": summary, "test_slice_sizes": sizes})
+        print_json({"summary": summary, "test_slice_sizes": sizes})
         return 0
     print(f"source: {summary.source}   classes: {names}")
     if summary.dropped_rows:
@@ -56,10 +56,10 @@ def _cmd_runs(args) -> int:
     from ..runs import find_results, list_runs
 
     if Path(args.runs).exists() and not Path(args.runs).is_dir():
-        return _fail(f"--runs {args.runs} is a file, not a folder of run folders; pass --runs the folder that holds them")
+        return fail(f"--runs {args.runs} is a file, not a folder of run folders; pass --runs the folder that holds them")
     runs = list_runs(args.runs)
     if args.json:  # with each stage's newest result, where the run layout (or an older one) put it
-        _print_json([{"path": str(r.path), "stages": list(r.stages),
+        print_json([{"path": str(r.path), "stages": list(r.stages),
                       "results": {k: v.relative_to(r.path).as_posix() for k, v in find_results(r.path).items()}}
                      for r in runs])
         return 0
@@ -70,8 +70,8 @@ def _cmd_runs(args) -> int:
     return 0
 
 
-def _add_basics(sub) -> None:
-    from ..data import DataConfig
+def add_basics(sub) -> None:
+    from ..data.load import DataConfig
 
     p = sub.add_parser("doctor", help="check the environment; non-zero exit when a needed piece is missing")
     cli_only(p, "--json", action="store_true", help="print the checks as JSON")

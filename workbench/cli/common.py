@@ -7,18 +7,18 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .. import serial
+from ..core import serial
 
 
-def _print_json(obj) -> None:
+def print_json(obj) -> None:
     print(json.dumps(serial.to_dict(obj), indent=2, allow_nan=False))
 
 
-# the parsed command line of the running command (set by app.main): _fail speaks in its flags
+# the parsed command line of the running command (set by app.main): fail speaks in its flags
 _ARGS: list = []
 
 
-def _fail(message: str, code: int = 2) -> int:
+def fail(message: str, code: int = 2) -> int:
     print(f"workbench: error: {_in_flags(message)}", file=sys.stderr)
     return code
 
@@ -34,9 +34,9 @@ def _in_flags(message: str) -> str:
     return in_flag_terms(message, entries)
 
 
-def _device_problem(args) -> Optional[str]:
+def device_problem(args) -> Optional[str]:
     """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
-    from ..device import DeviceError, require_device
+    from ..runtime.device import DeviceError, require_device
 
     try:
         require_device(getattr(args, "device", None) or "cpu")
@@ -45,9 +45,9 @@ def _device_problem(args) -> Optional[str]:
     return None
 
 
-def _run_of(path: Path):
+def run_of(path: Path):
     """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
-    from ..flow import open_run
+    from ..flow.handoffs import open_run
     from ..runs import RunError
 
     try:
@@ -56,14 +56,14 @@ def _run_of(path: Path):
         return None
 
 
-def _stage_dir(run_dir: Path, stage: str) -> Path:
+def stage_dir(run_dir: Path, stage: str) -> Path:
     """Where ``stage`` writes in the run ``run_dir`` (given as its root or any of its stage folders)."""
     from ..runs import layout
 
     return (layout.root_by_name(run_dir) or run_dir) / layout.STAGE_DIRS[stage]
 
 
-def _say(note: str, as_json: bool) -> None:
+def say(note: str, as_json: bool) -> None:
     """Say which input a command took (on stderr under --json, so stdout stays one JSON document)."""
     print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
 
@@ -74,7 +74,7 @@ def _where_flags(args) -> str:
     return " or ".join(flags) or "another folder"
 
 
-def _os_error_line(exc: OSError, args) -> Optional[str]:
+def os_error_line(exc: OSError, args) -> Optional[str]:
     """One line for an OS error met while reading or writing files, or None for one that is not about files."""
     import errno
 
@@ -96,7 +96,7 @@ def _os_error_line(exc: OSError, args) -> Optional[str]:
     return None
 
 
-def _will_write(folder) -> None:
+def will_write(folder) -> None:
     """Note the part of ``folder``'s path that does not exist yet: a refusal (exit 2) removes it again
     when nothing was written there, so a refused command leaves no empty folders behind."""
     from ..runs.lock import CREATED, first_missing
@@ -106,12 +106,12 @@ def _will_write(folder) -> None:
         CREATED.append(made)
 
 
-def _locked(folder, args, command: str):
+def locked(folder, args, command: str):
     """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
     was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
     from ..runs import run_lock
 
-    _will_write(folder)
+    will_write(folder)
     lock = run_lock(folder, f"workbench {command} (started {_now()})",
                     flag="--out" if hasattr(args, "out") else "--run-dir")
     lock.acquire()

@@ -6,31 +6,48 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from .common import _fail, _locked
+from .common import fail, locked
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import _TrainProgressBar, _stop_on_sigint
+from .progress import TrainProgressBar, stop_on_sigint
 
 DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps per backend"), "search")
 
 
 def _cmd_demo(args) -> int:
-    from ..pipeline import DemoConfig, run_demo
-    from ..runs import new_run_dir
+    from ..workflows.demo import DemoConfig
 
     try:
         cfg = build(DemoConfig, args, base=DemoConfig.quick() if args.quick else DemoConfig.default())
     except ValueError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
+    return _run_demo(cfg, args, "demo-quick" if args.quick else "demo")
+
+
+def _cmd_run(args) -> int:
+    from ..workflows.stages import PlanError, load_plan
+
     try:
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("demo-quick" if args.quick else "demo", args.runs)
+        cfg, _ = load_plan(args.plan)
+    except PlanError as exc:
+        return fail(str(exc))
+    return _run_demo(cfg, args, Path(args.plan).stem)
+
+
+def _run_demo(cfg, args, name: str) -> int:
+    """Run the demo's stages with ``cfg`` into --run-dir or a new folder under --runs."""
+    from ..runs import new_run_dir
+    from ..workflows.demo import run_demo
+
+    try:
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(name, args.runs)
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         where = args.run_dir or args.runs
-        return _fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
-    bar = _TrainProgressBar()
-    lock = _locked(run_dir, args, "demo")
+        return fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
+    bar = TrainProgressBar()
+    lock = locked(run_dir, args, "demo")
     try:
-        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=_stop_on_sigint())
+        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
     finally:
         lock.release()
         bar.close()
@@ -38,7 +55,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_workshop(args) -> int:
-    from .. import workshop
+    from ..teaching import workshop
 
     try:
         recipe = workshop.workshop_recipe(args.model)
@@ -47,13 +64,13 @@ def _cmd_workshop(args) -> int:
             info = workshop.load_info(folder)
             print(f"already prepared: {folder} ({info.model}, validation accuracy {info.val_accuracy:.3f})")
             return 0
-        bar = _TrainProgressBar()
+        bar = TrainProgressBar()
         try:
             folder = workshop.ensure_finetuned(recipe=recipe, home=args.home, log=lambda line: None, progress=bar)
         finally:
             bar.close()
     except (ValueError, workshop.WorkshopError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     info = workshop.load_info(folder)
     print(f"prepared: {folder}\n  {info.model} fine-tuned with the demo recipe in {info.train_seconds:.0f} s, "
           f"validation accuracy {info.val_accuracy:.3f} on {info.val_examples} reviews, peak memory {info.peak_memory_mib:.0f} MiB\n"
@@ -61,8 +78,8 @@ def _cmd_workshop(args) -> int:
     return 0
 
 
-def _add_demo(sub) -> None:
-    from ..pipeline import DemoConfig
+def add_demo(sub) -> None:
+    from ..workflows.demo import DemoConfig
 
     p = sub.add_parser("demo", help="the whole walkthrough headless: fine-tune, compare, export, fuse, quantize, slices")
     cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "
@@ -71,6 +88,12 @@ def _add_demo(sub) -> None:
     cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("run", help="run the demo's stages as a plan file describes them (YAML or JSON: stages and their configs)")
+    p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.stages)")
+    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
+    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")
     cli_only(p, "--model", default="minilm", help="minilm (default), tiny, or a model folder")

@@ -3,7 +3,7 @@ kind of model is read from the folder (``--task`` overrides); see :mod:`workbenc
 
 from __future__ import annotations
 
-from .common import _fail, _locked
+from .common import fail, locked
 from .flags import cli_only
 
 
@@ -54,8 +54,8 @@ def cmd_embed_audit(args) -> int:
             calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed)
         checked = check_embed_inputs(args.model, cfg, args.out)
     except EmbedError as exc:
-        return _fail(str(exc), 2)
-    with _locked(checked.out_dir, args, "audit"):
+        return fail(str(exc), 2)
+    with locked(checked.out_dir, args, "audit"):
         result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code

@@ -3,7 +3,7 @@
 Kept with the command line rather than in the config modules (the configs document themselves in
 their docstrings; these are the one-line versions a flag needs). :func:`workbench.cli.flags.add_config_flags`
 appends the default, read from the config, so no number here can go stale. Every key must be a
-field of its class (tests/core/test_cli_flags.py checks it, so a renamed field shows up there).
+field of its class (tests/cli/test_cli_flags.py checks it, so a renamed field shows up there).
 """
 
 from __future__ import annotations

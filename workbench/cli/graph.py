@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from ..options import shapes_arg
-from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say, _stage_dir
+from ..core.options import shapes_arg
+from .common import device_problem, fail, locked, will_write, print_json, run_of, say, stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -22,42 +22,42 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 
 
 def _cmd_export(args) -> int:
-    from ..data import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
-    from ..models import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
-    if (problem := _device_problem(args)) is not None:
-        return _fail(problem)
+    if (problem := device_problem(args)) is not None:
+        return fail(problem)
     try:
         cfg = build(ExportConfig, args, base=getattr(ExportConfig, args.preset)())
         model, run, note = args.model, None, None
         given = Path(model)
         if (model not in BUILTIN_MODELS and given.exists() and not (given / "config.json").is_file()
-                and (run := _run_of(given)) is not None):
-            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow picks
+                and (run := run_of(given)) is not None):
+            # a run folder, one of its folders or a result file: export the checkpoint workbench.flow.handoffs picks
             pick = run.require("finished training run with a checkpoint", run.checkpoint_to_export(),
                                f"run `workbench compare --run-dir {run.root}` first, or pass --model a checkpoint folder")
             model, note = str(pick.path), pick.note
         elif given.is_dir():
-            run = _run_of(given)  # a checkpoint inside a run: the export goes into that run
+            run = run_of(given)  # a checkpoint inside a run: the export goes into that run
         if model not in BUILTIN_MODELS:  # a wrong folder, model type or head fails before the data is read
             check_model_type(resolve_model_path(model))
             check_classifier(resolve_model_path(model))
         if note:
-            _say(note, args.json)
+            say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{Path(model).name}", args.runs))
-        out = _stage_dir(run_dir, "export")
-        _will_write(out)
-        with _locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
+        out = stage_dir(run_dir, "export")
+        will_write(out)
+        with locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
             result = run_export(model, cfg, out, data=data)
     except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     v = result.validation
     if args.json:
-        _print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
+        print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
                      "onnx_path": str(result.onnx_path), "opset": result.opset,
                      "attn_implementation": result.attn_implementation, "node_count": result.node_count,
                      "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
@@ -71,21 +71,21 @@ def _cmd_export(args) -> int:
 def _cmd_fuse(args) -> int:
     from ..graph import ExportError
     from ..graph import FusionConfig, FusionError, run_fusion, summary, table
-    from ..ortinfer import InferenceError
+    from ..runtime.ortinfer import InferenceError
     from ..runs import RunError, layout
 
     source = Path(args.source)
-    if (problem := _device_problem(args)) is not None:
-        return _fail(problem)
+    if (problem := device_problem(args)) is not None:
+        return fail(problem)
     try:
-        run = _run_of(source)
+        run = run_of(source)
         src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
         if run is not None:
             if not (source.suffix == ".onnx" and source.is_file()):  # an explicit graph is fused as given
                 pick = run.require("export", run.export_to_fuse(),
                                    f"run `workbench export --model MODEL --run-dir {run.root}` first")
                 src = pick.path
-                _say(pick.note, args.json)
+                say(pick.note, args.json)
             out_dir = run.stage_dir("fusion")
         # a flag not given keeps the preset's value (--device: cpu, cuda for --preset gpu)
         cfg = build(FusionConfig, args, base=getattr(FusionConfig, _FUSE_PRESETS[args.preset])())
@@ -94,21 +94,21 @@ def _cmd_fuse(args) -> int:
 
             load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
-        _will_write(out_dir)
-        with _locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
+        will_write(out_dir)
+        with locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
                      args, "fuse"):
             report = run_fusion(src, cfg, out_dir)
     except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.json:
-        _print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})
+        print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})
     else:
         print(table(report))
         print(f"\nsaved: {out_dir / layout.FUSION_FILE}   fused graph: {report.fused_path}")
     return 0 if report.all_passed else 1
 
 
-def _add_graph(sub) -> None:
+def add_graph(sub) -> None:
     from ..graph import ExportConfig, FusionConfig
 
     p = sub.add_parser("export", help="export a model to ONNX and validate it against PyTorch on real examples")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import serial
-from .common import _fail, _print_json
+from ..core import serial
+from .common import fail, print_json
 from .flags import cli_only
 
 
@@ -24,7 +24,7 @@ def _positive_threads(text: str) -> int:
 
 
 def _cmd_machine(args) -> int:
-    from ..machine import MachineError, check_load, machine_profile
+    from ..perf.machine_profile import MachineError, check_load, machine_profile
 
     try:
         if args.refresh and not args.json:
@@ -32,10 +32,10 @@ def _cmd_machine(args) -> int:
                   flush=True)
         profile = machine_profile(threads=args.threads, refresh=args.refresh)
     except MachineError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     load = check_load(profile)
     if args.json:
-        _print_json({**serial.to_dict(profile), "key": profile.key, "int8_over_fp32": round(profile.int8_over_fp32, 3),
+        print_json({**serial.to_dict(profile), "key": profile.key, "int8_over_fp32": round(profile.int8_over_fp32, 3),
                      "isa": profile.isa_text(), "load": load, "contended": load.contended})
     else:
         print(profile.text())
@@ -49,7 +49,7 @@ def _cmd_machine(args) -> int:
     return 0
 
 
-def _add_machine(sub) -> None:
+def add_machine(sub) -> None:
     p = sub.add_parser("machine", help="this machine's CPU, instruction sets and FP32/INT8 matrix-multiply throughput "
                                        "through ONNX Runtime (cached; --refresh re-measures)")
     cli_only(p, "--json", action="store_true", help="print the profile (fp32_gops, int8_gops, ...) and the load check as JSON")

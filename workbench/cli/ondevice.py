@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from .. import runs
-from .common import _fail, _locked, _print_json
+from .common import fail, locked, print_json
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TerminalProgress, _stop_on_sigint
+from .progress import TerminalProgress, stop_on_sigint
 
 ONDEVICE_FLAGS = (
     "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
@@ -19,8 +19,8 @@ ONDEVICE_FLAGS = (
 
 
 def _cmd_ondevice(args) -> int:
-    from ..data import DataError
-    from ..models import ModelError
+    from ..data.load import DataError
+    from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
 
@@ -31,27 +31,27 @@ def _cmd_ondevice(args) -> int:
             from ..ondevice.web import ort_web_missing
 
             if not cfg.web:
-                return _fail("--serve serves the run's web page, which --no-web skips; drop one of them")
+                return fail("--serve serves the run's web page, which --no-web skips; drop one of them")
             if (missing := ort_web_missing()) is not None:
-                return _fail(f"--serve: the web page cannot be written: {missing}")
+                return fail(f"--serve: the web page cannot be written: {missing}")
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
-        lock = _locked(run_dir, args, "ondevice")
+        lock = locked(run_dir, args, "ondevice")
         try:
             result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
-                                  stop=_stop_on_sigint())
+                                  stop=stop_on_sigint())
         finally:
             lock.release()
             if bar is not None:
                 bar.close()
     except (OnDeviceError, ModelError, DataError, ValueError) as exc:
-        return _fail(" ".join(str(exc).split()))
+        return fail(" ".join(str(exc).split()))
     except RunError as exc:  # the run folder is locked by another writer (a FileNotFoundError too)
-        return _fail(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
+        return fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
     if args.json:
-        _print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
+        print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
                      "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
                      "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
                      "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
@@ -78,7 +78,7 @@ def _serve(run_dir: Path, port: int) -> int:
     try:
         server = PageServer(run_dir, port, quiet=False)
     except OnDeviceError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the run's handler only asked to stop between steps
     print(f"serving the on-device page on {server.url} (127.0.0.1 only; Ctrl-C stops)", flush=True)
     try:
@@ -91,44 +91,44 @@ def _serve(run_dir: Path, port: int) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from ..ondevice.browser import _run_root
+    from ..ondevice.browser import run_root
     from ..ondevice import OnDeviceError
 
     try:
-        root = _run_root(args.run)
+        root = run_root(args.run)
     except OnDeviceError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     return _serve(root, args.port)
 
 
 def _cmd_import(args) -> int:
-    from ..data import DataError
-    from ..models import ModelError
+    from ..data.load import DataError
+    from ..models.load import ModelError
     from ..ondevice import OnDeviceError
-    from ..ondevice.browser import _run_root, import_parameters, import_table
+    from ..ondevice.browser import run_root, import_parameters, import_table
     from ..runs import RunError
 
     try:
-        lock = _locked(_run_root(args.run), args, "ondevice import")
+        lock = locked(run_root(args.run), args, "ondevice import")
         try:
             record = import_parameters(args.run, args.file)
         finally:
             lock.release()
     except (OnDeviceError, ModelError, DataError, ValueError) as exc:
-        return _fail(" ".join(str(exc).split()))
+        return fail(" ".join(str(exc).split()))
     except RunError as exc:  # the run folder is locked by another writer
-        return _fail(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _fail(f"cannot read {args.file} or write the run folder ({exc.strerror or exc}); check the paths")
+        return fail(f"cannot read {args.file} or write the run folder ({exc.strerror or exc}); check the paths")
     if args.json:
-        _print_json(record)
+        print_json(record)
     else:
         print(import_table(record))
         print(f"saved: {record.export_dir / runs.layout.BROWSER_FILE}   next: workbench fuse {record.export_dir}")
     return 0 if record.validation.passed else 1
 
 
-def _add_ondevice(sub) -> None:
+def add_ondevice(sub) -> None:
     from ..ondevice import OnDeviceConfig
 
     p = sub.add_parser("ondevice", help="export ONNX Runtime on-device training artifacts, train with onnxruntime.training.api "

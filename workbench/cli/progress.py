@@ -30,7 +30,7 @@ class TerminalProgress:
             self.stream.flush()
 
 
-class _TrainProgressBar:
+class TrainProgressBar:
     """Adapts workbench.train.Progress to the terminal bar, one bar per backend."""
 
     def __init__(self):
@@ -56,7 +56,7 @@ class _TrainProgressBar:
             bar.close()
 
 
-def _stop_on_sigint():
+def stop_on_sigint():
     """A threading.Event set by the first Ctrl-C, so the run stops cleanly between steps."""
     import signal
     import threading

@@ -7,8 +7,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..options import int_at_least, shapes_arg
-from .common import _device_problem, _fail, _locked, _will_write, _print_json, _run_of, _say
+from ..core.options import int_at_least, shapes_arg
+from .common import device_problem, fail, locked, will_write, print_json, run_of, say
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
@@ -22,14 +22,14 @@ SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag
 
 def _quant_source(source: Path, which: str):
     """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
-    result file in it, or an .onnx file; ``which``: auto (workbench.flow's rule: the fused graph when
+    result file in it, or an .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when
     there is one), fused or exported."""
     from ..graph import load_export
     from ..runs import layout
 
     from ..graph.facts import load_graph
 
-    run = _run_of(source)
+    run = run_of(source)
     if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
         load_graph(source)  # a truncated or foreign file is one line naming it, before anything else
         export = load_export(source.parent) if (source.parent / layout.EXPORT_FILE).is_file() else None
@@ -57,19 +57,19 @@ def _slice_row(d) -> dict:
 
 
 def _cmd_quantize(args) -> int:
-    from ..data import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, DataError, load_data
     from ..graph import ExportError
-    from ..ortinfer import InferenceError
+    from ..runtime.ortinfer import InferenceError
     from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
                          requantize_excluding, result_text, run_quantization, run_search, search_text)
     from ..runs import layout
 
-    if (problem := _device_problem(args)) is not None:
-        return _fail(problem)
+    if (problem := device_problem(args)) is not None:
+        return fail(problem)
     try:
         cfg = _quant_config(args)  # the settings first: they need no file
         graph, export, folder, note = _quant_source(Path(args.source), args.graph)
-        _say(note, args.json)
+        say(note, args.json)
         timing = build(TimingConfig, args, base=TimingConfig.quick() if args.quick else TimingConfig())
         data = load_data(DataConfig.quick(source=args.data) if args.quick else DataConfig(source=args.data))
         evaluation = build(EvalConfig, args, base=EvalConfig(n_boot=200) if args.quick else EvalConfig())
@@ -78,12 +78,12 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, n_boot=evaluation.n_boot, timing=timing, eval_batch_size=scoring.batch_size)
-            _will_write(out)
-            with _locked(layout.root_by_name(out) or out, args, "quantize --search"):
+            will_write(out)
+            with locked(layout.root_by_name(out) or out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
                                    progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
-                _print_json({"run_dir": str(out), "result": str(out / layout.SEARCH_FILE), "chosen": found.chosen, "message": found.message,
+                print_json({"run_dir": str(out), "result": str(out / layout.SEARCH_FILE), "chosen": found.chosen, "message": found.message,
                              "candidates": [{"name": c.name, "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
                                              "accuracy_delta": c.accuracy_delta, "feasible": c.feasible,
                                              "worst_slice": c.check.worst_slice, "worst_slice_drop": c.check.worst_slice_drop,
@@ -93,8 +93,8 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
-        _will_write(out)
-        with _locked(layout.root_by_name(out) or out, args, "quantize"):
+        will_write(out)
+        with locked(layout.root_by_name(out) or out, args, "quantize"):
             baseline = prepare_baseline(graph, data, out / BASELINE_DIR,
                                         dataclasses.replace(scoring, calibration_samples=max(scoring.calibration_samples, cfg.samples),
                                                             seed=evaluation.seed),
@@ -103,11 +103,11 @@ def _cmd_quantize(args) -> int:
             if args.exclude_worst:
                 result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=evaluation.node_error_samples)
     except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     rep = result.report
     worst = rep.worst_slices(k=5)
     if args.json:
-        _print_json({
+        print_json({
             "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / layout.QUANTIZE_FILE), "name": result.name,
             "input": note,
             "graph": str(result.source_path), "graph_kind": result.graph_kind, "quantized_path": str(result.quantized_path),
@@ -126,7 +126,7 @@ def _cmd_quantize(args) -> int:
     return 0 if result.validation.passed else 1
 
 
-def _add_quant(sub) -> None:
+def add_quant(sub) -> None:
     from ..quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
     from ..quant.config import REFUSED_PRESETS
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import runs
-from ..options import int_at_least
-from .common import _fail, _locked, _print_json, _stage_dir
+from ..core.options import int_at_least
+from .common import fail, locked, print_json, stage_dir
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import _TrainProgressBar, _stop_on_sigint
+from .progress import TrainProgressBar, stop_on_sigint
 
 _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 
@@ -26,9 +26,9 @@ ORTMODULE_FLAGS = (
 )
 
 
-def _train_config(args):
+def train_config(args):
     """TrainConfig from a preset plus the flags given on the command line."""
-    from ..models import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..train import TrainConfig, TrainConfigError
 
     if (args.model or BUILTIN_MODELS[0]) not in BUILTIN_MODELS:
@@ -49,7 +49,7 @@ def _train_config(args):
 def _check_data(cfg) -> None:
     """A user's data file read and split before any run folder or training process exists: a missing
     file, another encoding or a class too small to split is one line, not a failed child process."""
-    from ..data import BUILTIN, DataError, load_data
+    from ..data.load import BUILTIN, DataError, load_data
     from ..train import TrainConfigError
 
     if cfg.data.source == BUILTIN:
@@ -78,14 +78,14 @@ def _cmd_train(args) -> int:
 
     try:
         check_nproc(args.nproc, "--nproc")
-        cfg = _train_config(args)
+        cfg = train_config(args)
         _check_data(cfg)
     except (TrainConfigError, ValueError) as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
-    out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
-    bar = None if args.json else _TrainProgressBar()
-    lock = _locked(run_dir, args, "train")
+    out = stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
+    bar = None if args.json else TrainProgressBar()
+    lock = locked(run_dir, args, "train")
     try:
         if args.nproc > 1:
             from ..train import run_distributed
@@ -93,9 +93,9 @@ def _cmd_train(args) -> int:
             result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
             run = result.run
         else:
-            run = run_training(cfg, args.backend, out, progress=bar, stop=_stop_on_sigint())
+            run = run_training(cfg, args.backend, out, progress=bar, stop=stop_on_sigint())
     except TrainConfigError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     finally:
         lock.release()
         if bar is not None:
@@ -104,7 +104,7 @@ def _cmd_train(args) -> int:
     if args.nproc > 1:
         summary.update(world_size=args.nproc, identical_weights_across_ranks=result.identical_weights)
     if args.json:
-        _print_json({**summary, "run_dir": str(run_dir)})
+        print_json({**summary, "run_dir": str(run_dir)})
     else:
         print(run_text(run))
         print(f"saved: {out / run.backend.value}")
@@ -117,17 +117,17 @@ def _cmd_compare(args) -> int:
     from ..train import TrainConfigError
 
     try:
-        cfg = _train_config(args)
+        cfg = train_config(args)
         _check_data(cfg)
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
-        out = _stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
-        bar = None if args.json else _TrainProgressBar()
-        lock = _locked(run_dir, args, "compare")
+        out = stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
+        bar = None if args.json else TrainProgressBar()
+        lock = locked(run_dir, args, "compare")
         try:
             profile, before = load_check()
             c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
-                               out, progress=bar, stop=_stop_on_sigint())
+                               out, progress=bar, stop=stop_on_sigint())
             verdicts = verdicts_for(c, profile=profile, load=load_check(profile, before)[1])
             save_verdicts(verdicts, out)
         finally:
@@ -135,9 +135,9 @@ def _cmd_compare(args) -> int:
             if bar is not None:
                 bar.close()
     except TrainConfigError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     if args.json:
-        _print_json({
+        print_json({
             "run_dir": str(run_dir), "baseline": c.baseline.value, "loss_parity": c.loss_parity,
             "tolerance": c.tolerance, "parity_basis": c.parity_basis,
             "backends": {s.backend.value: {**_run_summary(c.run(s.backend)),
@@ -167,7 +167,7 @@ def _train_flags(p, steps_help: str) -> None:
     cli_only(p, "--json", action="store_true", help="print the result as JSON (no progress bar)")
 
 
-def _add_train(sub) -> None:
+def add_train(sub) -> None:
     from ..train import DEFAULT_BACKENDS, Backend
 
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")

@@ -136,7 +136,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
                 task = _first_queries(task, cfg.max_queries)
             source = f"{cfg.data} with queries {cfg.queries}"
         else:
-            from ..data import DataError, read_table
+            from ..data.load import DataError, read_table
 
             try:
                 frame = read_table(path)
@@ -189,7 +189,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
                            checked: Optional[CheckedEmbedInputs] = None) -> EmbedQuantRun:
     """Export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement) and
     time it against ``SentenceTransformer.encode``; the stages of the audit before its report."""
-    from ..machine import default_threads
+    from ..perf.machine_profile import default_threads
     from .encode import OnnxEncoder
     from .evaluate import evaluate_embeddings
     from .export import run_embed_export
@@ -233,7 +233,7 @@ def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None,
                     checked: Optional[CheckedEmbedInputs] = None) -> EmbedAuditResult:
     """The audit (see the module doc): :func:`run_embed_quantization`, then report.html and
     summary.json written as one unit."""
-    from .. import serial
+    from ..core import serial
     from ..runs.atomic import atomic_write_set
     from .report import build_embed_summary, render_embed_html
 

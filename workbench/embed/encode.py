@@ -25,7 +25,7 @@ class OnnxEncoder:
 
     def __init__(self, graph: str | os.PathLike, tokenizer, max_length: int, threads: Optional[int] = None,
                  session=None) -> None:
-        from ..ortinfer import make_session
+        from ..runtime.ortinfer import make_session
 
         self.graph = graph
         self.tokenizer = tokenizer
@@ -34,7 +34,7 @@ class OnnxEncoder:
         self.output = self.session.get_outputs()[0].name
 
     def feed(self, texts: Sequence[str]) -> dict:
-        from ..ortinfer import make_feed
+        from ..runtime.ortinfer import make_feed
 
         enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding="longest", return_tensors="np")
         return make_feed(self.session, enc)

@@ -229,7 +229,7 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     import torch
     from transformers import AutoTokenizer
 
-    from ..batches import encode
+    from ..data.batches import encode
     from ..graph.trace import standard_symbolics
     from .encode import OnnxEncoder
 

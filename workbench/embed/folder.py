@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ..models import ModelError
+from ..models.load import ModelError
 
 EMBEDDING = "embedding"
 CLASSIFICATION = "classification"
@@ -103,7 +103,7 @@ def check_task(task: Optional[str]) -> Optional[str]:
 def read_folder(folder: str | os.PathLike) -> EmbedFolder:
     """Read a sentence-transformers folder (see the module doc); an :class:`EmbedError` (one line)
     when it is not one, or when a module it lists cannot be reproduced in the graph."""
-    from ..models import MINILM, minilm_path
+    from ..models.load import MINILM, minilm_path
 
     folder = minilm_path() if str(folder) == MINILM else Path(folder).expanduser()
     if not folder.is_dir():
@@ -181,7 +181,7 @@ def check_task_of(model: str | os.PathLike, task: Optional[str] = None) -> str:
     task = check_task(task)
     if task is not None:
         return task
-    from ..models import MINILM
+    from ..models.load import MINILM
 
     if str(model) == MINILM:
         return CLASSIFICATION

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from .. import serial
+from ..core import serial
 
 SCHEMA_VERSION = 1
 MAX_CHANGED_SHOWN = 5
@@ -77,7 +77,8 @@ def render_embed_html(summary: dict, evaluation=None, speed=None) -> str:
     from plotly.offline import get_plotlyjs
 
     from ..plots import embed as eplots
-    from ..report.page import CSS, _e, _f, _fig_html, _table
+    from ..report.page import CSS
+    from ..report.page import escape as _e, figure_html as _fig, format_value as _f, report_table as _table
 
     s = summary
     v = s["verdict"]
@@ -120,7 +121,7 @@ def render_embed_html(summary: dict, evaluation=None, speed=None) -> str:
         parts.append(_table(["variant", "NDCG@10", "of FP32", "NDCG@10 change [95%]", "recall@10", "MRR@10", "top-10 kept",
                              "meets budget"], rows, [1, 2, 4, 5, 6]))
         if evaluation is not None:
-            parts.append(_fig_html(eplots.retrieval_drift(evaluation), "fig-retrieval-drift"))
+            parts.append(_fig(eplots.retrieval_drift(evaluation), "fig-retrieval-drift"))
         for q in ev["variants"]:
             r = q["retrieval"]
             if not r or not r["changed"]:
@@ -145,8 +146,8 @@ def render_embed_html(summary: dict, evaluation=None, speed=None) -> str:
         parts.append(_table(["variant", "slice", "texts", "mean cosine", "1st percentile", "lowest", "overlap@10 [95%]"], rows,
                             [2, 3, 4, 5]))
         if evaluation is not None:
-            parts.append(_fig_html(eplots.cosine_distribution(evaluation), "fig-cosine"))
-            parts.append(_fig_html(eplots.neighbour_overlap(evaluation), "fig-overlap"))
+            parts.append(_fig(eplots.cosine_distribution(evaluation), "fig-cosine"))
+            parts.append(_fig(eplots.neighbour_overlap(evaluation), "fig-overlap"))
         worst = ev["variants"][-1]["agreement"]["worst"] if ev["variants"] else []
         if worst:
             parts.append(f"<details><summary>Texts moved most by {_e(ev['variants'][-1]['name'])}</summary>" + _table(
@@ -165,7 +166,7 @@ def render_embed_html(summary: dict, evaluation=None, speed=None) -> str:
                               _f(x["floor_ms"] / x["ms_per_batch"] if x.get("floor_ms") else None, ".0%", 1)] for x in sp["speeds"]],
                             [1, 2, 3, 4, 5]))
         if speed is not None:
-            parts.append(_fig_html(eplots.embed_speed(speed), "fig-speed"))
+            parts.append(_fig(eplots.embed_speed(speed), "fig-speed"))
     parts.append("<p class='muted'>Every number on this page is in summary.json beside it "
                  f"(schema version {s['schema_version']}).</p>")
     body = "\n".join(parts)

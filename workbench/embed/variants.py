@@ -60,11 +60,11 @@ def _size(path: Path) -> float:
 
 def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
     """The exported graph through ONNX Runtime's transformer optimizer (BERT fusions)."""
-    from ..graph.build import _transformer_variant
+    from ..graph.build import transformer_variant
     from ..graph.variants import FusionConfig, optimizer_model_type
 
     out_path = Path(out_path)
-    _transformer_variant(Path(export.onnx_path), out_path, FusionConfig(), export.num_heads, export.hidden_size,
+    transformer_variant(Path(export.onnx_path), out_path, FusionConfig(), export.num_heads, export.hidden_size,
                          optimizer_model_type(export.model_type))
     return out_path
 
@@ -72,7 +72,7 @@ def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
 def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 8) -> list[dict]:
     """Equal-shape batches of real texts for static calibration (padded to the longest of them: the
     histogram calibrators stack batches)."""
-    from ..ortinfer import make_feed, make_session
+    from ..runtime.ortinfer import make_feed, make_session
 
     texts = list(texts)[: (len(texts) // batch_size) * batch_size]
     if not texts:

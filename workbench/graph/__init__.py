@@ -32,13 +32,13 @@ Files (one idea each):
 """
 
 from .diagnose import ATTENTION_OPS, GELU_OPS, SKIP_LN_OPS, Diagnosis, diagnose, expected_fusions  # noqa: F401
+from .config import Attention  # noqa: F401
 from .export import (  # noqa: F401
     EXAMPLES_FILE,
     EXPORT_FILE,
     ONNX_FILE,
     REFERENCE_FILE,
     TOKENIZER_DIR,
-    Attention,
     ExportConfig,
     ExportResult,
     ModelInfo,

@@ -54,7 +54,7 @@ def build_variants(source: GraphIndex, cfg: FusionConfig, out: Path, num_heads: 
             continue
         path = out / variant_file(variant)
         if variant is Variant.TRANSFORMER:
-            _transformer_variant(src, path, cfg, num_heads, hidden_size, model_type)
+            transformer_variant(src, path, cfg, num_heads, hidden_size, model_type)
             level = cfg.transformer_session
         elif variant is Variant.TRANSFORMER_FP16:
             from .fp16 import Fp16Error, convert_fp16
@@ -74,14 +74,14 @@ def build_variants(source: GraphIndex, cfg: FusionConfig, out: Path, num_heads: 
 
 
 def _ort_variant(src: Path, level: str, dst: Path) -> None:
-    from ..ortinfer import make_session
+    from ..runtime.ortinfer import make_session
 
     with runs.atomic_path(dst) as tmp:
         session = make_session(src, threads=1, graph_optimization=level, optimized_model_path=tmp)
         del session
 
 
-def _transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
+def transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
                          model_type: Optional[str] = None) -> None:
     model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
     try:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 # The TorchScript exporter in torch 2.6 writes opsets 7..20; LayerNormalization is a single op
 # from 17 on, SDPA attention needs 14+, and ONNX Runtime 1.19 runs up to opset 21.
 OPSET_RANGE = (11, 20)
@@ -55,7 +55,7 @@ class ExportConfig:
     exporter: str = "auto"
 
     def __post_init__(self) -> None:
-        from ..device import normalize_device
+        from ..runtime.device import normalize_device
 
         object.__setattr__(self, "device", normalize_device(self.device))
         object.__setattr__(self, "attn_implementation", parse_choice(

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..architectures import ARCHITECTURES
+from ..models.architectures import ARCHITECTURES
 from .provenance import GraphIndex
 
 # Families of fused operators, as ONNX Runtime names them.
@@ -109,7 +109,7 @@ def _family_count(hist: dict[str, int], key: str) -> int:
     return hist.get(key, 0)
 
 
-# Why the BERT fusions cannot fire, per architecture: workbench.architectures (Architecture.fusion_limits).
+# Why the BERT fusions cannot fire, per architecture: workbench.models.architectures (Architecture.fusion_limits).
 ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     (a.model_type, op): v for a in ARCHITECTURES.values() for op, v in a.fusion_limits.items()}
 

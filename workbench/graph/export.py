@@ -20,7 +20,7 @@ tolerance the user sets. Tracing itself (torch's exporter and its quirks) is in
 :mod:`workbench.graph.trace`.
 
 Attention matters here: load models with ``attn_implementation="eager"`` (the default in
-:func:`workbench.models.load_model`). An SDPA export works, but ONNX Runtime's transformer
+:func:`workbench.models.load.load_model`). An SDPA export works, but ONNX Runtime's transformer
 optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.graph.fusion`).
 """
 
@@ -36,7 +36,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import runs
-from ..metrics import Metric
+from ..core.metrics import Metric
 from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
 from .config import ExportConfig
 from .trace import OPSET_RANGE, ExportError, export_onnx, resolve_exporter
@@ -94,7 +94,7 @@ class ExportResult:
                 *self.validation.metrics()]
 
     def load_tokenizer(self):
-        from ..compat import load_tokenizer as _load_tokenizer
+        from ..models.compat import load_tokenizer as _load_tokenizer
 
         return _load_tokenizer(self.tokenizer_dir)
 
@@ -117,13 +117,13 @@ def _data_classes(data) -> Optional[list[str]]:
 
 
 def _resolve_model(model, cfg: ExportConfig, data):
-    from ..models import BUILTIN_MODELS, LoadedModel, load_for_data, load_model, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, LoadedModel, load_for_data, load_model, resolve_model_path
 
     if isinstance(model, LoadedModel):
         return model
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(
-            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.LoadedModel, "
+            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.load.LoadedModel, "
             f"got {type(model).__name__}"
         )
     name = str(model)
@@ -171,16 +171,16 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     """
     import onnx
 
-    from ..data import DataConfig, load_data
-    from ..device import require_device
-    from ..models import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
-    from ..ortinfer import torch_predict_dataset
+    from ..data.load import DataConfig, load_data
+    from ..runtime.device import require_device
+    from ..models.load import BUILTIN_MODELS, LoadedModel, check_model_type, resolve_model_path
+    from ..runtime.ortinfer import torch_predict_dataset
 
     cfg = cfg or ExportConfig()
     require_device(cfg.device)  # CUDA asked for and absent: say so before exporting anything
     if not isinstance(model, (str, os.PathLike, LoadedModel)):
         raise TypeError(
-            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.LoadedModel, "
+            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.load.LoadedModel, "
             f"got {type(model).__name__}"
         )
     if isinstance(model, (str, os.PathLike)) and str(model) not in BUILTIN_MODELS:

@@ -18,7 +18,7 @@ Each graph file is parsed once (:mod:`workbench.graph.build`): the parsed graph 
 counts, the diff, the provenance and the diagnoses.
 
 Timing: PyTorch and every variant side by side, in alternating rounds, with the same synthetic
-batches and ``cfg.threads`` (:func:`workbench.speed.time_side_by_side`; the sessions spin only
+batches and ``cfg.threads`` (:func:`workbench.perf.speed.time_side_by_side`; the sessions spin only
 while they run, so none takes a core from the one timed next). Ratios carry their interval over
 the paired rounds, latencies their floor, and a load check says whether the machine was busy.
 """
@@ -33,11 +33,11 @@ from typing import Optional, Union
 import numpy as np
 
 from .. import runs
-from ..device import PlacementReport
-from ..machine import LoadCheck
-from ..metrics import Metric
-from ..ortinfer import ShapeLatency
-from ..speed import Speed
+from ..runtime.device import PlacementReport
+from ..perf.machine_profile import LoadCheck
+from ..core.metrics import Metric
+from ..runtime.ortinfer import ShapeLatency
+from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
 from .diagnose import Diagnosis, diagnose, expected_fusions
 from .export import ExportResult
@@ -161,7 +161,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     validation examples); ``model``, the PyTorch model to time as the eager reference (default:
     reloaded from the export).
     """
-    from ..device import require_device
+    from ..runtime.device import require_device
 
     cfg = cfg or FusionConfig()
     device = require_device(cfg.device)  # before any work: CUDA asked for and absent is one clear error
@@ -238,7 +238,7 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
               notes: list[str]) -> tuple[dict[Variant, Validation], str]:
     """Every variant's logits on the validation examples against the reference; (validations, what
     the reference was). FP16 is held to FP16's tolerance, against the FP32 fused graph."""
-    from ..ortinfer import as_session, predict_dataset
+    from ..runtime.ortinfer import as_session, predict_dataset
 
     vcfg = inputs.validation_cfg
     examples = inputs.examples.select(range(min(vcfg.validation_examples, len(inputs.examples))))
@@ -270,7 +270,7 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
 def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,
           notes: list[str]):
     """(PyTorch eager latency, PyTorch's GPU peers, each variant's latency); PyTorch is timed first."""
-    from ..ortinfer import latency_by_shape, torch_latency_by_shape
+    from ..runtime.ortinfer import latency_by_shape, torch_latency_by_shape
 
     pt_latency: list[ShapeLatency] = []
     pt_peers: dict[str, list[ShapeLatency]] = {}
@@ -279,7 +279,7 @@ def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionC
         if pt_model is None:
             notes.append(why)
         elif device != "cpu":
-            from ..gpu_peers import torch_gpu_latency
+            from ..perf.gpu_peers import torch_gpu_latency
 
             peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
             timed, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
@@ -309,7 +309,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
     """CPU: PyTorch eager and every variant timed side by side in alternating rounds (load hits them
     alike), each graph with its floor, every ratio against PyTorch (else the unoptimized graph) with
     its interval, a load check before and after. (PyTorch latency, each variant's latency, SpeedRun)."""
-    from ..speed import time_side_by_side
+    from ..perf.speed import time_side_by_side
 
     torch_models = {}
     if cfg.time_pytorch:
@@ -334,8 +334,8 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
 
 def _place(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str):
     """CUDA: (where each variant's nodes ran, latency of the variants ONNX Runtime captured as CUDA graphs)."""
-    from ..ortinfer import probe_placement
-    from ..ortinfer import latency_by_shape, make_feed, make_session, synthetic_batch
+    from ..runtime.ortinfer import probe_placement
+    from ..runtime.ortinfer import latency_by_shape, make_feed, make_session, synthetic_batch
 
     placement: dict[str, PlacementReport] = {}
     graph_latency: dict[str, list[ShapeLatency]] = {}

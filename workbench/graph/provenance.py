@@ -107,7 +107,7 @@ def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.nd
     import onnxruntime as ort
     from onnx.external_data_helper import load_external_data_for_model
 
-    from ..ortinfer import make_feed
+    from ..runtime.ortinfer import make_feed
 
     model = onnx.ModelProto()
     model.CopyFrom(g.model)
@@ -128,7 +128,7 @@ def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.nd
 def _match_by_value(orig: GraphIndex, opt: GraphIndex, wanted: list[str], vocab_size: int) -> dict[str, str]:
     """Map new tensor names of the optimized graph to exported tensors with the same values
     (both graphs run once on the same synthetic batch)."""
-    from ..ortinfer import synthetic_batch
+    from ..runtime.ortinfer import synthetic_batch
 
     if not wanted:
         return {}

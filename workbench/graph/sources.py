@@ -78,13 +78,13 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
 
     # A bare ONNX file: tokenizer beside it or MiniLM's, data given or the quick reviews; the
     # reference is the unoptimized graph itself (no PyTorch model to compare with).
-    from ..data import DataConfig, load_data
-    from ..models import load_tokenizer
+    from ..data.load import DataConfig, load_data
+    from ..models.load import load_tokenizer
 
     notes = []
     tok_dir = bare.parent / TOKENIZER_DIR
     if tok_dir.is_dir():
-        from ..compat import load_tokenizer as _load_tokenizer
+        from ..models.compat import load_tokenizer as _load_tokenizer
 
         tokenizer = _load_tokenizer(tok_dir)
     else:
@@ -104,7 +104,7 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
 
 def _reload(exp: ExportResult, attn: str):
     """The exported PyTorch model loaded again with ``attn`` attention, or None when it cannot be."""
-    from ..models import BUILTIN_MODELS, load_model
+    from ..models.load import BUILTIN_MODELS, load_model
 
     n = len(exp.class_names)
     if exp.model_name in BUILTIN_MODELS:

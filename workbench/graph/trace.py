@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import runs
 from .config import OPSET_RANGE
+from ..runtime.exporters import torchscript_available, torchscript_registration  # noqa: F401 (torchscript_available: re-exported)
 
 if TYPE_CHECKING:
     from .config import ExportConfig
@@ -70,28 +71,10 @@ def _explain_failure(exc: BaseException, cfg: "ExportConfig", attn: str) -> Expo
     )
 
 
+
 def _is_onnxruntime_symbolic(fn) -> bool:
     module = getattr(fn, "__module__", "") or ""
     return module == "onnxruntime" or module.startswith("onnxruntime.")
-
-
-def _registration():
-    """torch's registry of TorchScript ONNX symbolics: ``torch.onnx._internal.registration`` up to torch
-    2.8, ``torch.onnx._internal.torchscript_exporter.registration`` from 2.9; None without the exporter."""
-    import importlib
-
-    for name in ("torch.onnx._internal.registration", "torch.onnx._internal.torchscript_exporter.registration"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
-
-
-def torchscript_available() -> bool:
-    """Whether this torch still ships the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``):
-    deprecated since torch 2.9, where the dynamo exporter became the default."""
-    return _registration() is not None
 
 
 def resolve_exporter(asked: str) -> str:
@@ -120,7 +103,7 @@ def standard_symbolics():
     EmbedLayerNormalization, and the graph needs ORTModule's ATen executor to run at all. While
     our export runs, those overrides are taken out of torch's registry; they are put back after.
     """
-    registration = _registration()
+    registration = torchscript_registration()
     if registration is None:  # no TorchScript exporter in this torch: nothing of ORTModule's to take out
         yield []
         return
@@ -192,7 +175,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
     """
     import torch
 
-    from ..batches import encode, model_inputs
+    from ..data.batches import encode, model_inputs
 
     model = loaded.model
     model.eval()

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from .. import runs
-from ..metrics import Metric
+from ..core.metrics import Metric
 from .config import ExportConfig
 
 
@@ -129,13 +129,13 @@ def validate_onnx(
 ) -> Validation:
     """Validate a graph (path or session) on real examples against a reference.
 
-    ``reference`` is a :class:`workbench.models.LoadedModel` (PyTorch logits are computed on the
+    ``reference`` is a :class:`workbench.models.load.LoadedModel` (PyTorch logits are computed on the
     same batches) or an array of reference logits for the examples. ``dataset`` is a
     ``DatasetDict`` (``cfg.validation_split`` is used) or a ``Dataset``; the first
     ``cfg.validation_examples`` examples are fed. ``tokenizer`` may be None when the reference is
     a LoadedModel (its tokenizer is used).
     """
-    from ..ortinfer import as_session, predict_dataset, torch_predict_dataset
+    from ..runtime.ortinfer import as_session, predict_dataset, torch_predict_dataset
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)
     if tokenizer is None:

@@ -24,9 +24,9 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from ..architectures import ARCHITECTURES
-from ..options import parse_choice
-from ..ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
+from ..models.architectures import ARCHITECTURES
+from ..core.options import parse_choice
+from ..runtime.ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
 
 from ..runs.layout import FUSED_GRAPH as FUSED_FILE  # noqa: E402, F401  (the run layout names every file)
 FUSED_FP16_FILE = "model_fused_fp16.onnx"
@@ -71,7 +71,7 @@ def variant_file(variant: Variant) -> Optional[str]:
 
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
 # The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export):
-# workbench.architectures (Architecture.optimizer_model_type, with why "bert" serves every encoder).
+# workbench.models.architectures (Architecture.optimizer_model_type, with why "bert" serves every encoder).
 ARCH_OPTIMIZER_TYPE = {a.model_type: a.optimizer_model_type for a in ARCHITECTURES.values()}
 
 
@@ -117,7 +117,7 @@ class FusionConfig:
     time_pytorch_peers: bool = True
 
     def __post_init__(self) -> None:
-        from ..device import normalize_device
+        from ..runtime.device import normalize_device
 
         device = normalize_device(self.device)
         if self.cuda_graph and device == "cpu":

@@ -3,7 +3,7 @@
 
 import sys
 
-from .memory import _child
+from .memory import child_main
 
 if __name__ == "__main__":
-    sys.exit(_child())
+    sys.exit(child_main())

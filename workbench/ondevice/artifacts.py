@@ -16,11 +16,11 @@ from .. import runs
 from ..graph import file_size_mib
 from .config import ARTIFACT_FILES, MAX_IR_VERSION, TRAINING_GRAPH, GradientGraphError, OnDeviceConfig, OnDeviceError, Trainable
 from .result import ArtifactFile, Artifacts
-from .trainable import POSITION_EMBEDDINGS_NOTE, _is_position_embedding, trainable_names
+from .trainable import POSITION_EMBEDDINGS_NOTE, is_position_embedding, trainable_names
 
 
 @contextlib.contextmanager
-def _quiet_onnxruntime():
+def quiet_onnxruntime():
     """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks.
 
     Building the gradient graph logs every graph transformer it runs (about 60 ``[I:onnxruntime:
@@ -55,7 +55,7 @@ def _quiet_onnxruntime():
                 sys.stderr.flush()
 
 
-def _session_options(threads: int):
+def session_options(threads: int):
     """One intra-op thread per PyTorch thread, and no spinning: the two sides alternate step by step
     in one process, and ONNX Runtime's idle threads would otherwise spin on the cores PyTorch's
     next step needs (measured here: PyTorch eager steps of the tiny model took 1.2 s instead of
@@ -68,9 +68,9 @@ def _session_options(threads: int):
     return so
 
 
-def _training_api():
+def training_api():
     """``onnxruntime.training`` imports ORTModule (and so tries DeepSpeed); keep its known warning out."""
-    from ..quiet import ortmodule_warnings
+    from ..core.quiet import ortmodule_warnings
 
     ortmodule_warnings()
     try:
@@ -91,7 +91,7 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
     PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
     import torch
 
-    from ..batches import encode, model_inputs
+    from ..data.batches import encode, model_inputs
     from ..graph import _without_ir_dump, standard_symbolics
 
     model = loaded.model
@@ -193,11 +193,11 @@ def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:
-    """Export ``loaded`` (a :class:`workbench.models.LoadedModel`, dropout off) for training and
+    """Export ``loaded`` (a :class:`workbench.models.load.LoadedModel`, dropout off) for training and
     write the four artifacts into ``folder`` (replaced atomically as a whole)."""
     import onnx
 
-    ort_artifacts, onnxblock, *_ = _training_api()
+    ort_artifacts, onnxblock, *_ = training_api()
     folder = Path(folder)
     names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
     params = dict(loaded.model.named_parameters())
@@ -219,7 +219,7 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
         optimizer = onnxblock.optim.AdamW(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
         t0 = time.perf_counter()
         try:
-            with _quiet_onnxruntime():
+            with quiet_onnxruntime():
                 # logits as a second output of the training and eval graphs: the web page computes its
                 # accuracy from the eval graph (the loss alone cannot say which class won)
                 ort_artifacts.generate_artifacts(graph, requires_grad=requires_grad, frozen_params=frozen,
@@ -231,7 +231,7 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
         files, fixed = _fix_ir_versions(tmp)
         nodes = len(onnx.load(str(tmp / "training_model.onnx"), load_external_data=False).graph.node)
     notes = []
-    if cfg.trainable is Trainable.ALL and any(_is_position_embedding(n) for n in params):
+    if cfg.trainable is Trainable.ALL and any(is_position_embedding(n) for n in params):
         notes.append(POSITION_EMBEDDINGS_NOTE if not cfg.train_position_embeddings else
                      "position embeddings train (train_position_embeddings=True): expect the loss curves to part, "
                      + POSITION_EMBEDDINGS_NOTE.split(": ", 1)[1].split("; OnDevice")[0])

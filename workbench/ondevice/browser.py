@@ -24,7 +24,7 @@ import numpy as np
 from .. import runs
 from ..graph import Validation
 from ..runs import layout
-from .artifacts import _quiet_onnxruntime, _training_api
+from .artifacts import quiet_onnxruntime, training_api
 from .config import ARTIFACTS_DIR, TRAINED_CHECKPOINT, TRAINED_MODEL_DIR, OnDeviceError
 from .web import ORT_WEB_VERSION, OPTIMIZER_GRAPH, PARAMS_DOWNLOAD, baked_learning_rate
 
@@ -49,7 +49,7 @@ class BrowserImport:
     notes: list[str] = field(default_factory=list)
 
 
-def _run_root(run: str | os.PathLike) -> Path:
+def run_root(run: str | os.PathLike) -> Path:
     path = Path(run)
     if path.is_file():
         path = path.parent
@@ -87,17 +87,17 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
 
     ``data``: the ``DatasetDict`` the run was made with when it was not the config's ``data``
     (the validation examples come from it)."""
-    from ..data import DataConfig, load_data
+    from ..data.load import DataConfig, load_data
     from .data import load_ondevice_model
     from .result import load_ondevice
     from .stage import export_trained
 
-    root = _run_root(run)
+    root = run_root(run)
     result = load_ondevice(root)
     cfg = result.config
     art = root / ARTIFACTS_DIR
-    _, _, CheckpointState, Module, _ = _training_api()
-    with _quiet_onnxruntime():
+    _, _, CheckpointState, Module, _ = training_api()
+    with quiet_onnxruntime():
         state = CheckpointState.load_checkpoint(str(art / "checkpoint"))
         module = Module(str(art / "training_model.onnx"), state, str(art / "eval_model.onnx"))
     expected = int(module.get_parameters_size(True))

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 
 from ..runs.layout import ONDEVICE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file; result.py and stage.py import it from here)
 ARTIFACTS_DIR = "artifacts"

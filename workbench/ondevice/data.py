@@ -16,7 +16,7 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
     """``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification folder) as trained
     here: dropout off, eager attention, in eval mode (dropout is 0 anyway, so train and eval mode
     compute the same; eval mode keeps it so for any layer we missed)."""
-    from ..models import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
 
     if model in BUILTIN_MODELS:
         if class_names:
@@ -30,10 +30,10 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
     return load_model(model, dropout=False, seed=cfg.seed)
 
 
-def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
+def make_batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
     the training split, cycled if it is shorter than the run. Both sides get exactly these."""
-    from ..batches import batch_indices, encode, model_inputs
+    from ..data.batches import batch_indices, encode, model_inputs
 
     texts, labels = train["text"], train["label"]
     out: list[dict[str, np.ndarray]] = []
@@ -50,7 +50,7 @@ def _batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     return out
 
 
-def _save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
+def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
     import io
 
     flat = {f"{i}:{k}": v for i, b in enumerate(batches) for k, v in b.items()}
@@ -59,7 +59,7 @@ def _save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:
     return runs.atomic_write_bytes(path, buf.getvalue())
 
 
-def _load_batches(path: Path) -> list[dict[str, np.ndarray]]:
+def load_batches(path: Path) -> list[dict[str, np.ndarray]]:
     data = np.load(path)
     out: dict[int, dict[str, np.ndarray]] = {}
     for key in data.files:

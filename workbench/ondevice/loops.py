@@ -8,22 +8,22 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .artifacts import _quiet_onnxruntime, _session_options, _training_api
+from .artifacts import quiet_onnxruntime, session_options, training_api
 from .config import OnDeviceConfig, OnDeviceError
-from .data import _batches, load_ondevice_model
+from .data import make_batches, load_ondevice_model
 from .reference import hf_adamw
 from .trainable import trainable_names
 
 
-class _OrtTrainer:
+class OrtTrainer:
     """``CheckpointState`` + ``Module`` + ``Optimizer`` over an artifacts folder."""
 
     def __init__(self, folder: Path, lr: float, input_names: Sequence[str], threads: int):
-        _, _, CheckpointState, Module, Optimizer = _training_api()
-        with _quiet_onnxruntime():
+        _, _, CheckpointState, Module, Optimizer = training_api()
+        with quiet_onnxruntime():
             self.state = CheckpointState.load_checkpoint(str(folder / "checkpoint"))
             self.module = Module(str(folder / "training_model.onnx"), self.state, str(folder / "eval_model.onnx"),
-                                 session_options=_session_options(threads))
+                                 session_options=session_options(threads))
             self.optimizer = Optimizer(str(folder / "optimizer_model.onnx"), self.module)
         self.optimizer.set_learning_rate(lr)
         self.module.train()
@@ -40,7 +40,7 @@ class _OrtTrainer:
         return float(loss)
 
 
-class _TorchTrainer:
+class TorchTrainer:
     def __init__(self, loaded, names: Sequence[str], cfg: OnDeviceConfig):
         import torch
 
@@ -75,12 +75,12 @@ def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = N
     lr = cfg.lr if lr is None else lr
     loaded = load_ondevice_model(model, cfg, _data_classes(data))
     names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
-    trainer = _TorchTrainer(loaded, names, cfg.replace(lr=lr))
+    trainer = TorchTrainer(loaded, names, cfg.replace(lr=lr))
     if torch_adamw:
         trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
     previous = torch.get_num_threads()
     torch.set_num_threads(cfg.threads or previous)
     try:
-        return [trainer.step(b) for b in _batches(loaded, data["train"], cfg)]
+        return [trainer.step(b) for b in make_batches(loaded, data["train"], cfg)]
     finally:
         torch.set_num_threads(previous)

@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .. import runs, serial
+from .. import runs
+from ..core import serial
 from .config import BATCHES_FILE, OnDeviceConfig, OnDeviceError
-from .data import _load_batches, _save_batches, load_ondevice_model
-from .loops import _OrtTrainer, _TorchTrainer
+from .data import load_batches, save_batches, load_ondevice_model
+from .loops import OrtTrainer, TorchTrainer
 from .result import Artifacts
 
 
-def _child(argv: Optional[list[str]] = None) -> int:
+def child_main(argv: Optional[list[str]] = None) -> int:
     """``python -m workbench.ondevice --side ort|eager --work DIR``: run the steps of one side and
     print JSON (peak RSS, growth, setup time, step times). Used by :func:`measure_isolated`."""
     import argparse
@@ -35,7 +36,7 @@ def _child(argv: Optional[list[str]] = None) -> int:
     work = Path(args.work)
     spec = json.loads((work / "measure.json").read_text())
     cfg = serial.from_dict(OnDeviceConfig, spec["config"])
-    batches = _load_batches(work / BATCHES_FILE)
+    batches = load_batches(work / BATCHES_FILE)
     proc = psutil.Process()
     rss = lambda: proc.memory_info().rss / 2**20  # noqa: E731
     peak = [rss()]
@@ -49,13 +50,13 @@ def _child(argv: Optional[list[str]] = None) -> int:
     t.start()
     t0 = time.perf_counter()
     if args.side == "ort":
-        trainer = _OrtTrainer(Path(spec["artifacts"]), cfg.lr, spec["input_names"], spec["threads"])
+        trainer = OrtTrainer(Path(spec["artifacts"]), cfg.lr, spec["input_names"], spec["threads"])
     else:
         import torch
 
         torch.set_num_threads(spec["threads"])
         loaded = load_ondevice_model(spec["model"], cfg, spec["class_names"])
-        trainer = _TorchTrainer(loaded, spec["trainable"], cfg)
+        trainer = TorchTrainer(loaded, spec["trainable"], cfg)
     setup_s = time.perf_counter() - t0
     before = rss()
     times = []
@@ -77,7 +78,7 @@ def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batc
     """Peak RSS of each side in a fresh Python process of its own (ru_maxrss and RSS samples in
     one process would carry the first side's memory into the second)."""
     work.mkdir(parents=True, exist_ok=True)
-    _save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps] if len(batches) >= cfg.memory_steps else batches)
+    save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps] if len(batches) >= cfg.memory_steps else batches)
     runs.atomic_write_json(work / "measure.json", {"model": model, "config": cfg, "artifacts": str(artifacts.folder),
                                                    "input_names": list(input_names), "class_names": class_names,
                                                    "trainable": list(trainable), "threads": threads})

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from .. import runs
 from ..graph import ExportResult, Validation
-from ..metrics import Metric
+from ..core.metrics import Metric
 from .config import RESULT_FILE, OnDeviceConfig, Trainable
 
 

@@ -15,11 +15,11 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
-from .artifacts import _quiet_onnxruntime, _training_api, build_artifacts
+from .artifacts import quiet_onnxruntime, training_api, build_artifacts
 from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
                      TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
-from .data import _batches, load_ondevice_model
-from .loops import _OrtTrainer, _TorchTrainer
+from .data import make_batches, load_ondevice_model
+from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
 from .result import OnDeviceResult, SideCost
 
@@ -45,7 +45,7 @@ def _environment(threads: int) -> dict[str, Any]:
 
 def check_model(model: str | os.PathLike) -> None:
     """A built-in name, or a folder with a supported sequence classifier; else ModelError (one line)."""
-    from ..models import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
 
     if str(model) not in BUILTIN_MODELS:
         check_model_type(resolve_model_path(str(model)))  # the weights file too
@@ -72,7 +72,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     """
     import torch
 
-    from ..data import DataConfig, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import _data_classes
     model = str(model)
     cfg = cfg or OnDeviceConfig()
@@ -93,7 +93,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     # 1. artifacts
     art = build_artifacts(loaded, cfg, out / ARTIFACTS_DIR, data["train"]["text"][:2])
     notes.extend(art.notes)
-    batches = _batches(loaded, data["train"], cfg)
+    batches = make_batches(loaded, data["train"], cfg)
     input_names = [k for k in batches[0] if k != "labels"]
     # the web page: the same artifacts (the initial checkpoint) and the same batches, for onnxruntime-web
     page = _write_web_page(out, cfg, loaded, data, batches, classes)
@@ -121,8 +121,8 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
                       progress, stop, page) -> OnDeviceResult:
     from ..graph import validate_onnx
 
-    ort_trainer = _OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
-    torch_trainer = _TorchTrainer(loaded, art.trainable_tensors, cfg)
+    ort_trainer = OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
+    torch_trainer = TorchTrainer(loaded, art.trainable_tensors, cfg)
     ort_losses, pt_losses, ort_ms, pt_ms = [], [], [], []
     stopped = False
     for i, batch in enumerate(batches):
@@ -160,7 +160,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
     frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
                     for n in frozen_names if n in state_params)
     ckpt = out / TRAINED_CHECKPOINT
-    _, _, CheckpointState, _, _ = _training_api()
+    _, _, CheckpointState, _, _ = training_api()
     with runs.atomic_path(ckpt) as tmp:
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
@@ -173,7 +173,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
     inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
     vcfg = export.config
     from ..graph import select_examples
-    from ..ortinfer import torch_predict_dataset
+    from ..runtime.ortinfer import torch_predict_dataset
 
     examples = select_examples(data, vcfg)
     pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
@@ -226,11 +226,11 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
     from ..graph import save_tokenizer, select_examples, validate_onnx, write_examples
-    from ..ortinfer import torch_predict_dataset
+    from ..runtime.ortinfer import torch_predict_dataset
 
     inf_dir.mkdir(parents=True, exist_ok=True)
     inf_path = inf_dir / ONNX_FILE
-    with runs.atomic_path(inf_path) as tmp, _quiet_onnxruntime():
+    with runs.atomic_path(inf_path) as tmp, quiet_onnxruntime():
         module.export_model_for_inferencing(str(tmp), ["logits"])
     proto = onnx.load(str(inf_path))
     if proto.ir_version > MAX_IR_VERSION:

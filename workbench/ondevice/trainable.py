@@ -17,7 +17,7 @@ POSITION_EMBEDDINGS_NOTE = (
 )
 
 
-def _is_position_embedding(name: str) -> bool:
+def is_position_embedding(name: str) -> bool:
     return "position_embeddings" in name
 
 
@@ -36,7 +36,7 @@ def trainable_names(model, trainable: Trainable | str, last_n_layers: int = 1,
     prefix = getattr(model, "base_model_prefix", "") or ""
     head = [n for n in names if not (prefix and n.startswith(prefix + "."))]
     if trainable is Trainable.ALL:
-        return [n for n in names if train_position_embeddings or not _is_position_embedding(n)]
+        return [n for n in names if train_position_embeddings or not is_position_embedding(n)]
     if not head:
         raise OnDeviceError(f"cannot tell the classifier head from the base model {prefix!r} in this model's parameters; "
                             "use trainable='all'")

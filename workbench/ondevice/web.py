@@ -138,7 +138,7 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """The eval split (``validation``, else ``test``; at most :data:`EVAL_EXAMPLES`) tokenized as the
     training batches are, in order, ``cfg.batch_size`` a batch (the last may be smaller)."""
-    from ..batches import encode, model_inputs
+    from ..data.batches import encode, model_inputs
 
     split = "validation" if "validation" in data else "test" if "test" in data else None
     if split is None:  # the page trains all the same; it says there is nothing to evaluate on

@@ -56,8 +56,8 @@ from .baseline import (  # noqa: F401
     time_graph,
 )
 from .quantize import (  # noqa: F401
-    _encoded_feeds,
-    _reader,
+    encoded_feeds,
+    feeds_reader,
     activation_matmuls,
     calibrate,
     preprocess_for_static,
@@ -89,7 +89,7 @@ from .search import (  # noqa: F401
     select_candidate,
 )
 from .views import result_text, search_text  # noqa: F401
-from .bootstrap import METRICS, EvaluationError, MetricDelta, SliceMetrics, _Preds, _weighted_metrics, slice_metrics  # noqa: F401
+from .bootstrap import METRICS, EvaluationError, MetricDelta, SliceMetrics, Preds, weighted_metrics, slice_metrics  # noqa: F401
 from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis  # noqa: F401
 from .evaluate import (  # noqa: F401
     DEFAULT_N_BOOT,

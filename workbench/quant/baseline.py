@@ -19,9 +19,9 @@ import numpy as np
 
 from .. import runs
 from ..graph import file_size_mib, save_tokenizer
-from ..lengths import FILE_NOTE, ORDERS, SORTED_NOTE, LengthStats, ScoringWork
-from ..ortinfer import ShapeLatency
-from ..scoring import ScoringSpeed
+from ..data.token_lengths import FILE_NOTE, ORDERS, SORTED_NOTE, LengthStats, ScoringWork
+from ..runtime.ortinfer import ShapeLatency
+from ..perf.scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
 
 from ..runs.layout import BASELINE_DIR, EXPORT_FILE, FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -112,7 +112,7 @@ class Baseline:
         return SORTED_NOTE if self.scoring_order == "length" else FILE_NOTE
 
     def load_tokenizer(self):
-        from ..compat import load_tokenizer as _load_tokenizer
+        from ..models.compat import load_tokenizer as _load_tokenizer
 
         return _load_tokenizer(self.tokenizer_dir)
 
@@ -120,7 +120,7 @@ class Baseline:
 def time_graph(onnx_path: str | os.PathLike, timing: TimingConfig, vocab_size: int) -> list[ShapeLatency]:
     """Latency of one graph file with ``timing`` (the one place a baseline's graph and its quantized
     variants are timed, so both get the same settings)."""
-    from ..ortinfer import latency_by_shape
+    from ..runtime.ortinfer import latency_by_shape
 
     t = timing
     return latency_by_shape(onnx_path, shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads,
@@ -189,9 +189,9 @@ def _graph_source(obj, export) -> tuple[Path, Any]:
 
 def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
     """(tokenizer object, folder it can be reloaded from, or None)."""
-    from ..compat import load_tokenizer as _load_tokenizer
+    from ..models.compat import load_tokenizer as _load_tokenizer
 
-    from ..models import BUILTIN_MODELS, load_tokenizer, resolve_model_path
+    from ..models.load import BUILTIN_MODELS, load_tokenizer, resolve_model_path
 
     if tokenizer is None:
         if exp is None:
@@ -216,7 +216,7 @@ def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
 
 
 def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
-    from .. import serial
+    from ..core import serial
 
     return runs.atomic_write_text(path, "".join(json.dumps(serial.to_dict(r)) + "\n" for r in rows))
 
@@ -318,18 +318,18 @@ def prepare_baseline(
     eval_split, calibration_split, max_length = cfg.eval_split, cfg.calibration_split, cfg.max_length
     batch_size, calibration_samples, order, golden, seed = cfg.batch_size, cfg.calibration_samples, cfg.order, cfg.golden, cfg.seed
     timing = cfg.timing
-    from ..data import REVIEW_CLASSES
-    from ..ortinfer import make_session, predict_dataset
-    from ..slices import golden_examples, golden_slices, slice_collection
+    from ..data.load import REVIEW_CLASSES
+    from ..runtime.ortinfer import make_session, predict_dataset
+    from ..data.slices import golden_examples, golden_slices, slice_collection
 
-    from ..device import require_device
+    from ..runtime.device import require_device
 
     src, export = _graph_source(onnx_path, export)
     require_device(timing.device)  # CUDA asked for and absent: one clear error before any work
     if not src.is_file():
         raise QuantizeError(f"no ONNX graph at {src}: export one first (workbench export, or run_export)")
     if data is None:
-        raise QuantizeError("data is needed to score the FP32 graph: pass the DatasetDict from workbench.data.load_data")
+        raise QuantizeError("data is needed to score the FP32 graph: pass the DatasetDict from workbench.data.load.load_data")
     exp = _find_export(src, export)
     tok, tok_dir = _resolve_tokenizer(tokenizer, exp)
     out = Path(out_dir)
@@ -364,12 +364,12 @@ def prepare_baseline(
         extra_cols = [c for c in ev.column_names if c not in ("text", "label")]
         slices = slice_collection("default", names, train_texts, extra_cols, ev if extra_cols else None, dict(predicates or {}))
     elif predicates:
-        from ..slices import predicate_slice
+        from ..data.slices import predicate_slice
 
         slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
 
-    from ..lengths import scoring_work, stats_from_lengths, token_lengths
-    from ..scoring import timed_scoring
+    from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
+    from ..perf.scoring import timed_scoring
 
     session = make_session(src)
     eval_sets = []
@@ -384,7 +384,7 @@ def prepare_baseline(
             scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
             scored["work"] = scoring_work(lens, batch_size)
             logits, scored["speed"] = timed_scoring(session, src, tok, ds, max_len, batch_size, order,
-                                                    profile=_cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
+                                                    profile=cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
         else:
             logits = predict_dataset(session, tok, ds, max_len, batch_size, order=order)
         masks = sset.membership(examples)
@@ -420,11 +420,11 @@ def prepare_baseline(
     return base
 
 
-def _cpu_profile(timing: TimingConfig):
+def cpu_profile(timing: TimingConfig):
     """This machine's profile for the scoring floor (None on a GPU: the profile is the CPU's)."""
     if timing.device != "cpu":
         return None
-    from ..machine import machine_profile
+    from ..perf.machine_profile import machine_profile
 
     return machine_profile(timing.threads)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import Metric
+from ..core.metrics import Metric
 
 DEFAULT_N_BINS = 10
 
@@ -44,7 +44,7 @@ class SliceMetrics:
     agreement: float  # with the reference model; 1.0 for the reference itself
 
     def metrics(self) -> list[Metric]:
-        """The values as :class:`~workbench.metrics.Metric` (unit and direction attached)."""
+        """The values as :class:`~workbench.core.metrics.Metric` (unit and direction attached)."""
         return [Metric(k, float(getattr(self, k)), unit, hib) for k, (unit, hib) in METRICS.items()]
 
 
@@ -70,7 +70,7 @@ class MetricDelta:
 
 
 @dataclass(frozen=True)
-class _Preds:
+class Preds:
     labels: np.ndarray  # (n,) int
     pred: np.ndarray  # (n,) int
     conf: np.ndarray  # (n,) float
@@ -89,7 +89,7 @@ class _Preds:
         return np.clip(np.ceil(scaled).astype(np.int64) - 1, 0, self.n_bins - 1)
 
 
-def _weighted_metrics(w: np.ndarray, p: _Preds, agree: np.ndarray) -> dict[str, np.ndarray]:
+def weighted_metrics(w: np.ndarray, p: Preds, agree: np.ndarray) -> dict[str, np.ndarray]:
     """Metrics under example weights ``w`` of shape (r, n); returns arrays of shape (r,)."""
     total = w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -120,27 +120,27 @@ def slice_metrics(name: str, labels, probs, reference_pred=None, n_bins: int = D
     """Metrics of one model on one set of examples (``probs``: (n, classes) probabilities)."""
     labels = np.asarray(labels, dtype=np.int64)
     probs = np.asarray(probs, dtype=np.float64)
-    p = _preds(labels, probs, n_bins)
+    p = make_preds(labels, probs, n_bins)
     agree = np.ones(len(labels)) if reference_pred is None else (p.pred == np.asarray(reference_pred)).astype(np.float64)
-    return _metrics_record(name, p, agree)
+    return metrics_record(name, p, agree)
 
 
-def _metrics_record(name: str, p: _Preds, agree: np.ndarray) -> SliceMetrics:
+def metrics_record(name: str, p: Preds, agree: np.ndarray) -> SliceMetrics:
     n = len(p.labels)
     if n == 0:
         nan = float("nan")
         return SliceMetrics(name, 0, nan, nan, nan, nan, nan)
-    vals = _weighted_metrics(np.ones((1, n)), p, agree)
+    vals = weighted_metrics(np.ones((1, n)), p, agree)
     return SliceMetrics(name, n, *(float(vals[k][0]) for k in METRICS))
 
 
-def _preds(labels: np.ndarray, probs: np.ndarray, n_bins: int) -> _Preds:
+def make_preds(labels: np.ndarray, probs: np.ndarray, n_bins: int) -> Preds:
     n_classes = probs.shape[1] if probs.ndim == 2 else 0
-    return _Preds(labels, probs.argmax(axis=1) if len(probs) else np.zeros(0, np.int64), probs.max(axis=1) if len(probs) else np.zeros(0),
+    return Preds(labels, probs.argmax(axis=1) if len(probs) else np.zeros(0, np.int64), probs.max(axis=1) if len(probs) else np.zeros(0),
                   n_classes, n_bins)
 
 
-def _bootstrap_deltas(ref: _Preds, cand: _Preds, agree: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def bootstrap_deltas(ref: Preds, cand: Preds, agree: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Paired bootstrap: the same resampled examples for both models; returns (n_boot,) deltas."""
     n = len(ref.labels)
     out: dict[str, list[np.ndarray]] = {k: [] for k in METRICS}
@@ -149,19 +149,19 @@ def _bootstrap_deltas(ref: _Preds, cand: _Preds, agree: np.ndarray, n_boot: int,
     while done < n_boot:
         r = min(_BOOT_CHUNK, n_boot - done)
         w = rng.multinomial(n, np.full(n, 1.0 / n), size=r).astype(np.float64)
-        mr = _weighted_metrics(w, ref, ones)
-        mc = _weighted_metrics(w, cand, agree)
+        mr = weighted_metrics(w, ref, ones)
+        mc = weighted_metrics(w, cand, agree)
         for k in METRICS:
             out[k].append(mc[k] - mr[k])
         done += r
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def _slice_seed(seed: int, name: str) -> list[int]:
+def slice_seed(seed: int, name: str) -> list[int]:
     """A per-slice seed: a slice's interval does not change when other slices are added."""
     return [int(seed), zlib.crc32(name.encode("utf-8"))]
 
 
-def _take(p: _Preds, idx: np.ndarray) -> _Preds:
-    return _Preds(p.labels[idx], p.pred[idx], p.conf[idx], p.n_classes, p.n_bins)
+def take_rows(p: Preds, idx: np.ndarray) -> Preds:
+    return Preds(p.labels[idx], p.pred[idx], p.conf[idx], p.n_classes, p.n_bins)
 

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 from .config import QuantizeError
 from .evaluate import SliceReport
 

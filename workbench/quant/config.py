@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 
 # Operator types ONNX Runtime 1.19 can quantize, per mode (IntegerOpsRegistry, QDQRegistry);
 # a test checks these against onnxruntime.quantization.registry.
@@ -406,8 +406,8 @@ REFUSED_PRESETS = {"weight-only-int8": EIGHT_BIT_REFUSAL}
 
 def runnable_bits() -> tuple[tuple[int, ...], str]:
     """(weight-only bits this ONNX Runtime builds and runs on the CPU, its version): probed once per process
-    by :func:`workbench.quant.weightonly.probe_bits`."""
-    from .weightonly import probe_bits
+    by :func:`workbench.quant.nbits.probe_bits`."""
+    from .nbits import probe_bits
 
     return probe_bits()
 
@@ -426,8 +426,8 @@ class TimingConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        from ..device import normalize_device
-        from ..ortinfer import check_shapes
+        from ..runtime.device import normalize_device
+        from ..runtime.ortinfer import check_shapes
 
         object.__setattr__(self, "device", normalize_device(self.device))
         object.__setattr__(self, "shapes", check_shapes(self.shapes))

@@ -3,7 +3,7 @@
 Everything here is pure numpy: arrays of probabilities in, a :class:`SliceReport` out. No model is
 run, so the same function scores ONNX Runtime sessions, PyTorch models or saved predictions.
 
-What is measured, for the whole set and for every slice of a :class:`~workbench.slices.SliceSet`:
+What is measured, for the whole set and for every slice of a :class:`~workbench.data.slices.SliceSet`:
 
 * **accuracy** and **macro-F1** (F1 averaged over the classes that occur in the labels or the
   predictions, as scikit-learn does by default),
@@ -50,9 +50,9 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..slices import SliceSet
-from .bootstrap import (DEFAULT_N_BINS, METRICS, EvaluationError, MetricDelta, SliceMetrics, _bootstrap_deltas,
-                        _metrics_record, _preds, _Preds, _slice_seed, _take)
+from ..data.slices import SliceSet
+from .bootstrap import (DEFAULT_N_BINS, METRICS, EvaluationError, MetricDelta, SliceMetrics, bootstrap_deltas,
+                        metrics_record, make_preds, Preds, slice_seed, take_rows)
 from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis
 
 MIN_SLICE_SIZE = 50
@@ -213,18 +213,18 @@ class SliceReport:
 
 
 def _drift(
-    name: str, description: str, group: str, idx: np.ndarray, ref_all: _Preds, cand_all: _Preds,
+    name: str, description: str, group: str, idx: np.ndarray, ref_all: Preds, cand_all: Preds,
     n_boot: int, seed: int, level: float, min_size: int,
 ) -> SliceDrift:
-    ref = _take(ref_all, idx)
-    cand = _take(cand_all, idx)
+    ref = take_rows(ref_all, idx)
+    cand = take_rows(cand_all, idx)
     agree = (ref.pred == cand.pred).astype(np.float64)
-    rm = _metrics_record(name, ref, np.ones(len(idx)))
-    cm = _metrics_record(name, cand, agree)
+    rm = metrics_record(name, ref, np.ones(len(idx)))
+    cm = metrics_record(name, cand, agree)
     n = len(idx)
     alpha = (1.0 - level) / 2.0
     deltas: dict[str, MetricDelta] = {}
-    boots = _bootstrap_deltas(ref, cand, agree, n_boot, np.random.default_rng(_slice_seed(seed, name))) if n > 0 else {}
+    boots = bootstrap_deltas(ref, cand, agree, n_boot, np.random.default_rng(slice_seed(seed, name))) if n > 0 else {}
     for k, (unit, hib) in METRICS.items():
         rv, cv = float(getattr(rm, k)), float(getattr(cm, k))
         if n == 0:
@@ -340,8 +340,8 @@ def evaluate_slices(
     if len(names) != k:
         raise EvaluationError(f"class_names has {len(names)} names but the models score {k} classes: {names}")
 
-    ref_all = _preds(labels_arr, ref_p, n_bins)
-    cand_all = _preds(labels_arr, cand_p, n_bins)
+    ref_all = make_preds(labels_arr, ref_p, n_bins)
+    cand_all = make_preds(labels_arr, cand_p, n_bins)
 
     masks: dict[str, np.ndarray] = {}
     if membership is not None:

@@ -24,15 +24,15 @@ from .config import Calibration, QFormat, QType, QuantConfig, QuantizeError, Qua
 PREPROCESSED_FILE = "model.fp32.pre.onnx"
 
 
-def _encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, batch_size: int, pad_to_max: bool) -> list[dict]:
-    from ..batches import encode
-    from ..ortinfer import make_feed
+def encoded_feeds(session, tokenizer, texts: Sequence[str], max_length: int, batch_size: int, pad_to_max: bool) -> list[dict]:
+    from ..data.batches import encode
+    from ..runtime.ortinfer import make_feed
 
     return [make_feed(session, encode(tokenizer, list(texts[i : i + batch_size]), max_length, pad_to_max))
             for i in range(0, len(texts), batch_size)]
 
 
-def _reader(feeds: list[dict]):
+def feeds_reader(feeds: list[dict]):
     from onnxruntime.quantization import CalibrationDataReader
 
     class _ListReader(CalibrationDataReader):
@@ -230,7 +230,7 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
 
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
-    from ..quiet import calibrator_prints
+    from ..core.quiet import calibrator_prints
 
     method = {Calibration.MINMAX: CalibrationMethod.MinMax, Calibration.ENTROPY: CalibrationMethod.Entropy,
               Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration]
@@ -246,7 +246,7 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
             extra_options=options,
         )
         with calibrator_prints():  # onnxruntime's histogram calibrators print their progress: see quiet.py
-            calibrator.collect_data(_reader(feeds))
+            calibrator.collect_data(feeds_reader(feeds))
             ranges = calibrator.compute_data()
         del calibrator
     return ranges

@@ -11,7 +11,7 @@ variant, ``run_quantization(base, QuantConfig.dynamic_int8(), out_dir, evaluatio
    on training texts.
 3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
    the quantized one timed side by side in alternating rounds with the baseline's timing settings
-   (:func:`workbench.speed.time_side_by_side`: the speed-up with its interval, both floors, a load
+   (:func:`workbench.perf.speed.time_side_by_side`: the speed-up with its interval, both floors, a load
    check before and after); size on disk.
 4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
 5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
@@ -34,16 +34,16 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import Validation, file_size_mib
-from ..metrics import Metric
-from ..latency import Ratio
-from ..machine import LoadCheck
-from ..ortinfer import ShapeLatency
-from ..scoring import ScoringSpeed
-from ..speed import Speed, time_side_by_side
-from .baseline import BASELINE_FILE, Baseline, EvalSet, _cpu_profile, load_baseline
+from ..core.metrics import Metric
+from ..core.latency import Ratio
+from ..perf.machine_profile import LoadCheck
+from ..runtime.ortinfer import ShapeLatency
+from ..perf.scoring import ScoringSpeed
+from ..perf.speed import Speed, time_side_by_side
+from .baseline import BASELINE_FILE, Baseline, EvalSet, cpu_profile, load_baseline
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
-from .quantize import _encoded_feeds, quantize_graph, quantized_nodes
+from .quantize import encoded_feeds, quantize_graph, quantized_nodes
 from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -81,7 +81,7 @@ class QuantResult:
     notes: list[str] = field(default_factory=list)
     # the timing settings of ``latency``/``fp32_latency`` (None in results saved before it was kept)
     timing: Optional[TimingConfig] = None
-    # the FP32 and quantized graphs timed side by side, interleaved (workbench.speed): the speed-up
+    # the FP32 and quantized graphs timed side by side, interleaved (workbench.perf.speed): the speed-up
     # per shape with its interval over the paired rounds and both floors; and whether the machine
     # was busy meanwhile (empty / None in results saved before they were kept)
     speed: list[Speed] = field(default_factory=list)
@@ -142,7 +142,7 @@ class QuantResult:
         ]
 
 
-def _report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
+def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
     examples = eset.load_examples()
     ref = softmax(eset.fp32_logits())
     cand = softmax(logits)
@@ -177,7 +177,7 @@ def run_quantization(
     are reported, never asserted.
     """
     from ..graph import compare_logits, op_histogram
-    from ..ortinfer import make_session, predict_dataset
+    from ..runtime.ortinfer import make_session, predict_dataset
 
     cfg = cfg or QuantConfig.dynamic_int8()
     if not isinstance(cfg, QuantConfig):
@@ -192,7 +192,7 @@ def run_quantization(
     baseline = source
     node_error_samples = evaluation.node_error_samples
     t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
-    from ..device import require_device
+    from ..runtime.device import require_device
 
     require_device(t.device)  # CUDA asked for and absent: one clear error before any work
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / layout.quantize_dir(cfg.label)
@@ -222,7 +222,7 @@ def run_quantization(
         usable = (len(texts) // cfg.calibration_batch_size) * cfg.calibration_batch_size
         texts = texts[:usable]  # equal batches (histogram calibrators stack them)
         # padded to max_length: the histogram calibrators need equal shapes across batches
-        feeds = _encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
+        feeds = encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
 
     t0 = time.perf_counter()
     qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
@@ -231,7 +231,7 @@ def run_quantization(
         if not calib_texts:
             raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
                                 "split): give data with a training split, or list nodes_to_exclude yourself")
-        rank_feeds = _encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
+        rank_feeds = encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
                                     pad_to_max=False)
         worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
         used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
@@ -265,14 +265,14 @@ def run_quantization(
 
         ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
         if scoring is None and baseline.fp32_scoring is not None:  # the evaluation split, timed like the FP32 graph's
-            from ..scoring import timed_scoring
+            from ..perf.scoring import timed_scoring
 
             logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
-                                            baseline.scoring_order, profile=_cpu_profile(baseline.timing),
+                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
                                             note=baseline.scoring_note)
         else:
             logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
-        reports[eset.name] = (logits, _report_for(eset, logits, baseline, cfg.label, evaluation))
+        reports[eset.name] = (logits, report_for(eset, logits, baseline, cfg.label, evaluation))
     main_set = baseline.eval_sets[0]
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
                                 what=f"the {cfg.label} graph")
@@ -289,7 +289,7 @@ def run_quantization(
 
     errors: list[NodeError] = []
     if node_error_samples > 0 and calib_texts:
-        dbg = _encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
+        dbg = encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
         errors = node_errors(float_path, qpath, dbg, cfg.resolved_op_types())
     elif node_error_samples > 0:
         notes.append("per-node errors skipped: the baseline has no calibration texts (no training split)")

@@ -26,7 +26,7 @@ from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_M
                      check_budget, check_budget_value, check_min_speedup, parse_objective, speed_guard)
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig
-from .run import RESULT_FILE, QuantResult, _report_for, run_quantization
+from .run import RESULT_FILE, QuantResult, report_for, run_quantization
 
 from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names every file)
 
@@ -331,7 +331,7 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
     """The FP32 graph as a candidate: its latency from the baseline (timed once, when it was
     prepared), scored against itself (no drop)."""
     lat = fp32_latency(base, timing)
-    reps = [_report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
+    reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
     return SearchCandidate(
         name=f"{gname}/fp32", graph=gname, precision="fp32", config=None, onnx_path=Path(base.fp32_path), result_path=None,

@@ -12,7 +12,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..options import parse_choice
+from ..core.options import parse_choice
 from .config import QuantizeError
 from .quantize import quantized_nodes
 

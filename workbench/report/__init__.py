@@ -1,7 +1,7 @@
 """One report to hand over: ``report.html`` (a single self-contained file) and ``summary.json``.
 
 The same builder serves every front: ``workbench audit`` (:mod:`workbench.audit`), ``workbench
-demo`` (:mod:`workbench.pipeline`) and the notebook ``Workbench``'s "Write report" button, which
+demo`` (:mod:`workbench.workflows.demo`) and the notebook ``Workbench``'s "Write report" button, which
 reads a run folder with :func:`inputs_from_run`.
 
 Entry points: :func:`write_report` (``ReportInputs`` -> ``report.html`` + ``summary.json``),

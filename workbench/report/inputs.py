@@ -48,8 +48,8 @@ def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=
     """ReportInputs from the results saved under a run folder (compare.json, export.json,
     fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
     done so far. ``doctor`` defaults to a fresh environment check."""
-    from ..env import run_doctor
-    from ..flow import Run
+    from ..doctor.checks import run_doctor
+    from ..flow.handoffs import Run
 
     root = Path(run_dir)
     if not root.is_dir():

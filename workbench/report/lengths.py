@@ -1,6 +1,6 @@
 """The report's "speed at the data's lengths" part: the data's token lengths, each variant's latency
 at batch 1 x the median and 95th-percentile length (beside the fixed shapes), and rows per second of
-scoring against the floor of the same batches (:mod:`workbench.lengths`, :mod:`workbench.scoring`)."""
+scoring against the floor of the same batches (:mod:`workbench.data.token_lengths`, :mod:`workbench.perf.scoring`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 
 def scoring_dict(sp) -> Optional[dict]:
-    """A :class:`workbench.scoring.ScoringSpeed` as summary.json writes it."""
+    """A :class:`workbench.perf.scoring.ScoringSpeed` as summary.json writes it."""
     if sp is None:
         return None
     return {"rows": sp.rows, "seconds": sp.seconds, "order": sp.order, "batch_size": sp.batch_size,
@@ -20,7 +20,7 @@ def scoring_dict(sp) -> Optional[dict]:
 def data_lengths(base) -> dict:
     """What summary.json's ``data`` gains from the baseline: the lengths, the shapes timed at them, the
     scoring order with its note, the work of both orders and the FP32 scoring speed."""
-    from .. import serial
+    from ..core import serial
 
     out: dict = {"scoring_order": base.scoring_order, "scoring_note": base.scoring_note}
     if base.lengths is not None:

@@ -25,26 +25,30 @@ details{margin:6px 0}summary{cursor:pointer}code{background:#f6f6f6;padding:0 3p
 """
 
 
-def _e(v: Any) -> str:
+def escape(v: Any) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
-def _f(v: Any, fmt: str = ".2f", scale: float = 1.0, suffix: str = "") -> str:
+def format_value(v: Any, fmt: str = ".2f", scale: float = 1.0, suffix: str = "") -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "–"
     return f"{v * scale:{fmt}}{suffix}"
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+def report_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _fig_html(fig, div_id: str) -> str:
+def figure_html(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
                        config={"displaylogo": False, "responsive": True})
+
+
+# short local names for the page's many cells
+_e, _f, _table, _fig = escape, format_value, report_table, figure_html
 
 
 def _figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
@@ -58,7 +62,7 @@ def _figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
 
     def add(key: str, make) -> None:
         try:
-            figs[key] = _fig_html(make(), f"fig-{key}")
+            figs[key] = _fig(make(), f"fig-{key}")
         except (ValueError, KeyError, TypeError) as exc:
             figs[key] = f"<p class='muted'>figure not drawn: {_e(exc)}</p>"
 
@@ -222,7 +226,7 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
              for x in q], [2, 3, 4, 5, 6, 8]))
         from .lengths import section as lengths_section
 
-        parts.append(lengths_section(s, _e, _f, _table))
+        parts.append(lengths_section(s, escape, format_value, report_table))
         parts.append("<h2 id='drift'>Accuracy change by slice</h2>")
         parts.append(figs.get("drift", ""))
         parts.append(figs.get("drift_focus", ""))

@@ -22,7 +22,7 @@ def _row_of(example: dict, index: int) -> int:
 
 
 def _quant_entry(r, check, examples: Optional[list]) -> dict:
-    from .. import serial
+    from ..core import serial
 
     rep = r.report
     flips = []
@@ -88,19 +88,19 @@ def _training_verdicts(c) -> list[dict]:
 
 def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[dict], list[str]]:
     """(this machine's profile as a dict, why the speed figures were taken under load: [] when they were not)."""
-    from .. import serial
+    from ..core import serial
 
     profile = inp.machine
     if profile is None and results:
         try:
-            from ..machine import machine_profile
+            from ..perf.machine_profile import machine_profile
 
             profile = machine_profile()  # cached: what the quantization timing was judged against
         except Exception as exc:  # noqa: BLE001 - a report is still written without the profile; it says why
             notes.append(f"the machine profile could not be read ({type(exc).__name__}: {exc})")
     machine = None
     if profile is not None:
-        from ..env import slower_runtime_note
+        from ..doctor.checks import slower_runtime_note
 
         if (slower := slower_runtime_note(profile)) is not None:  # the current stack on a machine where 1.19.2 measured faster
             notes.append(slower)
@@ -112,7 +112,7 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
 
 def build_summary(inp: ReportInputs) -> dict:
     """Every number of the report as one JSON-ready dict (``summary.json``)."""
-    from .. import serial
+    from ..core import serial
     from ..quant import MIN_SLICE_SIZE
 
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read

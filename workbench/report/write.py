@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from .. import serial
+from ..core import serial
 from ..runs.atomic import atomic_write_set
 from .inputs import ReportInputs, inputs_from_run
 from .page import _figures, render_html

@@ -2,7 +2,7 @@
 
 Entry points:
     find_root(path)             the run root of a stage folder or result file (opening a run with
-                                its results and hand-offs is ``workbench.flow.open_run``: runs/
+                                its results and hand-offs is ``workbench.flow.handoffs.open_run``: runs/
                                 imports no stage)
     layout                      where every stage writes, relative to the run root
     save_result / load_result   a result dataclass as JSON; paths inside the run stored relative
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import layout
-from .atomic import (_exchange, _move_external_data, _umask, atomic_copy, atomic_dir, atomic_path, atomic_write_bytes,
+from .atomic import (exchange, move_external_data, current_umask, atomic_copy, atomic_dir, atomic_path, atomic_write_bytes,
                      atomic_write_json, atomic_write_npy, atomic_write_set, atomic_write_text)
 from .layout import STAGE_FILES
 from .lock import CREATED, RunLocked, drop_created_if_empty, first_missing, run_lock
@@ -43,7 +43,7 @@ __all__ = [
     "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_set", "atomic_write_text", "find_results",
     "find_root", "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
     "RunLocked", "drop_created_if_empty", "run_lock",
-    "_exchange", "_move_external_data", "_umask",
+    "exchange", "move_external_data", "current_umask",
 ]
 
 DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))

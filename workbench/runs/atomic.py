@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import serial
+from ..core import serial
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -32,7 +32,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -56,7 +56,7 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -85,7 +85,7 @@ class atomic_path:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None and self.tmp.exists():
             os.replace(self.tmp, self.path)
-            _move_external_data(self.tmp, self.path)
+            move_external_data(self.tmp, self.path)
         else:
             self.tmp.unlink(missing_ok=True)
 
@@ -118,7 +118,7 @@ class atomic_dir:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        if self.path.exists() and _exchange(self.tmp, self.path):
+        if self.path.exists() and exchange(self.tmp, self.path):
             # one system call swapped them: ``path`` is the new folder, ``tmp`` now holds the old one
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
@@ -133,7 +133,7 @@ class atomic_dir:
 _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported.
 
     Replacing a folder with ``os.replace`` needs two renames (old out of the way, new in), and a
@@ -174,7 +174,7 @@ def atomic_write_npy(path: str | os.PathLike, array) -> Path:
     return atomic_write_bytes(path, buf.getvalue())
 
 
-def _move_external_data(tmp: Path, final: Path) -> None:
+def move_external_data(tmp: Path, final: Path) -> None:
     """ONNX files over 2 GB keep weights beside them as ``<name>.data``; move that too."""
     side = tmp.with_name(tmp.name + ".data")
     if side.exists():
@@ -217,11 +217,11 @@ def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
     try:
         for name, data in files.items():
             with open(tmp / name, "wb") as fh:
-                _pause_at(f"{name}:write")
+                pause_at(f"{name}:write")
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp / name, 0o666 & ~_umask())
+            os.chmod(tmp / name, 0o666 & ~current_umask())
         os.replace(tmp, folder / gen)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -229,7 +229,7 @@ def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
     return gen
 
 
-def _pause_at(point: str) -> None:
+def pause_at(point: str) -> None:
     """Test hook: with ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` set, say we are at ``point`` by writing
     to the FIFO, then wait there (a test SIGKILLs the writer at that moment). No effect otherwise."""
     spec = os.environ.get("WORKBENCH_PAUSE_AT")
@@ -259,7 +259,7 @@ def atomic_write_set(folder: str | os.PathLike, files: dict[str, bytes], link: s
     _adopt_regular_files(folder, list(files), link)
     gen = _new_generation(folder, link, files)
     _fsync_dir(folder)
-    _pause_at("swap")
+    pause_at("swap")
     _point(folder / link, gen)
     for name in files:
         p = folder / name

@@ -111,9 +111,9 @@ class run_lock:
         self._key = key
         if self.clean:
             clean_stale(self.folder)
-        from .atomic import _pause_at
+        from .atomic import pause_at
 
-        _pause_at("locked")  # test hook: hold the lock at a moment the test controls (WORKBENCH_PAUSE_AT)
+        pause_at("locked")  # test hook: hold the lock at a moment the test controls (WORKBENCH_PAUSE_AT)
         return self
 
     def release(self) -> None:

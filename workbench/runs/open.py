@@ -1,6 +1,6 @@
 """The run root of any of its folders (:func:`find_root`), and :class:`RunError`.
 
-Opening a run with its results and hand-offs is :func:`workbench.flow.open_run`: it reads the
+Opening a run with its results and hand-offs is :func:`workbench.flow.handoffs.open_run`: it reads the
 stages' results, and ``runs`` (the lowest floor: layout and atomic writing) imports no stage.
 """
 

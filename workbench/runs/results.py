@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-from .. import serial
+from ..core import serial
 from .atomic import atomic_write_text
 from .open import RunError
 from .relpaths import relativize, resolve

@@ -36,7 +36,7 @@ training is a result too (status ``failed`` or ``fell_back``, with the cause and
 
 Layout: ``run_training`` writes ``<run_dir>/<backend>/``: ``train.json`` (the :class:`TrainRun`),
 a Hugging Face checkpoint folder ``checkpoint/`` (``save_pretrained``: config, safetensors
-weights, tokenizer) that ``workbench.models.load_model(folder)`` loads back, and for ORTModule the
+weights, tokenizer) that ``workbench.models.load.load_model(folder)`` loads back, and for ORTModule the
 training graphs it built in ``graphs/``; ``run_comparison`` adds ``<run_dir>/compare.json``.
 Everything is written to a temporary name and renamed into place.
 

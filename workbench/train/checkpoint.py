@@ -47,7 +47,7 @@ def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
 def _dropout_defaults(name: str) -> dict[str, Any]:
     from transformers import AutoConfig, BertConfig
 
-    from ..models import DROPOUT_ATTRIBUTES, resolve_model_path
+    from ..models.load import DROPOUT_ATTRIBUTES, resolve_model_path
 
     path = resolve_model_path(name)
     base = BertConfig() if path is None else AutoConfig.from_pretrained(str(path), local_files_only=True)

@@ -47,7 +47,7 @@ from typing import Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
-from ..metrics import Metric
+from ..core.metrics import Metric
 from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend,
                      settings_text, shared_differences)
 from .lockstep import LockstepJob, interleaved_runs, run_lockstep
@@ -232,30 +232,10 @@ def summarize_run(run: TrainRun) -> BackendSummary:
     )
 
 
-def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseline: Backend | str = Backend.EAGER) -> Comparison:
-    """Compare finished runs. ``tolerance`` overrides :func:`default_tolerance` for the loss parity."""
-    if not runs_:
-        raise ValueError("compare() needs at least one TrainRun; train some with run_training or run_comparison")
-    baseline = _enum(Backend, baseline, "baseline")
-    by_backend: dict[Backend, TrainRun] = {}
-    for r in runs_:
-        if r.backend in by_backend:
-            raise ValueError(f"two runs for backend {r.backend.value!r}: compare one run per backend")
-        by_backend[r.backend] = r
-    if baseline not in by_backend:
-        raise ValueError(f"the baseline backend {baseline.value!r} is not among the runs {[b.value for b in by_backend]}; "
-                         f"pass baseline= one of them")
-    base_run = by_backend[baseline]
-    cfg = base_run.config
-    tol, basis = default_tolerance(cfg)
-    if tolerance is not None:
-        if not tolerance > 0:
-            raise ValueError(f"tolerance must be a positive loss difference, got {tolerance}")
-        tol, basis = tolerance, f"per-step losses compared within {tolerance} (given by the caller)"
-    smooth = DROPOUT_WINDOW if cfg.dropout else 1
-
-    summaries = [summarize_run(r) for r in runs_]
-    base_summary = next(s for s in summaries if s.backend is baseline)
+def comparison_notes(runs_: Sequence[TrainRun], base_run: TrainRun) -> list[str]:
+    """What a reader of a comparison must know besides its figures: fallbacks and failures, Dynamo's
+    graph breaks, shared settings that differ from the baseline's, and how the speed was timed."""
+    cfg, baseline = base_run.config, base_run.backend
     notes: list[str] = []
     for r in runs_:
         if r.status in (RunStatus.FAILED, RunStatus.FELL_BACK):
@@ -291,6 +271,34 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
     if len(runs_) > 1 and len(set(pids)) < len(pids):
         notes.append("peak memory: runs shared one process, so a later run's RSS includes memory an earlier one did not "
                      "return to the OS; use run_comparison(cfg, CompareConfig(isolate=True)) for per-backend figures")
+    return notes
+
+
+def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseline: Backend | str = Backend.EAGER) -> Comparison:
+    """Compare finished runs. ``tolerance`` overrides :func:`default_tolerance` for the loss parity."""
+    if not runs_:
+        raise ValueError("compare() needs at least one TrainRun; train some with run_training or run_comparison")
+    baseline = _enum(Backend, baseline, "baseline")
+    by_backend: dict[Backend, TrainRun] = {}
+    for r in runs_:
+        if r.backend in by_backend:
+            raise ValueError(f"two runs for backend {r.backend.value!r}: compare one run per backend")
+        by_backend[r.backend] = r
+    if baseline not in by_backend:
+        raise ValueError(f"the baseline backend {baseline.value!r} is not among the runs {[b.value for b in by_backend]}; "
+                         f"pass baseline= one of them")
+    base_run = by_backend[baseline]
+    cfg = base_run.config
+    tol, basis = default_tolerance(cfg)
+    if tolerance is not None:
+        if not tolerance > 0:
+            raise ValueError(f"tolerance must be a positive loss difference, got {tolerance}")
+        tol, basis = tolerance, f"per-step losses compared within {tolerance} (given by the caller)"
+    smooth = DROPOUT_WINDOW if cfg.dropout else 1
+
+    summaries = [summarize_run(r) for r in runs_]
+    base_summary = next(s for s in summaries if s.backend is baseline)
+    notes = comparison_notes(runs_, base_run)
 
     ratios: list[Ratio] = []
     if base_summary.comparable:
@@ -323,9 +331,9 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
 def paired_step_ratio(base: TrainRun, other: TrainRun):
     """Steady-state speed of ``other`` against ``base`` from steps that pair up in time (runs that took
     turns, :mod:`workbench.train.lockstep`): per-step ``base / other`` over the steps after start-up
-    both ran, its median and a bootstrap interval (:func:`workbench.latency.paired_ratio`); None with
+    both ran, its median and a bootstrap interval (:func:`workbench.core.latency.paired_ratio`); None with
     fewer than 2 such steps."""
-    from ..latency import paired_ratio
+    from ..core.latency import paired_ratio
 
     skip = max(len(base.steps) - len(base.timed_steps()), len(other.steps) - len(other.timed_steps()))
     pairs = [(a.step_s, b.step_s) for a, b in zip(base.steps[skip:], other.steps[skip:])]

@@ -1,7 +1,7 @@
 """What defines a training run (:class:`TrainConfig`), and which backend may run it (:func:`check_backend`).
 
 Every setting is checked in ``TrainConfig.__post_init__``: strings are turned into enums
-(``workbench.options.parse_choice``), and a value that cannot work raises
+(``workbench.core.options.parse_choice``), and a value that cannot work raises
 :class:`TrainConfigError` naming the value, what is allowed and the fix, before anything is
 loaded. The defaults are the settings measured fastest side by side (:data:`TUNED_DEFAULTS`);
 ORTModule's own defaults stay one argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .. import serial
-from ..data import DataConfig
-from ..options import parse_choice
+from ..core import serial
+from ..data.load import DataConfig
+from ..core.options import parse_choice
 
 
 class TrainConfigError(ValueError):
@@ -154,7 +154,7 @@ class TrainConfig:
         if isinstance(self.data, dict):
             set_("data", serial.from_dict(DataConfig, self.data))
         if not isinstance(self.data, DataConfig):
-            raise TrainConfigError(f"data must be a workbench.data.DataConfig, got {type(self.data).__name__}; "
+            raise TrainConfigError(f"data must be a workbench.data.load.DataConfig, got {type(self.data).__name__}; "
                                    "use DataConfig.quick() or DataConfig(...)")
         for name in ("pad_to_max", "dropout", "ort_allow_spinning", "save_graphs"):
             set_(name, _flag(getattr(self, name), name))

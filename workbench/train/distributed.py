@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .. import runs, serial
+from .. import runs
+from ..core import serial
 from .config import Backend, TrainConfig, TrainConfigError, _enum, check_backend
 from .results import TrainRun, load_train_run
 
@@ -167,8 +168,8 @@ def _worker(argv: Optional[list[str]] = None) -> int:
         torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if cfg.device.startswith("cuda") else "gloo")
     try:
-        from ..data import class_names, load_data
-        from ..models import load_for_data
+        from ..data.load import class_names, load_data
+        from ..models.load import load_for_data
 
         loaded = load_for_data(cfg.model, class_names(load_data(cfg.data)), attn_implementation=cfg.attn_implementation,
                                dropout=cfg.dropout, seed=cfg.seed)

@@ -10,7 +10,7 @@ Why: a comparison of speeds is only as good as its conditions. Runs trained one 
 minutes apart, see different machine loads; runs interleaved in one process share thread pools (an
 ORT session's spinning workers take cores from the next eager step). Here every step runs alone on
 the machine, in a process of its own, next in time to the other runs' same step: step ``i`` of
-two runs pair up (:func:`workbench.latency.paired_ratio` gives the ratio an interval), and each
+two runs pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval), and each
 run's peak memory and start-up are its own.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .. import serial
+from ..core import serial
 from .config import Backend, TrainConfig, check_backend
 from .loop import LOCKSTEP_ENV
 from .process import GATE_PREFIX, PROGRESS_PREFIX, child_process, child_result, drain_stderr

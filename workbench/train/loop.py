@@ -24,7 +24,7 @@ from typing import Optional
 
 from .. import runs
 from ..runs.layout import TRAIN_FILE
-from ..data import DataConfig
+from ..data.load import DataConfig
 from .backends import _compile_stats, _dynamo_counters, _make_optimizer, _prepare_model, explain_failure
 from .checkpoint import save_checkpoint
 from .config import Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
@@ -94,7 +94,7 @@ class Trainer:
         """
         import torch
 
-        from ..batches import model_inputs
+        from ..data.batches import model_inputs
 
         cfg, device = self.cfg, self.device
         self.step_no += 1
@@ -191,7 +191,7 @@ def _train(
     Under ``torchrun`` (``torch.distributed`` initialised) the same loop runs with
     DistributedDataParallel; only rank 0 reports progress and writes the run.
 
-    ``model`` (advanced, tests): a ``workbench.models.LoadedModel`` to train instead of loading
+    ``model`` (advanced, tests): a ``workbench.models.load.LoadedModel`` to train instead of loading
     ``cfg.model``; its head must match the data's classes.
     """
     backend = check_backend(cfg, backend)
@@ -210,8 +210,8 @@ def _train(
 
     import torch
 
-    from ..data import class_names
-    from ..models import load_for_data
+    from ..data.load import class_names
+    from ..models.load import load_for_data
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -223,7 +223,7 @@ def _train(
     memory = PeakMemory(cfg.device)
     with memory:
         if model is None:
-            from ..quiet import new_classifier_head_expected
+            from ..core.quiet import new_classifier_head_expected
 
             with new_classifier_head_expected():  # the head is new on purpose: it is trained next
                 model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
@@ -315,7 +315,7 @@ def _train(
 
 @functools.lru_cache(maxsize=4)
 def _load_builtin(cfg: DataConfig):
-    from ..data import load_data
+    from ..data.load import load_data
 
     return load_data(cfg)
 
@@ -323,7 +323,7 @@ def _load_builtin(cfg: DataConfig):
 def _load_data(cfg: DataConfig):
     """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
     (runs of several backends in one process then skip re-reading them); user files are re-read."""
-    from ..data import BUILTIN, load_data
+    from ..data.load import BUILTIN, load_data
 
     return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)
 
@@ -366,7 +366,7 @@ def evaluate(model, dataset, tokenizer, cfg: TrainConfig, device) -> tuple[float
     """Mean cross-entropy and accuracy of ``model`` (plain PyTorch, eval mode, no dropout) on ``dataset``."""
     import torch
 
-    from ..batches import iter_encoded, model_inputs
+    from ..data.batches import iter_encoded, model_inputs
 
     was_training = model.training
     model.eval()

@@ -90,13 +90,13 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     step (``TypeError: 'NoneType' object is not iterable`` in ``_export_model``: the label-sparsity
     hook list is None when the optimizer is off).
     """
-    from ..env import check_ortmodule_extensions
+    from ..doctor.checks import check_ortmodule_extensions
 
     ext = check_ortmodule_extensions()
     if not ext.ok:
         raise TrainConfigError(f"the ortmodule backend cannot run: {ext.value}; fix: {ext.fix}")
     allow_streams_without_fd()
-    from ..quiet import ortmodule_warnings
+    from ..core.quiet import ortmodule_warnings
 
     ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
     with _env(ortmodule_env(cfg)):

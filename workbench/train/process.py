@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .. import runs, serial
+from .. import runs
+from ..core import serial
 from ..runs.layout import TRAIN_FILE
 from .config import Backend, TrainConfig, check_backend
 from .loop import ISOLATED_ENV, StepGate, run_training
@@ -175,7 +176,7 @@ def _child_main(argv: Optional[list[str]] = None) -> int:
     import signal
 
     parser = argparse.ArgumentParser(prog="python -m workbench.train", description="one training run (used by run_training_isolated)")
-    parser.add_argument("--config", required=True, help="TrainConfig as JSON (workbench.serial.to_dict)")
+    parser.add_argument("--config", required=True, help="TrainConfig as JSON (workbench.core.serial.to_dict)")
     parser.add_argument("--backend", required=True, choices=[b.value for b in Backend])
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--lockstep", action="store_true", help="take turns: ask for each phase on stdout, wait for a line on stdin")

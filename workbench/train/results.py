@@ -1,6 +1,6 @@
 """What a training run leaves: per-step and per-evaluation records, the :class:`TrainRun`, and the
 :class:`Progress` a callback receives while it runs. Saved as ``<run_dir>/<backend>/train.json``
-(``workbench.serial`` JSON) and read back with :func:`load_train_run`.
+(``workbench.core.serial`` JSON) and read back with :func:`load_train_run`.
 """
 
 from __future__ import annotations

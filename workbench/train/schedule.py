@@ -36,7 +36,7 @@ def iter_micro_batches(dataset, tokenizer, cfg: TrainConfig, rank: int = 0, worl
     """
     import torch
 
-    from ..batches import batch_indices, encode
+    from ..data.batches import batch_indices, encode
 
     texts, labels = dataset["text"], dataset["label"]
     global_batch = cfg.batch_size * world_size

@@ -60,7 +60,7 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
                      load=None) -> Optional[TrainVerdict]:
     """The verdict on ``backend`` against the comparison's baseline; None when ``backend`` was not
     trained. ``machine`` names the CPU (e.g. ``MachineProfile.isa_text()``); ``load`` is a
-    :class:`workbench.machine.LoadCheck` taken around the training (a contended one makes the
+    :class:`workbench.perf.machine_profile.LoadCheck` taken around the training (a contended one makes the
     verdict "unmeasured")."""
     backend = Backend(getattr(backend, "value", backend))
     if backend not in {s.backend for s in comparison.summaries}:
@@ -169,7 +169,7 @@ def load_check(profile=None, before=None):
     """``(profile, check)``: the machine profile (measured once, then cached) and a load check now;
     with ``before``, the check now combined with it, so a verdict says whether the machine was busy
     before or after the training it judges."""
-    from ..machine import check_load, combine_checks, machine_profile
+    from ..perf.machine_profile import check_load, combine_checks, machine_profile
 
     profile = profile or machine_profile()
     now = check_load(profile)

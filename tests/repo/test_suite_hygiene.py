@@ -1,0 +1,143 @@
+"""The test suite's own rules: the ``gpu`` marker skips without CUDA and runs with it; markers are
+strict; every test has a time limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnxruntime  # imported before pytester snapshots sys.modules: torch cannot be imported twice
+import pytest
+import torch
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+GPU_TEST = """
+import pytest
+
+@pytest.mark.gpu
+def test_needs_cuda():
+    import torch
+    assert torch.cuda.is_available()
+
+def test_plain():
+    pass
+"""
+
+
+def _suite(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makefile(".toml", pyproject=PYPROJECT.read_text().replace('testpaths = ["tests"]', 'testpaths = ["."]'))
+    # a module name no real test file has: in-process runs share sys.modules with this suite
+    # (tests/unit/runtime/test_gpu.py imported first made this file an import-mismatch error)
+    pytester.makepyfile(test_gpu_marker_probe=GPU_TEST)
+
+
+def test_gpu_tests_skip_without_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*marked gpu: no CUDA device*"])
+
+
+def test_gpu_tests_run_with_cuda(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+
+
+def test_cuda_without_the_onnxruntime_provider_still_skips(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    _suite(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*no CUDAExecutionProvider*"])
+
+
+def test_an_unknown_marker_is_an_error(pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    pytester.makepyfile(test_typo="import pytest\n\n@pytest.mark.slw\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "test_typo.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*'slw' not found in `markers` configuration option*"])
+
+
+def test_a_hung_test_fails_at_its_timeout(pytester: pytest.Pytester) -> None:
+    _suite(pytester)
+    pytester.makepyfile(test_hang="import time\nimport pytest\n\n@pytest.mark.timeout(1)\ndef test_hangs():\n    time.sleep(30)\n")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "test_hang.py")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Timeout*"])
+
+
+def test_every_test_has_a_default_time_limit(request: pytest.FixtureRequest) -> None:
+    assert float(request.config.getini("timeout")) == 600
+    assert "--strict-markers" in request.config.getini("addopts")
+
+
+def test_the_suite_runs_in_a_random_order(pytester: pytest.Pytester) -> None:
+    """pytest-randomly (pinned in requirements/constraints.txt) shuffles the tests, and `make test` /
+    `make test-fast` ask for it: two seeds give two orders of the same tests."""
+    _suite(pytester)
+    names = [f"test_{i:02d}" for i in range(20)]
+    pytester.makepyfile(test_order="\n".join(f"def {n}():\n    pass\n" for n in names))
+    orders = []
+    for seed in (1, 2):
+        result = pytester.runpytest_subprocess("-p", "randomly", f"--randomly-seed={seed}", "-v", "test_order.py")
+        result.assert_outcomes(passed=20)
+        result.stdout.fnmatch_lines([f"*randomly-seed={seed}*"])
+        orders.append([line.split("::")[1].split()[0] for line in result.outlines if "::test_" in line and "PASSED" in line])
+    assert sorted(orders[0]) == sorted(orders[1]) == names
+    assert orders[0] != names and orders[1] != names and orders[0] != orders[1]
+    makefile = (PYPROJECT.parent / "Makefile").read_text()
+    for target in ("test:", "test-fast:"):
+        recipe = makefile.split(f"\n{target}", 1)[1].split("\n\n", 1)[0]
+        assert "-p randomly" in recipe, f"`make {target[:-1]}` does not run the tests in a random order"
+    pins = (PYPROJECT.parent / "requirements" / "constraints.txt").read_text().splitlines()
+    assert any(line.startswith("pytest-randomly==") for line in pins)
+
+
+# ---- docs/measuring.md's "the tests never assert timings" ------------------------------------------------
+_TIMING_NAME = r"_(s|ms|sec|secs)\b|\b(seconds|elapsed|wall|duration|latency|took)\b|perf_counter|monotonic|time\.time"
+
+
+def timing_asserts(source: str) -> list[str]:
+    """Asserts that compare a time (a name or call that reads as seconds/milliseconds/elapsed) with a
+    positive number by <, <=, > or >=: a timing assertion. ``x > 0`` is not one (a figure exists)."""
+    import ast
+    import re
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            sides = [cmp.left, *cmp.comparators]
+            for op, a, b in zip(cmp.ops, sides, sides[1:]):
+                if not isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
+                    continue
+                for timed, bound in ((a, b), (b, a)):
+                    positive = isinstance(bound, ast.Constant) and isinstance(bound.value, (int, float)) and bound.value > 0
+                    if positive and re.search(_TIMING_NAME, ast.unparse(timed)):
+                        found.append(f"line {node.lineno}: {ast.unparse(cmp)}")
+    return found
+
+
+def test_timing_asserts_are_found():
+    assert timing_asserts("assert result.seconds < 30\nassert wall_s <= 5.0\nassert 10 > time.perf_counter() - t0\n") == [
+        "line 1: result.seconds < 30", "line 2: wall_s <= 5.0", "line 3: 10 > time.perf_counter() - t0"]
+    assert timing_asserts("assert run.step_s > 0\nassert len(steps) >= 2\nassert acc > 0.65\n") == []
+
+
+def test_no_test_asserts_a_timing():
+    """The documentation says the tests never assert timings (they belong to the benchmarks' tables)."""
+    tests = Path(__file__).resolve().parents[1]
+    hits = {str(p.relative_to(tests)): h for p in sorted(tests.rglob("*.py")) if p.name != Path(__file__).name
+            and (h := timing_asserts(p.read_text()))}
+    assert hits == {}, hits

@@ -1,0 +1,208 @@
+"""The two stacks: folders saved by transformers 5 (tests/fixtures/v5, written by scripts/make_v5_fixtures.py on
+the current stack) load on either stack or are refused in one line naming the fix; both of torch's exporters
+work, TorchScript keeps ONNX Runtime's fusions and the fusion report says why a dynamo export fused no Attention;
+`workbench doctor` names the stack; training commands refuse on the current stack."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.models.compat import NewerTransformersError, load_tokenizer, transformers_major
+from workbench.doctor.checks import stack
+
+V5 = Path(__file__).resolve().parents[1] / "fixtures" / "v5"
+EXPECTED = json.loads((V5 / "expected.json").read_text())
+FOLDERS = ("generic_fast", "bert_tokenizer")
+
+
+def test_the_fixtures_were_really_saved_by_transformers_5():
+    assert int(EXPECTED["transformers"].split(".")[0]) == 5
+    generic = json.loads((V5 / "generic_fast" / "tokenizer_config.json").read_text())
+    # what transformers 4.57 cannot read as it is: a class it lacks, a list of extra special tokens, no special-tokens map
+    assert generic["tokenizer_class"] == "TokenizersBackend" and isinstance(generic["extra_special_tokens"], list)
+    assert not (V5 / "generic_fast" / "special_tokens_map.json").exists()
+    assert json.loads((V5 / "bert_tokenizer" / "tokenizer_config.json").read_text())["tokenizer_class"] == "BertTokenizer"
+    for name in FOLDERS:
+        config = json.loads((V5 / name / "config.json").read_text())
+        assert config["transformers_version"] == EXPECTED["transformers"] and config["dtype"] == "float32"
+
+
+@pytest.mark.parametrize("name", FOLDERS)
+def test_a_transformers_5_folder_tokenizes_and_predicts_as_transformers_5_did(name):
+    """On either stack: the same input ids and logits as transformers 5 computed when it saved the folder."""
+    import torch
+
+    from workbench.models.load import load_model
+
+    tok = load_tokenizer(V5 / name)
+    enc = tok(EXPECTED["texts"], padding=True, return_tensors="pt")
+    assert enc["input_ids"].tolist() == EXPECTED["folders"][name]["input_ids"]
+    if name == "generic_fast":
+        assert "[ENT]" in tok.all_special_tokens and tok.pad_token == "[PAD]" and tok.cls_token == "[CLS]"
+    loaded = load_model(str(V5 / name))
+    with torch.no_grad():
+        logits = loaded.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}).logits
+    np.testing.assert_allclose(logits.numpy(), np.array(EXPECTED["folders"][name]["logits"]), atol=1e-5)
+    assert loaded.model.config.id2label == {0: "rotten", 1: "fresh"}
+
+
+@pytest.mark.skipif(transformers_major() >= 5, reason="transformers 5 reads its own folders; the refusal is the training stack's")
+def test_a_tokenizer_4x_cannot_read_is_refused_in_one_line_naming_the_current_stack(tmp_path, capsys):
+    """The transformers 5 folder without its tokenizer.json: nothing 4.57 can load. The audit refuses before any
+    work, in one line that names the field and `make setup-current` (not "save it with save_pretrained")."""
+    from workbench.cli import main
+
+    folder = tmp_path / "model"
+    shutil.copytree(V5 / "generic_fast", folder)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(NewerTransformersError) as e:
+        load_tokenizer(folder)
+    assert "'TokenizersBackend'" in str(e.value) and "make setup-current" in str(e.value) and "\n" not in str(e.value)
+    data = tmp_path / "reviews.csv"
+    data.write_text("text,label\n" + "\n".join(f"{t},{'fresh' if i % 2 else 'rotten'}" for i, t in
+                                                 enumerate(EXPECTED["texts"] * 4)) + "\n")
+    code = main(["audit", "--model", str(folder), "--data", str(data), "--out", str(tmp_path / "out"), "--quick"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1, err
+    assert "TokenizersBackend" in err[0] and "make setup-current" in err[0] and "save_pretrained" not in err[0]
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # 60-100 s on 2 cores (the whole audit: export, fusion, quantization, evaluation, report)
+def test_a_classifier_saved_by_transformers_5_is_audited_end_to_end(tmp_path):
+    """The generic fast tokenizer's folder, audited on this stack: report, summary.json, exit 0 or 3."""
+    from workbench.cli import main
+
+    rows = [(t, "fresh" if i % 3 else "rotten") for i, t in enumerate(EXPECTED["texts"] * 30)]
+    data = tmp_path / "reviews.csv"
+    data.write_text("text,label\n" + "\n".join(f'"{t}",{label}' for t, label in rows) + "\n")
+    out = tmp_path / "audit"
+    code = main(["audit", "--model", str(V5 / "generic_fast"), "--data", str(data), "--out", str(out), "--quick",
+                 "--presets", "dynamic", "--min-speedup", "0"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert code in (0, 3) and summary["verdict"]["exit_code"] == code, summary["verdict"]
+    assert summary["verdict"]["status"] != "incomplete" and (out / "report.html").is_file()
+
+
+# ---- the exporters -------------------------------------------------------------------------------------------
+def _fusions(export):
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    info = export.model_info
+    stats = optimize_model(str(export.onnx_path), model_type="bert", num_heads=info.num_heads,
+                           hidden_size=info.hidden_size).get_fused_operator_statistics()
+    return {k: v for k, v in stats.items() if v}
+
+
+@pytest.mark.slow
+def test_the_torchscript_export_matches_pytorch_and_keeps_every_fusion(tmp_path, quick_data):
+    from workbench.graph import ExportConfig, run_export
+    from workbench.graph.diagnose import exported_by
+    from workbench.graph.trace import torchscript_available
+
+    if not torchscript_available():
+        pytest.skip("this torch no longer ships the TorchScript exporter")
+    r = run_export("tiny", ExportConfig.quick(exporter="auto"), tmp_path / "ts", data=quick_data)
+    assert r.exporter == "torchscript" and r.validation.passed and r.validation.max_abs_diff < 1e-4
+    import onnx
+
+    assert exported_by(onnx.load(str(r.onnx_path))) == "torchscript"
+    layers = r.model_info.num_layers
+    assert _fusions(r) == {"EmbedLayerNormalization": 1, "Attention": layers, "BiasGelu": layers,
+                           "SkipLayerNormalization": 2 * layers}
+
+
+@pytest.mark.slow
+def test_the_dynamo_export_matches_pytorch_and_the_fusion_report_says_why_no_attention(tmp_path, quick_data):
+    import torch
+
+    from workbench.graph import ExportConfig, FusionConfig, run_export, run_fusion
+
+    if int(torch.__version__.split(".")[1]) < 9 and torch.__version__.startswith("2.") or not importlib.util.find_spec("onnxscript"):
+        pytest.skip(f"the dynamo exporter needs torch >= 2.9 and onnxscript (the current stack); torch {torch.__version__} here")
+    r = run_export("tiny", ExportConfig.quick(exporter="dynamo"), tmp_path / "dyn", data=quick_data)
+    assert r.exporter == "dynamo" and r.validation.passed and r.validation.max_abs_diff < 1e-4
+    assert "Attention" not in _fusions(r)
+    report = run_fusion(r, FusionConfig.quick(measure_latency=False), tmp_path / "fusion")
+    attention = next(d for d in report.diagnoses if d.fusion == "Attention")
+    assert attention.found == 0 and "dynamo exporter" in attention.cause and "--exporter torchscript" in attention.fix
+    assert "exporter: dynamo" in attention.evidence
+
+
+def test_auto_takes_torchscript_while_torch_ships_it_and_says_what_to_do_when_it_is_gone(monkeypatch):
+    from workbench.graph import ExportConfig, ExportError
+    from workbench.graph import trace
+
+    if trace.torchscript_available():
+        assert trace.resolve_exporter("auto") == "torchscript"
+    from workbench.runtime import exporters
+
+    monkeypatch.setattr(exporters, "torchscript_registration", lambda: None)  # a torch without the TorchScript exporter
+    assert trace.resolve_exporter("auto") == "dynamo" and trace.resolve_exporter("dynamo") == "dynamo"
+    with pytest.raises(ExportError, match="no longer ships the TorchScript exporter") as e:
+        trace.resolve_exporter("torchscript")
+    assert "--exporter dynamo" in str(e.value)
+    with pytest.raises(ValueError, match="exporter must be one of auto, torchscript, dynamo, got 'onnx'"):
+        ExportConfig(exporter="onnx")
+
+
+# ---- doctor and the training commands -------------------------------------------------------------------------
+def test_doctor_names_the_stack_and_what_it_runs():
+    from workbench.doctor.checks import run_doctor
+
+    report = run_doctor()
+    first = report.checks[0]
+    assert first.name == "stack" and first.value.startswith(f"{stack()} stack")
+    if stack() == "current":
+        assert "not training" in first.value and "make setup" in first.value
+        assert report["transformers"].ok and report["transformers"].value.startswith("5.")
+        assert not report["ortmodule extensions"].required
+    else:
+        assert "ortmodule" in first.value
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "demo", "workshop", "ondevice"])
+def test_training_commands_refuse_on_the_current_stack_in_one_line(command, monkeypatch, capsys):
+    from workbench.doctor import checks as env
+    from workbench.cli import main
+
+    monkeypatch.setattr(env, "stack", lambda: "current")
+    code = main([command])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1, err
+    assert f"workbench {command}:" in err[0] and "`make setup`" in err[0] and "current stack" in err[0]
+
+
+def test_the_audit_says_the_current_runtime_is_slower_only_where_this_machine_measured_it(tmp_path, monkeypatch):
+    """The note compares this machine's two cached profiles (same CPU, flags, threads; ONNX Runtime 1.19.2 and this
+    one): said when a kernel kind is more than 15% slower, silent when within that or when 1.19.2 was never measured."""
+    from workbench.doctor import checks as env
+    from workbench.core import serial
+    from workbench.perf.machine_profile import MachineProfile, PROFILE_VERSION, profile_key
+
+    def profile(version: str, fp32: float, int8: float) -> MachineProfile:
+        return MachineProfile(cpu_model="Test Xeon", flags={"avx512_vnni": True, "avx2": True}, cores=2, threads=2,
+                              ort_version=version, fp32_gops=fp32, int8_gops=int8, qdq_int8_gops=None,
+                              measured_at="2026-11-25T18:00:00+00:00", shapes=[[128, 384, 384]])
+
+    def cache(p: MachineProfile) -> None:
+        key = profile_key(p.cpu_model, p.flags, p.threads, p.ort_version)
+        (tmp_path / f"{key}.json").write_text(json.dumps({**serial.to_dict(p), "key": key, "version": PROFILE_VERSION}))
+
+    monkeypatch.setattr(env, "stack", lambda: "current")
+    now = profile("1.32.0", 170.0, 250.0)
+    assert env.slower_runtime_note(now, cache_dir=tmp_path) is None  # 1.19.2 never measured here: nothing said
+    cache(profile("1.19.2", 180.0, 320.0))
+    line = env.slower_runtime_note(now, cache_dir=tmp_path)
+    assert line is not None and "\n" not in line and "onnxruntime 1.32.0 is slower than 1.19.2 on this machine" in line
+    assert "INT8 250 vs 320 GOP/s" in line and "FP32" not in line.split("throughput is")[1].split("(")[0]  # FP32 within 15%
+    assert env.slower_runtime_note(profile("1.32.0", 175.0, 300.0), cache_dir=tmp_path) is None
+    monkeypatch.setattr(env, "stack", lambda: "training")
+    assert env.slower_runtime_note(now, cache_dir=tmp_path) is None

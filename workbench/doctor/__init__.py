@@ -1,0 +1,1 @@
+"""The doctor: versions, ORTModule extensions, providers, accelerators (checks)."""

@@ -1,0 +1,1 @@
+"""Models: loading (load) and the one registry of encoder architectures (architectures)."""

@@ -1,0 +1,231 @@
+"""The encoder architectures the workbench supports, and what each needs: one entry per architecture.
+
+Adding an encoder type is one :class:`Architecture` in :data:`ARCHITECTURES` (and its row in the
+coverage test, ``tests/unit/workflows/test_zoo.py``): the list of supported types (:mod:`workbench.models.load`,
+the audit), the transformer optimizer's model type (:mod:`workbench.graph.variants`), why a BERT
+fusion cannot fire for it (:mod:`workbench.graph.diagnose`), the inputs its exported graph takes,
+and the tiny randomly initialised model the tests build (:mod:`workbench.workflows.coverage`: tokenizer style,
+fast tokenizer class, config) are all read from here.
+
+Nothing here imports torch or transformers at module level; the tiny-config builders import
+transformers when called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+# The tiny models' sizes (workbench.workflows.coverage builds them): two layers, hidden size 32 (64 for ModernBERT).
+VOCAB_SIZE = 1000
+HIDDEN = 32
+LAYERS = 2
+HEADS = 2
+INTERMEDIATE = 64
+MAX_POSITIONS = 512
+
+
+@dataclass(frozen=True)
+class TokenizerStyle:
+    """How a family tokenizes: the subword algorithm and its special tokens, in id order."""
+
+    algorithm: str  # "wordpiece", "bpe" (byte-level) or "unigram" (SentencePiece-style, Metaspace)
+    specials: tuple[str, ...]
+    cls: str
+    sep: str
+    pair_separator: bool  # RoBERTa-style pairs: <s> A </s></s> B </s>
+    lowercase: bool
+
+
+WORDPIECE_BERT = TokenizerStyle("wordpiece", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, True)
+WORDPIECE_MPNET = TokenizerStyle("wordpiece", ("<s>", "<pad>", "</s>", "[UNK]", "<mask>"), "<s>", "</s>", True, True)
+BPE_ROBERTA = TokenizerStyle("bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
+BPE_MODERNBERT = TokenizerStyle("bpe", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, False)
+UNIGRAM_XLMR = TokenizerStyle("unigram", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
+UNIGRAM_DEBERTA = TokenizerStyle("unigram", ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), "[CLS]", "[SEP]", False, False)
+
+
+
+def _ids(tok) -> dict:
+    return dict(pad_token_id=tok.pad_token_id)
+
+
+def _bert(tok):
+    from transformers import BertConfig
+
+    return BertConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                      intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _roberta(cls_name: str):
+    def make(tok):
+        import transformers
+
+        cls = getattr(transformers, cls_name)
+        # RoBERTa numbers positions from padding_idx + 1, so it needs two more position rows.
+        return cls(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                   intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
+                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+
+    return make
+
+
+def _distilbert(tok):
+    from transformers import DistilBertConfig
+
+    return DistilBertConfig(vocab_size=len(tok), dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
+                            max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _electra(tok):
+    from transformers import ElectraConfig
+
+    return ElectraConfig(vocab_size=len(tok), embedding_size=HIDDEN, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                         num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                         max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+
+
+def _mpnet(tok):
+    from transformers import MPNetConfig
+
+    return MPNetConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                       intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+
+
+def _deberta_v2(tok):
+    from transformers import DebertaV2Config
+
+    # DeBERTa-v3's settings (what fine-tuned DeBERTa-v2/v3 checkpoints use): disentangled
+    # attention with content-to-position and position-to-content terms, log-bucketed relative
+    # positions, no absolute position embedding.
+    return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                           num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                           max_position_embeddings=MAX_POSITIONS, relative_attention=True,
+                           pos_att_type=["p2c", "c2p"], position_buckets=64, max_relative_positions=-1,
+                           norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
+                           type_vocab_size=0, **_ids(tok))
+
+
+def _modernbert(tok):
+    from transformers import ModernBertConfig
+
+    return ModernBertConfig(vocab_size=len(tok), hidden_size=2 * HIDDEN, num_hidden_layers=LAYERS,
+                            num_attention_heads=HEADS, intermediate_size=2 * INTERMEDIATE,
+                            max_position_embeddings=MAX_POSITIONS, global_attn_every_n_layers=2, local_attention=64,
+                            pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
+                            eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
+                            sep_token_id=tok.sep_token_id)
+
+
+_ARCH_LIMIT_FIX = ("nothing to fix in the export: this is what onnxruntime 1.19.2's optimizer does for this "
+                   "architecture, and the unfused operators still run and validate. ")
+_ROBERTA_POSITIONS = (
+    "RoBERTa-style position ids are counted from the padding id (cumulative sum of input_ids != padding_idx, "
+    "plus padding_idx), and onnxruntime 1.19.2 switches that match off in fusion_embedlayer.py ('TODO: Support "
+    "roberta (position starts from 2 instead of 0) in EmbedLayerNormalization kernel'), so the word + position "
+    "embedding sum and its LayerNormalization stay separate ops.")
+
+# Why the BERT fusions cannot fire for an architecture, read off its exported graph (opset 17,
+# eager attention, transformers 4.57.6) and onnxruntime 1.19.2's fusion code: {fused op: (cause, fix)}.
+_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
+    ("roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                             "supporting a position offset (the TODO above)."),
+    ("xlm-roberta", "EmbedLayerNormalization"): (_ROBERTA_POSITIONS, _ARCH_LIMIT_FIX + "It would take the kernel "
+                                                 "supporting a position offset (the TODO above)."),
+    ("mpnet", "Attention"): (
+        "MPNet adds a relative-position bias (bucketed relative positions, shared by every layer) to the scores "
+        "before the mask: MatMul -> Div -> Add(position bias) -> Add(mask) -> Softmax. The BERT attention fusion "
+        "expects the mask Add right after the scaling and does not match the extra Add.",
+        _ARCH_LIMIT_FIX + "It would take fusing to MultiHeadAttention with the bias as its attention_bias input "
+                          "(a pattern onnxruntime 1.19.2's BERT fusion does not write)."),
+    ("mpnet", "EmbedLayerNormalization"): (
+        "MPNet's position ids are counted from the padding id as in RoBERTa (not matched by onnxruntime 1.19.2), "
+        "and the embedding fusion also needs a fused Attention after the LayerNormalization, which MPNet has not.",
+        _ARCH_LIMIT_FIX.rstrip() + ""),
+    ("deberta-v2", "Attention"): (
+        "DeBERTa-v2/v3 attention is disentangled: the scores add content-to-position and position-to-content "
+        "terms (relative-position embeddings gathered with GatherElements), scaled by sqrt(3 x head size), and "
+        "masked with Where. onnxruntime 1.19.2's optimizer has no fusion for that pattern.",
+        _ARCH_LIMIT_FIX + "It would take a DeBERTa attention fusion in ONNX Runtime; the FP32 graph runs "
+                          "unfused, and dynamic INT8 still quantizes its MatMuls."),
+    ("deberta-v2", "EmbedLayerNormalization"): (
+        "DeBERTa-v3 has no absolute position embedding (position_biased_input=False): the embedding is a word "
+        "Gather + LayerNormalization, not the word + position (+ segment) sum the fusion matches; it also needs "
+        "a fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+    ("modernbert", "Attention"): (
+        "ModernBERT projects Q, K and V with one Linear and Splits it, applies rotary position embeddings to Q "
+        "and K (Sin/Cos, Neg, Concat, Mul, Add), scales with Mul and picks a global or sliding-window mask with "
+        "Where. The BERT attention fusion matches none of that, and the optimizer's RotaryEmbedding fusion "
+        "(its patterns are those of decoder models such as LLaMA and Phi) did not match the in-graph Sin/Cos "
+        "either: the fused graph has no RotaryEmbedding node.",
+        _ARCH_LIMIT_FIX + "It would take a ModernBERT attention fusion (rotary + packed QKV + local window) in "
+                          "ONNX Runtime."),
+    ("modernbert", "EmbedLayerNormalization"): (
+        "ModernBERT has no position embedding (rotary attention instead) and its LayerNormalization has no bias: "
+        "the embedding is a word Gather + LayerNormalization, not the sum the fusion matches; it also needs a "
+        "fused Attention after it.",
+        _ARCH_LIMIT_FIX.rstrip()),
+}
+
+
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What one encoder architecture (a Hugging Face ``config.model_type``) needs.
+
+    - ``graph_inputs``: the inputs of its exported sequence classifier, in order.
+    - ``optimizer_model_type``: ``onnxruntime.transformers.optimizer``'s ``model_type`` for it.
+      onnxruntime 1.19.2's optimizer has no entry for RoBERTa, DistilBERT, XLM-RoBERTa, ELECTRA,
+      MPNet, DeBERTa-v2 or ModernBERT: its encoder fusions all live in ``BertOnnxModel`` ("bert"),
+      which matches DistilBERT's and RoBERTa's attention and position patterns too.
+    - ``position_offset``: position ids counted from the padding id (RoBERTa style), which
+      onnxruntime 1.19.2's EmbedLayerNormalization fusion does not match.
+    - ``fusion_limits``: ``{fused op: (cause, fix)}`` for the BERT fusions that cannot fire.
+    - ``tokenizer_class``, ``style``, ``make_config``: the tiny model of the coverage tests.
+    """
+
+    model_type: str
+    graph_inputs: tuple[str, ...]
+    tokenizer_class: str
+    style: TokenizerStyle
+    make_config: Callable  # (tokenizer) -> transformers.PretrainedConfig
+    optimizer_model_type: str = "bert"
+    position_offset: bool = False
+    fusion_limits: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _limits(model_type: str) -> dict[str, tuple[str, str]]:
+    return {op: v for (arch, op), v in _LIMITS.items() if arch == model_type}
+
+
+_WITH_SEGMENTS = ("input_ids", "attention_mask", "token_type_ids")
+_NO_SEGMENTS = ("input_ids", "attention_mask")
+
+ARCHITECTURES: dict[str, Architecture] = {a.model_type: a for a in (
+    Architecture("bert", _WITH_SEGMENTS, "BertTokenizerFast", WORDPIECE_BERT, _bert),
+    Architecture("roberta", _NO_SEGMENTS, "RobertaTokenizerFast", BPE_ROBERTA, _roberta("RobertaConfig"),
+                 position_offset=True, fusion_limits=_limits("roberta")),
+    Architecture("distilbert", _NO_SEGMENTS, "DistilBertTokenizerFast", WORDPIECE_BERT, _distilbert),
+    Architecture("xlm-roberta", _NO_SEGMENTS, "XLMRobertaTokenizerFast", UNIGRAM_XLMR, _roberta("XLMRobertaConfig"),
+                 position_offset=True, fusion_limits=_limits("xlm-roberta")),
+    Architecture("electra", _WITH_SEGMENTS, "ElectraTokenizerFast", WORDPIECE_BERT, _electra),
+    Architecture("mpnet", _NO_SEGMENTS, "MPNetTokenizerFast", WORDPIECE_MPNET, _mpnet,
+                 position_offset=True, fusion_limits=_limits("mpnet")),
+    # DeBERTa-v3's tokenizer produces token_type_ids, but with type_vocab_size 0 the model never
+    # reads them and the exporter drops the input.
+    Architecture("deberta-v2", _NO_SEGMENTS, "DebertaV2TokenizerFast", UNIGRAM_DEBERTA, _deberta_v2,
+                 fusion_limits=_limits("deberta-v2")),
+    Architecture("modernbert", _NO_SEGMENTS, "PreTrainedTokenizerFast", BPE_MODERNBERT, _modernbert,
+                 fusion_limits=_limits("modernbert")),
+)}
+SUPPORTED_MODEL_TYPES = tuple(ARCHITECTURES)
+
+
+def architecture(model_type: str) -> Architecture:
+    """The entry for ``model_type``; ``ValueError`` naming the supported types otherwise."""
+    if model_type not in ARCHITECTURES:
+        raise ValueError(f"model type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    return ARCHITECTURES[model_type]

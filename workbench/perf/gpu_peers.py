@@ -1,0 +1,103 @@
+"""PyTorch's GPU peers of the ONNX Runtime CUDA variants, timed on the same synthetic batches.
+
+=================  ==========================================================================
+peer               what a PyTorch user would deploy instead
+=================  ==========================================================================
+``eager_fp32``     the model as loaded (eager attention), float32, ``torch.inference_mode``
+``sdpa_fp16``      the model reloaded with SDPA attention, float16 weights
+``compile_fp16``   ``sdpa_fp16`` under ``torch.compile(mode="reduce-overhead")``: Inductor
+                   kernels replayed as CUDA graphs (the peer of ONNX Runtime's CUDA graphs)
+=================  ==========================================================================
+
+Every call is followed by ``torch.cuda.synchronize()`` inside the timed function, so a figure is
+the kernels' time and not the launch's. torch.compile's compilation happens in the warm-up
+(:func:`compile_warmup_s` reports it separately: it is start-up cost). Works with the training
+lock (torch 2.6, transformers 4.57) and the GPU inference lock (newer torch and transformers):
+the SDPA model is loaded with ``from_pretrained(..., attn_implementation=...)`` through
+:func:`workbench.models.load.load_model`, which both transformers series accept.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional, Sequence
+
+from ..core.latency import measure
+from ..data.batches import model_inputs
+from ..runtime.ortinfer import ShapeLatency, check_shapes, synthetic_batch
+
+PEERS = ("eager_fp32", "sdpa_fp16", "compile_fp16")
+PEER_LABELS = {"eager_fp32": "PyTorch eager FP32", "sdpa_fp16": "PyTorch SDPA FP16",
+               "compile_fp16": "torch.compile reduce-overhead FP16 (CUDA graphs)"}
+
+
+def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cuda", peers: Sequence[str] = PEERS,
+                      warmup: int = 10, repeats: int = 100, max_seconds: Optional[float] = None, vocab_size: int = 1000,
+                      sdpa_loader: Optional[Callable[[], object]] = None) -> tuple[dict[str, list[ShapeLatency]], list[str]]:
+    """``({peer: [ShapeLatency per shape]}, notes)`` on ``device`` (a CUDA device).
+
+    ``model``: the eager-attention model (a ``LoadedModel`` or ``nn.Module``); ``sdpa_loader``
+    returns the same weights loaded with SDPA attention (None: the FP16 peers are skipped with a
+    note). The models are moved to the device here and released afterwards.
+    """
+    import torch
+
+    from ..runtime.device import require_device
+
+    device = require_device(device)
+    if device == "cpu":
+        raise ValueError("torch_gpu_latency times PyTorch on a CUDA device; for the CPU use ortinfer.torch_latency_by_shape")
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise ValueError(f"unknown PyTorch peer(s) {unknown}; peers are {list(PEERS)}")
+    shapes = check_shapes(shapes)
+    out: dict[str, list[ShapeLatency]] = {}
+    notes: list[str] = []
+
+    def time_module(module, base) -> list[ShapeLatency]:
+        res = []
+        with torch.inference_mode():
+            for batch, seq in shapes:
+                # the plain module's inputs (model_inputs also sees through a compiled wrapper)
+                enc = model_inputs(base, {k: torch.from_numpy(v).to(device)
+                                          for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+
+                def call():
+                    module(**enc)
+                    torch.cuda.synchronize(device)
+
+                res.append(ShapeLatency(batch, seq, measure(call, warmup=warmup, repeats=repeats, max_seconds=max_seconds)))
+        return res
+
+    module = getattr(model, "model", model).eval()
+    if "eager_fp32" in peers:
+        module.to(device)
+        out["eager_fp32"] = time_module(module, module)
+        module.to("cpu")
+    wanted_fp16 = [p for p in peers if p in ("sdpa_fp16", "compile_fp16")]
+    if wanted_fp16:
+        loaded = sdpa_loader() if sdpa_loader is not None else None
+        if loaded is None:
+            notes.append("PyTorch SDPA FP16 and torch.compile not timed: the model cannot be reloaded with SDPA attention")
+            return out, notes
+        sdpa = getattr(loaded, "model", loaded).eval().to(device=device, dtype=torch.float16)
+        if "sdpa_fp16" in peers:
+            out["sdpa_fp16"] = time_module(sdpa, sdpa)
+        if "compile_fp16" in peers:
+            compiled = torch.compile(sdpa, mode="reduce-overhead")
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                for batch, seq in shapes:  # compile (and record the CUDA graphs) for every shape before timing
+                    enc = model_inputs(sdpa, {k: torch.from_numpy(v).to(device)
+                                              for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+                    for _ in range(3):
+                        compiled(**enc)
+            torch.cuda.synchronize(device)
+            notes.append(f"torch.compile(mode='reduce-overhead') start-up (compile + CUDA-graph recording, "
+                         f"{len(shapes)} shape(s)): {time.perf_counter() - t0:.1f} s, not in the medians")
+            out["compile_fp16"] = time_module(compiled, sdpa)
+            del compiled
+        sdpa.to("cpu")
+        del sdpa
+    torch.cuda.empty_cache()
+    return out, notes

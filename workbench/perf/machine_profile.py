@@ -1,0 +1,543 @@
+"""This machine's matrix-multiply throughput, measured through ONNX Runtime itself, and a check
+that the machine is not busy with other work right now.
+
+Why through ONNX Runtime: the floor of a graph (:mod:`workbench.perf.work`) is its multiply-adds over
+what the *kernels the graph runs* can do here. A NumPy or PyTorch GEMM peak would measure other
+kernels. So the profile times small graphs of the ops a transformer's graphs run:
+
+- ``MatMul`` (FP32: exported and fused graphs),
+- ``DynamicQuantizeMatMul`` (dynamic INT8: what ONNX Runtime turns ``DynamicQuantizeLinear`` +
+  ``MatMulInteger`` into),
+- ``QLinearMatMul`` (static QDQ INT8: what ``DequantizeLinear -> MatMul -> QuantizeLinear`` becomes),
+
+each as a chain of MiniLM/BERT-shaped GEMMs (K x N = 384x384, 384x1536, 1536x384, distinct weights
+per layer as in a real model) at M = batch*seq rows of 16, 32, 128 and 1024, with the workbench's
+thread count. A kernel runs slower on few rows (the fixed costs of each call weigh more: on a VNNI
+EPYC its INT8 kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape
+takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
+profile is cached as JSON per (CPU model + flags, threads, ORT version) under
+``$WORKBENCH_HOME/machine/``.
+
+Other work on the CPU lowers the figures (one process spinning on one of two cores takes about a
+third of the FP32 throughput: docs/measuring.md). That drop is what :func:`check_load` looks for: a
+short probe against the cached profile, plus the count of other runnable processes, plus the load
+average.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
+CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
+STEAL_THRESHOLD = 0.05  # a slow probe with 5% or more of the CPU time stolen is blamed on the host
+FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
+# (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
+LAYER_GEMMS = ((384, 384), (384, 1536), (1536, 384))
+# M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128. A kernel runs slower on few
+# rows (its fixed costs weigh more), so the floor of a shape takes the throughput at its own row count
+# (MachineProfile.gops_at)
+PROFILE_TOKENS = (16, 32, 128, 1024)
+PROBE_TOKENS = 128
+CHAIN_LAYERS = 4  # layers of LAYER_GEMMS per timed graph (12 GEMMs: milliseconds, not microseconds)
+KERNELS = ("fp32", "int8", "qdq_int8")
+
+
+class MachineError(ValueError):
+    """A setting the profile cannot work with; the message names the value and the fix."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# ---- the CPU -----------------------------------------------------------------------------------
+def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
+    """CPU model name and the instruction sets that decide GEMM speed, from /proc/cpuinfo."""
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and not model:
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    if not model:
+        import platform
+
+        model = platform.processor() or platform.machine() or "unknown CPU"
+    return model, {
+        "avx2": "avx2" in flags,
+        "avx512f": "avx512f" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "avx_vnni": "avx_vnni" in flags,
+        "amx": any(f in flags for f in ("amx_int8", "amx_tile")),
+        "bf16": any(f in flags for f in ("avx512_bf16", "amx_bf16")),
+    }
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; a container's CPU set)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """The workbench's intra-op thread count for timing: one per CPU this process may use."""
+    return max(1, usable_cpus())
+
+
+def _check_threads(threads) -> int:
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise MachineError(f"threads must be a positive whole number, got {threads!r}; "
+                           f"leave it unset for the workbench's default ({default_threads()} here)")
+    return threads
+
+
+# ---- the profile -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MachineProfile:
+    cpu_model: str
+    flags: dict[str, bool]
+    cores: int
+    threads: int
+    ort_version: str
+    fp32_gops: float
+    int8_gops: float
+    qdq_int8_gops: Optional[float]
+    measured_at: str
+    shapes: list[list[int]]
+    # extra: GOP/s per kernel per token count M ({"fp32": {"128": ..}}); fp32_gops etc. are the best of these
+    by_tokens: dict[str, dict[str, float]] = field(default_factory=dict)
+    # other work was runnable while it was measured: used, never cached (it would lower every floor)
+    measured_under_load: bool = False
+
+    @property
+    def has_vnni(self) -> bool:
+        return bool(self.flags.get("avx512_vnni") or self.flags.get("avx_vnni") or self.flags.get("amx"))
+
+    @property
+    def key(self) -> str:
+        return profile_key(self.cpu_model, self.flags, self.threads, self.ort_version)
+
+    @property
+    def int8_over_fp32(self) -> float:
+        return self.int8_gops / self.fp32_gops
+
+    def isa_text(self) -> str:
+        f = self.flags
+        have, lack = [], []
+        if f.get("avx512f"):
+            have.append("AVX-512")
+        elif f.get("avx2"):
+            have.append("AVX2 + FMA")
+        else:
+            lack.append("AVX2")
+        if not f.get("avx512f"):
+            lack.append("AVX-512")
+        vnni = [n for k, n in (("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI")) if f.get(k)]
+        have.extend(vnni) if vnni else lack.append("VNNI")
+        for k, n in (("amx", "AMX"), ("bf16", "bf16")):
+            (have if f.get(k) else lack).append(n)
+        text = " + ".join(have) if have else "no vector extensions"
+        return text + ("; no " + ", no ".join(lack) if lack else "")
+
+    def gops_at(self, kernel: str, rows: int) -> float:
+        """This profile's throughput of ``kernel`` ("fp32", "int8" or "qdq_int8") for a matrix
+        multiply of ``rows`` rows (M = batch x tokens): interpolated in log(rows) between the row
+        counts measured (``by_tokens``); below the fewest measured, that count's figure; above the
+        most, the kernel's best figure. A profile without per-row figures gives the best figure."""
+        best = {"fp32": self.fp32_gops, "int8": self.int8_gops, "qdq_int8": self.qdq_int8_gops}
+        if kernel not in best:
+            raise MachineError(f"kernel must be one of {list(best)}, got {kernel!r}")
+        if rows < 1:
+            raise MachineError(f"rows must be a positive whole number, got {rows!r}")
+        points = sorted((int(m), float(v)) for m, v in (self.by_tokens.get(kernel) or {}).items() if v)
+        if not points:
+            return best[kernel]
+        if rows <= points[0][0]:
+            return points[0][1]
+        if rows >= points[-1][0]:
+            return max(v for _, v in points)
+        for (m0, v0), (m1, v1) in zip(points, points[1:]):
+            if m0 <= rows <= m1:
+                w = math.log(rows / m0) / math.log(m1 / m0)
+                return v0 + w * (v1 - v0)
+        raise AssertionError("unreachable: rows lies between the measured row counts")
+
+    def probe_reference_gops(self) -> float:
+        """What :func:`check_load`'s probe compares with: this profile's FP32 throughput at the
+        probe's shape (M = 128), else ``fp32_gops``."""
+        return float(self.by_tokens.get("fp32", {}).get(str(PROBE_TOKENS)) or self.fp32_gops)
+
+    def text(self) -> str:
+        qdq = f"{self.qdq_int8_gops:.0f}" if self.qdq_int8_gops else "n/a"
+        return (f"machine: {self.cpu_model}, {self.cores} CPUs usable; {self.isa_text()}\n"
+                f"  ONNX Runtime {self.ort_version}, {self.threads} intra-op threads, measured {self.measured_at}\n"
+                f"  FP32 MatMul {self.fp32_gops:.0f} GFLOP/s; INT8 DynamicQuantizeMatMul {self.int8_gops:.0f} GOP/s "
+                f"({self.int8_over_fp32:.2f}x FP32); static QDQ QLinearMatMul {qdq} GOP/s{self._rows_text()}")
+
+    def _rows_text(self) -> str:
+        ms = sorted({int(m) for v in self.by_tokens.values() for m in v})
+        if len(ms) < 2:
+            return ""
+        names = (("fp32", "FP32"), ("int8", "INT8"), ("qdq_int8", "QDQ"))
+        rows = "; ".join(f"{n} " + " / ".join(f"{self.by_tokens[k][str(m)]:.0f}" if str(m) in self.by_tokens[k] else "n/a"
+                                               for m in ms)
+                         for k, n in names if self.by_tokens.get(k))
+        return (f"\n  by rows (M = batch x tokens) {' / '.join(map(str, ms))}: {rows} GOP/s "
+                "(the floor of a shape uses its own row count's figure)")
+
+
+def profile_key(cpu_model: str, flags: dict, threads: int, ort_version: str) -> str:
+    blob = json.dumps([cpu_model, sorted(k for k, v in flags.items() if v), int(threads), ort_version])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cache_root(cache_dir: Optional[Path] = None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir)
+    from ..core.home import workbench_home
+
+    return Path(workbench_home()) / "machine"
+
+
+def _gemm_graph(kernel: str, m: int, layers: int = CHAIN_LAYERS, seed: int = 0):
+    """A chain of ``layers`` x LAYER_GEMMS of one kernel kind, input [m, 384] -> output [m, 384]."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    k0 = LAYER_GEMMS[0][0]
+    if kernel == "qdq_int8":
+        x = helper.make_tensor_value_info("x", TensorProto.UINT8, [m, k0])
+        y_type = TensorProto.UINT8
+        inits += [numpy_helper.from_array(np.array(0.02, np.float32), "a_scale"),
+                  numpy_helper.from_array(np.array(128, np.uint8), "a_zp"),
+                  numpy_helper.from_array(np.array(0.01, np.float32), "b_scale"),
+                  numpy_helper.from_array(np.array(0, np.int8), "b_zp")]
+    else:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k0])
+        y_type = TensorProto.FLOAT
+    prev, i = "x", 0
+    for _ in range(layers):
+        for k, n in LAYER_GEMMS:
+            out = f"h{i}"
+            if kernel == "fp32":
+                w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+                inits.append(numpy_helper.from_array(w, f"w{i}"))
+                nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [out]))
+            elif kernel == "int8":
+                w = rng.integers(-127, 128, (k, n), dtype=np.int8)
+                inits += [numpy_helper.from_array(w, f"w{i}"),
+                          numpy_helper.from_array(np.array(0.01 / np.sqrt(k), np.float32), f"s{i}"),
+                          numpy_helper.from_array(np.array(0, np.int8), f"z{i}")]
+                nodes.append(helper.make_node("DynamicQuantizeMatMul", [prev, f"w{i}", f"s{i}", f"z{i}"], [out],
+                                              domain="com.microsoft"))
+            elif kernel == "qdq_int8":
+                w = rng.integers(-127, 128, (k, n), dtype=np.int8)
+                inits.append(numpy_helper.from_array(w, f"w{i}"))
+                nodes.append(helper.make_node("QLinearMatMul", [prev, "a_scale", "a_zp", f"w{i}", "b_scale", "b_zp",
+                                                                "a_scale", "a_zp"], [out]))
+            else:
+                raise MachineError(f"kernel must be one of {list(KERNELS)}, got {kernel!r}")
+            prev, i = out, i + 1
+    y = helper.make_tensor_value_info(prev, y_type, [m, LAYER_GEMMS[-1][1]])
+    graph = helper.make_graph(nodes, f"gemm_{kernel}_{m}", [x], [y], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model
+
+
+def _chain_macs(m: int, layers: int = CHAIN_LAYERS) -> int:
+    return m * layers * sum(k * n for k, n in LAYER_GEMMS)
+
+
+def _session(model, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    # as the graphs' sessions run (ortinfer.make_session): spinning during a run, stopped when it returns
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    opts.add_session_config_entry("session.force_spinning_stop", "1")
+    return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def _feed(kernel: str, m: int):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    if kernel == "qdq_int8":
+        return {"x": rng.integers(0, 256, (m, LAYER_GEMMS[0][0]), dtype=np.uint8)}
+    return {"x": rng.standard_normal((m, LAYER_GEMMS[0][0])).astype(np.float32)}
+
+
+def measure_gops(kernel: str, m: int, threads: int, repeats: int = 7, warmup: int = 2,
+                 layers: int = CHAIN_LAYERS, max_seconds: Optional[float] = None) -> float:
+    """GOP/s (2 operations per multiply-add) of one kernel kind at ``m`` tokens: median over ``repeats`` runs."""
+    sess = _session(_gemm_graph(kernel, m, layers), threads)
+    feed = _feed(kernel, m)
+    for _ in range(max(0, warmup)):
+        sess.run(None, feed)
+    times, start = [], time.perf_counter()
+    for r in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append(time.perf_counter() - t0)
+        if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
+            break
+    return 2.0 * _chain_macs(m, layers) / statistics.median(times) / 1e9
+
+
+def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROFILE_TOKENS) -> MachineProfile:
+    """Measure this machine now (a few seconds; no cache). Each kernel kind at each M in ``tokens``,
+    taken in rotation so a burst of load hits them alike; the profile's figure per kernel is the
+    best M (the floor is what the hardware allows)."""
+    import onnxruntime as ort
+
+    threads = _check_threads(threads)
+    model, flags = cpu_model_and_flags()
+    others_before = runnable_others()
+    by: dict[str, dict[str, float]] = {k: {} for k in KERNELS}
+    for m in tokens:
+        for kernel in KERNELS:
+            try:
+                by[kernel][str(m)] = round(measure_gops(kernel, m, threads, repeats=repeats), 2)
+            except Exception as exc:  # a build without the QDQ kernel must not lose the FP32/INT8 figures
+                if kernel != "qdq_int8":
+                    raise
+                by[kernel].pop(str(m), None)
+                by.setdefault("errors", {})[f"qdq_int8@{m}"] = str(exc)[:200]  # type: ignore[assignment]
+    by.pop("errors", None)
+    best = {k: (max(v.values()) if v else None) for k, v in by.items()}
+    others_after = runnable_others()
+    busy = any(o is not None and o + threads > usable_cpus() for o in (others_before, others_after))
+    return MachineProfile(measured_under_load=busy, cpu_model=model, flags=flags, cores=usable_cpus(), threads=threads,
+                          ort_version=ort.__version__, fp32_gops=best["fp32"], int8_gops=best["int8"],
+                          qdq_int8_gops=best["qdq_int8"], measured_at=_now(),
+                          shapes=[[m, k, n] for m in tokens for k, n in LAYER_GEMMS],
+                          by_tokens={k: v for k, v in by.items() if v})
+
+
+def read_cached(path: Path) -> Optional[MachineProfile]:
+    from ..core import serial
+
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != PROFILE_VERSION:
+            return None
+        names = {f.name for f in dataclasses.fields(MachineProfile)}
+        return serial.from_dict(MachineProfile, {k: v for k, v in data.items() if k in names})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # unreadable or from another version: measured again and rewritten
+
+
+def machine_profile(threads: Optional[int] = None, refresh: bool = False,
+                    cache_dir: Optional[Path] = None) -> MachineProfile:
+    """This machine's profile for ``threads`` (default: :func:`default_threads`): read from the
+    cache when it is there for this CPU, flags, threads and ONNX Runtime version; measured (and
+    written) when missing or when ``refresh``."""
+    import onnxruntime as ort
+
+    from ..core import serial
+    from ..runs.atomic import atomic_write_json
+
+    threads = _check_threads(threads)
+    model, flags = cpu_model_and_flags()
+    key = profile_key(model, flags, threads, ort.__version__)
+    path = cache_root(cache_dir) / f"{key}.json"
+    if not refresh and path.is_file():
+        cached = read_cached(path)
+        if cached is not None:
+            return cached
+    prof = measure_profile(threads)
+    if prof.measured_under_load:
+        return prof  # used now, measured again next time: a busy machine's figures would lower every floor
+    atomic_write_json(path, {**serial.to_dict(prof), "key": key, "version": PROFILE_VERSION})
+    return prof
+
+
+# ---- is the machine busy now? -----------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadCheck:
+    contended: bool
+    reasons: list[str]
+    loadavg_1m: float
+    probe_fp32_gops: Optional[float]
+    probe_fraction: Optional[float]
+    at: str
+    others_running: Optional[int] = None  # other runnable threads/processes seen (from /proc/loadavg)
+    cpus: int = 0
+    # share of the CPU time the hypervisor gave to others while the probe ran (/proc/stat "steal")
+    steal_fraction: Optional[float] = None
+
+    def text(self) -> str:
+        if not self.contended:
+            probe = f", probe at {self.probe_fraction:.0%} of the profile" if self.probe_fraction else ""
+            return f"machine quiet (load average {self.loadavg_1m:.2f} on {self.cpus} CPUs{probe})"
+        return "CONTENDED: figures taken while other work ran: " + "; ".join(self.reasons)
+
+
+_PROBE_SESSIONS: dict[int, object] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_gops(threads: int, seconds: float = 0.25) -> float:
+    """A short FP32 GEMM probe (the profile's M=128 chain, one layer group repeated) in GOP/s:
+    the median of as many runs as fit in ``seconds``."""
+    import statistics as st
+
+    with _PROBE_LOCK:
+        sess = _PROBE_SESSIONS.get(threads)
+        if sess is None:
+            sess = _PROBE_SESSIONS[threads] = _session(_gemm_graph("fp32", PROBE_TOKENS), threads)
+    feed = _feed("fp32", PROBE_TOKENS)
+    sess.run(None, feed)  # warm-up
+    times, start = [], time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - start < seconds and len(times) < 200):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append(time.perf_counter() - t0)
+    return 2.0 * _chain_macs(PROBE_TOKENS) / st.median(times) / 1e9
+
+
+def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:
+    """Threads of this process that are runnable now (this reader among them)."""
+    n = 0
+    for stat in Path(tasks).glob("*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "R":
+                n += 1
+        except (OSError, IndexError):
+            continue  # a thread that ended while we read
+    return max(1, n)
+
+
+def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.PathLike = "/proc/loadavg",
+                    tasks: str | os.PathLike = "/proc/self/task") -> Optional[int]:
+    """Runnable threads of *other* processes right now: /proc/loadavg's running count minus this
+    process's own runnable threads, the smallest of a few readings (a process flagged must have
+    been running in all of them). This process's own threads are left out: an ONNX Runtime session
+    that just ran keeps its idle workers spinning for a moment, and on a quiet machine those were
+    once counted as another process (a quiet audit then called its speed-up unmeasured)."""
+    counts = []
+    for i in range(samples):
+        try:
+            running = int(Path(loadavg).read_text().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        counts.append(max(0, running - _own_runnable(tasks)))
+        if i + 1 < samples:
+            time.sleep(gap_s)
+    return min(counts)
+
+
+def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: float,
+               others_running: Optional[int], cpus: Optional[int] = None,
+               steal_fraction: Optional[float] = None) -> LoadCheck:
+    """The verdict from readings already taken (pure; :func:`check_load` takes the readings).
+
+    Contended when any of: the probe is below ``CONTENTION_THRESHOLD`` of the profile; other
+    runnable work plus our threads exceed the CPUs (another process competes for a core now); the
+    1-minute load average is kept in the record but is no reason by itself: it counts our own work too.
+    ``steal_fraction`` (the CPU time a virtual machine's host gave to others during the probe) is
+    recorded too, and names the cause of a slow probe; by itself it is no reason either."""
+    cpus = int(cpus or usable_cpus())
+    reasons = []
+    fraction = None
+    if probe is not None:
+        ref = profile.probe_reference_gops()
+        fraction = probe / ref if ref > 0 else None
+        if fraction is not None and fraction < CONTENTION_THRESHOLD:
+            if steal_fraction is not None and steal_fraction >= STEAL_THRESHOLD:
+                why = (f"the host gave {steal_fraction:.0%} of this machine's CPU time to others while the probe ran "
+                       "(steal: another tenant of the host)")
+            elif others_running == 0:
+                why = ("no other process was runnable here, so the CPUs themselves ran slower (another tenant of "
+                       "this host, or a lower clock)")
+            else:
+                why = "other work is taking the CPUs"
+            reasons.append(f"FP32 GEMM probe {probe:.0f} GFLOP/s is {fraction:.0%} of this machine's profile "
+                           f"({ref:.0f}; below {CONTENTION_THRESHOLD:.0%}): {why}")
+    if others_running is not None and others_running + profile.threads > cpus:
+        reasons.append(f"{others_running} other runnable process(es)/thread(s) beside this one's {profile.threads} "
+                       f"thread(s) on {cpus} CPUs: another process competes for the cores")
+    # the load average is recorded, not judged: it counts this process's own recent work (the demo's
+    # fine-tuning keeps it near the CPU count for minutes on a quiet machine)
+    return LoadCheck(contended=bool(reasons), reasons=reasons, loadavg_1m=round(float(loadavg_1m), 2),
+                     probe_fp32_gops=None if probe is None else round(probe, 2),
+                     probe_fraction=None if fraction is None else round(fraction, 3), at=_now(),
+                     others_running=others_running, cpus=cpus,
+                     steal_fraction=None if steal_fraction is None else round(steal_fraction, 3))
+
+
+def cpu_times(stat: str | os.PathLike = "/proc/stat") -> Optional[tuple[int, int]]:
+    """(steal, total) clock ticks of all CPUs so far, from /proc/stat's ``cpu`` line; None where
+    it cannot be read. Steal is the time a virtual machine's CPUs were ready to run but the host
+    ran something else: the load no process list here can show."""
+    try:
+        fields = Path(stat).read_text().splitlines()[0].split()
+        values = [int(v) for v in fields[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    if fields[0] != "cpu" or len(values) < 4:
+        return None
+    return (values[7] if len(values) > 7 else 0), sum(values)
+
+
+def steal_between(before: Optional[tuple[int, int]], after: Optional[tuple[int, int]]) -> Optional[float]:
+    """The share of CPU time stolen between two :func:`cpu_times` readings (None without both)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
+
+
+def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
+    """Is the machine busy now? Reads the runnable count and load average, and (``probe``) runs a
+    short FP32 GEMM probe (about 0.3 s) against ``profile``. See :func:`judge_load` for the rules."""
+    others = runnable_others()  # before the probe: our own probe threads would count
+    t0 = cpu_times()
+    gops = probe_gops(profile.threads) if probe else None
+    steal = steal_between(t0, cpu_times()) if probe else None
+    return judge_load(profile, gops, os.getloadavg()[0], others, steal_fraction=steal)
+
+
+def combine_checks(*checks: LoadCheck) -> LoadCheck:
+    """Checks before and after a timing as one verdict: contended if any was, every reason kept
+    (labelled by position when there are several), the worst probe and the highest load."""
+    checks = tuple(c for c in checks if c is not None)
+    if not checks:
+        raise MachineError("combine_checks needs at least one LoadCheck")
+    if len(checks) == 1:
+        return checks[0]
+    labels = ["before", "after"] if len(checks) == 2 else [f"check {i + 1}" for i in range(len(checks))]
+    reasons = [f"{lab}: {r}" for lab, c in zip(labels, checks) for r in c.reasons]
+    probes = [c for c in checks if c.probe_fraction is not None]
+    worst = min(probes, key=lambda c: c.probe_fraction) if probes else None
+    others = [c.others_running for c in checks if c.others_running is not None]
+    steals = [c.steal_fraction for c in checks if c.steal_fraction is not None]
+    return LoadCheck(contended=any(c.contended for c in checks), reasons=reasons, steal_fraction=max(steals) if steals else None,
+                     loadavg_1m=max(c.loadavg_1m for c in checks),
+                     probe_fp32_gops=worst.probe_fp32_gops if worst else None,
+                     probe_fraction=worst.probe_fraction if worst else None, at=checks[-1].at,
+                     others_running=max(others) if others else None, cpus=max(c.cpus for c in checks))

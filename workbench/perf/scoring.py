@@ -1,0 +1,113 @@
+"""Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
+machine could do the same batches (:mod:`workbench.perf.work`, :mod:`workbench.perf.machine_profile`).
+
+The work of a batch of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``: every matrix
+product of an encoder scales with the batch, its projections and feed-forward layers with ``s`` and
+its two attention products with ``s^2``; the pooler and classifier do not grow with ``s``. So
+``work(1, s)`` (FP32, dynamic INT8 and static INT8 apart) is a quadratic in ``s``, fitted exactly
+from the graph's counted work at three lengths (:func:`floor_curve`). The batch's floor is that work
+at this machine's throughput for matrix multiplies of ``b x s`` rows (the kernels run slower on few
+rows: :meth:`~workbench.perf.machine_profile.MachineProfile.gops_at`), and the floor of a whole scoring pass is
+the sum over its batches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .machine_profile import MachineProfile
+
+
+@dataclass(frozen=True)
+class ScoringSpeed:
+    """Scoring ``rows`` rows took ``seconds``; the floor of the same batches is ``floor_seconds``."""
+
+    rows: int
+    seconds: float
+    order: str                       # "length" or "file"
+    batch_size: int
+    padded_tokens: int               # tokens processed, padding included
+    tokens: int                      # tokens of the rows themselves
+    floor_seconds: Optional[float] = None
+    note: str = ""
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def floor_rows_per_second(self) -> Optional[float]:
+        return self.rows / self.floor_seconds if self.floor_seconds else None
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        """floor / measured (1.0 = scoring at this machine's floor)."""
+        return self.floor_seconds / self.seconds if self.floor_seconds and self.seconds > 0 else None
+
+    def text(self) -> str:
+        s = f"{self.rows} rows in {self.seconds:.2f} s ({self.rows_per_second:.0f} rows/s, {self.order} order)"
+        if self.of_floor is not None:
+            s += f"; floor {self.floor_rows_per_second:.0f} rows/s, {100 * self.of_floor:.2g}% of it"
+        return s
+
+
+def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Sequence[int] = (8, 32, 64)
+                ) -> Callable[..., float]:
+    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens for ``graph``
+    on ``profile``'s machine: the graph's work per row as quadratics through its counted work at
+    three lengths (exact: see the module doc), at the throughput for ``batch x s`` rows."""
+    from .work import floor_seconds, graph_work
+
+    seqs = sorted({int(s) for s in seqs})
+    if len(seqs) != 3:
+        raise ValueError(f"floor_curve needs three distinct lengths, got {seqs}")
+    works = [graph_work(graph, 1, s) for s in seqs]
+    x = np.asarray(seqs, dtype=float)
+    fits = [np.polyfit(x, np.asarray(ys, dtype=float), 2) for ys in (
+        [w.fp32_macs for w in works], [w.int8_macs - w.static_int8_macs for w in works], [w.static_int8_macs for w in works])]
+
+    def curve(s: int, batch: int = 1) -> float:
+        fp32, dynamic, static = (batch * max(0.0, float(np.polyval(c, float(s)))) for c in fits)
+        return 1e3 * floor_seconds(fp32, dynamic, static, rows=batch * int(s), profile=profile)
+
+    return curve
+
+
+def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], batches: Sequence[np.ndarray]) -> float:
+    """The floor of scoring ``batches`` (each padded to its longest row), in seconds."""
+    arr = np.asarray(lengths, dtype=np.int64)
+    return sum(curve(int(arr[b].max()), len(b)) for b in batches if len(b)) / 1e3
+
+
+def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
+                  profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
+                  note: str = "") -> tuple[np.ndarray, ScoringSpeed]:
+    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
+    graph's runs; the texts are tokenised before the clock starts), with the
+    floor of the same batches when a machine profile (or a ready ``curve``) is given."""
+    import time
+
+    from ..data.batches import encoded_rows
+    from ..data.token_lengths import padded_tokens
+    from ..runtime.ortinfer import predict_dataset, scoring_batches
+
+    # tokenised once before the clock starts (and shared with the other graphs scored on these
+    # texts): the time is the graph's, not the tokenizer's
+    lengths = encoded_rows(tokenizer, dataset["text"], max_length).lengths
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    t0 = time.perf_counter()
+    logits = predict_dataset(session, tokenizer, dataset, max_length, batch_size, order=order)
+    seconds = time.perf_counter() - t0
+    floor_s = None
+    if curve is None and profile is not None and graph_path is not None:
+        curve = floor_curve(graph_path, profile)
+    if curve is not None:
+        floor_s = batches_floor_seconds(curve, lengths, batches)
+    return logits, ScoringSpeed(rows=len(dataset), seconds=seconds, order=order, batch_size=batch_size,
+                                padded_tokens=padded_tokens(lengths, batches), tokens=int(lengths.sum()),
+                                floor_seconds=floor_s, note=note)

@@ -1,0 +1,180 @@
+"""Speed compared the one way every stage compares it: side by side, interleaved, paired, against
+this machine's floor, with a check that nothing else was using the CPU.
+
+``time_side_by_side({"fp32": path, "int8": path}, base="fp32", shapes=...)`` opens every graph (and
+any PyTorch model given), then per shape times them in alternating rounds in one process
+(:func:`workbench.core.latency.interleaved`), so load that comes and goes hits every variant alike.
+Every variant's speed-up over ``base`` is a :class:`~workbench.core.latency.Ratio` with its bootstrap
+interval over the paired rounds; every latency carries its floor (the graph's multiply-adds at this
+machine's measured throughput, :mod:`workbench.perf.work`, :mod:`workbench.perf.machine_profile`) and how close it
+came (``of_floor``); a load check before and after says whether the figures were taken on a busy
+machine (:class:`~workbench.perf.machine_profile.LoadCheck`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Optional, Sequence
+
+from ..core.latency import Ratio, interleaved, paired_ratio
+from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile
+from ..runtime.ortinfer import ShapeLatency, check_shapes
+
+# the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
+MIN_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One variant against the base at one shape, from the same interleaved rounds."""
+
+    name: str
+    base: str
+    batch: int
+    seq: int
+    ms: float
+    base_ms: float
+    ratio: Ratio
+    floor_ms: Optional[float] = None
+    base_floor_ms: Optional[float] = None
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        return self.floor_ms / self.ms if self.floor_ms and self.ms > 0 else None
+
+    @property
+    def base_of_floor(self) -> Optional[float]:
+        return self.base_floor_ms / self.base_ms if self.base_floor_ms and self.base_ms > 0 else None
+
+
+@dataclass(frozen=True)
+class SpeedRun:
+    latency: dict[str, list[ShapeLatency]]
+    speeds: list[Speed]
+    load: Optional[LoadCheck]
+    profile_key: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.load and self.load.contended)
+
+    def speed(self, name: str, shape: Optional[Sequence[int]] = None) -> Speed:
+        for s in self.speeds:
+            if s.name == name and (shape is None or (s.batch, s.seq) == tuple(shape)):
+                return s
+        raise KeyError(f"no speed for {name!r} at {shape}; timed: {[(s.name, s.batch, s.seq) for s in self.speeds]}")
+
+
+def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional[float]:
+    """The floor of the graph at ``path`` for ``batch`` x ``seq`` on ``profile``'s machine (ms)."""
+    from .work import floor_for, graph_work
+
+    return floor_for(graph_work(path, batch, seq), profile).floor_ms
+
+
+def time_side_by_side(
+    graphs: Mapping[str, Any],
+    base: str,
+    shapes: Sequence[Sequence[int]] = ((1, 128),),
+    *,
+    warmup: int = 3,
+    rounds: int = 20,
+    repeats: int = 3,
+    threads: Optional[int] = None,
+    max_seconds: Optional[float] = None,
+    vocab_size: int = 1000,
+    device: str = "cpu",
+    torch_models: Optional[Mapping[str, Any]] = None,
+    floors: bool = True,
+    load_check: bool = True,
+    profile: Optional[MachineProfile] = None,
+    graph_optimization: Optional[Mapping[str, str]] = None,
+) -> SpeedRun:
+    """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model, eager,
+    inference mode) side by side, interleaved, per shape; see the module doc. ``base`` names the
+    variant every ratio is taken against. ``max_seconds`` bounds each shape's rounds (at least 3).
+    Floors and the load check are for the CPU (a GPU device gets neither: the profile is the CPU's).
+    ``graph_optimization``: ONNX Runtime's optimization level per graph name (default "all")."""
+    import gc
+
+    from ..runtime.device import normalize_device
+    from ..runtime.ortinfer import BoundRunner, make_feed, make_session, synthetic_batch, torch_threads
+
+    torch_models = dict(torch_models or {})
+    rounds = max(MIN_ROUNDS, int(rounds))  # a ratio's interval needs paired rounds
+    names = [*graphs, *torch_models]
+    if base not in names:
+        raise ValueError(f"base {base!r} is not one of the variants timed: {names}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"variant names must be unique, got {names}")
+    device = normalize_device(device)
+    on_cpu = device == "cpu"
+    shapes = check_shapes(shapes)
+    notes: list[str] = []
+    if on_cpu and (floors or load_check):
+        profile = profile or machine_profile(threads)
+    before = check_load(profile) if (on_cpu and load_check and profile is not None) else None
+
+    levels = dict(graph_optimization or {})
+    # spinning during a run, stopped when it returns (make_session's default): an idle session's
+    # workers busy-waiting after its run would take the cores from the variant timed next in the round
+    sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
+                for n, p in graphs.items()}
+    samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
+    speeds: list[Speed] = []
+    for batch, seq in shapes:
+        batch_arrays = synthetic_batch(batch, seq, vocab_size)
+        fns = {}
+        for n, session in sessions.items():
+            feed = make_feed(session, batch_arrays)
+            if device != "cpu":
+                runner = BoundRunner(session, feed, device)
+                fns[n] = runner.run
+            else:
+                out_name = session.get_outputs()[0].name
+                fns[n] = (lambda s=session, f=feed, o=out_name: s.run([o], f))
+        if torch_models:
+            import torch
+
+            from ..data.batches import model_inputs
+
+            for n, model in torch_models.items():
+                module = getattr(model, "model", model)
+                module.eval()
+                enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in batch_arrays.items()})
+
+                def run_torch(m=module, e=enc):
+                    with torch.inference_mode():
+                        return m(**e)
+                fns[n] = run_torch
+        with torch_threads(threads if torch_models else None):
+            stats = interleaved(fns, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+        for n in names:
+            floor = None
+            if floors and on_cpu and profile is not None and n in graphs:
+                try:
+                    floor = graph_floor(graphs[n], batch, seq, profile)
+                except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
+                    notes.append(f"no floor for {n} at {batch}x{seq}: {exc}")
+            samples[n].append(ShapeLatency(batch, seq, stats[n], floor_ms=floor))
+        base_lat = samples[base][-1]
+        for n in names:
+            if n == base:
+                continue
+            lat = samples[n][-1]
+            speeds.append(Speed(name=n, base=base, batch=batch, seq=seq, ms=lat.median_ms, base_ms=base_lat.median_ms,
+                                ratio=paired_ratio(base_lat.stats.samples_ms, lat.stats.samples_ms),
+                                floor_ms=lat.floor_ms, base_floor_ms=base_lat.floor_ms))
+    del sessions
+    gc.collect()
+    after = check_load(profile) if (on_cpu and load_check and profile is not None) else None
+    load = combine_checks(before, after) if (before is not None or after is not None) else None  # load_check=False: none
+    return SpeedRun(latency=samples, speeds=speeds, load=load,
+                    profile_key=profile.key if profile is not None else "", notes=notes)
+
+
+def with_floor(latency: Sequence[ShapeLatency], path: str | os.PathLike, profile: MachineProfile) -> list[ShapeLatency]:
+    """``latency`` with each shape's floor filled in (for timings taken elsewhere)."""
+    return [replace(s, floor_ms=graph_floor(path, s.batch, s.seq, profile)) for s in latency]

@@ -1,0 +1,377 @@
+"""Work per graph: the multiply-adds an ONNX graph does at a given input shape, by op and by
+precision, and the floor that work sets on this machine (:mod:`workbench.perf.machine_profile`).
+
+The count comes from the graph itself with its shapes inferred at concrete ``(batch, seq)``
+(``onnxruntime.tools.symbolic_shape_infer``, which knows the contrib ops), so it holds for any
+graph the workbench makes: exported, fused (``Attention``, ``FusedMatMul``), dynamic INT8
+(``DynamicQuantizeMatMul``, ``MatMulInteger``, ``QAttention``), static QDQ (``MatMul`` fed by two
+``DequantizeLinear``, which ONNX Runtime runs as ``QLinearMatMul``) and weight-only
+(``MatMulNBits``). What is counted: every matrix product (``prod(output) * K``), and inside
+``Attention``/``QAttention``/``MultiHeadAttention`` the projections plus the two attention products
+(QK^T and AV). Element-wise ops, normalizations and softmax are not: they are memory-bound and small
+next to the GEMMs (the floor is the GEMM floor).
+
+MiniLM-L6 at 1x128: 6 x (128 x (4 x 384^2 + 2 x 384 x 1536) + 2 x 128^2 x 384) + pooler +
+classifier = 1.435 G multiply-adds, the same in the exported, fused and INT8 graphs (tested).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional, Union
+
+if TYPE_CHECKING:
+    import onnx
+
+    from .machine_profile import MachineProfile
+
+FP32, INT8 = "fp32", "int8"
+# INT8 kernels ONNX Runtime runs for dynamic quantization (the profile's int8_gops)
+DYNAMIC_INT8_OPS = ("DynamicQuantizeMatMul", "MatMulInteger", "MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM")
+# INT8 kernels of static QDQ graphs (the profile's qdq_int8_gops when measured)
+STATIC_INT8_OPS = ("QLinearMatMul", "QGemm", "MatMul(QDQ)", "Gemm(QDQ)")
+MATMUL_OPS = ("MatMul", "FusedMatMul", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul",
+              "MatMulNBits", "MatMulBnb4", "MatMulFpQ4")
+ATTENTION_OPS = ("Attention", "QAttention", "MultiHeadAttention")
+
+
+class WorkError(ValueError):
+    """A graph whose work cannot be counted; the message says which node and why."""
+
+
+@dataclass(frozen=True)
+class GraphWork:
+    batch: int
+    seq: int
+    fp32_macs: int
+    int8_macs: int
+    by_op: dict[str, dict[str, int]]
+    # INT8 multiply-adds in static QDQ kernels (QLinearMatMul and kin); part of int8_macs
+    static_int8_macs: int = 0
+    uncounted_ops: list[str] = field(default_factory=list)  # matrix ops whose shapes could not be inferred
+
+    @property
+    def total_macs(self) -> int:
+        return self.fp32_macs + self.int8_macs
+
+    def text(self) -> str:
+        ops = ", ".join(f"{op} {v.get(FP32, 0) / 1e6:.0f}M FP32 + {v.get(INT8, 0) / 1e6:.0f}M INT8"
+                        for op, v in sorted(self.by_op.items()))
+        return (f"{self.total_macs / 1e9:.3f} G multiply-adds at {self.batch}x{self.seq} "
+                f"(FP32 {self.fp32_macs / 1e9:.3f} G, INT8 {self.int8_macs / 1e9:.3f} G): {ops}")
+
+
+def _load(model) -> "onnx.ModelProto":
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        return m
+    path = Path(model)
+    if not path.is_file():
+        raise WorkError(f"no ONNX graph at {path}: pass an exported, fused or quantized model.onnx")
+    return onnx.load(str(path))
+
+
+def _fix_inputs(model, batch: int, seq: int) -> None:
+    """Every graph input's dims as concrete numbers: a symbolic first dim is ``batch``, a second ``seq``."""
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        for i, d in enumerate(dims):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            if i > 1:
+                raise WorkError(f"input {inp.name!r} has a symbolic dim {d.dim_param!r} at position {i}: only the "
+                                "batch (first) and sequence (second) dims may be symbolic")
+            d.Clear()
+            d.dim_value = batch if i == 0 else seq
+
+
+def _inference_class():
+    """``SymbolicShapeInference`` taught the contrib ops of quantized and fused graphs it leaves
+    unknown in onnxruntime 1.19 (QEmbedLayerNormalization, QAttention, DynamicQuantizeMatMul,
+    FusedMatMul, MatMulIntegerToFloat, QGemm); without them every shape after the embeddings of a
+    dynamic-INT8 fused graph stays unknown."""
+    import onnx
+    from onnx import helper
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    float_ = onnx.TensorProto.FLOAT
+
+    class Inference(SymbolicShapeInference):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            self.dispatcher_.update({
+                "QEmbedLayerNormalization": self._q_embed,
+                "QAttention": self._q_attention,
+                "DynamicQuantizeMatMul": self._float_matmul,
+                "MatMulIntegerToFloat": self._float_matmul,
+                "FusedMatMul": self._fused_matmul,
+                "QGemm": self._q_gemm,
+            })
+
+        def _set(self, name, dtype, shape):
+            self.known_vi_[name].CopyFrom(helper.make_tensor_value_info(name, dtype, shape))
+
+        def _q_embed(self, node):
+            ids, word = self._get_shape(node, 0), self._get_shape(node, 2)
+            self._set(node.output[0], float_, [*ids, word[1]])
+            if len(node.output) > 1 and node.output[1]:
+                self._set(node.output[1], onnx.TensorProto.INT32, [ids[0]])
+
+        def _q_attention(self, node):
+            x, w = self._get_shape(node, 0), self._get_shape(node, 1)
+            sizes = _attr(node, "qkv_hidden_sizes")
+            hidden = int(sizes[2]) if sizes else w[1] // 3
+            self._set(node.output[0], float_, [x[0], x[1], hidden])
+
+        def _float_matmul(self, node):
+            self._compute_matmul_shape(node, float_)
+
+        def _fused_matmul(self, node):
+            a, b = list(self._get_shape(node, 0)), list(self._get_shape(node, 1))
+            if _attr(node, "transA", 0):
+                a[-2], a[-1] = a[-1], a[-2]
+            if _attr(node, "transB", 0):
+                b[-2], b[-1] = b[-1], b[-2]
+            batch = self._broadcast_shapes(a[:-2], b[:-2]) if len(a) > 2 or len(b) > 2 else []
+            self._set(node.output[0], self.known_vi_[node.input[0]].type.tensor_type.elem_type, [*batch, a[-2], b[-1]])
+
+        def _q_gemm(self, node):
+            a, b = self._get_shape(node, 0), self._get_shape(node, 3)
+            m = a[1] if _attr(node, "transA", 0) else a[0]
+            n = b[0] if _attr(node, "transB", 0) else b[1]
+            dtype = float_ if len(node.input) < 8 or not node.input[7] else onnx.TensorProto.UINT8
+            self._set(node.output[0], dtype, [m, n])
+
+    return Inference
+
+
+def _shapes(model) -> dict[str, list[int]]:
+    # The steps of SymbolicShapeInference.infer_shapes, minus its habit of saving the model as
+    # sym_shape_infer_temp.onnx in the working folder when some shape stays unknown.
+    try:
+        inference = _inference_class()(2**31 - 1, True, True, 0)
+        inference._preprocess(model)
+        while inference.run_:
+            inference._infer_impl()
+        inference._update_output_from_vi()
+        inferred = inference.out_mp_
+    except Exception as exc:  # the inference tool raises plain Exceptions and AssertionErrors
+        raise WorkError(f"shape inference failed on this graph ({type(exc).__name__}: {exc}); "
+                        "is it a valid ONNX model with batch and sequence inputs?") from exc
+    if inferred is None:
+        raise WorkError("shape inference gave up on this graph (an op it does not know); its work cannot be counted")
+    shapes: dict[str, list[int]] = {}
+    g = inferred.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+            if all(isinstance(d, int) and d >= 0 for d in dims):
+                shapes[vi.name] = dims
+    for init in g.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes, inferred
+
+
+def _attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            import onnx
+
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _matmul_k(node, a_shape, out_shape) -> Optional[int]:
+    if node.op_type == "MatMulNBits":
+        return int(_attr(node, "K"))
+    if a_shape is None or not a_shape:
+        return None
+    if node.op_type == "FusedMatMul" and _attr(node, "transA", 0) and len(a_shape) >= 2:
+        return a_shape[-2]
+    return a_shape[-1]
+
+
+def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int) -> GraphWork:
+    """Multiply-adds of ``model`` at ``batch`` sequences of ``seq`` tokens, by op type and precision.
+
+    INT8 = the quantized kernels (dynamic: ``DynamicQuantizeMatMul``/``MatMulInteger``/``QAttention``'s
+    projection; static: ``QLinearMatMul``, ``QGemm``, and a ``MatMul``/``Gemm`` whose two inputs both
+    come from ``DequantizeLinear``, which ONNX Runtime fuses into the INT8 kernel). ``QAttention``'s
+    attention products run in FP32. ``MatMulNBits`` counts as FP32 (its weights are dequantized)
+    unless ``accuracy_level=4`` (INT8 compute)."""
+    for name, v in (("batch", batch), ("seq", seq)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise WorkError(f"{name} must be a positive whole number, got {v!r}")
+    m = _load(model)
+    _fix_inputs(m, batch, seq)
+    shapes, inferred = _shapes(m)
+    producer = {o: n for n in inferred.graph.node for o in n.output}
+
+    def dequantized(name: str) -> bool:
+        p = producer.get(name)
+        return p is not None and p.op_type == "DequantizeLinear"
+
+    by_op: dict[str, dict[str, int]] = {}
+    uncounted: list[str] = []
+    static_int8 = 0
+
+    def add(op: str, prec: str, macs: int) -> None:
+        nonlocal static_int8
+        d = by_op.setdefault(op, {FP32: 0, INT8: 0})
+        d[prec] += int(macs)
+        if prec == INT8 and op in STATIC_INT8_OPS:
+            static_int8 += int(macs)
+
+    for node in inferred.graph.node:
+        op = node.op_type
+        out = shapes.get(node.output[0]) if node.output else None
+        if op in MATMUL_OPS:
+            a_name = node.input[0]
+            a = shapes.get(a_name)
+            k = _matmul_k(node, a, out)
+            if out is None or k is None:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            macs = math.prod(out) * k
+            if op in ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"):
+                add(op, INT8, macs)
+            elif op == "QLinearMatMul":
+                add(op, INT8, macs)
+            elif op == "MatMulNBits":
+                add(op, INT8 if _attr(node, "accuracy_level", 0) == 4 else FP32, macs)
+            elif op == "MatMul" and len(node.input) > 1 and dequantized(node.input[0]) and dequantized(node.input[1]):
+                add("MatMul(QDQ)", INT8, macs)
+            else:
+                add(op, FP32, macs)
+        elif op in ("Gemm", "QGemm"):
+            a = shapes.get(node.input[0])
+            if out is None or a is None or len(a) != 2:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            k = a[0] if _attr(node, "transA", 0) else a[1]
+            macs = math.prod(out) * k
+            if op == "QGemm":
+                add(op, INT8, macs)
+            elif dequantized(node.input[0]) and dequantized(node.input[1]):
+                add("Gemm(QDQ)", INT8, macs)
+            else:
+                add(op, FP32, macs)
+        elif op in ATTENTION_OPS:
+            macs = _attention_macs(node, shapes)
+            if macs is None:
+                uncounted.append(f"{op} {node.name}")
+                continue
+            proj, products = macs
+            add(op, INT8 if op == "QAttention" else FP32, proj)
+            add(op, FP32, products)
+    fp32 = sum(v[FP32] for v in by_op.values())
+    int8 = sum(v[INT8] for v in by_op.values())
+    return GraphWork(batch=batch, seq=seq, fp32_macs=fp32, int8_macs=int8, by_op=by_op,
+                     static_int8_macs=static_int8, uncounted_ops=uncounted)
+
+
+def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
+    """(projection, QK^T + AV) multiply-adds of an Attention / QAttention / MultiHeadAttention node."""
+    x = shapes.get(node.input[0])
+    if node.op_type == "MultiHeadAttention":
+        # query [B, S, Dq], key [B, L, Dk] (or packed forms: not counted), value [B, L, Dv]
+        key = shapes.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        value = shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if x is None or len(x) != 3 or key is None or len(key) != 3:
+            return None
+        b, s, d = x
+        length = key[1]
+        dv = value[2] if value is not None and len(value) == 3 else d
+        return 0, b * s * length * d + b * s * length * dv
+    w = shapes.get(node.input[1]) if len(node.input) > 1 else None
+    if x is None or w is None or len(x) != 3 or len(w) != 2:
+        return None
+    b, s, d_in = x
+    proj = b * s * d_in * w[1]
+    sizes = _attr(node, "qkv_hidden_sizes")
+    if sizes:
+        dq, _dk, dv = (int(v) for v in sizes)
+    else:
+        dq = dv = w[1] // 3
+    # past state (a decoder's cache) would add to the key length; encoder graphs have none
+    length = s
+    return proj, b * s * length * dq + b * s * length * dv
+
+
+@dataclass(frozen=True)
+class Floor:
+    floor_ms: float
+    fp32_macs: int
+    int8_macs: int
+    profile_key: str
+    # the same work at the kernels' best throughput, whatever the row count (the floor before
+    # profile version 3; far below floor_ms at short texts, where the kernels cannot reach it)
+    peak_floor_ms: Optional[float] = None
+
+    def text(self) -> str:
+        return f"floor {self.floor_ms:.2f} ms (FP32 {self.fp32_macs / 1e9:.3f} G + INT8 {self.int8_macs / 1e9:.3f} G multiply-adds)"
+
+
+def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: float, rows: Optional[int],
+                  profile: "MachineProfile") -> float:
+    """Seconds for this much work at ``profile``'s throughput for matrix multiplies of ``rows`` rows
+    (``None``: the best throughput measured, at any row count). Static QDQ INT8 work goes at the
+    QLinearMatMul figure where the profile has one, otherwise with the dynamic INT8 work."""
+    if profile.fp32_gops <= 0 or profile.int8_gops <= 0:
+        raise WorkError(f"the machine profile's throughput must be positive, got FP32 {profile.fp32_gops} and "
+                        f"INT8 {profile.int8_gops} GOP/s; re-measure it (workbench machine --refresh)")
+
+    def gops(kernel: str) -> float:
+        return profile.gops_at(kernel, rows) if rows is not None else {
+            "fp32": profile.fp32_gops, "int8": profile.int8_gops, "qdq_int8": profile.qdq_int8_gops}[kernel]
+
+    if not profile.qdq_int8_gops:
+        dynamic_int8_macs, static_int8_macs = dynamic_int8_macs + static_int8_macs, 0
+    seconds = 2.0 * fp32_macs / (gops("fp32") * 1e9)
+    if dynamic_int8_macs:
+        seconds += 2.0 * dynamic_int8_macs / (gops("int8") * 1e9)
+    if static_int8_macs:
+        seconds += 2.0 * static_int8_macs / (gops("qdq_int8") * 1e9)
+    return seconds
+
+
+def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
+    """The fastest this graph could run here: INT8 work / INT8 throughput + FP32 work / FP32
+    throughput (2 operations per multiply-add), each kernel's throughput taken at the graph's row
+    count (batch x seq: :meth:`~workbench.perf.machine_profile.MachineProfile.gops_at`), since no graph runs a
+    matrix multiply faster than ONNX Runtime's kernel runs it alone at that size. Static QDQ INT8
+    work (QLinearMatMul and kin) goes at the profile's QLinearMatMul figure where it was measured
+    (the kernel those graphs run), the rest of the INT8 work at DynamicQuantizeMatMul's.
+    ``peak_floor_ms`` is the same at each kernel's best figure."""
+    args = (work.fp32_macs, work.int8_macs - work.static_int8_macs, work.static_int8_macs)
+    seconds = floor_seconds(*args, rows=work.batch * work.seq, profile=profile)
+    peak = floor_seconds(*args, rows=None, profile=profile)
+    return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, profile_key=profile.key,
+                 peak_floor_ms=peak * 1e3)
+
+
+def of_floor(measured_ms: float, floor_ms: float) -> float:
+    """``floor_ms / measured_ms``: 1.0 = running at this machine's floor, 0.5 = twice as slow as it."""
+    if not measured_ms or measured_ms <= 0:
+        raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
+    return floor_ms / measured_ms
+
+
+def config_macs(hidden: int, intermediate: int, layers: int, batch: int, seq: int, num_labels: int = 2,
+                pooler: bool = True) -> int:
+    """Multiply-adds of a BERT-like encoder classifier from its config (what :func:`graph_work`
+    must find in its graph): per layer Q, K, V, O projections, the FFN, QK^T and AV; the pooler
+    (on the first token) and the classifier."""
+    tokens = batch * seq
+    per_layer = tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * batch * seq * seq * hidden
+    head = (batch * hidden * hidden if pooler else 0) + batch * hidden * num_labels
+    return layers * per_layer + head

@@ -1,0 +1,23 @@
+"""Which ONNX exporters this torch ships: the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``,
+deprecated since torch 2.9) and its symbolic registry. Read by the export stage and by the doctor."""
+
+from __future__ import annotations
+
+
+def torchscript_registration():
+    """torch's registry of TorchScript ONNX symbolics: ``torch.onnx._internal.registration`` up to torch
+    2.8, ``torch.onnx._internal.torchscript_exporter.registration`` from 2.9; None without the exporter."""
+    import importlib
+
+    for name in ("torch.onnx._internal.registration", "torch.onnx._internal.torchscript_exporter.registration"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def torchscript_available() -> bool:
+    """Whether this torch still ships the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``):
+    deprecated since torch 2.9, where the dynamo exporter became the default."""
+    return torchscript_registration() is not None

@@ -1,0 +1,587 @@
+"""Inference with ONNX Runtime, and timing that is the same for every stage.
+
+Every stage that runs a graph (export validation, fusion variants, quantized models, slice
+evaluation) goes through these functions, so "ONNX Runtime was faster" always means the same
+session settings, the same inputs and the same timing discipline (:func:`workbench.core.latency.measure`):
+
+- :func:`make_session` opens a graph on the CPU execution provider with a chosen graph-optimization
+  level (``"disabled"``, ``"basic"``, ``"extended"``, ``"all"``), optionally saving the graph as
+  ONNX Runtime optimized it (that saved file is what fusion inspects).
+- :func:`predict_logits` / :func:`predict_dataset` feed exactly the inputs the graph declares, as
+  int64, and return logits as NumPy.
+- :func:`latency_by_shape` and :func:`torch_latency_by_shape` time a graph and a PyTorch model on
+  identical synthetic batches of the given ``(batch, sequence)`` shapes.
+
+Heavy imports (onnxruntime, torch) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from ..core.latency import LatencyStats, measure
+
+if TYPE_CHECKING:
+    from .device import PlacementReport
+
+GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+# Inputs a BERT-like graph may declare; anything else must be given explicitly.
+KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+
+SessionOrPath = Union[str, os.PathLike, Any]  # Any: an onnxruntime.InferenceSession
+
+
+class InferenceError(ValueError):
+    """A graph that cannot be opened or fed; the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class ShapeLatency:
+    """Latency of one input shape: ``batch`` sequences of ``seq`` tokens each."""
+
+    batch: int
+    seq: int
+    stats: LatencyStats
+    floor_ms: Optional[float] = None  # this machine's floor for the graph at this shape (workbench.perf.work.floor_for)
+
+    @property
+    def median_ms(self) -> float:
+        return self.stats.median_ms
+
+    @property
+    def of_floor(self) -> Optional[float]:
+        """``floor_ms / median_ms`` (1.0 = at this machine's floor), or None without a floor."""
+        if self.floor_ms is None or not self.stats.median_ms:
+            return None
+        return self.floor_ms / self.stats.median_ms
+
+    @property
+    def ms_per_example(self) -> float:
+        return self.stats.median_ms / self.batch
+
+
+def _ort_level(name: str):
+    import onnxruntime as ort
+
+    levels = {
+        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    key = getattr(name, "value", name)
+    if key not in levels:
+        raise InferenceError(
+            f"graph_optimization must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {name!r}; "
+            "use 'disabled' to run the graph exactly as written, 'all' for ONNX Runtime's default"
+        )
+    return levels[key]
+
+
+def make_session(
+    onnx_path: str | os.PathLike,
+    threads: Optional[int] = None,
+    graph_optimization: str = "all",
+    optimized_model_path: str | os.PathLike | None = None,
+    providers: Sequence[str] = DEFAULT_PROVIDERS,
+    allow_spinning: bool = True,
+    keep_spinning: bool = False,
+    device: str = "cpu",
+    cuda_graph: bool = False,
+    profile_prefix: Optional[str] = None,
+):
+    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
+
+    ``threads`` sets the intra-op thread count (None: ONNX Runtime's default, one per physical
+    core). ``graph_optimization`` is the session's graph-optimization level. With
+    ``optimized_model_path`` ONNX Runtime writes the graph *after* its optimizations there, which
+    is how the session levels become files that can be inspected and diffed.
+
+    Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
+    the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
+    and stop the moment the run returns
+    (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
+    the process (another session timed beside it, PyTorch) or from other processes.
+    ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
+    after a run); ``allow_spinning=False`` never spins (workers sleep between nodes too).
+
+    ``device``: ``"cpu"`` (the default; ``providers`` apply) or ``"cuda"``/``"cuda:N"`` (the CUDA
+    execution provider first, the CPU provider for what CUDA has no kernel for; see
+    :mod:`workbench.runtime.device`). Asking for CUDA where it is absent raises
+    :class:`~workbench.runtime.device.DeviceError` saying what to install; a CUDA session that ONNX Runtime
+    quietly opened on the CPU alone (CUDA libraries not found) is an error too, never a silent
+    fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
+    ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
+    JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
+    """
+    from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
+    import onnxruntime as ort
+
+    device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
+    path = Path(onnx_path)
+    if not path.is_file():
+        raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
+    if threads is not None and threads < 1:
+        raise InferenceError(f"threads must be a positive number, got {threads}; "
+                             "leave it unset for ONNX Runtime's default (one per core)")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = _ort_level(graph_optimization)
+    opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
+    if threads is not None:
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+    if allow_spinning and not keep_spinning:
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
+    if optimized_model_path is not None:
+        Path(optimized_model_path).parent.mkdir(parents=True, exist_ok=True)
+        opts.optimized_model_filepath = str(optimized_model_path)
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(profile_prefix)
+    provider_options = None
+    if is_cuda(device) or cuda_graph:
+        providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
+        _load_cuda_libraries(ort)
+    available = ort.get_available_providers()
+    missing = [p for p in providers if p not in available]
+    if missing:
+        raise InferenceError(
+            f"execution provider(s) {missing} are not available in this ONNX Runtime build; "
+            f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
+        )
+    try:
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
+                                       provider_options=provider_options)
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+        raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
+    if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
+        raise InferenceError(
+            f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
+            "provider failed to load (missing CUDA/cuDNN libraries; onnxruntime's warning above names the library). "
+            "Install the CUDA libraries onnxruntime-gpu was built for (torch's nvidia-* wheels provide them: the "
+            "workbench imports torch first), or use --device cpu"
+        )
+    return session
+
+
+def _load_cuda_libraries(ort) -> None:
+    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
+    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
+    has ``preload_dlls`` for the same purpose."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        preload()
+
+
+def as_session(session_or_path: SessionOrPath, **kw):
+    """A session for a path (opened with ``make_session(**kw)``), or the session itself."""
+    if isinstance(session_or_path, (str, os.PathLike)):
+        return make_session(session_or_path, **kw)
+    if not hasattr(session_or_path, "run") or not hasattr(session_or_path, "get_inputs"):
+        raise InferenceError(
+            f"expected an ONNX file path or an onnxruntime.InferenceSession, got {type(session_or_path).__name__}"
+        )
+    return session_or_path
+
+
+def input_names(session) -> list[str]:
+    return [i.name for i in session.get_inputs()]
+
+
+def _to_int64(value) -> np.ndarray:
+    if hasattr(value, "detach"):  # torch tensor
+        value = value.detach().cpu().numpy()
+    return np.ascontiguousarray(np.asarray(value), dtype=np.int64)
+
+
+def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The feed dict for ``session``: only the inputs the graph declares, as int64.
+
+    A graph that declares ``token_type_ids`` fed by a tokenizer that produces none gets zeros
+    (what BERT uses when the argument is omitted); any other missing input is an error.
+    """
+    feed = {}
+    for name in input_names(session):
+        if name in encoded:
+            feed[name] = _to_int64(encoded[name])
+        elif name == "token_type_ids" and "input_ids" in encoded:
+            feed[name] = np.zeros_like(_to_int64(encoded["input_ids"]))
+        else:
+            raise InferenceError(
+                f"the graph needs input {name!r} but the batch has only {sorted(encoded)}; "
+                "tokenize with the tokenizer the model was exported with"
+            )
+    return feed
+
+
+def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -> np.ndarray:
+    """Logits (first graph output) for one encoded batch (torch tensors or NumPy arrays).
+
+    A path opens a new session on every call; pass a session (``make_session``) when predicting
+    more than once."""
+    session = as_session(session_or_path)
+    out = session.run([session.get_outputs()[0].name], make_feed(session, encoded))[0]
+    return np.asarray(out)
+
+
+def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length") -> list[np.ndarray]:
+    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts
+    rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
+    consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
+    same data (FP32 and INT8) always see the same batches."""
+    from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
+
+    if order not in ORDERS:
+        raise InferenceError(f"order must be one of {list(ORDERS)}, got {order!r}")
+    if batch_size < 1:
+        raise InferenceError(f"batch_size must be at least 1, got {batch_size}")
+    if order == "file" or batch_size == 1:
+        return file_order_batches(len(dataset), batch_size)
+    from ..data.batches import encoded_rows
+
+    return length_sorted_batches(encoded_rows(tokenizer, dataset["text"], max_length).lengths, batch_size)
+
+
+def predict_dataset(
+    session_or_path: SessionOrPath,
+    tokenizer,
+    dataset,
+    max_length: int,
+    batch_size: int = 32,
+    order: str = "length",
+) -> np.ndarray:
+    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order.
+
+    Rows are scored in batches sorted by token length (``order="length"``, the default; each batch
+    padded only to its own longest row) or in file order (``order="file"``); either way the logits
+    come back in the dataset's row order. For FP32 and static INT8 graphs the order changes the
+    logits only by float rounding; dynamic INT8 computes its activation scales per batch, so its
+    predictions depend on their batch-mates (see :data:`workbench.data.token_lengths.SORTED_NOTE`).
+
+    The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next
+    graph scored on the same texts) and each batch is padded from that."""
+    from ..data.batches import encoded_rows
+
+    session = as_session(session_or_path)
+    if len(dataset) == 0:
+        raise InferenceError("the dataset is empty: nothing to predict")
+    rows = encoded_rows(tokenizer, dataset["text"], max_length)
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    out: Optional[np.ndarray] = None
+    for idx in batches:
+        part = predict_logits(session, rows.batch(idx))
+        if out is None:
+            out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+        out[idx] = part
+    return out
+
+
+def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size: int = 32, order: str = "length") -> np.ndarray:
+    """The PyTorch counterpart of :func:`predict_dataset` (same batches, eval mode, no grad)."""
+    import torch
+
+    from ..data.batches import iter_encoded, model_inputs
+
+    model.eval()
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    out: Optional[np.ndarray] = None
+    with torch.inference_mode():
+        for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
+            part = model(**model_inputs(model, enc)).logits.float().cpu().numpy()
+            if out is None:
+                out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+            out[idx] = part
+    return out
+
+
+# ---- timing ------------------------------------------------------------------------------------
+def synthetic_batch(batch: int, seq: int, vocab_size: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
+    """A deterministic batch of shape ``(batch, seq)`` for timing: random token ids below
+    ``vocab_size`` framed by [CLS]=101 ... [SEP]=102, a full attention mask, zero token types.
+
+    Latency depends on the shape, not on which tokens are fed; the same arrays go to PyTorch and
+    to every graph so the comparison is like for like.
+    """
+    if batch < 1 or seq < 2:
+        raise InferenceError(f"a timing shape needs batch >= 1 and seq >= 2, got ({batch}, {seq})")
+    if vocab_size < 200:
+        raise InferenceError(f"vocab_size must be at least 200 for synthetic timing batches, got {vocab_size}")
+    rng = np.random.default_rng(seed)
+    low = 1000 if vocab_size > 2000 else 200  # skip the special and unused tokens at the start
+    ids = rng.integers(low, vocab_size, size=(batch, seq), dtype=np.int64)
+    ids[:, 0], ids[:, -1] = 101, 102
+    return {
+        "input_ids": ids,
+        "attention_mask": np.ones((batch, seq), dtype=np.int64),
+        "token_type_ids": np.zeros((batch, seq), dtype=np.int64),
+    }
+
+
+def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+    """Validate ``[(batch, seq), ...]`` (or ``"1x128,..."``) and return it as a tuple of int pairs."""
+    from ..core.options import parse_shapes
+
+    return parse_shapes(shapes, error=InferenceError)
+
+
+class BoundRunner:
+    """One graph run through I/O binding: inputs copied to ``device`` once, outputs kept there.
+
+    On a CUDA device this is what a GPU deployment does (no host-device copies inside the timed
+    call); on the CPU it is the same code path with CPU buffers. With ``cuda_graph=True`` (a
+    session opened with ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated on the
+    device at fixed addresses, as CUDA-graph replay requires: the first :meth:`run` captures the
+    graph, later ones replay it. One runner serves one input shape.
+    """
+
+    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False,
+                 output_shapes: Optional[Mapping[str, Sequence[int]]] = None):
+        import onnxruntime as ort
+
+        from .device import normalize_device, ort_device
+
+        self.session, self.device = session, normalize_device(device)
+        dev_type, dev_id = ort_device(self.device)
+        self.binding = session.io_binding()
+        # keep the OrtValues alive: the binding refers to their buffers
+        self.inputs = {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), dev_type, dev_id) for k, v in feed.items()}
+        for name, value in self.inputs.items():
+            self.binding.bind_ortvalue_input(name, value)
+        self.outputs = {}
+        for out in session.get_outputs():
+            if cuda_graph:
+                shape = (output_shapes or {}).get(out.name) or _output_shape(out, feed)
+                dtype = np.float16 if out.type == "tensor(float16)" else np.float32
+                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, dev_type, dev_id)
+                self.binding.bind_ortvalue_output(out.name, self.outputs[out.name])
+            else:
+                self.binding.bind_output(out.name, dev_type, dev_id)
+
+    def run(self) -> None:
+        try:
+            self.session.run_with_iobinding(self.binding)
+        except Exception as exc:  # onnxruntime's own error types; the text says what failed
+            raise InferenceError(f"ONNX Runtime failed to run with I/O binding on {self.device}: {exc}") from exc
+
+    def first_output(self) -> np.ndarray:
+        """The first output, copied to the host."""
+        return np.asarray(self.binding.copy_outputs_to_cpu()[0])
+
+
+def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
+    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence
+    (what a classifier's logits ``[batch, labels]`` and hidden states ``[batch, seq, hidden]`` use)."""
+    first = next(iter(feed.values()))
+    dims = []
+    for i, d in enumerate(out.shape):
+        if isinstance(d, int) and d > 0:
+            dims.append(d)
+        elif i < first.ndim:
+            dims.append(int(first.shape[i]))
+        else:
+            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding; "
+                                 "pass output_shapes={name: shape}")
+    return dims
+
+
+def latency_by_shape(
+    onnx_or_session: SessionOrPath,
+    shapes: Sequence[Sequence[int]] = ((1, 128),),
+    warmup: int = 3,
+    repeats: int = 20,
+    threads: Optional[int] = None,
+    graph_optimization: str = "all",
+    max_seconds: Optional[float] = None,
+    vocab_size: int = 1000,
+    device: str = "cpu",
+    io_binding: Optional[bool] = None,
+    cuda_graph: bool = False,
+) -> list[ShapeLatency]:
+    """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`).
+
+    A path is opened with ``make_session(threads=..., graph_optimization=..., device=...)``; a
+    session is used as it is (its own settings apply).
+
+    ``io_binding`` (default: on for CUDA, off for the CPU) times ``run_with_iobinding`` with inputs
+    and outputs on the device, so a GPU figure is the graph's time, not the host copies'.
+    ``cuda_graph=True`` (CUDA, a path) opens one session per shape with ``enable_cuda_graph``,
+    captures on the first warm-up run and times the replays; the shapes are fixed per session.
+    """
+    from .device import normalize_device
+
+    device = normalize_device(device)
+    bind = (device != "cpu") if io_binding is None else bool(io_binding)
+    if cuda_graph:
+        if not isinstance(onnx_or_session, (str, os.PathLike)):
+            raise InferenceError("cuda_graph timing opens its own session per shape: pass the graph's path, not a session")
+        results = []
+        for batch, seq in check_shapes(shapes):
+            session = make_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization,
+                                   device=device, cuda_graph=True)
+            runner = BoundRunner(session, make_feed(session, synthetic_batch(batch, seq, vocab_size)), device, cuda_graph=True)
+            stats = measure(runner.run, warmup=max(warmup, 2), repeats=repeats, max_seconds=max_seconds)
+            results.append(ShapeLatency(batch, seq, stats))
+            del runner, session
+        return results
+    session = as_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization, device=device)
+    out_name = session.get_outputs()[0].name
+    results = []
+    for batch, seq in check_shapes(shapes):
+        feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
+        if bind:
+            runner = BoundRunner(session, feed, device)
+            stats = measure(runner.run, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        else:
+            stats = measure(lambda: session.run([out_name], feed), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        results.append(ShapeLatency(batch, seq, stats))
+    return results
+
+
+@contextlib.contextmanager
+def torch_threads(threads: Optional[int]) -> Iterator[None]:
+    """Temporarily set PyTorch's intra-op thread count (None: leave it)."""
+    import torch
+
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def torch_latency_by_shape(
+    model,
+    shapes: Sequence[Sequence[int]] = ((1, 128),),
+    warmup: int = 3,
+    repeats: int = 20,
+    threads: Optional[int] = None,
+    max_seconds: Optional[float] = None,
+    vocab_size: int = 1000,
+) -> list[ShapeLatency]:
+    """The same measurement for a PyTorch model (a ``LoadedModel`` or an ``nn.Module``), eager,
+    eval mode, under ``torch.inference_mode``, on the same synthetic batches.
+
+    With as many threads as cores on a machine that another process keeps busy, PyTorch's OpenMP
+    threads wait on each other and a forward pass can take hundreds of times longer (figures:
+    docs/measuring.md). Compare variants in one run, with the same threads.
+    """
+    import gc
+
+    import torch
+
+    from ..data.batches import model_inputs
+
+    gc.collect()  # free dead ONNX Runtime sessions: their spinning threads would compete with PyTorch
+    module = getattr(model, "model", model)
+    module.eval()
+    results = []
+    with torch_threads(threads), torch.inference_mode():
+        for batch, seq in check_shapes(shapes):
+            enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+            stats = measure(lambda: module(**enc), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+            results.append(ShapeLatency(batch, seq, stats))
+    return results
+
+
+def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
+                    graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
+    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
+    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
+
+    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
+    whether ONNX Runtime accepted it, with the classified reason when it did not.
+    """
+    import json
+    import tempfile
+
+    from .device import analyze_placement, memcpy_counts, placements_from_profile, require_device
+
+    d = require_device(device)
+    with tempfile.TemporaryDirectory(prefix="wb-placement-") as tmp:
+        opt_path = Path(tmp) / "optimized.onnx"
+        session = make_session(onnx_path, graph_optimization=graph_optimization, optimized_model_path=opt_path,
+                               device=d, profile_prefix=str(Path(tmp) / "profile"))
+        session.run(None, dict(feed))
+        profile = session.end_profiling()
+        events = json.loads(Path(profile).read_text())
+        providers = session.get_providers()
+        memcpy = memcpy_counts(opt_path)
+        del session
+    captured, error = None, None
+    if try_graph_capture and d != "cpu":
+        try:
+            runner = BoundRunner(make_session(onnx_path, graph_optimization=graph_optimization, device=d, cuda_graph=True),
+                                 dict(feed), d, cuda_graph=True)
+            runner.run()
+            runner.run()
+            captured = True
+        except (InferenceError, RuntimeError) as exc:  # the refusal is what is being measured
+            captured, error = False, str(exc)
+    return analyze_placement(placements_from_profile(events), d, providers, memcpy, error, captured)
+
+
+class OpTime(NamedTuple):
+    """Where a graph's time goes: one op type's time per run (ONNX Runtime's profiler) and its share."""
+
+    op_type: str
+    ms: float  # per run, summed over the op type's nodes
+    share: float  # of the time spent in all nodes (0..1)
+
+
+def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
+                runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
+                graph_optimization: str = "all") -> list[OpTime]:
+    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's own profiler
+    (``SessionOptions.enable_profiling``) over ``runs`` runs after ``warmup``, node kernel times
+    summed by op type (the ops as the session runs them, after its fusions), largest first. Each
+    entry is ``(op_type, ms, share)``. Shares sum to 1 over the nodes'
+    time (the gaps between nodes are not in it)."""
+    import json as _json
+    import tempfile
+
+    if runs < 1:
+        raise InferenceError(f"runs must be at least 1, got {runs}")
+    with tempfile.TemporaryDirectory(prefix="ortprof-") as tmp:
+        session = make_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
+                               profile_prefix=str(Path(tmp) / "profile"))
+        feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
+        out = session.get_outputs()[0].name
+        for _ in range(max(0, warmup)):
+            session.run([out], feed)
+        # the warm-up runs are in the profile too: count only the last ``runs`` model_run events' nodes
+        for _ in range(runs):
+            session.run([out], feed)
+        events = _json.loads(Path(session.end_profiling()).read_text())
+    runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                       key=lambda e: e["ts"])
+    timed = runs_seen[-runs:]
+    if not timed:
+        raise InferenceError("ONNX Runtime's profile has no model runs: nothing to attribute")
+    start = timed[0]["ts"]
+    by_op: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < start:
+            continue
+        op = e.get("args", {}).get("op_name", "?")
+        by_op[op] = by_op.get(op, 0.0) + float(e.get("dur", 0))
+    total = sum(by_op.values())
+    if total <= 0:
+        raise InferenceError("ONNX Runtime's profile has no node times: nothing to attribute")
+    rows = [OpTime(op, us / 1000.0 / len(timed), us / total) for op, us in by_op.items()]
+    return sorted(rows, key=lambda r: -r.ms)

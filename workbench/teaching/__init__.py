@@ -1,0 +1,2 @@
+"""For workshops: the cached fine-tuned checkpoint (workshop), the notebooks' exercise checks
+(exercises)."""

@@ -1,0 +1,1 @@
+"""Runs of several stages: the demo (demo) and the architecture coverage run (coverage)."""

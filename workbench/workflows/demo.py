@@ -1,0 +1,366 @@
+"""The walkthrough, headless: every stage in order, on the built-in model and data, into one run
+folder. ``workbench demo`` (and ``make demo``) call :func:`run_demo`.
+
+    doctor -> fine-tune (eager / ORTModule / torch.compile) -> export -> fuse -> quantize + slices
+
+Each stage writes its own result where the run layout says (:mod:`workbench.runs.layout`:
+``train/compare.json``, ``export/export.json``, ``fusion/fusion.json``,
+``quantize/<preset>/quantize.json``, ``search/search.json``) and its figures (``figures/*.html``)
+as soon as it finishes, atomically, so a failure later never loses what was already written. A
+stage that fails is recorded with its message and the stages that do not need its output still
+run; ``demo.json`` and ``summary.md`` say what happened. Which checkpoint is exported and which
+graph is quantized are :mod:`workbench.flow.handoffs`'s rules, the same the notebook ``Workbench`` follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..flow import handoffs as flow
+from .. import runs
+from ..runs import layout
+from ..graph import ExportConfig
+from ..graph import FusionConfig
+from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, TimingConfig
+from ..flow.sequence import Stage, StageOutcome, run_stages
+from ..train import DEFAULT_BACKENDS, TrainConfig
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
+
+    train: TrainConfig = field(default_factory=TrainConfig.demo)
+    backends: tuple[str, ...] = tuple(b.value for b in DEFAULT_BACKENDS)
+    isolate: bool = True  # each backend in its own process: honest per-backend peak memory
+    export: ExportConfig = field(default_factory=ExportConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static")
+    search: bool = True
+    budget_overall: float = DEFAULT_BUDGET_OVERALL
+    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # the search's speed guard (SearchConfig.min_speedup)
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    n_boot: int = DEFAULT_N_BOOT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backends", tuple(self.backends))
+        object.__setattr__(self, "quant_presets", tuple(self.quant_presets))
+        known = QuantConfig.presets()
+        bad = [p for p in self.quant_presets if p not in known]
+        if bad:
+            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
+        from ..train import Backend
+
+        valid = [b.value for b in Backend]
+        if not self.backends:
+            raise ValueError(f"backends must name at least one of {', '.join(valid)}")
+        unknown = [b for b in self.backends if str(b) not in valid]
+        if unknown:
+            raise ValueError(f"backends must each be one of {', '.join(valid)}; {', '.join(map(str, unknown))} is not "
+                             f"(given: {','.join(map(str, self.backends))}): e.g. eager,ortmodule")
+        for name in ("budget_overall", "budget_per_slice"):
+            v = getattr(self, name)
+            if not 0 <= v < 1:
+                raise ValueError(f"{name} is a fraction of accuracy (0.01 = one point), got {v}")
+
+    @classmethod
+    def default(cls, **kw) -> "DemoConfig":
+        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``; its accuracy:
+        docs/benchmarks/index.md), then export, fuse, quantize, search; the whole validation and test
+        splits are scored."""
+        return cls(**kw)
+
+    @classmethod
+    def quick(cls, **kw) -> "DemoConfig":
+        """The tiny model on a few hundred reviews, eager and ORTModule only: a smoke run in about a minute."""
+        return cls(**{
+            "train": TrainConfig.quick(),
+            "backends": ("eager", "ortmodule"),
+            "isolate": False,
+            "export": ExportConfig.quick(),
+            "fusion": FusionConfig.quick(),
+            "quant_presets": ("dynamic",),
+            "search": False,
+            "timing": TimingConfig.quick(),
+            "n_boot": 200,
+            **kw,
+        })
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    run_dir: str
+    stages: list[StageOutcome]
+    config: DemoConfig
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status == "ok" for s in self.stages)
+
+    def stage(self, name: str) -> StageOutcome:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+
+def write_figure(fig, path: Path) -> str:
+    """Write a plotly figure as standalone HTML (plotly.js once, beside it: works offline)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    html = fig.to_html(include_plotlyjs="directory", full_html=True)
+    runs.atomic_write_text(path, html)
+    js = path.parent / "plotly.min.js"
+    if not js.exists():
+        from plotly.offline import get_plotlyjs
+
+        runs.atomic_write_text(js, get_plotlyjs())
+    return str(path)
+
+
+def run_demo(
+    cfg: Optional[DemoConfig] = None,
+    run_dir: Optional[str | Path] = None,
+    log: Log = print,
+    progress=None,
+    stop=None,
+    on_stage=None,
+) -> DemoResult:
+    """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default), through the one
+    sequencer (:func:`workbench.flow.sequence.run_stages`) with the demo's list of stages.
+
+    ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
+    CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps
+    and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
+    status)`` follows the stages.
+    """
+    from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
+    from ..data.load import load_data, summarize_data
+    from ..doctor.checks import run_doctor
+    from ..graph import run_export
+    from ..graph import run_fusion
+    from ..graph import table as fusion_table
+    from ..plots import graph as graph_plots
+    from ..plots import quant as quant_plots
+    from ..plots import train as train_plots
+    from ..quant import BaselineConfig, EvalConfig, SearchConfig, prepare_baseline, run_quantization, run_search
+
+    cfg = cfg or DemoConfig()
+    run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
+    run.mkdir(parents=True, exist_ok=True)
+    figs = run / layout.FIGURES_DIR
+    log(f"run folder: {run}")
+    facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
+
+    def doctor(st):
+        report = facts["doctor"] = run_doctor()
+        runs.atomic_write_text(run / layout.DOCTOR_FILE, report.as_text() + "\n")
+        st.result_path = str(run / layout.DOCTOR_FILE)
+        log(report.as_text())
+        if not report.ok:
+            raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
+        return report
+
+    def data_stage(st):
+        data = load_data(cfg.train.data)
+        summary = summarize_data(data, cfg.train.data.source)
+        facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
+        runs.save_result(summary, run / layout.DATA_FILE)
+        st.result_path = str(run / layout.DATA_FILE)
+        st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
+        log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
+        return data
+
+    def fine_tune(st):
+        log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
+            f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
+        # writes train/compare.json and train/<backend>/ (the run layout); with isolate, the backends'
+        # processes take turns step by step, so the speed ratios pair steps and carry an interval
+        profile, before = load_check()
+        comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
+                                    run / layout.TRAIN_DIR, progress=progress, stop=stop)
+        st.result_path = str(run / layout.COMPARE)
+        log(comparison_table(comparison))
+        load = load_check(profile, before)[1]
+        verdicts = verdicts_for(comparison, profile=profile, load=load)
+        save_verdicts(verdicts, run / layout.TRAIN_DIR)
+        for v in verdicts.verdicts:
+            for line in verdict_lines(v):
+                log(f"   {line}")
+        st.figures += [
+            write_figure(train_plots.loss_curves(comparison), figs / "train_loss_curves.html"),
+            write_figure(train_plots.step_time_distribution(comparison), figs / "train_step_times.html"),
+            write_figure(train_plots.throughput_memory_bars(comparison), figs / "train_throughput_memory.html"),
+        ]
+        st.headline = {**_train_headline(comparison), **{f"verdict ({v.backend})": v.text for v in verdicts.verdicts}}
+        not_ok = [f"{r.backend.value} {r.status.value}: {r.reason}" for r in comparison.runs if r.status.value != "ok"]
+        if not_ok:  # recorded as a failed stage; export still takes a backend that finished (flow's rule)
+            if flow.checkpoint_to_export(comparison) is not None:
+                st.partial = comparison
+            raise RuntimeError("; ".join(not_ok))
+        return comparison
+
+    def export_stage(st):
+        pick = flow.checkpoint_to_export(st.inputs["fine-tune"])
+        if pick is None:
+            raise RuntimeError("no backend finished training with a checkpoint to export")
+        log(f"   {pick.note}")
+        export = run_export(pick.path, cfg.export, run / layout.EXPORT_DIR, data=st.inputs["data"])
+        st.result_path = str(run / layout.EXPORT)
+        v = export.validation
+        st.headline = {"checkpoint": str(pick.path), "nodes": str(export.node_count),
+                       "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree "
+                                     f"{v.label_agreement:.1%}"}
+        log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
+        return export
+
+    def fuse(st):
+        fusion = run_fusion(st.inputs["export"], cfg.fusion, run / layout.FUSION_DIR)
+        st.result_path = str(run / layout.FUSION)
+        log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
+        st.figures += [
+            write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
+            write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
+            write_figure(graph_plots.latency(fusion), figs / "graph_latency.html"),
+            write_figure(graph_plots.size_on_disk(fusion), figs / "graph_size.html"),
+        ]
+        if fusion.fused_op_counts:
+            st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
+        st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
+        return fusion
+
+    def quantize(st):
+        export, fusion, data = st.inputs["export"], st.inputs.get("fuse"), st.inputs["data"]
+        graph_pick = flow.graph_to_quantize(export, fusion)
+        graph = graph_pick.path
+        log(f"   FP32 graph: {graph_pick.note}")
+        baseline = prepare_baseline(graph, data, run / layout.BASELINE, BaselineConfig(timing=cfg.timing), export=export)
+        acc, n_test = fp32_test_accuracy(baseline)
+        st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
+        log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
+        results: list = []
+        st.partial = (baseline, results)  # the search takes these even if a later preset fails: presets not redone
+        for name in cfg.quant_presets:
+            log(f"   {name} ...")
+            res = run_quantization(baseline, QuantConfig.preset(name), run / layout.quantize_dir(name),
+                                   evaluation=EvalConfig(n_boot=cfg.n_boot))
+            results.append(res)
+            drop = res.report.max_slice_drop()
+            log(f"   {name}: accuracy {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} points), "
+                f"largest slice drop {100 * drop:.1f} points, {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB "
+                f"(FP32 {res.fp32_size_mib:.1f}), {len(res.report.flips)} flipped predictions")
+            st.figures += [
+                write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
+                write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
+                write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html"),
+            ]
+            if res.node_errors:
+                st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+            st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
+                                 f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
+        st.result_path = str(run / layout.QUANTIZE_DIR)
+        return baseline, results
+
+    def search_stage(st):
+        baseline, results = st.inputs.get("quantize") or (None, [])
+        graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
+        search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
+                              min_speedup=cfg.min_speedup, n_boot=cfg.n_boot, timing=cfg.timing)
+        found = run_search(graph, search, run / layout.SEARCH_DIR, data=st.inputs["data"],
+                           export=st.inputs["export"], previous=results,
+                           progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
+        st.result_path = str(run / layout.SEARCH)
+        st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
+        st.headline = {"best": found.message}
+        log(f"   {st.headline['best']}")
+        return found
+
+    # the demo's list; what each stage takes from the one before is workbench.flow.handoffs's rule
+    stages = [
+        Stage("doctor", doctor),
+        Stage("data", data_stage),
+        Stage("fine-tune", fine_tune, needs=("data",)),
+        Stage("export", export_stage, needs=("data", "fine-tune"),
+              skip_reason="no backend finished training with a checkpoint to export"),
+        Stage("fuse", fuse, needs=("export",), skip_reason="needs the exported graph"),
+        Stage("quantize", quantize, needs=("data", "export"), skip_reason="needs the exported graph"),
+    ]
+    if cfg.search:
+        stages.append(Stage("search", search_stage, needs=("data", "export"), skip_reason="needs the exported graph"))
+    stages.append(_report_stage(run, cfg, log, facts))
+    sequence = run_stages(stages, log=log, on_stage=on_stage, stop=stop)
+    return _finish(run, cfg, list(sequence.outcomes), log)
+
+
+def fp32_test_accuracy(baseline) -> tuple[float, int]:
+    """Accuracy of the FP32 graph on the baseline's test set (never seen in training), and its size."""
+    import numpy as np
+
+    test = baseline.eval_set("test")
+    labels = np.array([int(e["label"]) for e in test.load_examples()])
+    preds = test.fp32_logits().argmax(-1)
+    return float((preds == labels).mean()), int(len(labels))
+
+
+def _train_headline(c) -> dict[str, str]:
+    out = {}
+    for r in c.runs:
+        line = f"{r.status.value}"
+        if r.steps:
+            line += f", median step {1000 * r.median_step_s:.0f} ms, {r.samples_per_s:.1f} samples/s, start-up {r.startup_s:.1f} s"
+        if r.backend.value == "ortmodule":
+            line += f", ran in ONNX Runtime: {'yes' if r.executed_in_onnxruntime else 'NO'}"
+        out[r.backend.value] = line
+    for r in c.ratios:  # both speed figures, and why they differ (compare.SPEED_BASIS); the settings both ran
+        out[f"{r.backend.value} vs {r.baseline.value}"] = (
+            f"{r.speed_text()} steady state "
+            f"({'steps timed in turns, median of per-step ratios' if r.interleaved else 'median step after start-up'}), "
+            f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included); both with "
+            f"{r.baseline_settings}" + ("" if r.like_for_like else f"; NOT like for like: they differ in {', '.join(r.differs_in)}"))
+    return out
+
+
+def _report_stage(run: Path, cfg: DemoConfig, log: Log, facts: dict) -> Stage:
+    """The demo's last stage: report.html + summary.json (what `workbench audit` writes), run whatever
+    happened before it."""
+    from ..report import write_run_report
+
+    def report(st):
+        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in st.before]
+        page, _, summary = write_run_report(run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
+                                            stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
+                                            budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
+        st.result_path = str(page)
+        st.headline = {"verdict": summary["verdict"]["text"]}
+        log(f"   {page}\n   verdict: {summary['verdict']['text']}")
+        return page
+
+    return Stage("report", report, finally_=True)
+
+
+def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log) -> DemoResult:
+    result = DemoResult(str(run), outcomes, cfg)
+    runs.save_result(result, run / layout.DEMO_FILE)
+    runs.atomic_write_text(run / layout.DEMO_SUMMARY, summary_markdown(result))
+    failed = [s.name for s in outcomes if s.status != "ok"]
+    log(f"\nwrote {run / layout.DEMO_SUMMARY}" + (f"; not ok: {', '.join(failed)}" if failed else "; every stage ok"))
+    return result
+
+
+def summary_markdown(result: DemoResult) -> str:
+    lines = [f"# ORT Workbench walkthrough: {Path(result.run_dir).name}", "",
+             "| stage | status | seconds | result |", "| --- | --- | --- | --- |"]
+    for s in result.stages:
+        inside = s.result_path and Path(s.result_path).is_relative_to(result.run_dir)
+        where = Path(s.result_path).relative_to(result.run_dir) if inside else (s.result_path or "")
+        lines.append(f"| {s.name} | {s.status}{': ' + s.message if s.message else ''} | {s.seconds:.1f} | {where} |")
+    for s in result.stages:
+        if s.headline or s.figures:
+            lines += ["", f"## {s.name}", ""]
+            lines += [f"- **{k}**: {v}" for k, v in s.headline.items()]
+            lines += [f"- figure: [{Path(f).name}]({Path(f).relative_to(result.run_dir)})" for f in s.figures]
+    return "\n".join(lines) + "\n"
