@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-parallel test-fast bench bench-all doctor docs lint screenshots clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-parallel test-fast bench bench-all doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -52,14 +52,19 @@ setup-current:
 
 ## Every test on both stacks: on the training stack (.venv) all of them (core, plots, widgets, notebooks, the
 ## real-browser tests, in a random order: pytest-randomly prints the seed, PYTEST_ARGS=--randomly-seed=N repeats
-## it), then `make test-current`. Both always run; the exit status is non-zero when either failed.
+## it), then `make test-current-quick` (the current stack's quick tests: neither training nor slow, heavy or ui,
+## to keep CI within its time). Both always run; the exit status is non-zero when either failed.
 test: setup-test setup-current
 	@rc=0; $(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS) || rc=$$?; \
-	$(MAKE) --no-print-directory test-current || { [ $$rc != 0 ] || rc=1; }; exit $$rc
+	$(MAKE) --no-print-directory test-current-quick || { [ $$rc != 0 ] || rc=1; }; exit $$rc
 
 ## Every test that does not train (marker `train`), on the current stack in .venv-current.
 test-current: setup-current
 	.venv-current/bin/python -m pytest -q -ra -p randomly -m "not train" --durations=15 $(PYTEST_ARGS)
+
+## The current stack's quick tests (what `make test` runs there): not train, slow, heavy or ui.
+test-current-quick: setup-current
+	.venv-current/bin/python -m pytest -q -ra -p randomly -m "not train and not slow and not heavy and not ui" --durations=15 $(PYTEST_ARGS)
 
 ## Every test on two workers (pytest-xdist): 15 min 21 s instead of 19 min 15 s on this 2-core machine, but
 ## each worker's load is the other's busy machine: speed verdicts measured meanwhile say so ("unmeasured").

@@ -180,7 +180,7 @@ def exercise_outputs(nb: nbformat.NotebookNode) -> list[str]:
     """The text the exercise check cells showed (``check_*`` calls from workbench.teaching.exercises)."""
     texts = []
     for c in nb.cells:
-        if c.cell_type == "code" and "workbench.exercises import" in c.source:
+        if c.cell_type == "code" and "exercises import" in c.source:
             for o in c.outputs:
                 texts.append(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
     return texts

@@ -5,6 +5,7 @@ no shipped code citing notes or trackers that do not ship."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -129,6 +130,12 @@ def test_no_shipped_file_cites_notes_or_trackers_that_do_not_ship():
     assert unshipped_references(REPO) == []
 
 
+# The documentation and lint tools are installed with the training stack's test tools (scripts/setup.sh --test);
+# `make test` runs these two there. The current stack's lock carries neither, and says so instead of failing.
+TOOLS_HERE = {name: importlib.util.find_spec(name) is not None for name in ("mkdocs", "ruff")}
+
+
+@pytest.mark.skipif(not TOOLS_HERE["mkdocs"], reason="mkdocs is installed with the training stack's test tools (make setup-test)")
 def test_the_site_builds_strictly_with_the_generated_command_line_page(tmp_path):
     """`mkdocs build --strict` (what `make docs` runs): a broken link, a missing page or a page left out
     of the nav fails; the command-line page holds every sub-command's help, taken from the parser."""
@@ -149,6 +156,7 @@ def test_the_site_builds_strictly_with_the_generated_command_line_page(tmp_path)
                 assert flag in cli, f"workbench {name} {flag} is missing from the generated page"
 
 
+@pytest.mark.skipif(not TOOLS_HERE["ruff"], reason="ruff is installed with the training stack's test tools (make setup-test)")
 def test_ruff_finds_nothing():
     """`make lint`: ruff check with the rules in pyproject.toml ([tool.ruff])."""
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."], cwd=REPO,

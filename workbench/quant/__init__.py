@@ -17,6 +17,7 @@ Files, one idea each:
 - ``baseline.py``: the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
 - ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
 - ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
+- ``nbits.py``: which weight-only bit widths this ONNX Runtime builds and runs (a probe on one small MatMul).
 - ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
 - ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
 - ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.

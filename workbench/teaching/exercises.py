@@ -244,3 +244,23 @@ def check_trainable_fraction(answer: Any, result: Any) -> Verdict:
                                       "frozen rest still sits in the checkpoint, which is why it is nearly as large.")
     hint = "trainable parameters divided by all parameters: both are in the panel's first table"
     return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")
+
+
+# ---- 07 embedding model --------------------------------------------------------------------
+def check_most_ndcg_kept(answer: Any, result: Any) -> Verdict:
+    """07: which quantized variant kept the largest share of the FP32 graph's NDCG@10 on this run."""
+    name = "most NDCG@10 kept"
+    evaluation = getattr(result, "evaluation", None)
+    scored = [v for v in (getattr(evaluation, "variants", None) or []) if getattr(v, "retrieval", None) is not None]
+    if not scored:
+        return Verdict(name, NOT_YET, "run the panel first: it scores each variant on the retrieval task.")
+    if answer is None:
+        return Verdict(name, NOT_YET, "set KEPT_MOST to a variant's name and run this cell again.")
+    names = [v.name for v in scored]
+    given = str(answer).strip()
+    if given not in names:
+        return Verdict(name, NOT_QUITE, f"KEPT_MOST must be one of the variants scored {names}, got {answer!r}.")
+    best = max(scored, key=lambda v: v.retrieval.ndcg_ratio).name
+    if given == best:
+        return Verdict(name, CORRECT, "read from this run's retrieval table; another corpus or CPU can change it.")
+    return Verdict(name, NOT_QUITE, "look at NDCG@10 as a share of FP32's in the retrieval table, not at the speed.")

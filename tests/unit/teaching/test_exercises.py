@@ -163,3 +163,19 @@ def test_most_hurt_class(quant_tiny_dynamic) -> None:
                                    ex.check_fusions_per_layer, ex.check_most_hurt_class])
 def test_nothing_run_nothing_answered_is_not_yet(check) -> None:
     _not_yet(check(None, None))
+
+
+def test_most_ndcg_kept() -> None:
+    from types import SimpleNamespace
+
+    def variant(name, ratio):
+        return SimpleNamespace(name=name, retrieval=SimpleNamespace(ndcg_ratio=ratio))
+
+    result = SimpleNamespace(evaluation=SimpleNamespace(variants=[variant("dynamic", 0.954), variant("dynamic-per-channel", 1.0),
+                                                                  SimpleNamespace(name="unscored", retrieval=None)]))
+    assert ex.check_most_ndcg_kept(None, result).status == ex.NOT_YET
+    assert ex.check_most_ndcg_kept("dynamic", None).status == ex.NOT_YET
+    assert ex.check_most_ndcg_kept("dynamic-per-channel", result).correct
+    wrong = ex.check_most_ndcg_kept("dynamic", result)
+    assert wrong.status == ex.NOT_QUITE and "share of FP32" in wrong.message
+    assert "must be one of" in ex.check_most_ndcg_kept("unscored", result).message
