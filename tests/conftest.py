@@ -47,6 +47,10 @@ TRAIN_MODULES = {
 TRAIN_NOTEBOOKS = ("00_", "01_", "02_", "06_")  # the notebooks that fine-tune or train on device
 # single tests elsewhere that train, or run a training command (refused on the current stack before its own checks)
 TRAIN_TESTS = (
+    # the training build's `import onnxruntime` line and the fine-tuning load: the training stack's own behaviour
+    "unit/core/test_quiet.py::test_import_onnxruntime_prints_no_cuda_home_line_after_workbench",
+    "unit/core/test_quiet.py::test_fine_tuning_minilm_loads_without_the_new_head_warning",
+    "unit/core/test_quiet.py::test_an_ortmodule_run_raises_no_python_warnings",
     "unit/graph/test_export.py::test_export_after_ortmodule_training_is_plain_onnx",
     "unit/workflows/test_zoo.py::test_inputs_follow_the_model_not_the_tokenizer",
     "unit/workflows/test_zoo.py::test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot",
