@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..runs import layout
 from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
 from .folder import EmbedError, EmbedFolder, read_folder
 from .retrieval import QUERY_KINDS, RetrievalTask
@@ -244,7 +245,7 @@ def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None,
                                   time.perf_counter() - t0)
     page = render_embed_html(summary, run.evaluation, run.speed)
     text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
-    paths = atomic_write_set(run.out_dir, {"summary.json": text.encode("utf-8"), "report.html": page.encode("utf-8")})
+    paths = atomic_write_set(run.out_dir, {layout.SUMMARY_FILE: text.encode("utf-8"), layout.REPORT_FILE: page.encode("utf-8")})
     log(summary["verdict"]["text"])
-    return EmbedAuditResult(run.out_dir, paths["report.html"], paths["summary.json"], summary["verdict"]["exit_code"],
+    return EmbedAuditResult(run.out_dir, paths[layout.REPORT_FILE], paths[layout.SUMMARY_FILE], summary["verdict"]["exit_code"],
                             summary["verdict"], time.perf_counter() - t0)

@@ -24,9 +24,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .. import runs
+from ..runs import layout
 from .folder import EmbedError, EmbedFolder, read_folder
 
-GRAPH_FILE = "model.onnx"
+GRAPH_FILE = layout.EXPORT_GRAPH
 TOKENIZER_DIR = "tokenizer"
 RESULT_FILE = "embed_export.json"
 OUTPUT_NAME = "sentence_embedding"

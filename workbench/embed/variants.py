@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..runs import layout
 from .. import runs
 from .export import EmbedExportResult
 from .folder import EmbedError
@@ -100,7 +101,7 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     out.mkdir(parents=True, exist_ok=True)
     exported = Path(export.onnx_path)
     t0 = time.perf_counter()
-    fused = fuse(export, out / "model_fused.onnx")
+    fused = fuse(export, out / layout.FUSED_GRAPH)
     built = [EmbedVariant(FP32, exported, "", size_mib=_size(exported)),
              EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=_size(fused))]
     notes: list[str] = []
