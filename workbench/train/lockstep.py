@@ -102,8 +102,8 @@ def run_lockstep(
     with the end of its stderr, after the others finished."""
     if not jobs:
         raise ValueError("run_lockstep needs at least one job")
-    for job in jobs:
-        check_backend(job.cfg, job.backend)
+    # every job checked before any process starts: a combination that cannot run starts none of them
+    jobs = [LockstepJob(j.cfg, check_backend(j.cfg, j.backend), Path(j.run_dir).resolve(), j.env) for j in jobs]
     group = uuid.uuid4().hex[:12]
     if progress is not None:  # each child's output is read on its own thread: one report at a time
         lock, report = threading.Lock(), progress
@@ -111,8 +111,7 @@ def run_lockstep(
         def progress(p: Progress) -> None:
             with lock:
                 report(p)
-    children = [_Child(LockstepJob(j.cfg, check_backend(j.cfg, j.backend), Path(j.run_dir).resolve(), j.env), group, progress)
-                for j in jobs]
+    children = [_Child(job, group, progress) for job in jobs]
     active = list(range(len(children)))
     stopped = False
     try:
