@@ -66,12 +66,13 @@ class _Child:
 
     def wait_for(self, stop: Optional[threading.Event]) -> str:
         """The child's next gate event: "ready", "done" or "eof" (its output ended)."""
-        while True:
+        while True:  # stop first: a child that steps fast keeps the queue full, and a stop must still be seen
+            if stop is not None and stop.is_set():
+                return "stop"
             try:
                 return self.events.get(timeout=0.2)
             except queue.Empty:
-                if stop is not None and stop.is_set():
-                    return "stop"
+                pass
 
     def grant(self) -> None:
         self.turns += 1

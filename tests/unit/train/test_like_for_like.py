@@ -194,3 +194,20 @@ def test_lockstep_runs_never_overlap(tmp_path):
     r = c.ratio("ortmodule")
     assert r.interleaved and r.throughput_lo <= r.throughput <= r.throughput_hi
     assert c.loss_parity
+
+
+def test_a_stop_is_seen_while_a_fast_child_keeps_its_queue_full():
+    """Tiny steps keep a child's gate events coming; the scheduler must still see the stop at once."""
+    import queue
+    import threading
+
+    from workbench.train.lockstep import _Child
+
+    child = object.__new__(_Child)  # the queue alone: no process behind it
+    child.events = queue.Queue()
+    for _ in range(100):
+        child.events.put("ready")
+    stop = threading.Event()
+    assert child.wait_for(stop) == "ready"
+    stop.set()
+    assert child.wait_for(stop) == "stop" and child.events.qsize() == 99
