@@ -36,9 +36,9 @@ doctor: setup
 demo: setup
 	$(PY) -m workbench.cli demo --runs $(RUNS)
 
-## JupyterLab on 127.0.0.1 with the notebooks.
+## JupyterLab on 127.0.0.1, opened at notebooks/ (it serves the repository: the notebooks show their pictures from docs/img).
 lab: setup
-	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=notebooks
+	$(PY) -m jupyter lab --ip=127.0.0.1 --no-browser --port=$(PORT) --notebook-dir=. --LabApp.default_url=/lab/tree/notebooks
 
 ## Before a workshop, once per laptop: set up, then fine-tune the notebooks' MiniLM and cache it
 ## (~/.cache/ort-workbench or $WORKBENCH_HOME). Nothing is downloaded afterwards.
@@ -50,20 +50,26 @@ workshop: setup
 setup-current:
 	bash scripts/setup_current.sh
 
-## Every test on the training stack (.venv): core, plots, widgets, notebooks, the real-browser tests, in a random
-## order (pytest-randomly prints the seed; PYTEST_ARGS=--randomly-seed=N repeats it). Among them, the
-## transformers-5 folders, the wheel in a clean current-stack venv and the refusals of the current stack.
-## The current stack's own run is `make test-current` (not yet part of make test: see docs/stacks.md).
-test: setup-test
-	$(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS)
+CURRENT_PY := .venv-current/bin/python
+CURRENT_QUICK := not train and not slow and not heavy and not ui
+
+## Both stacks (what CI runs). First every test on the training stack (.venv): core, plots, widgets, notebooks,
+## the real-browser tests, in a random order (pytest-randomly prints the seed; PYTEST_ARGS=--randomly-seed=N
+## repeats it). Then, in .venv-current, the current stack's quick tests (`make test-current-quick`: every test
+## that does not train, less the slow, heavy and ui ones). Both run even when the first fails; either failing fails.
+test: setup-test setup-current
+	@rc=0; $(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS) || rc=1; \
+	echo "make test: the training stack's run is done (exit $$rc); now the current stack's quick tests in .venv-current"; \
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "$(CURRENT_QUICK)" --durations=15 $(PYTEST_ARGS) || rc=1; \
+	exit $$rc
 
 ## Every test that does not train (marker `train`), on the current stack in .venv-current.
 test-current: setup-current
-	.venv-current/bin/python -m pytest -q -ra -p randomly -m "not train" --durations=15 $(PYTEST_ARGS)
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "not train" --durations=15 $(PYTEST_ARGS)
 
 ## The current stack's quick tests (what `make test` runs there): not train, slow, heavy or ui.
 test-current-quick: setup-current
-	.venv-current/bin/python -m pytest -q -ra -p randomly -m "not train and not slow and not heavy and not ui" --durations=15 $(PYTEST_ARGS)
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "$(CURRENT_QUICK)" --durations=15 $(PYTEST_ARGS)
 
 ## Every test on two workers (pytest-xdist): 15 min 21 s instead of 19 min 15 s on this 2-core machine, but
 ## each worker's load is the other's busy machine: speed verdicts measured meanwhile say so ("unmeasured").

@@ -149,13 +149,13 @@ def interleaved_one_process(names: list[str], model: str, batch: int, seq: int, 
     """One Trainer per variant in this process, stepped in rotation; one row per variant."""
     from workbench.data.load import class_names
     from workbench.models.load import load_for_data
-    from workbench.train import _load_data, explain_failure
+    from workbench.train import load_train_data, explain_failure
 
     total = warmup + steps
     trainers, rows = {}, {}
     for name in names:
         cfg = config_for(name, model, batch, seq, total, threads)
-        dd = _load_data(cfg.data)
+        dd = load_train_data(cfg.data)
         loaded = load_for_data(cfg.model, class_names(dd), attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
         trainers[name] = Trainer(cfg, VARIANTS[name][0], loaded, dd["train"], total)
         rows[name] = _row(name, cfg, batch, seq)

@@ -1,7 +1,9 @@
 """ipywidgets panels over the ``workbench`` library: views only, no computation.
 
-Each panel reads its controls, calls one ``workbench`` function, keeps the result on
-``panel.result`` and redraws; see :mod:`widgets.base` for the shared behaviour.
+Each panel binds its controls to a session (:mod:`workbench.sessions`: the stage's inputs, results,
+caches, servers and run folder, usable without any widget): it reads its controls, calls the
+session, and redraws from ``panel.result`` (the session's latest result); see :mod:`widgets.base`
+for the shared behaviour.
 
 - :class:`DoctorBanner`: the environment check with fixes;
 - :class:`TrainPanel`, :class:`ComparePanel`: fine-tune eager / ORTModule / torch.compile and compare;

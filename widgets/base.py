@@ -1,17 +1,20 @@
 """The panel base every stage panel is built on.
 
-A panel is a view: it holds input controls, a Run button (and a Stop button for long work), a
-progress bar, an error box and one place where results are drawn (a ``go.FigureWidget`` updated in
-place, or HTML widgets whose value is replaced). Its :meth:`Panel.run` reads the controls, calls
-ONE ``workbench`` function, keeps the result on ``panel.result`` and redraws.
+A panel is a view over a session (:mod:`workbench.sessions`): the session holds the stage's inputs,
+its results, caches, servers, run folder, stop event and progress callback, and runs the stage
+through the library; the panel holds input controls, a Run button (and a Stop button for long
+work), a progress bar, an error box and one place where results are drawn (a ``go.FigureWidget``
+updated in place, or HTML widgets whose value is replaced). ``panel.session`` is that session;
+``panel.result`` reads the session's latest result (the panel keeps none of its own), and the
+options named in the session's ``INPUTS`` (``graph``, ``data``, ``run_dir``, ...) are the session's.
 
-Subclasses implement three hooks:
+Subclasses set ``SESSION`` (their session class) and implement three hooks:
 
 ``_build_controls(options) -> dict[str, Widget]``
     the input widgets, keyed by option name (``panel.controls[name]``);
 ``_compute(values) -> result``
-    one call into ``workbench`` with the control values (pass ``self.progress_callback`` and
-    ``self.stop_event`` to long work);
+    one call into the session with the control values (the session reports progress to the bar
+    and reads the Stop button's event);
 ``_draw(result)``
     update the figures and tables in place.
 
@@ -23,57 +26,45 @@ Behaviour shared by every panel:
   folded away), kept on ``panel.error``, and the panel keeps working: change a control, run again;
 * :meth:`Panel.run` is synchronous (tests and notebooks call it); the Run button calls it in a
   background thread when ``background=True`` so that Stop and the progress bar stay live;
-* its state is traitlets traits, observed the traitlets way: ``result`` (the last successful
-  result), ``busy``, and ``generation`` (one more after every successful run or :meth:`Panel.show`,
-  so an observer hears of each result even when it equals the one before):
-  ``panel.observe(handler, names="generation")``. :meth:`Panel.on_result` / :meth:`Panel.on_busy`
-  are that call, for a handler that takes the panel.
+* its state is observed the traitlets way: ``busy``, and ``generation`` (one more after every
+  successful run or :meth:`Panel.show`, so an observer hears of each result even when it equals
+  the one before): ``panel.observe(handler, names="generation")``, then read ``panel.result``.
+  :meth:`Panel.on_result` / :meth:`Panel.on_busy` are that call, for a handler that takes the panel.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import html
-import os
 import threading
 import time
-import traceback
-from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Optional, Sequence
+from collections.abc import MutableMapping
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Sequence
 
 import ipywidgets as W
-import plotly.graph_objects as go
 import traitlets
 
-# Colours shared by every panel (status badges, error box).
-OK_COLOUR = "#1b7f3b"
-FAIL_COLOUR = "#b42318"
-WARN_COLOUR = "#9a6700"
-MUTED_COLOUR = "#57606a"
+from workbench.sessions.base import InputError, Session
 
+from .display import (  # noqa: F401  (the panels' drawing helpers, imported from here by every panel)
+    FAIL_COLOUR,
+    MUTED_COLOUR,
+    OK_COLOUR,
+    WARN_COLOUR,
+    Markup,
+    ProgressView,
+    coloured,
+    error_html,
+    fmt,
+    format_seconds,
+    html_table,
+    replace_figure,
+)
 
-class PanelInputError(ValueError):
-    """A control value a panel cannot use; the message names the value, what is allowed and what to do."""
-
-
-def as_result(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
-    """A stage result given as itself, as its result file or the folder holding it (read with
-    ``load``), or as any other folder of a run (:func:`workbench.flow.handoffs.open_run`: the run's newest
-    ``stage`` result): the one converter every panel's ``saved=`` goes through."""
-    from workbench.flow import handoffs as flow
-
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, (str, os.PathLike)):
-        path = Path(value)
-        if path.is_file() or (path / file_name).is_file():
-            return load(path)
-        found = getattr(flow.open_run(path), stage)()
-        if found is None:
-            raise PanelInputError(f"{str(value)!r} holds no {what} ({file_name}): run that step first, or pass a run folder that has one")
-        return found
-    raise TypeError(f"expected a {cls.__module__}.{cls.__name__} or the path of a saved {file_name} (or a run folder), "
-                    f"got {type(value).__name__}")
+#: A control value a panel cannot use; the message names the value, what is allowed and what to do
+#: (the sessions' :class:`~workbench.sessions.base.InputError`: one kind of error, whoever found it).
+PanelInputError = InputError
 
 
 def check_kwargs(owner: str, given: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -106,116 +97,52 @@ def check_range(name: str, value: Any, low: float, high: float, hint: str = "") 
     return value
 
 
-def format_seconds(seconds: Optional[float]) -> str:
-    """``75.2`` -> ``"1 min 15 s"``; ``None`` -> ``"?"``."""
-    if seconds is None or seconds != seconds or seconds < 0:
-        return "?"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+def config_default(cls: type, name: str) -> Any:
+    """The default of field ``name`` of the config dataclass ``cls`` (an enum as its value): a panel's
+    option defaults are read from the configs, never written twice."""
+    field = next((f for f in dataclasses.fields(cls) if f.name == name), None)
+    if field is None:
+        raise AttributeError(f"{cls.__name__} has no field {name!r}")
+    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
+    return getattr(value, "value", value)
 
 
-class Markup(str):
-    """A table cell that is already HTML (made with :func:`coloured`); other cells are escaped."""
+class BoundOptions(MutableMapping):
+    """A panel's options: those its session holds (the session's ``INPUTS``) are read from and written
+    to the session; the rest (the controls' starting values) are the panel's own."""
 
+    def __init__(self, session: Session, values: Mapping[str, Any]) -> None:
+        self.session = session
+        self._own: dict[str, Any] = {}
+        self._keys: list[str] = []
+        for key, value in values.items():
+            self[key] = value
 
-def fmt(value: Any, spec: str = ".3g", suffix: str = "") -> str:
-    """Format a number for a table; NaN, inf and None become "–"."""
-    if value is None:
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if number != number or number in (float("inf"), float("-inf")):
-        return "–"
-    return f"{format(number, spec)}{suffix}"
+    def __getitem__(self, key: str) -> Any:
+        if key in self.session.INPUTS and key in self._keys:
+            return getattr(self.session, key)
+        return self._own[key]
 
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key in self.session.INPUTS:
+            setattr(self.session, key, value)
+        else:
+            self._own[key] = value
+        if key not in self._keys:
+            self._keys.append(key)
 
-def coloured(text: str, good: Optional[bool]) -> "Markup":
-    """``text`` (escaped) in green when ``good``, red when not, plain when None."""
-    colour = "" if good is None else (OK_COLOUR if good else FAIL_COLOUR)
-    body = html.escape(text)
-    return Markup(f'<span style="color:{colour}">{body}</span>' if colour else body)
+    def __delitem__(self, key: str) -> None:
+        self._keys.remove(key)
+        self._own.pop(key, None)
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._keys))
 
-def error_html(exc: BaseException, context: str = "") -> str:
-    """The error box: the exception type and message (library messages carry the fix), then the
-    traceback folded in a ``<details>`` element."""
-    message = str(exc) or "(no message)"
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    where = f" while {html.escape(context)}" if context else ""
-    return (
-        f'<div class="wb-error" style="border-left:4px solid {FAIL_COLOUR};padding:6px 10px;'
-        f'background:#fff5f5;color:#1f2328">'
-        f"<b style=\"color:{FAIL_COLOUR}\">{html.escape(type(exc).__name__)}</b>{where}: "
-        f'<span class="wb-error-message" style="white-space:pre-wrap">{html.escape(message)}</span>'
-        f"<div style=\"color:{MUTED_COLOUR};font-size:90%;margin-top:4px\">Change the inputs above and press "
-        f"Run again; the panel keeps working.</div>"
-        f"<details><summary>traceback</summary><pre style=\"font-size:80%\">{html.escape(tb)}</pre></details>"
-        f"</div>"
-    )
+    def __len__(self) -> int:
+        return len(self._keys)
 
-
-def html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], css_class: str = "wb-table") -> str:
-    """A small HTML table; cells are escaped unless they are :class:`Markup`."""
-    def cell(v: Any) -> str:
-        return str(v) if isinstance(v, Markup) else html.escape(str(v))
-
-    th = "<th style=\"text-align:left;padding:2px 8px;border-bottom:1px solid #d0d7de\">"
-    head = "".join(f"{th}{html.escape(str(h))}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td style=\"padding:2px 8px\">{cell(v)}</td>" for v in row) + "</tr>"
-        for row in rows
-    )
-    return f'<table class="{css_class}" style="border-collapse:collapse"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def replace_figure(target: go.FigureWidget, figure: go.Figure) -> None:
-    """Make ``target`` show ``figure`` in place (traces and layout replaced, one front-end update)."""
-    with target.batch_update():
-        target.data = []
-        target.add_traces(list(figure.data))
-        target.layout = figure.layout
-
-
-class ProgressView(W.VBox):
-    """A progress bar with ``step i/n``, an optional detail (loss, throughput) and time left."""
-
-    def __init__(self) -> None:
-        self.bar = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="100%"))
-        self.label = W.HTML("")
-        super().__init__([self.bar, self.label], layout=W.Layout(display="none"))
-
-    def start(self, text: str = "starting ...") -> None:
-        self.bar.bar_style = ""
-        self.bar.value = 0
-        self.label.value = html.escape(text)
-        self.layout.display = "flex"
-
-    def update(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
-        total = max(int(total), 1)
-        parts = [f"step {int(done)}/{total}"]
-        if detail:
-            parts.append(detail)
-        if eta_s is not None:
-            parts.append(f"{format_seconds(eta_s)} left")
-        self.label.value = html.escape(" · ".join(parts))
-        # the bar moves last: whoever observes ``bar.value`` finds the label already saying that step
-        self.bar.max = total
-        self.bar.value = max(0, min(int(done), total))
-
-    def finish(self, text: str, ok: bool = True, stopped: bool = False) -> None:
-        """Final state: green and full when ``ok``, amber where it stopped on request, red otherwise."""
-        self.bar.bar_style = "warning" if stopped else ("success" if ok else "danger")
-        if ok and not stopped:
-            self.bar.value = self.bar.max
-        self.label.value = html.escape(text)
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self)!r})"
 
 
 class Panel(W.VBox):
@@ -231,9 +158,9 @@ class Panel(W.VBox):
     RUN_LABEL: ClassVar[str] = "Run"
     #: Whether the work can be stopped (shows a Stop button and passes ``stop_event``).
     STOPPABLE: ClassVar[bool] = False
+    #: The session class this panel binds its controls to.
+    SESSION: ClassVar[type[Session]] = Session
 
-    #: The last successful result (``None`` until a run or :meth:`show` succeeds).
-    result = traitlets.Any(None, allow_none=True)
     #: Whether the panel is working (observe it to follow runs).
     busy = traitlets.Bool(False)
     #: One more after every successful run or :meth:`show` (observe it to hear of every result).
@@ -243,10 +170,11 @@ class Panel(W.VBox):
         allowed = [*self.OPTIONS, "background"]
         check_kwargs(type(self).__name__, kwargs, allowed)
         self.background: bool = bool(kwargs.pop("background", True))
-        self.options: dict[str, Any] = {**self.OPTIONS, **kwargs}
+        #: The stage's work: inputs, results, caches, servers, run folder, stop event, progress.
+        self.session: Session = type(self).SESSION(progress=self.progress_callback)
+        self.options: MutableMapping[str, Any] = BoundOptions(self.session, {**self.OPTIONS, **kwargs})
         #: The last error (``None`` after a successful run).
         self.error: Optional[BaseException] = None
-        self.stop_event = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._actions: list[tuple[W.Button, str]] = []
         self._started = 0.0
@@ -280,6 +208,16 @@ class Panel(W.VBox):
                 *self._build_views(),
             ]
         )
+
+    @property
+    def result(self) -> Any:
+        """The session's latest result (``None`` until a run or :meth:`show` succeeds)."""
+        return self.session.result
+
+    @property
+    def stop_event(self) -> threading.Event:
+        """The session's stop event (set by Stop; the library reads it)."""
+        return self.session.stop_event
 
     # ---- hooks for subclasses ----------------------------------------------------------------
     def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
@@ -332,7 +270,7 @@ class Panel(W.VBox):
 
     # ---- running ---------------------------------------------------------------------------
     def run(self) -> Any:
-        """Read the controls, compute, store :attr:`result`, redraw; return the result.
+        """Read the controls, compute (the session keeps the result), redraw; return the result.
 
         On error the exception is shown in the panel, kept on :attr:`error` and re-raised to the
         caller (the Run button keeps it in the panel only); the panel stays usable.
@@ -345,9 +283,10 @@ class Panel(W.VBox):
         draw: Callable[[Any], None],
         summary: Callable[[Any], str],
         colour: Callable[[Any], str],
-        store: str = "result",
+        keep: Optional[Callable[[Any], Any]] = None,
     ) -> Any:
-        """The shared run protocol for the main action and any extra action of a panel."""
+        """The shared run protocol for the main action and any extra action of a panel; ``keep``
+        (default ``session.keep``) is how the session keeps what ``compute`` returned."""
         if self.busy:
             raise RuntimeError(f"{type(self).__name__} is already running; wait for it or press Stop")
         if self.blocked:
@@ -356,7 +295,7 @@ class Panel(W.VBox):
         self.error = None
         self.error_box.value = ""
         self.error_box.layout.display = "none"
-        self.stop_event.clear()
+        self.session.start()
         self.progress.start()
         self._started = time.perf_counter()
         step = "reading the controls"
@@ -365,7 +304,7 @@ class Panel(W.VBox):
             step = "computing"
             result = compute(values)
             step = "drawing the result"
-            setattr(self, store, result)
+            result = (keep or self.session.keep)(result)
             draw(result)
         except BaseException as exc:
             self._show_error(exc, step)
@@ -410,7 +349,7 @@ class Panel(W.VBox):
         self.error = None
         self.error_box.layout.display = "none"
         try:
-            self.result = result
+            result = self._open(result)
             self._draw(result)
         except BaseException as exc:
             self._show_error(exc, "drawing the result")
@@ -418,9 +357,13 @@ class Panel(W.VBox):
         self.status.value = self._status_html(f"opened: {self._summary(result)}", self._summary_colour(result))
         self._notify()
 
+    def _open(self, result: Any) -> Any:
+        """Give a result computed elsewhere to the session (subclasses read saved files here)."""
+        return self.session.keep(result)
+
     def stop(self) -> None:
         """Ask the running work to stop at its next check (the library reads ``stop_event``)."""
-        self.stop_event.set()
+        self.session.stop()
         self.status.value = self._status_html("stopping at the next step ...", WARN_COLOUR)
 
     def wait(self, timeout: Optional[float] = None) -> None:
@@ -440,19 +383,6 @@ class Panel(W.VBox):
     def progress_callback(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
         """Update the progress bar (subclasses adapt their library's progress objects to this)."""
         self.progress.update(done, total, eta_s, detail)
-
-    def _resolve_run_dir(self, label: str) -> Path:
-        """Where this panel writes: the ``run_dir`` option (a folder, or a function returning one,
-        as the Workbench passes), else a new run folder under ``runs/`` kept for the panel's life."""
-        from workbench import runs
-
-        given = self.options.get("run_dir")
-        if callable(given):
-            given = given()
-        if given is None:
-            given = runs.new_run_dir(label)
-            self.options["run_dir"] = given
-        return Path(given)
 
     # ---- internals -------------------------------------------------------------------------
     def _on_run_clicked(self, _button: Any = None) -> None:
@@ -502,3 +432,10 @@ class Panel(W.VBox):
     @staticmethod
     def _status_html(text: str, colour: str) -> str:
         return f'<span class="wb-status" style="color:{colour};margin-left:8px">{html.escape(text)}</span>'
+
+    def close(self) -> None:
+        """Stop the session's servers (if any) and close the widgets."""
+        session = getattr(self, "session", None)  # absent when the constructor refused its arguments
+        if session is not None:
+            session.close()
+        super().close()

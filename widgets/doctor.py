@@ -7,7 +7,8 @@ from typing import Any, Optional
 
 import ipywidgets as W
 
-from workbench.doctor.checks import DoctorReport, run_doctor
+from workbench.doctor.checks import DoctorReport
+from workbench.sessions.doctor import DoctorSession
 
 from .base import FAIL_COLOUR, MUTED_COLOUR, OK_COLOUR, WARN_COLOUR, Panel
 
@@ -44,9 +45,11 @@ class DoctorBanner(Panel):
     """Runs :func:`workbench.doctor.checks.run_doctor` and shows every check, failures first with their fix.
 
     ``DoctorBanner(report=...)`` shows a report computed elsewhere; ``DoctorBanner(autorun=False)``
-    waits for the button. ``panel.result`` is the :class:`~workbench.doctor.checks.DoctorReport`.
+    waits for the button. ``panel.session`` is the :class:`~workbench.sessions.doctor.DoctorSession`,
+    ``panel.result`` its :class:`~workbench.doctor.checks.DoctorReport`.
     """
 
+    SESSION = DoctorSession
     OPTIONS = {"report": None, "autorun": True}
     TITLE = "Environment"
     HELP = "Versions, ORTModule's compiled extensions, execution providers, the built-in model and data."
@@ -57,8 +60,6 @@ class DoctorBanner(Panel):
         super().__init__(**kwargs)
         report: Optional[DoctorReport] = self.options["report"]
         if report is not None:
-            if not isinstance(report, DoctorReport):
-                raise TypeError(f"report must be a workbench.doctor.checks.DoctorReport, got {type(report).__name__}")
             self.show(report)
         elif self.options["autorun"]:
             self.run()
@@ -68,7 +69,10 @@ class DoctorBanner(Panel):
         return [self.checks_html]
 
     def _compute(self, values: dict[str, Any]) -> DoctorReport:
-        return run_doctor()
+        return self.session.check()
+
+    def _open(self, result: Any) -> DoctorReport:
+        return self.session.open(result)
 
     def _draw(self, report: DoctorReport) -> None:
         self.checks_html.value = report_html(report)
@@ -84,4 +88,4 @@ class DoctorBanner(Panel):
     @property
     def ok(self) -> bool:
         """Whether every required check passed in the last report (False before any)."""
-        return bool(self.result is not None and self.result.ok)
+        return self.session.ok

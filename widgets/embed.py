@@ -2,28 +2,26 @@
 scored on retrieval slice by slice (NDCG@10 with paired intervals against FP32, the budget in
 NDCG@10 terms), agreement without labels, and speed against ``SentenceTransformer.encode``.
 
-A view over :func:`workbench.embed.audit.run_embed_quantization` and :mod:`workbench.plots.embed`.
+A view over :class:`workbench.sessions.embed.EmbedSession` (:func:`workbench.embed.audit.run_embed_quantization`)
+and :mod:`workbench.plots.embed`.
 ``QuantPanel(model=FOLDER)`` builds this panel when the folder holds an embedding model.
 """
 
 from __future__ import annotations
 
 import html
-import os
-from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun, run_embed_quantization
-from workbench.embed.evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO
-from workbench.embed.folder import EmbedError, read_folder
+from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.embed.retrieval import QUERY_KINDS
 from workbench.plots import embed as embed_plots
 from workbench.quant import QuantConfig
+from workbench.sessions.embed import EmbedSession
 
-from .base import FAIL_COLOUR, OK_COLOUR, Panel, PanelInputError, check_choice, check_range, coloured, fmt, html_table, replace_figure
+from .base import FAIL_COLOUR, OK_COLOUR, Panel, check_choice, check_range, coloured, config_default, fmt, html_table, replace_figure
 
 PRESETS = tuple(QuantConfig.presets())
 FIGURES = ("retrieval drift", "cosine", "neighbour overlap", "speed")
@@ -38,19 +36,22 @@ class EmbedQuantPanel(Panel):
     budget), ``exclude_worst`` (also re-quantize with that many worst nodes left in FP32),
     ``time_speed``, ``run_dir`` (where the graphs go), ``figure``.
 
-    ``panel.result`` is the :class:`~workbench.embed.audit.EmbedQuantRun`.
+    ``panel.session`` is the :class:`~workbench.sessions.embed.EmbedSession`, ``panel.result`` its
+    :class:`~workbench.embed.audit.EmbedQuantRun`.
     """
 
+    SESSION = EmbedSession
     OPTIONS = {
         "model": None,
         "presets": ("dynamic", "dynamic-per-channel"),
-        "queries": "plots",
+        # the audit's defaults are EmbedAuditConfig's (one place); 0 queries/documents: all of them
+        "queries": config_default(EmbedAuditConfig, "builtin_queries"),
         "max_queries": 0,
         "max_docs": 0,
-        "n_boot": 1000,
-        "min_ndcg_ratio": DEFAULT_MIN_NDCG_RATIO,
-        "max_slice_drop": DEFAULT_MAX_SLICE_DROP,
-        "exclude_worst": 0,
+        "n_boot": config_default(EmbedAuditConfig, "n_boot"),
+        "min_ndcg_ratio": config_default(EmbedAuditConfig, "min_ndcg_ratio"),
+        "max_slice_drop": config_default(EmbedAuditConfig, "max_slice_drop"),
+        "exclude_worst": config_default(EmbedAuditConfig, "exclude_worst"),
         "time_speed": True,
         "run_dir": None,
         "figure": "retrieval drift",
@@ -67,11 +68,6 @@ class EmbedQuantPanel(Panel):
             self.block("an embedding model: pass model= a sentence-transformers folder")
 
     def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
-        if options["model"] is not None:
-            try:
-                read_folder(options["model"])
-            except EmbedError as exc:
-                raise PanelInputError(str(exc)) from None
         for p in options["presets"]:
             check_choice("presets", p, PRESETS)
         check_choice("queries", options["queries"], QUERY_KINDS)
@@ -119,15 +115,7 @@ class EmbedQuantPanel(Panel):
                                n_boot=int(values["n_boot"]), min_ndcg_ratio=float(values["min_ndcg_ratio"]),
                                max_slice_drop=float(values["max_slice_drop"]), exclude_worst=int(values["exclude_worst"]),
                                time_speed=bool(values["time_speed"]))
-        run_dir = self.options["run_dir"]
-        out = Path(run_dir) / "embed" if run_dir is not None else None
-        steps = ["export", "fusing", "encoding", "timing"]
-
-        def log(line: str) -> None:
-            done = next((i for i, s in enumerate(steps) if line.startswith(s) or s in line), None)
-            if done is not None:
-                self.progress_callback(done + 1, len(steps), detail=line[:80])
-        return run_embed_quantization(os.fspath(self.options["model"]), cfg, out, log=log)
+        return self.session.quantize(cfg)
 
     def _draw(self, r: EmbedQuantRun) -> None:
         ev = r.evaluation

@@ -2,32 +2,28 @@
 before/after operator counts, every fused node with the exported subgraph it replaced (choose one
 to draw it), the diagnoses of missing fusions, and the graph itself in Netron.
 
-A view over :func:`workbench.graph.export.run_export`, :func:`workbench.graph.fusion.run_fusion`,
-:mod:`workbench.plots.graph` and :class:`workbench.runtime.netron_view.NetronServer`.
+A view over :class:`workbench.sessions.graph.GraphSession` (export and fuse through the library, the
+Netron server on 127.0.0.1) and :mod:`workbench.plots.graph`.
 """
 
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.data.load import DataConfig, load_data
-from workbench.flow import handoffs as flow
-from workbench.runs import layout
-from workbench.graph import ExportConfig, ExportResult, load_export
-from workbench.runtime.device import DeviceError, normalize_device, require_device
-from workbench.graph import BOOKKEEPING_OPS, FusedNode, FusionConfig, FusionReport, Variant, VariantResult, load_fusion
-from workbench.runtime.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
+from workbench.core.options import field_help
+from workbench.graph import BOOKKEEPING_OPS, ExportConfig, ExportResult, FusedNode, FusionConfig, FusionReport, Variant, VariantResult
 from workbench.plots import graph as graph_plots
+from workbench.runtime.device import DeviceError, normalize_device
+from workbench.runtime.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
+from workbench.sessions.graph import FusionLike, GraphSession, as_fusion_report  # noqa: F401  (as_fusion_report: widgets.graph's name)
 
 from .base import (
     Markup,
-    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -36,6 +32,7 @@ from .base import (
     PanelInputError,
     check_choice,
     coloured,
+    config_default,
     fmt,
     html_table,
     replace_figure,
@@ -50,12 +47,6 @@ FIGURES: dict[str, Callable[[FusionReport], go.Figure]] = {
     "latency": graph_plots.latency,
     "size on disk": graph_plots.size_on_disk,
 }
-FusionLike = Union[FusionReport, str, os.PathLike]
-
-
-def as_fusion_report(value: FusionLike) -> FusionReport:
-    """A FusionReport, or the one in ``fusion.json`` / the folder holding it / any folder of a run."""
-    return as_result(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
 
 
 def fused_nodes(variant: VariantResult) -> list[FusedNode]:
@@ -160,17 +151,19 @@ class GraphPanel(Panel):
     ``run_dir`` (export goes to ``<run_dir>/export``, fusion to ``<run_dir>/fusion``), ``saved``
     (a ``FusionReport``, ``fusion.json`` or run folder to open without recomputing), ``figure``.
 
-    ``panel.result`` is the :class:`~workbench.graph.fusion.FusionReport`; ``panel.export_result`` the
-    :class:`~workbench.graph.export.ExportResult` it was built from.
+    ``panel.session`` is the :class:`~workbench.sessions.graph.GraphSession` holding the work:
+    ``panel.result`` (its :class:`~workbench.graph.fusion.FusionReport`), ``panel.export_result`` (the
+    :class:`~workbench.graph.export.ExportResult` it was built from) and ``panel.netron`` are read from it.
     """
 
+    SESSION = GraphSession
     OPTIONS = {
         "model": "tiny",
         "models": None,
         "export_preset": "quick",
         "fusion_preset": "quick",
-        "opset": 17,
-        "attn_implementation": "eager",
+        "opset": config_default(ExportConfig, "opset"),  # the config's own defaults (one place)
+        "attn_implementation": config_default(ExportConfig, "attn_implementation"),
         "device": "cpu",
         "fp16": False,
         "data": None,
@@ -185,16 +178,11 @@ class GraphPanel(Panel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.export_result: Optional[ExportResult] = None
-        self.netron = NetronServer()
         self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
         self.node_select.observe(lambda _c: self._draw_node(), names="value")
         self.variant_select.observe(lambda _c: self._fill_nodes(), names="value")
         self.netron_button.on_click(lambda _b: self.show_netron())
         self.netron_stop_button.on_click(lambda _b: self.stop_netron())
-        data = self.options["data"]
-        if data is not None and not isinstance(data, DataConfig) and not hasattr(data, "keys"):
-            raise TypeError(f"data must be a workbench.data.load.DataConfig or a datasets.DatasetDict, got {type(data).__name__}")
         if self.options["models"]:
             self.set_models(self.options["models"])
         if self.options["saved"] is not None:
@@ -216,12 +204,16 @@ class GraphPanel(Panel):
                                 description="model", placeholder="tiny, minilm or a checkpoint folder", style=style),
             "export_preset": W.Dropdown(options=EXPORT_PRESETS, value=options["export_preset"], description="export preset", style=style),
             "fusion_preset": W.Dropdown(options=FUSION_PRESETS, value=options["fusion_preset"], description="fusion preset", style=style),
-            "opset": W.BoundedIntText(value=int(options["opset"]), min=1, max=99, description="opset", style=style),
+            # the tooltips are the configs' own help (the CLI flags and the docs read it there too)
+            "opset": W.BoundedIntText(value=int(options["opset"]), min=1, max=99, description="opset", style=style,
+                                      tooltip=field_help(ExportConfig, "opset")),
             "attn_implementation": W.ToggleButtons(options=["eager", "sdpa"], value=options["attn_implementation"],
-                                                   description="attention", style=style),
+                                                   description="attention", style=style,
+                                                   tooltip=field_help(ExportConfig, "attn_implementation")),
             "figure": W.ToggleButtons(options=list(FIGURES), value=options["figure"], description="figure", style=style),
             # cuda is always offered: where it is absent, running says what to install (workbench.runtime.device)
-            "device": W.Dropdown(options=sorted({*DEVICES, device}), value=device, description="device", style=style),
+            "device": W.Dropdown(options=sorted({*DEVICES, device}), value=device, description="device", style=style,
+                                 tooltip=field_help(ExportConfig, "device")),
             "fp16": W.Checkbox(value=bool(options["fp16"]), description="FP16 variant (validated against FP32)", indent=False),
         }
 
@@ -263,41 +255,32 @@ class GraphPanel(Panel):
 
     def set_data(self, data: Any) -> None:
         """The data to validate on (a ``DataConfig`` or ``DatasetDict``): the training step's data."""
-        self.options["data"] = data
+        self.session.data = data
+
+    @property
+    def export_result(self) -> Optional[ExportResult]:
+        """The export the shown fusion report was built from (the session's)."""
+        return self.session.export_result
+
+    @property
+    def netron(self) -> NetronServer:
+        """The session's Netron server (127.0.0.1)."""
+        return self.session.netron
 
     # ---- running -----------------------------------------------------------------------------
     def _compute(self, values: dict[str, Any]) -> FusionReport:
-        model = str(values["model"]).strip()
-        if not model:
-            raise PanelInputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
         device = values["device"]
         # the gpu preset is CUDA whatever the dropdown says: asking for it where CUDA is absent is the clear error
         fusion_kw = {"device": device} if values["fusion_preset"] != "gpu" or device != "cpu" else {}
         if values["fp16"]:
             fusion_kw["fp16"] = True
         fusion_cfg = getattr(FusionConfig, values["fusion_preset"])(**fusion_kw)
-        require_device(fusion_cfg.device)  # before exporting anything
         export_cfg = getattr(ExportConfig, values["export_preset"])(
             opset=int(values["opset"]), attn_implementation=values["attn_implementation"], device=fusion_cfg.device)
-        data = self.options["data"]
-        if isinstance(data, DataConfig):
-            data = load_data(data)
-        run_dir = self._resolve_run_dir("graph")
-        what = {"export": f"exporting {model} (opset {export_cfg.opset}) and validating against PyTorch",
-                "fuse": "building, validating and timing the optimized variants"}
+        return self.session.export_and_fuse(values["model"], export_cfg, fusion_cfg)
 
-        def on_stage(index: int, total: int, name: str, status: str) -> None:
-            self.progress_callback(index - 1 if status == "running" else index, total, None,
-                                   what[name] if status == "running" else f"{name}: {status}")
-
-        self.export_result, report = flow.export_and_fuse(model, export_cfg, fusion_cfg, run_dir, data=data, on_stage=on_stage)
-        return report
-
-    def show(self, result: Any) -> None:
-        report = as_fusion_report(result)
-        if report.export_path is not None and Path(report.export_path).is_file():
-            self.export_result = load_export(report.export_path)
-        super().show(report)
+    def _open(self, result: Any) -> FusionReport:
+        return self.session.open(result)
 
     def _draw(self, report: FusionReport) -> None:
         export_line = ""
@@ -376,9 +359,9 @@ class GraphPanel(Panel):
             self.netron_html.value = unavailable_html("export and fuse first: there is no graph to show yet")
             return None
         name = self.variant_select.value or Variant.UNOPTIMIZED.value
-        path = self.result.variant(name).path
+        path = self.session.graph_path(name)
         try:
-            url = self.netron.start(path)
+            url = self.session.show_netron(name)
         except NetronError as exc:
             self.netron_html.value = unavailable_html(str(exc))
             return None
@@ -390,13 +373,6 @@ class GraphPanel(Panel):
         return url
 
     def stop_netron(self) -> None:
-        self.netron.stop()
+        self.session.stop_netron()
         self.netron_html.value = ""
         self.netron_stop_button.disabled = True
-
-    def close(self) -> None:
-        """Stop the Netron server (if any) and close the widgets."""
-        netron = getattr(self, "netron", None)  # absent when the constructor refused its arguments
-        if netron is not None:
-            netron.stop()
-        super().close()

@@ -3,7 +3,8 @@ set, train with ``onnxruntime.training.api`` beside PyTorch eager on the same ba
 both loss curves with their difference against the tolerance, step time and peak memory, the
 artifact sizes and the inference graph's validation.
 
-A view over :func:`workbench.ondevice.run_ondevice` and :mod:`workbench.plots.ondevice`.
+A view over :class:`workbench.sessions.ondevice.OnDeviceSession` (:func:`workbench.ondevice.run_ondevice`,
+the page server on 127.0.0.1) and :mod:`workbench.plots.ondevice`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any, Optional
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.ondevice import OnDeviceConfig, OnDeviceResult, Trainable, run_ondevice
+from workbench.core.options import field_help
+from workbench.ondevice import OnDeviceConfig, OnDeviceResult, Trainable
 from workbench.plots import ondevice as ondevice_plots
+from workbench.sessions.ondevice import OnDeviceSession
 
 from .base import FAIL_COLOUR, OK_COLOUR, Panel, check_choice, check_range, coloured, fmt, html_table, replace_figure
 
@@ -47,8 +50,8 @@ def result_html(r: OnDeviceResult) -> str:
 
 
 class OnDevicePanel(Panel):
-    """Train on the device (``onnxruntime.training.api``) beside PyTorch eager; ``panel.result`` is
-    the :class:`~workbench.ondevice.OnDeviceResult`.
+    """Train on the device (``onnxruntime.training.api``) beside PyTorch eager; ``panel.session`` is the
+    :class:`~workbench.sessions.ondevice.OnDeviceSession`, ``panel.result`` its :class:`~workbench.ondevice.OnDeviceResult`.
 
     Options: ``model`` ("tiny", "minilm" or a checkpoint folder; a TrainPanel's checkpoint works),
     ``trainable``, ``last_n_layers``, ``steps``, ``lr``, ``batch_size``, ``threads``,
@@ -57,12 +60,12 @@ class OnDevicePanel(Panel):
     by onnxruntime-web; ``stop_page()`` ends the server).
     """
 
+    SESSION = OnDeviceSession
     # the training settings' defaults are OnDeviceConfig's quick preset (one place), the rest the panel's own
     OPTIONS = {"model": "tiny",
                **{k: (v.value if hasattr(v, "value") else v) for k, v in dataclasses.asdict(OnDeviceConfig.quick()).items()
                   if k in ("trainable", "last_n_layers", "steps", "lr", "batch_size", "threads", "measure_memory")},
                "data": None, "run_dir": None, "serve_page": True}
-    page_server = None  # the run's web page served on 127.0.0.1 (workbench.ondevice.web.PageServer), after a run
     TITLE = "On-device training"
     HELP = ("ONNX Runtime's training artifacts for the chosen parameters, trained with onnxruntime.training.api "
             "beside PyTorch eager on the same batches; exported back to an inference graph.")
@@ -76,7 +79,7 @@ class OnDevicePanel(Panel):
         check_range("lr", options["lr"], 1e-8, 0.5, "a learning rate such as 1e-4")
         check_range("batch_size", options["batch_size"], 1, 1024)
         style = {"description_width": "110px"}
-        return {
+        controls = {
             "model": W.Text(value=str(options["model"]), description="model", style=style),
             "trainable": W.ToggleButtons(options=TRAINABLE, value=options["trainable"], description="trainable", style=style),
             "last_n_layers": W.BoundedIntText(value=int(options["last_n_layers"]), min=1, max=100, description="last N layers",
@@ -87,6 +90,10 @@ class OnDevicePanel(Panel):
             "batch_size": W.BoundedIntText(value=int(options["batch_size"]), min=1, max=1024, description="batch size",
                                            style=style),
         }
+        for name, widget in controls.items():  # the config's own help (the CLI flags and the docs read it there too)
+            if name != "model":
+                widget.tooltip = field_help(OnDeviceConfig, name)
+        return controls
 
     def _controls_box(self) -> W.Widget:
         c = self.controls
@@ -110,9 +117,12 @@ class OnDevicePanel(Panel):
                     measure_memory=bool(self.options["measure_memory"]))
 
     def _compute(self, values: dict[str, Any]) -> OnDeviceResult:
-        cfg = self.config(values)
-        return run_ondevice(values["model"], cfg, self._resolve_run_dir("ondevice"), data=self.options["data"],
-                            progress=lambda i, n, what: self.progress_callback(i, n, None, what), stop=self.stop_event)
+        return self.session.train(values["model"], self.config(values))
+
+    @property
+    def page_server(self) -> Any:
+        """The run's web page served on 127.0.0.1 (``workbench.ondevice.web.PageServer``) after a run (the session's)."""
+        return self.session.page_server
 
     def _draw(self, result: OnDeviceResult) -> None:
         replace_figure(self.figure, ondevice_plots.loss_curves(result))
@@ -121,30 +131,22 @@ class OnDevicePanel(Panel):
         self.page_html.value = self._page_link(result)
 
     def _page_link(self, result: OnDeviceResult) -> str:
-        """A link to the run's web page (served on 127.0.0.1 by this panel), or why there is none."""
-        from pathlib import Path
-
-        from workbench.ondevice.web import serve
-
-        if result.web_page is None:
+        """A link to the run's web page (served on 127.0.0.1 by the session), or why there is none."""
+        run_dir = self.session.page_dir() if result is self.session.result else None
+        if run_dir is None:
             return f"<p>{html.escape(result.web_note)}</p>"
-        run_dir = Path(result.web_page).parents[1]
         importing = (f"then bring the weights back: <code>workbench ondevice import {html.escape(str(run_dir))} "
                      "trained_parameters.bin</code>")
         if not self.options["serve_page"]:
             return (f"<p>Web page: <code>{html.escape(str(result.web_page))}</code>; serve it with <code>workbench ondevice "
                     f"serve {html.escape(str(run_dir))}</code>, {importing}</p>")
-        self.stop_page()
-        self.page_server = serve(run_dir)
-        url = html.escape(self.page_server.url)
+        url = html.escape(self.session.serve_page())
         return (f"<p><a href='{url}' target='_blank'>Open the on-device page</a> ({url}, 127.0.0.1 only): these artifacts "
                 f"trained in your browser by onnxruntime-web at learning rate {result.config.lr:g}; {importing}</p>")
 
     def stop_page(self) -> None:
         """Stop serving the web page (a new run replaces it)."""
-        if self.page_server is not None:
-            self.page_server.stop()
-            self.page_server = None
+        self.session.stop_page()
 
     def _summary(self, result: OnDeviceResult) -> str:
         return (f"curves {'agree' if result.loss_parity else 'DIFFER'} (|Δ| {result.max_loss_diff:.2g}); "

@@ -2,49 +2,34 @@
 95% intervals, flipped predictions), re-quantization without the nodes that hurt most, and the
 accuracy-constrained search.
 
-A view over :func:`workbench.quant.run_quantization`, :func:`~workbench.quant.requantize_excluding`,
-:func:`~workbench.quant.run_search` and :mod:`workbench.plots.quant`.
+A view over :class:`workbench.sessions.quant.QuantSession` (:func:`workbench.quant.run_quantization`,
+:func:`~workbench.quant.requantize_excluding`, :func:`~workbench.quant.run_search` through the
+library, the results kept by name) and :mod:`workbench.plots.quant`.
 """
 
 from __future__ import annotations
 
 import html
-import os
-from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.runtime.device import DeviceError, normalize_device
-from workbench.data.load import DataConfig, load_data
-from workbench.graph import ExportResult
-from workbench.graph import FusionReport
-from workbench.runs import layout
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
-    BASELINE_DIR,
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_N_BOOT,
-    BaselineConfig,
-    EvalConfig,
     QuantConfig,
     QuantResult,
-    SearchConfig,
     SearchResult,
     TimingConfig,
-    load_baseline,
-    load_quant_result,
-    load_search,
-    prepare_baseline,
-    requantize_excluding,
-    run_quantization,
-    run_search,
 )
+from workbench.runtime.device import DeviceError, normalize_device
+from workbench.sessions.quant import (  # noqa: F401  (as_quant_result, as_search_result: widgets.quant's names too)
+    TIMINGS, GraphLike, QuantSession, as_quant_result, as_search_result, timing_config)
 
 from .base import (
-    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -61,56 +46,44 @@ from .base import (
 )
 
 PRESETS = tuple(QuantConfig.presets())
-TIMINGS = ("quick", "default")
 FIGURES = ("slice drift", "confidence", "thresholds", "node errors", "search trade-off")
 FLIP_ROWS = 40
-GraphLike = Union[FusionReport, ExportResult, str, os.PathLike]
-
-
-def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
-    """A QuantResult, or the one in ``quantize.json`` / the folder holding it / any folder of a run (its newest)."""
-    return as_result(value, QuantResult, load_quant_result, "quantization", layout.QUANTIZE_FILE, "quantization")
-
-
-def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
-    """A SearchResult, or the one in ``search.json`` / the folder holding it / any folder of a run."""
-    return as_result(value, SearchResult, load_search, "search", layout.SEARCH_FILE, "search result")
 
 
 def results_table(results: list[QuantResult]) -> str:
     """Every quantization made in this panel, one row each (the latest last)."""
+    from workbench.quant.budget import DEFAULT_BUDGET_PER_SLICE
+    from workbench.quant.rows import variant_row
+
     rows = []
-    for r in results:
-        drop = r.report.max_slice_drop()
-        worst = r.report.worst_slices(k=1, include_small=False)
-        where = f" ({worst[0].slice})" if worst and drop > 0 else ""
+    for row in map(variant_row, results):
+        where = f" ({row.worst_slice})" if row.worst_slice else ""
         rows.append([
-            r.name,
-            coloured("passed" if r.validation.passed else "FAILED", r.validation.passed),
-            Markup(f"{fmt(100 * r.accuracy, '.1f')}% "
-                   + coloured(f"({fmt(100 * r.accuracy_delta, '+.1f')} pts)", r.accuracy_delta >= 0)),
-            coloured(f"{fmt(100 * drop, '.1f')} pts{where}", drop <= 0.02),
-            len(r.report.flips),
-            _speed_cell(r),
-            fmt(100 * r.of_floor, ".0f", "%") if r.of_floor else "-",
-            f"{fmt(r.size_mib, '.1f')} / {fmt(r.fp32_size_mib, '.1f')} MiB",
-            len(r.excluded_nodes),
+            row.name,
+            coloured("passed" if row.validation_passed else "FAILED", row.validation_passed),
+            Markup(f"{fmt(100 * row.accuracy, '.1f')}% "
+                   + coloured(f"({fmt(100 * row.accuracy_delta, '+.1f')} pts)", row.accuracy_delta >= 0)),
+            coloured(f"{fmt(100 * row.max_slice_drop, '.1f')} pts{where}", row.max_slice_drop <= DEFAULT_BUDGET_PER_SLICE),
+            row.n_flips,
+            _speed_cell(row),
+            fmt(100 * row.of_floor, ".0f", "%") if row.of_floor else "-",
+            f"{fmt(row.size_mib, '.1f')} / {fmt(row.fp32_size_mib, '.1f')} MiB",
+            row.nodes_kept_fp32,
         ])
     return html_table(
         ["quantization", "validation", "accuracy (Δ vs FP32)", "largest slice drop", "flips", "speed-up vs FP32 (95% CI)",
          "of this CPU's floor", "size INT8 / FP32", "nodes kept FP32"], rows, css_class="wb-table wb-quant-results")
 
 
-def _speed_cell(r: QuantResult) -> Markup:
-    """The speed-up with its interval (green when the whole interval is above 1, red when below),
-    or a warning when it was timed while other work used the CPU."""
-    ratio = r.speedup_ratio
-    if r.contended:
-        return Markup(coloured(f"{fmt(r.speedup, '.2f', 'x')} timed under load", None) + " (not a measured fact)")
-    if ratio is None:
-        return coloured(fmt(r.speedup, ".2f", "x"), r.speedup >= 1.0 if r.speedup == r.speedup else None)
-    good = True if ratio.is_gain else (False if ratio.is_loss else None)
-    return coloured(f"{ratio.value:.2f}x ({ratio.lo:.2f}-{ratio.hi:.2f})", good)
+def _speed_cell(row) -> Markup:
+    """The speed-up of a :class:`~workbench.quant.rows.VariantRow` with its interval (green when the whole
+    interval is above 1, red when below), or a warning when it was timed while other work used the CPU."""
+    if row.contended:
+        return Markup(coloured(f"{fmt(row.speedup, '.2f', 'x')} timed under load", None) + " (not a measured fact)")
+    if row.speedup_ci is None:
+        return coloured(fmt(row.speedup, ".2f", "x"), row.speedup >= 1.0 if row.speedup == row.speedup else None)
+    lo, hi = row.speedup_ci
+    return coloured(f"{row.speedup:.2f}x ({lo:.2f}-{hi:.2f})", row.speedup_is_gain)
 
 
 def flips_table(r: QuantResult, golden: bool = False) -> str:
@@ -142,10 +115,12 @@ class QuantPanel(Panel):
     ``candidates`` (presets the search tries), ``run_dir``, ``saved`` (a ``QuantResult`` or
     ``quantize.json``), ``saved_search`` (a ``SearchResult`` or ``search.json``), ``figure``.
 
-    ``panel.result`` is the latest :class:`~workbench.quant.QuantResult`, ``panel.results`` all
-    of them by name, ``panel.search`` the :class:`~workbench.quant.SearchResult`.
+    ``panel.session`` is the :class:`~workbench.sessions.quant.QuantSession` holding the work;
+    ``panel.result`` (the latest :class:`~workbench.quant.QuantResult`), ``panel.results`` (all of
+    them by name) and ``panel.search`` (the :class:`~workbench.quant.SearchResult`) are read from it.
     """
 
+    SESSION = QuantSession
     OPTIONS = {
         "graph": None,
         "export": None,
@@ -179,28 +154,16 @@ class QuantPanel(Panel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.results: dict[str, QuantResult] = {}
-        self.search: Optional[SearchResult] = None
         self.requantize_button = self.add_action("Re-quantize without the worst nodes", self.requantize, icon="filter",
                                                  tooltip="the same preset, leaving the worst_k nodes (lowest SQNR) in FP32")
         self.search_button = self.add_action("Search within budget", self.run_search, icon="search",
                                              tooltip="the fastest candidate whose drop fits both budgets")
         self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
         self.controls["golden"].observe(lambda _c: self._redraw_views(), names="value")
-        for name in ("data", "export"):
-            value = self.options[name]
-            if value is not None and name == "data" and not isinstance(value, DataConfig) and not hasattr(value, "keys"):
-                raise TypeError(f"data must be a workbench.data.load.DataConfig or a datasets.DatasetDict, got {type(value).__name__}")
-            if value is not None and name == "export" and not isinstance(value, (ExportResult, str, os.PathLike)):
-                raise TypeError(f"export must be a workbench.graph.export.ExportResult or its folder, got {type(value).__name__}")
-        self._data_cache: Any = None
-        if self.options["graph"] is None and self.options["saved"] is None:
+        if self.session.graph is None and self.options["saved"] is None:
             self.block("an FP32 graph: export and fuse in the step above, or pass graph=")
         if self.options["saved"] is not None:
-            saved = as_quant_result(self.options["saved"])
-            if self.options["graph"] is None:  # quantize the same FP32 graph again (its baseline is reused)
-                self.options["graph"] = saved.source_path
-            self.show(saved)
+            self.show(self.options["saved"])  # its FP32 graph becomes the graph: quantizing again reuses its baseline
         if self.options["saved_search"] is not None:
             self.show_search(as_search_result(self.options["saved_search"]))
 
@@ -256,108 +219,53 @@ class QuantPanel(Panel):
         return [self.results_html, self.search_html, self.controls["figure"], self.controls["golden"], self.figure,
                 self.flips_html]
 
-    def set_graph(self, graph: GraphLike, export: Optional[ExportResult] = None, data: Any = None) -> None:
+    def set_graph(self, graph: GraphLike, export: Optional[Any] = None, data: Any = None) -> None:
         """The FP32 graph to quantize (and its export and data), e.g. from the graph step."""
-        self.options["graph"] = graph
-        if export is not None:
-            self.options["export"] = export
-        if data is not None:
-            self.options["data"] = data
-            self._data_cache = None
+        self.session.set_graph(graph, export=export, data=data)
         self.block(None)
 
-    # ---- inputs ------------------------------------------------------------------------------
-    def _data(self) -> Any:
-        data = self.options["data"]
-        if data is None:
-            data = DataConfig.quick()
-        if isinstance(data, DataConfig):
-            if self._data_cache is None:
-                self._data_cache = load_data(data)
-            return self._data_cache
-        return data
+    @property
+    def results(self) -> dict[str, QuantResult]:
+        """Every quantization made or opened here, by name (the session's)."""
+        return self.session.results
+
+    @property
+    def search(self) -> Optional[SearchResult]:
+        """The latest search (the session's)."""
+        return self.session.search_result
 
     def _timing(self, values: dict[str, Any]) -> TimingConfig:
-        device = values.get("device", "cpu")
-        return TimingConfig.quick(device=device) if values["timing"] == "quick" else TimingConfig(device=device)
-
-    def _export(self) -> Any:
-        """The export the graph came from: given, else the one a FusionReport names (the library
-        looks for export.json only beside the graph, which the Workbench layout does not have)."""
-        if self.options["export"] is not None:
-            return self.options["export"]
-        export_path = getattr(self.options["graph"], "export_path", None)
-        return export_path if export_path is not None and Path(export_path).is_file() else None
-
-    def _graph(self) -> Any:
-        graph = self.options["graph"]
-        if graph is None:
-            raise PanelInputError("no FP32 graph to quantize: export and fuse first (GraphPanel), or pass graph= "
-                                  "a FusionReport, an ExportResult or an .onnx path")
-        return graph
+        return timing_config(values["timing"], values.get("device", "cpu"))
 
     # ---- actions -------------------------------------------------------------------------------
     def _compute(self, values: dict[str, Any]) -> QuantResult:
-        graph = self._graph()
-        cfg = QuantConfig.preset(values["preset"])
-        out = self._resolve_run_dir("quantize") / layout.quantize_dir(values["preset"])
-        baseline = self._baseline_for(graph)
-        self.progress_callback(0, 1, None, f"quantizing with {values['preset']}, scoring every slice "
-                                           f"({values['n_boot']} bootstrap draws), ranking nodes by SQNR")
-        if baseline is None:  # the FP32 graph scored once, beside this variant (the next one finds it)
-            baseline = prepare_baseline(graph, self._data(), out / BASELINE_DIR, BaselineConfig(timing=self._timing(values)),
-                                        export=self._export())
-        return run_quantization(baseline, cfg, out, evaluation=EvalConfig(n_boot=int(values["n_boot"])),
-                                timing=self._timing(values))
+        return self.session.quantize(values["preset"], n_boot=int(values["n_boot"]), timing=self._timing(values))
 
-    def _baseline_for(self, graph: Any):
-        """The FP32 baseline an earlier quantization of the same graph saved (scored once, reused)."""
-        source = getattr(graph, "fused_path", None) or getattr(graph, "onnx_path", None) or graph
-        if not isinstance(source, (str, os.PathLike)):
-            return None  # run_quantization explains what it needs
-        for r in self.results.values():
-            if Path(r.source_path).resolve() == Path(source).resolve() and Path(r.baseline_path).is_file():
-                return load_baseline(r.baseline_path)
-        return None
+    def _open(self, result: Any) -> QuantResult:
+        return self.session.open(result)
 
     def requantize(self) -> QuantResult:
         """The current quantization again, leaving its ``worst_k`` worst nodes (lowest SQNR) in FP32."""
         def compute(values: dict[str, Any]) -> QuantResult:
-            if self.result is None:
-                raise PanelInputError("nothing to re-quantize yet: press Quantize first")
-            return requantize_excluding(self.result, worst_k=int(values["worst_k"]), n_boot=int(values["n_boot"]))
+            return self.session.requantize(worst_k=int(values["worst_k"]), n_boot=int(values["n_boot"]))
         return self._execute(compute, self._draw, self._summary, self._summary_colour)
 
     def run_search(self) -> SearchResult:
         """The fastest candidate whose accuracy drop stays within both budgets (FP32 included)."""
         def compute(values: dict[str, Any]) -> SearchResult:
-            candidates = [QuantConfig.preset(name) for name in values["candidates"]]
-            if not candidates:
-                raise PanelInputError("search candidates is empty: select at least one preset (ctrl/cmd-click for several)")
-            total = len(candidates) + 1
-            graph = self._graph()
-            baseline = self._baseline_for(graph)  # scored and timed once: not again for the search
-            self.progress_callback(0, total, None, "scoring the FP32 graph" if baseline is None else "FP32 graph: the saved baseline")
-            search = SearchConfig(candidates=tuple(candidates), budget_overall=float(values["budget_overall"]),
-                                  budget_per_slice=float(values["budget_per_slice"]), n_boot=int(values["n_boot"]),
-                                  timing=self._timing(values))
-            return run_search(
-                baseline if baseline is not None else graph, search, self._resolve_run_dir("quantize") / layout.SEARCH_DIR,
-                data=self._data() if baseline is None else None, export=self._export(),
-                previous=list(self.results.values()),  # presets quantized here with the same settings are reused
-                progress=lambda done, n, what: self.progress_callback(done, n, None, f"scored {what}"),
-            )
-        return self._execute(compute, self._draw_search, self._search_summary, self._search_colour, store="search")
+            return self.session.search(values["candidates"], budget_overall=float(values["budget_overall"]),
+                                       budget_per_slice=float(values["budget_per_slice"]), n_boot=int(values["n_boot"]),
+                                       timing=self._timing(values))
+        return self._execute(compute, self._draw_search, self._search_summary, self._search_colour, keep=self.session.keep_search)
 
-    def show_search(self, search: SearchResult) -> None:
+    def show_search(self, search: Any) -> None:
         """Show a saved search without recomputing."""
-        self.search = as_search_result(search)
-        self._draw_search(self.search)
-        self.status.value = self._status_html(f"opened: {self._search_summary(self.search)}", self._search_colour(self.search))
+        shown = self.session.open_search(search)
+        self._draw_search(shown)
+        self.status.value = self._status_html(f"opened: {self._search_summary(shown)}", self._search_colour(shown))
 
     # ---- drawing -----------------------------------------------------------------------------
     def _draw(self, r: QuantResult) -> None:
-        self.results[r.name] = r
         self.results_html.value = results_table(list(self.results.values())) + "".join(
             f'<div style="color:{MUTED_COLOUR}">note: {html.escape(n)}</div>' for n in r.notes)
         self.flips_html.value = flips_table(r, golden=self._golden())

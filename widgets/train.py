@@ -1,6 +1,7 @@
 """Fine-tuning panels: :class:`TrainPanel` (train eager / ORTModule / torch.compile side by side,
 live progress and loss curves, Stop) and :class:`ComparePanel` (the comparison figures and the
-ratio table). Both are views over :mod:`workbench.train` and :mod:`workbench.train.compare`.
+ratio table). Both are views over their sessions (:mod:`workbench.sessions.train`), which run
+:func:`workbench.train.run_comparison` and :func:`workbench.train.compare`.
 """
 
 from __future__ import annotations
@@ -8,20 +9,16 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
-import os
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import ipywidgets as W
 import plotly.graph_objects as go
 
-from workbench.train import CompareConfig, Comparison, compare, load_comparison, run_comparison, verdicts_for
 from workbench.plots import train as train_plots
-from workbench.flow import handoffs as flow
-from workbench.runs import layout
-from workbench.train import Backend, Progress, RunStatus, TrainConfig
+from workbench.sessions.train import ComparisonLike, CompareSession, TrainSession, as_comparison  # noqa: F401  (widgets.train's names too)
+from workbench.train import Backend, CompareConfig, Comparison, Progress, RunStatus, TrainConfig, verdicts_for
 
 from .base import (
-    as_result,
     FAIL_COLOUR,
     MUTED_COLOUR,
     OK_COLOUR,
@@ -39,12 +36,6 @@ from .base import (
 
 PRESETS = ("quick", "demo", "full")
 BACKENDS = tuple(b.value for b in Backend)
-ComparisonLike = Union[Comparison, str, os.PathLike]
-
-
-def as_comparison(value: ComparisonLike) -> Comparison:
-    """A Comparison, or the one in ``compare.json`` / the folder holding it / any folder of a run."""
-    return as_result(value, Comparison, load_comparison, "comparison", layout.COMPARE_FILE, "comparison")
 
 
 def runs_table(c: Comparison) -> str:
@@ -115,10 +106,11 @@ class TrainPanel(Panel):
     ``run_dir`` (where the runs are written; default a new folder under ``runs/``), ``saved`` (a
     ``Comparison`` or a saved ``compare.json`` to open without training).
 
-    ``panel.result`` is the :class:`~workbench.train.compare.Comparison` that
-    :func:`workbench.train.compare.run_comparison` returned.
+    ``panel.session`` is the :class:`~workbench.sessions.train.TrainSession` holding the work;
+    ``panel.result`` is its :class:`~workbench.train.compare.Comparison`.
     """
 
+    SESSION = TrainSession
     OPTIONS = {
         "model": "tiny",
         "preset": "quick",
@@ -141,7 +133,7 @@ class TrainPanel(Panel):
         if self.options["config"] is not None and not isinstance(self.options["config"], TrainConfig):
             raise TypeError(f"config must be a workbench.train.TrainConfig, got {type(self.options['config']).__name__}")
         if self.options["saved"] is not None:
-            self.show(as_comparison(self.options["saved"]))
+            self.show(self.options["saved"])
 
     # ---- controls ----------------------------------------------------------------------------
     def _build_controls(self, options: dict[str, Any]) -> dict[str, W.Widget]:
@@ -197,9 +189,11 @@ class TrainPanel(Panel):
         if not backends:
             raise PanelInputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
         self._start_live(backends)
-        run_dir = self._resolve_run_dir("train") / layout.TRAIN_DIR  # the run layout's train/ (compare.json there)
-        return run_comparison(cfg, CompareConfig(backends=tuple(backends), isolate=bool(values["isolate"])), run_dir,
-                              progress=self._on_progress, stop=self.stop_event)
+        return self.session.train(cfg, CompareConfig(backends=tuple(backends), isolate=bool(values["isolate"])),
+                                  on_step=self._on_progress)
+
+    def _open(self, result: Any) -> Comparison:
+        return self.session.open(result)
 
     def _start_live(self, backends: list[str]) -> None:
         fig = go.Figure(layout=dict(title="Training loss (live)", height=380, template="plotly_white",
@@ -257,9 +251,7 @@ class TrainPanel(Panel):
     def checkpoints(self) -> dict[str, str]:
         """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
         first (:func:`workbench.flow.handoffs.ordered_checkpoints`: what the graph step can export)."""
-        if self.result is None:
-            return {}
-        return flow.ordered_checkpoints(self.result)
+        return self.session.checkpoints()
 
 
 FIGURES = {
@@ -310,9 +302,11 @@ class ComparePanel(Panel):
     TrainPanel's result in the Workbench), ``baseline`` (a backend), ``tolerance`` (loss parity
     tolerance; 0: the library's default for the config), ``figure`` (which figure to show).
     Run recomputes :func:`workbench.train.compare.compare` on the same runs with the chosen baseline and
-    tolerance; nothing is retrained. ``panel.result`` is the :class:`~workbench.train.compare.Comparison`.
+    tolerance; nothing is retrained. ``panel.session`` is the :class:`~workbench.sessions.train.CompareSession`;
+    ``panel.result`` its :class:`~workbench.train.compare.Comparison`.
     """
 
+    SESSION = CompareSession
     OPTIONS = {"comparison": None, "baseline": "eager", "tolerance": 0.0, "figure": "loss curves"}
     TITLE = "Compare the runs"
     HELP = ("Every backend trains with the same settings (optimizer, attention, dropout, precision, batch): only the backend "
@@ -345,19 +339,20 @@ class ComparePanel(Panel):
 
     def set_input(self, comparison: Comparison) -> None:
         """Take the runs to compare (from the TrainPanel or a saved run) and show them as they are."""
-        self.input = as_comparison(comparison)
-        backends = [r.backend.value for r in self.input.runs]
+        given = self.session.set_input(comparison)
+        backends = [r.backend.value for r in given.runs]
         self.controls["baseline"].options = backends
-        self.controls["baseline"].value = self.input.baseline.value if self.input.baseline.value in backends else backends[0]
+        self.controls["baseline"].value = given.baseline.value if given.baseline.value in backends else backends[0]
         self.block(None)
-        self.show(self.input)
+        self.show(given)
+
+    @property
+    def input(self) -> Optional[Comparison]:
+        """The runs as trained (the session's)."""
+        return self.session.input
 
     def _compute(self, values: dict[str, Any]) -> Comparison:
-        if getattr(self, "input", None) is None:
-            raise PanelInputError("no runs to compare: train first (TrainPanel) or pass comparison= a saved compare.json")
-        tolerance = float(values["tolerance"]) or None
-        result = compare(self.input.runs, tolerance=tolerance, baseline=values["baseline"])
-        return dataclasses.replace(result, run_dir=self.input.run_dir)
+        return self.session.compare(values["baseline"], float(values["tolerance"]) or None)
 
     def _draw(self, c: Comparison) -> None:
         parity = coloured("loss curves agree" if c.loss_parity else "loss curves DIFFER", c.loss_parity)

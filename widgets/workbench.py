@@ -2,6 +2,10 @@
 
     environment -> fine-tune -> compare -> export and fuse -> quantize
 
+The steps' keys are the stage registry's names (:mod:`workbench.workflows.stages`: ``doctor``,
+``fine-tune``, ``fuse``, ``quantize``, the registry's workbench route; ``compare`` is a view of
+the fine-tune step's comparison, not a stage); the titles are the Workbench's own words.
+
 Each step is enabled when its inputs exist (compare needs training runs, the graph step a trained
 checkpoint, quantization a fused graph) and its title says whether it is done. Results flow from
 one step to the next by :mod:`workbench.flow.handoffs`'s rules (the checkpoint the demo exports, the graph
@@ -19,8 +23,10 @@ from typing import Any, Callable, Optional
 
 import ipywidgets as W
 
-from workbench.flow import handoffs as flow
 from workbench import runs
+from workbench.flow import handoffs as flow
+from workbench.flow.sequence import run_stages
+from workbench.workflows.stages import stages_for
 
 from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner
@@ -109,12 +115,12 @@ class Workbench(W.VBox):
         self.quant = QuantPanel(preset=o["quant_preset"], timing=o["timing"], n_boot=o["n_boot"],
                                 run_dir=lambda: self.run_dir, background=bg)
         self.steps = [
-            Step("environment", "Environment", self.doctor, lambda: None, lambda: self.doctor.ok),
-            Step("train", "Fine-tune", self.train, lambda: None, lambda: self.train.result is not None),
+            Step("doctor", "Environment", self.doctor, lambda: None, lambda: self.doctor.ok),
+            Step("fine-tune", "Fine-tune", self.train, lambda: None, lambda: self.train.result is not None),
             Step("compare", "Compare", self.compare,
                  lambda: None if self.train.result is not None else "a training run",
                  lambda: self.compare.result is not None),
-            Step("graph", "Export and fuse", self.graph,
+            Step("fuse", "Export and fuse", self.graph,
                  lambda: None if self.train.checkpoints() else "a trained checkpoint (fine-tune first, or open a saved run)",
                  lambda: self.graph.result is not None),
             Step("quantize", "Quantize", self.quant,
@@ -178,7 +184,7 @@ class Workbench(W.VBox):
         """Update the step titles and which steps may run; with ``advance``, open the first step
         that is ready and not done."""
         for i, step in enumerate(self.steps):
-            if step.key in ("graph",):  # the other panels block themselves until given their input
+            if step.key in ("fuse",):  # the other panels block themselves until given their input
                 step.panel.block(step.missing)
             self.accordion.set_title(i, step.label(i + 1))
         where = f"run folder: {self._run_dir}" if self._run_dir else f"run folder: created under {self.runs_root}/ on the first run"
@@ -261,26 +267,14 @@ class Workbench(W.VBox):
     # ---- everything at once --------------------------------------------------------------------
     def run_all(self, resume: bool = False) -> dict[str, Any]:
         """Run every step in order with the current controls (synchronously), through the one
-        sequencer (:func:`workbench.flow.sequence.run_stages`) with the Workbench's list; stops at the
-        first error, which its panel shows, and raises it. ``resume=True`` keeps the steps that
-        already have a result (a saved run opened, a step run by hand) and runs the rest.
-        Returns ``{step: result}``."""
-        from workbench.flow.sequence import Stage, run_stages
-
-        def step(panel: Panel):
-            return lambda _record: panel.run()
-
-        def kept(panel: Panel):
-            return lambda: panel.result
-
-        stages = [
-            Stage("environment", step(self.doctor)),
-            Stage("train", step(self.train), resume=kept(self.train)),
-            Stage("graph", step(self.graph), needs=("train",), resume=kept(self.graph)),
-            Stage("quantize", step(self.quant), needs=("graph",), resume=kept(self.quant)),
-        ]
-        panels = {"environment": self.doctor, "train": self.train, "graph": self.graph, "quantize": self.quant}
-        done = run_stages(stages, log=lambda _line: None, fail_fast=True, resume=resume)
+        sequencer (:func:`workbench.flow.sequence.run_stages`) with the registry's workbench route;
+        stops at the first error, which its panel shows, and raises it. ``resume=True`` keeps the
+        steps that already have a result (a saved run opened, a step run by hand) and runs the rest.
+        Returns ``{step: result}``, keyed by the stage names (and ``compare``)."""
+        panels = {"doctor": self.doctor, "fine-tune": self.train, "fuse": self.graph, "quantize": self.quant}
+        bodies = {name: (lambda _record, p=panel: p.run()) for name, panel in panels.items()}
+        kept = {name: (lambda p=panel: p.result) for name, panel in panels.items() if name != "doctor"}
+        done = run_stages(stages_for("workbench", bodies, resume=kept), log=lambda _line: None, fail_fast=True, resume=resume)
         failed = next((o for o in done.outcomes if o.status == "failed"), None)
         if failed is not None:
             error = panels[failed.name].error

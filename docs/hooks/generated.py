@@ -2,6 +2,9 @@
 
 - ``<!-- cli-reference -->`` becomes the ``--help`` of ``workbench`` and of every sub-command,
   taken from the argparse parser the command line itself uses (``workbench.cli.app.build_parser``).
+- ``<!-- config-reference -->`` becomes one table per config the commands take (the keys of a
+  ``--config FILE``): each field's default and its help, read from the field's own metadata
+  (``workbench.core.options.config_fields_doc``); for ``QuantConfig``, the methods each field applies to.
 - ``<!-- include: PATH -->`` becomes the text of PATH (relative to the repository), so a page and a
   file at the repository's root (CONTRIBUTING.md) say the same thing.
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CLI_MARKER = "<!-- cli-reference -->"
+CONFIG_MARKER = "<!-- config-reference -->"
 INCLUDE = re.compile(r"<!-- include: ([^ ]+) -->")
 
 
@@ -44,7 +48,57 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
+def _config_classes() -> list[type]:
+    """Every config a command takes flags from, and the configs nested in them, in the order first met."""
+    import dataclasses
+    import typing
+
+    from workbench.cli.app import build_parser
+    from workbench.cli.config_file import CLASSES
+
+    found: dict[str, type] = {}
+
+    def add(cls: type) -> None:
+        if cls.__name__ in found:
+            return
+        found[cls.__name__] = cls
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            t = hints.get(f.name)
+            if isinstance(t, type) and dataclasses.is_dataclass(t):
+                add(t)
+
+    for _, _, sub in _sub_parsers(build_parser()):
+        for cls in (sub.get_default(CLASSES) or {}).values():
+            add(cls)
+    return list(found.values())
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def config_reference() -> str:
+    """Markdown: one table per config (field, default, meaning; QuantConfig adds the methods each field applies to)."""
+    from workbench.core.options import config_fields_doc
+    from workbench.quant import QuantConfig, applies_to
+
+    parts = []
+    for cls in _config_classes():
+        methods = cls is QuantConfig
+        parts += [f"### `{cls.__name__}`", "", f"`{cls.__module__}.{cls.__name__}`", "",
+                  "| field | default | " + ("applies to | " if methods else "") + "meaning |",
+                  "|---|---|" + ("---|" if methods else "") + "---|"]
+        for d in config_fields_doc(cls):
+            applies = f" {', '.join(applies_to(d.name))} |" if methods else ""
+            parts.append(f"| `{d.name}` | `{_cell(d.default)}` |{applies} {_cell(d.help) or '–'} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if CLI_MARKER in markdown:
         markdown = markdown.replace(CLI_MARKER, cli_reference())
+    if CONFIG_MARKER in markdown:
+        markdown = markdown.replace(CONFIG_MARKER, config_reference())
     return INCLUDE.sub(lambda m: (REPO / m.group(1)).read_text(), markdown)

@@ -2,7 +2,7 @@
 
 First the derivation on a toy config (every kind of field, round trip, errors), then the real
 parser: every flag of every command sets a real config field or is marked command-line-only,
-every description names a real field, the flags build the configs the commands used to build by
+every field behind a flag says what it means (its metadata), the flags build the configs the commands used to build by
 hand, and argparse's errors are one line with exit code 2. Nothing here imports torch.
 """
 
@@ -22,9 +22,8 @@ import pytest
 
 from workbench.cli import build_parser, main
 from workbench.cli.app import OneLineErrors
-from workbench.cli.fields import FIELD_HELP
 from workbench.cli.flags import ConfigFlagError, Flag, add_config_flags, build, cli_only, shown
-from workbench.core.options import parse_choice
+from workbench.core.options import config_fields_doc, field_help, parse_choice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,23 +34,28 @@ class Color(str, enum.Enum):
     BLUE = "blue"
 
 
+def _h(text: str) -> dict:
+    return {"help": text}
+
+
 @dataclass(frozen=True)
 class Inner:
-    size: int = 3
+    size: int = field(default=3, metadata=_h("inner size"))
 
 
 @dataclass(frozen=True)
 class Toy:
-    name: str = "x"
-    count: int = 1
-    sizes: tuple[int, ...] = ()
-    rate: Optional[float] = None
-    color: Color = Color.RED
-    verbose: bool = False
-    tags: tuple[str, ...] = ()
-    colors: tuple[Color, ...] = (Color.RED,)
-    pair: tuple[float, float] = (0.9, 0.999)
+    name: str = field(default="x", metadata=_h("a name"))
+    count: int = field(default=1, metadata=_h("how many"))
+    sizes: tuple[int, ...] = field(default=(), metadata=_h("sizes"))
+    rate: Optional[float] = field(default=None, metadata=_h("a rate (default: none)"))
+    color: Color = field(default=Color.RED, metadata=_h("which colour"))
+    verbose: bool = field(default=False, metadata=_h("say more"))
+    tags: tuple[str, ...] = field(default=(), metadata=_h("labels"))
+    colors: tuple[Color, ...] = field(default=(Color.RED,), metadata=_h("colours"))
+    pair: tuple[float, float] = field(default=(0.9, 0.999), metadata=_h("two numbers"))
     inner: Inner = field(default_factory=Inner)
+    quiet: bool = False  # says nothing about itself: a flag for it needs Flag(help=...)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -60,16 +64,12 @@ class Toy:
         object.__setattr__(self, "colors", tuple(parse_choice(Color, c, "colors") for c in self.colors))
 
 
-HELPS = {"Toy": {"name": "a name", "count": "how many", "rate": "a rate (default: none)", "color": "which colour",
-                 "verbose": "say more", "tags": "labels", "colors": "colours", "pair": "two numbers",
-                 "sizes": "sizes"},
-         "Inner": {"size": "inner size"}}
 TOY_FLAGS = ("name", "count", "sizes", "rate", "color", "verbose", "tags", "colors", "pair", Flag("inner.size", "size"))
 
 
 def _toy_parser(specs=TOY_FLAGS, base=None) -> argparse.ArgumentParser:
     p = OneLineErrors(prog="toy")
-    add_config_flags(p, Toy, specs, base=base, helps=HELPS)
+    add_config_flags(p, Toy, specs, base=base)
     cli_only(p, "--json", action="store_true", help="print JSON")
     return p
 
@@ -107,7 +107,7 @@ def test_list_flags_in_words_without_splitting_and_empty_lists():
 
 def test_one_flag_can_set_several_fields():
     p = OneLineErrors(prog="toy")
-    add_config_flags(p, Toy, [Flag("count", "n", also=("inner.size",))], helps=HELPS)
+    add_config_flags(p, Toy, [Flag("count", "n", also=("inner.size",))])
     assert build(Toy, p.parse_args(["--n", "6"])) == Toy(count=6, inner=Inner(6))
 
 
@@ -154,8 +154,9 @@ def test_the_config_checks_the_values_itself(argv, expected):
 def test_declaration_mistakes_are_found_when_the_parser_is_built():
     with pytest.raises(ConfigFlagError, match=r"Toy has no field 'colour'; its fields: \['name'"):
         _toy_parser(("colour",))
-    with pytest.raises(ConfigFlagError, match="no description of Toy.count"):
-        add_config_flags(argparse.ArgumentParser(), Toy, ["count"], helps={"Toy": {}})
+    with pytest.raises(ConfigFlagError, match="no description of Toy.quiet"):
+        add_config_flags(argparse.ArgumentParser(), Toy, ["quiet"])
+    add_config_flags(argparse.ArgumentParser(), Toy, [Flag("quiet", help="say less")])  # a command's own words do
     with pytest.raises(ConfigFlagError, match="needs a help text"):
         cli_only(argparse.ArgumentParser(), "--json", action="store_true")
     with pytest.raises(ConfigFlagError, match="has no flags of Toy"):
@@ -166,12 +167,12 @@ def test_declaration_mistakes_are_found_when_the_parser_is_built():
 class Lazy:
     """A config whose annotation names something its module does not define at run time."""
 
-    limit: NotImportedHere = 3  # noqa: F821 - the point
+    limit: NotImportedHere = field(default=3, metadata={"help": "a limit"})  # noqa: F821 - the point
 
 
 def test_an_annotation_that_cannot_be_resolved_falls_back_to_the_default_type():
     p = OneLineErrors(prog="lazy")
-    add_config_flags(p, Lazy, ["limit"], helps={"Lazy": {"limit": "a limit"}})
+    add_config_flags(p, Lazy, ["limit"])
     assert build(Lazy, p.parse_args(["--limit", "7"])) == Lazy(limit=7)
 
 
@@ -223,11 +224,47 @@ def test_every_flag_sets_a_real_config_field_or_is_marked_command_line_only():
     assert derived >= 80, derived  # most flags are derived
 
 
-def test_every_description_names_a_real_field():
+def _leaf(cls: type, path: str) -> tuple[type, str]:
+    from workbench.cli.flags import field_type
+
+    leaf_cls, name, _ = field_type(cls, path)
+    return leaf_cls, name
+
+
+def test_every_field_behind_a_flag_says_what_it_means_and_help_shows_it():
+    """The text is the field's own (metadata["help"]); --help shows it unless the command words it itself."""
     classes = _config_classes()
-    for cls_name, helps in FIELD_HELP.items():
-        fields = {f.name for f in dataclasses.fields(classes[cls_name])}
-        assert set(helps) <= fields, f"{cls_name}: {sorted(set(helps) - fields)} are not fields (renamed?)"
+    shown_from_field = 0
+    for name, parser in _commands().items():
+        for action in parser._actions:
+            if not hasattr(action, "config_field"):
+                continue
+            cls_name, paths = action.config_field
+            for path in paths:
+                leaf_cls, leaf = _leaf(classes[cls_name], path)
+                assert field_help(leaf_cls, leaf), f"workbench {name}: {leaf_cls.__name__}.{leaf} has no metadata help"
+            leaf_cls, leaf = _leaf(classes[cls_name], paths[0])
+            shown_from_field += action.help.startswith(field_help(leaf_cls, leaf).replace("%", "%%"))
+    assert shown_from_field >= 80, shown_from_field
+
+
+def test_quantize_help_reads_the_fields_own_words(capsys):
+    from workbench.quant import CalibrationConfig, QuantConfig
+
+    with pytest.raises(SystemExit):
+        main(["quantize", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"--per-channel, --no-per-channel {field_help(QuantConfig, 'per_channel')} (default: off)" in text
+    assert f"--samples SAMPLES {field_help(CalibrationConfig, 'samples')} (default: 128)" in text  # a nested config's field
+
+
+def test_config_fields_doc_lists_every_field_with_its_default():
+    docs = {d.name: d for d in config_fields_doc(Toy)}
+    assert list(docs)[:3] == ["name", "count", "sizes"] and docs["count"].help == "how many"
+    assert docs["color"].default == "red" and docs["quiet"].help == ""
+    assert "quiet" not in {d.name for d in config_fields_doc(Toy, documented_only=True)}
+    with pytest.raises(KeyError, match="Toy has no field 'colour'"):
+        field_help(Toy, "colour")
 
 
 def test_the_flags_the_readme_shows_still_exist():

@@ -20,8 +20,12 @@ from helpers.benchmarks import load_script
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
+NOTEBOOKS = REPO / "notebooks"
 MANIFEST = DOCS / "img" / "manifest.json"
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)|<img[^>]*\ssrc=\"([^\"]+)\"")
+# a notebook's picture, in one of its first cells: what its panel shows after a quick run (made by `make screenshots`)
+NOTEBOOK_PICTURE = re.compile(r"!\[What this notebook shows\]\(\.\./docs/img/([^)/\s]+\.png)\)")
+WIDGET_MIME = ("application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json")
 
 
 def png_text(data: bytes) -> dict[str, str]:
@@ -40,7 +44,7 @@ def png_text(data: bytes) -> dict[str, str]:
 def pictures_named() -> dict[Path, list[str]]:
     """Every local image the README and the documentation pages name: path -> the pages naming it."""
     found: dict[Path, list[str]] = {}
-    for page in [README, *sorted(DOCS.rglob("*.md"))]:
+    for page in [README, NOTEBOOKS / "README.md", *sorted(DOCS.rglob("*.md"))]:
         for a, b in IMAGE.findall(page.read_text()):
             ref = a or b
             if "://" in ref:
@@ -78,14 +82,77 @@ def test_every_picture_the_docs_name_exists_and_was_made_by_this_version():
     assert manifest["workbench_version"] == workbench.__version__, (
         f"docs/img was made by workbench {manifest['workbench_version']}, this is {workbench.__version__}: run `make screenshots`")
     for path, pages in named.items():
-        assert path.exists(), f"{path.relative_to(REPO)} (named in {pages}) does not exist: run `make screenshots`"
-        entry = manifest["images"].get(path.name)
-        assert entry, f"{path.name} (named in {pages}) is not in docs/img/manifest.json: only `make screenshots` makes pictures"
-        data = path.read_bytes()
-        assert hashlib.sha256(data).hexdigest() == entry["sha256"], f"{path.name} changed since `make screenshots` made it"
-        text = png_text(data)
-        assert text.get("workbench-version") == workbench.__version__, (path.name, text)
-        assert text.get("workbench-run") == manifest["run"], (path.name, text)
+        check_made_by_this_version(path, manifest, f"named in {pages}")
+
+
+def check_made_by_this_version(path: Path, manifest: dict, where: str) -> dict:
+    """``path`` exists, is the picture ``make screenshots`` recorded in the manifest, and carries this
+    version and the manifest's run; its manifest entry."""
+    import workbench
+
+    assert path.exists(), f"{path.relative_to(REPO)} ({where}) does not exist: run `make screenshots`"
+    entry = manifest["images"].get(path.name)
+    assert entry, f"{path.name} ({where}) is not in docs/img/manifest.json: only `make screenshots` makes pictures"
+    data = path.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == entry["sha256"], f"{path.name} changed since `make screenshots` made it"
+    text = png_text(data)
+    assert text.get("workbench-version") == workbench.__version__, (path.name, text)
+    assert text.get("workbench-run") == manifest["run"], (path.name, text)
+    return entry
+
+
+def notebook_picture(nb) -> list[str]:
+    """The pictures a notebook shows in its first three cells (before its code)."""
+    return [name for c in nb.cells[:3] if c.cell_type == "markdown" for name in NOTEBOOK_PICTURE.findall(c.source)]
+
+
+def widget_state(nb) -> list[str]:
+    """Where a notebook carries saved widget state (ipywidgets' models, plotly.js with them)."""
+    found = ["metadata.widgets"] if "widgets" in nb.metadata else []
+    for i, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            found += [f"cell {i}: {mime}" for mime in WIDGET_MIME if mime in output.get("data", {})]
+    return found
+
+
+def test_every_notebook_shows_its_panel_before_it_is_run_without_widget_state():
+    """Each notebook shows, in one of its first cells, a picture of its panel after a quick run: made by
+    `make screenshots` from this version (one per notebook, recorded with the notebook's name), named
+    by the notebook pages too; and no notebook carries widget state."""
+    import nbformat
+
+    manifest = json.loads(MANIFEST.read_text())
+    shots = load_script("screenshots")
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert {p.stem for p in paths} == {*shots.NOTEBOOK_SHOTS, shots.TOUR.removesuffix(".ipynb")}, \
+        "scripts/screenshots.py takes one picture per notebook (NOTEBOOK_SHOTS): add the new notebook"
+    pages = ["notebooks/README.md", "docs/notebooks.md"]
+    named_by = pictures_named()
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        assert widget_state(nb) == [], f"{path.name} carries widget state {widget_state(nb)}: clear its outputs and widget state"
+        named = notebook_picture(nb)
+        assert named == [shots.notebook_picture(path.stem)], (
+            f"{path.name}: one of its first cells must show ![What this notebook shows](../docs/img/"
+            f"{shots.notebook_picture(path.stem)}), found {named}")
+        entry = check_made_by_this_version(DOCS / "img" / named[0], manifest, f"shown by {path.name}")
+        assert entry.get("notebook") == path.stem, (named[0], entry)
+        for page in pages:
+            assert page in named_by.get((DOCS / "img" / named[0]).resolve(), []), f"{page} does not show {named[0]} ({path.stem})"
+
+
+def test_the_notebook_checks_find_what_they_look_for():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# T"), nbformat.v4.new_markdown_cell("![What this notebook shows](../docs/img/x.png)"),
+                nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output(
+                    "display_data", data={"text/plain": "w", WIDGET_MIME[0]: {"model_id": "1"}})])]
+    assert notebook_picture(nb) == ["x.png"] and widget_state(nb) == [f"cell 2: {WIDGET_MIME[0]}"]
+    nb.metadata["widgets"] = {WIDGET_MIME[1]: {"state": {}}}
+    nb.cells.insert(1, nbformat.v4.new_code_cell("x"))
+    nb.cells.insert(1, nbformat.v4.new_code_cell("y"))
+    assert notebook_picture(nb) == [] and widget_state(nb) == ["metadata.widgets", f"cell 4: {WIDGET_MIME[0]}"]
 
 
 def test_png_text_reads_what_the_screenshot_script_writes():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def test_training_commands_refuse_on_the_current_stack_in_one_line(command, monk
 def test_the_audit_says_the_current_runtime_is_slower_only_where_this_machine_measured_it(tmp_path, monkeypatch):
     """The note compares this machine's two cached profiles (same CPU, flags, threads; ONNX Runtime 1.19.2 and this
     one): said when a kernel kind is more than 15% slower, silent when within that or when 1.19.2 was never measured."""
-    from workbench.doctor import checks as env
+    from workbench.doctor import checks as env, runtimes
     from workbench.core import serial
     from workbench.perf.machine_profile import MachineProfile, PROFILE_VERSION, profile_key
 
@@ -198,6 +199,7 @@ def test_the_audit_says_the_current_runtime_is_slower_only_where_this_machine_me
 
     monkeypatch.setattr(env, "stack", lambda: "current")
     now = profile("1.32.0", 170.0, 250.0)
+    monkeypatch.setattr(runtimes, "RUNTIME_RATIOS", ())  # no published measurement for this CPU class either
     assert env.slower_runtime_note(now, cache_dir=tmp_path) is None  # 1.19.2 never measured here: nothing said
     cache(profile("1.19.2", 180.0, 320.0))
     line = env.slower_runtime_note(now, cache_dir=tmp_path)
@@ -206,3 +208,78 @@ def test_the_audit_says_the_current_runtime_is_slower_only_where_this_machine_me
     assert env.slower_runtime_note(profile("1.32.0", 175.0, 300.0), cache_dir=tmp_path) is None
     monkeypatch.setattr(env, "stack", lambda: "training")
     assert env.slower_runtime_note(now, cache_dir=tmp_path) is None
+
+
+# ---- make test: both stacks -------------------------------------------------------------------------------------
+def _dry_run(target: str) -> list[str]:
+    """The commands `make TARGET` would run (make -n: printed, nothing run), one per line."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(["make", "-n", "-C", str(root), "--no-print-directory", target], capture_output=True, text=True,
+                         check=True).stdout
+    return [line.strip().rstrip("\\").strip() for line in out.splitlines() if line.strip()]
+
+
+def test_make_test_sets_up_and_runs_both_stacks():
+    """What CI runs (.ci/run calls the README's `make test`): both environments set up (a fresh clone builds
+    .venv-current itself), the training stack's whole suite, then the current stack's quick tests with the same
+    marker expression as `make test-current-quick`, and a failure of either fails the target."""
+    lines = _dry_run("test")
+    setup_training = lines.index("bash scripts/setup.sh --test")
+    setup_current = lines.index("bash scripts/setup_current.sh")
+    training = next(i for i, line in enumerate(lines) if ".venv/bin/python -m pytest" in line)
+    current = next(i for i, line in enumerate(lines) if ".venv-current/bin/python -m pytest" in line)
+    assert max(setup_training, setup_current) < training < current
+    assert not re.search(r' -m "', lines[training])  # every test on the training stack: no marker filter
+    quick = next(line for line in _dry_run("test-current-quick") if ".venv-current/bin/python -m pytest" in line)
+    marks = re.search(r' -m ("[^"]+")', quick).group(1)
+    assert marks == '"not train and not slow and not heavy and not ui"'
+    assert f"-m {marks}" in lines[current] and "|| rc=1" in lines[current]
+    assert lines[-1] == "exit $rc"
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "\nmake test\n" in ci
+
+
+def test_without_a_local_profile_the_audit_quotes_the_measurement_of_this_cpu_class(tmp_path, monkeypatch):
+    """No 1.19.2 profile of this machine: the note quotes the two runtimes' measured ratio for CPUs with these flags
+    (where and when it was measured, and that this machine was not), one line; silent for a class measured even,
+    for a class never measured, and on the training stack."""
+    from workbench.doctor import checks as env, runtimes
+    from workbench.perf.machine_profile import MachineProfile
+
+    def profile(flags: dict) -> MachineProfile:
+        return MachineProfile(cpu_model="Some CPU", flags=flags, cores=2, threads=2, ort_version="1.32.0", fp32_gops=150.0,
+                              int8_gops=250.0, qdq_int8_gops=None, measured_at="2026-11-25T18:00:00+00:00",
+                              shapes=[[128, 384, 384]])
+
+    monkeypatch.setattr(env, "stack", lambda: "current")
+    xeon = profile({"avx2": True, "avx512f": True, "avx512_vnni": True})
+    line = env.slower_runtime_note(xeon, cache_dir=tmp_path)
+    assert line is not None and "\n" not in line
+    assert "onnxruntime 1.19.2 (the training stack) ran the same graphs faster than onnxruntime 1.32.0" in line
+    assert "AVX-512 VNNI" in line and "1.22x" in line and "not measured on this machine" in line and "make setup" in line
+    epyc = runtimes.published_runtime_ratio({"avx2": True})
+    assert epyc is not None and "AMD EPYC" in epyc.machine and epyc.int8 > epyc.fp32 > 1
+    assert "AVX2 + FMA" in env.slower_runtime_note(profile({"avx2": True}), cache_dir=tmp_path)
+    assert env.slower_runtime_note(profile({"avx2": False}), cache_dir=tmp_path) is None  # a class never measured
+    even = runtimes.RuntimeRatio("AVX2", ("avx2",), (), "a test machine", "today", "1.32.0", 1.01, 1.03, 1.0, 1.02)
+    monkeypatch.setattr(runtimes, "RUNTIME_RATIOS", (even,))
+    assert env.slower_runtime_note(profile({"avx2": True}), cache_dir=tmp_path) is None  # measured even: nothing said
+    monkeypatch.setattr(env, "stack", lambda: "training")
+    assert env.slower_runtime_note(xeon, cache_dir=tmp_path) is None
+
+
+def test_doctor_machine_line_carries_the_slower_runtime_note(monkeypatch):
+    from workbench.doctor import checks as env
+    from workbench.perf import machine_profile as mp
+
+    xeon = mp.MachineProfile(cpu_model="Test Xeon without a cached profile", flags={"avx2": True, "avx512_vnni": True},
+                             cores=2, threads=2, ort_version="1.32.0", fp32_gops=150.0, int8_gops=250.0, qdq_int8_gops=None,
+                             measured_at="2026-11-25T18:00:00+00:00", shapes=[[128, 384, 384]])
+    monkeypatch.setattr(mp, "machine_profile", lambda *a, **k: xeon)
+    monkeypatch.setattr(env, "stack", lambda: "current")
+    line = env.check_machine().value
+    assert "Test Xeon" in line and "ran the same graphs faster than onnxruntime 1.32.0" in line and "AVX-512 VNNI" in line
+    monkeypatch.setattr(env, "stack", lambda: "training")
+    assert "faster" not in env.check_machine().value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import widgets.doctor as doctor_module
+import workbench.sessions.doctor as doctor_module  # the session runs the checks
 from widgets import DoctorBanner
 from workbench.doctor.checks import Check, DoctorReport
 

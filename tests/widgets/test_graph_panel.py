@@ -140,7 +140,7 @@ def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytes
     def no(*a, **k):
         raise AssertionError("opening a saved report must not export or fuse")
 
-    monkeypatch.setattr(workbench_graph, "run_export", no)  # what the panel's Run calls (through flow.export_and_fuse)
+    monkeypatch.setattr(workbench_graph, "run_export", no)  # what the panel's Run calls (through workflows.stages.export_and_fuse)
     monkeypatch.setattr(workbench_graph, "run_fusion", no)
     folder = Path(fused_tiny.fused_path).parent
     panel = GraphPanel(saved=folder)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import widgets.quant as quant_module
+import workbench.sessions.quant as quant_module  # the session runs the stage
 from widgets import PanelInputError, QuantPanel
 from workbench.quant import Flip, FlipKind
 from workbench.plots import quant as quant_plots

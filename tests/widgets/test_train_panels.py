@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import widgets.train as train_module
+import workbench.sessions.train as train_session
 from widgets import ComparePanel, PanelInputError, TrainPanel
 from workbench.train import Comparison, compare, load_comparison
 from workbench.plots import train as train_plots
@@ -63,7 +64,7 @@ def test_train_panel_opens_a_saved_run_without_training(trained: TrainPanel, mon
     def no_training(*args, **kwargs):
         raise AssertionError("opening a saved run must not train")
 
-    monkeypatch.setattr(train_module, "run_comparison", no_training)
+    monkeypatch.setattr(train_session, "run_comparison", no_training)
     saved = TrainPanel(saved=trained.options["run_dir"])
     assert isinstance(saved.result, Comparison)
     assert [r.losses for r in saved.result.runs] == [r.losses for r in trained.result.runs]

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 import workbench.graph as workbench_graph
-import widgets.quant as quant_module
-import widgets.train as train_module
+import workbench.sessions.quant as quant_module  # the sessions run the stages
+import workbench.sessions.train as train_module
 from widgets import Workbench
 from widgets.workbench import DONE, WAITING
+from workbench.workflows.stages import WORKBENCH_STAGES
 
 
 def titles(wb: Workbench) -> list[str]:
@@ -29,7 +30,9 @@ def finished(tmp_path_factory) -> Workbench:
 def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
     wb = Workbench(runs_root=tmp_path, background=False)
     t = titles(wb)
-    assert [s.key for s in wb.steps] == ["environment", "train", "compare", "graph", "quantize"]
+    # the registry's names (its workbench route), and the compare view after the fine-tune step
+    assert [s.key for s in wb.steps] == ["doctor", "fine-tune", "compare", "fuse", "quantize"]
+    assert [s.key for s in wb.steps if s.key != "compare"] == list(WORKBENCH_STAGES)
     assert wb.doctor.ok, wb.doctor.result.as_text()  # the test environment is set up: the doctor passes
     assert t[0].startswith(f"{DONE} 1. Environment")
     assert "2. Fine-tune — ready" in t[1]
@@ -41,7 +44,7 @@ def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
 
 
 def test_a_failing_doctor_is_not_marked_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import widgets.doctor as doctor_module
+    import workbench.sessions.doctor as doctor_module
     from workbench.doctor.checks import Check, DoctorReport
 
     broken = DoctorReport([Check("ORTModule extensions", False, "not compiled", "run make setup")])
@@ -116,6 +119,17 @@ def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Wo
     with pytest.raises(AssertionError, match="must not recompute"):
         wb.run_all()  # without resume the fine-tune runs again: the patched run_comparison refuses
     assert isinstance(wb.train.error, AssertionError) and "must not recompute" in wb.train.error_box.value
+
+
+def test_run_all_sequences_the_registrys_workbench_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import widgets.workbench as workbench_module
+    from workbench.flow.sequence import SequenceResult
+
+    given = []
+    monkeypatch.setattr(workbench_module, "run_stages", lambda stages, **kw: given.extend(stages) or SequenceResult([], {}))
+    Workbench(runs_root=tmp_path, background=False).run_all()
+    assert [s.name for s in given] == list(WORKBENCH_STAGES)
+    assert {s.name: s.needs for s in given} == {"doctor": (), "fine-tune": (), "fuse": ("fine-tune",), "quantize": ("fuse",)}
 
 
 def test_opening_a_folder_without_results_is_shown(tmp_path: Path) -> None:

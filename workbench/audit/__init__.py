@@ -4,8 +4,11 @@
 (``workbench audit`` is a thin front over it; ``check_inputs(FOLDER, cfg, out_dir)`` runs its fast
 checks alone, ``check_model`` and ``prepare_data`` parts of them):
 
-    check the inputs (fast, nothing heavy) -> environment -> data and slices -> export and
-    validate -> fuse -> quantize with the presets -> per-slice drift -> search -> report
+    check the inputs (fast, nothing heavy) -> doctor (the environment) -> data (and its slices)
+    -> export (validated) -> fuse -> quantize with the presets -> evaluate (per-slice drift)
+    -> search -> report
+
+(the stage registry's audit route, ``workbench.workflows.stages.AUDIT_STAGES``)
 
 - **Every row is scored.** No training and no train/validation/test split: all rows with a text
   and a label are scored, except, when a static preset is asked for, a seeded calibration
@@ -31,17 +34,17 @@ so a re-run into the same folder leaves the previous report in place until the n
 
 Files:
 
-- ``config.py``: :class:`AuditConfig`, :class:`AuditInputError`, the steps, presets and file names
+- ``config.py``: :class:`AuditConfig`, :class:`AuditInputError`, the presets and file names
 - ``inputs.py``: checking the inputs against the run asked for (model folder, labels, columns,
   calibration rows, slices, output folder): ``check_model``, ``prepare_data``, ``check_inputs``
-- ``stage.py``: :func:`run_audit`, :class:`AuditResult`, and the batch-dependence measurement
+- ``stage.py``: :func:`run_audit`, :class:`AuditResult`, the stages' bodies (:class:`AuditStages`), and the
+  batch-dependence measurement
 """
 
 from .config import (  # noqa: F401
     AUDIT_FILE,
     AUDIT_NEEDS,
     DEFAULT_PRESETS,
-    STEPS,
     WEIGHT_FILES,
     AuditConfig,
     AuditInputError,

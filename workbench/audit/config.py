@@ -1,8 +1,9 @@
-"""The audit's configuration, its steps and file names, and the input error (exit code 2)."""
+"""The audit's configuration, its presets and file names, and the input error (exit code 2); its
+stages are the stage registry's audit route (``workbench.workflows.stages.AUDIT_STAGES``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..graph import ExportConfig
@@ -16,7 +17,6 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.ind
 DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "static")
 # The environment checks an audit depends on (training pieces such as ORTModule's extensions are not).
 AUDIT_NEEDS = ("python", "torch", "transformers", "onnxruntime", "execution providers", "ort transformer optimizer", "onnx exporter")
-STEPS = ("environment", "data and slices", "export and validate", "fuse", "quantize", "slice drift", "search", "report")
 
 
 class AuditInputError(ValueError):
@@ -32,23 +32,26 @@ class AuditConfig:
     this many times faster than the FP32 graph at the lower end of its interval to meet the budget (0: off).
     ``quick`` times less and bootstraps less."""
 
-    data: str
-    text_column: str = "text"
-    label_column: str = "label"
-    slice_columns: tuple[str, ...] = ()
-    presets: tuple[str, ...] = DEFAULT_PRESETS
-    budget_overall: float = DEFAULT_BUDGET_OVERALL
-    budget_slice: float = DEFAULT_BUDGET_PER_SLICE
-    include_small_slices: bool = False
-    min_speedup: float = DEFAULT_MIN_SPEEDUP
-    quick: bool = False
-    calibration_size: int = 128
-    calibration_fraction: float = 0.2
-    seed: int = 0
-    n_boot: int = DEFAULT_N_BOOT
-    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE
-    max_length: int = 128
-    node_error_samples: int = 16
+    data: str = field(metadata={"help": "CSV, TSV, JSONL or Parquet file with a text and a label column"})
+    text_column: str = field(default="text", metadata={"help": "column holding the texts"})
+    label_column: str = field(default="label", metadata={"help": "column holding the labels: the model's class names or ids"})
+    slice_columns: tuple[str, ...] = field(default=(), metadata={"help": "column(s) to slice by, one slice per value (repeatable)"})
+    presets: tuple[str, ...] = field(default=DEFAULT_PRESETS, metadata={"help": "quantization presets"})
+    budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": "accuracy a variant may lose overall (0.01 = 1 point)"})
+    budget_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": "accuracy a variant may lose on any slice of 50+ rows"})
+    include_small_slices: bool = field(default=False, metadata={"help": "hold slices under 50 rows to the budget too"})
+    min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
+        "speed guard: the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
+    quick: bool = field(default=False, metadata={"help": "short timings, 200 bootstrap replicates (a smoke run)"})
+    calibration_size: int = field(default=128, metadata={"help": (
+        "most rows held out to calibrate static presets (and at most a fifth of the file)")})
+    calibration_fraction: float = field(default=0.2, metadata={"help": (
+        "most share of the file held out to calibrate static presets (at most 0.5)")})
+    seed: int = field(default=0, metadata={"help": "seed of the calibration draw and the bootstrap"})
+    n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates (--quick: 200)"})
+    eval_batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": "rows per batch when scoring"})
+    max_length: int = field(default=128, metadata={"help": "tokens per text (longer texts are truncated)"})
+    node_error_samples: int = field(default=16, metadata={"help": "calibration rows fed to both graphs for per-node SQNR (0: skip)"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))

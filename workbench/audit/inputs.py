@@ -181,10 +181,10 @@ def prepare_data(cfg: AuditConfig, model: ModelFacts) -> PreparedData:
     mask[calib_idx] = True
     names = model.class_names
     features = {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names), "row": datasets.Value("int64")}
-    from ..data.load import _feature_for
+    from ..data.load import feature_for
 
     for c in cfg.slice_columns:
-        features[c] = _feature_for(frame[c])
+        features[c] = feature_for(frame[c])
     feats = datasets.Features(features)
     scored = datasets.Dataset.from_pandas(frame[~mask].reset_index(drop=True), features=feats, preserve_index=False)
     calib = datasets.Dataset.from_pandas(frame[mask].reset_index(drop=True), features=feats, preserve_index=False)

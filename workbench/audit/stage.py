@@ -12,8 +12,9 @@ from typing import Optional
 
 from .. import runs
 from ..runs import layout
-from ..flow.sequence import Stage, run_stages
-from .config import AUDIT_FILE, AUDIT_NEEDS, STEPS, AuditConfig, AuditInputError, Log
+from ..flow.sequence import run_stages
+from ..workflows.stages import stages_for
+from .config import AUDIT_FILE, AUDIT_NEEDS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
 
 
@@ -59,86 +60,96 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
     ``checked`` is what :func:`check_inputs` returned for the same arguments, when the caller checked
     first (the CLI does, to exit 2 before anything else).
 
+    The stages are the registry's audit route (:data:`workbench.workflows.stages.AUDIT_STAGES`).
     Raises :class:`AuditInputError` for bad input, before anything heavy. A stage that fails
     later is recorded (its message in the report) and the audit ends with exit code 1."""
-    import datasets
-
-    from ..report import ReportInputs, search_over_results, write_report
-
     t_start = time.perf_counter()
     settings = {"model": str(model), **json.loads(json.dumps(dataclasses.asdict(cfg)))}  # as given, for audit.json
     checked = checked or check_inputs(model, cfg, out_dir)
-    out, model, prepared = checked.out_dir, checked.model, checked.data
-    facts = prepared.facts
-    log(f"auditing {model.folder} ({model.model_type}, {model.num_labels} classes) on {facts['source']}")
-    log(f"writing into {out}")
-    env: dict = {}  # what the report takes besides the stages' results (the doctor's report)
-    batch_dep: list[dict] = []
+    facts = checked.data.facts
+    log(f"auditing {checked.model.folder} ({checked.model.model_type}, {checked.model.num_labels} classes) on {facts['source']}")
+    log(f"writing into {checked.out_dir}")
+    # what each stage takes from the one before is workbench.flow.handoffs's rule
+    audit = AuditStages(cfg, checked, settings, log)
+    sequence = run_stages(stages_for("audit", audit.bodies()), log=log, style="steps", fatal=(AuditInputError,))
+    if "summary" not in audit.written:  # the report itself failed: nothing to decide the verdict with
+        raise audit.written["error"]
+    stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in sequence.outcomes]
+    verdict = audit.written["summary"]["verdict"]
+    code = verdict["exit_code"]  # 1 (incomplete) when a step failed: the report decides, summary.json agrees
+    log(f"\nverdict: {verdict['text']}")
+    return AuditResult(checked.out_dir, audit.written["rpath"], audit.written["spath"], verdict, code, stages,
+                       time.perf_counter() - t_start)
 
-    def environment(st):
+
+class AuditStages:
+    """The bodies of the audit's stages (``body(record) -> result``, the audit route of
+    :mod:`workbench.workflows.stages`) over the checked inputs; ``env`` keeps the doctor's report,
+    ``batch_dep`` the batch-dependence counts, ``written`` what the report stage wrote (or its error)."""
+
+    def __init__(self, cfg: AuditConfig, checked: CheckedInputs, settings: dict, log: Log = print) -> None:
+        self.cfg, self.settings, self.log = cfg, settings, log
+        self.out, self.model, self.prepared = checked.out_dir, checked.model, checked.data
+        self.facts = self.prepared.facts
+        self.env: dict = {}
+        self.batch_dep: list[dict] = []
+        self.written: dict = {}
+
+    def bodies(self) -> dict:
+        return {"doctor": self.doctor, "data": self.data, "export": self.export, "fuse": self.fuse, "quantize": self.quantize,
+                "evaluate": self.evaluate, "search": self.search, "report": self.report}
+
+    def doctor(self, st):
         from ..doctor.checks import run_doctor
 
-        doctor = env["doctor"] = run_doctor()
+        doctor = self.env["doctor"] = run_doctor()
         missing = [c for c in doctor.failures if c.name in AUDIT_NEEDS]
         for c in doctor.failures:
             if c.name not in AUDIT_NEEDS:
-                log(f"      note: {c.name}: {c.value} (not needed for an audit)")
+                self.log(f"      note: {c.name}: {c.value} (not needed for an audit)")
         if missing:
-            log(doctor.as_text())
+            self.log(doctor.as_text())
             raise RuntimeError("the environment is incomplete: " + "; ".join(f"{c.name}: {c.value}; {c.fix}" for c in missing))
         return doctor
 
-    def data_and_slices(st):
-        slice_set = audit_slices(cfg, model.class_names, prepared.scored)
+    def data(self, st):
+        import datasets
+
+        prepared, facts = self.prepared, self.facts
+        slice_set = audit_slices(self.cfg, self.model.class_names, prepared.scored)
         dd = datasets.DatasetDict(test=prepared.scored, train=prepared.calibration)
         sizes = {k: int(v.sum()) for k, v in slice_set.membership(prepared.scored).items()}
-        log(f"      {facts['rows_in_file']} rows in the file: {facts['rows_scored']} scored, {facts['calibration_count']} held out "
-            f"for calibration, {facts['rows_skipped']} skipped (no text or label); labels given as {facts['label_format']}")
-        log("      slices: " + ", ".join(f"{k} {n}" for k, n in sizes.items()))
+        self.log(f"      {facts['rows_in_file']} rows in the file: {facts['rows_scored']} scored, {facts['calibration_count']} held "
+                 f"out for calibration, {facts['rows_skipped']} skipped (no text or label); labels given as {facts['label_format']}")
+        self.log("      slices: " + ", ".join(f"{k} {n}" for k, n in sizes.items()))
         return slice_set, dd
 
-    def export_stage(st):
+    def export(self, st):
         from ..graph import run_export
 
-        export = run_export(str(model.folder), cfg.export_config(), out / layout.EXPORT_DIR, data=st.inputs[STEPS[1]][1])
-        log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
+        export = run_export(str(self.model.folder), self.cfg.export_config(), self.out / layout.EXPORT_DIR, data=st.inputs["data"][1])
+        self.log(f"      {export.node_count} nodes, {export.size_mib:.1f} MiB; {export.validation.message}")
         if not export.validation.passed:
             raise RuntimeError(f"the exported graph does not reproduce the model: {export.validation.message}")
         return export
 
-    def fuse(st):
+    def fuse(self, st):
         from ..graph import run_fusion
 
-        fusion = run_fusion(st.inputs[STEPS[2]], cfg.fusion_config(), out / layout.FUSION_DIR)
+        fusion = run_fusion(st.inputs["export"], self.cfg.fusion_config(), self.out / layout.FUSION_DIR)
         fused = ", ".join(f"{k} {n}" for k, n in fusion.fused_op_counts.items()) or "nothing fused"
-        log(f"      fused: {fused}")
+        self.log(f"      fused: {fused}")
         for d in fusion.diagnoses:
-            log(f"      missing fusion: {d.text}")
+            self.log(f"      missing fusion: {d.text}")
         if not fusion.fused.validation.passed:
-            log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
+            self.log(f"      the fused graph failed validation ({fusion.fused.validation.message}); quantizing the exported graph")
         return fusion
 
-    def quantize(st):
-        from ..flow.handoffs import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
-        from ..quant import BaselineConfig, EvalConfig, QuantConfig, prepare_baseline, run_quantization
+    def quantize(self, st):
+        from ..quant import EvalConfig, QuantConfig, run_quantization
 
-        from ..data.token_lengths import length_stats, with_data_shapes
-
-        slice_set, dd = st.inputs[STEPS[1]]
-        graph = graph_to_quantize(st.inputs[STEPS[2]], st.inputs.get(STEPS[3])).path
-        lengths = length_stats(prepared.scored, st.inputs[STEPS[2]].load_tokenizer(), cfg.max_length)
-        timing = cfg.timing()
-        timing = dataclasses.replace(timing, shapes=with_data_shapes(timing.shapes, lengths))
-        log(f"      the data's token lengths: {lengths.text()}; timed at "
-            + ", ".join(f"{b}x{s}" for b, s in timing.shapes) + " (batch 1 at the median and 95th percentile)")
-        log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once, in batches sorted by length")
-        bcfg = BaselineConfig(golden=False, calibration_samples=facts["calibration_count"], timing=timing,
-                              batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
-        base = prepare_baseline(graph, dd, out / layout.BASELINE, bcfg, export=st.inputs[STEPS[2]], slices=slice_set)
-        if base.scoring_work is not None:
-            log(f"      {base.scoring_work.text()}")
-        if base.fp32_scoring is not None:
-            log(f"      FP32 scoring: {base.fp32_scoring.text()}")
+        cfg, facts, log = self.cfg, self.facts, self.log
+        base = self._baseline(st)
         results: list = []
         ev = EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed,
                         node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
@@ -146,84 +157,94 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
             qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
             if qcfg.mode.value == "static":
                 qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
-            res = run_quantization(base, qcfg, out / layout.quantize_dir(name), evaluation=ev)
+            res = run_quantization(base, qcfg, self.out / layout.quantize_dir(name), evaluation=ev)
             results.append(res)
             st.partial = results  # the drift and the search take what was quantized before a failure
             log(f"      {name}: {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB (FP32 {res.fp32_size_mib:.1f}), accuracy "
                 f"{100 * res.accuracy:.1f}% ({100 * res.accuracy_delta:+.1f} points), {len(res.report.flips)} flipped")
             if res.scoring is not None:
                 log(f"      {name} scoring: {res.scoring.text()}")
-            if qcfg.mode.value == "dynamic" and not batch_dep:
-                differ = batch_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
-                                          cfg.eval_batch_size, limit=64 if cfg.quick else 256)
-                n = min(64 if cfg.quick else 256, len(prepared.scored))
-                batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
-                if base.scoring_order == "length":
-                    moved = order_dependence(res.quantized_path, base.load_tokenizer(), prepared.scored, cfg.max_length,
-                                             cfg.eval_batch_size, limit=n)
-                    batch_dep.append({"variant": name, "n": n, "batch_a": f"{cfg.eval_batch_size} sorted by length",
-                                      "batch_b": f"{cfg.eval_batch_size} in file order", "differ": moved})
-                    log(f"      {name}: {moved} of {n} predictions differ between length-sorted and file-order batches")
+            if qcfg.mode.value == "dynamic" and not self.batch_dep:
+                self._measure_batch_dependence(name, res, base)
         return results or None  # no variant: the drift and the search are skipped
 
-    def slice_drift(st):
-        for r in st.inputs[STEPS[4]]:
-            worst = r.report.worst_slices(include_small=cfg.include_small_slices)
+    def _baseline(self, st):
+        """The FP32 graph's baseline (flow's graph to quantize), timed at the data's own token lengths."""
+        from ..data.token_lengths import length_stats, with_data_shapes
+        from ..flow.handoffs import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
+        from ..quant import BaselineConfig, prepare_baseline
+
+        cfg, facts = self.cfg, self.facts
+        slice_set, dd = st.inputs["data"]
+        graph = graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
+        lengths = length_stats(self.prepared.scored, st.inputs["export"].load_tokenizer(), cfg.max_length)
+        timing = cfg.timing()
+        timing = dataclasses.replace(timing, shapes=with_data_shapes(timing.shapes, lengths))
+        self.log(f"      the data's token lengths: {lengths.text()}; timed at "
+                 + ", ".join(f"{b}x{s}" for b, s in timing.shapes) + " (batch 1 at the median and 95th percentile)")
+        self.log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once, in batches sorted by length")
+        bcfg = BaselineConfig(golden=False, calibration_samples=facts["calibration_count"], timing=timing,
+                              batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
+        base = prepare_baseline(graph, dd, self.out / layout.BASELINE, bcfg, export=st.inputs["export"], slices=slice_set)
+        if base.scoring_work is not None:
+            self.log(f"      {base.scoring_work.text()}")
+        if base.fp32_scoring is not None:
+            self.log(f"      FP32 scoring: {base.fp32_scoring.text()}")
+        return base
+
+    def _measure_batch_dependence(self, name: str, res, base) -> None:
+        cfg, scored = self.cfg, self.prepared.scored
+        limit = 64 if cfg.quick else 256
+        differ = batch_dependence(res.quantized_path, base.load_tokenizer(), scored, cfg.max_length, cfg.eval_batch_size, limit=limit)
+        n = min(limit, len(scored))
+        self.batch_dep.append({"variant": name, "n": n, "batch_a": 1, "batch_b": cfg.eval_batch_size, "differ": differ})
+        if base.scoring_order == "length":
+            moved = order_dependence(res.quantized_path, base.load_tokenizer(), scored, cfg.max_length, cfg.eval_batch_size, limit=n)
+            self.batch_dep.append({"variant": name, "n": n, "batch_a": f"{cfg.eval_batch_size} sorted by length",
+                                   "batch_b": f"{cfg.eval_batch_size} in file order", "differ": moved})
+            self.log(f"      {name}: {moved} of {n} predictions differ between length-sorted and file-order batches")
+
+    def evaluate(self, st):
+        """The slice drift: each variant's worst slice, with its interval."""
+        for r in st.inputs["quantize"]:
+            worst = r.report.worst_slices(include_small=self.cfg.include_small_slices)
             w = next((d for d in worst if d.n), None)
             if w is not None:
-                log(f"      {r.name}: worst slice {w.slice} (n={w.n}) {100 * w.delta:+.1f} points "
-                    f"[{100 * w.ci_low:+.1f}, {100 * w.ci_high:+.1f}]")
+                self.log(f"      {r.name}: worst slice {w.slice} (n={w.n}) {100 * w.delta:+.1f} points "
+                         f"[{100 * w.ci_low:+.1f}, {100 * w.ci_high:+.1f}]")
         return True
 
-    def search_stage(st):
-        found = search_over_results(st.inputs[STEPS[4]], cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
-                                    out_dir=out / layout.SEARCH_DIR, min_speedup=cfg.min_speedup)
-        log(f"      {found.message}")
+    def search(self, st):
+        from ..report import search_over_results
+
+        cfg = self.cfg
+        found = search_over_results(st.inputs["quantize"], cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
+                                    out_dir=self.out / layout.SEARCH_DIR, min_speedup=cfg.min_speedup)
+        self.log(f"      {found.message}")
         return found
 
-    report_out: dict = {}
+    def report(self, st):
+        from ..report import ReportInputs, write_report
 
-    def report(st):
-        done = st.inputs
+        cfg, out, done, model = self.cfg, self.out, st.inputs, _model_dict(self.model)
         stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in st.before]
-        runs.atomic_write_json(out / AUDIT_FILE, {"config": settings, "model": _model_dict(model), "data": facts, "stages": stages})
+        runs.atomic_write_json(out / AUDIT_FILE, {"config": self.settings, "model": model, "data": self.facts, "stages": stages})
         inputs = ReportInputs(
-            kind="audit", title=f"Audit of {model.folder.name} on {Path(cfg.data).name}", run_dir=out,
+            kind="audit", title=f"Audit of {self.model.folder.name} on {Path(cfg.data).name}", run_dir=out,
             budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_slice, include_small_slices=cfg.include_small_slices,
-            min_speedup=cfg.min_speedup, doctor=env.get("doctor"), data=dict(facts, eval_batch_size=cfg.eval_batch_size),
-            model=_model_dict(model),
-            export=done.get(STEPS[2]), fusion=done.get(STEPS[3]), quant=done.get(STEPS[4]) or [], search=done.get(STEPS[6]),
-            stages=stages + [{"name": "report", "status": "ok", "seconds": 0.0, "message": ""}],
-            batch_dependence=batch_dep, config=settings,
+            min_speedup=cfg.min_speedup, doctor=self.env.get("doctor"), data=dict(self.facts, eval_batch_size=cfg.eval_batch_size),
+            model=model, export=done.get("export"), fusion=done.get("fuse"), quant=done.get("quantize") or [],
+            search=done.get("search"), stages=stages + [{"name": "report", "status": "ok", "seconds": 0.0, "message": ""}],
+            batch_dependence=self.batch_dep, config=self.settings,
         )
         try:
             rpath, spath, summary = write_report(inputs, out)
         except Exception as exc:  # the verdict needs the report: the front hears the original error
-            report_out["error"] = exc
+            self.written["error"] = exc
             raise
-        report_out.update(rpath=rpath, spath=spath, summary=summary)
-        log(f"      wrote {rpath} and {spath.name}")
+        self.written.update(rpath=rpath, spath=spath, summary=summary)
+        self.log(f"      wrote {rpath} and {spath.name}")
         return rpath
-
-    # the audit's list (STEPS, the report last, whatever happened before it); what each step takes
-    # from the one before is workbench.flow.handoffs's rule
-    sequence = run_stages([
-        Stage(STEPS[0], environment),
-        Stage(STEPS[1], data_and_slices),
-        Stage(STEPS[2], export_stage, needs=(STEPS[0], STEPS[1]), skip_reason="the environment check or the data step failed"),
-        Stage(STEPS[3], fuse, needs=(STEPS[2],), skip_reason="needs an exported graph that passed validation"),
-        Stage(STEPS[4], quantize, needs=(STEPS[1], STEPS[2]), skip_reason="needs an exported graph that passed validation"),
-        Stage(STEPS[5], slice_drift, needs=(STEPS[4],), skip_reason="no quantized variant"),
-        Stage(STEPS[6], search_stage, needs=(STEPS[4],), skip_reason="no quantized variant"),
-        Stage(STEPS[7], report, finally_=True),
-    ], log=log, style="steps", fatal=(AuditInputError,))
-    if "summary" not in report_out:  # the report itself failed: nothing to decide the verdict with
-        raise report_out["error"]
-    stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in sequence.outcomes]
-    verdict = report_out["summary"]["verdict"]
-    code = verdict["exit_code"]  # 1 (incomplete) when a step failed: the report decides, summary.json agrees
-    log(f"\nverdict: {verdict['text']}")
-    return AuditResult(out, report_out["rpath"], report_out["spath"], verdict, code, stages, time.perf_counter() - t_start)
 
 
 def _model_dict(m: ModelFacts) -> dict:

@@ -55,6 +55,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if args.command in TRAINING_COMMANDS and stack() == "current":  # no ORTModule, transformers 5: one line, make setup
         return fail(training_refusal(args.command))
+    from .config_file import ConfigFileError, config_file_values
+
+    try:
+        config_file_values(args)  # a --config file read and checked before the command does anything
+    except ConfigFileError as exc:
+        return fail(str(exc))
     code = 2
     try:
         code = int(args.func(args) or 0)

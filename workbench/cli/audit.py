@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .common import fail, locked
-from .flags import Flag, add_config_flags, build, cli_only
+from .flags import Flag, add_config_flags, build, cli_only, given
 
 AUDIT_EXIT_CODES = """exit codes:
   0  a quantized (INT8) variant meets both budgets and the speed guard (the verdict names the fastest)
@@ -36,7 +36,8 @@ def _cmd_audit(args) -> int:
 
         return cmd_embed_audit(args)
     try:
-        cfg = build(AuditConfig, args, **({"n_boot": 200} if args.quick else {}))  # --n-boot still wins
+        quick = given(AuditConfig, args).get("quick", False)  # on the command line or in the --config file
+        cfg = build(AuditConfig, args, **({"n_boot": 200} if quick else {}))  # --n-boot still wins
         checked = check_inputs(args.model, cfg, args.out)
     except AuditInputError as exc:
         return fail(str(exc), 2)

@@ -28,7 +28,7 @@ def _in_flags(message: str) -> str:
     named as that flag (``text_column`` -> ``--text-column``)."""
     from .flags import in_flag_terms
 
-    if not _ARGS:
+    if not _ARGS or message.startswith("--config "):  # a --config file's problem names the file's keys
         return message
     entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
     return in_flag_terms(message, entries)

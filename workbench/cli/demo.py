@@ -24,7 +24,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from ..workflows.stages import PlanError, load_plan
+    from ..workflows.plan import PlanError, load_plan
 
     try:
         cfg, _ = load_plan(args.plan)
@@ -90,7 +90,7 @@ def add_demo(sub) -> None:
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("run", help="run the demo's stages as a plan file describes them (YAML or JSON: stages and their configs)")
-    p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.stages)")
+    p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.plan)")
     cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
     p.set_defaults(func=_cmd_run)

@@ -30,6 +30,10 @@ def add_embed_audit_flags(p) -> None:
     cli_only(g, "--max-slice-drop", type=float, default=None,
              help="embedding budget: NDCG@10 a variant may lose on any query slice big enough to judge (default 0.01)")
     cli_only(g, "--no-speed", action="store_true", help="embedding: skip the timing against SentenceTransformer.encode")
+    cli_only(g, "--search", action="store_true",
+             help="embedding: also search the presets for the fastest within the NDCG@10 budget, leaving a preset's worst "
+                  "nodes in FP32 (1, 2, 4, ... up to --max-excluded) until no slice is below its budget")
+    cli_only(g, "--max-excluded", type=int, default=8, help="embedding, --search: most nodes a preset may leave in FP32 (default 8)")
 
 
 def cmd_embed_audit(args) -> int:
@@ -41,17 +45,19 @@ def cmd_embed_audit(args) -> int:
 
     g = given(AuditConfig, args)
     presets = tuple(p for item in g.get("presets", DEFAULT_PRESETS) for p in str(item).split(",") if p)
+    data = g.get("data", args.data)  # on the command line or in the --config file
     try:
         cfg = EmbedAuditConfig(
-            data=BUILTIN if args.data in (BUILTIN, "") else args.data, queries=args.queries, builtin_queries=args.queries_from,
+            data=BUILTIN if data in (BUILTIN, "") else data, queries=args.queries, builtin_queries=args.queries_from,
             text_column=g.get("text_column", "text"), id_column=args.id_column, query_column=args.query_column,
             relevant_column=args.relevant_column, slice_columns=tuple(g.get("slice_columns", ())), presets=presets,
             exclude_worst=args.exclude_worst,
             min_ndcg_ratio=DEFAULT_MIN_NDCG_RATIO if args.min_ndcg_ratio is None else args.min_ndcg_ratio,
             max_slice_drop=DEFAULT_MAX_SLICE_DROP if args.max_slice_drop is None else args.max_slice_drop,
             max_queries=args.max_queries, max_docs=args.max_docs,
-            n_boot=int(g.get("n_boot", 200 if args.quick else 1000)), seed=int(g.get("seed", 0)),
-            calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed)
+            n_boot=int(g.get("n_boot", 200 if g.get("quick") else 1000)), seed=int(g.get("seed", 0)),
+            calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed,
+            search=args.search, max_excluded=args.max_excluded)
         checked = check_embed_inputs(args.model, cfg, args.out)
     except EmbedError as exc:
         return fail(str(exc), 2)

@@ -13,12 +13,14 @@ field's annotation:
 - ``tuple[X, ...]``: a comma list, repeatable (``--x a,b --x c``), or several words with
   ``nargs``; ``tuple[X, Y]``: exactly that many comma-separated values.
 
-The help text is the field's description (:data:`workbench.cli.fields.FIELD_HELP`) followed by
-the default, read from the config the command starts from. A flag that is not given leaves the
-field alone: :func:`build` applies only the flags on the command line, onto a base config (a
-preset) or onto the class's own defaults. Dotted fields (``train.max_steps``) reach into nested
-configs. Flags that set no config field (``--json``, ``--run-dir``) are added with
-:func:`cli_only`, so that every flag of every command is accounted for (the tests check it).
+The help text is the field's own description (its ``metadata["help"]``, read by
+:func:`workbench.core.options.field_help`) followed by the default, read from the config the
+command starts from. A flag that is not given leaves the field alone: :func:`build` applies only
+the flags on the command line, onto a base config (a preset) or onto the class's own defaults, with
+the fields of a ``--config FILE`` (:mod:`workbench.cli.config_file`) between the two: flags win.
+Dotted fields (``train.max_steps``) reach into nested configs. Flags that set no config field
+(``--json``, ``--run-dir``) are added with :func:`cli_only`, so that every flag of every command is
+accounted for (the tests check it).
 """
 
 from __future__ import annotations
@@ -26,18 +28,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import sys
-import types
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from ..core.options import field_help
+from .config_fields import (ConfigFlagError, config_value, field_default, field_type, registry_key,  # noqa: F401  (re-exported)
+                            strip_optional)
+from .config_file import add_config_file_flag, config_file_values, register_class
+
 
 _UNSET = object()
-
-
-class ConfigFlagError(TypeError):
-    """A command declares a flag the config cannot have (a programming error, found when the parser is built)."""
 
 
 @dataclass(frozen=True)
@@ -72,71 +74,6 @@ class Flag:
 
 
 FlagSpec = Union[str, Flag]
-
-
-# ---- reading the dataclass -----------------------------------------------------------------------
-def _hints(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a dataclass; a field whose annotation cannot be evaluated falls
-    back to the type of its default (the class may live in a module that imports names lazily)."""
-    try:
-        return typing.get_type_hints(cls)
-    except (NameError, TypeError, AttributeError):  # one unresolvable name: resolve field by field below
-        pass
-    module = vars(sys.modules.get(cls.__module__, types.ModuleType("empty")))
-    out = {}
-    for f in dataclasses.fields(cls):
-        t = f.type
-        if isinstance(t, str):
-            try:
-                t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
-            except (NameError, TypeError, AttributeError, SyntaxError):
-                pass
-        if isinstance(t, str):  # still text: judge by the default
-            value = _field_default(cls, f.name)
-            t = type(value) if value is not None else str
-        out[f.name] = t
-    return out
-
-
-def _field_default(cls: type, name: str) -> Any:
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
-            return None
-    raise ConfigFlagError(f"{cls.__name__} has no field {name!r}")
-
-
-def _strip_optional(t: Any) -> Any:
-    if typing.get_origin(t) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(t) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return t
-
-
-def field_type(cls: type, path: str) -> tuple[type, str, Any]:
-    """(the dataclass holding the last part of ``path``, its name, its annotation without Optional)."""
-    head, _, rest = path.partition(".")
-    if not dataclasses.is_dataclass(cls) or head not in {f.name for f in dataclasses.fields(cls)}:
-        fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
-        raise ConfigFlagError(f"{cls.__name__} has no field {head!r}; its fields: {fields}")
-    t = _strip_optional(_hints(cls)[head])
-    if rest:
-        return field_type(t, rest)
-    return cls, head, t
-
-
-def config_value(cls: type, base: Any, path: str) -> Any:
-    """The value of ``path`` in ``base`` (or in the class's defaults when there is no base)."""
-    head, _, rest = path.partition(".")
-    value = getattr(base, head) if base is not None else _field_default(cls, head)
-    if not rest:
-        return value
-    _, _, sub = field_type(cls, head)
-    return config_value(sub, value, rest)
 
 
 # ---- parsing values ------------------------------------------------------------------------------
@@ -228,21 +165,13 @@ class Items(argparse.Action):
 
 
 # ---- adding the flags, building the config ------------------------------------------------------
-def _registry_key(cls: type) -> str:
-    return f"_config_flags_{cls.__name__}"
-
-
-def _help_for(leaf_cls: type, name: str, spec: Flag, helps: Optional[Mapping[str, Mapping[str, str]]]) -> str:
+def _help_for(leaf_cls: type, name: str, spec: Flag) -> str:
     if spec.help is not None:
         return spec.help
-    if helps is None:
-        from .fields import FIELD_HELP
-
-        helps = FIELD_HELP
-    text = helps.get(leaf_cls.__name__, {}).get(name)
+    text = field_help(leaf_cls, name)
     if not text:
-        raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: add it to "
-                              f"workbench/cli/fields.py FIELD_HELP or give Flag(help=...)")
+        raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: give the field "
+                              f'metadata={{"help": ...}} or give Flag(help=...)')
     return text
 
 
@@ -274,7 +203,7 @@ def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any]
 
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence[FlagSpec], *, base: Any = None,
-                     group: Any = None, helps: Optional[Mapping[str, Mapping[str, str]]] = None) -> list[argparse.Action]:
+                     group: Any = None) -> list[argparse.Action]:
     """Add one flag per spec to ``parser`` (or to ``group``, an argument group of it) and remember
     them, so that :func:`build` can make a ``cls`` from the parsed arguments. ``base`` is the
     config the command starts from when no preset is chosen (its values are the defaults shown)."""
@@ -286,7 +215,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
         for other in spec.also:
             field_type(cls, other)
         kw, note = _kind(spec, leaf_cls, name, t)
-        text = _help_for(leaf_cls, name, spec, helps) + note
+        text = _help_for(leaf_cls, name, spec) + note
         default = shown(config_value(cls, base, spec.field) if spec.default is _UNSET else spec.default)
         if default is not None:
             text += f" (default: {default})"
@@ -296,8 +225,10 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
         action.config_field = (cls.__name__, (spec.field, *spec.also))
         added.append(action)
         entries.append((action.dest, (spec.field, *spec.also)))
-    key = _registry_key(cls)
+    key = registry_key(cls)
     parser.set_defaults(**{key: [*(parser.get_default(key) or []), *entries]})
+    add_config_file_flag(parser)
+    register_class(parser, cls)
     return added
 
 
@@ -312,8 +243,14 @@ def cli_only(target: Any, *names: str, **kw) -> argparse.Action:
 
 
 def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` set on the command line (dotted paths), with their values."""
-    entries = getattr(args, _registry_key(cls), None)
+    """The fields of ``cls`` set by the ``--config`` file and on the command line (dotted paths), with
+    their values; a flag given wins over the file."""
+    return {**config_file_values(args).get(cls.__name__, {}), **on_command_line(cls, args)}
+
+
+def on_command_line(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``cls`` set by flags on the command line (dotted paths), with their values."""
+    entries = getattr(args, registry_key(cls), None)
     if entries is None:
         raise ConfigFlagError(f"this command has no flags of {cls.__name__} (add_config_flags was not called)")
     out: dict[str, Any] = {}
@@ -340,7 +277,7 @@ def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
         else:
             direct[head] = value
     for head, sub in nested.items():
-        inner = getattr(base, head) if base is not None else _field_default(cls, head)
+        inner = getattr(base, head) if base is not None else field_default(cls, head)
         direct[head] = _apply(type(inner), inner, sub)
     if base is None:
         return cls(**direct)
@@ -352,10 +289,16 @@ def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any
     and then by every flag given on the command line. The config's own checks run as usual, so a
     bad value raises the config's error with its message, in the command line's terms: the field
     names it mentions become the flags that set them (``max_length`` -> ``--max-length``)."""
+    from_file = config_file_values(args).get(cls.__name__, {})
     try:
         return _apply(cls, base, {**defaults, **given(cls, args)})
     except (ValueError, RuntimeError) as exc:  # a config's own error class (ExportError, OnDeviceError: RuntimeError)
-        text = in_flag_terms(str(exc), getattr(args, _registry_key(cls), None) or [])
+        flags = on_command_line(cls, args)
+        by_file = [p.split(".")[-1] for p in from_file if p not in flags]
+        if any(re.search(rf"(?<![-\w]){re.escape(leaf)}(?!\w)", str(exc)) for leaf in by_file):
+            text = f"--config {args.config_file}: {str(exc)}"  # a value the file gave: named as the file names it
+        else:
+            text = in_flag_terms(str(exc), getattr(args, registry_key(cls), None) or [])
         if text == str(exc):
             raise
         try:
@@ -369,8 +312,6 @@ def in_flag_terms(message: str, entries) -> str:
     """``message`` with each config field set by a flag named as that flag (``entries``: (dest, field
     paths) as add_config_flags registers them). Names with an underscore are replaced wherever they
     stand; one-word names (``lr``, ``steps``) only where they start the message or precede ``must``/``=``."""
-    import re
-
     for dest, paths in entries:
         option = "--" + dest.replace("_", "-")
         for path in paths:

@@ -11,7 +11,8 @@ from ..core.options import int_at_least, shapes_arg
 from .common import device_problem, fail, locked, will_write, print_json, run_of, say
 from .flags import Flag, add_config_flags, build, cli_only
 
-QUANT_FLAGS = ("per_channel", "reduce_range", "calibration", "samples", "op_types",
+QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
+               "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"), "accuracy_level", "block_size")
 TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
 EVAL_FLAGS = ("n_boot", Flag("node_error_samples", "node-samples"))
@@ -61,7 +62,7 @@ def _cmd_quantize(args) -> int:
     from ..graph import ExportError
     from ..runtime.ortinfer import InferenceError
     from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
-                         requantize_excluding, result_text, run_quantization, run_search, search_text)
+                         requantize_excluding, result_text, run_quantization, run_search, search_text, variant_row)
     from ..runs import layout
 
     if (problem := device_problem(args)) is not None:
@@ -95,9 +96,9 @@ def _cmd_quantize(args) -> int:
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
         will_write(out)
         with locked(layout.root_by_name(out) or out, args, "quantize"):
+            texts = max(scoring.calibration_samples, cfg.calibration.samples)
             baseline = prepare_baseline(graph, data, out / BASELINE_DIR,
-                                        dataclasses.replace(scoring, calibration_samples=max(scoring.calibration_samples, cfg.samples),
-                                                            seed=evaluation.seed),
+                                        dataclasses.replace(scoring, calibration_samples=texts, seed=evaluation.seed),
                                         tokenizer=tok, export=export)
             result = run_quantization(baseline, cfg, out, evaluation=evaluation)
             if args.exclude_worst:
@@ -108,13 +109,10 @@ def _cmd_quantize(args) -> int:
     worst = rep.worst_slices(k=5)
     if args.json:
         print_json({
-            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / layout.QUANTIZE_FILE), "name": result.name,
-            "input": note,
-            "graph": str(result.source_path), "graph_kind": result.graph_kind, "quantized_path": str(result.quantized_path),
-            "size_mib": result.size_mib, "fp32_size_mib": result.fp32_size_mib, "latency_ms": result.latency_ms,
-            "fp32_latency_ms": result.fp32_latency_ms, "speedup": result.speedup, "validation": result.validation,
-            "accuracy": result.accuracy, "fp32_accuracy": rep.overall.reference.accuracy, "overall": _slice_row(rep.overall),
-            "worst_slices": [_slice_row(d) for d in worst], "flips": len(rep.flips),
+            **variant_row(result).as_dict(),  # the variant's figures, as the report's table and the panel show them
+            "run_dir": str(result.out_dir), "result": str(Path(result.out_dir) / layout.QUANTIZE_FILE), "input": note,
+            "graph": str(result.source_path), "quantized_path": str(result.quantized_path), "validation": result.validation,
+            "overall": _slice_row(rep.overall), "worst_slices": [_slice_row(d) for d in worst], "flips": len(rep.flips),
             "golden_flips": len(result.golden.flips) if result.golden else None, "excluded_nodes": result.excluded_nodes,
             "worst_nodes": [{"node": e.node, "op_type": e.op_type, "local_sqnr_db": e.local_sqnr_db,
                              "output_sqnr_db": e.output_sqnr_db} for e in result.node_errors[:5]],

@@ -1,13 +1,19 @@
-"""Parsing the values a user types, once: enum choices and ``BATCHxSEQ`` shapes.
+"""Parsing the values a user types, once: enum choices and ``BATCHxSEQ`` shapes; and reading what
+each config field means.
 
 Every config's ``__post_init__`` and every command's flag goes through these, so a wrong value
 gets the same kind of message everywhere: the name, the value given and what is allowed.
+
+A config field documents itself in its metadata: ``field(default=..., metadata={"help": "..."})``.
+:func:`field_help` reads that text (the command line's ``--help``, the panels and the documentation
+all show it from there) and :func:`config_fields_doc` lists a whole config.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from typing import Any, Sequence, TypeVar, Union
+from typing import Any, NamedTuple, Sequence, TypeVar, Union
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -80,3 +86,57 @@ def int_at_least(low: int):
 
     parse.__name__ = f"int>={low}"
     return parse
+
+
+# ---- what each config field means -------------------------------------------------------------
+HELP = "help"  # the metadata key of a field's one-line description
+
+
+class FieldDoc(NamedTuple):
+    """One config field as the documentation lists it: its name, its default as text, what it means."""
+
+    name: str
+    default: str
+    help: str
+
+
+def _field(config_cls: type, name: str) -> dataclasses.Field:
+    if not dataclasses.is_dataclass(config_cls):
+        raise TypeError(f"{config_cls!r} is not a config dataclass")
+    for f in dataclasses.fields(config_cls):
+        if f.name == name:
+            return f
+    raise KeyError(f"{config_cls.__name__} has no field {name!r}; its fields: {[f.name for f in dataclasses.fields(config_cls)]}")
+
+
+def field_help(config_cls: type, name: str) -> str:
+    """What the field ``name`` of ``config_cls`` means, in one line (its ``metadata["help"]``);
+    ``""`` when the field does not say. ``KeyError`` when there is no such field."""
+    return str(_field(config_cls, name).metadata.get(HELP, ""))
+
+
+def field_meta(config_cls: type, name: str, key: str, default: Any = None) -> Any:
+    """Another metadata entry of a field (e.g. which quantization methods it applies to)."""
+    return _field(config_cls, name).metadata.get(key, default)
+
+
+def _default_text(f: dataclasses.Field) -> str:
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        value = f.default_factory()  # type: ignore[misc]
+    else:
+        return "(required)"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if dataclasses.is_dataclass(value):  # a nested config: documented under its own name
+        return f"{type(value).__name__}(...)"
+    return repr(value)
+
+
+def config_fields_doc(config_cls: type, *, documented_only: bool = False) -> list[FieldDoc]:
+    """Every field of ``config_cls`` (in declaration order) with its default and its help text;
+    ``documented_only``: only the fields that carry a help text."""
+    out = [FieldDoc(f.name, _default_text(f), str(f.metadata.get(HELP, ""))) for f in dataclasses.fields(config_cls)
+           if f.init]
+    return [d for d in out if d.help] if documented_only else out

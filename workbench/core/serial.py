@@ -83,6 +83,9 @@ def _build(tp: Any, data: Any) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
+        upgrade = getattr(tp, "upgrade_saved", None)  # a config that regrouped its fields reads its older files
+        if callable(upgrade):
+            data = upgrade(data)
         hints = typing.get_type_hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):

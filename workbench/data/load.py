@@ -32,15 +32,16 @@ class DataConfig:
     ``max_train``/``max_eval`` cut each split (after the stratified split) for quick runs.
     """
 
-    source: str = BUILTIN
-    text_column: str = "text"
-    label_column: str = "label"
-    slice_columns: tuple[str, ...] = ()
-    validation_fraction: float = 0.1
-    test_fraction: float = 0.1
-    seed: int = 0
-    max_train: Optional[int] = None
-    max_eval: Optional[int] = None
+    source: str = field(default=BUILTIN, metadata={"help": (
+        "'reviews' (built in) or a CSV/TSV/JSONL/Parquet file with text and label columns")})
+    text_column: str = field(default="text", metadata={"help": "column holding the texts"})
+    label_column: str = field(default="label", metadata={"help": "column holding the labels"})
+    slice_columns: tuple[str, ...] = field(default=(), metadata={"help": "user columns to slice by"})
+    validation_fraction: float = field(default=0.1, metadata={"help": "share of the rows held out for validation"})
+    test_fraction: float = field(default=0.1, metadata={"help": "share of the rows held out for the test split"})
+    seed: int = field(default=0, metadata={"help": "seed of the stratified train/validation/test split"})
+    max_train: Optional[int] = field(default=None, metadata={"help": "use at most this many training examples"})
+    max_eval: Optional[int] = field(default=None, metadata={"help": "use at most this many validation and test examples each"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
@@ -263,7 +264,7 @@ def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
         {
             "text": datasets.Value("string"),
             "label": datasets.ClassLabel(names=list(classes)),
-            **{c: _feature_for(df[c]) for c in df.columns if c not in ("text", "label")},
+            **{c: feature_for(df[c]) for c in df.columns if c not in ("text", "label")},
         }
     )
     ds = datasets.Dataset.from_pandas(df, features=features, preserve_index=False)
@@ -284,7 +285,8 @@ def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
     return dd
 
 
-def _feature_for(series: pd.Series):
+def feature_for(series: pd.Series):
+    """The ``datasets`` feature type of a column: bool, int64, float64, else string."""
     import datasets
 
     if pd.api.types.is_bool_dtype(series):

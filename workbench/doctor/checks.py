@@ -361,9 +361,11 @@ def check_machine() -> Check:
         return Check("machine", False, f"could not measure this machine: {type(exc).__name__}: {exc}",
                      fix="install onnxruntime (make setup), then run `workbench machine --refresh`", required=False)
     qdq = f", QDQ {p.qdq_int8_gops:.0f}" if p.qdq_int8_gops else ""
+    slower = slower_runtime_note(p)  # the current stack where the training stack's runtime measured faster
     return Check("machine", True, f"{p.cpu_model} ({p.isa_text()}); {p.threads} threads: FP32 {p.fp32_gops:.0f} "
                                   f"GFLOP/s, INT8 {p.int8_gops:.0f} GOP/s ({p.int8_over_fp32:.2f}x){qdq}; "
-                                  f"measured {p.measured_at} (workbench machine --refresh re-measures)", required=False)
+                                  f"measured {p.measured_at} (workbench machine --refresh re-measures)"
+                                  + (f"; {slower}" if slower else ""), required=False)
 
 
 CHECKS: list[Callable[[], Check]] = [
@@ -392,8 +394,9 @@ SLOWER_BY = 0.15  # a runtime is called slower here when a kernel kind's through
 def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
     """On the current stack: one line when this machine's profile measured with the training stack's onnxruntime
     1.19.2 (same CPU, flags and threads; cached by `workbench machine` there) shows faster matrix-multiply
-    kernels than this runtime's by more than :data:`SLOWER_BY`; None otherwise, and None when this machine has no
-    1.19.2 profile (nothing measured: nothing said)."""
+    kernels than this runtime's by more than :data:`SLOWER_BY`. Without such a profile, the measurement of
+    :data:`workbench.doctor.runtimes.RUNTIME_RATIOS` for this CPU's class speaks, saying where it was taken, when it found 1.19.2 faster;
+    None otherwise (and on the training stack)."""
     if stack() != "current" or profile is None or profile.ort_version.startswith("1.19."):
         return None
     from ..perf.machine_profile import read_cached, cache_root, profile_key
@@ -401,7 +404,9 @@ def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
     key = profile_key(profile.cpu_model, profile.flags, profile.threads, TRAINING_ORT_VERSION)
     old = read_cached(cache_root(cache_dir) / f"{key}.json")
     if old is None:
-        return None
+        from .runtimes import published_note
+
+        return published_note(profile, TRAINING_ORT_VERSION)
     kinds = [("FP32", profile.fp32_gops, old.fp32_gops, "GFLOP/s"), ("INT8", profile.int8_gops, old.int8_gops, "GOP/s")]
     slower = [(name, new, was, unit) for name, new, was, unit in kinds if was > 0 and new < (1 - SLOWER_BY) * was]
     if not slower:

@@ -37,7 +37,10 @@ class EmbedAuditConfig:
     ``data``; without it, a corpus is scored without labels. ``builtin_queries``: plots or reviews.
     Budget: ``min_ndcg_ratio`` of FP32's NDCG@10 kept overall, ``max_slice_drop`` NDCG@10 lost at
     most on any query slice of ``min_slice_size`` queries or more. ``max_queries``/``max_docs``
-    shrink the task (quick looks, tests). ``time_speed``: time against SentenceTransformer.encode."""
+    shrink the task (quick looks, tests). ``time_speed``: time against SentenceTransformer.encode.
+    ``search``: also run the quantization search over ``presets`` with this budget, each preset that
+    misses it quantized again with up to ``max_excluded`` of its worst nodes left in FP32
+    (:mod:`workbench.embed.search`; needs retrieval labels)."""
 
     data: str = BUILTIN
     queries: Optional[str] = None
@@ -62,6 +65,8 @@ class EmbedAuditConfig:
     time_speed: bool = True
     reference_check: bool = True
     calibration_size: int = 128
+    search: bool = False
+    max_excluded: int = 8
 
     def __post_init__(self) -> None:
         from ..quant import QuantConfig
@@ -82,6 +87,8 @@ class EmbedAuditConfig:
                 raise EmbedError(f"{name} must be at least 1, got {v}")
         if int(self.exclude_worst) < 0:
             raise EmbedError(f"exclude_worst must be 0 or more, got {self.exclude_worst}")
+        if int(self.max_excluded) < 0:
+            raise EmbedError(f"max_excluded must be 0 or more (nodes the search may leave in FP32), got {self.max_excluded}")
         if self.queries is not None and self.data == BUILTIN:
             raise EmbedError("queries (a pairs file) needs the corpus it points into as data, got data='builtin'; "
                              "give the corpus file as data")
@@ -184,6 +191,7 @@ class EmbedQuantRun:
     speed: Any
     source: str
     seconds: float
+    search: Any = None  # the SearchResult, when cfg.search and the task has labels
 
 
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
@@ -208,7 +216,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
     export = run_embed_export(info.folder, out / "export", texts=texts_for_validation)
     log(export.validation.text())
     threads = int(cfg.threads or default_threads())
-    speed = evaluation = variants = None
+    speed = evaluation = variants = search = None
     if export.validation.passed:
         calib = list(checked.task.docs if checked.task else checked.texts)[: cfg.calibration_size]
         log(f"fusing and quantizing: {', '.join(cfg.presets)}")
@@ -227,7 +235,30 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
             fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
             speed = time_embedders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
                                    rounds=8 if cfg.n_boot < 500 else 15)
-    return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0)
+        search = _search(export, variants, checked, cfg, threads, out, log)
+    return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0, search)
+
+
+def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig, threads: int, out: Path, log: Log):
+    """The quantization search in NDCG@10 terms (``cfg.search``), on the graphs the audit built."""
+    if not cfg.search:
+        return None
+    if checked.task is None:
+        log("search skipped: it holds each candidate to an NDCG@10 budget, and texts without queries have no labels")
+        return None
+    from ..quant import SearchConfig, run_search
+    from .search import prepare_embed_search
+    from .variants import FUSED, preset_config
+
+    log(f"search: {', '.join(cfg.presets)}, each with up to {cfg.max_excluded} nodes left in FP32 until it meets the budget")
+    base = prepare_embed_search(export, checked.task, out / layout.SEARCH_DIR, cfg.budget,
+                                list(checked.task.docs)[: cfg.calibration_size], threads, cfg.max_excluded,
+                                rounds=8 if cfg.n_boot < 500 else 15, fused=variants.path(FUSED))
+    found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets), n_boot=cfg.n_boot,
+                                          seed=cfg.seed), out / layout.SEARCH_DIR,
+                       progress=lambda done, total, what: log(f"search {done}/{total}: {what}"))
+    log(found.message)
+    return found
 
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
@@ -242,7 +273,7 @@ def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None,
     t0 = time.perf_counter()
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked)
     summary = build_embed_summary(run.folder, run.export, run.variants, run.evaluation, run.speed, cfg, run.source,
-                                  time.perf_counter() - t0)
+                                  time.perf_counter() - t0, run.search)
     page = render_embed_html(summary, run.evaluation, run.speed)
     text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
     paths = atomic_write_set(run.out_dir, {layout.SUMMARY_FILE: text.encode("utf-8"), layout.REPORT_FILE: page.encode("utf-8")})

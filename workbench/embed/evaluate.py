@@ -34,16 +34,37 @@ class EmbedBudget:
         if float(self.max_slice_drop) < 0:
             raise EmbedError(f"max_slice_drop must be at least 0 (an NDCG@10 difference), got {self.max_slice_drop}")
 
-    def check(self, cmp: RetrievalComparison) -> tuple[bool, list[str]]:
+    def check(self, cmp: RetrievalComparison, strict: bool = False) -> tuple[bool, list[str]]:
         """Whether ``cmp`` meets the budget, and the reasons it does not."""
+        chk = self.budget_check(cmp, strict)
+        return chk.feasible, chk.violations
+
+    def budget_check(self, cmp: RetrievalComparison, strict: bool = False):
+        """The check in the search's terms (:class:`~workbench.quant.budget.BudgetCheck`): drops are
+        NDCG@10 lost (FP32 - variant, absolute); ``strict`` judges each slice on the worse end of its
+        paired bootstrap interval instead of the point estimate."""
+        from ..quant.budget import BudgetCheck
+
         why = []
-        if cmp.ndcg_ratio < self.min_ndcg_ratio:
+        overall = cmp.overall()
+        within_overall = cmp.ndcg_ratio >= self.min_ndcg_ratio
+        if not within_overall:
             why.append(f"NDCG@10 at {cmp.ndcg_ratio:.2%} of FP32's (budget {self.min_ndcg_ratio:.2%})")
+        worst, worst_drop, checked, skipped = "", 0.0, 0, []
         for s in cmp.slices:
-            drop = s.fp32["ndcg@10"] - s.variant["ndcg@10"]
-            if s.name != "all" and s.n >= self.min_slice_size and drop > self.max_slice_drop:
+            if s.name == "all":
+                continue
+            if s.n < self.min_slice_size:
+                skipped.append(s.name)
+                continue
+            checked += 1
+            drop = -s.delta["ndcg@10"].lo if strict else s.fp32["ndcg@10"] - s.variant["ndcg@10"]
+            if drop > worst_drop or not worst:
+                worst, worst_drop = s.name, drop
+            if drop > self.max_slice_drop + 1e-12:
                 why.append(f"slice {s.name!r} ({s.n} queries) lost {drop:.4f} NDCG@10 (budget {self.max_slice_drop})")
-        return not why, why
+        return BudgetCheck(overall.fp32["ndcg@10"] - overall.variant["ndcg@10"], worst, worst_drop, within_overall,
+                           len(why) == (0 if within_overall else 1), why, checked, skipped)
 
 
 @dataclass(frozen=True)

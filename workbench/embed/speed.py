@@ -1,10 +1,10 @@
 """Speed of embedding variants the way users meet it: texts in, embeddings out (tokenizing included),
 against ``SentenceTransformer.encode`` with the same threads, at the data's median length, batch 1
-and 32. Timed with the workbench's discipline: interleaved rounds in one process
-(:func:`workbench.core.latency.interleaved`), paired ratios with bootstrap intervals
-(:func:`workbench.core.latency.paired_ratio`), each ONNX graph's floor (its multiply-adds at this
-machine's measured throughput, :func:`workbench.perf.speed.graph_floor`) and a load check before and
-after (:func:`workbench.perf.machine_profile.check_load`)."""
+and 32. Timed with the workbench's discipline, by the loop every side-by-side timing shares
+(:func:`workbench.perf.speed.time_shape`: interleaved rounds in one process, each ONNX graph's floor
+from its multiply-adds at this machine's measured throughput), paired ratios with bootstrap
+intervals (:func:`workbench.core.latency.paired_ratio`) and a load check before and after
+(:func:`workbench.perf.machine_profile.check_load`)."""
 
 from __future__ import annotations
 
@@ -72,10 +72,9 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
                    max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True) -> EmbedSpeedRun:
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
     ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor."""
-    from ..core.latency import interleaved, paired_ratio
+    from ..core.latency import paired_ratio
     from ..perf.machine_profile import check_load, combine_checks, machine_profile
-    from ..runtime.ortinfer import torch_threads
-    from ..perf.speed import graph_floor
+    from ..perf.speed import time_shape
 
     profile = machine_profile(threads) if (floors or load_check) else None
     before = check_load(profile) if (load_check and profile is not None) else None
@@ -84,19 +83,13 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
     for batch, fns in fns_by_batch.items():
         if base not in fns:
             raise EmbedError(f"base {base!r} is not one of the timed variants {list(fns)}")
-        with torch_threads(threads):
-            stats = interleaved(dict(fns), rounds=max(3, rounds), repeats=repeats, warmup=warmup, max_seconds=max_seconds)
-        b = stats[base]
-        for name, st in stats.items():
-            floor = None
-            if floors and profile is not None and graphs and name in graphs:
-                try:
-                    floor = graph_floor(graphs[name], batch, tokens, profile)
-                except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
-                    notes.append(f"no floor for {name} at {batch}x{tokens}: {exc}")
-            r = paired_ratio(b.samples_ms, st.samples_ms) if name != base else None
-            speeds.append(EmbedSpeed(name, batch, tokens, st.median_ms / batch, st.median_ms,
-                                     r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, floor))
+        lat = time_shape(fns, batch, tokens, dict(graphs or {}), profile if floors else None, notes, rounds=max(3, rounds),
+                         repeats=repeats, warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads)
+        b = lat[base].stats
+        for name, sl in lat.items():
+            r = paired_ratio(b.samples_ms, sl.stats.samples_ms) if name != base else None
+            speeds.append(EmbedSpeed(name, batch, tokens, sl.median_ms / batch, sl.median_ms,
+                                     r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, sl.floor_ms))
     after = check_load(profile) if (load_check and profile is not None) else None
     load = combine_checks(before, after) if before is not None else None
     return EmbedSpeedRun(base=base, threads=threads, speeds=speeds, load=load.text() if load else "",

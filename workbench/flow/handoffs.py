@@ -25,13 +25,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from ..runs import layout
 from ..runs.open import RunError, find_root
 
 if TYPE_CHECKING:
-    from ..graph import ExportConfig, ExportResult, FusionConfig, FusionReport
+    from ..graph import ExportResult, FusionReport
     from ..quant import QuantResult, SearchResult
     from ..train import Comparison, TrainRun
 
@@ -263,20 +263,3 @@ class Run:
 def open_run(path: str | os.PathLike) -> Run:
     """Open the run that ``path`` (its root, a stage folder or a result file) belongs to."""
     return Run(find_root(path), Path(path))
-
-
-def export_and_fuse(model: Any, export_cfg: "ExportConfig", fusion_cfg: "FusionConfig", run_dir: str | os.PathLike, *,
-                    data: Any = None, on_stage: Optional[Callable[[int, int, str, str], None]] = None
-                    ) -> tuple["ExportResult", "FusionReport"]:
-    """Export ``model`` (a checkpoint folder or a built-in name) into ``run_dir/export`` and fuse the
-    export into ``run_dir/fusion``: two stages through the one sequencer, what the graph panel runs.
-    The first failure is raised as it is."""
-    from ..graph import run_export, run_fusion
-    from .sequence import Stage, run_stages
-
-    run = Path(run_dir)
-    done = run_stages([
-        Stage("export", lambda st: run_export(model, export_cfg, run / layout.EXPORT_DIR, data=data)),
-        Stage("fuse", lambda st: run_fusion(st.inputs["export"], fusion_cfg, run / layout.FUSION_DIR), needs=("export",)),
-    ], log=lambda _line: None, on_stage=on_stage, fatal=(Exception,))
-    return done.results["export"], done.results["fuse"]

@@ -1,8 +1,10 @@
 """The one stage sequencer: every front that runs stages in order (the demo, the audit, the notebook
-``Workbench``, the architecture coverage) gives it its own list of :class:`Stage` and calls
-:func:`run_stages`.
+``Workbench``, the architecture coverage, the graph panel's export and fuse) gets its list of
+:class:`Stage` from the stage registry's builder (``workbench.workflows.stages.stages_for``: the
+names, order, needs, skip reasons and ``finally_`` of the front's route; the front gives the
+bodies) and calls :func:`run_stages`.
 
-    stages = [Stage("export", do_export), Stage("fuse", do_fuse, needs=("export",)), ...]
+    stages = stages_for("demo", {"doctor": do_doctor, ...})   # [Stage("doctor", do_doctor), ...]
     done = run_stages(stages, log=print, stop=stop_event, resume=True)
     done.results["fuse"], done.outcomes
 
@@ -76,7 +78,7 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a front's list.
+    """One step of a front's list (built by the registry's ``stages_for``, not by hand).
 
     ``run(record)`` does the work and returns the stage's result (what later stages ``need``);
     ``needs`` are earlier stages whose results it takes; ``resume()`` returns the result a finished
@@ -117,6 +119,28 @@ def _indent(style: str) -> str:
     return "      " if style == "steps" else "   "
 
 
+def _check_order(stages: Sequence[Stage]) -> None:
+    names = [s.name for s in stages]
+    if len(set(names)) != len(names):
+        raise ValueError(f"stage names must be unique, got {names}")
+    for i, s in enumerate(stages):
+        unknown = [n for n in s.needs if n not in names[:i]]
+        if unknown:
+            raise ValueError(f"stage {s.name!r} needs {unknown}, which do not come before it in {names}")
+
+
+def _missing_need(stage: Stage, results: dict[str, Any], outcomes: list[StageOutcome]) -> str:
+    """Why ``stage`` cannot run (a need that failed, was skipped or returned nothing), or ""."""
+    missing = [n for n in stage.needs if results.get(n) is None]
+    if not missing:
+        return ""
+    why = stage.skip_reason or f"needs the {missing[0]} result"
+    before = next((o for o in outcomes if o.name == missing[0]), None)
+    if before is not None and before.status != "ok":
+        why += f" ({missing[0]} {before.status}{': ' + before.message if before.message else ''})"
+    return why
+
+
 def run_stages(
     stages: Sequence[Stage],
     *,
@@ -130,13 +154,7 @@ def run_stages(
 ) -> SequenceResult:
     """Run ``stages`` in order (see the module doc). ``style``: ``"demo"`` (``== name ==`` headings)
     or ``"steps"`` (``[i/n] name ...``, the audit's)."""
-    names = [s.name for s in stages]
-    if len(set(names)) != len(names):
-        raise ValueError(f"stage names must be unique, got {names}")
-    for i, s in enumerate(stages):
-        unknown = [n for n in s.needs if n not in names[:i]]
-        if unknown:
-            raise ValueError(f"stage {s.name!r} needs {unknown}, which do not come before it in {names}")
+    _check_order(stages)
     total = len(stages)
     outcomes: list[StageOutcome] = []
     results: dict[str, Any] = {}
@@ -150,30 +168,26 @@ def run_stages(
             on_stage(index, total, outcome.name, outcome.status)
 
     for i, stage in enumerate(stages, start=1):
+        heading = _heading(style, i, total, stage.name)
         if stop is not None and stop.is_set() and not ended_early:
             ended_early = stopped = True
         if ended_early and not stage.finally_:
             why = "stopped on request before it started" if stopped else "an earlier stage failed"
-            log(f"{_heading(style, i, total, stage.name)}\n{pad}{stage.name}: {'stopped' if stopped else 'skipped'} ({why})")
+            log(f"{heading}\n{pad}{stage.name}: {'stopped' if stopped else 'skipped'} ({why})")
             record(StageOutcome(stage.name, "stopped" if stopped else "skipped", 0.0, why), i)
             continue
-        missing = [n for n in stage.needs if results.get(n) is None]
-        if missing:
-            why = stage.skip_reason or f"needs the {missing[0]} result"
-            before = next((o for o in outcomes if o.name == missing[0]), None)
-            if before is not None and before.status != "ok":
-                why += f" ({missing[0]} {before.status}{': ' + before.message if before.message else ''})"
-            log(f"{_heading(style, i, total, stage.name)}\n{pad}skipped: {why}")
+        why = _missing_need(stage, results, outcomes)
+        if why:
+            log(f"{heading}\n{pad}skipped: {why}")
             record(StageOutcome(stage.name, "skipped", 0.0, why), i)
             continue
-        if resume and stage.resume is not None:
-            saved = stage.resume()
-            if saved is not None:
-                results[stage.name] = saved
-                log(f"{_heading(style, i, total, stage.name)}\n{pad}{stage.name}: resumed (its saved result is kept)")
-                record(StageOutcome(stage.name, "resumed", 0.0, "the saved result of an earlier run"), i)
-                continue
-        log(_heading(style, i, total, stage.name))
+        saved = stage.resume() if resume and stage.resume is not None else None
+        if saved is not None:
+            results[stage.name] = saved
+            log(f"{heading}\n{pad}{stage.name}: resumed (its saved result is kept)")
+            record(StageOutcome(stage.name, "resumed", 0.0, "the saved result of an earlier run"), i)
+            continue
+        log(heading)
         if on_stage is not None:
             on_stage(i, total, stage.name, "running")
         rec = StageRecord(stage.name, inputs=results, before=list(outcomes))
@@ -192,8 +206,7 @@ def run_stages(
             record(StageOutcome(stage.name, "failed", seconds, message, rec.result_path, rec.figures, rec.headline), i)
             if rec.partial is not None:
                 results[stage.name] = rec.partial
-            if fail_fast:
-                ended_early = True
+            ended_early = ended_early or fail_fast
             continue
         seconds = time.perf_counter() - t0
         log(f"{pad}{stage.name}: ok in {seconds:.1f} s")

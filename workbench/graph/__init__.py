@@ -42,7 +42,7 @@ from .export import (  # noqa: F401
     ExportConfig,
     ExportResult,
     ModelInfo,
-    _data_classes,
+    data_classes,
     load_export,
     model_info,
     run_export,
@@ -60,7 +60,7 @@ from .fp16 import (  # noqa: F401
 )
 from .fusion import FUSION_FILE, FusionReport, VariantResult, load_fusion, run_fusion  # noqa: F401
 from .provenance import BOOKKEEPING_OPS, FusedNode, GraphIndex, OriginalNode, graph_diff, provenance  # noqa: F401
-from .trace import OPSET_RANGE, ExportError, _explain_failure, _without_ir_dump, export_onnx, standard_symbolics  # noqa: F401
+from .trace import OPSET_RANGE, ExportError, explain_export_failure, without_ir_dump, export_onnx, standard_symbolics  # noqa: F401
 from .validate import Validation, compare_logits, read_examples, select_examples, validate_onnx, write_examples  # noqa: F401
 from .variants import (  # noqa: F401
     ALL_VARIANTS,

@@ -5,7 +5,7 @@ without importing the stage that imports it."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,20 +39,26 @@ class ExportConfig:
     Frozen: derive a changed copy with ``dataclasses.replace(cfg, tolerance=...)``.
     """
 
-    opset: int = 17
-    max_length: int = 128
-    dynamic_axes: bool = True
-    attn_implementation: Attention = Attention.EAGER
-    validation_split: str = "validation"
-    validation_examples: int = 64
-    validation_batch_size: int = 16
-    tolerance: float = 1e-3
-    min_label_agreement: float = 1.0
-    do_constant_folding: bool = True
-    device: str = "cpu"  # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
+    opset: int = field(default=17, metadata={"help": "ONNX opset (11-20; 17 writes LayerNormalization as one op)"})
+    max_length: int = field(default=128, metadata={"help": "longest sequence in the validation batches"})
+    dynamic_axes: bool = field(default=True, metadata={"help": (
+        "batch and sequence axes of any size (False: the traced example's shapes only)")})
+    attn_implementation: Attention = field(default=Attention.EAGER, metadata={"help": (
+        "attention implementation to load the model with (eager: what ONNX Runtime fuses)")})
+    validation_split: str = field(default="validation", metadata={"help": "data split to validate on"})
+    validation_examples: int = field(default=64, metadata={"help": "how many examples to validate on"})
+    validation_batch_size: int = field(default=16, metadata={"help": "examples per validation batch"})
+    tolerance: float = field(default=1e-3, metadata={"help": "largest |logit difference| allowed against PyTorch"})
+    min_label_agreement: float = field(default=1.0, metadata={"help": "least share of predicted labels that must agree with PyTorch"})
+    do_constant_folding: bool = field(default=True, metadata={"help": "fold constant subgraphs while exporting"})
+    # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
+    device: str = field(default="cpu", metadata={"help": (
+        "where ONNX Runtime runs the validation: cpu, cuda or cuda:N (CUDA needs onnxruntime-gpu: make setup-gpu-infer)")})
     # "auto": TorchScript while torch ships it (what ONNX Runtime's BERT fusions match), else dynamo;
     # "torchscript" or "dynamo" to choose (torch >= 2.9 defaults to dynamo, whose graphs fuse no Attention)
-    exporter: str = "auto"
+    exporter: str = field(default="auto", metadata={"help": (
+        "torch's ONNX exporter: auto (TorchScript while torch ships it: its graphs keep ONNX Runtime's Attention fusion; else "
+        "dynamo), torchscript, or dynamo (same logits, no Attention fusion)")})
 
     def __post_init__(self) -> None:
         from ..runtime.device import normalize_device

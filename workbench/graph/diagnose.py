@@ -38,27 +38,139 @@ class Diagnosis:
         return f"{self.fusion}: expected {self.expected}, found {self.found}. Cause: {self.cause} Fix: {self.fix}"
 
 
+def _scores_matmul(g: GraphIndex, softmax):
+    """The MatMul of Q and K that feeds ``softmax`` (through the scale and the mask Add), or None."""
+    node, hops = g.producer.get(softmax.input[0]), 0
+    while node is not None and node.op_type != "MatMul" and hops < 4:
+        node, hops = g.producer.get(node.input[0]), hops + 1
+    return node if node is not None and node.op_type == "MatMul" else None
+
+
 def _attention_style(model) -> str:
-    """'sdpa' when the scores MatMul feeding a Softmax takes Q and K each scaled by a Sqrt (what the
-    exporter writes for ``scaled_dot_product_attention``), 'eager' when it is scaled after the
-    MatMul (Div or Mul), 'none' without Softmax, else 'unknown'."""
+    """'sdpa' when the scores MatMul feeding a Softmax takes Q and K each scaled by a Mul before it (what
+    the exporter writes for ``scaled_dot_product_attention``: by a Sqrt of the scale in torch 2.6, by a
+    folded constant in later versions), 'eager' when it is scaled after the MatMul (Div or Mul), 'none'
+    without Softmax, else 'unknown'."""
     g = model if isinstance(model, GraphIndex) else GraphIndex(model)
     softmaxes = [n for n in g.nodes if n.op_type == "Softmax"]
     if not softmaxes:
         return "none"
     styles = set()
     for sm in softmaxes:
-        node, hops = g.producer.get(sm.input[0]), 0
-        while node is not None and node.op_type != "MatMul" and hops < 4:
-            node, hops = g.producer.get(node.input[0]), hops + 1
-        if node is None or node.op_type != "MatMul":
+        node = _scores_matmul(g, sm)
+        if node is None:
             styles.add("unknown")
             continue
         feeders = [g.producer.get(t) for t in node.input]
-        scaled = [f for f in feeders if f is not None and f.op_type == "Mul"
-                  and any((p := g.producer.get(t)) is not None and p.op_type == "Sqrt" for t in f.input)]
-        styles.add("sdpa" if scaled else "eager")
+        scaled = [f for f in feeders if f is not None and f.op_type == "Mul"]
+        by_sqrt = any((p := g.producer.get(t)) is not None and p.op_type == "Sqrt" for f in scaled for t in f.input)
+        styles.add("sdpa" if by_sqrt or len(scaled) == 2 else "eager")
     return styles.pop() if len(styles) == 1 else "unknown"
+
+
+def _constant_values(g: GraphIndex, tensor: str) -> list[int]:
+    """The integer values of a constant tensor (an initializer, a Constant node, or a Concat of those,
+    as the exporters write a Reshape's target shape); [] when any part is computed at run time."""
+    from onnx import numpy_helper
+
+    node = g.producer.get(tensor)
+    if node is None:
+        init = next((i for i in g.model.graph.initializer if i.name == tensor), None)
+        return [int(v) for v in numpy_helper.to_array(init).reshape(-1)] if init is not None and not init.external_data else []
+    if node.op_type == "Constant":
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        return [int(v) for v in numpy_helper.to_array(value).reshape(-1)] if value is not None else []
+    if node.op_type == "Concat":
+        parts = [_constant_values(g, t) for t in node.input]
+        return [v for p in parts for v in p] if all(parts) else []
+    return []
+
+
+def _concat_tail(g: GraphIndex, tensor: str) -> list[int]:
+    """The last two entries of a Reshape's target shape where they are constants (the head count and the
+    head size), [] otherwise; the leading batch and sequence entries may be computed at run time."""
+    whole = _constant_values(g, tensor)
+    if len(whole) >= 2:
+        return whole[-2:]
+    node = g.producer.get(tensor)
+    if node is not None and node.op_type == "Concat" and len(node.input) >= 2:
+        tail = [_constant_values(g, t) for t in node.input[-2:]]
+        if all(len(t) == 1 for t in tail):
+            return [tail[0][0], tail[1][0]]
+    return []
+
+
+def attention_shape(model) -> tuple[int, int]:
+    """``(num_heads, hidden_size)`` read off the first attention block of an exported graph, ``(0, 0)`` when
+    its pattern is not found. The Q projection's Reshape target ends in ``(heads, head_size)``; transformers 5
+    writes ``(-1, head_size)`` there, so the head count is the projection's width (its weight's second
+    dimension) divided by the head size. ONNX Runtime's optimizer reads only the constant head count and
+    finds no Attention in such a graph unless it is told both numbers."""
+    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
+    softmax = next((n for n in g.nodes if n.op_type == "Softmax"), None)
+    scores = _scores_matmul(g, softmax) if softmax is not None else None
+    if scores is None:
+        return 0, 0
+    node, hops = g.producer.get(scores.input[0]), 0
+    while node is not None and node.op_type != "Reshape" and hops < 4:
+        node, hops = g.producer.get(node.input[0]), hops + 1
+    if node is None or node.op_type != "Reshape":
+        return 0, 0
+    tail = _concat_tail(g, node.input[1])
+    if len(tail) != 2 or tail[1] <= 0:
+        return 0, 0
+    heads, head_size = tail
+    width, proj, hops = 0, g.producer.get(node.input[0]), 0
+    while proj is not None and proj.op_type != "MatMul" and hops < 3:  # back through the bias Add
+        computed = [g.producer[t] for t in proj.input if t in g.producer
+                    and g.producer[t].op_type not in ("Identity", "Constant")]  # a weight may come through an Identity
+        proj, hops = (computed[0] if computed else None), hops + 1
+    if proj is not None and proj.op_type == "MatMul":
+        weight = next((i for i in g.model.graph.initializer if i.name in proj.input), None)
+        if weight is not None and len(weight.dims) == 2:
+            width = int(weight.dims[1])
+    if heads <= 0:
+        heads = width // head_size if width and width % head_size == 0 else 0
+    if heads <= 0:
+        return 0, 0
+    return heads, width or heads * head_size
+
+
+def transformers5_attention(model) -> list[str]:
+    """What in the first attention block is the form transformers 5's eager attention exports to ([] when neither
+    is there): Q, K and V reshaped to ``(batch, seq, -1, head_size)`` (no head count in the graph), and the padding
+    mask added to the scores from a Where (transformers 4 subtracts and scales it: Sub, Mul)."""
+    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
+    softmax = next((n for n in g.nodes if n.op_type == "Softmax"), None)
+    scores = _scores_matmul(g, softmax) if softmax is not None else None
+    if scores is None:
+        return []
+    found = []
+    node, hops = g.producer.get(scores.input[0]), 0
+    while node is not None and node.op_type != "Reshape" and hops < 4:
+        node, hops = g.producer.get(node.input[0]), hops + 1
+    if node is not None and node.op_type == "Reshape" and (tail := _concat_tail(g, node.input[1])) and tail[0] == -1:
+        found.append("its Q, K and V reshapes carry no head count (-1)")
+    add = g.producer.get(softmax.input[0])
+    if add is not None and add.op_type == "Add":
+        feeders = [g.producer.get(t) for t in add.input]
+        if any(f is not None and f.op_type == "Where" for f in feeders):
+            found.append("its padding mask reaches the scores through a Where")
+    return found
+
+
+def optimizer_reads_transformers5() -> bool:
+    """Whether the installed ONNX Runtime transformer optimizer's attention fusion matches transformers 5's eager
+    attention (1.32's lists its mask pattern and takes the head count it is given for a -1; 1.19.2's does neither).
+    Read off the fusion's own pattern list, so any version answers for itself."""
+    import inspect
+
+    try:
+        from onnxruntime.transformers.fusion_attention import FusionAttention
+    except ImportError:
+        return False
+    source = inspect.getsource(FusionAttention)
+    return '"And", "Reshape", "Reshape", "Gather", "Flatten"' in source
 
 
 def exported_by(model) -> str:
@@ -86,6 +198,24 @@ DYNAMO_ATTENTION_FIX = (
     "re-export with the TorchScript exporter while torch ships it: run_export(model, ExportConfig(exporter='torchscript'), "
     "...) or `workbench export --exporter torchscript` (the default, auto, picks it); the training stack's torch 2.6 "
     "exports with it always.")
+
+
+def _transformers5_cause(found: list[str]) -> tuple[str, str]:
+    """(cause, fix) for an Attention fusion that an older optimizer missed in a graph from transformers 5."""
+    cause = ("the graph was exported from transformers 5 (eager attention): " + " and ".join(found) + "; the BERT "
+             f"attention fusion of onnxruntime {_ort_version()} matches neither (onnxruntime 1.32's, on the current "
+             "stack, matches both). The logits are the same; only the fusion is lost.")
+    fix = ("fuse the graph on the current stack: `make setup-current`, then .venv-current/bin/workbench fuse "
+           "(or export the model with this stack's transformers, whose graph this runtime fuses).")
+    return cause, fix
+
+
+def _ort_version() -> str:
+    try:
+        import onnxruntime
+    except ImportError:
+        return "(not installed)"
+    return onnxruntime.__version__
 
 
 def expected_fusions(model, num_layers: int) -> dict[str, int]:
@@ -146,9 +276,11 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
                 cause, fix = DYNAMO_ATTENTION_CAUSE, DYNAMO_ATTENTION_FIX
             elif sdpa:
                 cause = ("the graph was exported with SDPA attention (torch scaled_dot_product_attention): the "
-                         "exporter scales Q and K by Sqrt before the MatMul and builds the mask with Where, a "
-                         "pattern ONNX Runtime's BERT attention fusion does not match.")
+                         "exporter scales Q and K each (by the square root of the scale) before the MatMul and builds "
+                         "the mask with Where, a pattern ONNX Runtime's BERT attention fusion does not match.")
                 fix = reexport + "."
+            elif (v5 := transformers5_attention(orig_model)) and not optimizer_reads_transformers5():
+                cause, fix = _transformers5_cause(v5)
             elif style == "none":
                 cause = "the graph has no Softmax, so there is no self-attention to fuse."
                 fix = "nothing to fix if the model has no attention; otherwise check that the right graph was given."
@@ -157,7 +289,7 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
                 fix = "pass the model's real num_heads and hidden_size (FusionConfig(num_heads=..., hidden_size=...))."
             else:
                 cause = ("the attention subgraph did not match the BERT pattern the optimizer knows "
-                         "(MatMul -> Div -> Add mask -> Softmax -> MatMul with Q/K/V MatMul+Add and Reshape/Transpose).")
+                         "(MatMul -> Div or Mul -> Add mask -> Softmax -> MatMul with Q/K/V MatMul+Add and Reshape/Transpose).")
                 fix = ("pass num_heads and hidden_size explicitly (FusionConfig(num_heads=..., hidden_size=...)), "
                        "export at opset 17 with eager attention, and check the model type is BERT-like.")
         elif key == "EmbedLayerNormalization":

@@ -107,7 +107,7 @@ class ExportResult:
 
 
 # ---- the export ----------------------------------------------------------------------------------
-def _data_classes(data) -> Optional[list[str]]:
+def data_classes(data) -> Optional[list[str]]:
     """Class names carried by the data's ``label`` feature (a ClassLabel), if any."""
     import datasets
 
@@ -129,7 +129,7 @@ def _resolve_model(model, cfg: ExportConfig, data):
     name = str(model)
     attn = cfg.attn_implementation.value
     if name in BUILTIN_MODELS:
-        classes = _data_classes(data)
+        classes = data_classes(data)
         if classes:
             return load_for_data(name, classes, attn_implementation=attn)
         return load_model(name, attn_implementation=attn)

@@ -39,7 +39,7 @@ from ..core.metrics import Metric
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
-from .diagnose import Diagnosis, diagnose, expected_fusions
+from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
 from .provenance import FusedNode, fused_counts, graph_diff, provenance
@@ -171,8 +171,9 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     notes = list(inputs.notes)
     model_type = cfg.model_type if cfg.model_type != "auto" else optimizer_model_type(inputs.architecture)
 
+    num_heads, hidden_size = _heads(inputs, notes)
     # 1. build every variant's graph file (each parsed once, right after it is written)
-    built = build_variants(inputs.graph, cfg, out, inputs.num_heads, inputs.hidden_size, model_type)
+    built = build_variants(inputs.graph, cfg, out, num_heads, hidden_size, model_type)
     # 2. validate: every variant against PyTorch's logits from the export (or the unoptimized graph)
     validations, reference_name = _validate(built, inputs, cfg, device, notes)
     # 3. time: on the CPU, PyTorch and every variant side by side in alternating rounds (floors, intervals,
@@ -210,7 +211,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     diagnoses = []
     if expected and target.name is not Variant.UNOPTIMIZED:
         diagnoses = diagnose(orig_model, target.op_histogram, expected, inputs.attn,
-                             [i.name for i in orig_model.graph.input], inputs.num_heads, inputs.hidden_size,
+                             [i.name for i in orig_model.graph.input], num_heads, hidden_size,
                              architecture=inputs.architecture)
     if target.name is not Variant.TRANSFORMER:
         notes.append("the transformer variant was not built: diagnoses refer to "
@@ -227,6 +228,21 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     )
     runs.save_result(report, out / FUSION_FILE)
     return report
+
+
+def _heads(inputs: FusionSource, notes: list[str]) -> tuple[int, int]:
+    """``(num_heads, hidden_size)`` for the optimizer: the config's or the export's, else read off the graph's
+    first attention block (a bare graph exported from transformers 5 carries no head count the optimizer
+    can read: it would fuse no Attention)."""
+    if inputs.num_heads and inputs.hidden_size:
+        return inputs.num_heads, inputs.hidden_size
+    heads, hidden = attention_shape(inputs.graph)
+    if not heads:
+        return inputs.num_heads, inputs.hidden_size
+    num_heads, hidden_size = inputs.num_heads or heads, inputs.hidden_size or hidden
+    notes.append(f"num_heads {num_heads} and hidden_size {hidden_size} read off the graph's first attention block "
+                 "(FusionConfig(num_heads=..., hidden_size=...) sets them)")
+    return num_heads, hidden_size
 
 
 def load_fusion(path: str | os.PathLike) -> FusionReport:

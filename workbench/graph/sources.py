@@ -3,6 +3,8 @@ reference logits) or a bare ONNX file (a tokenizer beside it or MiniLM's, the da
 unoptimized graph as its own reference), and the PyTorch model to time as the eager baseline.
 
 :func:`resolve_source` parses the exported graph once; :class:`FusionSource` carries it on.
+:func:`export_of` is the one way to find the export a graph came from (quantization and the panels'
+sessions use it too); :func:`graph_file` the ONNX file a graph argument names.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .. import runs
+from ..runs.layout import FUSION_FILE
 from .export import EXPORT_FILE, TOKENIZER_DIR, ExportConfig, ExportResult, load_export
 from .facts import load_graph
 from .provenance import GraphIndex
@@ -43,7 +47,54 @@ class FusionSource:
     architecture: str = ""  # the Hugging Face config.model_type, when the export recorded it
 
 
-def _find_export(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Path]]:
+def graph_file(graph: Any) -> Path:
+    """The ONNX file a graph argument names: a path as it is, an ``ExportResult``'s exported graph, a
+    ``FusionReport``'s fused graph (its exported one when nothing was fused)."""
+    if isinstance(graph, (str, os.PathLike)):
+        return Path(graph)
+    if isinstance(graph, ExportResult):
+        return Path(graph.onnx_path)
+    # a FusionReport (imported by name it would be an import circle: fusion reads this module)
+    for attr in ("fused_path", "source_path", "onnx_path"):
+        if getattr(graph, attr, None) is not None:
+            return Path(getattr(graph, attr))
+    raise TypeError(f"expected the graph as an ONNX path, an ExportResult or a FusionReport, got {type(graph).__name__}")
+
+
+def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
+    """The export a graph came from, found the one way every stage and panel uses:
+
+    ``export`` when given (an ``ExportResult``, its folder or its ``export.json``); the graph itself
+    when it is an ``ExportResult``; the export a ``FusionReport`` names (``export_path``); for an ONNX
+    file, the ``export.json`` beside it when that export's graph is this file, or the export that the
+    ``fusion.json`` beside it recorded when its fused graph is this file. No guessing from folder
+    positions: a graph described by none of these has no export (None)."""
+    if isinstance(export, ExportResult):
+        return export
+    if export is not None:
+        return load_export(export)
+    if isinstance(graph, ExportResult):
+        return graph
+    if isinstance(getattr(graph, "export", None), ExportResult):  # a result that carries its export
+        return graph.export
+    if not isinstance(graph, (str, os.PathLike)):
+        named = getattr(graph, "export_path", None)  # a FusionReport records its export
+        return load_export(named) if named is not None and Path(named).is_file() else None
+    path = Path(graph).resolve()
+    if (path.parent / EXPORT_FILE).is_file():
+        beside = load_export(path.parent)
+        if Path(beside.onnx_path).resolve() == path:
+            return beside
+    if (path.parent / FUSION_FILE).is_file():
+        fusion = runs.read_result_json(path.parent / FUSION_FILE)  # read as JSON: fusion.py imports this module
+        named = fusion.get("export_path")
+        if named is not None and fusion.get("fused_path") and Path(fusion["fused_path"]).resolve() == path \
+                and Path(named).is_file():
+            return load_export(named)
+    return None
+
+
+def _source_of(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Path]]:
     """(export result, its export.json, the bare ONNX path when there is no export result)."""
     if isinstance(src, ExportResult):
         return src, Path(src.out_dir) / EXPORT_FILE, None
@@ -54,17 +105,16 @@ def _find_export(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[
         return load_export(path), (path if path.name.endswith(".json") else path / EXPORT_FILE), None
     if not path.is_file():
         raise FileNotFoundError(f"no ONNX graph or export result at {path}: run the export first (workbench export)")
-    if (path.parent / EXPORT_FILE).is_file():
-        candidate = load_export(path.parent)
-        if Path(candidate.onnx_path).resolve() == path.resolve():
-            return candidate, path.parent / EXPORT_FILE, None
+    found = export_of(path)
+    if found is not None and Path(found.onnx_path).resolve() == path.resolve():  # the export's own graph
+        return found, path.parent / EXPORT_FILE, None
     return None, None, path
 
 
 def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
     """An :class:`ExportResult`, a folder holding ``export.json``, or an ONNX file, as a
     :class:`FusionSource` (``data`` is used only for a bare ONNX file)."""
-    export, export_path, bare = _find_export(src)
+    export, export_path, bare = _source_of(src)
     if export is not None:
         source = Path(export.onnx_path)
         changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))

@@ -7,8 +7,8 @@ picks the exporter: TorchScript while torch ships it (deprecated since torch 2.9
 because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
 the dynamo exporter's; the dynamo exporter otherwise. Around the exporter:
 :func:`standard_symbolics` takes out the symbolics ORTModule registers process-wide,
-:func:`_without_ir_dump` keeps a failed export from printing its whole IR graph, and
-:func:`_explain_failure` turns the exporter's exception into an :class:`ExportError` with options
+:func:`without_ir_dump` keeps a failed export from printing its whole IR graph, and
+:func:`explain_export_failure` turns the exporter's exception into an :class:`ExportError` with options
 (another opset, eager attention).
 
 This module knows torch, not the stage: :mod:`workbench.graph.export` holds the configuration and
@@ -44,7 +44,7 @@ class ExportError(RuntimeError):
         super().__init__(text)
 
 
-def _explain_failure(exc: BaseException, cfg: "ExportConfig", attn: str) -> ExportError:
+def explain_export_failure(exc: BaseException, cfg: "ExportConfig", attn: str) -> ExportError:
     text = str(exc)
     op = re.search(r"operator '([^']+)'", text)
     operator = op.group(1) if op else None
@@ -122,7 +122,7 @@ def standard_symbolics():
 
 
 @contextlib.contextmanager
-def _without_ir_dump():
+def without_ir_dump():
     """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
 
     torch 2.6's ``torch.onnx.utils.setup_onnx_logging`` tests the *function*
@@ -197,7 +197,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
         if exporter == "dynamo":
             _export_dynamo(model, enc, names, path, cfg)
         else:
-            with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics(), \
+            with runs.atomic_path(path) as tmp, torch.no_grad(), without_ir_dump(), standard_symbolics(), \
                     warnings.catch_warnings():
                 # torch >= 2.9 warns that the TorchScript exporter is deprecated: chosen here on purpose (fusions)
                 warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
@@ -212,7 +212,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
     except (ExportError, OSError):  # an OSError is the disk (full, read-only), not the exporter: said as such
         raise
     except Exception as exc:  # torch raises UnsupportedOperatorError, OnnxExporterError, RuntimeError, ...
-        raise _explain_failure(exc, cfg, attn) from exc
+        raise explain_export_failure(exc, cfg, attn) from exc
     return names, ["logits"]
 
 

@@ -21,7 +21,7 @@ Each variant's file name inside the fusion folder is :func:`variant_file`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..models.architectures import ARCHITECTURES
@@ -95,25 +95,33 @@ class FusionConfig:
     Frozen: derive a changed copy with ``dataclasses.replace(cfg, shapes=...)``.
     """
 
-    variants: tuple[Variant, ...] = ALL_VARIANTS
-    shapes: tuple[tuple[int, int], ...] = ((1, 32), (1, 128), (8, 128))
-    warmup: int = 3
-    repeats: int = 20
+    variants: tuple[Variant, ...] = field(default=ALL_VARIANTS, metadata={"help": (
+        "comma-separated variants to build (unoptimized, the baseline, is always built)")})
+    shapes: tuple[tuple[int, int], ...] = field(default=((1, 32), (1, 128), (8, 128)), metadata={"help": (
+        "BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")})
+    warmup: int = field(default=3, metadata={"help": "untimed runs per shape"})
+    repeats: int = field(default=20, metadata={"help": "timed runs per shape"})
     max_seconds_per_shape: Optional[float] = 20.0
-    threads: Optional[int] = None
-    measure_latency: bool = True
-    time_pytorch: bool = True
-    transformer_session: str = "all"
+    threads: Optional[int] = field(default=None, metadata={"help": (
+        "intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")})
+    measure_latency: bool = field(default=True, metadata={"help": (
+        "time the variants and PyTorch (--no-latency: build, validate and diff only)")})
+    time_pytorch: bool = field(default=True, metadata={"help": "time PyTorch beside the variants"})
+    transformer_session: str = field(default="all", metadata={"help": "session level the transformer-optimized graph runs with"})
     model_type: str = "auto"
-    opt_level: int = 1
-    num_heads: int = 0
-    hidden_size: int = 0
-    tolerance: Optional[float] = None
+    opt_level: int = field(default=1, metadata={"help": "transformer optimizer opt_level"})
+    num_heads: int = field(default=0, metadata={"help": "attention heads (0: from the export)"})
+    hidden_size: int = field(default=0, metadata={"help": "hidden size (0: from the export)"})
+    tolerance: Optional[float] = field(default=None, metadata={"help": (
+        "largest |logit difference| allowed (default: the export's validation tolerance)")})
     validation_examples: Optional[int] = None
     match_by_value: bool = True
-    device: str = "cpu"
-    fp16: bool = False
-    cuda_graph: bool = False
+    device: str = field(default="cpu", metadata={"help": (
+        "where the variants run and are timed: cpu, cuda or cuda:N (CUDA needs onnxruntime-gpu: make setup-gpu-infer)")})
+    fp16: bool = field(default=False, metadata={"help": (
+        "also build the fused graph in float16 (inputs/outputs float32), validated against FP32 with FP16's tolerance")})
+    cuda_graph: bool = field(default=False, metadata={"help": (
+        "CUDA only: also time each variant as a CUDA graph where ONNX Runtime accepts it, and say why where it refuses")})
     time_pytorch_peers: bool = True
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ Adding an encoder type is one :class:`Architecture` in :data:`ARCHITECTURES` (an
 coverage test, ``tests/unit/workflows/test_zoo.py``): the list of supported types (:mod:`workbench.models.load`,
 the audit), the transformer optimizer's model type (:mod:`workbench.graph.variants`), why a BERT
 fusion cannot fire for it (:mod:`workbench.graph.diagnose`), the inputs its exported graph takes,
-and the tiny randomly initialised model the tests build (:mod:`workbench.workflows.coverage`: tokenizer style,
+and the tiny randomly initialised model the tests build (:mod:`workbench.workflows.tiny`: tokenizer style,
 fast tokenizer class, config) are all read from here.
 
 Nothing here imports torch or transformers at module level; the tiny-config builders import
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-# The tiny models' sizes (workbench.workflows.coverage builds them): two layers, hidden size 32 (64 for ModernBERT).
+# The tiny models' sizes (workbench.workflows.tiny builds them): two layers, hidden size 32 (64 for ModernBERT).
 VOCAB_SIZE = 1000
 HIDDEN = 32
 LAYERS = 2

@@ -92,7 +92,7 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
     import torch
 
     from ..data.batches import encode, model_inputs
-    from ..graph import _without_ir_dump, standard_symbolics
+    from ..graph import without_ir_dump, standard_symbolics
 
     model = loaded.model
     enc = model_inputs(model, encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], max_length))
@@ -101,7 +101,7 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
     dynamic["logits"] = {0: "batch"}
     was_training = model.training
     try:
-        with runs.atomic_path(path) as tmp, torch.no_grad(), _without_ir_dump(), standard_symbolics(), warnings.catch_warnings():
+        with runs.atomic_path(path) as tmp, torch.no_grad(), without_ir_dump(), standard_symbolics(), warnings.catch_warnings():
             # Our own, deliberate request: the artifacts need a training-mode graph (see the module docstring).
             warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
                                     category=FutureWarning)
@@ -114,9 +114,9 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
                               dynamic_axes=dynamic, opset_version=opset, do_constant_folding=False,
                               training=torch.onnx.TrainingMode.TRAINING, dynamo=False)
     except Exception as exc:  # torch raises several types; the export stage explains them the same way
-        from ..graph import ExportConfig as _EC, _explain_failure
+        from ..graph import ExportConfig as _EC, explain_export_failure
 
-        raise OnDeviceError(str(_explain_failure(exc, _EC(opset=opset), loaded.attn_implementation))) from exc
+        raise OnDeviceError(str(explain_export_failure(exc, _EC(opset=opset), loaded.attn_implementation))) from exc
     finally:
         model.train(was_training)
     return names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from ..core.options import parse_choice
@@ -80,28 +80,34 @@ class OnDeviceConfig:
     measure its peak memory (``memory_steps`` steps).
     """
 
-    trainable: Trainable = Trainable.HEAD
-    last_n_layers: int = 1
-    loss: str = "CrossEntropyLoss"
-    optimizer: str = "AdamW"
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    steps: int = 10
-    batch_size: int = 8
-    max_length: int = 64
-    seed: int = 0
-    data: str = "reviews"
-    max_train: Optional[int] = 256
-    opset: int = 14
-    tolerance: Optional[float] = None
-    validation_examples: int = 32
-    measure_memory: bool = True
-    memory_steps: int = 10
-    threads: Optional[int] = None  # intra-op threads of both sides (default: PyTorch's current setting)
-    train_position_embeddings: bool = False  # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
-    web: bool = True  # write the web page beside the artifacts (workbench/ondevice/web.py; skipped without onnxruntime-web)
+    trainable: Trainable = field(default=Trainable.HEAD, metadata={"help": "head, last (the last N encoder layers + head) or all"})
+    last_n_layers: int = field(default=1, metadata={"help": "with --trainable last: how many encoder layers train"})
+    loss: str = field(default="CrossEntropyLoss", metadata={"help": "loss in the training graph"})
+    optimizer: str = field(default="AdamW", metadata={"help": "optimizer graph"})
+    lr: float = field(default=1e-3, metadata={"help": "learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's weight decay"})
+    betas: tuple[float, float] = field(default=(0.9, 0.999), metadata={"help": "AdamW's betas"})
+    eps: float = field(default=1e-8, metadata={"help": "AdamW's epsilon"})
+    steps: int = field(default=10, metadata={"help": "training steps on each side"})
+    batch_size: int = field(default=8, metadata={"help": "examples per step"})
+    max_length: int = field(default=64, metadata={"help": "tokens per text"})
+    seed: int = field(default=0, metadata={"help": "seed of the data order and the batches"})
+    data: str = field(default="reviews", metadata={"help": (
+        "'reviews' (built in) or a CSV/TSV/JSONL/Parquet file with text and label columns")})
+    max_train: Optional[int] = field(default=256, metadata={"help": "use at most this many training examples"})
+    opset: int = field(default=14, metadata={"help": "opset of the training export (ONNX Runtime's gradient builder fails at 17)"})
+    tolerance: Optional[float] = field(default=None, metadata={"help": (
+        "largest per-step loss difference allowed (default: 2e-5, measured)")})
+    validation_examples: int = field(default=32, metadata={"help": "examples the inference graph is validated on"})
+    measure_memory: bool = field(default=True, metadata={"help": "measure peak memory, one fresh process per side (--no-memory skips it)"})
+    memory_steps: int = field(default=10, metadata={"help": "steps each side runs again in a fresh process to measure its peak memory"})
+    threads: Optional[int] = field(default=None, metadata={"help": "intra-op threads of both sides (default: PyTorch's)"})
+    # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
+    train_position_embeddings: bool = field(default=False, metadata={"help": (
+        "train the position embeddings too (off: see POSITION_EMBEDDINGS_NOTE)")})
+    # write the web page beside the artifacts (workbench/ondevice/web.py; skipped without onnxruntime-web)
+    web: bool = field(default=True, metadata={"help": (
+        "write the web page that trains the artifacts in a browser with onnxruntime-web (--no-web skips it)")})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trainable", _enum(Trainable, self.trainable, "trainable"))

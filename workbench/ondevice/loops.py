@@ -70,10 +70,10 @@ def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = N
     tolerance is measured against (tests and benchmarks/bench_ondevice.py)."""
     import torch
 
-    from ..graph import _data_classes
+    from ..graph import data_classes
 
     lr = cfg.lr if lr is None else lr
-    loaded = load_ondevice_model(model, cfg, _data_classes(data))
+    loaded = load_ondevice_model(model, cfg, data_classes(data))
     names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
     trainer = TorchTrainer(loaded, names, cfg.replace(lr=lr))
     if torch_adamw:

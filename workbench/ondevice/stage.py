@@ -6,7 +6,7 @@ import math
 import os
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -29,16 +29,11 @@ ProgressFn = Callable[[int, int, str], None]
 def _environment(threads: int) -> dict[str, Any]:
     import platform
 
-    flags = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = line.split(":", 1)[1]
-                break
-    except OSError:
-        pass
+    from ..perf.machine_profile import read_cpuinfo
+
+    _, flags = read_cpuinfo()
     wanted = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile", "avx512_bf16")
-    return {"cpu": platform.processor() or platform.machine(), "flags": [f for f in wanted if f in flags.split()],
+    return {"cpu": platform.processor() or platform.machine(), "flags": [f for f in wanted if f in flags],
             "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "logical_cores": os.cpu_count(), "threads": threads}
 
@@ -73,7 +68,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     import torch
 
     from ..data.load import DataConfig, load_data
-    from ..graph import _data_classes
+    from ..graph import data_classes
     model = str(model)
     cfg = cfg or OnDeviceConfig()
     started = time.perf_counter()
@@ -82,7 +77,7 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     out.mkdir(parents=True, exist_ok=True)
     if data is None:
         data = load_data(DataConfig(source=cfg.data, max_train=cfg.max_train, max_eval=max(cfg.validation_examples, 64)))
-    classes = _data_classes(data) or sorted({str(x) for x in data["train"]["label"]})
+    classes = data_classes(data) or sorted({str(x) for x in data["train"]["label"]})
     loaded = load_ondevice_model(model, cfg, classes)
     _check_classes(loaded, classes)
     if len(data["train"]) < cfg.batch_size:
@@ -117,41 +112,54 @@ def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, class
     return write_page(out, cfg, batches, eval_batches(loaded, data, cfg), classes, loaded.name)
 
 
-def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes, started,
-                      progress, stop, page) -> OnDeviceResult:
-    from ..graph import validate_onnx
+@dataclass
+class _SideBySide:
+    """Both loops' per-step losses and times (ms), and whether a stop request ended them early."""
 
-    ort_trainer = OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
-    torch_trainer = TorchTrainer(loaded, art.trainable_tensors, cfg)
-    ort_losses, pt_losses, ort_ms, pt_ms = [], [], [], []
-    stopped = False
+    ort_losses: list[float] = field(default_factory=list)
+    pt_losses: list[float] = field(default_factory=list)
+    ort_ms: list[float] = field(default_factory=list)
+    pt_ms: list[float] = field(default_factory=list)
+    stopped: bool = False
+
+
+def _train_side_by_side(ort_trainer, torch_trainer, batches, progress: Optional[ProgressFn], stop) -> _SideBySide:
+    """One on-device step then one PyTorch step per batch, interleaved in this process (same load on both)."""
+    run = _SideBySide()
     for i, batch in enumerate(batches):
         if stop is not None and stop.is_set():
-            stopped = True
+            run.stopped = True
             break
         t0 = time.perf_counter()
-        ort_losses.append(ort_trainer.step(batch))
+        run.ort_losses.append(ort_trainer.step(batch))
         t1 = time.perf_counter()
-        pt_losses.append(torch_trainer.step(batch))
+        run.pt_losses.append(torch_trainer.step(batch))
         t2 = time.perf_counter()
-        ort_ms.append((t1 - t0) * 1000)
-        pt_ms.append((t2 - t1) * 1000)
+        run.ort_ms.append((t1 - t0) * 1000)
+        run.pt_ms.append((t2 - t1) * 1000)
         if progress is not None:
-            progress(i + 1, len(batches), f"loss on-device {ort_losses[-1]:.4f}, PyTorch {pt_losses[-1]:.4f}")
-    if not ort_losses:
+            progress(i + 1, len(batches), f"loss on-device {run.ort_losses[-1]:.4f}, PyTorch {run.pt_losses[-1]:.4f}")
+    if not run.ort_losses:
         raise OnDeviceError("stopped before the first step: nothing was trained")
-    diffs = [abs(a - b) for a, b in zip(ort_losses, pt_losses)]
-    max_diff = max(diffs)
+    return run
+
+
+def _loss_parity(cfg: OnDeviceConfig, run: _SideBySide, notes: list[str]) -> tuple[float, float, str]:
+    """(largest per-step loss difference, the tolerance, what the comparison rests on); a diverged run is infinitely apart."""
+    max_diff = max(abs(a - b) for a, b in zip(run.ort_losses, run.pt_losses))
     tol = cfg.effective_tolerance
     basis = (f"fp32, dropout off, same batches, same trainable set and the same AdamW update: per-step losses compared "
              f"within {tol:g}" + (" (given)" if cfg.tolerance is not None else
                                    " (170x the largest drift measured, 5x below the smallest defect measured: 2x lr)"))
-    if not all(math.isfinite(x) for x in ort_losses + pt_losses):
+    if not all(math.isfinite(x) for x in run.ort_losses + run.pt_losses):
         notes.append("a loss was NaN or infinite: training diverged (lower the learning rate)")
         max_diff = float("inf")
+    return max_diff, tol, basis
 
-    # 3. trained weights: on-device vs PyTorch, frozen ones untouched
-    state_params = ort_trainer.state.parameters
+
+def _compare_weights(state_params, art, loaded, initial: dict) -> tuple[dict[str, np.ndarray], float, float, bool]:
+    """(the on-device trained weights, their largest difference from PyTorch's, how far they moved from
+    the start, whether every frozen weight is untouched)."""
     ort_trained = {n: np.asarray(state_params[n].data) for n in art.trainable_tensors}
     pt_params = dict(loaded.model.named_parameters())
     weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
@@ -159,6 +167,56 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
     frozen_names = [n for n in initial if n not in set(art.trainable_tensors)]
     frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
                     for n in frozen_names if n in state_params)
+    return ort_trained, weights_diff, moved, frozen_ok
+
+
+def _agreement_with_pytorch(export: ExportResult, loaded, data, tol: float, notes: list[str]):
+    """The on-device inference graph validated against the model trained in PyTorch eager."""
+    from ..graph import select_examples, validate_onnx
+    from ..runtime.ortinfer import torch_predict_dataset
+
+    vcfg = export.config
+    examples = select_examples(data, vcfg)
+    pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
+    agreement = validate_onnx(Path(export.onnx_path), pt_reference, loaded.tokenizer, examples,
+                              replace(vcfg, tolerance=max(10 * tol, EXPORT_TOLERANCE)),
+                              what="the on-device inference graph (vs the model trained in PyTorch eager)")
+    if any(n == "Dropout" for n in export.op_histogram):
+        notes.append("the inference graph keeps Dropout nodes (probability 0, a no-op at inference)")
+    return agreement
+
+
+def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names, classes, threads, run: _SideBySide,
+                notes: list[str]) -> tuple[SideCost, SideCost]:
+    """Each side's cost: step time from the interleaved loop, memory from one fresh process per side
+    (``cfg.measure_memory``)."""
+    ort_cost = SideCost("onnxruntime.training.api", statistics.median(run.ort_ms[1:] or run.ort_ms), [round(x, 3) for x in run.ort_ms])
+    pt_cost = SideCost("pytorch eager", statistics.median(run.pt_ms[1:] or run.pt_ms), [round(x, 3) for x in run.pt_ms])
+    if not cfg.measure_memory:
+        notes.append("peak memory not measured (measure_memory=False)")
+        return ort_cost, pt_cost
+    iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
+    ort_cost = replace(ort_cost, peak_rss_mib=round(iso["ort"]["peak_rss_mib"], 1),
+                       rss_growth_mib=round(iso["ort"]["rss_growth_mib"], 1), setup_s=round(iso["ort"]["setup_s"], 3),
+                       isolated_median_step_ms=round(iso["ort"]["median_step_ms"], 3))
+    pt_cost = replace(pt_cost, peak_rss_mib=round(iso["eager"]["peak_rss_mib"], 1),
+                      rss_growth_mib=round(iso["eager"]["rss_growth_mib"], 1), setup_s=round(iso["eager"]["setup_s"], 3),
+                      isolated_median_step_ms=round(iso["eager"]["median_step_ms"], 3))
+    notes.append("peak memory: process RSS (psutil, sampled every 10 ms) of a fresh process per side running the same "
+                 f"{min(cfg.memory_steps, len(batches))} steps; both processes import torch (onnxruntime.training "
+                 "imports ORTModule), so compare the growth during the steps as well as the peak")
+    return ort_cost, pt_cost
+
+
+def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes, started,
+                      progress, stop, page) -> OnDeviceResult:
+    ort_trainer = OrtTrainer(Path(art.folder), cfg.lr, input_names, threads)
+    torch_trainer = TorchTrainer(loaded, art.trainable_tensors, cfg)
+    run = _train_side_by_side(ort_trainer, torch_trainer, batches, progress, stop)
+    max_diff, tol, basis = _loss_parity(cfg, run, notes)
+
+    # 3. trained weights: on-device vs PyTorch, frozen ones untouched
+    ort_trained, weights_diff, moved, frozen_ok = _compare_weights(ort_trainer.state.parameters, art, loaded, initial)
     ckpt = out / TRAINED_CHECKPOINT
     _, _, CheckpointState, _, _ = training_api()
     with runs.atomic_path(ckpt) as tmp:
@@ -171,43 +229,19 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
         "onnxruntime.training.api (Python)")
     inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
-    vcfg = export.config
-    from ..graph import select_examples
-    from ..runtime.ortinfer import torch_predict_dataset
-
-    examples = select_examples(data, vcfg)
-    pt_reference = torch_predict_dataset(loaded.model, loaded.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
-    agreement = validate_onnx(inf_path, pt_reference, loaded.tokenizer, examples,
-                              replace(vcfg, tolerance=max(10 * tol, EXPORT_TOLERANCE)),
-                              what="the on-device inference graph (vs the model trained in PyTorch eager)")
-    if any(n == "Dropout" for n in export.op_histogram):
-        notes.append("the inference graph keeps Dropout nodes (probability 0, a no-op at inference)")
+    agreement = _agreement_with_pytorch(export, loaded, data, tol, notes)
 
     # 5. cost: step time from the interleaved loop, memory from one fresh process per side
-    ort_cost = SideCost("onnxruntime.training.api", statistics.median(ort_ms[1:] or ort_ms), [round(x, 3) for x in ort_ms])
-    pt_cost = SideCost("pytorch eager", statistics.median(pt_ms[1:] or pt_ms), [round(x, 3) for x in pt_ms])
     del ort_trainer
-    if cfg.measure_memory:
-        iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
-        ort_cost = replace(ort_cost, peak_rss_mib=round(iso["ort"]["peak_rss_mib"], 1),
-                           rss_growth_mib=round(iso["ort"]["rss_growth_mib"], 1), setup_s=round(iso["ort"]["setup_s"], 3),
-                           isolated_median_step_ms=round(iso["ort"]["median_step_ms"], 3))
-        pt_cost = replace(pt_cost, peak_rss_mib=round(iso["eager"]["peak_rss_mib"], 1),
-                          rss_growth_mib=round(iso["eager"]["rss_growth_mib"], 1), setup_s=round(iso["eager"]["setup_s"], 3),
-                          isolated_median_step_ms=round(iso["eager"]["median_step_ms"], 3))
-        notes.append("peak memory: process RSS (psutil, sampled every 10 ms) of a fresh process per side running the same "
-                     f"{min(cfg.memory_steps, len(batches))} steps; both processes import torch (onnxruntime.training "
-                     "imports ORTModule), so compare the growth during the steps as well as the peak")
-    else:
-        notes.append("peak memory not measured (measure_memory=False)")
+    ort_cost, pt_cost = _step_costs(model, cfg, out, art, batches, input_names, classes, threads, run, notes)
     result = OnDeviceResult(
         config=cfg, model_source=str(loaded.source), class_names=[str(c) for c in classes], artifacts=art,
-        ondevice_losses=ort_losses, pytorch_losses=pt_losses, max_loss_diff=max_diff, tolerance=tol,
+        ondevice_losses=run.ort_losses, pytorch_losses=run.pt_losses, max_loss_diff=max_diff, tolerance=tol,
         loss_parity=bool(max_diff <= tol), parity_basis=basis, ondevice=ort_cost, pytorch=pt_cost,
         weights_max_abs_diff=weights_diff, weights_moved=moved, frozen_unchanged=bool(frozen_ok),
         inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
-        stopped=stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
+        stopped=run.stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
         web_page=page.page, web_note=page.note, model=model)
     runs.save_result(result, out / RESULT_FILE)
     return result

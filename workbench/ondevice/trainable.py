@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .config import OnDeviceError, Trainable, _enum
+from ..core.options import parse_choice
+from .config import OnDeviceError, Trainable
 
 _LAYER = re.compile(r"\.(?:layer|layers|blocks)\.(\d+)\.")
 
@@ -31,7 +32,7 @@ def trainable_names(model, trainable: Trainable | str, last_n_layers: int = 1,
     norm) and the head. ``all``: everything but the absolute position embeddings, unless
     ``train_position_embeddings`` (:data:`POSITION_EMBEDDINGS_NOTE` says why).
     """
-    trainable = _enum(Trainable, trainable, "trainable")
+    trainable = parse_choice(Trainable, trainable, "trainable", OnDeviceError)
     names = [n for n, _ in model.named_parameters()]
     prefix = getattr(model, "base_model_prefix", "") or ""
     head = [n for n in names if not (prefix and n.startswith(prefix + "."))]

@@ -12,9 +12,9 @@ kernels. So the profile times small graphs of the ops a transformer's graphs run
 
 each as a chain of MiniLM/BERT-shaped GEMMs (K x N = 384x384, 384x1536, 1536x384, distinct weights
 per layer as in a real model) at M = batch*seq rows of 16, 32, 128 and 1024, with the workbench's
-thread count. A kernel runs slower on few rows (the fixed costs of each call weigh more: on a VNNI
-EPYC its INT8 kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape
-takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
+thread count (the chains: :mod:`workbench.perf.gemm`). A kernel runs slower on few rows (the
+fixed costs of each call weigh more: on a VNNI EPYC its INT8 kernel gave about half its 1024-row
+figure at 16-32 rows), so the floor of a shape takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
 profile is cached as JSON per (CPU model + flags, threads, ORT version) under
 ``$WORKBENCH_HOME/machine/``.
 
@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,23 +38,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from .gemm import (CHAIN_LAYERS, KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed,  # noqa: F401
+                   gemm_session, measure_gops)  # CHAIN_LAYERS, LAYER_GEMMS: importable from here too
+
 PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
 CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
 STEAL_THRESHOLD = 0.05  # a slow probe with 5% or more of the CPU time stolen is blamed on the host
 FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
-# (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
-LAYER_GEMMS = ((384, 384), (384, 1536), (1536, 384))
 # M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128. A kernel runs slower on few
 # rows (its fixed costs weigh more), so the floor of a shape takes the throughput at its own row count
 # (MachineProfile.gops_at)
 PROFILE_TOKENS = (16, 32, 128, 1024)
 PROBE_TOKENS = 128
-CHAIN_LAYERS = 4  # layers of LAYER_GEMMS per timed graph (12 GEMMs: milliseconds, not microseconds)
-KERNELS = ("fp32", "int8", "qdq_int8")
-
-
-class MachineError(ValueError):
-    """A setting the profile cannot work with; the message names the value and the fix."""
 
 
 def _now() -> str:
@@ -63,17 +57,23 @@ def _now() -> str:
 
 
 # ---- the CPU -----------------------------------------------------------------------------------
-def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
-    """CPU model name and the instruction sets that decide GEMM speed, from /proc/cpuinfo."""
+def read_cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[str]]:
+    """(the first CPU's model name, its flags) from /proc/cpuinfo; ("", set()) where there is none."""
     model, flags = "", set()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and not model:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith("model name") and ":" in line and not model:
                 model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
+            elif line.startswith("flags") and ":" in line and not flags:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
+    return model, flags
+
+
+def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
+    """CPU model name and the instruction sets that decide GEMM speed, from /proc/cpuinfo."""
+    model, flags = read_cpuinfo()
     if not model:
         import platform
 
@@ -218,97 +218,6 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
     return Path(workbench_home()) / "machine"
 
 
-def _gemm_graph(kernel: str, m: int, layers: int = CHAIN_LAYERS, seed: int = 0):
-    """A chain of ``layers`` x LAYER_GEMMS of one kernel kind, input [m, 384] -> output [m, 384]."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    nodes, inits = [], []
-    k0 = LAYER_GEMMS[0][0]
-    if kernel == "qdq_int8":
-        x = helper.make_tensor_value_info("x", TensorProto.UINT8, [m, k0])
-        y_type = TensorProto.UINT8
-        inits += [numpy_helper.from_array(np.array(0.02, np.float32), "a_scale"),
-                  numpy_helper.from_array(np.array(128, np.uint8), "a_zp"),
-                  numpy_helper.from_array(np.array(0.01, np.float32), "b_scale"),
-                  numpy_helper.from_array(np.array(0, np.int8), "b_zp")]
-    else:
-        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k0])
-        y_type = TensorProto.FLOAT
-    prev, i = "x", 0
-    for _ in range(layers):
-        for k, n in LAYER_GEMMS:
-            out = f"h{i}"
-            if kernel == "fp32":
-                w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
-                inits.append(numpy_helper.from_array(w, f"w{i}"))
-                nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [out]))
-            elif kernel == "int8":
-                w = rng.integers(-127, 128, (k, n), dtype=np.int8)
-                inits += [numpy_helper.from_array(w, f"w{i}"),
-                          numpy_helper.from_array(np.array(0.01 / np.sqrt(k), np.float32), f"s{i}"),
-                          numpy_helper.from_array(np.array(0, np.int8), f"z{i}")]
-                nodes.append(helper.make_node("DynamicQuantizeMatMul", [prev, f"w{i}", f"s{i}", f"z{i}"], [out],
-                                              domain="com.microsoft"))
-            elif kernel == "qdq_int8":
-                w = rng.integers(-127, 128, (k, n), dtype=np.int8)
-                inits.append(numpy_helper.from_array(w, f"w{i}"))
-                nodes.append(helper.make_node("QLinearMatMul", [prev, "a_scale", "a_zp", f"w{i}", "b_scale", "b_zp",
-                                                                "a_scale", "a_zp"], [out]))
-            else:
-                raise MachineError(f"kernel must be one of {list(KERNELS)}, got {kernel!r}")
-            prev, i = out, i + 1
-    y = helper.make_tensor_value_info(prev, y_type, [m, LAYER_GEMMS[-1][1]])
-    graph = helper.make_graph(nodes, f"gemm_{kernel}_{m}", [x], [y], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 8
-    return model
-
-
-def _chain_macs(m: int, layers: int = CHAIN_LAYERS) -> int:
-    return m * layers * sum(k * n for k, n in LAYER_GEMMS)
-
-
-def _session(model, threads: int):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    # as the graphs' sessions run (ortinfer.make_session): spinning during a run, stopped when it returns
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    opts.add_session_config_entry("session.force_spinning_stop", "1")
-    return ort.InferenceSession(model.SerializeToString(), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
-def _feed(kernel: str, m: int):
-    import numpy as np
-
-    rng = np.random.default_rng(1)
-    if kernel == "qdq_int8":
-        return {"x": rng.integers(0, 256, (m, LAYER_GEMMS[0][0]), dtype=np.uint8)}
-    return {"x": rng.standard_normal((m, LAYER_GEMMS[0][0])).astype(np.float32)}
-
-
-def measure_gops(kernel: str, m: int, threads: int, repeats: int = 7, warmup: int = 2,
-                 layers: int = CHAIN_LAYERS, max_seconds: Optional[float] = None) -> float:
-    """GOP/s (2 operations per multiply-add) of one kernel kind at ``m`` tokens: median over ``repeats`` runs."""
-    sess = _session(_gemm_graph(kernel, m, layers), threads)
-    feed = _feed(kernel, m)
-    for _ in range(max(0, warmup)):
-        sess.run(None, feed)
-    times, start = [], time.perf_counter()
-    for r in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        sess.run(None, feed)
-        times.append(time.perf_counter() - t0)
-        if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
-            break
-    return 2.0 * _chain_macs(m, layers) / statistics.median(times) / 1e9
-
-
 def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROFILE_TOKENS) -> MachineProfile:
     """Measure this machine now (a few seconds; no cache). Each kernel kind at each M in ``tokens``,
     taken in rotation so a burst of load hits them alike; the profile's figure per kernel is the
@@ -410,15 +319,15 @@ def probe_gops(threads: int, seconds: float = 0.25) -> float:
     with _PROBE_LOCK:
         sess = _PROBE_SESSIONS.get(threads)
         if sess is None:
-            sess = _PROBE_SESSIONS[threads] = _session(_gemm_graph("fp32", PROBE_TOKENS), threads)
-    feed = _feed("fp32", PROBE_TOKENS)
+            sess = _PROBE_SESSIONS[threads] = gemm_session(gemm_chain("fp32", PROBE_TOKENS), threads)
+    feed = gemm_feed("fp32", PROBE_TOKENS)
     sess.run(None, feed)  # warm-up
     times, start = [], time.perf_counter()
     while len(times) < 5 or (time.perf_counter() - start < seconds and len(times) < 200):
         t0 = time.perf_counter()
         sess.run(None, feed)
         times.append(time.perf_counter() - t0)
-    return 2.0 * _chain_macs(PROBE_TOKENS) / st.median(times) / 1e9
+    return 2.0 * chain_macs(PROBE_TOKENS) / st.median(times) / 1e9
 
 
 def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:

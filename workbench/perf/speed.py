@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..core.latency import Ratio, interleaved, paired_ratio
 from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile
@@ -74,6 +74,28 @@ def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional
     return floor_for(graph_work(path, batch, seq), profile).floor_ms
 
 
+def time_shape(fns: Mapping[str, Callable[[], Any]], batch: int, seq: int, graphs: Mapping[str, Any],
+               profile: Optional[MachineProfile], notes: list, *, rounds: int, repeats: int = 3, warmup: int = 3,
+               max_seconds: Optional[float] = None, pytorch_threads: Optional[int] = None) -> dict[str, ShapeLatency]:
+    """One shape's interleaved rounds of ``fns`` (name -> one call), PyTorch held to ``pytorch_threads``
+    threads; each name in ``graphs`` (name -> ONNX path) gets its floor on ``profile`` (none without
+    one; a floor that cannot be counted is a line in ``notes``). Every caller's side-by-side loop."""
+    from ..runtime.ortinfer import torch_threads
+
+    with torch_threads(pytorch_threads):
+        stats = interleaved(dict(fns), rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+    out = {}
+    for n, st in stats.items():
+        floor = None
+        if profile is not None and n in graphs:
+            try:
+                floor = graph_floor(graphs[n], batch, seq, profile)
+            except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
+                notes.append(f"no floor for {n} at {batch}x{seq}: {exc}")
+        out[n] = ShapeLatency(batch, seq, st, floor_ms=floor)
+    return out
+
+
 def time_side_by_side(
     graphs: Mapping[str, Any],
     base: str,
@@ -100,7 +122,7 @@ def time_side_by_side(
     import gc
 
     from ..runtime.device import normalize_device
-    from ..runtime.ortinfer import BoundRunner, make_feed, make_session, synthetic_batch, torch_threads
+    from ..runtime.ortinfer import make_session, synthetic_batch
 
     torch_models = dict(torch_models or {})
     rounds = max(MIN_ROUNDS, int(rounds))  # a ratio's interval needs paired rounds
@@ -126,53 +148,66 @@ def time_side_by_side(
     speeds: list[Speed] = []
     for batch, seq in shapes:
         batch_arrays = synthetic_batch(batch, seq, vocab_size)
-        fns = {}
-        for n, session in sessions.items():
-            feed = make_feed(session, batch_arrays)
-            if device != "cpu":
-                runner = BoundRunner(session, feed, device)
-                fns[n] = runner.run
-            else:
-                out_name = session.get_outputs()[0].name
-                fns[n] = (lambda s=session, f=feed, o=out_name: s.run([o], f))
-        if torch_models:
-            import torch
-
-            from ..data.batches import model_inputs
-
-            for n, model in torch_models.items():
-                module = getattr(model, "model", model)
-                module.eval()
-                enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in batch_arrays.items()})
-
-                def run_torch(m=module, e=enc):
-                    with torch.inference_mode():
-                        return m(**e)
-                fns[n] = run_torch
-        with torch_threads(threads if torch_models else None):
-            stats = interleaved(fns, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+        fns = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
+        lat = time_shape(fns, batch, seq, graphs if (floors and on_cpu) else {}, profile, notes, rounds=rounds, repeats=repeats,
+                         warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads if torch_models else None)
         for n in names:
-            floor = None
-            if floors and on_cpu and profile is not None and n in graphs:
-                try:
-                    floor = graph_floor(graphs[n], batch, seq, profile)
-                except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
-                    notes.append(f"no floor for {n} at {batch}x{seq}: {exc}")
-            samples[n].append(ShapeLatency(batch, seq, stats[n], floor_ms=floor))
-        base_lat = samples[base][-1]
-        for n in names:
-            if n == base:
-                continue
-            lat = samples[n][-1]
-            speeds.append(Speed(name=n, base=base, batch=batch, seq=seq, ms=lat.median_ms, base_ms=base_lat.median_ms,
-                                ratio=paired_ratio(base_lat.stats.samples_ms, lat.stats.samples_ms),
-                                floor_ms=lat.floor_ms, base_floor_ms=base_lat.floor_ms))
+            samples[n].append(lat[n])
+        speeds += _speeds_against(base, {n: samples[n][-1] for n in names})
     del sessions
     gc.collect()
     after = check_load(profile) if (on_cpu and load_check and profile is not None) else None
     load = combine_checks(before, after) if (before is not None or after is not None) else None  # load_check=False: none
     return SpeedRun(latency=samples, speeds=speeds, load=load,
                     profile_key=profile.key if profile is not None else "", notes=notes)
+
+
+def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: str) -> dict[str, Callable[[], Any]]:
+    """One call per ONNX Runtime session running it on ``batch_arrays``: its first output on the
+    CPU, every output bound to the device elsewhere (:class:`BoundRunner`)."""
+    from ..runtime.ortinfer import BoundRunner, make_feed
+
+    fns: dict[str, Callable[[], Any]] = {}
+    for n, session in sessions.items():
+        feed = make_feed(session, batch_arrays)
+        if device != "cpu":
+            runner = BoundRunner(session, feed, device)
+            fns[n] = runner.run
+        else:
+            out_name = session.get_outputs()[0].name
+            fns[n] = (lambda s=session, f=feed, o=out_name: s.run([o], f))
+    return fns
+
+
+def _torch_runners(torch_models: Mapping[str, Any], batch_arrays: dict) -> dict[str, Callable[[], Any]]:
+    """One call per PyTorch model running it on ``batch_arrays`` (eval mode, inference mode)."""
+    fns: dict[str, Callable[[], Any]] = {}
+    if not torch_models:
+        return fns
+    import torch
+
+    from ..data.batches import model_inputs
+
+    for n, model in torch_models.items():
+        module = getattr(model, "model", model)
+        module.eval()
+        enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in batch_arrays.items()})
+
+        def run_torch(m=module, e=enc):
+            with torch.inference_mode():
+                return m(**e)
+        fns[n] = run_torch
+    return fns
+
+
+def _speeds_against(base: str, latency: Mapping[str, ShapeLatency]) -> list[Speed]:
+    """Every variant's speed-up over ``base`` at one shape (``latency``: name -> its latency there),
+    from the rounds they shared."""
+    base_lat = latency[base]
+    return [Speed(name=n, base=base, batch=lat.batch, seq=lat.seq, ms=lat.median_ms, base_ms=base_lat.median_ms,
+                  ratio=paired_ratio(base_lat.stats.samples_ms, lat.stats.samples_ms),
+                  floor_ms=lat.floor_ms, base_floor_ms=base_lat.floor_ms)
+            for n, lat in latency.items() if n != base]
 
 
 def with_floor(latency: Sequence[ShapeLatency], path: str | os.PathLike, profile: MachineProfile) -> list[ShapeLatency]:

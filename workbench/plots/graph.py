@@ -180,20 +180,8 @@ def _short(name: str, width: int = 28) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
 
 
-def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
-                       variant: Union[str, Variant] = Variant.TRANSFORMER, hide_constants: bool = True) -> go.Figure:
-    """Left: the fused node with its inputs and outputs. Right: the exported subgraph it replaced,
-    layered from its boundary inputs (top) to its outputs (bottom). Nodes the fused node shares
-    with other fused nodes (the attention-mask preparation) are drawn in another colour."""
-    fused = pick_fused_node(report, variant, node)
-    replaced = [n for n in fused.replaced if not (hide_constants and n.op_type == "Constant")]
-    shared = set(fused.shared)
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.34, 0.66], horizontal_spacing=0.04,
-                        subplot_titles=(f"fused: {fused.op_type}", f"replaced: {len(fused.replaced)} nodes "
-                                        f"({len(fused.replaced) - len(replaced)} Constant hidden)" if hide_constants
-                                        and len(replaced) != len(fused.replaced) else f"replaced: {len(fused.replaced)} nodes"))
-
-    # left panel: the fused node's inputs (a column on the left) -> the node -> its outputs (right)
+def _draw_fused_node(fig: go.Figure, fused) -> None:
+    """The left panel: the fused node's inputs (a column on the left) -> the node -> its outputs (right)."""
     ins = [t for t in fused.inputs if t]
     outs = [t for t in fused.outputs if t]
     ys_in = [1.0 - 2.0 * k / max(1, len(ins) - 1) if len(ins) > 1 else 0.0 for k in range(len(ins))]
@@ -214,8 +202,12 @@ def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
                     text=[fused.op_type], textposition="top center", name=f"fused {fused.op_type}",
                     hovertext=[f"{fused.label}<br>replaced: {fused.replaced_ops}"], hoverinfo="text", row=1, col=1)
 
-    # right panel: the replaced subgraph, layered
-    depth = _layers(replaced, set(fused.boundary_inputs))
+
+def _subgraph_layout(replaced: list, boundary: list[str]) -> tuple[dict[int, int], dict[int, tuple[float, float]],
+                                                                  dict[str, tuple[float, float]]]:
+    """(each replaced node's layer, its position, each boundary input's position): layers from the
+    boundary inputs (top, y=0) down, the nodes of a layer centred side by side."""
+    depth = _layers(replaced, set(boundary))
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, d in sorted(depth.items(), key=lambda kv: (kv[1], kv[0])):
         by_layer[d].append(i)
@@ -223,8 +215,12 @@ def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
     for d, idxs in by_layer.items():
         for k, i in enumerate(idxs):
             pos[i] = (k - (len(idxs) - 1) / 2, -float(d))
-    boundary = [t for t in fused.boundary_inputs]
     bpos = {t: (2.0 * k - (len(boundary) - 1), 0.0) for k, t in enumerate(boundary)}  # 2 apart: room for labels
+    return depth, pos, bpos
+
+
+def _draw_subgraph_edges(fig: go.Figure, replaced: list, pos: dict, bpos: dict) -> None:
+    """The right panel's edges (producer -> consumer, boundary input -> consumer) and its boundary inputs."""
     producer = {o: i for i, n in enumerate(replaced) for o in n.outputs}
     ex, ey = [], []
     for i, n in enumerate(replaced):
@@ -243,6 +239,25 @@ def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
                         marker=dict(symbol="diamond", size=10, color=TENSOR_COLOR), text=[_short(t) for t in bpos],
                         textposition="top center", name="subgraph input", hovertext=list(bpos), hoverinfo="text",
                         row=1, col=2)
+
+
+def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
+                       variant: Union[str, Variant] = Variant.TRANSFORMER, hide_constants: bool = True) -> go.Figure:
+    """Left: the fused node with its inputs and outputs. Right: the exported subgraph it replaced,
+    layered from its boundary inputs (top) to its outputs (bottom). Nodes the fused node shares
+    with other fused nodes (the attention-mask preparation) are drawn in another colour."""
+    fused = pick_fused_node(report, variant, node)
+    replaced = [n for n in fused.replaced if not (hide_constants and n.op_type == "Constant")]
+    shared = set(fused.shared)
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.34, 0.66], horizontal_spacing=0.04,
+                        subplot_titles=(f"fused: {fused.op_type}", f"replaced: {len(fused.replaced)} nodes "
+                                        f"({len(fused.replaced) - len(replaced)} Constant hidden)" if hide_constants
+                                        and len(replaced) != len(fused.replaced) else f"replaced: {len(fused.replaced)} nodes"))
+
+    _draw_fused_node(fig, fused)  # left panel
+    # right panel: the replaced subgraph, layered
+    depth, pos, bpos = _subgraph_layout(replaced, list(fused.boundary_inputs))
+    _draw_subgraph_edges(fig, replaced, pos, bpos)
     for label, color, members in (("replaced node", OWN_COLOR, [i for i, n in enumerate(replaced) if n.name not in shared]),
                                   ("shared with other fused nodes", SHARED_COLOR, [i for i, n in enumerate(replaced) if n.name in shared])):
         if not members:

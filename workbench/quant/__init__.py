@@ -13,13 +13,15 @@ Entry points (what a user calls):
 
 Files, one idea each:
 
-- ``config.py``: :class:`QuantConfig` and its presets, :class:`TimingConfig`, :class:`QuantizeError`.
+- ``config.py``: :class:`QuantConfig` and its presets (with :class:`CalibrationConfig`, :class:`ValidationConfig`),
+  :class:`TimingConfig`, :class:`QuantizeError`; ``formats.py``: the modes, formats and operator types per mode.
 - ``baseline.py``: the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
 - ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
 - ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
 - ``nbits.py``: which weight-only bit widths this ONNX Runtime builds and runs (a probe on one small MatMul).
 - ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
 - ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
+- ``rows.py``: one row per quantized variant (:func:`variant_row`), read by the CLI, the report and the panel.
 - ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.
 - ``search.py``: :class:`SearchConfig`, ``run_search``, :class:`SearchResult`.
 - ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport` (slices and drift).
@@ -29,6 +31,10 @@ Files, one idea each:
 """
 
 from .config import (  # noqa: F401
+    PRESETS,
+    CalibrationConfig,
+    ValidationConfig,
+    applies_to,
     DYNAMIC_OP_TYPES,
     STATIC_DEFAULT_OP_TYPES,
     STATIC_OP_TYPES,
@@ -67,6 +73,7 @@ from .quantize import (  # noqa: F401
 )
 from .sqnr import NodeError, RankBy, node_errors, worst_nodes  # noqa: F401
 from .run import QUANTIZED_FILE, RESULT_FILE, QuantResult, load_quant_result, requantize_excluding, run_quantization  # noqa: F401
+from .rows import VariantRow, variant_row  # noqa: F401
 from .budget import (  # noqa: F401
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,

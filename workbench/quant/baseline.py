@@ -145,46 +145,15 @@ def graph_kind(onnx_path: str | os.PathLike) -> str:
     return "fused" if any(n.op_type in FUSED_OP_TYPES or n.domain == "com.microsoft" for n in model.graph.node) else "exported"
 
 
-def _find_export(onnx_path: Path, export) -> Any:
-    """The ExportResult describing a graph: given; ``export.json`` beside it (an export folder); or,
-    for a fused graph, the export its ``fusion.json`` recorded as its source. No guessing from folder
-    positions: a graph with neither is described by nobody (None)."""
-    from ..graph import ExportResult, load_export, load_fusion
+def fp32_graph_file(graph) -> Path:
+    """The FP32 graph's file: a path, an ``ExportResult``'s graph or a ``FusionReport``'s fused graph
+    (:func:`workbench.graph.sources.graph_file`); its export is :func:`workbench.graph.sources.export_of`'s."""
+    from ..graph.sources import graph_file
 
-    if isinstance(export, ExportResult):
-        return export
-    if export is not None:
-        return load_export(export)
-    folder = onnx_path.parent
-    if (folder / EXPORT_FILE).is_file():
-        return load_export(folder)
-    if (folder / FUSION_FILE).is_file():
-        fusion = load_fusion(folder / FUSION_FILE)
-        if fusion.export_path is not None and Path(fusion.fused_path).resolve() == onnx_path.resolve():
-            return load_export(Path(fusion.export_path))
-    return None
-
-
-def _graph_source(obj, export) -> tuple[Path, Any]:
-    """(graph path, export metadata) from a path, an ``ExportResult`` (``onnx_path``) or a
-    ``FusionReport`` (``fused_path``; its export is ``export=`` or found beside the graph)."""
-    from ..graph import ExportResult
-
-    if isinstance(obj, ExportResult):
-        return Path(obj.onnx_path), export if export is not None else obj
-    for attr in ("fused_path", "onnx_path"):
-        if hasattr(obj, attr) and not isinstance(obj, (str, os.PathLike)):
-            found = getattr(obj, attr)
-            if export is None and isinstance(getattr(obj, "export", None), ExportResult):
-                export = obj.export
-            if export is None and getattr(obj, "export_path", None):  # a FusionReport names its export
-                export = obj.export_path
-            return Path(found), export
-    if not isinstance(obj, (str, os.PathLike)):
-        raise QuantizeError(
-            f"expected the FP32 graph as a path, an ExportResult or a FusionReport, got {type(obj).__name__}"
-        )
-    return Path(obj), export
+    try:
+        return graph_file(graph)
+    except TypeError:
+        raise QuantizeError(f"expected the FP32 graph as a path, an ExportResult or a FusionReport, got {type(graph).__name__}") from None
 
 
 def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
@@ -252,7 +221,8 @@ class BaselineConfig:
     eval_split: str = "test"
     calibration_split: str = "train"
     max_length: Optional[int] = None
-    batch_size: int = DEFAULT_EVAL_BATCH_SIZE
+    batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": (
+        "examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")})
     calibration_samples: int = DEFAULT_CALIBRATION_TEXTS
     order: str = "length"
     golden: Optional[bool] = None
@@ -315,33 +285,62 @@ def prepare_baseline(
     cfg = cfg if cfg is not None else BaselineConfig()
     if not isinstance(cfg, BaselineConfig):
         raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
-    eval_split, calibration_split, max_length = cfg.eval_split, cfg.calibration_split, cfg.max_length
-    batch_size, calibration_samples, order, golden, seed = cfg.batch_size, cfg.calibration_samples, cfg.order, cfg.golden, cfg.seed
-    timing = cfg.timing
-    from ..data.load import REVIEW_CLASSES
-    from ..runtime.ortinfer import make_session, predict_dataset
-    from ..data.slices import golden_examples, golden_slices, slice_collection
-
+    from ..graph.sources import export_of
     from ..runtime.device import require_device
 
-    src, export = _graph_source(onnx_path, export)
-    require_device(timing.device)  # CUDA asked for and absent: one clear error before any work
+    src = fp32_graph_file(onnx_path)
+    require_device(cfg.timing.device)  # CUDA asked for and absent: one clear error before any work
     if not src.is_file():
         raise QuantizeError(f"no ONNX graph at {src}: export one first (workbench export, or run_export)")
     if data is None:
         raise QuantizeError("data is needed to score the FP32 graph: pass the DatasetDict from workbench.data.load.load_data")
-    exp = _find_export(src, export)
+    exp = export_of(src if isinstance(onnx_path, (str, os.PathLike)) else onnx_path, export)
     tok, tok_dir = _resolve_tokenizer(tokenizer, exp)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tok_dir is None:
         tok_dir = save_tokenizer(tok, out / "tokenizer")
-
-    ev = _split(data, eval_split)
+    ev = _split(data, cfg.eval_split)
     if len(ev) == 0:
-        raise QuantizeError(f"the evaluation split {eval_split!r} is empty")
+        raise QuantizeError(f"the evaluation split {cfg.eval_split!r} is empty")
+    names = _class_names(ev, exp, class_names)
+    max_len = int(cfg.max_length or (exp.max_length if exp is not None else 128))
+    has_train = _is_dict_of_splits(data) and cfg.calibration_split in data
+    train_texts = list(data[cfg.calibration_split]["text"]) if has_train else []
+    scorer = _Scorer(src, tok, max_len, cfg, out)
+    scorer.add_set(cfg.eval_split, ev.to_list(), _default_slices(ev, names, train_texts, slices, predicates))
+    from ..data.load import REVIEW_CLASSES
+    from ..data.slices import golden_examples, golden_slices
+
+    if cfg.golden if cfg.golden is not None else list(names) == list(REVIEW_CLASSES):
+        scorer.add_set("golden", golden_examples(), golden_slices(names, train_texts))
+    calib_path = _write_jsonl(out / "calibration_texts.jsonl", _calibration_rows(data[cfg.calibration_split], cfg) if has_train else [])
+
+    vocab = int(getattr(exp.model_info, "vocab_size", 0) if exp is not None else 0) or int(getattr(tok, "vocab_size", 0) or 30522)
+    base = Baseline(
+        fp32_path=src.resolve(), graph_kind=graph_kind(src), tokenizer_dir=Path(tok_dir).resolve(), class_names=names,
+        max_length=max_len, batch_size=cfg.batch_size, vocab_size=vocab, eval_sets=scorer.eval_sets,
+        calibration_path=calib_path.resolve(), timing=cfg.timing,
+        fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
+        fp32_latency=time_graph(src, cfg.timing, vocab),  # a path: opened with the timing's thread count
+        scoring_order=cfg.order, lengths=scorer.scored.get("lengths"), scoring_work=scorer.scored.get("work"),
+        fp32_scoring=scorer.scored.get("speed"),
+    )
+    runs.save_result(base, out / BASELINE_FILE)
+    return base
+
+
+def _calibration_rows(train, cfg: BaselineConfig) -> list[dict]:
+    """``cfg.calibration_samples`` texts of the calibration split, drawn with ``cfg.seed``."""
+    picked = np.random.default_rng(cfg.seed).permutation(len(train))[: min(cfg.calibration_samples, len(train))]
+    return [{"text": train[int(i)]["text"]} for i in picked]
+
+
+def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
+    """The class names in label order: given, the data's label feature's, or the export's; checked
+    against the classes the model knows."""
     feats = getattr(ev, "features", {}) or {}
-    names = list(class_names) if class_names else (
+    names = list(given) if given else (
         list(feats["label"].names) if "label" in feats and hasattr(feats["label"], "names") else
         list(exp.class_names) if exp is not None else None
     )
@@ -355,69 +354,60 @@ def prepare_baseline(
             raise QuantizeError(
                 f"the data's label values {unknown} are not classes the model knows (its classes: {list(exp.class_names)}); "
                 "give data labelled with the model's classes (the --data it was fine-tuned on), or fine-tune on this data first")
-    max_len = int(max_length or (exp.max_length if exp is not None else 128))
-    has_train = _is_dict_of_splits(data) and calibration_split in data
-    train_texts = list(data[calibration_split]["text"]) if has_train else []
+    return names
 
-    rows = ev.to_list()
+
+def _default_slices(ev, names: list[str], train_texts: list[str], slices, predicates):
+    """``slices`` (with ``predicates`` added), or the default collection: the built-in slices, one per
+    user column of the data, and ``predicates``."""
+    from ..data.slices import predicate_slice, slice_collection
+
     if slices is None:
         extra_cols = [c for c in ev.column_names if c not in ("text", "label")]
-        slices = slice_collection("default", names, train_texts, extra_cols, ev if extra_cols else None, dict(predicates or {}))
-    elif predicates:
-        from ..data.slices import predicate_slice
+        return slice_collection("default", names, train_texts, extra_cols, ev if extra_cols else None, dict(predicates or {}))
+    if predicates:
+        return slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
+    return slices
 
-        slices = slices.extend([predicate_slice(k, v) for k, v in predicates.items()])
 
-    from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
-    from ..perf.scoring import timed_scoring
+class _Scorer:
+    """Scores evaluation sets with the FP32 graph and saves each (examples, logits, slice indices);
+    the first set's token lengths, work and scoring speed are kept in ``scored``."""
 
-    session = make_session(src)
-    eval_sets = []
-    scored: dict = {}
+    def __init__(self, src: Path, tok, max_len: int, cfg: BaselineConfig, out: Path) -> None:
+        from ..runtime.ortinfer import make_session
 
-    def add_set(set_name: str, examples: list[dict], sset) -> None:
+        self.src, self.tok, self.max_len, self.cfg, self.out = src, tok, max_len, cfg, out
+        self.session = make_session(src)
+        self.eval_sets: list[EvalSet] = []
+        self.scored: dict = {}
+
+    def add_set(self, set_name: str, examples: list[dict], sset) -> None:
         import datasets
 
+        from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
+        from ..perf.scoring import timed_scoring
+        from ..runtime.ortinfer import predict_dataset
+
+        cfg, tok, max_len = self.cfg, self.tok, self.max_len
         ds = datasets.Dataset.from_list([{"text": r["text"], "label": int(r["label"])} for r in examples])
-        if not eval_sets:  # the evaluation split: its lengths, its work and its scoring speed
+        if not self.eval_sets:  # the evaluation split: its lengths, its work and its scoring speed
             lens = token_lengths(tok, ds["text"], max_len)
-            scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
-            scored["work"] = scoring_work(lens, batch_size)
-            logits, scored["speed"] = timed_scoring(session, src, tok, ds, max_len, batch_size, order,
-                                                    profile=cpu_profile(timing), note=SORTED_NOTE if order == "length" else FILE_NOTE)
+            self.scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
+            self.scored["work"] = scoring_work(lens, cfg.batch_size)
+            logits, self.scored["speed"] = timed_scoring(
+                self.session, self.src, tok, ds, max_len, cfg.batch_size, cfg.order, profile=cpu_profile(cfg.timing),
+                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE)
         else:
-            logits = predict_dataset(session, tok, ds, max_len, batch_size, order=order)
+            logits = predict_dataset(self.session, tok, ds, max_len, cfg.batch_size, order=cfg.order)
         masks = sset.membership(examples)
-        eval_sets.append(EvalSet(
+        out = self.out
+        self.eval_sets.append(EvalSet(
             name=set_name, slice_set=sset.name, n=len(examples),
             examples_path=_write_jsonl(out / f"{set_name}_examples.jsonl", examples).resolve(),
             fp32_logits_path=runs.atomic_write_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
             slices=[SliceInfo(s.name, s.description, s.group, np.flatnonzero(masks[s.name]).tolist()) for s in sset],
         ))
-
-    add_set(eval_split, rows, slices)
-    use_golden = golden if golden is not None else list(names) == list(REVIEW_CLASSES)
-    if use_golden:
-        add_set("golden", golden_examples(), golden_slices(names, train_texts))
-
-    calib_rows = []
-    if has_train and len(data[calibration_split]):
-        tr = data[calibration_split]
-        picked = np.random.default_rng(seed).permutation(len(tr))[: min(calibration_samples, len(tr))]
-        calib_rows = [{"text": tr[int(i)]["text"]} for i in picked]
-    calib_path = _write_jsonl(out / "calibration_texts.jsonl", calib_rows)
-
-    vocab = int(getattr(exp.model_info, "vocab_size", 0) if exp is not None else 0) or int(getattr(tok, "vocab_size", 0) or 30522)
-    base = Baseline(
-        fp32_path=src.resolve(), graph_kind=graph_kind(src), tokenizer_dir=Path(tok_dir).resolve(), class_names=names,
-        max_length=max_len, batch_size=batch_size, vocab_size=vocab, eval_sets=eval_sets,
-        calibration_path=calib_path.resolve(), timing=timing,
-        fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
-        fp32_latency=time_graph(src, timing, vocab),  # a path: opened with the timing's thread count
-        scoring_order=order, lengths=scored.get("lengths"), scoring_work=scored.get("work"), fp32_scoring=scored.get("speed"),
-    )
-    runs.save_result(base, out / BASELINE_FILE)
-    return base
 
 
 def cpu_profile(timing: TimingConfig):

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -76,13 +76,13 @@ class EvalConfig:
       their SQNR (:func:`workbench.quant.run_quantization`; 0 skips it).
     """
 
-    n_boot: int = DEFAULT_N_BOOT
+    n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates (--quick: 200)"})
     seed: int = 0
     confidence_level: float = CONFIDENCE_LEVEL
     min_slice_size: int = MIN_SLICE_SIZE
     n_bins: int = DEFAULT_N_BINS
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
-    node_error_samples: int = 16
+    node_error_samples: int = field(default=16, metadata={"help": "texts fed to both graphs for per-node SQNR (0: skip)"})
 
     def __post_init__(self) -> None:
         if isinstance(self.thresholds, (str, bytes)) or not hasattr(self.thresholds, "__iter__"):
@@ -343,15 +343,7 @@ def evaluate_slices(
     ref_all = make_preds(labels_arr, ref_p, n_bins)
     cand_all = make_preds(labels_arr, cand_p, n_bins)
 
-    masks: dict[str, np.ndarray] = {}
-    if membership is not None:
-        for name, m in membership.items():
-            m = np.asarray(m, dtype=bool)
-            if m.shape != (n,):
-                raise EvaluationError(f"membership mask for slice {name!r} has shape {m.shape}, expected ({n},)")
-            masks[name] = m
-    elif slices is not None:
-        masks = slices.membership(rows)
+    masks = _slice_masks(rows, slices, membership)
     meta = {s.name: (s.description, s.group) for s in slices} if slices is not None else {}
 
     common = dict(ref_all=ref_all, cand_all=cand_all, n_boot=n_boot, seed=seed, level=confidence_level, min_size=min_slice_size)
@@ -361,21 +353,7 @@ def evaluate_slices(
         for name, m in masks.items()
     ]
 
-    changed = np.flatnonzero(ref_all.pred != cand_all.pred)
-    flips = []
-    for i in changed:
-        i = int(i)
-        lab, rp, cp = int(labels_arr[i]), int(ref_all.pred[i]), int(cand_all.pred[i])
-        kind = FlipKind.FIXED if cp == lab else FlipKind.BROKEN if rp == lab else FlipKind.CHANGED
-        flips.append(
-            Flip(
-                index=i, text=str(rows[i].get("text", "")), slices=[s for s, m in masks.items() if m[i]], label=lab,
-                reference_pred=rp, reference_confidence=float(ref_all.conf[i]), candidate_pred=cp,
-                candidate_confidence=float(cand_all.conf[i]), kind=kind, label_name=names[lab],
-                reference_pred_name=names[rp], candidate_pred_name=names[cp],
-            )
-        )
-
+    flips = _flips(rows, labels_arr, ref_all, cand_all, masks, names)
     return SliceReport(
         reference_name=reference_name, candidate_name=candidate_name,
         slice_set=slices.name if slices is not None else ("custom" if membership else "none"),
@@ -386,6 +364,40 @@ def evaluate_slices(
         n_boot=n_boot, seed=seed, confidence_level=confidence_level, min_slice_size=min_slice_size,
         n_bins=n_bins, set_name=set_name,
     )
+
+
+def _slice_masks(rows: list, slices: Optional[SliceSet], membership: Optional[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Each slice's boolean mask over ``rows``: ``membership`` as given (checked), else computed from ``slices``."""
+    n = len(rows)
+    masks: dict[str, np.ndarray] = {}
+    if membership is not None:
+        for name, m in membership.items():
+            m = np.asarray(m, dtype=bool)
+            if m.shape != (n,):
+                raise EvaluationError(f"membership mask for slice {name!r} has shape {m.shape}, expected ({n},)")
+            masks[name] = m
+    elif slices is not None:
+        masks = slices.membership(rows)
+    return masks
+
+
+def _flips(rows: list, labels: np.ndarray, ref_all, cand_all, masks: dict[str, np.ndarray], names: list[str]) -> list[Flip]:
+    """Every example whose prediction changed: fixed (the candidate is now right), broken (the
+    reference was right) or changed (both wrong), with the slices it belongs to."""
+    flips = []
+    for i in np.flatnonzero(ref_all.pred != cand_all.pred):
+        i = int(i)
+        lab, rp, cp = int(labels[i]), int(ref_all.pred[i]), int(cand_all.pred[i])
+        kind = FlipKind.FIXED if cp == lab else FlipKind.BROKEN if rp == lab else FlipKind.CHANGED
+        flips.append(
+            Flip(
+                index=i, text=str(rows[i].get("text", "")), slices=[s for s, m in masks.items() if m[i]], label=lab,
+                reference_pred=rp, reference_confidence=float(ref_all.conf[i]), candidate_pred=cp,
+                candidate_confidence=float(cand_all.conf[i]), kind=kind, label_name=names[lab],
+                reference_pred_name=names[rp], candidate_pred_name=names[cp],
+            )
+        )
+    return flips
 
 
 def bootstrap_coverage(n: int, p_ref: float, p_flip: float, trials: int = 200, n_boot: int = 500, seed: int = 0) -> float:

@@ -233,12 +233,13 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
     from ..core.quiet import calibrator_prints
 
     method = {Calibration.MINMAX: CalibrationMethod.MinMax, Calibration.ENTROPY: CalibrationMethod.Entropy,
-              Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration]
+              Calibration.PERCENTILE: CalibrationMethod.Percentile}[cfg.calibration.method]
     options: dict[str, Any] = {}
-    if cfg.calibration is Calibration.ENTROPY:
-        options = {"num_bins": cfg.histogram_bins or 512, "num_quantized_bins": 128}
-    elif cfg.calibration is Calibration.PERCENTILE:
-        options = {"num_bins": cfg.histogram_bins or 2048, "percentile": cfg.percentile}
+    cal = cfg.calibration
+    if cal.method is Calibration.ENTROPY:
+        options = {"num_bins": cal.histogram_bins or 512, "num_quantized_bins": 128}
+    elif cal.method is Calibration.PERCENTILE:
+        options = {"num_bins": cal.histogram_bins or 2048, "percentile": cal.percentile}
     with tempfile.TemporaryDirectory(prefix="ort.quant.") as tmp:
         calibrator = create_calibrator(
             Path(float_path), list(cfg.resolved_op_types()),

@@ -156,6 +156,136 @@ def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev:
     return dataclasses.replace(rep, slices=slices, slice_set=eset.slice_set)
 
 
+class _Fp32Feeds:
+    """Encoded feeds for the FP32 graph, its session opened only when first needed (static calibration,
+    exclude_worst, node errors)."""
+
+    def __init__(self, src: Path, baseline: Baseline, tok: Any) -> None:
+        self.src, self.baseline, self.tok, self._session = src, baseline, tok, None
+
+    def __call__(self, texts: Sequence[str], batch_size: int, pad_to_max: bool) -> list[dict]:
+        from ..runtime.ortinfer import make_session
+
+        if self._session is None:
+            self._session = make_session(self.src)
+        return encoded_feeds(self._session, self.tok, texts, self.baseline.max_length, batch_size, pad_to_max=pad_to_max)
+
+
+def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optional[EvalConfig]) -> tuple[QuantConfig, EvalConfig]:
+    cfg = cfg or QuantConfig.dynamic_int8()
+    if not isinstance(cfg, QuantConfig):
+        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
+    if not isinstance(source, Baseline):
+        raise QuantizeError(
+            f"the quantization stage's input is a Baseline (the FP32 graph scored on the data), got {type(source).__name__}: "
+            "prepare_baseline(graph, data, out_dir / 'baseline') first, or load_baseline(folder) for a saved one")
+    evaluation = evaluation if evaluation is not None else EvalConfig()
+    if not isinstance(evaluation, EvalConfig):
+        raise QuantizeError(f"evaluation must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(evaluation).__name__}")
+    return cfg, evaluation
+
+
+def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, notes: list[str]) -> Optional[list[dict]]:
+    """Static quantization's calibration batches (None for the other modes), equal batches padded to max_length
+    (the histogram calibrators stack them)."""
+    if cfg.mode is not QuantMode.STATIC:
+        return None
+    cal = cfg.calibration
+    if len(calib_texts) < cal.samples:
+        if len(calib_texts) < cal.batch_size:
+            raise QuantizeError(
+                f"static quantization asked for {cal.samples} calibration texts but the baseline holds "
+                f"{len(calib_texts)}: give data with a larger training split, or lower samples"
+            )
+        notes.append(f"calibrated on {len(calib_texts)} texts (asked for {cal.samples}): the training split is smaller")
+    texts = calib_texts[: cal.samples]
+    usable = (len(texts) // cal.batch_size) * cal.batch_size
+    return fp32(texts[:usable], cal.batch_size, pad_to_max=True)
+
+
+def _quantize(src: Path, cfg: QuantConfig, qfile: Path, feeds: Optional[list[dict]], calib_texts: list[str],
+              fp32: _Fp32Feeds, rank_samples: int, notes: list[str]) -> tuple[Path, Path, QuantConfig]:
+    """(quantized graph, the FP32 graph its node names refer to, the config it was quantized with: exclude_worst
+    adds the nodes it chose, ranked by their local SQNR on ``rank_samples`` calibration texts)."""
+    qpath, float_path = quantize_graph(src, cfg, qfile, feeds)
+    if not cfg.exclude_worst:
+        return qpath, float_path, cfg
+    if not calib_texts:
+        raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
+                            "split): give data with a training split, or list nodes_to_exclude yourself")
+    texts = calib_texts[:max(16, rank_samples)]
+    worst = worst_nodes(node_errors(float_path, qpath, fp32(texts, 8, pad_to_max=False), cfg.resolved_op_types()),
+                        cfg.exclude_worst, "local")
+    used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
+    qpath, float_path = quantize_graph(src, used, qfile, feeds)
+    notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
+                 f"{len(texts)} calibration texts: {list(worst)}")
+    return qpath, float_path, used
+
+
+def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
+    """What a reader of the result should know about how this mode was scored."""
+    if cfg.mode is QuantMode.DYNAMIC:
+        return [
+            f"dynamic INT8 computes activation scales per batch tensor, so a prediction can depend on which "
+            f"examples share its batch (on MiniLM, 3 of 128 test predictions differed between batch 1 and 32); "
+            f"scored here in batches of {baseline.batch_size} padded to the longest (prepare_baseline(batch_size=...))"
+            + ("; the batches are sorted by token length (the FP32 graph was scored on the same batches), so they differ "
+               "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
+        ]
+    if cfg.mode is QuantMode.WEIGHT_ONLY:
+        from .weightonly import BINDING_NOTE, binding_supplied
+
+        return [f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
+                f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"
+                + (f"; {BINDING_NOTE}" if binding_supplied() else "")]
+    return []
+
+
+def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: EvalConfig) -> tuple[dict, Optional[ScoringSpeed]]:
+    """The quantized graph on every evaluation set: ({set name: (logits, SliceReport)}, the scoring speed of the
+    evaluation split, timed like the FP32 graph's)."""
+    import datasets
+
+    from ..runtime.ortinfer import make_session, predict_dataset
+
+    qsession = make_session(qpath)
+    reports, scoring = {}, None
+    for eset in baseline.eval_sets:
+        ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
+        if scoring is None and baseline.fp32_scoring is not None:
+            from ..perf.scoring import timed_scoring
+
+            logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
+                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
+                                            note=baseline.scoring_note)
+        else:
+            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
+        reports[eset.name] = (logits, report_for(eset, logits, baseline, name, evaluation))
+    return reports, scoring
+
+
+def _time_beside_fp32(baseline: Baseline, qpath: Path, name: str, t: TimingConfig, notes: list[str]):
+    """The FP32 graph and the quantized one timed side by side in alternating rounds (load hits both alike),
+    each against this machine's floor, with a load check before and after."""
+    side = time_side_by_side({"fp32": baseline.fp32_path, name: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,
+                             rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
+                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device)
+    notes += side.notes
+    if side.contended:
+        notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")
+    return side
+
+
+def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, samples: int,
+            notes: list[str]) -> list[NodeError]:
+    if samples > 0 and calib_texts:
+        return node_errors(float_path, qpath, fp32(calib_texts[:samples], 8, pad_to_max=False), cfg.resolved_op_types())
+    if samples > 0:
+        notes.append("per-node errors skipped: the baseline has no calibration texts (no training split)")
+    return []
+
+
 def run_quantization(
     source: Baseline,
     cfg: Optional[QuantConfig] = None,
@@ -177,127 +307,42 @@ def run_quantization(
     are reported, never asserted.
     """
     from ..graph import compare_logits, op_histogram
-    from ..runtime.ortinfer import make_session, predict_dataset
-
-    cfg = cfg or QuantConfig.dynamic_int8()
-    if not isinstance(cfg, QuantConfig):
-        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
-    if not isinstance(source, Baseline):
-        raise QuantizeError(
-            f"the quantization stage's input is a Baseline (the FP32 graph scored on the data), got {type(source).__name__}: "
-            "prepare_baseline(graph, data, out_dir / 'baseline') first, or load_baseline(folder) for a saved one")
-    evaluation = evaluation if evaluation is not None else EvalConfig()
-    if not isinstance(evaluation, EvalConfig):
-        raise QuantizeError(f"evaluation must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(evaluation).__name__}")
-    baseline = source
-    node_error_samples = evaluation.node_error_samples
-    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
     from ..runtime.device import require_device
 
+    cfg, evaluation = _checked_inputs(source, cfg, evaluation)
+    baseline = source
+    t = timing if timing is not None else baseline.timing  # an explicit timing (its device too) wins over the baseline's
     require_device(t.device)  # CUDA asked for and absent: one clear error before any work
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / layout.quantize_dir(cfg.label)
     out.mkdir(parents=True, exist_ok=True)
     src = Path(baseline.fp32_path)
     tok = baseline.load_tokenizer()
     notes: list[str] = []
-
     calib_texts = baseline.calibration_texts()
-    sessions: dict[str, Any] = {}
+    fp32 = _Fp32Feeds(src, baseline, tok)
 
-    def fsession():  # the FP32 graph opened only when feeds are built (static, exclude_worst, node errors)
-        if "fp32" not in sessions:
-            sessions["fp32"] = make_session(src)
-        return sessions["fp32"]
-
-    feeds = None
-    if cfg.mode is QuantMode.STATIC:
-        if len(calib_texts) < cfg.samples:
-            if len(calib_texts) < cfg.calibration_batch_size:
-                raise QuantizeError(
-                    f"static quantization asked for {cfg.samples} calibration texts but the baseline holds "
-                    f"{len(calib_texts)}: give data with a larger training split, or lower samples"
-                )
-            notes.append(f"calibrated on {len(calib_texts)} texts (asked for {cfg.samples}): the training split is smaller")
-        texts = calib_texts[: cfg.samples]
-        usable = (len(texts) // cfg.calibration_batch_size) * cfg.calibration_batch_size
-        texts = texts[:usable]  # equal batches (histogram calibrators stack them)
-        # padded to max_length: the histogram calibrators need equal shapes across batches
-        feeds = encoded_feeds(fsession(), tok, texts, baseline.max_length, cfg.calibration_batch_size, pad_to_max=True)
-
+    feeds = _calibration_feeds(cfg, calib_texts, fp32, notes)
     t0 = time.perf_counter()
-    qpath, float_path = quantize_graph(src, cfg, out / QUANTIZED_FILE, feeds)
-    used = cfg  # what the graph was quantized with (exclude_worst adds the nodes it chose)
-    if cfg.exclude_worst:
-        if not calib_texts:
-            raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
-                                "split): give data with a training split, or list nodes_to_exclude yourself")
-        rank_feeds = encoded_feeds(fsession(), tok, calib_texts[:max(16, node_error_samples)], baseline.max_length, 8,
-                                    pad_to_max=False)
-        worst = worst_nodes(node_errors(float_path, qpath, rank_feeds, cfg.resolved_op_types()), cfg.exclude_worst, "local")
-        used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
-        qpath, float_path = quantize_graph(src, used, out / QUANTIZED_FILE, feeds)
-        notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
-                     f"{len(calib_texts[:max(16, node_error_samples)])} calibration texts: {list(worst)}")
+    qpath, float_path, used = _quantize(src, cfg, out / QUANTIZED_FILE, feeds, calib_texts, fp32,
+                                        evaluation.node_error_samples, notes)
     quantize_seconds = time.perf_counter() - t0
-    if cfg.mode is QuantMode.DYNAMIC:
-        notes.append(
-            f"dynamic INT8 computes activation scales per batch tensor, so a prediction can depend on which "
-            f"examples share its batch (on MiniLM, 3 of 128 test predictions differed between batch 1 and 32); "
-            f"scored here in batches of {baseline.batch_size} padded to the longest (prepare_baseline(batch_size=...))"
-            + ("; the batches are sorted by token length (the FP32 graph was scored on the same batches), so they differ "
-               "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
-        )
-    if cfg.mode is QuantMode.WEIGHT_ONLY:
-        from .weightonly import BINDING_NOTE, binding_supplied
-
-        notes.append(f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
-                     f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"
-                     + (f"; {BINDING_NOTE}" if binding_supplied() else ""))
+    notes += _mode_notes(cfg, baseline)
     qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
     if not qnodes:
         notes.append("no node was quantized: check op_types and nodes_to_exclude against the graph's operators")
 
-    qsession = make_session(qpath)
-    reports = {}
-    scoring = None
-    for eset in baseline.eval_sets:
-        import datasets
-
-        ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
-        if scoring is None and baseline.fp32_scoring is not None:  # the evaluation split, timed like the FP32 graph's
-            from ..perf.scoring import timed_scoring
-
-            logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
-                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
-                                            note=baseline.scoring_note)
-        else:
-            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
-        reports[eset.name] = (logits, report_for(eset, logits, baseline, cfg.label, evaluation))
+    reports, scoring = _score(qpath, baseline, tok, cfg.label, evaluation)
     main_set = baseline.eval_sets[0]
-    validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.tolerance, cfg.min_label_agreement,
+    validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.validation.tolerance,
+                                cfg.validation.min_label_agreement,
                                 what=f"the {cfg.label} graph")
-
-    # the FP32 graph and the quantized one timed side by side in alternating rounds (load hits both
-    # alike), each against this machine's floor, with a load check before and after
-    side = time_side_by_side({"fp32": baseline.fp32_path, cfg.label: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,
-                             rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
-                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device)
-    fp32_lat, latency = side.latency["fp32"], side.latency[cfg.label]
-    notes += side.notes
-    if side.contended:
-        notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")
-
-    errors: list[NodeError] = []
-    if node_error_samples > 0 and calib_texts:
-        dbg = encoded_feeds(fsession(), tok, calib_texts[:node_error_samples], baseline.max_length, 8, pad_to_max=False)
-        errors = node_errors(float_path, qpath, dbg, cfg.resolved_op_types())
-    elif node_error_samples > 0:
-        notes.append("per-node errors skipped: the baseline has no calibration texts (no training split)")
+    side = _time_beside_fp32(baseline, qpath, cfg.label, t, notes)
+    errors = _errors(float_path, qpath, cfg, calib_texts, fp32, evaluation.node_error_samples, notes)
 
     result = QuantResult(
         name=cfg.label, config=cfg, source_path=src, float_path=Path(float_path).resolve(), quantized_path=qpath.resolve(),
         graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
-        validation=validation, latency=latency, fp32_latency=fp32_lat,
+        validation=validation, latency=side.latency[cfg.label], fp32_latency=side.latency["fp32"],
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
         node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,

@@ -7,15 +7,20 @@ falls back to FP32 when no INT8 variant fits. Given a :class:`~workbench.quant.b
 the search scores and times nothing of the FP32 graph again (its logits and latency are saved with
 it), and a candidate that an earlier run already quantized with the same configuration into the
 same baseline (``previous=``) is reused, not quantized and scored again.
+
+A model scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an
+embedding model's retrieval task, :func:`workbench.embed.search.prepare_embed_search`): it quantizes,
+scores and judges each candidate against its own budget (NDCG@10 kept overall and lost per slice),
+re-quantizing with the worst nodes left in FP32 until no slice is below its budget.
 """
 
 from __future__ import annotations
 
 import os
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from .. import runs
 from ..runs import layout
@@ -120,6 +125,9 @@ class SearchResult:
     out_dir: Path
     message: str
     min_speedup: float = 0.0  # the speed guard applied (0 in searches saved before it existed)
+    # what ``accuracy`` of every candidate holds: "accuracy", or "ndcg@10" for a ScoredBaseline's search
+    # (its budgets are then the share of FP32's NDCG@10 that may be lost overall and the NDCG@10 lost per slice)
+    metric: str = "accuracy"
 
     def candidate(self, name: str) -> SearchCandidate:
         for c in self.candidates:
@@ -172,13 +180,16 @@ class SearchConfig:
     """
 
     candidates: Optional[tuple[QuantConfig, ...]] = None
-    budget_overall: float = DEFAULT_BUDGET_OVERALL
-    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
+    budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": (
+        "search: accuracy drop allowed overall (0.01 = 1 point)")})
+    budget_per_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": (
+        "search: accuracy drop allowed on every slice big enough to judge")})
     objective: Objective = Objective.LATENCY
-    include_small_slices: bool = False
+    include_small_slices: bool = field(default=False, metadata={"help": "search: hold slices under 50 examples to the budget too"})
     strict: bool = False
     include_fp32: bool = True
-    min_speedup: float = DEFAULT_MIN_SPEEDUP
+    min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
+        "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
     n_boot: int = DEFAULT_N_BOOT
     seed: int = 0
     timing: Optional[TimingConfig] = None
@@ -206,6 +217,24 @@ class SearchConfig:
 
     def evaluation(self) -> EvalConfig:
         return EvalConfig(n_boot=self.n_boot, seed=self.seed)
+
+
+@runtime_checkable
+class ScoredBaseline(Protocol):
+    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and
+    budget (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10 on a retrieval task). The
+    search asks it for the FP32 candidate and, per configuration, for the candidates it tried (a
+    configuration, then the same with nodes left in FP32 until it fits); ``previous`` is not used."""
+
+    metric: str
+
+    def budgets(self) -> tuple[float, float]: ...
+
+    def fp32_search_candidate(self, name: str, config: "SearchConfig") -> SearchCandidate: ...
+
+    def search_candidates(self, name: str, cfg: QuantConfig, out_dir: Path, config: "SearchConfig") -> list[SearchCandidate]: ...
+
+    def choice_message(self, found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: "SearchConfig") -> str: ...
 
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
@@ -261,14 +290,13 @@ def run_search(
     ``predicates`` as in :func:`~workbench.quant.baseline.prepare_baseline`). ``previous``: earlier
     :class:`QuantResult`s; a candidate with the same configuration on the same baseline is taken from
     them (:func:`reusable_result`; ``SearchCandidate.reused``, and "reused" in the progress).
-    ``progress(done, total, what)`` is called after each candidate.
+    ``progress(done, total, what)`` is called after each candidate. A :class:`ScoredBaseline` (an
+    embedding model's) quantizes and judges its candidates itself, in its own metric and budget.
     """
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
         raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
-    graphs = dict(source) if isinstance(source, Mapping) else {"model": source}
-    if not graphs:
-        raise QuantizeError("give at least one FP32 graph (or baseline) to search over")
+    graphs, scored = _graphs(source)
     previous = list(previous)
     bad = [type(r).__name__ for r in previous if not isinstance(r, QuantResult)]
     if bad:
@@ -289,6 +317,9 @@ def run_search(
 
     for gname, graph in graphs.items():
         gdir = out / gname
+        if isinstance(graph, ScoredBaseline):
+            _search_scored(gname, graph, gdir, configs, config, found, step)
+            continue
         if isinstance(graph, Baseline):
             base = graph
         else:
@@ -311,12 +342,43 @@ def run_search(
                                config.strict)
             found.append(int8_candidate(f"{gname}/{cfg.label}", gname, res, chk, config.min_speedup, reused=reused))
             step(f"{gname}/{cfg.label}" + (f" (reused {res.out_dir})" if reused else ""))
-    best = select_candidate(found, config.objective)
-    result = SearchResult(found, best.name if best else None, config.budget_overall, config.budget_per_slice,
-                          config.objective.value, config.include_small_slices, config.strict, out.resolve(),
-                          _message(found, best, config), config.min_speedup)
+    result = _result(found, scored[0] if scored else None, config, out)
     runs.save_result(result, out / SEARCH_FILE)
     return result
+
+
+def _result(found: list[SearchCandidate], scored: Optional[ScoredBaseline], config: SearchConfig, out: Path) -> SearchResult:
+    """The best candidate and the message, in the scored baseline's metric and budgets when there is one."""
+    best = select_candidate(found, config.objective)
+    budgets = scored.budgets() if scored else (config.budget_overall, config.budget_per_slice)
+    message = scored.choice_message(found, best, config) if scored else _message(found, best, config)
+    return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
+                        config.include_small_slices, config.strict, out.resolve(), message, config.min_speedup,
+                        scored.metric if scored else "accuracy")
+
+
+def _graphs(source) -> tuple[dict[str, Any], list[ScoredBaseline]]:
+    """{name: graph} and those of them that are :class:`ScoredBaseline`s (all or none)."""
+    graphs = dict(source) if isinstance(source, Mapping) else {"model": source}
+    if not graphs:
+        raise QuantizeError("give at least one FP32 graph (or baseline) to search over")
+    scored = [g for g in graphs.values() if isinstance(g, ScoredBaseline)]
+    if scored and len(scored) < len(graphs):
+        raise QuantizeError(f"the search scores in one metric at a time: give only classifier graphs or only {scored[0].metric} "
+                            "baselines, got both")
+    return graphs, scored
+
+
+def _search_scored(gname: str, graph: ScoredBaseline, gdir: Path, configs: Sequence[QuantConfig], config: SearchConfig,
+                   found: list[SearchCandidate], step: Callable[[str], None]) -> None:
+    """A :class:`ScoredBaseline`'s candidates: its FP32 graph, then what it tried for each configuration."""
+    if config.include_fp32:
+        found.append(graph.fp32_search_candidate(f"{gname}/fp32", config))
+        step(f"{gname}/fp32")
+    for cfg in configs:
+        tried = graph.search_candidates(f"{gname}/{cfg.label}", cfg, gdir / cfg.label, config)
+        found.extend(tried)
+        step(", ".join(c.name for c in tried))
 
 
 def _message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: SearchConfig) -> str:

@@ -120,25 +120,47 @@ def node_errors(
     ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` (see :func:`_weight_sqnr`).
     Graphs run with ONNX Runtime's optimizations off, as ``qdq_loss_debug.collect_activations`` does.
     """
-    import tempfile
-
     import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto
 
     float_path, quant_path = Path(float_path), Path(quant_path)
     if not feeds:
         raise QuantizeError("node_errors needs at least one batch of inputs")
     fmodel = onnx.load(str(float_path))
     qmodel = onnx.load(str(quant_path))
-    names = quantized_nodes(float_path, quant_path, op_types)
+    plan, f_out, q_out = _comparison_plan(fmodel, qmodel, quantized_nodes(float_path, quant_path, op_types))
+    acc = _accumulate_errors(float_path, quant_path, f_out, q_out, plan, feeds)
+
+    def db(key: str) -> float:
+        return _sqnr_db(*acc[key]) if key in acc else float("nan")
+
+    finit_map = {i.name: i for i in fmodel.graph.initializer}
+    qinit_map = {i.name: i for i in qmodel.graph.initializer}
+    dq_nodes = {n.input[0]: n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"}
+    rows = []
+    for node, out, acts, weights in plan:
+        w_vals = [_weight_sqnr(qmodel, finit_map, qinit_map, dq_nodes, w) for w in weights]
+        w_vals = [v for v in w_vals if not math.isnan(v)]
+        a_vals = [v for v in (db(f"qdq:{a}") for a in acts) if not math.isnan(v)]
+        in_vals = [v for v in (db(f"in:{a}") for a in acts) if not math.isnan(v)]
+        wv = min(w_vals) if w_vals else float("nan")
+        av = min(a_vals) if a_vals else float("nan")
+        local = min([v for v in (wv, av) if not math.isnan(v)], default=float("nan"))
+        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), min(in_vals) if in_vals else float("nan"), av, wv, local))
+    ranked = sorted(rows, key=lambda r: (math.isnan(r.local_sqnr_db), r.local_sqnr_db if not math.isnan(r.local_sqnr_db) else 0.0, r.node))
+    return [dataclasses.replace(r, rank=i + 1) for i, r in enumerate(ranked)]
+
+
+def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[str, int], dict[str, int]]:
+    """What to compare for each quantized node: ``[(node, output, [activation inputs], [weights])]``,
+    and the tensors each graph must expose as outputs for it (name -> ONNX element type), float
+    graph first. On the quantized side that includes each activation after its QDQ pair (or the
+    DynamicQuantizeLinear outputs it is rebuilt from)."""
+    from onnx import TensorProto
+
     fnodes = {n.name: n for n in fmodel.graph.node}
     finit = {i.name for i in fmodel.graph.initializer}
     const_out = {o for n in fmodel.graph.node if n.op_type == "Constant" for o in n.output}
     qproduced = {o for n in qmodel.graph.node for o in n.output} | {i.name for i in qmodel.graph.input}
-    finit_map = {i.name: i for i in fmodel.graph.initializer}
-    qinit_map = {i.name: i for i in qmodel.graph.initializer}
-    dq_nodes = {n.input[0]: n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"}
     float_inputs = {"MatMul": (0, 1), "Gemm": (0, 1), "Attention": (0,), "Conv": (0,)}
 
     plan = []  # (node, output, [activation inputs], [weights])
@@ -164,6 +186,17 @@ def node_errors(
                 q_out[f"{a}_quantized"] = TensorProto.UINT8
                 q_out[f"{a}_scale"] = TensorProto.FLOAT
                 q_out[f"{a}_zero_point"] = TensorProto.UINT8
+    return plan, f_out, q_out
+
+
+def _accumulate_errors(float_path: Path, quant_path: Path, f_out: dict[str, int], q_out: dict[str, int], plan: list,
+                       feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, list[float]]:
+    """Run both graphs (optimizations off, the planned tensors as outputs) on every batch and sum,
+    per compared tensor, ``[signal^2, noise^2]``: keys ``out:<output>``, ``in:<activation>`` (the
+    node's input in each graph) and ``qdq:<activation>`` (before and after its quantization)."""
+    import tempfile
+
+    import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -199,22 +232,7 @@ def node_errors(
                             post = (qv[f"{a}_quantized"].astype(np.float64) - float(qv[f"{a}_zero_point"])) * float(qv[f"{a}_scale"])
                         if post is not None:
                             add(f"qdq:{a}", pre, post)
-
-    def db(key: str) -> float:
-        return _sqnr_db(*acc[key]) if key in acc else float("nan")
-
-    rows = []
-    for node, out, acts, weights in plan:
-        w_vals = [_weight_sqnr(qmodel, finit_map, qinit_map, dq_nodes, w) for w in weights]
-        w_vals = [v for v in w_vals if not math.isnan(v)]
-        a_vals = [v for v in (db(f"qdq:{a}") for a in acts) if not math.isnan(v)]
-        in_vals = [v for v in (db(f"in:{a}") for a in acts) if not math.isnan(v)]
-        wv = min(w_vals) if w_vals else float("nan")
-        av = min(a_vals) if a_vals else float("nan")
-        local = min([v for v in (wv, av) if not math.isnan(v)], default=float("nan"))
-        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), min(in_vals) if in_vals else float("nan"), av, wv, local))
-    ranked = sorted(rows, key=lambda r: (math.isnan(r.local_sqnr_db), r.local_sqnr_db if not math.isnan(r.local_sqnr_db) else 0.0, r.node))
-    return [dataclasses.replace(r, rank=i + 1) for i, r in enumerate(ranked)]
+    return acc
 
 
 class RankBy(str, enum.Enum):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import platform
-from pathlib import Path
 
 from .schema import PACKAGES
 
@@ -14,15 +13,10 @@ CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "a
 
 def cpu_facts() -> dict:
     """CPU model, the instruction-set flags that decide INT8/bf16 speed, cores, load average."""
-    model, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and ":" in line and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    from ..perf.machine_profile import read_cpuinfo
+
+    model, flags = read_cpuinfo()
+    model = model or platform.processor() or platform.machine()
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -8,7 +8,7 @@ def _ci(d) -> list:
     return [d.ci_low, d.ci_high]
 
 
-def _slice_row(d) -> dict:
+def slice_row(d) -> dict:
     return {"slice": d.slice, "n": int(d.n), "delta": d.delta, "ci95": _ci(d), "significant": bool(d.significant),
             "too_small": bool(d.too_small), "flips": int(d.flips), "description": d.description, "group": d.group,
             "fp32_accuracy": d.reference.accuracy, "int8_accuracy": d.candidate.accuracy}
@@ -34,9 +34,9 @@ def describe_config(cfg) -> str:
         bits.append(f"{len(cfg.nodes_to_exclude)} nodes left in FP32,")
     text = f"{mode} {' '.join(bits) + ' ' if bits else ''}INT8"
     if mode == "static":
-        text += f" (QDQ, {getattr(cfg.calibration, 'value', cfg.calibration)} calibration on {cfg.samples} texts)"
+        text += f" (QDQ, {cfg.calibration.method.value} calibration on {cfg.calibration.samples} texts)"
     return text
 
 
-def _latency_map(lat) -> dict:
+def latency_map(lat) -> dict:
     return {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}

@@ -11,10 +11,10 @@ from ..runs import layout
 from .environment import environment_facts
 from .inputs import ReportInputs
 from .lengths import data_lengths, scoring_dict
-from .rows import _latency_map, _slice_row, describe_config
+from .rows import latency_map, slice_row, describe_config
 from .schema import SCHEMA_VERSION, validate_summary
 from .search import search_over_results
-from .verdict import _verdict
+from .verdict import build_verdict
 
 
 def _row_of(example: dict, index: int) -> int:
@@ -32,27 +32,24 @@ def _quant_entry(r, check, examples: Optional[list]) -> dict:
                       "fp32_pred": f.reference_pred_name or str(f.reference_pred), "fp32_confidence": f.reference_confidence,
                       "int8_pred": f.candidate_pred_name or str(f.candidate_pred), "int8_confidence": f.candidate_confidence,
                       "kind": f.kind.value, "slices": list(f.slices)})
+    from ..quant.rows import SUMMARY_KEYS, variant_row
+
     cfg = r.config
     return {
-        "name": r.name, "description": describe_config(cfg), "mode": cfg.mode.value, "per_channel": bool(cfg.per_channel),
-        "reduce_range": bool(cfg.reduce_range), "calibration": cfg.calibration.value if cfg.mode.value == "static" else None,
+        **variant_row(r).as_dict(SUMMARY_KEYS),  # name, size, latency, speed-up, floor, contended, accuracy: the variant's row
+        "description": describe_config(cfg), "mode": cfg.mode.value, "per_channel": bool(cfg.per_channel),
+        "reduce_range": bool(cfg.reduce_range), "calibration": cfg.calibration.method.value if cfg.mode.value == "static" else None,
         "calibration_samples": int(r.calibration_samples), "graph": r.graph_kind, "quantized_path": str(r.quantized_path),
-        "size_mib": r.size_mib, "fp32_size_mib": r.fp32_size_mib, "size_ratio": r.fp32_size_mib / r.size_mib if r.size_mib else None,
-        "latency_ms": r.latency_ms, "fp32_latency_ms": r.fp32_latency_ms, "speedup": r.speedup,
-        "speedup_ci": [r.speedup_ratio.lo, r.speedup_ratio.hi] if r.speedup_ratio else None,
-        "floor_ms": r.latency[0].floor_ms if r.latency else None, "of_floor": r.of_floor,
-        "fp32_floor_ms": r.fp32_latency[0].floor_ms if r.fp32_latency else None,
-        "fp32_of_floor": r.fp32_latency[0].of_floor if r.fp32_latency else None,
-        "contended": r.contended, "load": serial.to_dict(r.load) if r.load is not None else None,
+        "size_ratio": r.fp32_size_mib / r.size_mib if r.size_mib else None,
+        "load": serial.to_dict(r.load) if r.load is not None else None,
         "latency_by_shape": [{"shape": f"{s.batch}x{s.seq}", "int8_ms": s.stats.median_ms, "fp32_ms": f.stats.median_ms,
                               "floor_ms": s.floor_ms, "of_floor": s.of_floor, "fp32_floor_ms": f.floor_ms,
                               "fp32_of_floor": f.of_floor,
                               "speedup": sp.ratio.value if sp else None, "speedup_ci": [sp.ratio.lo, sp.ratio.hi] if sp else None}
                              for s, f, sp in zip(r.latency, r.fp32_latency, list(r.speed) + [None] * len(r.latency))],
-        "accuracy": r.accuracy, "fp32_accuracy": rep.overall.reference.accuracy, "accuracy_delta": r.accuracy_delta,
         "macro_f1": rep.overall.candidate.macro_f1, "fp32_macro_f1": rep.overall.reference.macro_f1,
         "agreement": rep.overall.candidate.agreement, "validation_passed": bool(r.validation.passed),
-        "validation": r.validation.message, "overall": _slice_row(rep.overall), "slices": [_slice_row(d) for d in rep.slices],
+        "validation": r.validation.message, "overall": slice_row(rep.overall), "slices": [slice_row(d) for d in rep.slices],
         "n_flips": len(rep.flips), "flips": flips, "within_budget": bool(check.feasible), "violations": list(check.violations),
         "worst_slice": check.worst_slice or None, "worst_slice_drop": check.worst_slice_drop,
         "slices_not_judged": list(check.slices_skipped), "notes": list(r.notes),
@@ -110,80 +107,78 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
     return machine, contended
 
 
-def build_summary(inp: ReportInputs) -> dict:
-    """Every number of the report as one JSON-ready dict (``summary.json``)."""
-    from ..core import serial
-    from ..quant import MIN_SLICE_SIZE
-
-    data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
-    results = list(inp.quant)
-    search = inp.search if inp.search is not None else (
-        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
-                            min_speedup=inp.min_speedup) if results else None)
-    by_path = {str((Path(r.out_dir) / layout.QUANTIZE_FILE).resolve()): r for r in results}
-    checks = {}
-    if search is not None:
-        for c in search.candidates:
-            checks[c.name] = c.check
-    from ..quant import check_budget, load_baseline
+def _eval_set_facts(results: list, data: dict, notes: list) -> tuple[Optional[list], list[dict]]:
+    """(the evaluation examples, the slices as rows) of the first variant's baseline; fills ``data``
+    with what the baseline knows (rows scored, batch size, timing, lengths) where it is not given."""
+    from ..quant import MIN_SLICE_SIZE, load_baseline
 
     examples = None
-    slices = []
-    if results:
-        try:
-            base = load_baseline(results[0].baseline_path)
-            eset = base.eval_sets[0]
-            examples = eset.load_examples()
-            slices = [{"name": s.name, "description": s.description, "group": s.group, "n": len(s.indices),
-                       "too_small": len(s.indices) < MIN_SLICE_SIZE} for s in eset.slices]
-            data.setdefault("rows_scored", eset.n)
-            data.setdefault("eval_batch_size", base.batch_size)
-            data.setdefault("max_length", base.max_length)
-            data.setdefault("timing", {"shapes": [f"{b}x{s}" for b, s in base.timing.shapes], "warmup": base.timing.warmup,
-                                           "repeats": base.timing.repeats, "threads": base.timing.threads})
-            for k, val in data_lengths(base).items():
-                data.setdefault(k, val)
-        except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
-            notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
-    data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
-    quant = []
-    for r in results:
-        chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)
-        quant.append(_quant_entry(r, chk, examples))
+    slices: list[dict] = []
+    if not results:
+        return examples, slices
+    try:
+        base = load_baseline(results[0].baseline_path)
+        eset = base.eval_sets[0]
+        examples = eset.load_examples()
+        slices = [{"name": s.name, "description": s.description, "group": s.group, "n": len(s.indices),
+                   "too_small": len(s.indices) < MIN_SLICE_SIZE} for s in eset.slices]
+        data.setdefault("rows_scored", eset.n)
+        data.setdefault("eval_batch_size", base.batch_size)
+        data.setdefault("max_length", base.max_length)
+        data.setdefault("timing", {"shapes": [f"{b}x{s}" for b, s in base.timing.shapes], "warmup": base.timing.warmup,
+                                   "repeats": base.timing.repeats, "threads": base.timing.threads})
+        for k, val in data_lengths(base).items():
+            data.setdefault(k, val)
+    except (FileNotFoundError, OSError, KeyError, ValueError) as exc:
+        notes.append(f"the evaluation examples could not be read back ({exc}); flips are listed without row numbers")
+    return examples, slices
 
-    export = None
-    if inp.export is not None:
-        e = inp.export
-        export = {"onnx_path": str(e.onnx_path), "opset": e.opset, "attn_implementation": e.attn_implementation,
-                  "node_count": e.node_count, "size_mib": e.size_mib, "export_seconds": e.export_seconds,
-                  "class_names": list(e.class_names), "max_length": e.max_length, "model_type": e.model_info.model_type,
-                  "num_parameters": e.model_info.num_parameters, "validation": serial.to_dict(e.validation),
-                  "top_ops": dict(list(e.op_histogram.items())[:12]), "trained_in": e.trained_in}
-    fusion = None
-    if inp.fusion is not None:
-        f = inp.fusion
-        fusion = {"fused_ops": dict(f.fused_op_counts) if any(v.name.value == "transformer" for v in f.variants) else {},
-                  "expected_fusions": dict(f.expected_fusions), "diagnoses": [d.text for d in f.diagnoses],
-                  "pytorch_latency_ms": _latency_map(f.pytorch_latency), "fused_path": str(f.fused_path) if f.fused_path else None,
-                  "variants": [{"name": v.name.value, "session_optimization": v.session_optimization, "node_count": v.node_count,
-                                "size_mib": v.size_mib, "validation_passed": bool(v.validation.passed),
-                                "max_abs_diff": v.validation.max_abs_diff, "latency_ms": _latency_map(v.latency)}
-                               for v in f.variants],
-                  "threads": f.config.threads, "notes": list(f.notes)}
-    search_d = None
-    if search is not None:
-        search_d = {"objective": search.objective, "chosen": search.chosen, "message": search.message,
-                    "min_speedup": search.min_speedup,
-                    "candidates": [{"name": c.name, "precision": c.precision, "description": describe_config(c.config),
-                                    "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
-                                    "accuracy_delta": c.accuracy_delta, "feasible": bool(c.feasible),
-                                    "speedup": c.speedup, "speedup_ci": [c.speedup_lo, c.speedup_hi] if c.speedup_lo is not None else None,
-                                    "fast_enough": bool(c.fast_enough), "too_slow": c.too_slow, "contended": bool(c.contended),
-                                    "floor_ms": c.floor_ms, "of_floor": c.of_floor,
-                                    "worst_slice": c.check.worst_slice or None, "worst_slice_drop": c.check.worst_slice_drop,
-                                    "violations": list(c.check.violations)} for c in search.candidates]}
-    n_boot = results[0].report.n_boot if results else None
-    method_notes = [
+
+def _export_summary(e) -> Optional[dict]:
+    from ..core import serial
+
+    if e is None:
+        return None
+    return {"onnx_path": str(e.onnx_path), "opset": e.opset, "attn_implementation": e.attn_implementation,
+            "node_count": e.node_count, "size_mib": e.size_mib, "export_seconds": e.export_seconds,
+            "class_names": list(e.class_names), "max_length": e.max_length, "model_type": e.model_info.model_type,
+            "num_parameters": e.model_info.num_parameters, "validation": serial.to_dict(e.validation),
+            "top_ops": dict(list(e.op_histogram.items())[:12]), "trained_in": e.trained_in}
+
+
+def _fusion_summary(f) -> Optional[dict]:
+    if f is None:
+        return None
+    return {"fused_ops": dict(f.fused_op_counts) if any(v.name.value == "transformer" for v in f.variants) else {},
+            "expected_fusions": dict(f.expected_fusions), "diagnoses": [d.text for d in f.diagnoses],
+            "pytorch_latency_ms": latency_map(f.pytorch_latency), "fused_path": str(f.fused_path) if f.fused_path else None,
+            "variants": [{"name": v.name.value, "session_optimization": v.session_optimization, "node_count": v.node_count,
+                          "size_mib": v.size_mib, "validation_passed": bool(v.validation.passed),
+                          "max_abs_diff": v.validation.max_abs_diff, "latency_ms": latency_map(v.latency)}
+                         for v in f.variants],
+            "threads": f.config.threads, "notes": list(f.notes)}
+
+
+def _search_summary(search) -> Optional[dict]:
+    if search is None:
+        return None
+    return {"objective": search.objective, "chosen": search.chosen, "message": search.message,
+            "min_speedup": search.min_speedup,
+            "candidates": [{"name": c.name, "precision": c.precision, "description": describe_config(c.config),
+                            "latency_ms": c.latency_ms, "size_mib": c.size_mib, "accuracy": c.accuracy,
+                            "accuracy_delta": c.accuracy_delta, "feasible": bool(c.feasible),
+                            "speedup": c.speedup, "speedup_ci": [c.speedup_lo, c.speedup_hi] if c.speedup_lo is not None else None,
+                            "fast_enough": bool(c.fast_enough), "too_slow": c.too_slow, "contended": bool(c.contended),
+                            "floor_ms": c.floor_ms, "of_floor": c.of_floor,
+                            "worst_slice": c.check.worst_slice or None, "worst_slice_drop": c.check.worst_slice_drop,
+                            "violations": list(c.check.violations)} for c in search.candidates]}
+
+
+def _method_notes(inp: ReportInputs, data: dict, n_boot: Optional[int], contended: list[str]) -> list[str]:
+    """How the numbers were obtained, in sentences (the bootstrap, small slices, batching, timing, load)."""
+    from ..quant import MIN_SLICE_SIZE
+
+    notes = [
         "Accuracy changes are INT8 minus FP32 on the same examples; 95% intervals come from a paired bootstrap "
         f"({n_boot} replicates): every replicate draws the same examples for both models, so the interval measures the change.",
         f"Slices with fewer than {MIN_SLICE_SIZE} examples are shown but not held to the per-slice budget"
@@ -200,21 +195,42 @@ def build_summary(inp: ReportInputs) -> dict:
         f"interval is above the speed guard ({inp.min_speedup:.2f}x). Each latency carries its floor: the graph's "
         "multiply-adds at this machine's measured matrix-multiply throughput (the machine section); of_floor = floor / latency.",
     ]
-    machine, contended = _machine(inp, results, notes)
     if contended:
-        method_notes.append("These speed figures were taken while other work used the CPU (" + "; ".join(contended) +
-                            "): they are written down, not stated as measured; time again on a quiet machine.")
-    if inp.batch_dependence:
-        for b in inp.batch_dependence:
-            method_notes.append(f"Measured here: {b['variant']}: {b['differ']} of {b['n']} predictions differ between batch "
-                                f"{b['batch_a']} and batch {b['batch_b']}.")
+        notes.append("These speed figures were taken while other work used the CPU (" + "; ".join(contended) +
+                     "): they are written down, not stated as measured; time again on a quiet machine.")
+    for b in inp.batch_dependence or ():
+        notes.append(f"Measured here: {b['variant']}: {b['differ']} of {b['n']} predictions differ between batch "
+                     f"{b['batch_a']} and batch {b['batch_b']}.")
+    return notes
+
+
+def build_summary(inp: ReportInputs) -> dict:
+    """Every number of the report as one JSON-ready dict (``summary.json``)."""
+    from ..core import serial
+    from ..quant import MIN_SLICE_SIZE, check_budget
+
+    data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
+    results = list(inp.quant)
+    search = inp.search if inp.search is not None else (
+        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
+                            min_speedup=inp.min_speedup) if results else None)
+    by_path = {str((Path(r.out_dir) / layout.QUANTIZE_FILE).resolve()): r for r in results}
+    checks = {c.name: c.check for c in search.candidates} if search is not None else {}
+    examples, slices = _eval_set_facts(results, data, notes)
+    data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
+    quant = []
+    for r in results:
+        chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)
+        quant.append(_quant_entry(r, chk, examples))
+    n_boot = results[0].report.n_boot if results else None
+    machine, contended = _machine(inp, results, notes)
     summary = {
         "schema_version": SCHEMA_VERSION,
         "kind": inp.kind,
         "title": inp.title,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "run_dir": str(Path(inp.run_dir).resolve()) if inp.run_dir else "",
-        "verdict": _verdict(inp, search, by_path, machine),
+        "verdict": build_verdict(inp, search, by_path, machine),
         "budget": {"overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
                    "include_small_slices": inp.include_small_slices, "min_slice_size": MIN_SLICE_SIZE},
         "environment": environment_facts(inp.doctor),
@@ -227,14 +243,14 @@ def build_summary(inp: ReportInputs) -> dict:
         "stages": [{"name": s["name"], "status": s["status"], "seconds": float(s.get("seconds", 0.0)),
                     "message": s.get("message", "")} for s in inp.stages],
         "training": _training_summary(inp.comparison),
-        "export": export,
-        "fusion": fusion,
+        "export": _export_summary(inp.export),
+        "fusion": _fusion_summary(inp.fusion),
         "quantization": quant,
-        "search": search_d,
+        "search": _search_summary(search),
         "method": {"bootstrap": {"replicates": n_boot, "confidence_level": results[0].report.confidence_level if results else None,
                                  "paired": True, "seed": results[0].report.seed if results else None},
                    "eval_batch_size": data.get("eval_batch_size"), "timing": data.get("timing"),
-                   "batch_dependence": list(inp.batch_dependence), "notes": method_notes},
+                   "batch_dependence": list(inp.batch_dependence), "notes": _method_notes(inp, data, n_boot, contended)},
         "config": inp.config,
         "notes": notes,
     }

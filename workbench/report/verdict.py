@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from .rows import _slice_row, describe_config
+from .rows import slice_row, describe_config
 from .schema import EXIT_INCOMPLETE, EXIT_MEETS, EXIT_NONE_MEETS
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ def _load_candidate(c, by_path: dict):
     return None
 
 
-def _verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
+def build_verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
     """The verdict of what was evaluated; when a step failed it is ``incomplete`` (exit code 1)
     whatever the variants that did run show, so summary.json and the exit code always agree.
     ``machine`` (the profile as summary.json holds it) lets the verdict explain the speed by the
@@ -136,7 +136,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
     ratio = getattr(r, "speedup_ratio", None)
     out.update(text=text, speedup=None if busy else r.speedup, size_ratio=r.fp32_size_mib / r.size_mib, accuracy_delta=o.delta,
                speedup_ci=[ratio.lo, ratio.hi] if ratio is not None and not busy else None,
-               worst_slice=_slice_row(worst) if worst is not None else None)
+               worst_slice=slice_row(worst) if worst is not None else None)
     return out
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 from ..core import serial
 from ..runs.atomic import atomic_write_set
 from .inputs import ReportInputs, inputs_from_run
-from .page import _figures, render_html
+from .page import draw_figures, render_html
 from .schema import REPORT_FILE, SUMMARY_FILE
 from .summary import build_summary
 
@@ -21,7 +21,7 @@ def write_report(inp: ReportInputs, out_dir: Optional[str | os.PathLike] = None)
     unit (both new, or both as before when the process dies); returns (report path, summary path, summary)."""
     out = Path(out_dir if out_dir is not None else inp.run_dir)
     summary = build_summary(inp)
-    page = render_html(summary, _figures(inp, summary))
+    page = render_html(summary, draw_figures(inp, summary))
     text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
     paths = atomic_write_set(out, {SUMMARY_FILE: text.encode("utf-8"), REPORT_FILE: page.encode("utf-8")})
     return paths[REPORT_FILE], paths[SUMMARY_FILE], summary

@@ -4,7 +4,8 @@ Every stage that runs a graph (export validation, fusion variants, quantized mod
 evaluation) goes through these functions, so "ONNX Runtime was faster" always means the same
 session settings, the same inputs and the same timing discipline (:func:`workbench.core.latency.measure`):
 
-- :func:`make_session` opens a graph on the CPU execution provider with a chosen graph-optimization
+- :func:`make_session` (:mod:`workbench.runtime.session`, importable from here too) opens a graph
+  on the CPU execution provider with a chosen graph-optimization
   level (``"disabled"``, ``"basic"``, ``"extended"``, ``"all"``), optionally saving the graph as
   ONNX Runtime optimized it (that saved file is what fusion inspects).
 - :func:`predict_logits` / :func:`predict_dataset` feed exactly the inputs the graph declares, as
@@ -26,20 +27,15 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, 
 import numpy as np
 
 from ..core.latency import LatencyStats, measure
+from .session import DEFAULT_PROVIDERS, GRAPH_OPTIMIZATION_LEVELS, InferenceError, make_session  # noqa: F401 (importable from here too)
 
 if TYPE_CHECKING:
     from .device import PlacementReport
 
-GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
-DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 # Inputs a BERT-like graph may declare; anything else must be given explicitly.
 KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 SessionOrPath = Union[str, os.PathLike, Any]  # Any: an onnxruntime.InferenceSession
-
-
-class InferenceError(ValueError):
-    """A graph that cannot be opened or fed; the message says what was wrong and what to do."""
 
 
 @dataclass(frozen=True)
@@ -65,124 +61,6 @@ class ShapeLatency:
     @property
     def ms_per_example(self) -> float:
         return self.stats.median_ms / self.batch
-
-
-def _ort_level(name: str):
-    import onnxruntime as ort
-
-    levels = {
-        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    key = getattr(name, "value", name)
-    if key not in levels:
-        raise InferenceError(
-            f"graph_optimization must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {name!r}; "
-            "use 'disabled' to run the graph exactly as written, 'all' for ONNX Runtime's default"
-        )
-    return levels[key]
-
-
-def make_session(
-    onnx_path: str | os.PathLike,
-    threads: Optional[int] = None,
-    graph_optimization: str = "all",
-    optimized_model_path: str | os.PathLike | None = None,
-    providers: Sequence[str] = DEFAULT_PROVIDERS,
-    allow_spinning: bool = True,
-    keep_spinning: bool = False,
-    device: str = "cpu",
-    cuda_graph: bool = False,
-    profile_prefix: Optional[str] = None,
-):
-    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
-
-    ``threads`` sets the intra-op thread count (None: ONNX Runtime's default, one per physical
-    core). ``graph_optimization`` is the session's graph-optimization level. With
-    ``optimized_model_path`` ONNX Runtime writes the graph *after* its optimizations there, which
-    is how the session levels become files that can be inspected and diffed.
-
-    Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
-    the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
-    and stop the moment the run returns
-    (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
-    the process (another session timed beside it, PyTorch) or from other processes.
-    ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
-    after a run); ``allow_spinning=False`` never spins (workers sleep between nodes too).
-
-    ``device``: ``"cpu"`` (the default; ``providers`` apply) or ``"cuda"``/``"cuda:N"`` (the CUDA
-    execution provider first, the CPU provider for what CUDA has no kernel for; see
-    :mod:`workbench.runtime.device`). Asking for CUDA where it is absent raises
-    :class:`~workbench.runtime.device.DeviceError` saying what to install; a CUDA session that ONNX Runtime
-    quietly opened on the CPU alone (CUDA libraries not found) is an error too, never a silent
-    fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
-    ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
-    JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
-    """
-    from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
-    import onnxruntime as ort
-
-    device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
-    path = Path(onnx_path)
-    if not path.is_file():
-        raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
-    if threads is not None and threads < 1:
-        raise InferenceError(f"threads must be a positive number, got {threads}; "
-                             "leave it unset for ONNX Runtime's default (one per core)")
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = _ort_level(graph_optimization)
-    opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
-    if threads is not None:
-        opts.intra_op_num_threads = int(threads)
-        opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
-    if allow_spinning and not keep_spinning:
-        opts.add_session_config_entry("session.force_spinning_stop", "1")
-    if optimized_model_path is not None:
-        Path(optimized_model_path).parent.mkdir(parents=True, exist_ok=True)
-        opts.optimized_model_filepath = str(optimized_model_path)
-    if profile_prefix is not None:
-        opts.enable_profiling = True
-        opts.profile_file_prefix = str(profile_prefix)
-    provider_options = None
-    if is_cuda(device) or cuda_graph:
-        providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
-        _load_cuda_libraries(ort)
-    available = ort.get_available_providers()
-    missing = [p for p in providers if p not in available]
-    if missing:
-        raise InferenceError(
-            f"execution provider(s) {missing} are not available in this ONNX Runtime build; "
-            f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
-        )
-    try:
-        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
-                                       provider_options=provider_options)
-    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-        raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
-    if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
-        raise InferenceError(
-            f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
-            "provider failed to load (missing CUDA/cuDNN libraries; onnxruntime's warning above names the library). "
-            "Install the CUDA libraries onnxruntime-gpu was built for (torch's nvidia-* wheels provide them: the "
-            "workbench imports torch first), or use --device cpu"
-        )
-    return session
-
-
-def _load_cuda_libraries(ort) -> None:
-    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
-    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
-    has ``preload_dlls`` for the same purpose."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        pass
-    preload = getattr(ort, "preload_dlls", None)
-    if preload is not None:
-        preload()
 
 
 def as_session(session_or_path: SessionOrPath, **kw):

@@ -104,7 +104,7 @@ from .config import (
 from .lockstep import LockstepJob, interleaved_runs, run_lockstep
 from .verdict import TrainVerdict, TrainVerdicts, load_check, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for
 from .graphs import GraphStage, TrainGraphs, summarize_graph
-from .loop import StepGate, Trainer, _load_data, evaluate, run_training  # noqa: F401 (_load_data: the benchmark shares its cache)
+from .loop import StepGate, Trainer, load_train_data, evaluate, run_training  # noqa: F401 (load_train_data: the benchmark shares its cache)
 from .memory import PeakMemory
 from .ortmodule import FellBackError, allow_streams_without_fd, ortmodule_fell_back, wrap_ortmodule
 from .process import run_training_isolated

@@ -1,8 +1,8 @@
 """``python -m workbench.train --config C --backend B --run-dir D``: one training run in this process,
-started by :func:`workbench.train.run_training_isolated` (see :func:`workbench.train.process._child_main`)."""
+started by :func:`workbench.train.run_training_isolated` (see :func:`workbench.train.process.child_main`)."""
 
 import sys
 
-from .process import _child_main
+from .process import child_main
 
-sys.exit(_child_main())
+sys.exit(child_main())

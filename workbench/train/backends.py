@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Optional
 
 from .config import Backend, Optimizer, TrainConfig
-from .ortmodule import FellBackError, _first_lines, wrap_ortmodule
+from .ortmodule import FellBackError, first_lines, wrap_ortmodule
 from .results import CompileStats
 
 
-def _prepare_model(model, backend: Backend, cfg: TrainConfig, graph_prefix: Optional[Path]):
+def prepare_model(model, backend: Backend, cfg: TrainConfig, graph_prefix: Optional[Path]):
     if backend is Backend.ORTMODULE:
         return wrap_ortmodule(model, cfg, graph_prefix)
     if backend is Backend.COMPILE:
@@ -32,7 +32,7 @@ def _prepare_model(model, backend: Backend, cfg: TrainConfig, graph_prefix: Opti
     return model
 
 
-def _make_optimizer(params, cfg: TrainConfig):
+def make_optimizer(params, cfg: TrainConfig):
     import torch
 
     params = [p for p in params if p.requires_grad]
@@ -46,14 +46,14 @@ def _make_optimizer(params, cfg: TrainConfig):
     return torch.optim.AdamW(groups, lr=cfg.lr, fused=cfg.optimizer is Optimizer.ADAMW_FUSED or None)
 
 
-def _dynamo_counters() -> dict[str, dict[str, int]]:
+def dynamo_counters() -> dict[str, dict[str, int]]:
     from torch._dynamo.utils import counters
 
     return {k: dict(v) for k, v in counters.items()}
 
 
-def _compile_stats(before: dict[str, dict[str, int]]) -> CompileStats:
-    after = _dynamo_counters()
+def compile_stats_since(before: dict[str, dict[str, int]]) -> CompileStats:
+    after = dynamo_counters()
 
     def grew(group: str) -> dict[str, int]:
         old = before.get(group, {})
@@ -72,7 +72,7 @@ def _last_line(text: str) -> str:
 def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> str:
     """Turn an exception from a training step into 'what went wrong, and what to do'."""
     text = f"{type(exc).__name__}: {exc}"
-    detail = _first_lines(str(exc), 4)
+    detail = first_lines(str(exc), 4)
     if isinstance(exc, FellBackError):
         cause = exc.__cause__
         return (

@@ -48,7 +48,8 @@ from typing import Optional, Sequence
 from .. import runs
 from ..runs.layout import COMPARE_FILE
 from ..core.metrics import Metric
-from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend,
+from ..core.options import parse_choice
+from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, check_backend,
                      settings_text, shared_differences)
 from .lockstep import LockstepJob, interleaved_runs, run_lockstep
 from .loop import run_training
@@ -145,21 +146,21 @@ class Comparison:
     run_dir: Optional[str] = None
 
     def summary(self, backend: Backend | str) -> BackendSummary:
-        backend = _enum(Backend, backend, "backend")
+        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
         for s in self.summaries:
             if s.backend is backend:
                 return s
         raise KeyError(f"no run for backend {backend.value!r}; compared: {[s.backend.value for s in self.summaries]}")
 
     def ratio(self, backend: Backend | str) -> Ratio:
-        backend = _enum(Backend, backend, "backend")
+        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
         for r in self.ratios:
             if r.backend is backend:
                 return r
         raise KeyError(f"no ratio for {backend.value!r} (it is the baseline, or its run fell back or failed)")
 
     def run(self, backend: Backend | str) -> TrainRun:
-        backend = _enum(Backend, backend, "backend")
+        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
         for r in self.runs:
             if r.backend is backend:
                 return r
@@ -278,7 +279,7 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
     """Compare finished runs. ``tolerance`` overrides :func:`default_tolerance` for the loss parity."""
     if not runs_:
         raise ValueError("compare() needs at least one TrainRun; train some with run_training or run_comparison")
-    baseline = _enum(Backend, baseline, "baseline")
+    baseline = parse_choice(Backend, baseline, "baseline", TrainConfigError)
     by_backend: dict[Backend, TrainRun] = {}
     for r in runs_:
         if r.backend in by_backend:
@@ -360,7 +361,7 @@ class CompareConfig:
     def __post_init__(self) -> None:
         if isinstance(self.backends, (str, Backend)):
             raise TrainConfigError(f"backends is a list of backends, got {self.backends!r}; write ('eager', 'ortmodule')")
-        chosen = tuple(_enum(Backend, b, "backend") for b in self.backends)
+        chosen = tuple(parse_choice(Backend, b, "backend", TrainConfigError) for b in self.backends)
         if not chosen:
             raise TrainConfigError(f"backends must name at least one of {', '.join(b.value for b in Backend)}")
         if len(set(chosen)) != len(chosen):

@@ -111,40 +111,56 @@ class TrainConfig:
     ``max_steps`` set, ``epochs`` is ignored and the data is cycled as needed.
     """
 
-    model: str = "tiny"  # "minilm", "tiny" or a Hugging Face model folder
-    data: DataConfig = field(default_factory=DataConfig.quick)
-    max_length: int = 64
-    pad_to_max: bool = False  # pad every batch to max_length (fixed shapes: fairer to torch.compile)
-    batch_size: int = 16
-    grad_accum: int = 1
-    epochs: int = 1
-    max_steps: Optional[int] = None
-    lr: float = 5e-5
-    weight_decay: float = 0.01
-    schedule: Schedule = Schedule.LINEAR
-    warmup_steps: int = 0
-    max_grad_norm: Optional[float] = 1.0
-    optimizer: Optimizer = Optimizer.ADAMW_FUSED  # measured faster for every backend (see TUNED_DEFAULTS)
-    seed: int = 0
-    dropout: bool = False  # off: eager and ORTModule loss curves can be compared step by step
-    attn_implementation: str = "eager"  # "sdpa" cannot be trained by ORTModule (kept to show why)
-    eval_every: int = 0  # evaluate every N steps (0: only at the end)
-    eval_batch_size: int = 64
-    threads: Optional[int] = None  # torch intra-op threads (None: torch's default)
-    device: str = "cpu"
-    precision: Precision = Precision.FP32
+    model: str = field(default="tiny", metadata={"help": "'minilm', 'tiny' or a Hugging Face model folder"})
+    data: DataConfig = field(default_factory=DataConfig.quick, metadata={"help": "the data to train on (DataConfig)"})
+    max_length: int = field(default=64, metadata={"help": "tokens per text (longer texts are truncated)"})
+    pad_to_max: bool = field(default=False, metadata={"help": (
+        "pad every batch to --max-length (fixed shapes: torch.compile compiles once)")})
+    batch_size: int = field(default=16, metadata={"help": "examples per batch (one optimizer step takes batch-size x grad-accum)"})
+    grad_accum: int = field(default=1, metadata={"help": "batches whose gradients are summed into one optimizer step"})
+    epochs: int = field(default=1, metadata={"help": "passes over the training data (when --steps is not set)"})
+    max_steps: Optional[int] = field(default=None, metadata={"help": "optimizer steps (overrides --epochs)"})
+    lr: float = field(default=5e-5, metadata={"help": "peak learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's weight decay"})
+    schedule: Schedule = field(default=Schedule.LINEAR, metadata={"help": (
+        "learning rate after the warm-up: constant, linear or cosine decay to 0")})
+    warmup_steps: int = field(default=0, metadata={"help": "steps of linear learning-rate warm-up"})
+    max_grad_norm: Optional[float] = field(default=1.0, metadata={"help": "gradients clipped to this norm (None: no clipping)"})
+    # measured faster for every backend (see TUNED_DEFAULTS)
+    optimizer: Optimizer = field(default=Optimizer.ADAMW_FUSED, metadata={"help": (
+        "adamw (foreach), adamw_fused (one fused kernel) or ort_fused_adam (ONNX Runtime's, CUDA only)")})
+    seed: int = field(default=0, metadata={"help": "seed of the data order and the new head's weights"})
+    dropout: bool = field(default=False, metadata={"help": (
+        "dropout on/off (off: loss curves of two backends can be compared step by step)")})
+    # "sdpa" cannot be trained by ORTModule (kept to show why)
+    attn_implementation: str = field(default="eager", metadata={"help": (
+        "attention implementation to load the model with (eager: what ORTModule trains)")})
+    eval_every: int = field(default=0, metadata={"help": "evaluate every N steps (0: at the end only)"})
+    eval_batch_size: int = field(default=64, metadata={"help": "examples per batch when evaluating"})
+    threads: Optional[int] = field(default=None, metadata={"help": "torch intra-op threads (default: torch's own)"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda or cuda:N"})
+    precision: Precision = field(default=Precision.FP32, metadata={"help": (
+        "fp32, bf16 (CPUs with AVX-512 BF16 or AMX; eager and compile) or fp16 (CUDA)")})
     # ORTModule knobs
-    opset: int = 14  # ORTModule's own default is 17; 14 measured faster (see TUNED_DEFAULTS)
-    memory_optimizer_level: int = 0  # 0 off, 1 layer-wise recompute, 2 recompute incl. compromised subgraphs
-    ort_threads: Optional[int] = None  # intra-op threads of ORT's session (None: same as `threads`)
-    ort_graph_optimization: str = "all"  # disabled | basic | extended | all
-    ort_allow_spinning: bool = False  # False: ORT's idle threads sleep instead of spinning (ORT's default: True)
-    ort_log_level: str = "ERROR"
-    fallback: FallbackPolicy = FallbackPolicy.DISABLE
-    save_graphs: bool = True  # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
+    # ORTModule's own default is 17; 14 measured faster (see TUNED_DEFAULTS)
+    opset: int = field(default=14, metadata={"help": (
+        "ONNX opset ORTModule exports with (ORTModule's own default is 17; 14 measured faster)")})
+    memory_optimizer_level: int = field(default=0, metadata={"help": (
+        "ORTModule's memory optimizer: 0 off, 1 layer-wise recompute, 2 recompute incl. compromised subgraphs")})
+    ort_threads: Optional[int] = field(default=None, metadata={"help": (
+        "intra-op threads of ONNX Runtime's session (default: same as --threads)")})
+    ort_graph_optimization: str = field(default="all", metadata={"help": "graph optimization level of ONNX Runtime's session"})
+    ort_allow_spinning: bool = field(default=False, metadata={"help": (
+        "whether ONNX Runtime's idle threads spin (ORTModule's own default; measured slower here) or sleep (--no-spinning)")})
+    ort_log_level: str = field(default="ERROR", metadata={"help": "ORTModule's log level (VERBOSE, INFO, WARNING, ERROR or FATAL)"})
+    fallback: FallbackPolicy = field(default=FallbackPolicy.DISABLE, metadata={"help": (
+        "disable: fail loudly; detect: stop and mark the run fell_back")})
+    # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
+    save_graphs: bool = field(default=True, metadata={"help": "keep ORTModule's training graphs in the run folder"})
     # torch.compile knobs
-    compile_mode: str = "default"
-    compile_dynamic: Optional[bool] = None
+    compile_mode: str = field(default="default", metadata={"help": "torch.compile mode"})
+    compile_dynamic: Optional[bool] = field(default=None, metadata={"help": (
+        "torch.compile's dynamic shapes (None: torch decides; False: one graph per shape)")})
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731

@@ -33,7 +33,8 @@ from typing import Optional
 
 from .. import runs
 from ..core import serial
-from .config import Backend, TrainConfig, TrainConfigError, _enum, check_backend
+from ..core.options import parse_choice
+from .config import Backend, TrainConfig, TrainConfigError, check_backend
 from .results import TrainRun, load_train_run
 
 DISTRIBUTED_BACKENDS = (Backend.EAGER, Backend.ORTMODULE)
@@ -161,7 +162,7 @@ def _worker(argv: Optional[list[str]] = None) -> int:
     from .loop import run_training
 
     cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
-    backend = _enum(Backend, args.backend, "backend")
+    backend = parse_choice(Backend, args.backend, "backend", TrainConfigError)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if cfg.device.startswith("cuda"):
         cfg = cfg.replace(device=f"cuda:{local_rank}")

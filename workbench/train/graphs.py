@@ -82,7 +82,7 @@ def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[Graph
                       dict(sorted(fused.items())), dict(sorted(added.items())), dict(sorted(removed.items())))
 
 
-def _finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
+def finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
     """Summarise the graphs ORTModule wrote into ``tmp`` and move the folder to ``final`` in one rename.
 
     The graphs hold no weights (ORTModule feeds the parameters in as graph inputs): about 1 MB for

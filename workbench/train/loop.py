@@ -24,14 +24,15 @@ from typing import Optional
 
 from .. import runs
 from ..runs.layout import TRAIN_FILE
+from ..core.options import parse_choice
 from ..data.load import DataConfig
-from .backends import _compile_stats, _dynamo_counters, _make_optimizer, _prepare_model, explain_failure
+from .backends import compile_stats_since, dynamo_counters, make_optimizer, prepare_model, explain_failure
 from .checkpoint import save_checkpoint
-from .config import Backend, Precision, TrainConfig, TrainConfigError, _enum, check_backend
+from .config import Backend, Precision, TrainConfig, TrainConfigError, check_backend
 from .ortmodule import ortmodule_session_nodes
-from .graphs import _finalise_graphs
+from .graphs import finalise_graphs
 from .memory import PeakMemory
-from .ortmodule import FellBackError, _raise_if_fell_back
+from .ortmodule import FellBackError, raise_if_fell_back
 from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, TrainRun
 from .schedule import iter_micro_batches, lr_factor, total_steps_for
 
@@ -66,13 +67,13 @@ class Trainer:
                  graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
         import torch
 
-        self.cfg, self.backend = cfg, _enum(Backend, backend, "backend")
+        self.cfg, self.backend = cfg, parse_choice(Backend, backend, "backend", TrainConfigError)
         self.world_size, self.total_steps, self.step_no = world_size, total_steps, 0
         self.device = torch.device(cfg.device)
         self.net = loaded.model.to(self.device)
         self.net.train()
         torch.manual_seed(cfg.seed)
-        wrapped = _prepare_model(self.net, self.backend, cfg, graph_prefix)
+        wrapped = prepare_model(self.net, self.backend, cfg, graph_prefix)
         self.ort_module = wrapped if self.backend is Backend.ORTMODULE else None
         if world_size > 1:
             wrapped = torch.nn.parallel.DistributedDataParallel(wrapped)
@@ -81,7 +82,7 @@ class Trainer:
             import onnxruntime
 
             onnxruntime.set_seed(cfg.seed)
-        self.optimizer = _make_optimizer(self.net.parameters(), cfg)
+        self.optimizer = make_optimizer(self.net.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, total_steps, cfg))
         self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision is Precision.FP16 else None
         self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
@@ -108,7 +109,7 @@ class Trainer:
             with _autocast(cfg, device):
                 out = self.wrapped(**enc, labels=labels)
             if self.ort_module is not None:
-                _raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
+                raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
             loss = out.loss / cfg.grad_accum
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             loss_sum += float(loss.detach())
@@ -170,6 +171,36 @@ def run_training(
         gate.release()
 
 
+@dataclasses.dataclass
+class _Outcome:
+    """What the training loop leaves behind, whether it finished, was stopped or failed."""
+
+    steps: list[StepRecord] = dataclasses.field(default_factory=list)
+    evals: list[EvalRecord] = dataclasses.field(default_factory=list)
+    status: RunStatus = RunStatus.OK
+    reason: str = ""
+    error: str = ""
+    startup_s: float = float("nan")
+    setup_s: float = 0.0
+    executed_in_ort: bool = False
+
+    def failed(self, exc: BaseException, reason: str) -> None:
+        """The run failed with ``exc`` (``reason``: its cause and fix); an ORTModule fallback is marked as one."""
+        self.error = "".join(traceback.format_exception(exc))
+        self.reason = reason
+        self.status = RunStatus.FELL_BACK if isinstance(exc, FellBackError) else RunStatus.FAILED
+        self.executed_in_ort = False
+
+    def check_compiled(self, stats) -> None:
+        """A "compile" run that compiled nothing was eager PyTorch: marked as fallen back (the
+        counterpart of ORTModule's silent fallback)."""
+        if self.status is RunStatus.OK and not stats.compiled:
+            self.status = RunStatus.FELL_BACK
+            self.reason = (f"torch.compile compiled nothing: Dynamo's counters show {stats.frames_compiled} of "
+                           f"{stats.frames_total} frame(s) compiled and {stats.graphs} graph(s); the run was "
+                           "eager PyTorch. Fix: check TORCHDYNAMO_DISABLE and torch._dynamo.config, or train with eager")
+
+
 def _train(
     cfg: TrainConfig,
     backend: Backend | str,
@@ -198,11 +229,7 @@ def _train(
     rank, world_size = _dist_info()
     if world_size > 1 and backend is Backend.COMPILE:
         raise TrainConfigError("the compile backend is not supported under DistributedDataParallel here; use eager or ortmodule")
-    if run_dir is None:
-        run_dir = runs.new_run_dir(f"train-{backend.value}") if rank == 0 else None
-    out = Path(run_dir) / backend.value if run_dir is not None else None
-    if out is not None and rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
+    out = _run_folder(run_dir, backend, rank)
     gate.next("setup")  # setup_s counts from the run's turn, not from the wait for it
     started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_start = _load_average()
@@ -211,106 +238,131 @@ def _train(
     import torch
 
     from ..data.load import class_names
-    from ..models.load import load_for_data
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = torch.device(cfg.device)
-    dd = _load_data(cfg.data)
+    dd = load_train_data(cfg.data)
     classes = class_names(dd)
     total = total_steps_for(len(dd["train"]), cfg, world_size)
 
     memory = PeakMemory(cfg.device)
+    done = _Outcome()
     with memory:
-        if model is None:
-            from ..core.quiet import new_classifier_head_expected
-
-            with new_classifier_head_expected():  # the head is new on purpose: it is trained next
-                model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
-        loaded = model
-        net = loaded.model.to(device)
-        net.train()
+        loaded, net = _model_on_device(cfg, classes, model)
         n_params = sum(p.numel() for p in net.parameters())
-        keep_graphs = out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0
-        graph_tmp = out / f".graphs.{os.getpid()}.tmp" if keep_graphs else None
-        if graph_tmp is not None:
-            shutil.rmtree(graph_tmp, ignore_errors=True)
-
-        steps: list[StepRecord] = []
-        evals: list[EvalRecord] = []
-        status, reason, error = RunStatus.OK, "", ""
-        startup_s = float("nan")
-        setup_s = 0.0
-        executed_in_ort = False
-        dynamo_before = _dynamo_counters() if backend is Backend.COMPILE else None
+        graph_tmp = _graph_scratch(out, backend, cfg, rank)
+        dynamo_before = dynamo_counters() if backend is Backend.COMPILE else None
         try:
             trainer = Trainer(cfg, backend, loaded, dd["train"], total, graph_tmp / "train" if graph_tmp is not None else None,
                               rank=rank, world_size=world_size)
-            setup_s = time.perf_counter() - t_start
+            done.setup_s = time.perf_counter() - t_start
             if progress is not None and rank == 0:
-                progress(Progress(backend, 0, total, float("nan"), setup_s, float("nan"), 0.0, phase="startup"))
-
-            for step in range(1, total + 1):
-                gate.next(f"step {step}")
-                if _should_stop(stop, world_size):
-                    status = RunStatus.STOPPED
-                    reason = f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
-                    break
-                rec = trainer.step()
-                if step == 1:
-                    startup_s = rec.step_s
-                    # from ORTModule's own session: its execution graph exists and it did not fall back
-                    executed_in_ort = trainer.ort_module is not None and ortmodule_session_nodes(trainer.ort_module) > 0
-                steps.append(rec)
-                memory.sample()
-
-                val = None
-                if cfg.eval_every and step % cfg.eval_every == 0 and step < total and rank == 0:
-                    val = _run_eval(net, dd, loaded.tokenizer, cfg, device, step, evals)
-                if progress is not None and rank == 0:
-                    progress(_progress(backend, steps, total, t_start, val))
-
-            gate.next("finish")
-            if status is RunStatus.OK and rank == 0 and dd["validation"].num_rows:
-                val = _run_eval(net, dd, loaded.tokenizer, cfg, device, len(steps), evals)
-                if progress is not None:
-                    progress(dataclasses.replace(_progress(backend, steps, total, t_start, val), phase="done"))
+                progress(Progress(backend, 0, total, float("nan"), done.setup_s, float("nan"), 0.0, phase="startup"))
+            _run_steps(trainer, done, dd, loaded.tokenizer, total, rank, t_start, progress, stop, gate, memory)
         except Exception as exc:  # recorded with its cause and fix, saved, and returned as a failed run
-            error = "".join(traceback.format_exception(exc))
-            reason = explain_failure(exc, backend, cfg)
-            status = RunStatus.FELL_BACK if isinstance(exc, FellBackError) else RunStatus.FAILED
-            executed_in_ort = False
+            done.failed(exc, explain_failure(exc, backend, cfg))
             if world_size > 1:
                 raise  # a failing rank must bring the whole job down, not hang the other ranks
 
-    compile_stats = _compile_stats(dynamo_before) if dynamo_before is not None else None
-    if compile_stats is not None and status is RunStatus.OK and not compile_stats.compiled:
-        # the counterpart of ORTModule's silent fallback: a "compile" run that compiled nothing was eager
-        status = RunStatus.FELL_BACK
-        reason = (f"torch.compile compiled nothing: Dynamo's counters show {compile_stats.frames_compiled} of "
-                  f"{compile_stats.frames_total} frame(s) compiled and {compile_stats.graphs} graph(s); the run was "
-                  "eager PyTorch. Fix: check TORCHDYNAMO_DISABLE and torch._dynamo.config, or train with eager")
-    graphs = None
-    checkpoint = None
-    if rank == 0 and out is not None:
-        if graph_tmp is not None and graph_tmp.exists() and status in (RunStatus.OK, RunStatus.STOPPED):
-            graphs = _finalise_graphs(graph_tmp, out / "graphs")
-        if graph_tmp is not None:
-            shutil.rmtree(graph_tmp, ignore_errors=True)
-        if status in (RunStatus.OK, RunStatus.STOPPED) and steps:
-            checkpoint = str(save_checkpoint(net, loaded.tokenizer, out / "checkpoint", cfg))
+    compile_stats = compile_stats_since(dynamo_before) if dynamo_before is not None else None
+    if compile_stats is not None:
+        done.check_compiled(compile_stats)
+    graphs, checkpoint = _keep_outputs(out, graph_tmp, done, net, loaded.tokenizer, cfg) if rank == 0 else (None, None)
     run = TrainRun(
-        backend=backend, status=status, reason=reason, executed_in_onnxruntime=executed_in_ort,
-        steps=steps, evals=evals, peak_memory_mib=round(memory.peak_mib, 1),
-        startup_s=startup_s, total_s=time.perf_counter() - t_start, checkpoint_dir=checkpoint, graphs=graphs,
-        config=cfg, total_steps=total, setup_s=setup_s, memory_baseline_mib=round(memory.baseline_mib, 1),
-        memory_source=memory.source, error=error, world_size=world_size, model_parameters=n_params,
+        backend=backend, status=done.status, reason=done.reason, executed_in_onnxruntime=done.executed_in_ort,
+        steps=done.steps, evals=done.evals, peak_memory_mib=round(memory.peak_mib, 1),
+        startup_s=done.startup_s, total_s=time.perf_counter() - t_start, checkpoint_dir=checkpoint, graphs=graphs,
+        config=cfg, total_steps=total, setup_s=done.setup_s, memory_baseline_mib=round(memory.baseline_mib, 1),
+        memory_source=memory.source, error=done.error, world_size=world_size, model_parameters=n_params,
         started_at=started_at, compile_stats=compile_stats,
         environment={**_environment(cfg), "load_avg_start": load_start, "load_avg_end": _load_average()},
     )
     if rank == 0 and out is not None:
         runs.save_result(run, out / TRAIN_FILE)
     return run
+
+
+def _run_folder(run_dir: str | os.PathLike | None, backend: Backend, rank: int) -> Optional[Path]:
+    """``run_dir/<backend>`` (a new run folder when ``run_dir`` is None), made on rank 0; None on other ranks without one."""
+    if run_dir is None:
+        run_dir = runs.new_run_dir(f"train-{backend.value}") if rank == 0 else None
+    out = Path(run_dir) / backend.value if run_dir is not None else None
+    if out is not None and rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _model_on_device(cfg: TrainConfig, classes, model=None):
+    """(the loaded model, its module on ``cfg.device`` in train mode): ``model`` when given, else
+    ``cfg.model`` with a new head for ``classes``."""
+    import torch
+
+    from ..core.quiet import new_classifier_head_expected
+    from ..models.load import load_for_data
+
+    if model is None:
+        with new_classifier_head_expected():  # the head is new on purpose: it is trained next
+            model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
+    net = model.model.to(torch.device(cfg.device))
+    net.train()
+    return model, net
+
+
+def _graph_scratch(out: Optional[Path], backend: Backend, cfg: TrainConfig, rank: int) -> Optional[Path]:
+    """An empty scratch folder for ORTModule's graphs when they are kept (``save_graphs``, rank 0), else None."""
+    keep_graphs = out is not None and backend is Backend.ORTMODULE and cfg.save_graphs and rank == 0
+    graph_tmp = out / f".graphs.{os.getpid()}.tmp" if keep_graphs else None
+    if graph_tmp is not None:
+        shutil.rmtree(graph_tmp, ignore_errors=True)
+    return graph_tmp
+
+
+def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank: int, t_start: float,
+               progress: Optional[ProgressFn], stop: Optional[threading.Event], gate: StepGate, memory: PeakMemory) -> None:
+    """Step ``trainer`` up to ``total`` steps, each in its turn of ``gate``, evaluating every
+    ``eval_every`` steps and after the last; records into ``done``. A stop request ends it early."""
+    cfg, backend, net, device = trainer.cfg, trainer.backend, trainer.net, trainer.device
+    for step in range(1, total + 1):
+        gate.next(f"step {step}")
+        if _should_stop(stop, trainer.world_size):
+            done.status = RunStatus.STOPPED
+            done.reason = f"stopped on request after {step - 1} of {total} steps; the checkpoint holds the weights at that point"
+            break
+        rec = trainer.step()
+        if step == 1:
+            done.startup_s = rec.step_s
+            # from ORTModule's own session: its execution graph exists and it did not fall back
+            done.executed_in_ort = trainer.ort_module is not None and ortmodule_session_nodes(trainer.ort_module) > 0
+        done.steps.append(rec)
+        memory.sample()
+
+        val = None
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < total and rank == 0:
+            val = _run_eval(net, dd, tokenizer, cfg, device, step, done.evals)
+        if progress is not None and rank == 0:
+            progress(_progress(backend, done.steps, total, t_start, val))
+
+    gate.next("finish")
+    if done.status is RunStatus.OK and rank == 0 and dd["validation"].num_rows:
+        val = _run_eval(net, dd, tokenizer, cfg, device, len(done.steps), done.evals)
+        if progress is not None:
+            progress(dataclasses.replace(_progress(backend, done.steps, total, t_start, val), phase="done"))
+
+
+def _keep_outputs(out: Optional[Path], graph_tmp: Optional[Path], done: _Outcome, net, tokenizer, cfg: TrainConfig):
+    """(ORTModule's graphs moved into ``out/graphs``, the checkpoint folder) of a run that finished or
+    was stopped with steps taken; the graph scratch folder is removed either way."""
+    graphs = checkpoint = None
+    if out is None:
+        return graphs, checkpoint
+    kept = done.status in (RunStatus.OK, RunStatus.STOPPED)
+    if graph_tmp is not None and graph_tmp.exists() and kept:
+        graphs = finalise_graphs(graph_tmp, out / "graphs")
+    if graph_tmp is not None:
+        shutil.rmtree(graph_tmp, ignore_errors=True)
+    if kept and done.steps:
+        checkpoint = str(save_checkpoint(net, tokenizer, out / "checkpoint", cfg))
+    return graphs, checkpoint
 
 
 @functools.lru_cache(maxsize=4)
@@ -320,7 +372,7 @@ def _load_builtin(cfg: DataConfig):
     return load_data(cfg)
 
 
-def _load_data(cfg: DataConfig):
+def load_train_data(cfg: DataConfig):
     """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
     (runs of several backends in one process then skip re-reading them); user files are re-read."""
     from ..data.load import BUILTIN, load_data

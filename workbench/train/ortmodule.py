@@ -107,7 +107,7 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
             graph_prefix.parent.mkdir(parents=True, exist_ok=True)
             opts = DebugOptions(log_level=LogLevel[cfg.ort_log_level], save_onnx=True, onnx_prefix=str(graph_prefix))
         wrapped = ORTModule(model, opts)
-    _raise_if_fell_back(wrapped, when="while wrapping the model")
+    raise_if_fell_back(wrapped, when="while wrapping the model")
     manager = wrapped._torch_module._execution_manager(True)
     original = manager._get_session_config
     threads = cfg.ort_threads or cfg.threads
@@ -162,12 +162,12 @@ def ortmodule_session_nodes(wrapped) -> int:
     return len(models.optimized_model.graph.node)
 
 
-def _raise_if_fell_back(wrapped, when: str) -> None:
+def raise_if_fell_back(wrapped, when: str) -> None:
     exc = ortmodule_fell_back(wrapped)
     if exc is not None:
-        raise FellBackError(f"ORTModule fell back to PyTorch {when}: {type(exc).__name__}: {_first_lines(str(exc), 6)}") from exc
+        raise FellBackError(f"ORTModule fell back to PyTorch {when}: {type(exc).__name__}: {first_lines(str(exc), 6)}") from exc
 
 
-def _first_lines(text: str, n: int) -> str:
+def first_lines(text: str, n: int) -> str:
     lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
     return " | ".join(lines[:n]) + (" ..." if len(lines) > n else "")

@@ -1,5 +1,5 @@
 """One backend in its own process: :func:`run_training_isolated` starts ``python -m workbench.train``
-(``workbench/train/__main__.py`` -> :func:`_child_main`), which trains and saves the run; progress
+(``workbench/train/__main__.py`` -> :func:`child_main`), which trains and saves the run; progress
 comes back as JSON lines on its stdout.
 """
 
@@ -171,7 +171,7 @@ class StdioGate(StepGate):
             print(f"{GATE_PREFIX}done", file=self._out, flush=True)
 
 
-def _child_main(argv: Optional[list[str]] = None) -> int:
+def child_main(argv: Optional[list[str]] = None) -> int:
     import argparse
     import signal
 

@@ -24,8 +24,9 @@ from ..runs import layout
 from ..graph import ExportConfig
 from ..graph import FusionConfig
 from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, TimingConfig
-from ..flow.sequence import Stage, StageOutcome, run_stages
+from ..flow.sequence import StageOutcome, run_stages
 from ..train import DEFAULT_BACKENDS, TrainConfig
+from .stages import stages_for
 
 Log = Callable[[str], None]
 
@@ -35,12 +36,13 @@ class DemoConfig:
     """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
 
     train: TrainConfig = field(default_factory=TrainConfig.demo)
-    backends: tuple[str, ...] = tuple(b.value for b in DEFAULT_BACKENDS)
+    backends: tuple[str, ...] = field(default=tuple(b.value for b in DEFAULT_BACKENDS), metadata={"help": (
+        "comma-separated subset of eager,ortmodule,compile")})
     isolate: bool = True  # each backend in its own process: honest per-backend peak memory
     export: ExportConfig = field(default_factory=ExportConfig)
     fusion: FusionConfig = field(default_factory=FusionConfig)
     quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static")
-    search: bool = True
+    search: bool = field(default=True, metadata={"help": "the accuracy-constrained quantization search (--no-search skips it)"})
     budget_overall: float = DEFAULT_BUDGET_OVERALL
     budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # the search's speed guard (SearchConfig.min_speedup)
@@ -131,58 +133,74 @@ def run_demo(
     on_stage=None,
 ) -> DemoResult:
     """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default), through the one
-    sequencer (:func:`workbench.flow.sequence.run_stages`) with the demo's list of stages.
+    sequencer (:func:`workbench.flow.sequence.run_stages`) with the registry's demo route
+    (:data:`workbench.workflows.stages.DEMO_STAGES`; ``search`` only when ``cfg.search``).
 
     ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
     CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps
     and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
     status)`` follows the stages.
     """
-    from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
-    from ..data.load import load_data, summarize_data
-    from ..doctor.checks import run_doctor
-    from ..graph import run_export
-    from ..graph import run_fusion
-    from ..graph import table as fusion_table
-    from ..plots import graph as graph_plots
-    from ..plots import quant as quant_plots
-    from ..plots import train as train_plots
-    from ..quant import BaselineConfig, EvalConfig, SearchConfig, prepare_baseline, run_quantization, run_search
-
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
     run.mkdir(parents=True, exist_ok=True)
-    figs = run / layout.FIGURES_DIR
     log(f"run folder: {run}")
-    facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
+    # what each stage takes from the one before is workbench.flow.handoffs's rule
+    stages = stages_for("demo", DemoStages(cfg, run, log, progress, stop).bodies(), leave_out=() if cfg.search else ("search",))
+    sequence = run_stages(stages, log=log, on_stage=on_stage, stop=stop)
+    return _finish(run, cfg, list(sequence.outcomes), log)
 
-    def doctor(st):
-        report = facts["doctor"] = run_doctor()
-        runs.atomic_write_text(run / layout.DOCTOR_FILE, report.as_text() + "\n")
-        st.result_path = str(run / layout.DOCTOR_FILE)
-        log(report.as_text())
+
+class DemoStages:
+    """The bodies of the demo's stages over one run folder (``body(record) -> result``, the demo
+    route of :mod:`workbench.workflows.stages`); ``facts`` keeps what the report takes besides the
+    stages' results (the doctor's report, the data's facts, the budgets)."""
+
+    def __init__(self, cfg: DemoConfig, run: Path, log: Log = print, progress=None, stop=None) -> None:
+        self.cfg, self.run, self.log, self.progress, self.stop = cfg, run, log, progress, stop
+        self.figs = run / layout.FIGURES_DIR
+        self.facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
+
+    def bodies(self) -> dict[str, Callable]:
+        return {"doctor": self.doctor, "data": self.data, "fine-tune": self.fine_tune, "export": self.export,
+                "fuse": self.fuse, "quantize": self.quantize, "search": self.search, "report": self.report}
+
+    def doctor(self, st):
+        from ..doctor.checks import run_doctor
+
+        report = self.facts["doctor"] = run_doctor()
+        runs.atomic_write_text(self.run / layout.DOCTOR_FILE, report.as_text() + "\n")
+        st.result_path = str(self.run / layout.DOCTOR_FILE)
+        self.log(report.as_text())
         if not report.ok:
             raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
         return report
 
-    def data_stage(st):
+    def data(self, st):
+        from ..data.load import load_data, summarize_data
+
+        cfg, run = self.cfg, self.run
         data = load_data(cfg.train.data)
         summary = summarize_data(data, cfg.train.data.source)
-        facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
+        self.facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
         runs.save_result(summary, run / layout.DATA_FILE)
         st.result_path = str(run / layout.DATA_FILE)
         st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
-        log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
+        self.log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
         return data
 
-    def fine_tune(st):
+    def fine_tune(self, st):
+        from ..plots import train as train_plots
+        from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
+
+        cfg, run, log, figs = self.cfg, self.run, self.log, self.figs
         log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
             f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
         # writes train/compare.json and train/<backend>/ (the run layout); with isolate, the backends'
         # processes take turns step by step, so the speed ratios pair steps and carry an interval
         profile, before = load_check()
         comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
-                                    run / layout.TRAIN_DIR, progress=progress, stop=stop)
+                                    run / layout.TRAIN_DIR, progress=self.progress, stop=self.stop)
         st.result_path = str(run / layout.COMPARE)
         log(comparison_table(comparison))
         load = load_check(profile, before)[1]
@@ -204,24 +222,31 @@ def run_demo(
             raise RuntimeError("; ".join(not_ok))
         return comparison
 
-    def export_stage(st):
+    def export(self, st):
+        from ..graph import run_export
+
         pick = flow.checkpoint_to_export(st.inputs["fine-tune"])
         if pick is None:
             raise RuntimeError("no backend finished training with a checkpoint to export")
-        log(f"   {pick.note}")
-        export = run_export(pick.path, cfg.export, run / layout.EXPORT_DIR, data=st.inputs["data"])
-        st.result_path = str(run / layout.EXPORT)
+        self.log(f"   {pick.note}")
+        export = run_export(pick.path, self.cfg.export, self.run / layout.EXPORT_DIR, data=st.inputs["data"])
+        st.result_path = str(self.run / layout.EXPORT)
         v = export.validation
         st.headline = {"checkpoint": str(pick.path), "nodes": str(export.node_count),
                        "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree "
                                      f"{v.label_agreement:.1%}"}
-        log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
+        self.log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
         return export
 
-    def fuse(st):
-        fusion = run_fusion(st.inputs["export"], cfg.fusion, run / layout.FUSION_DIR)
-        st.result_path = str(run / layout.FUSION)
-        log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
+    def fuse(self, st):
+        from ..graph import run_fusion
+        from ..graph import table as fusion_table
+        from ..plots import graph as graph_plots
+
+        figs = self.figs
+        fusion = run_fusion(st.inputs["export"], self.cfg.fusion, self.run / layout.FUSION_DIR)
+        st.result_path = str(self.run / layout.FUSION)
+        self.log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
         st.figures += [
             write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
             write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
@@ -233,12 +258,14 @@ def run_demo(
         st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
         return fusion
 
-    def quantize(st):
+    def quantize(self, st):
+        from ..quant import BaselineConfig, EvalConfig, prepare_baseline, run_quantization
+
+        cfg, run, log = self.cfg, self.run, self.log
         export, fusion, data = st.inputs["export"], st.inputs.get("fuse"), st.inputs["data"]
         graph_pick = flow.graph_to_quantize(export, fusion)
-        graph = graph_pick.path
         log(f"   FP32 graph: {graph_pick.note}")
-        baseline = prepare_baseline(graph, data, run / layout.BASELINE, BaselineConfig(timing=cfg.timing), export=export)
+        baseline = prepare_baseline(graph_pick.path, data, run / layout.BASELINE, BaselineConfig(timing=cfg.timing), export=export)
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
@@ -253,47 +280,55 @@ def run_demo(
             log(f"   {name}: accuracy {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} points), "
                 f"largest slice drop {100 * drop:.1f} points, {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB "
                 f"(FP32 {res.fp32_size_mib:.1f}), {len(res.report.flips)} flipped predictions")
-            st.figures += [
-                write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
-                write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
-                write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html"),
-            ]
-            if res.node_errors:
-                st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+            st.figures += self._quant_figures(name, res)
             st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
                                  f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
         st.result_path = str(run / layout.QUANTIZE_DIR)
         return baseline, results
 
-    def search_stage(st):
+    def _quant_figures(self, name: str, res) -> list[str]:
+        from ..plots import quant as quant_plots
+
+        figs = self.figs
+        out = [write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
+               write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
+               write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html")]
+        if res.node_errors:
+            out.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+        return out
+
+    def search(self, st):
+        from ..plots import quant as quant_plots
+        from ..quant import SearchConfig, run_search
+
+        cfg = self.cfg
         baseline, results = st.inputs.get("quantize") or (None, [])
         graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
         search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
                               min_speedup=cfg.min_speedup, n_boot=cfg.n_boot, timing=cfg.timing)
-        found = run_search(graph, search, run / layout.SEARCH_DIR, data=st.inputs["data"],
+        found = run_search(graph, search, self.run / layout.SEARCH_DIR, data=st.inputs["data"],
                            export=st.inputs["export"], previous=results,
-                           progress=lambda i, n, what: log(f"   candidate {i}/{n}: {what}"))
-        st.result_path = str(run / layout.SEARCH)
-        st.figures.append(write_figure(quant_plots.tradeoff(found), figs / "quant_search.html"))
+                           progress=lambda i, n, what: self.log(f"   candidate {i}/{n}: {what}"))
+        st.result_path = str(self.run / layout.SEARCH)
+        st.figures.append(write_figure(quant_plots.tradeoff(found), self.figs / "quant_search.html"))
         st.headline = {"best": found.message}
-        log(f"   {st.headline['best']}")
+        self.log(f"   {st.headline['best']}")
         return found
 
-    # the demo's list; what each stage takes from the one before is workbench.flow.handoffs's rule
-    stages = [
-        Stage("doctor", doctor),
-        Stage("data", data_stage),
-        Stage("fine-tune", fine_tune, needs=("data",)),
-        Stage("export", export_stage, needs=("data", "fine-tune"),
-              skip_reason="no backend finished training with a checkpoint to export"),
-        Stage("fuse", fuse, needs=("export",), skip_reason="needs the exported graph"),
-        Stage("quantize", quantize, needs=("data", "export"), skip_reason="needs the exported graph"),
-    ]
-    if cfg.search:
-        stages.append(Stage("search", search_stage, needs=("data", "export"), skip_reason="needs the exported graph"))
-    stages.append(_report_stage(run, cfg, log, facts))
-    sequence = run_stages(stages, log=log, on_stage=on_stage, stop=stop)
-    return _finish(run, cfg, list(sequence.outcomes), log)
+    def report(self, st):
+        """The last stage: report.html + summary.json (what ``workbench audit`` writes), run whatever
+        happened before it."""
+        from ..report import write_run_report
+
+        facts, cfg = self.facts, self.cfg
+        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in st.before]
+        page, _, summary = write_run_report(self.run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
+                                            stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
+                                            budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
+        st.result_path = str(page)
+        st.headline = {"verdict": summary["verdict"]["text"]}
+        self.log(f"   {page}\n   verdict: {summary['verdict']['text']}")
+        return page
 
 
 def fp32_test_accuracy(baseline) -> tuple[float, int]:
@@ -322,24 +357,6 @@ def _train_headline(c) -> dict[str, str]:
             f"{r.throughput_with_startup:.2f}x with start-up (every step, export/compilation included); both with "
             f"{r.baseline_settings}" + ("" if r.like_for_like else f"; NOT like for like: they differ in {', '.join(r.differs_in)}"))
     return out
-
-
-def _report_stage(run: Path, cfg: DemoConfig, log: Log, facts: dict) -> Stage:
-    """The demo's last stage: report.html + summary.json (what `workbench audit` writes), run whatever
-    happened before it."""
-    from ..report import write_run_report
-
-    def report(st):
-        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in st.before]
-        page, _, summary = write_run_report(run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
-                                            stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
-                                            budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
-        st.result_path = str(page)
-        st.headline = {"verdict": summary["verdict"]["text"]}
-        log(f"   {page}\n   verdict: {summary['verdict']['text']}")
-        return page
-
-    return Stage("report", report, finally_=True)
 
 
 def _finish(run: Path, cfg: DemoConfig, outcomes: list[StageOutcome], log: Log) -> DemoResult:

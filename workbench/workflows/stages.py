@@ -1,44 +1,37 @@
-"""The stage registry: every stage's name, config type, run function, inputs and outputs, in one
-table, and runs described in a file (``workbench run plan.yaml``).
+"""The stage registry: every stage's name, title, config type, run function, inputs and outputs in
+one table; the route each front runs through it; and the one builder of a front's list of stages.
 
-    from workbench.workflows.stages import STAGES, DEMO_STAGES, load_plan
-    STAGES["quantize"].config      # QuantConfig
-    plan = load_plan("plan.yaml")  # a DemoConfig with the plan's configs, or PlanError (one line)
+    from workbench.workflows.stages import STAGES, ROUTES, stages_for
+    STAGES["quantize"].config           # QuantConfig
+    ROUTES["audit"].stages              # ("doctor", "data", "export", "fuse", "quantize", "evaluate", ...)
+    stages = stages_for("demo", {"doctor": do_doctor, "data": do_data, ...})   # [Stage, ...] for run_stages
 
-A plan names the demo's stages in order and gives each stage's config fields::
+A **route** is the ordered registry names one front runs (the demo, the audit, the coverage run, the
+notebook ``Workbench``, the graph panel's export and fuse). What a front's list says besides its
+bodies comes from here: the names and their order, what each stage ``needs`` (the registry's
+``inputs`` that the route runs, or the nearest stages in the route they come from; a route declares
+its own where its stage takes something else), why a stage is skipped when a need is missing, and
+which stages run even after a stop (the report). A front supplies only the body of each stage
+(its glue: logging, figures, headlines) and, where it has them, resume loaders.
 
-    quick: true                  # start from DemoConfig.quick() (false: the full demo's defaults)
-    stages: [doctor, data, fine-tune, export, fuse, quantize, report]   # "search" left out
-    config:
-      data: {test_fraction: 0.2}  # DataConfig fields
-      fine-tune: {max_steps: 20, backends: [eager]}   # TrainConfig fields, plus backends, isolate
-      export: {opset: 17}         # ExportConfig fields
-      fuse: {}                    # FusionConfig fields
-      quantize: {presets: [dynamic], repeats: 10}     # presets, budgets, n_boot, TimingConfig fields
-      search: {min_speedup: 1.1}
-
-Other names the fronts use for the same stages (``train``, ``environment``, ``graph``, ...) are
-:data:`ALIASES` of these.
+The registry's names are the ones every front records (``demo.json``, ``audit.json``,
+``summary.json``, the logs); the other names fronts once used for the same stages (``train``,
+``environment``, ``graph``, ...) are :data:`ALIASES` of them. Plans (``workbench run plan.yaml``) are
+:mod:`workbench.workflows.plan`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ..data.load import DataConfig
+from ..flow.sequence import Stage, run_stages
 from ..graph import ExportConfig, FusionConfig
 from ..quant import EvalConfig, QuantConfig, SearchConfig
 from ..runs import layout
 from ..train import TrainConfig
-from .demo import DemoConfig
-
-
-class PlanError(ValueError):
-    """A plan file that cannot be run: the message is one line naming the file, the key and the fix."""
 
 
 def _doctor(*args, **kw):
@@ -90,7 +83,7 @@ def _evaluate(*args, **kw):
 
 
 def _build(*args, **kw):
-    from .coverage import build_tiny
+    from .tiny import build_tiny
 
     return build_tiny(*args, **kw)
 
@@ -104,7 +97,9 @@ def _report(*args, **kw):
 @dataclass(frozen=True)
 class StageSpec:
     """One stage: ``run(input, config, out)``; ``inputs`` are the stages whose results it reads,
-    ``outputs`` the run-layout names it writes."""
+    ``outputs`` the run-layout names it writes; ``skip_reason`` says why it is skipped when an input
+    is missing (empty: the sequencer's "needs the <stage> result"); ``finally_`` stages run whatever
+    happened before them, stopped or not (the report)."""
 
     name: str
     title: str
@@ -112,31 +107,95 @@ class StageSpec:
     run: Callable[..., Any]
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
+    skip_reason: str = ""
+    finally_: bool = False
 
 
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
     StageSpec("doctor", "check the environment", None, _doctor, (), (layout.DOCTOR_FILE,)),
     StageSpec("data", "load the data and its slices", DataConfig, _load_data, (), (layout.DATA_FILE,)),
     StageSpec("fine-tune", "fine-tune with each backend", TrainConfig, _train, ("data",), (layout.TRAIN_DIR,)),
-    StageSpec("export", "export to ONNX and validate", ExportConfig, _export, ("data", "fine-tune"), (layout.EXPORT_DIR,)),
-    StageSpec("fuse", "fuse with the transformer optimizer", FusionConfig, _fuse, ("export",), (layout.FUSION_DIR,)),
+    StageSpec("export", "export to ONNX and validate", ExportConfig, _export, ("data", "fine-tune"), (layout.EXPORT_DIR,),
+              skip_reason="no backend finished training with a checkpoint to export"),
+    StageSpec("fuse", "fuse with the transformer optimizer", FusionConfig, _fuse, ("export",), (layout.FUSION_DIR,),
+              skip_reason="needs the exported graph"),
     StageSpec("quantize", "quantize to INT8 and compare slices", QuantConfig, _quantize, ("data", "export"),
-              (layout.QUANTIZE_DIR,)),
-    StageSpec("search", "search for nodes to keep in FP32", SearchConfig, _search, ("data", "export"), (layout.SEARCH_DIR,)),
-    StageSpec("evaluate", "compare FP32 and INT8 slice by slice", EvalConfig, _evaluate, ("data", "quantize")),
+              (layout.QUANTIZE_DIR,), skip_reason="needs the exported graph"),
+    StageSpec("search", "search for nodes to keep in FP32", SearchConfig, _search, ("data", "export"), (layout.SEARCH_DIR,),
+              skip_reason="needs the exported graph"),
+    StageSpec("evaluate", "compare FP32 and INT8 slice by slice", EvalConfig, _evaluate, ("data", "quantize"),
+              skip_reason="no quantized variant"),
     StageSpec("build", "build a tiny model of one architecture (the coverage run)", None, _build, (), ()),
-    StageSpec("report", "write report.html and summary.json", None, _report, (), (layout.REPORT_FILE, layout.SUMMARY_FILE)),
+    StageSpec("report", "write report.html and summary.json", None, _report, (), (layout.REPORT_FILE, layout.SUMMARY_FILE),
+              finally_=True),
 )}
 
-# the same stages under the names other fronts show
+# the names fronts once showed for the same stages (read from older run folders and plans)
 ALIASES: dict[str, str] = {
     "environment": "doctor", "train": "fine-tune", "fusion": "fuse", "graph": "fuse",
     "data and slices": "data", "export and validate": "export", "slice drift": "evaluate",
 }
 
-# the demo's stages, in order (run_demo's list; a test holds the two together)
-DEMO_STAGES: tuple[str, ...] = ("doctor", "data", "fine-tune", "export", "fuse", "quantize", "search", "report")
-OPTIONAL_IN_DEMO = frozenset({"search"})
+
+@dataclass(frozen=True)
+class Route:
+    """The stages one front runs, in order. ``needs`` and ``skip_reasons`` are where the front's
+    stage takes other results than the registry's ``inputs`` say (or says why otherwise);
+    ``optional`` stages the front may leave out (``stages_for(..., leave_out=...)``)."""
+
+    name: str
+    title: str
+    stages: tuple[str, ...]
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    skip_reasons: Mapping[str, str] = field(default_factory=dict)
+    optional: frozenset[str] = frozenset()
+
+    def needs_of(self, name: str, running: Iterable[str]) -> tuple[str, ...]:
+        """What stage ``name`` takes among the stages ``running`` before it: the route's own
+        declaration, else the registry's inputs, an input the route does not run standing for the
+        stages that input itself takes (the Workbench's graph step needs the fine-tune step)."""
+        before = list(running)
+        if name in self.needs:
+            return tuple(n for n in self.needs[name] if n in before)
+        found: list[str] = []
+        todo = list(STAGES[name].inputs)
+        while todo:
+            n = todo.pop(0)
+            if n in before and n not in found:
+                found.append(n)
+            elif n not in self.stages:
+                todo += STAGES[n].inputs
+        return tuple(found)
+
+    def skip_reason(self, name: str) -> str:
+        return self.skip_reasons.get(name, STAGES[name].skip_reason)
+
+
+_GRAPH_FAILED = "needs an exported graph that passed validation"
+ROUTES: dict[str, Route] = {r.name: r for r in (
+    Route("demo", "the walkthrough (workbench demo, workbench run PLAN)",
+          ("doctor", "data", "fine-tune", "export", "fuse", "quantize", "search", "report"), optional=frozenset({"search"})),
+    Route("audit", "the audit of a user's classifier (workbench audit)",
+          ("doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "report"),
+          needs={"export": ("doctor", "data"), "evaluate": ("quantize",), "search": ("quantize",)},
+          skip_reasons={"export": "the environment check or the data step failed", "fuse": _GRAPH_FAILED,
+                        "quantize": _GRAPH_FAILED}),
+    Route("coverage", "one architecture through every stage (the coverage matrix)",
+          ("build", "fine-tune", "export", "fuse", "quantize"), optional=frozenset({"fine-tune"}),
+          needs={"fine-tune": ("build",), "export": ("build",), "quantize": ("export", "fuse")}),
+    Route("workbench", "the notebook Workbench's Run all (its graph step exports and fuses)",
+          ("doctor", "fine-tune", "fuse", "quantize"), needs={"quantize": ("fuse",)},
+          skip_reasons={"fuse": "", "quantize": ""}),
+    Route("export-and-fuse", "the graph panel: export a checkpoint, fuse the export", ("export", "fuse"),
+          skip_reasons={"fuse": ""}),
+)}
+
+# each front's stages, in order
+DEMO_STAGES = ROUTES["demo"].stages
+AUDIT_STAGES = ROUTES["audit"].stages
+COVERAGE_STAGES = ROUTES["coverage"].stages
+WORKBENCH_STAGES = ROUTES["workbench"].stages
+EXPORT_AND_FUSE = ROUTES["export-and-fuse"].stages
 
 
 def canonical(name: str) -> str:
@@ -147,103 +206,41 @@ def canonical(name: str) -> str:
     return name
 
 
-def _tupled(value: Any) -> Any:
-    """YAML/JSON lists become the tuples the configs hold."""
-    if isinstance(value, list):
-        return tuple(_tupled(v) for v in value)
-    return value
+def stages_for(route: str | Route, bodies: Mapping[str, Callable[[Any], Any]], *,
+               resume: Optional[Mapping[str, Callable[[], Any]]] = None, leave_out: Iterable[str] = ()) -> list[Stage]:
+    """The list of :class:`~workbench.flow.sequence.Stage` a front gives ``run_stages``: the
+    route's stages in order (less ``leave_out``, each one of its ``optional``), each running
+    ``bodies[name]`` (``body(record) -> result``), with the registry's needs, skip reasons and
+    ``finally_``; ``resume[name]`` loads a stage's saved result. A body or loader for a stage the
+    route does not have, or a stage it runs without a body, is a ``ValueError`` naming it."""
+    r = ROUTES[route] if isinstance(route, str) else route
+    resume = dict(resume or {})
+    dropped = set(leave_out)
+    if dropped - r.optional:
+        raise ValueError(f"the {r.name} route cannot leave out {sorted(dropped - r.optional)}; "
+                         f"optional: {sorted(r.optional) or 'none'}")
+    running = [n for n in r.stages if n not in dropped]
+    extra = sorted((set(bodies) | set(resume)) - set(r.stages))
+    missing = [n for n in running if n not in bodies]
+    if extra:
+        raise ValueError(f"the {r.name} route has no stage {extra[0]!r}; its stages: {', '.join(r.stages)}")
+    if missing:
+        raise ValueError(f"the {r.name} route runs {missing[0]!r} but no body was given for it")
+    return [Stage(n, bodies[n], needs=r.needs_of(n, running[:i]), resume=resume.get(n),
+                  finally_=STAGES[n].finally_, skip_reason=r.skip_reason(n))
+            for i, n in enumerate(running)]
 
 
-def _replace(where: str, obj: Any, values: dict, extra: tuple[str, ...] = ()) -> Any:
-    fields = [f.name for f in dataclasses.fields(obj)]
-    unknown = [k for k in values if k not in fields and k not in extra]
-    if unknown:
-        raise PlanError(f"{where}: {type(obj).__name__} has no field {unknown[0]!r}; "
-                        f"its fields: {', '.join(fields + list(extra))}")
-    own = {k: _tupled(v) for k, v in values.items() if k in fields}
-    try:
-        return dataclasses.replace(obj, **own)
-    except (TypeError, ValueError) as exc:
-        raise PlanError(f"{where}: {str(exc).splitlines()[0]}") from None
+def export_and_fuse(model: Any, export_cfg: ExportConfig, fusion_cfg: FusionConfig, run_dir, *, data: Any = None,
+                    on_stage: Optional[Callable[[int, int, str, str], None]] = None) -> tuple[Any, Any]:
+    """Export ``model`` (a checkpoint folder or a built-in name) into ``run_dir/export`` and fuse the
+    export into ``run_dir/fusion``: the ``export-and-fuse`` route through the one sequencer, what
+    the graph panel runs. The first failure is raised as it is. Returns ``(ExportResult, FusionReport)``."""
+    from ..graph import run_export, run_fusion
 
-
-def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str, ...]]:
-    """A plan (parsed YAML/JSON) -> the DemoConfig it describes and its stage names."""
-    if not isinstance(plan, dict):
-        raise PlanError(f"{source}: a plan is a mapping with 'stages' and 'config'; got {type(plan).__name__}")
-    unknown = sorted(set(plan) - {"quick", "stages", "config"})
-    if unknown:
-        raise PlanError(f"{source}: unknown key {unknown[0]!r}; a plan has quick, stages, config")
-    stages = tuple(plan.get("stages") or DEMO_STAGES)
-    bad = [s for s in stages if not isinstance(s, str) or ALIASES.get(s, s) not in STAGES]
-    if bad:
-        raise PlanError(f"{source}: stages: unknown stage {bad[0]!r}; stages: {', '.join(STAGES)}")
-    stages = tuple(canonical(s) for s in stages)
-    required = tuple(s for s in DEMO_STAGES if s not in OPTIONAL_IN_DEMO)
-    if tuple(s for s in stages if s not in OPTIONAL_IN_DEMO) != required or len(set(stages)) != len(stages):
-        raise PlanError(f"{source}: stages: a plan runs the demo's stages in order ({', '.join(DEMO_STAGES)}); "
-                        f"only {', '.join(sorted(OPTIONAL_IN_DEMO))} may be left out")
-    configs = plan.get("config") or {}
-    if not isinstance(configs, dict):
-        raise PlanError(f"{source}: config: a mapping of stage name to its fields; got {type(configs).__name__}")
-    cfg = DemoConfig.quick() if plan.get("quick", False) else DemoConfig.default()
-    demo: dict[str, Any] = {"search": "search" in stages}
-    for key, values in configs.items():
-        name = ALIASES.get(key, key)
-        where = f"{source}: config.{key}"
-        if name not in STAGES:
-            raise PlanError(f"{where}: no such stage; stages: {', '.join(STAGES)}")
-        if not isinstance(values, dict):
-            raise PlanError(f"{where}: a mapping of field to value; got {type(values).__name__}")
-        values = dict(values)
-        if name == "data":
-            demo["train"] = _replace(where, demo.get("train", cfg.train), {"data": _replace(where, cfg.train.data, values)})
-        elif name == "fine-tune":
-            for k in ("backends", "isolate"):
-                if k in values:
-                    demo[k] = _tupled(values.pop(k))
-            demo["train"] = _replace(where, demo.get("train", cfg.train), values)
-        elif name == "export":
-            demo["export"] = _replace(where, cfg.export, values)
-        elif name == "fuse":
-            demo["fusion"] = _replace(where, cfg.fusion, values)
-        elif name == "quantize":
-            own = {"presets": "quant_presets", "budget_overall": "budget_overall",
-                   "budget_per_slice": "budget_per_slice", "n_boot": "n_boot"}
-            for k, field in own.items():
-                if k in values:
-                    demo[field] = _tupled(values.pop(k))
-            demo["timing"] = _replace(where, cfg.timing, values)
-        elif name == "search":
-            if set(values) - {"min_speedup"}:
-                raise PlanError(f"{where}: the demo's search takes min_speedup only; got {sorted(values)}")
-            demo.update(values)
-        elif values:
-            raise PlanError(f"{where}: the {name} stage takes no config; remove it")
-    try:
-        return dataclasses.replace(cfg, **demo), stages
-    except (TypeError, ValueError) as exc:
-        raise PlanError(f"{source}: {str(exc).splitlines()[0]}") from None
-
-
-def read_plan(path: str | Path) -> Any:
-    """The parsed plan file: YAML (``.yaml``/``.yml``) or JSON."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlanError(f"{path}: cannot read the plan ({exc.strerror or exc}); give an existing .yaml or .json file") from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            return yaml.safe_load(text)
-        return json.loads(text)
-    except Exception as exc:  # noqa: BLE001 - yaml's and json's errors both become the one line
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise PlanError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'} ({first})") from None
-
-
-def load_plan(path: str | Path) -> tuple[DemoConfig, tuple[str, ...]]:
-    """``plan_config(read_plan(path))``: the DemoConfig and the stage names of a plan file."""
-    return plan_config(read_plan(path), str(path))
+    run = Path(run_dir)
+    done = run_stages(stages_for("export-and-fuse", {
+        "export": lambda st: run_export(model, export_cfg, run / layout.EXPORT_DIR, data=data),
+        "fuse": lambda st: run_fusion(st.inputs["export"], fusion_cfg, run / layout.FUSION_DIR),
+    }), log=lambda _line: None, on_stage=on_stage, fatal=(Exception,))
+    return done.results["export"], done.results["fuse"]

@@ -79,6 +79,11 @@ def test_audit_scores_every_row_and_meets_a_loose_budget(audit_meets):
     assert s["export"]["validation"]["passed"]
     assert {"dynamic", "static-minmax"} == {q["name"] for q in s["quantization"]}
     assert (out / "report.html").is_file()
+    # the stages under the registry's names (its audit route), in audit.json and summary.json alike
+    from workbench.workflows.stages import AUDIT_STAGES
+
+    assert [x["name"] for x in s["stages"]] == list(AUDIT_STAGES) and all(x["status"] == "ok" for x in s["stages"])
+    assert [x["name"] for x in json.loads((out / "audit.json").read_text())["stages"]] == list(AUDIT_STAGES[:-1])
 
 
 def test_summary_matches_its_schema(audit_meets):
@@ -280,7 +285,7 @@ def test_a_failed_step_makes_the_verdict_incomplete_in_summary_json_too(audit_me
     from workbench.report import EXIT_INCOMPLETE, build_summary, inputs_from_run
 
     _, out, _ = audit_meets
-    stages = [{"name": "environment", "status": "ok", "seconds": 1.0},
+    stages = [{"name": "doctor", "status": "ok", "seconds": 1.0},
               {"name": "quantize", "status": "failed", "seconds": 2.0, "message": "QuantizeError: static pre-processing failed"}]
     s = build_summary(inputs_from_run(out, kind="audit", stages=stages, budget_overall=0.99, budget_per_slice=0.99))
     v = s["verdict"]

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers.embed_fixtures import make_tiny_st_folder
+from tests.helpers.embed_fixtures import make_tiny_st_folder
 from workbench.embed import read_folder
 from workbench.embed.export import run_embed_export, validation_texts
 

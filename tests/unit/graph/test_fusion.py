@@ -7,6 +7,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -87,13 +88,30 @@ def test_transformer_fusions_on_the_tiny_model(fused_tiny):
     assert "Softmax" not in r.fused.op_histogram
 
 
+def scores_scale_and_mask(exported) -> tuple[object, str]:
+    """Layer 0's attention in the exported graph: (the node that scales the Q.K scores, the node whose output
+    is the additive mask). transformers 4.57 divides the scores (Div) and builds the mask with Sub and Mul;
+    transformers 5 multiplies them (Mul) and builds the mask with Where."""
+    nodes = onnx.load(str(exported.onnx_path)).graph.node
+    producer = {o: n for n in nodes for o in n.output}
+    prefix = "/bert/encoder/layer.0/attention/self/"
+    scores = next(n for n in nodes if n.name == prefix + "MatMul")
+    scale = next(n for n in nodes if scores.output[0] in n.input)
+    add = next(n for n in nodes if scale.output[0] in n.input)
+    mask = next(producer[t] for t in add.input if t != scale.output[0])
+    assert scale.op_type in ("Div", "Mul") and add.op_type == "Add", (scale.op_type, add.op_type)
+    return scale, mask.name
+
+
 def test_attention_provenance_holds_the_nodes_it_replaced(fused_tiny, exported_tiny):
     fused = fused_tiny.fused
     att = fused.fused_node("Attention_0")
     ops = att.replaced_ops
+    scale, mask = scores_scale_and_mask(exported_tiny)
     assert ops["MatMul"] == 5  # query, key, value, scores, context
-    assert ops["Softmax"] == 1 and ops["Transpose"] == 4 and ops["Div"] == 1
+    assert ops["Softmax"] == 1 and ops["Transpose"] == 4
     names = {n.name for n in att.replaced}
+    assert scale.name in names  # the scores' scale, whichever op the exporter wrote for it
     assert "/bert/encoder/layer.0/attention/self/Softmax" in names
     assert "/bert/encoder/layer.0/attention/self/query/MatMul" in names
     assert not any("layer.1" in n for n in names)  # stops at the layer boundary
@@ -106,7 +124,7 @@ def test_attention_provenance_holds_the_nodes_it_replaced(fused_tiny, exported_t
     # the attention-mask preparation is shared by both layers' Attention nodes
     other = fused.fused_node("Attention_1")
     assert att.shared and set(att.shared) == set(other.shared)
-    assert "/bert/Sub" in att.shared
+    assert mask in att.shared  # the node that hands both layers the additive mask
 
 
 def test_renamed_outputs_are_matched_by_value(fused_tiny):
@@ -123,11 +141,14 @@ def test_without_value_matching_attention_would_swallow_the_embeddings(fused_tin
     assert "/bert/embeddings/LayerNorm/LayerNormalization" in {n.name for n in att.replaced}
 
 
-def test_session_level_fusions_have_provenance_too(fused_tiny):
+def test_session_level_fusions_have_provenance_too(fused_tiny, exported_tiny):
     ext = fused_tiny.variant("ort_extended")
     assert ext.fused_ops["FusedMatMul"] == 2 and ext.fused_ops["BiasGelu"] == 2
     fm = next(f for f in ext.provenance if f.op_type == "FusedMatMul")
-    assert fm.replaced_ops == {"MatMul": 1, "Div": 1, "Constant": 1}  # the constant scale folded into the MatMul
+    scale, _ = scores_scale_and_mask(exported_tiny)
+    # the constant scale (a Div or a Mul, as the exporter wrote it) folded into the MatMul
+    assert fm.replaced_ops == {"MatMul": 1, scale.op_type: 1, "Constant": 1}
+    assert scale.name in {n.name for n in fm.replaced}
     assert ext.removed_by_op["Identity"] > 0
 
 
@@ -210,7 +231,6 @@ def test_a_bare_onnx_file_is_validated_against_its_unoptimized_self(exported_tin
     assert r.reference.startswith("the unoptimized graph")
     # recompute the fused graph's difference by hand: both graphs on the same 8 validation texts,
     # tokenized with MiniLM's tokenizer (the tiny BERT shares its vocabulary)
-    import numpy as np
 
     from workbench.graph import select_examples
     from workbench.models.load import load_tokenizer
@@ -225,6 +245,54 @@ def test_a_bare_onnx_file_is_validated_against_its_unoptimized_self(exported_tin
     assert r.variant("unoptimized").validation.n_examples == 8
     assert r.all_passed and r.diagnoses == []
     assert any("MiniLM's tokenizer" in n for n in r.notes)
+
+
+def test_a_bare_graph_without_a_head_count(exported_tiny, quick_data, tmp_path, monkeypatch):
+    """transformers 5 reshapes Q, K and V to (batch, seq, -1, head_size): the graph holds no head count. ONNX Runtime
+    1.32's optimizer fuses such a graph when told the count, not otherwise: the workbench reads it off the graph (the
+    Q projection's width over the head size). 1.19.2's optimizer cannot fuse it at all: the diagnosis says so and
+    names the current stack. The tiny export is rewritten to that form (on the current stack it already is); the
+    graph still computes the same logits."""
+    from onnx import numpy_helper
+
+    from workbench.graph.diagnose import attention_shape, optimizer_reads_transformers5
+
+    model = onnx.load(str(exported_tiny.onnx_path))
+    producer = {o: n for n in model.graph.node for o in n.output}
+    rewritten = 0
+    for reshape in (n for n in model.graph.node if n.op_type == "Reshape" and "/attention/self/" in n.name):
+        concat = producer.get(reshape.input[1])
+        if concat is None or concat.op_type != "Concat" or len(concat.input) != 4:
+            continue
+        for index, new_value in ((1, 0), (2, -1)):  # (batch, -1, heads, size) -> (batch, 0: seq as given, -1, size)
+            const = producer.get(concat.input[index])
+            value = numpy_helper.to_array(const.attribute[0].t) if const is not None and const.op_type == "Constant" else None
+            if value is not None and (index == 2 or value.reshape(-1)[0] == -1):
+                const.attribute[0].t.CopyFrom(numpy_helper.from_array(np.full_like(value, new_value)))
+        assert (c := producer[concat.input[2]]).op_type == "Constant" and numpy_helper.to_array(c.attribute[0].t)[0] == -1
+        rewritten += 1
+    assert rewritten == 6  # Q, K and V of both layers
+    bare = tmp_path / "in" / "graph.onnx"
+    bare.parent.mkdir()
+    onnx.save(model, str(bare))
+    assert attention_shape(model) == (2, 32)
+
+    cfg = FusionConfig.inspect_only(variants=("transformer",), validation_examples=8)
+    r = run_fusion(bare, cfg, tmp_path / "out", data=quick_data)
+    assert r.all_passed
+    assert any("num_heads 2 and hidden_size 32 read off the graph" in n for n in r.notes), r.notes
+    if not optimizer_reads_transformers5():  # onnxruntime 1.19.2: one line that says why and where it fuses
+        assert r.fused_op_counts.get("Attention", 0) == 0
+        att = r.diagnoses[0]
+        assert att.fusion == "Attention" and "transformers 5" in att.cause and "no head count" in att.cause
+        assert "make setup-current" in att.fix
+        return
+    assert r.fused_op_counts["Attention"] == 2 and r.diagnoses == []
+    # what the optimizer does with the graph alone
+    monkeypatch.setattr("workbench.graph.fusion.attention_shape", lambda graph: (0, 0))
+    blind = run_fusion(bare, cfg, tmp_path / "blind", data=quick_data)
+    assert blind.fused_op_counts.get("Attention", 0) == 0
+    assert [d.fusion for d in blind.diagnoses][:1] == ["Attention"]
 
 
 def test_missing_source_is_a_clear_error(tmp_path):

@@ -58,7 +58,7 @@ def producers(model_nodes: dict) -> dict:
 # ---- config -------------------------------------------------------------------------------------
 def test_presets_and_string_conversion():
     cfg = QuantConfig(mode="STATIC", calibration="Entropy", weight_type="qint8", op_types=["MatMul"])
-    assert cfg.mode is QuantMode.STATIC and cfg.calibration.value == "entropy" and cfg.op_types == ("MatMul",)
+    assert cfg.mode is QuantMode.STATIC and cfg.calibration.method.value == "entropy" and cfg.op_types == ("MatMul",)
     assert QuantConfig.dynamic_int8().label == "dynamic-qint8"
     assert QuantConfig.dynamic_int8_per_channel().label == "dynamic-qint8-pc"
     assert QuantConfig.dynamic_int8_reduce_range().label == "dynamic-qint8-rr"
@@ -90,15 +90,18 @@ def test_static_best_takes_every_knob_and_the_search_candidates_build():
         (dict(calibration="kl"), "calibration must be one of"),
         (dict(op_types=("Softmax",)), r"op_types \['Softmax'\] cannot be quantized in dynamic mode"),
         (dict(mode="static", op_types=("Attention",)), "cannot be quantized in static mode"),
-        (dict(activation_type="qint8"), "only for static quantization"),
+        (dict(activation_type="qint8"), "activation_type='qint8': activation_type applies to static quantization only, "
+                                        "and this is dynamic quantization; use a static-\\* preset"),
         (dict(op_types="MatMul"), r"write \('MatMul',\)"),
         (dict(mode="static", samples=4, calibration_batch_size=8), "must be at least calibration_batch_size"),
         (dict(tolerance=0), "tolerance must be a positive number"),
         (dict(mode="static", histogram_bins=128), "histogram_bins must be 0"),
         (dict(percentile=100.0), "percentile must be in"),
         (dict(quant_format="qlinear"), "quant_format must be one of"),
-        (dict(matmul_const_b_only=True), "apply to static quantization only"),
-        (dict(activation_symmetric=True), "apply to static quantization only"),
+        (dict(matmul_const_b_only=True), "matmul_const_b_only=True: matmul_const_b_only applies to static quantization only"),
+        (dict(activation_symmetric=True), "activation_symmetric=True: activation_symmetric applies to static quantization only"),
+        (dict(samples=64), "calibration.samples=64: calibration applies to static quantization only"),
+        (dict(mode="weight-only", exclude_worst=2), "exclude_worst=2: exclude_worst applies to dynamic and static"),
     ],
 )
 def test_bad_config_names_the_fix(kwargs, match):
@@ -332,7 +335,7 @@ def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_ti
     ranges (onnxruntime 1.19's quantize_static silently gives Entropy the MinMax ranges)."""
     r = run_quantization(quant_tiny_baseline, QuantConfig.static_qdq(calibration, samples=32), tmp_path, evaluation=EvalConfig(n_boot=100,
                                                                                                                                node_error_samples=0))
-    assert r.config.calibration.value == calibration and r.calibration_samples == 32
+    assert r.config.calibration.method.value == calibration and r.calibration_samples == 32
     mine, minmax = activation_scales(r.quantized_path), activation_scales(quant_tiny_static.quantized_path)
     assert mine and set(mine) == set(minmax)
     narrower = [t for t in mine if mine[t] < minmax[t] * 0.99]
@@ -936,17 +939,17 @@ def test_the_export_of_a_graph_is_read_from_the_run_not_guessed(exported_tiny, f
     fusion.json recorded; a graph that merely sits one folder below an export is described by nobody."""
     import shutil
 
-    from workbench.quant.baseline import _find_export
+    from workbench.graph.sources import export_of
 
-    beside = _find_export(Path(exported_tiny.onnx_path), None)
+    beside = export_of(Path(exported_tiny.onnx_path))
     assert Path(beside.onnx_path).resolve() == Path(exported_tiny.onnx_path).resolve()
-    fused = _find_export(Path(fused_tiny.fused_path), None)
+    fused = export_of(Path(fused_tiny.fused_path))
     assert fused is not None and Path(fused.onnx_path).resolve() == Path(exported_tiny.onnx_path).resolve()
     # a copy of the fused graph below a folder holding some export.json: not that export's graph
     shutil.copy(Path(exported_tiny.onnx_path).parent / "export.json", tmp_path / "export.json")
     (tmp_path / "elsewhere").mkdir()
     stray = shutil.copy(fused_tiny.fused_path, tmp_path / "elsewhere" / "model.onnx")
-    assert _find_export(Path(stray), None) is None
+    assert export_of(Path(stray)) is None
 
 
 def test_fp32_embeddings_preset_quantizes_the_matmuls_and_keeps_the_embedding_table(quant_tiny_baseline, tmp_path):

@@ -62,11 +62,13 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
 def test_eight_bits_and_bad_options_refused_in_one_line():
     eight = [] if 8 in runnable_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
     for kw, match in [*eight, ({"mode": "weight-only", "weight_bits": 3}, "weight_bits=3: MatMulNBits in onnxruntime"),
-                      ({"mode": "weight-only", "per_channel": True}, "per_channel=True: INT8 options"),
+                      ({"mode": "weight-only", "per_channel": True},
+                       "per_channel=True: per_channel applies to dynamic and static quantization only"),
                       ({"mode": "weight-only", "block_size": 24}, "power of 2"),
                       ({"mode": "weight-only", "accuracy_level": 5}, "accuracy_level must be one of"),
                       ({"mode": "weight-only", "op_types": ("Gemm",)}, "cannot be quantized in weight-only mode"),
-                      ({"mode": "dynamic", "accuracy_level": 4}, "accuracy_level=4: weight-only options")]:
+                      ({"mode": "dynamic", "accuracy_level": 4},
+                       "accuracy_level=4: accuracy_level applies to weight-only quantization only")]:
         with pytest.raises(QuantizeError, match=match) as e:
             QuantConfig(**kw)
         assert "\n" not in str(e.value)

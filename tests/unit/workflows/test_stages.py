@@ -1,54 +1,154 @@
-"""The stage registry (workbench.workflows.stages) and plans: every front's stage names are the
-registry's, the demo's list is the registry's DEMO_STAGES, and a plan file becomes the DemoConfig it
-describes or one line that names the key and the fix."""
+"""The stage registry (workbench.workflows.stages): one route per front, one builder of the
+fronts' lists (no other hand-written list of stages in workbench/ or widgets/), each front
+sequencing exactly its route; and plans (workbench.workflows.plan): a plan file becomes the
+DemoConfig it describes or one line that names the key and the fix."""
 
 from __future__ import annotations
 
 import ast
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from workbench.graph import ExportConfig
+from workbench.graph import ExportConfig, FusionConfig
 from workbench.quant import QuantConfig
 from workbench.train import TrainConfig
 from workbench.workflows.demo import DemoConfig
-from workbench.workflows.stages import ALIASES, DEMO_STAGES, STAGES, PlanError, canonical, load_plan, plan_config
+from workbench.workflows.plan import PlanError, load_plan, plan_config
+from workbench.workflows.stages import (ALIASES, AUDIT_STAGES, COVERAGE_STAGES, DEMO_STAGES, EXPORT_AND_FUSE, ROUTES, STAGES,
+                                        WORKBENCH_STAGES, canonical, stages_for)
 
 REPO = Path(__file__).resolve().parents[3]
-FRONTS = ("workbench/workflows/demo.py", "workbench/workflows/coverage.py", "workbench/audit/stage.py",
-          "workbench/flow/handoffs.py", "widgets/workbench.py")
+# the one place a Stage is constructed: the registry's builder
+BUILDER = ("workbench/workflows/stages.py", "stages_for")
 
 
-def stage_names(path: Path) -> list[str]:
-    """The names given to ``Stage(...)`` in a file: string literals, and ``STEPS[i]`` read from the audit's STEPS."""
-    from workbench.audit.config import STEPS
+def stage_constructions(tree: ast.AST, rel: str) -> list[str]:
+    """``file:function:line`` of every ``Stage(...)`` / ``x.Stage(...)`` call in ``tree``."""
+    found = []
 
-    names = []
-    calls = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.Call)]
-    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(node.func, ast.Name) and node.func.id == "Stage" and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant):
-                names.append(first.value)
-            elif isinstance(first, ast.Subscript) and isinstance(first.value, ast.Name) and first.value.id == "STEPS":
-                names.append(STEPS[first.slice.value])
-            else:
-                names.append(ast.unparse(first))
-    return names
+    def walk(node: ast.AST, func: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+            if isinstance(child, ast.Call):
+                f = child.func
+                if (isinstance(f, ast.Name) and f.id == "Stage") or (isinstance(f, ast.Attribute) and f.attr == "Stage"):
+                    found.append(f"{rel}:{func}:{child.lineno}")
+            walk(child, inner)
 
-
-def test_every_stage_a_front_sequences_is_in_the_registry() -> None:
-    found = {rel: stage_names(REPO / rel) for rel in FRONTS}
-    assert all(found.values()), found
-    unknown = {rel: [n for n in names if ALIASES.get(n, n) not in STAGES] for rel, names in found.items()}
-    assert not any(unknown.values()), f"stage names that are not in workbench.workflows.stages.STAGES: {unknown}"
+    walk(tree, "<module>")
+    return found
 
 
-def test_the_demos_stages_are_the_registrys_demo_stages_in_order() -> None:
-    assert stage_names(REPO / "workbench/workflows/demo.py") == list(DEMO_STAGES)
+def test_no_front_writes_its_own_list_of_stages() -> None:
+    """Every Stage in workbench/ and widgets/ comes from the registry's builder: a front that
+    writes ``Stage("train", ...)`` by hand is a second list whose names and needs drift."""
+    found = []
+    for tree in ("workbench", "widgets"):
+        for path in sorted((REPO / tree).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            found += stage_constructions(ast.parse(path.read_text(encoding="utf-8")), rel)
+    builder = [f for f in found if f.startswith(f"{BUILDER[0]}:{BUILDER[1]}:")]
+    assert builder, f"the check no longer sees the builder's own Stage(...) in {BUILDER}"
+    assert not sorted(set(found) - set(builder)), f"Stage(...) written outside the registry's builder: {sorted(set(found) - set(builder))}"
+
+
+def test_the_check_sees_a_hand_written_stage() -> None:
+    tree = ast.parse("from workbench.flow import sequence\n"
+                     "def run():\n    return [sequence.Stage('a', f), Stage('b', g, needs=('a',))]\n")
+    assert stage_constructions(tree, "w.py") == ["w.py:run:3", "w.py:run:3"]
+
+
+def test_every_route_runs_registry_stages_with_needs_that_come_before() -> None:
+    for route in ROUTES.values():
+        assert set(route.stages) <= set(STAGES) and route.optional <= set(route.stages), route.name
+        stages = stages_for(route, {n: (lambda rec: None) for n in route.stages})
+        assert [s.name for s in stages] == list(route.stages)
+        for i, s in enumerate(stages):
+            assert set(s.needs) <= set(route.stages[:i]), (route.name, s.name, s.needs)
+        assert [s.name for s in stages if s.finally_] == [n for n in route.stages if n == "report"]
+
+
+def test_needs_and_skip_reasons_come_from_the_registry() -> None:
+    demo = {s.name: s for s in stages_for("demo", {n: print for n in DEMO_STAGES})}
+    assert demo["export"].needs == ("data", "fine-tune") and demo["quantize"].needs == ("data", "export")
+    assert demo["fuse"].skip_reason == STAGES["fuse"].skip_reason == "needs the exported graph"
+    audit = {s.name: s for s in stages_for("audit", {n: print for n in AUDIT_STAGES})}
+    assert audit["export"].needs == ("doctor", "data") and audit["search"].needs == ("quantize",)
+    assert audit["fuse"].skip_reason == "needs an exported graph that passed validation"
+    # the Workbench's graph step exports and fuses: it needs the fine-tune step (export's own input)
+    wb = {s.name: s for s in stages_for("workbench", {n: print for n in WORKBENCH_STAGES})}
+    assert wb["fuse"].needs == ("fine-tune",) and wb["quantize"].needs == ("fuse",) and wb["fuse"].skip_reason == ""
+    cov = {s.name: s for s in stages_for("coverage", {n: print for n in COVERAGE_STAGES}, leave_out=("fine-tune",))}
+    assert list(cov) == ["build", "export", "fuse", "quantize"] and cov["export"].needs == ("build",)
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"bodies": {"doctor": print}}, "the demo route runs 'data' but no body was given"),
+    ({"bodies": {n: print for n in (*DEMO_STAGES, "train")}}, "has no stage 'train'"),
+    ({"bodies": {n: print for n in DEMO_STAGES}, "leave_out": ("fuse",)}, "cannot leave out ['fuse']; optional: ['search']"),
+    ({"bodies": {n: print for n in DEMO_STAGES}, "resume": {"graph": print}}, "has no stage 'graph'"),
+])
+def test_the_builder_names_a_body_that_does_not_fit_the_route(kw, words) -> None:
+    with pytest.raises(ValueError) as err:
+        stages_for("demo", **kw)
+    assert words in str(err.value)
+
+
+class Captured(Exception):
+    """What a front gave run_stages (raised by the stand-in, so nothing runs)."""
+
+    def __init__(self, stages) -> None:
+        super().__init__([s.name for s in stages])
+        self.stages = stages
+
+
+def capture(stages, **_kw):
+    raise Captured(stages)
+
+
+def sequenced(monkeypatch, module, call) -> list[str]:
+    monkeypatch.setattr(module, "run_stages", capture)
+    with pytest.raises(Captured) as got:
+        call()
+    return [s.name for s in got.value.stages]
+
+
+def test_the_demo_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
+    from workbench.workflows import demo
+
+    assert sequenced(monkeypatch, demo, lambda: demo.run_demo(DemoConfig.quick(search=True), tmp_path, log=lambda _: None)) \
+        == list(DEMO_STAGES)
+    assert sequenced(monkeypatch, demo, lambda: demo.run_demo(DemoConfig.quick(), tmp_path, log=lambda _: None)) \
+        == [n for n in DEMO_STAGES if n != "search"]
+
+
+def test_the_audit_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
+    from workbench.audit import AuditConfig, stage
+
+    checked = SimpleNamespace(out_dir=tmp_path, model=SimpleNamespace(folder=tmp_path, model_type="bert", num_labels=2),
+                              data=SimpleNamespace(facts={"source": "rows.csv"}))
+    run = lambda: stage.run_audit(tmp_path, AuditConfig(data="rows.csv"), tmp_path, log=lambda _: None, checked=checked)  # noqa: E731
+    assert sequenced(monkeypatch, stage, run) == list(AUDIT_STAGES)
+    assert list(AUDIT_STAGES) == ["doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "report"]
+
+
+def test_the_coverage_run_and_the_graph_panels_export_sequence_their_routes(monkeypatch, tmp_path: Path) -> None:
+    from workbench.workflows import coverage, stages
+
+    assert sequenced(monkeypatch, coverage, lambda: coverage.run_coverage("bert", tmp_path, data=object(), train_steps=2)) \
+        == list(COVERAGE_STAGES)
+    assert sequenced(monkeypatch, coverage, lambda: coverage.run_coverage("bert", tmp_path, data=object())) \
+        == [n for n in COVERAGE_STAGES if n != "fine-tune"]
+    run = lambda: stages.export_and_fuse("tiny", ExportConfig.quick(), FusionConfig.quick(), tmp_path)  # noqa: E731
+    assert sequenced(monkeypatch, stages, run) == list(EXPORT_AND_FUSE) == ["export", "fuse"]
+
+
+def test_older_names_are_aliases_of_the_registrys() -> None:
     assert [canonical(n) for n in ("train", "environment", "graph", "slice drift")] == ["fine-tune", "doctor", "fuse", "evaluate"]
+    assert all(v in STAGES and k not in STAGES for k, v in ALIASES.items())
     with pytest.raises(KeyError):
         canonical("no-such-stage")
 

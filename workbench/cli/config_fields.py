@@ -1,0 +1,83 @@
+"""Reading a config dataclass the way the command line needs it: a field's annotation (dotted paths
+reach into nested configs), its default, and where a command keeps the flags it registered. Used by
+:mod:`workbench.cli.flags` (the flags) and :mod:`workbench.cli.config_file` (``--config FILE``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from typing import Any, Union
+
+
+class ConfigFlagError(TypeError):
+    """A command declares a flag the config cannot have (a programming error, found when the parser is built)."""
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a dataclass; a field whose annotation cannot be evaluated falls
+    back to the type of its default (the class may live in a module that imports names lazily)."""
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError, AttributeError):  # one unresolvable name: resolve field by field below
+        pass
+    module = vars(sys.modules.get(cls.__module__, types.ModuleType("empty")))
+    out = {}
+    for f in dataclasses.fields(cls):
+        t = f.type
+        if isinstance(t, str):
+            try:
+                t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
+            except (NameError, TypeError, AttributeError, SyntaxError):
+                pass
+        if isinstance(t, str):  # still text: judge by the default
+            value = field_default(cls, f.name)
+            t = type(value) if value is not None else str
+        out[f.name] = t
+    return out
+
+
+def field_default(cls: type, name: str) -> Any:
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            if f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            return None
+    raise ConfigFlagError(f"{cls.__name__} has no field {name!r}")
+
+
+def strip_optional(t: Any) -> Any:
+    if typing.get_origin(t) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return t
+
+
+def field_type(cls: type, path: str) -> tuple[type, str, Any]:
+    """(the dataclass holding the last part of ``path``, its name, its annotation without Optional)."""
+    head, _, rest = path.partition(".")
+    if not dataclasses.is_dataclass(cls) or head not in {f.name for f in dataclasses.fields(cls)}:
+        fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+        raise ConfigFlagError(f"{cls.__name__} has no field {head!r}; its fields: {fields}")
+    t = strip_optional(_hints(cls)[head])
+    if rest:
+        return field_type(t, rest)
+    return cls, head, t
+
+
+def config_value(cls: type, base: Any, path: str) -> Any:
+    """The value of ``path`` in ``base`` (or in the class's defaults when there is no base)."""
+    head, _, rest = path.partition(".")
+    value = getattr(base, head) if base is not None else field_default(cls, head)
+    if not rest:
+        return value
+    _, _, sub = field_type(cls, head)
+    return config_value(sub, value, rest)
+
+
+def registry_key(cls: type) -> str:
+    return f"_config_flags_{cls.__name__}"

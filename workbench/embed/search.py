@@ -1,0 +1,211 @@
+"""The quantization search on an embedding model, with its budget in retrieval terms.
+
+``prepare_embed_search(export, task, out_dir, budget=EmbedBudget(...))`` scores the FP32 graph once on
+the retrieval task and returns an :class:`EmbedSearchBaseline`; give it to
+:func:`workbench.quant.search.run_search` like a classifier's baseline. For every candidate
+configuration the search quantizes (the variants' own :class:`~workbench.embed.variants.VariantBuilder`),
+ranks the task and judges it with :class:`~workbench.embed.evaluate.EmbedBudget`: the share of FP32's
+NDCG@10 kept over all queries, and the largest NDCG@10 drop on every query slice big enough to judge.
+A configuration that misses its budget is quantized again with the nodes of the worst local SQNR left
+in FP32 (1, 2, 4, ... up to ``max_excluded``) until no slice is below its budget; every attempt is a
+candidate, timed beside the FP32 graph in interleaved rounds (texts in, embeddings out, at the data's
+median length, batch 1), and the fastest within budget and past the speed guard is chosen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .evaluate import EmbedBudget
+from .export import EmbedExportResult
+from .folder import EmbedError
+from .retrieval import RetrievalTask, compare_retrieval, score_task
+
+DEFAULT_MAX_EXCLUDED = 8
+METRIC = "ndcg@10"
+FP32_NAME = "fp32"
+
+
+def exclusion_steps(max_excluded: int) -> list[int]:
+    """How many nodes each re-quantization leaves in FP32: 1, 2, 4, ... and ``max_excluded`` last."""
+    steps, k = [], 1
+    while k < max_excluded:
+        steps.append(k)
+        k *= 2
+    return steps + ([max_excluded] if max_excluded > 0 else [])
+
+
+class EmbedSearchBaseline:
+    """An embedding graph scored once on a retrieval task: the FP32 rankings, its latency at batch 1
+    and the budget every candidate is held to (a :class:`~workbench.quant.search.ScoredBaseline`)."""
+
+    metric = METRIC
+
+    def __init__(self, export: EmbedExportResult, fused: Path, task: RetrievalTask, budget: EmbedBudget,
+                 calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
+                 rounds: int = 8, batch_size: int = 32, load_check: bool = True) -> None:
+        from .encode import OnnxEncoder
+        from .speed import median_length_texts
+        from .variants import VariantBuilder
+
+        if int(max_excluded) < 0:
+            raise EmbedError(f"max_excluded must be 0 or more (0: no node is left in FP32), got {max_excluded}")
+        self.export, self.task, self.budget = export, task, budget
+        self.threads, self.max_excluded, self.rounds, self.batch_size = int(threads), int(max_excluded), int(rounds), batch_size
+        self.load_check = load_check
+        self.builder = VariantBuilder(export, fused, calibration_texts)
+        self.fp32 = OnnxEncoder(export.onnx_path, self.builder.tokenizer, export.max_length, self.threads)
+        self.fp32_ranked, self.fp32_metrics = self._rank(self.fp32)
+        (self.timing_texts, self.tokens) = median_length_texts(self.builder.tokenizer, list(task.docs), export.max_length, 1)
+        self.contended = False
+        self.notes: list[str] = []
+
+    def budgets(self) -> tuple[float, float]:
+        """(share of FP32's NDCG@10 that may be lost overall, NDCG@10 that may be lost on a slice)."""
+        return 1.0 - self.budget.min_ndcg_ratio, self.budget.max_slice_drop
+
+    def _rank(self, encoder) -> tuple[np.ndarray, dict[str, float]]:
+        texts = list(dict.fromkeys([*self.task.queries, *self.task.docs]))
+        emb = encoder.encode(texts, self.batch_size)
+        row = {t: i for i, t in enumerate(texts)}
+        return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
+
+    def fp32_search_candidate(self, name: str, config):
+        from ..quant.search import SearchCandidate
+        from .variants import graph_size_mib
+
+        cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.n_boot, config.seed)
+        chk = self.budget.budget_check(cmp, config.strict)
+        speed = self._time({}, name)
+        return SearchCandidate(name=name, graph=name.split("/")[0], precision="fp32", config=None,
+                               onnx_path=Path(self.export.onnx_path), result_path=None, latency_ms=speed[FP32_NAME].median_ms,
+                               size_mib=graph_size_mib(Path(self.export.onnx_path)), accuracy=self.fp32_metrics[METRIC],
+                               accuracy_delta=0.0, check=chk, feasible=chk.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0)
+
+    def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
+        """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        qpath, float_path, cfg = self.builder.quantize(cfg, out_dir / "model.onnx")
+        tried = [self._candidate(name, cfg, qpath, config)]
+        if tried[-1].check.feasible or not self.max_excluded:
+            return tried
+        ranking = self.builder.worst(cfg, float_path, qpath, self.max_excluded)
+        if not ranking:
+            self.notes.append(f"{name}: its quantized nodes have no per-node error to rank (weight-only graphs rename "
+                              "their MatMuls), so no node was left in FP32")
+        for k in exclusion_steps(min(self.max_excluded, len(ranking))):
+            ecfg = dataclasses.replace(cfg, name=f"{cfg.label}+fp32-{k}", exclude_worst=0,
+                                       nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *ranking[:k]])))
+            epath, _, _ = self.builder.quantize(ecfg, out_dir / f"model.fp32-{k}.onnx")
+            tried.append(self._candidate(f"{name}+fp32-{k}", ecfg, epath, config))
+            if tried[-1].check.feasible:
+                break
+        return tried
+
+    def _candidate(self, name: str, cfg, qpath: Path, config):
+        from ..quant.budget import speed_guard
+        from ..quant.search import SearchCandidate
+        from .encode import OnnxEncoder
+        from .variants import graph_size_mib
+
+        enc = OnnxEncoder(qpath, self.builder.tokenizer, self.export.max_length, self.threads)
+        ranked, metrics = self._rank(enc)
+        cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.n_boot, config.seed)
+        chk = self.budget.budget_check(cmp, config.strict)
+        speed = self._time({name: enc}, name)
+        ratio = speed[name].ratio
+        fast, why = speed_guard(SimpleNamespace(speedup_ratio=ratio), config.min_speedup)
+        return SearchCandidate(
+            name=name, graph=name.split("/")[0], precision="int8", config=cfg, onnx_path=qpath, result_path=None,
+            latency_ms=speed[name].median_ms, size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
+            accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=chk.feasible and fast,
+            speedup=ratio.value, speedup_lo=ratio.lo, speedup_hi=ratio.hi, fast_enough=fast, too_slow=why,
+            contended=self.contended)
+
+    def _time(self, encoders: dict, what: str) -> dict:
+        """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
+        name -> (median_ms, paired ratio over FP32)."""
+        from .speed import time_embedders
+
+        fns = {FP32_NAME: (lambda e=self.fp32, t=self.timing_texts: e.encode_batch(t))}
+        fns.update({n: (lambda e=e, t=self.timing_texts: e.encode_batch(t)) for n, e in encoders.items()})
+        run = time_embedders({1: fns}, FP32_NAME, self.tokens, self.threads, rounds=self.rounds, floors=False,
+                             load_check=self.load_check)
+        self.contended = self.contended or run.contended
+        return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s)) for s in run.speeds}
+
+    def choice_message(self, found, best, config) -> str:
+        """What the search chose and why, in NDCG@10 terms."""
+        b = self.budget
+        int8 = [c for c in found if c.precision == "int8"]
+        accurate = [c for c in int8 if c.check.feasible]
+        if best is not None and best.precision == "int8":
+            kept = list(best.config.nodes_to_exclude) if best.config is not None else []
+            message = (f"{best.name}: {best.speedup:.2f}x the FP32 graph ({best.speedup_lo:.2f}-{best.speedup_hi:.2f}) at "
+                       f"{self.tokens} tokens, NDCG@10 {best.accuracy:.4f} ({best.accuracy / max(self.fp32_metrics[METRIC], 1e-12):.2%} "
+                       f"of FP32's), worst slice {best.check.worst_slice or '-'} -{best.check.worst_slice_drop:.4f}"
+                       + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
+        elif accurate:
+            quickest = max(accurate, key=lambda c: c.speedup_lo or 0.0)
+            message = (f"keep the FP32 graph: {len(accurate)} INT8 variant(s) within the NDCG@10 budget, none at least "
+                       f"{config.min_speedup:.2f}x faster beyond doubt; the quickest, {quickest.name}, runs at {quickest.too_slow}")
+        elif int8:
+            closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
+            message = (f"no INT8 variant keeps {b.min_ndcg_ratio:.1%} of FP32's NDCG@10 with no slice of {b.min_slice_size}+ "
+                       f"queries losing more than {b.max_slice_drop}, even with up to {self.max_excluded} nodes in FP32; "
+                       f"closest: {closest.name} ({'; '.join(closest.check.violations[:2])}). Keep the FP32 graph, raise "
+                       "the budget or max_excluded")
+        else:
+            message = "no quantized variant to choose from"
+        if self.notes:
+            message += "; " + "; ".join(self.notes)
+        if self.contended:
+            message += ("; the speed figures were taken while other work used the CPU, so no speed-up is stated as "
+                        "measured: time again on a quiet machine")
+        return message
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ratio:
+    value: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, s) -> "_Ratio":
+        return cls(s.speedup, s.lo, s.hi)
+
+    def text(self) -> str:
+        return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Timed:
+    median_ms: float
+    ratio: _Ratio
+
+
+def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
+                         budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (),
+                         threads: Optional[int] = None, max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8,
+                         fused: Optional[str | os.PathLike] = None, load_check: bool = True) -> EmbedSearchBaseline:
+    """Fuse the export (unless ``fused`` names a fused graph already built) and score the FP32 graph on
+    ``task``; ``calibration_texts`` (default: the task's documents) calibrate static configurations and
+    rank nodes for exclusion."""
+    from ..perf.machine_profile import default_threads
+    from ..runs import layout
+    from .variants import fuse
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fused_path = Path(fused) if fused is not None else fuse(export, out / layout.FUSED_GRAPH)
+    calib = list(calibration_texts) or list(task.docs)[:128]
+    return EmbedSearchBaseline(export, fused_path, task, budget or EmbedBudget(), calib, int(threads or default_threads()),
+                               max_excluded, rounds, load_check=load_check)

@@ -1,0 +1,146 @@
+"""Opening a graph in ONNX Runtime: :func:`make_session` (the graph-optimization level, threads,
+spinning, the device and its execution providers, the optimized graph written out, the profiler)
+and :class:`InferenceError`, what a graph that cannot be opened or fed raises.
+
+:mod:`workbench.runtime.ortinfer` feeds and times the sessions opened here, and re-exports both
+names. Heavy imports (onnxruntime) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+
+
+class InferenceError(ValueError):
+    """A graph that cannot be opened or fed; the message says what was wrong and what to do."""
+
+
+def _ort_level(name: str):
+    import onnxruntime as ort
+
+    levels = {
+        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    key = getattr(name, "value", name)
+    if key not in levels:
+        raise InferenceError(
+            f"graph_optimization must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {name!r}; "
+            "use 'disabled' to run the graph exactly as written, 'all' for ONNX Runtime's default"
+        )
+    return levels[key]
+
+
+def make_session(
+    onnx_path: str | os.PathLike,
+    threads: Optional[int] = None,
+    graph_optimization: str = "all",
+    optimized_model_path: str | os.PathLike | None = None,
+    providers: Sequence[str] = DEFAULT_PROVIDERS,
+    allow_spinning: bool = True,
+    keep_spinning: bool = False,
+    device: str = "cpu",
+    cuda_graph: bool = False,
+    profile_prefix: Optional[str] = None,
+):
+    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
+
+    ``threads`` sets the intra-op thread count (None: ONNX Runtime's default, one per physical
+    core). ``graph_optimization`` is the session's graph-optimization level. With
+    ``optimized_model_path`` ONNX Runtime writes the graph *after* its optimizations there, which
+    is how the session levels become files that can be inspected and diffed.
+
+    Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
+    the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
+    and stop the moment the run returns
+    (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
+    the process (another session timed beside it, PyTorch) or from other processes.
+    ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
+    after a run); ``allow_spinning=False`` never spins (workers sleep between nodes too).
+
+    ``device``: ``"cpu"`` (the default; ``providers`` apply) or ``"cuda"``/``"cuda:N"`` (the CUDA
+    execution provider first, the CPU provider for what CUDA has no kernel for; see
+    :mod:`workbench.runtime.device`). Asking for CUDA where it is absent raises
+    :class:`~workbench.runtime.device.DeviceError` saying what to install; a CUDA session that ONNX Runtime
+    quietly opened on the CPU alone (CUDA libraries not found) is an error too, never a silent
+    fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
+    ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
+    JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
+    """
+    from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
+    import onnxruntime as ort
+
+    device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
+    path = Path(onnx_path)
+    if not path.is_file():
+        raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
+    if threads is not None and threads < 1:
+        raise InferenceError(f"threads must be a positive number, got {threads}; "
+                             "leave it unset for ONNX Runtime's default (one per core)")
+    opts = _session_options(ort, graph_optimization, threads, allow_spinning, keep_spinning, optimized_model_path, profile_prefix)
+    provider_options = None
+    if is_cuda(device) or cuda_graph:
+        providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
+        _load_cuda_libraries(ort)
+    available = ort.get_available_providers()
+    missing = [p for p in providers if p not in available]
+    if missing:
+        raise InferenceError(
+            f"execution provider(s) {missing} are not available in this ONNX Runtime build; "
+            f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
+        )
+    try:
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
+                                       provider_options=provider_options)
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+        raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
+    if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
+        raise InferenceError(
+            f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
+            "provider failed to load (missing CUDA/cuDNN libraries; onnxruntime's warning above names the library). "
+            "Install the CUDA libraries onnxruntime-gpu was built for (torch's nvidia-* wheels provide them: the "
+            "workbench imports torch first), or use --device cpu"
+        )
+    return session
+
+
+def _session_options(ort, graph_optimization: str, threads: Optional[int], allow_spinning: bool, keep_spinning: bool,
+                     optimized_model_path: str | os.PathLike | None, profile_prefix: Optional[str]):
+    """The ``SessionOptions`` :func:`make_session` describes: optimization level, threads,
+    spinning, where to write the optimized graph, the profiler; errors-only logging."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = _ort_level(graph_optimization)
+    opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
+    if threads is not None:
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+    if allow_spinning and not keep_spinning:
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
+    if optimized_model_path is not None:
+        Path(optimized_model_path).parent.mkdir(parents=True, exist_ok=True)
+        opts.optimized_model_filepath = str(optimized_model_path)
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(profile_prefix)
+    return opts
+
+
+def _load_cuda_libraries(ort) -> None:
+    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
+    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
+    has ``preload_dlls`` for the same purpose."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        preload()

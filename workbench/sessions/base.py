@@ -1,0 +1,138 @@
+"""The session every stage's session is built on: what a notebook panel works with, held in plain
+Python so that it runs and is tested without a widget.
+
+A session holds a stage's inputs (set by the caller, checked when set), its results (``result``,
+the latest, and ``history``, every one kept, oldest first), its caches, its servers (started on
+127.0.0.1, stopped by :meth:`Session.close`), its run folder, the stop event the library reads and
+the progress callback it reports to. Each stage session runs its stage through the library
+(``run_x(input, XConfig, out)``); a panel in ``widgets/`` only binds controls to it.
+
+    session = QuantSession(graph=fusion_report, data=DataConfig.quick())
+    result = session.quantize("dynamic")        # a QuantResult, kept on session.result
+    session.close()                             # servers stopped (a ``with`` block does it too)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterator, Optional
+
+from .. import runs
+
+#: ``progress(done, total, eta_s, detail)``: where a session reports how far its work is.
+Progress = Callable[[int, int, Optional[float], str], None]
+
+
+def no_progress(done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
+    """The progress callback of a session nobody watches."""
+
+
+class Session:
+    """One stage's state: inputs, results, caches, servers, run folder, stop event, progress.
+
+    ``run_dir``: the folder the stage writes into: a folder, a function returning one (a notebook
+    Workbench shares its run folder this way), or None for a new folder under ``runs/`` made on the
+    first write and kept for the session's life. ``progress``: a :data:`Progress` callback.
+    """
+
+    #: The inputs a caller may set by name (a panel's options of these names are the session's).
+    INPUTS: ClassVar[tuple[str, ...]] = ("run_dir",)
+    #: The label of a run folder this session makes (``runs/<time>-<label>``).
+    LABEL: ClassVar[str] = "run"
+    #: What :meth:`writing` names the holder of the run folder's lock as.
+    COMMAND: ClassVar[str] = "a notebook session"
+
+    def __init__(self, *, run_dir: Any = None, progress: Optional[Progress] = None) -> None:
+        self.run_dir = run_dir
+        self.progress: Progress = progress or no_progress
+        self.stop_event = threading.Event()
+        #: The latest result (None until the stage ran or a saved result was opened).
+        self.result: Any = None
+        #: Every result kept, oldest first.
+        self.history: list[Any] = []
+
+    # ---- results -------------------------------------------------------------------------------
+    def keep(self, result: Any) -> Any:
+        """Make ``result`` the latest (a result computed here, or opened from a saved run); returns it."""
+        if result is not self.result:
+            self.result = result
+            self.history.append(result)
+        return result
+
+    # ---- the run folder --------------------------------------------------------------------------
+    def resolve_run_dir(self) -> Path:
+        """Where this session writes: ``run_dir`` (called when it is a function), else a new run
+        folder made now and kept in ``run_dir`` for the session's life."""
+        given = self.run_dir() if callable(self.run_dir) else self.run_dir
+        if given is None:
+            given = self.run_dir = runs.new_run_dir(self.LABEL)
+        return Path(given)
+
+    @contextlib.contextmanager
+    def writing(self, folder: Optional[Path] = None) -> Iterator[Path]:
+        """Hold the run folder's lock while the stage writes (one writer per run folder: a command
+        writing there from another process gets ``RunLocked``, and this session gets it when one is)."""
+        folder = folder if folder is not None else self.resolve_run_dir()
+        with runs.run_lock(folder, f"{self.COMMAND} ({self.LABEL})", flag="run_dir"):
+            yield folder
+
+    # ---- long work ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Clear the stop request before a new piece of work."""
+        self.stop_event.clear()
+
+    def stop(self) -> None:
+        """Ask the running work to stop at its next check (the library reads ``stop_event``)."""
+        self.stop_event.set()
+
+    def report(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
+        """Report progress to whoever watches (a panel's progress bar, a log)."""
+        self.progress(done, total, eta_s, detail)
+
+    # ---- servers ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop every server this session started (a session without servers has nothing to do)."""
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def as_saved(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
+    """A stage result given as itself, as its result file or the folder holding it (read with
+    ``load``), or as any other folder of a run (:func:`workbench.flow.handoffs.open_run`: the run's
+    newest ``stage`` result): the one converter every session's saved results go through."""
+    import os
+
+    from ..flow import handoffs as flow
+
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        path = Path(value)
+        if path.is_file() or (path / file_name).is_file():
+            return load(path)
+        found = getattr(flow.open_run(path), stage)()
+        if found is None:
+            raise InputError(f"{str(value)!r} holds no {what} ({file_name}): run that step first, or pass a run folder that "
+                                    f"has one")
+        return found
+    raise TypeError(f"expected a {cls.__module__}.{cls.__name__} or the path of a saved {file_name} (or a run folder), "
+                    f"got {type(value).__name__}")
+
+
+class InputError(ValueError):
+    """An input a session cannot use; the message names the value, what is allowed and what to do."""
+
+
+def check_data(data: Any) -> Any:
+    """``data`` if it is None, a ``DataConfig`` or a ``DatasetDict``, else a ``TypeError`` naming them."""
+    from ..data.load import DataConfig
+
+    if data is not None and not isinstance(data, DataConfig) and not hasattr(data, "keys"):
+        raise TypeError(f"data must be a workbench.data.load.DataConfig or a datasets.DatasetDict, got {type(data).__name__}")
+    return data

@@ -1,0 +1,111 @@
+"""The graph session: export a model to ONNX (validated against PyTorch) and fuse it, keep the
+export and the fusion report, and serve a variant's graph with Netron on 127.0.0.1.
+
+    with GraphSession(data=DataConfig.quick()) as s:
+        report = s.export_and_fuse("tiny", ExportConfig.quick(), FusionConfig.quick())
+        url = s.show_netron("transformer")      # http://127.0.0.1:<port>; stopped by close()
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from ..data.load import DataConfig, load_data
+from ..graph import ExportConfig, ExportResult, FusionConfig, FusionReport, Variant, load_export, load_fusion
+from ..runs import layout
+from ..runtime.device import require_device
+from ..runtime.netron_view import NetronServer
+from ..workflows.stages import export_and_fuse
+from .base import InputError, Session, as_saved, check_data
+
+FusionLike = Union[FusionReport, str, os.PathLike]
+STAGE_WORDS = {"export": "exporting {model} (opset {opset}) and validating against PyTorch",
+               "fuse": "building, validating and timing the optimized variants"}
+
+
+def as_fusion_report(value: FusionLike) -> FusionReport:
+    """A FusionReport, or the one in ``fusion.json`` / the folder holding it / any folder of a run."""
+    return as_saved(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
+
+
+class GraphSession(Session):
+    """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result``
+    the :class:`~workbench.graph.ExportResult` it was built from; ``netron`` the graph viewer's server.
+
+    Inputs: ``data`` (a ``DataConfig`` or ``DatasetDict`` to validate on; default the quick reviews;
+    a ``DataConfig`` is loaded once and kept), ``run_dir`` (export goes to ``<run_dir>/export``,
+    fusion to ``<run_dir>/fusion``).
+    """
+
+    INPUTS = ("data", "run_dir")
+    LABEL = "graph"
+
+    def __init__(self, *, data: Any = None, run_dir: Any = None, progress=None) -> None:
+        super().__init__(run_dir=run_dir, progress=progress)
+        self._data = check_data(data)
+        self._data_cache: Any = None
+        self.export_result: Optional[ExportResult] = None
+        self.netron = NetronServer()  # 127.0.0.1 only; nothing runs until show_netron
+
+    @property
+    def data(self) -> Any:
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = check_data(value)
+        self._data_cache = None
+
+    def dataset(self) -> Any:
+        """The data to validate on (a ``DataConfig`` loaded once), or None for the library's default."""
+        if isinstance(self._data, DataConfig):
+            if self._data_cache is None:
+                self._data_cache = load_data(self._data)
+            return self._data_cache
+        return self._data
+
+    def export_and_fuse(self, model: str, export_cfg: ExportConfig, fusion_cfg: FusionConfig) -> FusionReport:
+        """Export ``model`` ("tiny", "minilm" or a checkpoint folder) and fuse it into the run folder
+        (:func:`workbench.workflows.stages.export_and_fuse`); keeps and returns the fusion report."""
+        model = str(model).strip()
+        if not model:
+            raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        require_device(fusion_cfg.device)  # before exporting anything
+        data = self.dataset()
+
+        def on_stage(index: int, total: int, name: str, status: str) -> None:
+            running = status == "running"
+            self.report(index - 1 if running else index, total, None,
+                        STAGE_WORDS[name].format(model=model, opset=export_cfg.opset) if running else f"{name}: {status}")
+
+        with self.writing() as run_dir:
+            export, report = export_and_fuse(model, export_cfg, fusion_cfg, run_dir, data=data, on_stage=on_stage)
+        self.export_result = export
+        return self.keep(report)
+
+    def open(self, saved: FusionLike) -> FusionReport:
+        """Keep a saved fusion report (and the export it names) without recomputing."""
+        report = as_fusion_report(saved)
+        if report.export_path is not None and Path(report.export_path).is_file():
+            self.export_result = load_export(report.export_path)
+        return self.keep(report)
+
+    # ---- Netron ------------------------------------------------------------------------------------
+    def graph_path(self, variant: Optional[str] = None) -> Path:
+        """The ONNX file of ``variant`` (default the unoptimized graph) of the kept report."""
+        if self.result is None:
+            raise InputError("export and fuse first: there is no graph to show yet")
+        return Path(self.result.variant(variant or Variant.UNOPTIMIZED.value).path)
+
+    def show_netron(self, variant: Optional[str] = None) -> str:
+        """Serve ``variant``'s graph with Netron on 127.0.0.1 and return its URL (``NetronError``,
+        saying why, when Netron cannot start)."""
+        return self.netron.start(self.graph_path(variant))
+
+    def stop_netron(self) -> None:
+        self.netron.stop()
+
+    def close(self) -> None:
+        self.netron.stop()

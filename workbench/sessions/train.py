@@ -1,0 +1,85 @@
+"""The training sessions: :class:`TrainSession` fine-tunes one model with several backends (same
+seed, data order and schedule) and keeps the :class:`~workbench.train.Comparison`;
+:class:`CompareSession` compares finished runs again with another baseline or tolerance.
+
+    s = TrainSession(run_dir="runs/mine")
+    c = s.train(TrainConfig.quick(), CompareConfig(backends=("eager", "ortmodule")))
+    s.checkpoints()                      # {backend: checkpoint folder}, the one the export takes first
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Optional, Union
+
+from ..flow import handoffs as flow
+from ..runs import layout
+from ..train import CompareConfig, Comparison, Progress, TrainConfig, compare, load_comparison, run_comparison
+from .base import InputError, Session, as_saved
+
+ComparisonLike = Union[Comparison, str, os.PathLike]
+
+
+def as_comparison(value: ComparisonLike) -> Comparison:
+    """A Comparison, or the one in ``compare.json`` / the folder holding it / any folder of a run."""
+    return as_saved(value, Comparison, load_comparison, "comparison", layout.COMPARE_FILE, "comparison")
+
+
+class TrainSession(Session):
+    """Fine-tune with several backends: ``result`` is the :class:`~workbench.train.Comparison` that
+    :func:`workbench.train.run_comparison` returned. Inputs: ``run_dir`` (runs go to ``<run_dir>/train``)."""
+
+    LABEL = "train"
+
+    def train(self, cfg: TrainConfig, compare_cfg: CompareConfig,
+              on_step: Optional[Callable[[Progress], None]] = None) -> Comparison:
+        """Train each of ``compare_cfg.backends`` with ``cfg`` into the run folder's ``train/``;
+        ``on_step(Progress)`` hears every step (default: the session's progress callback)."""
+        if not isinstance(cfg, TrainConfig):
+            raise TypeError(f"cfg must be a workbench.train.TrainConfig, got {type(cfg).__name__}")
+        if not compare_cfg.backends:
+            raise InputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
+        self.start()
+        with self.writing() as run_dir:
+            result = run_comparison(cfg, compare_cfg, run_dir / layout.TRAIN_DIR, progress=on_step or self._report_step,
+                                    stop=self.stop_event)
+        return self.keep(result)
+
+    def _report_step(self, p: Progress) -> None:
+        self.report(p.step, p.total_steps, p.eta_s, f"{getattr(p.backend, 'value', p.backend)}: {p.phase}")
+
+    def open(self, saved: ComparisonLike) -> Comparison:
+        """Keep a saved comparison without training."""
+        return self.keep(as_comparison(saved))
+
+    def checkpoints(self) -> dict[str, str]:
+        """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
+        first (:func:`workbench.flow.handoffs.ordered_checkpoints`)."""
+        return flow.ordered_checkpoints(self.result) if self.result is not None else {}
+
+
+class CompareSession(Session):
+    """The comparison of finished runs: ``input`` is the comparison as trained, ``result`` the one
+    recomputed with the chosen baseline and tolerance (nothing is retrained)."""
+
+    INPUTS = ()
+    LABEL = "compare"
+
+    def __init__(self, *, comparison: Any = None, run_dir: Any = None, progress=None) -> None:
+        super().__init__(run_dir=run_dir, progress=progress)
+        self.input: Optional[Comparison] = None
+        if comparison is not None:
+            self.set_input(comparison)
+
+    def set_input(self, comparison: ComparisonLike) -> Comparison:
+        """Take the runs to compare and keep them as they were compared when trained."""
+        self.input = as_comparison(comparison)
+        return self.keep(self.input)
+
+    def compare(self, baseline: str, tolerance: Optional[float] = None) -> Comparison:
+        """The runs compared again against ``baseline`` with ``tolerance`` (None: the default for the config)."""
+        if self.input is None:
+            raise InputError("no runs to compare: train first (TrainPanel) or pass comparison= a saved compare.json")
+        result = compare(self.input.runs, tolerance=tolerance, baseline=baseline)
+        return self.keep(dataclasses.replace(result, run_dir=self.input.run_dir))

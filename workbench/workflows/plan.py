@@ -1,0 +1,140 @@
+"""Runs described in a file (``workbench run plan.yaml``): a plan names the demo's stages in order
+and gives each stage's config fields.
+
+    from workbench.workflows.plan import load_plan
+    cfg, stages = load_plan("plan.yaml")  # a DemoConfig with the plan's configs, or PlanError (one line)
+
+A plan file::
+
+    quick: true                  # start from DemoConfig.quick() (false: the full demo's defaults)
+    stages: [doctor, data, fine-tune, export, fuse, quantize, report]   # "search" left out
+    config:
+      data: {test_fraction: 0.2}  # DataConfig fields
+      fine-tune: {max_steps: 20, backends: [eager]}   # TrainConfig fields, plus backends, isolate
+      export: {opset: 17}         # ExportConfig fields
+      fuse: {}                    # FusionConfig fields
+      quantize: {presets: [dynamic], repeats: 10}     # presets, budgets, n_boot, TimingConfig fields
+      search: {min_speedup: 1.1}
+
+Stage names are the registry's (:mod:`workbench.workflows.stages`); the other names fronts once
+used (``train``, ``environment``, ``graph``, ...) are read through its ``ALIASES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from .demo import DemoConfig
+from .stages import ALIASES, DEMO_STAGES, ROUTES, STAGES, canonical
+
+
+class PlanError(ValueError):
+    """A plan file that cannot be run: the message is one line naming the file, the key and the fix."""
+
+
+OPTIONAL_IN_DEMO = ROUTES["demo"].optional
+
+
+def _tupled(value: Any) -> Any:
+    """YAML/JSON lists become the tuples the configs hold."""
+    if isinstance(value, list):
+        return tuple(_tupled(v) for v in value)
+    return value
+
+
+def _replace(where: str, obj: Any, values: dict, extra: tuple[str, ...] = ()) -> Any:
+    fields = [f.name for f in dataclasses.fields(obj)]
+    unknown = [k for k in values if k not in fields and k not in extra]
+    if unknown:
+        raise PlanError(f"{where}: {type(obj).__name__} has no field {unknown[0]!r}; "
+                        f"its fields: {', '.join(fields + list(extra))}")
+    own = {k: _tupled(v) for k, v in values.items() if k in fields}
+    try:
+        return dataclasses.replace(obj, **own)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{where}: {str(exc).splitlines()[0]}") from None
+
+
+def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str, ...]]:
+    """A plan (parsed YAML/JSON) -> the DemoConfig it describes and its stage names."""
+    if not isinstance(plan, dict):
+        raise PlanError(f"{source}: a plan is a mapping with 'stages' and 'config'; got {type(plan).__name__}")
+    unknown = sorted(set(plan) - {"quick", "stages", "config"})
+    if unknown:
+        raise PlanError(f"{source}: unknown key {unknown[0]!r}; a plan has quick, stages, config")
+    stages = tuple(plan.get("stages") or DEMO_STAGES)
+    bad = [s for s in stages if not isinstance(s, str) or ALIASES.get(s, s) not in STAGES]
+    if bad:
+        raise PlanError(f"{source}: stages: unknown stage {bad[0]!r}; stages: {', '.join(STAGES)}")
+    stages = tuple(canonical(s) for s in stages)
+    required = tuple(s for s in DEMO_STAGES if s not in OPTIONAL_IN_DEMO)
+    if tuple(s for s in stages if s not in OPTIONAL_IN_DEMO) != required or len(set(stages)) != len(stages):
+        raise PlanError(f"{source}: stages: a plan runs the demo's stages in order ({', '.join(DEMO_STAGES)}); "
+                        f"only {', '.join(sorted(OPTIONAL_IN_DEMO))} may be left out")
+    configs = plan.get("config") or {}
+    if not isinstance(configs, dict):
+        raise PlanError(f"{source}: config: a mapping of stage name to its fields; got {type(configs).__name__}")
+    cfg = DemoConfig.quick() if plan.get("quick", False) else DemoConfig.default()
+    demo: dict[str, Any] = {"search": "search" in stages}
+    for key, values in configs.items():
+        name = ALIASES.get(key, key)
+        where = f"{source}: config.{key}"
+        if name not in STAGES:
+            raise PlanError(f"{where}: no such stage; stages: {', '.join(STAGES)}")
+        if not isinstance(values, dict):
+            raise PlanError(f"{where}: a mapping of field to value; got {type(values).__name__}")
+        values = dict(values)
+        if name == "data":
+            demo["train"] = _replace(where, demo.get("train", cfg.train), {"data": _replace(where, cfg.train.data, values)})
+        elif name == "fine-tune":
+            for k in ("backends", "isolate"):
+                if k in values:
+                    demo[k] = _tupled(values.pop(k))
+            demo["train"] = _replace(where, demo.get("train", cfg.train), values)
+        elif name == "export":
+            demo["export"] = _replace(where, cfg.export, values)
+        elif name == "fuse":
+            demo["fusion"] = _replace(where, cfg.fusion, values)
+        elif name == "quantize":
+            own = {"presets": "quant_presets", "budget_overall": "budget_overall",
+                   "budget_per_slice": "budget_per_slice", "n_boot": "n_boot"}
+            for k, field in own.items():
+                if k in values:
+                    demo[field] = _tupled(values.pop(k))
+            demo["timing"] = _replace(where, cfg.timing, values)
+        elif name == "search":
+            if set(values) - {"min_speedup"}:
+                raise PlanError(f"{where}: the demo's search takes min_speedup only; got {sorted(values)}")
+            demo.update(values)
+        elif values:
+            raise PlanError(f"{where}: the {name} stage takes no config; remove it")
+    try:
+        return dataclasses.replace(cfg, **demo), stages
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{source}: {str(exc).splitlines()[0]}") from None
+
+
+def read_plan(path: str | Path) -> Any:
+    """The parsed plan file: YAML (``.yaml``/``.yml``) or JSON."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read the plan ({exc.strerror or exc}); give an existing .yaml or .json file") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except Exception as exc:  # noqa: BLE001 - yaml's and json's errors both become the one line
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PlanError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'} ({first})") from None
+
+
+def load_plan(path: str | Path) -> tuple[DemoConfig, tuple[str, ...]]:
+    """``plan_config(read_plan(path))``: the DemoConfig and the stage names of a plan file."""
+    return plan_config(read_plan(path), str(path))
