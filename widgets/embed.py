@@ -15,6 +15,7 @@ from typing import Any
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from workbench.core.options import field_help
 from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.embed.retrieval import QUERY_KINDS
 from workbench.plots import embed as embed_plots
@@ -25,6 +26,8 @@ from .base import FAIL_COLOUR, OK_COLOUR, Panel, check_choice, check_range, colo
 
 PRESETS = tuple(QuantConfig.presets())
 FIGURES = ("retrieval drift", "cosine", "neighbour overlap", "speed")
+# the EmbedAuditConfig field a control stands for, where its name differs
+CONFIG_FIELD = {"queries": "builtin_queries"}
 
 
 class EmbedQuantPanel(Panel):
@@ -78,7 +81,7 @@ class EmbedQuantPanel(Panel):
         for name in ("max_queries", "max_docs", "exclude_worst"):
             check_range(name, options[name], 0, 1_000_000)
         style = {"description_width": "130px"}
-        return {
+        controls = {
             "presets": W.SelectMultiple(options=PRESETS, value=tuple(options["presets"]), rows=4, description="presets", style=style),
             "queries": W.Dropdown(options=QUERY_KINDS, value=options["queries"], description="queries", style=style),
             "max_queries": W.BoundedIntText(value=int(options["max_queries"]), min=0, max=1_000_000, description="queries (0: all)",
@@ -96,6 +99,10 @@ class EmbedQuantPanel(Panel):
                                      indent=False, layout=W.Layout(width="auto")),
             "figure": W.ToggleButtons(options=FIGURES, value=options["figure"], description="figure", style=style),
         }
+        for name, widget in controls.items():  # the config's own help (the CLI flags and the docs read it there too)
+            if name != "figure":
+                widget.tooltip = field_help(EmbedAuditConfig, CONFIG_FIELD.get(name, name))
+        return controls
 
     def _controls_box(self) -> W.Widget:
         c = self.controls

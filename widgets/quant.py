@@ -15,13 +15,16 @@ from typing import Any, Callable, Optional
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from workbench.core.options import field_help
 from workbench.plots import quant as quant_plots
 from workbench.quant import (
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_N_BOOT,
+    EvalConfig,
     QuantConfig,
     QuantResult,
+    SearchConfig,
     SearchResult,
     TimingConfig,
 )
@@ -188,14 +191,20 @@ class QuantPanel(Panel):
             "timing": W.Dropdown(options=TIMINGS, value=options["timing"], description="timing", style=style),
             # where the FP32 and INT8 graphs are timed; accuracy is scored on the CPU either way
             "device": W.Dropdown(options=sorted({"cpu", "cuda", device}), value=device, description="timing device", style=style),
-            "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=100, max=100_000, description="bootstrap draws", style=style),
-            "worst_k": W.BoundedIntText(value=int(options["worst_k"]), min=1, max=10_000, description="nodes to keep FP32", style=style),
+            # the tooltips are the configs' own help (the CLI flags and the docs read it there too)
+            "n_boot": W.BoundedIntText(value=int(options["n_boot"]), min=100, max=100_000, description="bootstrap draws", style=style,
+                                       tooltip=field_help(EvalConfig, "n_boot")),
+            "worst_k": W.BoundedIntText(value=int(options["worst_k"]), min=1, max=10_000, description="nodes to keep FP32", style=style,
+                                        tooltip=field_help(QuantConfig, "exclude_worst")),
             "budget_overall": W.BoundedFloatText(value=float(options["budget_overall"]), min=0.0, max=0.99, step=0.005,
-                                                 description="budget overall", style=style),
+                                                 description="budget overall", style=style,
+                                                 tooltip=field_help(SearchConfig, "budget_overall")),
             "budget_per_slice": W.BoundedFloatText(value=float(options["budget_per_slice"]), min=0.0, max=0.99, step=0.005,
-                                                   description="budget per slice", style=style),
+                                                   description="budget per slice", style=style,
+                                                   tooltip=field_help(SearchConfig, "budget_per_slice")),
             "candidates": W.SelectMultiple(options=PRESETS, value=tuple(options["candidates"]), rows=4,
-                                           description="search candidates", style=style),
+                                           description="search candidates", style=style,
+                                           tooltip=field_help(SearchConfig, "candidates")),
             "figure": W.ToggleButtons(options=FIGURES, value=options["figure"], description="figure", style=style),
             "golden": W.Checkbox(value=False, description="show the golden edge cases instead of the test split", indent=False,
                                  layout=W.Layout(width="auto")),

@@ -14,6 +14,8 @@ from typing import Any, Optional
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from workbench.core.options import field_help
+from workbench.data.load import DataConfig
 from workbench.plots import train as train_plots
 from workbench.sessions.train import ComparisonLike, CompareSession, TrainSession, as_comparison  # noqa: F401  (widgets.train's names too)
 from workbench.train import Backend, CompareConfig, Comparison, Progress, RunStatus, TrainConfig, verdicts_for
@@ -145,17 +147,22 @@ class TrainPanel(Panel):
         style = {"description_width": "110px"}
         return {
             "model": W.Combobox(value=str(options["model"]), options=["tiny", "minilm"], ensure_option=False,
-                                description="model", placeholder="tiny, minilm or a model folder", style=style),
+                                description="model", placeholder="tiny, minilm or a model folder", style=style,
+                                tooltip=field_help(TrainConfig, "model")),
             "preset": W.Dropdown(options=PRESETS, value=options["preset"], description="preset", style=style),
-            "backends": W.SelectMultiple(options=BACKENDS, value=backends, rows=3, description="backends", style=style),
+            # the tooltips are the configs' own help (the CLI flags and the docs read it there too)
+            "backends": W.SelectMultiple(options=BACKENDS, value=backends, rows=3, description="backends", style=style,
+                                         tooltip=field_help(CompareConfig, "backends")),
             "max_steps": W.BoundedIntText(value=int(options["max_steps"] or 0), min=0, max=1_000_000,
-                                          description="steps (0: preset)", style=style),
+                                          description="steps (0: preset)", style=style,
+                                          tooltip=field_help(TrainConfig, "max_steps")),
             "data": W.Text(value=str(options["data"]), description="data",
-                           placeholder="reviews, or a CSV / JSONL / Parquet file", style=style),
+                           placeholder="reviews, or a CSV / JSONL / Parquet file", style=style,
+                           tooltip=field_help(DataConfig, "source")),
             "isolate": W.Checkbox(value=bool(options["isolate"]),
                                   description="each backend in its own process, taking turns step by step (own peak memory; speed with an "
                                               "interval)",
-                                  indent=False, layout=W.Layout(width="auto")),
+                                  indent=False, layout=W.Layout(width="auto"), tooltip=field_help(CompareConfig, "isolate")),
         }
 
     def _build_views(self) -> list[W.Widget]:

@@ -30,6 +30,10 @@ DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings")
 Log = Callable[[str], None]
 
 
+def _field(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class EmbedAuditConfig:
     """``data``: ``"builtin"`` (the built-in retrieval task) or a table of texts (the corpus).
@@ -42,31 +46,37 @@ class EmbedAuditConfig:
     misses it quantized again with up to ``max_excluded`` of its worst nodes left in FP32
     (:mod:`workbench.embed.search`; needs retrieval labels)."""
 
-    data: str = BUILTIN
-    queries: Optional[str] = None
-    builtin_queries: str = "plots"
-    text_column: str = "text"
-    id_column: str = "id"
-    query_column: str = "query"
-    relevant_column: str = "relevant"
-    slice_columns: tuple[str, ...] = ()
-    presets: tuple[str, ...] = DEFAULT_PRESETS
-    exclude_worst: int = 0
-    min_ndcg_ratio: float = DEFAULT_MIN_NDCG_RATIO
-    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP
-    min_slice_size: int = DEFAULT_MIN_SLICE_SIZE
-    max_queries: Optional[int] = None
-    max_docs: Optional[int] = None
-    max_texts: int = 5000
-    n_boot: int = 1000
-    seed: int = 0
-    batch_size: int = 32
-    threads: Optional[int] = None
-    time_speed: bool = True
-    reference_check: bool = True
-    calibration_size: int = 128
-    search: bool = False
-    max_excluded: int = 8
+    data: str = _field(BUILTIN, "builtin (the built-in retrieval task) or a table of texts: the corpus")
+    queries: Optional[str] = _field(None, "a pairs file, one row per query and relevant document of the data corpus "
+                                          "(without it, a corpus is scored without labels)")
+    builtin_queries: str = _field("plots", "data builtin: plot descriptions (plots) or reviews ask for the reviews of "
+                                           "their movie")
+    text_column: str = _field("text", "the corpus column that holds the texts")
+    id_column: str = _field("id", "the corpus column the pairs name documents by")
+    query_column: str = _field("query", "the query column of the pairs file")
+    relevant_column: str = _field("relevant", "the column of the pairs file naming a relevant document by its id_column "
+                                              "value (or its text when the corpus has no such column)")
+    slice_columns: tuple[str, ...] = _field((), "columns whose values group the queries (or texts) into slices")
+    presets: tuple[str, ...] = _field(DEFAULT_PRESETS, "quantization presets to build and score")
+    exclude_worst: int = _field(0, "per preset, also re-quantize with the K nodes of worst per-node error left in FP32")
+    min_ndcg_ratio: float = _field(DEFAULT_MIN_NDCG_RATIO, "budget: share of FP32's NDCG@10 a variant must keep over "
+                                                           "all queries")
+    max_slice_drop: float = _field(DEFAULT_MAX_SLICE_DROP, "budget: NDCG@10 a variant may lose on any query slice big "
+                                                           "enough to judge")
+    min_slice_size: int = _field(DEFAULT_MIN_SLICE_SIZE, "budget: queries a slice needs to be judged")
+    max_queries: Optional[int] = _field(None, "score only the first N queries (a quick look)")
+    max_docs: Optional[int] = _field(None, "data builtin: keep the relevant reviews plus others up to N documents")
+    max_texts: int = _field(5000, "a corpus without pairs: the most texts read from it")
+    n_boot: int = _field(1000, "bootstrap replicates of the NDCG@10 intervals")
+    seed: int = _field(0, "random seed of the built-in task's draw and of the bootstrap")
+    batch_size: int = _field(32, "texts per batch when encoding")
+    threads: Optional[int] = _field(None, "intra-op threads of the ONNX graphs (default: the machine's default)")
+    time_speed: bool = _field(True, "time the graphs against SentenceTransformer.encode")
+    reference_check: bool = _field(True, "also score the task with SentenceTransformer.encode, beside the FP32 graph")
+    calibration_size: int = _field(128, "texts the static presets calibrate on")
+    search: bool = _field(False, "also search the presets for the fastest within the NDCG@10 budget, leaving a preset's "
+                                 "worst nodes in FP32 (1, 2, 4, ... up to max_excluded) until no slice is below its budget")
+    max_excluded: int = _field(8, "search: most nodes a preset may leave in FP32")
 
     def __post_init__(self) -> None:
         from ..quant import QuantConfig
@@ -212,6 +222,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
     info = checked.folder
     log(f"embedding model {info.folder}: {info.describe()}")
     log(f"data: {checked.source}")
+    log(f"export to ONNX, {info.pooling} pooling inside the graph, validated against SentenceTransformer.encode")
     texts_for_validation = (list(checked.task.queries[:16]) + list(checked.task.docs[:48])) if checked.task else checked.texts[:64]
     export = run_embed_export(info.folder, out / "export", texts=texts_for_validation)
     log(export.validation.text())

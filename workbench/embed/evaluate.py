@@ -24,9 +24,11 @@ DEFAULT_MIN_SLICE_SIZE = 20
 
 @dataclass(frozen=True)
 class EmbedBudget:
-    min_ndcg_ratio: float = DEFAULT_MIN_NDCG_RATIO
-    max_slice_drop: float = DEFAULT_MAX_SLICE_DROP
-    min_slice_size: int = DEFAULT_MIN_SLICE_SIZE
+    min_ndcg_ratio: float = field(default=DEFAULT_MIN_NDCG_RATIO, metadata={"help": (
+        "share of FP32's NDCG@10 a variant must keep over all queries (0.997 = 99.7%)")})
+    max_slice_drop: float = field(default=DEFAULT_MAX_SLICE_DROP, metadata={"help": (
+        "NDCG@10 a variant may lose on any query slice big enough to judge")})
+    min_slice_size: int = field(default=DEFAULT_MIN_SLICE_SIZE, metadata={"help": "queries a slice needs to be judged"})
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.min_ndcg_ratio) <= 1.5:

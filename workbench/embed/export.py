@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -40,11 +40,13 @@ class EmbedExportConfig:
     ``max_seq_length``, else 256). ``min_cosine``: the validation's threshold per text.
     ``validation_texts``: how many texts the graph is checked on."""
 
-    opset: int = 17
-    max_length: Optional[int] = None
-    min_cosine: float = DEFAULT_MIN_COSINE
-    validation_texts: int = 64
-    validation_batch_size: int = 16
+    opset: int = field(default=17, metadata={"help": "ONNX opset of the graph (14 to 20)"})
+    max_length: Optional[int] = field(default=None, metadata={"help": (
+        "tokens per text (default: the folder's max_seq_length, else 256)")})
+    min_cosine: float = field(default=DEFAULT_MIN_COSINE, metadata={"help": (
+        "validation: the least cosine similarity to SentenceTransformer.encode allowed per text")})
+    validation_texts: int = field(default=64, metadata={"help": "how many texts the graph is validated on"})
+    validation_batch_size: int = field(default=16, metadata={"help": "texts per batch during the validation"})
 
     def __post_init__(self) -> None:
         if not 14 <= int(self.opset) <= 20:

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
 from .folder import EmbedError
@@ -92,7 +93,7 @@ class EmbedSearchBaseline:
         """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        qpath, float_path, cfg = self.builder.quantize(cfg, out_dir / "model.onnx")
+        qpath, float_path, cfg = self.builder.quantize(cfg, out_dir / QUANTIZED_FILE)
         tried = [self._candidate(name, cfg, qpath, config)]
         if tried[-1].check.feasible or not self.max_excluded:
             return tried

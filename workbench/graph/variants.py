@@ -101,28 +101,33 @@ class FusionConfig:
         "BATCHxSEQ,... to time, e.g. 1x32,1x128,8x128")})
     warmup: int = field(default=3, metadata={"help": "untimed runs per shape"})
     repeats: int = field(default=20, metadata={"help": "timed runs per shape"})
-    max_seconds_per_shape: Optional[float] = 20.0
+    max_seconds_per_shape: Optional[float] = field(default=20.0, metadata={"help": (
+        "stop timing a shape after this many seconds even if fewer repeats ran (None: no limit)")})
     threads: Optional[int] = field(default=None, metadata={"help": (
         "intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")})
     measure_latency: bool = field(default=True, metadata={"help": (
         "time the variants and PyTorch (--no-latency: build, validate and diff only)")})
     time_pytorch: bool = field(default=True, metadata={"help": "time PyTorch beside the variants"})
     transformer_session: str = field(default="all", metadata={"help": "session level the transformer-optimized graph runs with"})
-    model_type: str = "auto"
+    model_type: str = field(default="auto", metadata={"help": (
+        "model_type passed to the transformer optimizer (auto: the type of the exported architecture)")})
     opt_level: int = field(default=1, metadata={"help": "transformer optimizer opt_level"})
     num_heads: int = field(default=0, metadata={"help": "attention heads (0: from the export)"})
     hidden_size: int = field(default=0, metadata={"help": "hidden size (0: from the export)"})
     tolerance: Optional[float] = field(default=None, metadata={"help": (
         "largest |logit difference| allowed (default: the export's validation tolerance)")})
-    validation_examples: Optional[int] = None
-    match_by_value: bool = True
+    validation_examples: Optional[int] = field(default=None, metadata={"help": (
+        "examples each variant is validated on (default: the export's)")})
+    match_by_value: bool = field(default=True, metadata={"help": (
+        "trace renamed fused nodes back to the original graph by comparing their output values")})
     device: str = field(default="cpu", metadata={"help": (
         "where the variants run and are timed: cpu, cuda or cuda:N (CUDA needs onnxruntime-gpu: make setup-gpu-infer)")})
     fp16: bool = field(default=False, metadata={"help": (
         "also build the fused graph in float16 (inputs/outputs float32), validated against FP32 with FP16's tolerance")})
     cuda_graph: bool = field(default=False, metadata={"help": (
         "CUDA only: also time each variant as a CUDA graph where ONNX Runtime accepts it, and say why where it refuses")})
-    time_pytorch_peers: bool = True
+    time_pytorch_peers: bool = field(default=True, metadata={"help": (
+        "CUDA only: also time PyTorch's SDPA and torch.compile FP16 peers beside eager FP32")})
 
     def __post_init__(self) -> None:
         from ..runtime.device import normalize_device

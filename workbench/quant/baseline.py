@@ -218,16 +218,20 @@ class BaselineConfig:
     - ``timing``: how the FP32 graph is timed (and, by default, every variant beside it).
     """
 
-    eval_split: str = "test"
-    calibration_split: str = "train"
-    max_length: Optional[int] = None
+    eval_split: str = field(default="test", metadata={"help": "split scored against the labels"})
+    calibration_split: str = field(default="train", metadata={"help": "split the calibration texts are drawn from"})
+    max_length: Optional[int] = field(default=None, metadata={"help": "tokens per text (default: the export's)"})
     batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": (
         "examples per batch when scoring (dynamic INT8 depends on it; 1 = one request at a time)")})
-    calibration_samples: int = DEFAULT_CALIBRATION_TEXTS
-    order: str = "length"
-    golden: Optional[bool] = None
-    seed: int = 0
-    timing: TimingConfig = field(default_factory=TimingConfig)
+    calibration_samples: int = field(default=DEFAULT_CALIBRATION_TEXTS, metadata={"help": (
+        "calibration texts drawn from calibration_split")})
+    order: str = field(default="length", metadata={"help": (
+        "batch order: length (sorted by token length, results in row order) or file")})
+    golden: Optional[bool] = field(default=None, metadata={"help": (
+        "add the reviews task's hand-written edge cases (default: when the classes are rotten/fresh)")})
+    seed: int = field(default=0, metadata={"help": "random seed of the calibration draw"})
+    timing: TimingConfig = field(default_factory=TimingConfig, metadata={"help": (
+        "how the FP32 graph (and by default every variant) is timed")})
 
     def __post_init__(self) -> None:
         if self.timing is None:

@@ -77,11 +77,14 @@ class EvalConfig:
     """
 
     n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates (--quick: 200)"})
-    seed: int = 0
-    confidence_level: float = CONFIDENCE_LEVEL
-    min_slice_size: int = MIN_SLICE_SIZE
-    n_bins: int = DEFAULT_N_BINS
-    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
+    seed: int = field(default=0, metadata={"help": "random seed of the bootstrap (each slice draws its own stream from it)"})
+    confidence_level: float = field(default=CONFIDENCE_LEVEL, metadata={"help": (
+        "coverage of the bootstrap interval (0.95: 2.5th to 97.5th percentile)")})
+    min_slice_size: int = field(default=MIN_SLICE_SIZE, metadata={"help": (
+        "slices with fewer examples are shown as too_small and not judged")})
+    n_bins: int = field(default=DEFAULT_N_BINS, metadata={"help": "equal-width confidence bins of the calibration error (ECE)"})
+    thresholds: tuple[float, ...] = field(default=DEFAULT_THRESHOLDS, metadata={"help": (
+        "confidences at which accept/reject is compared between the graphs")})
     node_error_samples: int = field(default=16, metadata={"help": "texts fed to both graphs for per-node SQNR (0: skip)"})
 
     def __post_init__(self) -> None:

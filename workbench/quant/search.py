@@ -179,21 +179,27 @@ class SearchConfig:
       prepared here.
     """
 
-    candidates: Optional[tuple[QuantConfig, ...]] = None
+    candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
+        "search: the configurations to quantize with (default: the built-in candidate list)")})
     budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": (
         "search: accuracy drop allowed overall (0.01 = 1 point)")})
     budget_per_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": (
         "search: accuracy drop allowed on every slice big enough to judge")})
-    objective: Objective = Objective.LATENCY
+    objective: Objective = field(default=Objective.LATENCY, metadata={"help": (
+        "search: pick the fastest (latency) or the smallest (size) candidate within budget")})
     include_small_slices: bool = field(default=False, metadata={"help": "search: hold slices under 50 examples to the budget too"})
-    strict: bool = False
-    include_fp32: bool = True
+    strict: bool = field(default=False, metadata={"help": (
+        "search: judge the worse end of the 95% interval instead of the point estimate")})
+    include_fp32: bool = field(default=True, metadata={"help": (
+        "search: the FP32 graph is a candidate (the answer when no INT8 variant fits)")})
     min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
         "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
-    n_boot: int = DEFAULT_N_BOOT
-    seed: int = 0
-    timing: Optional[TimingConfig] = None
-    eval_batch_size: int = DEFAULT_EVAL_BATCH_SIZE
+    n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "search: bootstrap replicates of every candidate's slice report"})
+    seed: int = field(default=0, metadata={"help": "search: random seed of the bootstrap"})
+    timing: Optional[TimingConfig] = field(default=None, metadata={"help": (
+        "search: how latency is measured (default: the baseline's)")})
+    eval_batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": (
+        "search: scoring batch of a baseline prepared by the search")})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", parse_objective(self.objective))

@@ -57,6 +57,9 @@ class EmbedSession(Session):
         run_dir = self.run_dir() if callable(self.run_dir) else self.run_dir
         out: Optional[Path] = Path(run_dir) / "embed" if run_dir is not None else None
         if out is None:
-            return self.keep(run_embed_quantization(os.fspath(self._model), cfg, None, log=log))
-        with self.writing(Path(run_dir)):
-            return self.keep(run_embed_quantization(os.fspath(self._model), cfg, out, log=log))
+            run = run_embed_quantization(os.fspath(self._model), cfg, None, log=log)
+        else:
+            with self.writing(Path(run_dir)):
+                run = run_embed_quantization(os.fspath(self._model), cfg, out, log=log)
+        self.report(len(STEPS), len(STEPS), None, "done")  # timing left out or skipped: the bar still ends full
+        return self.keep(run)

@@ -11,15 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from ..data.load import DataConfig, load_data
 from ..ondevice import OnDeviceConfig, OnDeviceResult, run_ondevice
-from .base import Session
+from .base import InputError, Session, check_data
 
 
 class OnDeviceSession(Session):
     """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web
     page server (``workbench.ondevice.web.PageServer`` on 127.0.0.1) once :meth:`serve_page` ran.
 
-    Inputs: ``data`` (a ``DatasetDict``; default the reviews), ``run_dir``."""
+    Inputs: ``data`` (a ``DatasetDict`` or a ``DataConfig``, checked when set; default the reviews), ``run_dir``."""
 
     INPUTS = ("data", "run_dir")
     LABEL = "ondevice"
@@ -29,12 +30,24 @@ class OnDeviceSession(Session):
         self.data = data
         self.page_server = None
 
+    @property
+    def data(self) -> Any:
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = check_data(value)
+
     def train(self, model: str, cfg: OnDeviceConfig) -> OnDeviceResult:
         """Build the artifacts of ``model``, train on the device and in PyTorch eager, export and
         validate the inference graph (:func:`workbench.ondevice.run_ondevice`); keeps the result."""
+        model = str(model).strip()
+        if not model:
+            raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        data = load_data(self.data) if isinstance(self.data, DataConfig) else self.data
         self.start()
         with self.writing() as run_dir:
-            result = run_ondevice(model, cfg, run_dir, data=self.data,
+            result = run_ondevice(model, cfg, run_dir, data=data,
                                   progress=lambda i, n, what: self.report(i, n, None, what), stop=self.stop_event)
         return self.keep(result)
 

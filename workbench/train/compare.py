@@ -351,12 +351,16 @@ class CompareConfig:
     :func:`compare`), ``isolate`` (each backend in its own process: honest per-backend peak memory,
     what the CLI and the benchmark do)."""
 
-    backends: tuple[Backend, ...] = DEFAULT_BACKENDS
-    tolerance: Optional[float] = None
-    isolate: bool = False
+    backends: tuple[Backend, ...] = field(default=DEFAULT_BACKENDS, metadata={"help": (
+        "backends to train, each with the same config (seed, data order, optimizer)")})
+    tolerance: Optional[float] = field(default=None, metadata={"help": (
+        "largest final-loss difference in nats still called parity (default: justified per precision and dropout)")})
+    isolate: bool = field(default=False, metadata={"help": (
+        "train each backend in its own process (honest per-backend peak memory)")})
     # with isolate: the processes take turns step by step (lockstep.py) instead of running one after the
     # other, so the speed ratios pair steps measured next in time and carry an interval
-    interleave: bool = True
+    interleave: bool = field(default=True, metadata={"help": (
+        "with isolate: the processes take turns step by step, so speed ratios pair steps measured close in time")})
 
     def __post_init__(self) -> None:
         if isinstance(self.backends, (str, Backend)):

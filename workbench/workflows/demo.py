@@ -35,19 +35,24 @@ Log = Callable[[str], None]
 class DemoConfig:
     """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
 
-    train: TrainConfig = field(default_factory=TrainConfig.demo)
+    train: TrainConfig = field(default_factory=TrainConfig.demo, metadata={"help": "how each backend fine-tunes the model"})
     backends: tuple[str, ...] = field(default=tuple(b.value for b in DEFAULT_BACKENDS), metadata={"help": (
         "comma-separated subset of eager,ortmodule,compile")})
-    isolate: bool = True  # each backend in its own process: honest per-backend peak memory
-    export: ExportConfig = field(default_factory=ExportConfig)
-    fusion: FusionConfig = field(default_factory=FusionConfig)
-    quant_presets: tuple[str, ...] = ("dynamic", "dynamic-per-channel", "static")
+    isolate: bool = field(default=True, metadata={"help": (
+        "train each backend in its own process (honest per-backend peak memory)")})
+    export: ExportConfig = field(default_factory=ExportConfig, metadata={"help": "how the fine-tuned model is exported to ONNX"})
+    fusion: FusionConfig = field(default_factory=FusionConfig, metadata={"help": "which graph variants are built and how they are timed"})
+    quant_presets: tuple[str, ...] = field(default=("dynamic", "dynamic-per-channel", "static"), metadata={"help": (
+        "quantization presets to build (names from QuantConfig.presets())")})
     search: bool = field(default=True, metadata={"help": "the accuracy-constrained quantization search (--no-search skips it)"})
-    budget_overall: float = DEFAULT_BUDGET_OVERALL
-    budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE
-    min_speedup: float = DEFAULT_MIN_SPEEDUP  # the search's speed guard (SearchConfig.min_speedup)
-    timing: TimingConfig = field(default_factory=TimingConfig)
-    n_boot: int = DEFAULT_N_BOOT
+    budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": (
+        "search: accuracy drop allowed overall (0.01 = 1 point)")})
+    budget_per_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": (
+        "search: accuracy drop allowed on every slice big enough to judge")})
+    min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
+        "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
+    timing: TimingConfig = field(default_factory=TimingConfig, metadata={"help": "how the graphs are timed"})
+    n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates of the slice reports"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backends", tuple(self.backends))

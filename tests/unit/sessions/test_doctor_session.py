@@ -18,8 +18,9 @@ def test_check_runs_the_doctor_and_keeps_every_report(tmp_path: Path) -> None:
     assert isinstance(first, DoctorReport) and first.checks
     assert s.result is first and s.history == [first] and s.ok == first.ok
     assert {"python", "torch", "onnxruntime"} <= {c.name for c in first.checks}
-    second = s.check()
-    assert second is not first and s.result is second and s.history == [first, second]
+    elsewhere = DoctorReport([Check("python", True, "3.11.9")])
+    s.open(elsewhere)
+    assert s.result is elsewhere and s.history == [first, elsewhere], "every report is kept, oldest first"
     assert not (tmp_path / "run").exists(), "the checks only read the environment: no run folder is written"
 
 
