@@ -129,6 +129,37 @@ class InputError(ValueError):
     """An input a session cannot use; the message names the value, what is allowed and what to do."""
 
 
+class DataInput:
+    """A session input ``data`` (None, a ``DataConfig`` or a ``DatasetDict``; checked when set) and
+    :meth:`dataset`, which loads a ``DataConfig`` once and keeps it until ``data`` is set again."""
+
+    #: what :meth:`dataset` loads when ``data`` is None (None: the library's own default)
+    DEFAULT_DATA: Any = None
+
+    _data: Any = None
+    _data_cache: Any = None
+
+    @property
+    def data(self) -> Any:
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = check_data(value)
+        self._data_cache = None
+
+    def dataset(self) -> Any:
+        """The data to work on: a ``DataConfig`` loaded once and kept, or what was given."""
+        from ..data.load import DataConfig, load_data
+
+        data = self._data if self._data is not None else self.DEFAULT_DATA
+        if isinstance(data, DataConfig):
+            if self._data_cache is None:
+                self._data_cache = load_data(data)
+            return self._data_cache
+        return data
+
+
 def check_data(data: Any) -> Any:
     """``data`` if it is None, a ``DataConfig`` or a ``DatasetDict``, else a ``TypeError`` naming them."""
     from ..data.load import DataConfig

@@ -12,13 +12,12 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ..data.load import DataConfig, load_data
 from ..graph import ExportConfig, ExportResult, FusionConfig, FusionReport, Variant, load_export, load_fusion
 from ..runs import layout
 from ..runtime.device import require_device
 from ..runtime.netron_view import NetronServer
 from ..workflows.stages import export_and_fuse
-from .base import InputError, Session, as_saved, check_data
+from .base import DataInput, InputError, Session, as_saved
 
 FusionLike = Union[FusionReport, str, os.PathLike]
 STAGE_WORDS = {"export": "exporting {model} (opset {opset}) and validating against PyTorch",
@@ -30,7 +29,7 @@ def as_fusion_report(value: FusionLike) -> FusionReport:
     return as_saved(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
 
 
-class GraphSession(Session):
+class GraphSession(DataInput, Session):
     """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result``
     the :class:`~workbench.graph.ExportResult` it was built from; ``netron`` the graph viewer's server.
 
@@ -44,27 +43,9 @@ class GraphSession(Session):
 
     def __init__(self, *, data: Any = None, run_dir: Any = None, progress=None) -> None:
         super().__init__(run_dir=run_dir, progress=progress)
-        self._data = check_data(data)
-        self._data_cache: Any = None
+        self.data = data
         self.export_result: Optional[ExportResult] = None
         self.netron = NetronServer()  # 127.0.0.1 only; nothing runs until show_netron
-
-    @property
-    def data(self) -> Any:
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        self._data = check_data(value)
-        self._data_cache = None
-
-    def dataset(self) -> Any:
-        """The data to validate on (a ``DataConfig`` loaded once), or None for the library's default."""
-        if isinstance(self._data, DataConfig):
-            if self._data_cache is None:
-                self._data_cache = load_data(self._data)
-            return self._data_cache
-        return self._data
 
     def export_and_fuse(self, model: str, export_cfg: ExportConfig, fusion_cfg: FusionConfig) -> FusionReport:
         """Export ``model`` ("tiny", "minilm" or a checkpoint folder) and fuse it into the run folder

@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..data.load import DataConfig, load_data
 from ..ondevice import OnDeviceConfig, OnDeviceResult, run_ondevice
-from .base import InputError, Session, check_data
+from .base import DataInput, InputError, Session
 
 
-class OnDeviceSession(Session):
+class OnDeviceSession(DataInput, Session):
     """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web
     page server (``workbench.ondevice.web.PageServer`` on 127.0.0.1) once :meth:`serve_page` ran.
 
@@ -30,21 +29,13 @@ class OnDeviceSession(Session):
         self.data = data
         self.page_server = None
 
-    @property
-    def data(self) -> Any:
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        self._data = check_data(value)
-
     def train(self, model: str, cfg: OnDeviceConfig) -> OnDeviceResult:
         """Build the artifacts of ``model``, train on the device and in PyTorch eager, export and
         validate the inference graph (:func:`workbench.ondevice.run_ondevice`); keeps the result."""
         model = str(model).strip()
         if not model:
             raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
-        data = load_data(self.data) if isinstance(self.data, DataConfig) else self.data
+        data = self.dataset()
         self.start()
         with self.writing() as run_dir:
             result = run_ondevice(model, cfg, run_dir, data=data,

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from ..data.load import DataConfig, load_data
+from ..data.load import DataConfig
 from ..graph import ExportResult, FusionReport
 from ..graph.sources import graph_file
 from ..quant import (
@@ -38,7 +38,7 @@ from ..quant import (
     run_search,
 )
 from ..runs import layout
-from .base import InputError, Session, as_saved, check_data
+from .base import DataInput, InputError, Session, as_saved
 
 GraphLike = Union[FusionReport, ExportResult, str, os.PathLike]
 TIMINGS = ("quick", "default")
@@ -61,7 +61,7 @@ def timing_config(name: str = "quick", device: str = "cpu") -> TimingConfig:
     return TimingConfig.quick(device=device) if name == "quick" else TimingConfig(device=device)
 
 
-class QuantSession(Session):
+class QuantSession(DataInput, Session):
     """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`,
     ``results`` every one by name, ``search_result`` the latest :class:`~workbench.quant.SearchResult`.
 
@@ -73,6 +73,7 @@ class QuantSession(Session):
 
     INPUTS = ("graph", "export", "data", "run_dir")
     LABEL = "quantize"
+    DEFAULT_DATA = DataConfig.quick()  # the quick reviews when no data was given
 
     def __init__(self, *, graph: Optional[GraphLike] = None, export: Any = None, data: Any = None, run_dir: Any = None,
                  progress=None) -> None:
@@ -80,8 +81,7 @@ class QuantSession(Session):
         self.graph = graph
         self._export = None
         self.export = export
-        self._data = check_data(data)
-        self._data_cache: Any = None
+        self.data = data
         self.results: dict[str, QuantResult] = {}
         self.search_result: Optional[SearchResult] = None
 
@@ -96,15 +96,6 @@ class QuantSession(Session):
             raise TypeError(f"export must be a workbench.graph.export.ExportResult or its folder, got {type(value).__name__}")
         self._export = value
 
-    @property
-    def data(self) -> Any:
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        self._data = check_data(value)
-        self._data_cache = None
-
     def set_graph(self, graph: GraphLike, export: Any = None, data: Any = None) -> None:
         """The FP32 graph to quantize (and its export and data, when given)."""
         self.graph = graph
@@ -112,15 +103,6 @@ class QuantSession(Session):
             self.export = export
         if data is not None:
             self.data = data
-
-    def dataset(self) -> Any:
-        """The data (a ``DataConfig`` loaded once and kept; the quick reviews when none was given)."""
-        data = self._data if self._data is not None else DataConfig.quick()
-        if isinstance(data, DataConfig):
-            if self._data_cache is None:
-                self._data_cache = load_data(data)
-            return self._data_cache
-        return data
 
     def fp32_graph(self) -> GraphLike:
         if self.graph is None:

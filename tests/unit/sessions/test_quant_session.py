@@ -61,7 +61,7 @@ def test_inputs_are_checked_and_nothing_is_written_without_a_graph(tmp_path: Pat
 
 def test_a_data_config_is_loaded_once(monkeypatch, quick_data) -> None:
     calls = []
-    monkeypatch.setattr(quant_session, "load_data", lambda cfg: calls.append(cfg) or quick_data)
+    monkeypatch.setattr("workbench.data.load.load_data", lambda cfg: calls.append(cfg) or quick_data)  # what a session loads with
     s = QuantSession(data=DataConfig.quick())
     assert s.dataset() is quick_data and s.dataset() is quick_data and len(calls) == 1
     s.data = DataConfig.quick()  # new data: loaded again when next needed
