@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..core.options import field_help
 from ..flow import handoffs as flow
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig
 from ..graph import FusionConfig
-from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, TimingConfig
+from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, SearchConfig,
+                     TimingConfig)
 from ..flow.sequence import StageOutcome, run_stages
 from ..train import DEFAULT_BACKENDS, TrainConfig
 from .stages import stages_for
@@ -45,12 +47,10 @@ class DemoConfig:
     quant_presets: tuple[str, ...] = field(default=("dynamic", "dynamic-per-channel", "static"), metadata={"help": (
         "quantization presets to build (names from QuantConfig.presets())")})
     search: bool = field(default=True, metadata={"help": "the accuracy-constrained quantization search (--no-search skips it)"})
-    budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": (
-        "search: accuracy drop allowed overall (0.01 = 1 point)")})
-    budget_per_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": (
-        "search: accuracy drop allowed on every slice big enough to judge")})
-    min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
-        "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
+    # the search's own fields, so their help is SearchConfig's
+    budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": field_help(SearchConfig, "budget_overall")})
+    budget_per_slice: float = field(default=DEFAULT_BUDGET_PER_SLICE, metadata={"help": field_help(SearchConfig, "budget_per_slice")})
+    min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": field_help(SearchConfig, "min_speedup")})
     timing: TimingConfig = field(default_factory=TimingConfig, metadata={"help": "how the graphs are timed"})
     n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates of the slice reports"})
 
