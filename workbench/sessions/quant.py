@@ -3,7 +3,7 @@ without the worst nodes, and the accuracy-constrained search, with every quantiz
 and the FP32 baseline scored once and reused.
 
     s = QuantSession(graph=fusion_report, data=DataConfig.quick(), run_dir="runs/mine")
-    s.quantize("dynamic", n_boot=1000)             # s.result, s.results["dynamic"]
+    s.quantize("dynamic", n_boot=1000)             # s.result, s.results["dynamic-qint8"] (kept by its name)
     s.requantize(worst_k=3)
     s.search(("dynamic", "static"))                # s.search_result: the fastest within the budgets
 """
