@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-parallel test-fast bench bench-all doctor docs lint screenshots clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -45,36 +45,39 @@ lab: setup
 workshop: setup
 	$(PY) -m workbench.cli workshop
 
-## The current stack (transformers 5, torch 2.14, onnxruntime 1.32, sentence-transformers 6) in .venv-current,
+## The current stack (transformers 5, torch 2.13, onnxruntime 1.32, sentence-transformers 6) in .venv-current,
 ## from requirements/constraints-current.txt: everything but ORTModule training and on-device training artifacts.
 setup-current:
 	bash scripts/setup_current.sh
 
 CURRENT_PY := .venv-current/bin/python
 CURRENT_QUICK := not train and not slow and not heavy and not ui
+## What `make test` and `make test-current` run on the current stack: every test that does not train.
+CURRENT_ALL := not train
+## pytest-xdist workers for `make test` (2 on a 2-core machine; TEST_WORKERS=0 runs in one process).
+TEST_WORKERS ?= 2
 
 ## Both stacks (what CI runs). First every test on the training stack (.venv): core, plots, widgets, notebooks,
 ## the real-browser tests, in a random order (pytest-randomly prints the seed; PYTEST_ARGS=--randomly-seed=N
-## repeats it). Then, in .venv-current, the current stack's quick tests (`make test-current-quick`: every test
-## that does not train, less the slow, heavy and ui ones). Both run even when the first fails; either failing fails.
+## repeats it). Then, in .venv-current, every test that does not train (`make test-current`). Both on
+## TEST_WORKERS workers (pytest-xdist); both run even when the first fails; either failing fails.
+## The last lines say how long each took.
 test: setup-test setup-current
-	@rc=0; $(PY) -m pytest -q -ra -p randomly --durations=25 $(PYTEST_ARGS) || rc=1; \
-	echo "make test: the training stack's run is done (exit $$rc); now the current stack's quick tests in .venv-current"; \
-	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "$(CURRENT_QUICK)" --durations=15 $(PYTEST_ARGS) || rc=1; \
+	@rc=0; t0=$$(date +%s); \
+	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
+	echo "make test: the training stack's run is done (exit $$rc); now the current stack's tests in .venv-current"; \
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS) || rc=1; \
+	t2=$$(date +%s); \
+	echo "make test: training stack $$((t1 - t0)) s, current stack $$((t2 - t1)) s (exit $$rc)"; \
 	exit $$rc
 
 ## Every test that does not train (marker `train`), on the current stack in .venv-current.
 test-current: setup-current
-	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "not train" --durations=15 $(PYTEST_ARGS)
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS)
 
-## The current stack's quick tests (what `make test` runs there): not train, slow, heavy or ui.
+## The current stack's quick tests: not train, slow, heavy or ui (a few minutes).
 test-current-quick: setup-current
 	$(CURRENT_PY) -m pytest -q -ra -p randomly -m "$(CURRENT_QUICK)" --durations=15 $(PYTEST_ARGS)
-
-## Every test on two workers (pytest-xdist): 15 min 21 s instead of 19 min 15 s on this 2-core machine, but
-## each worker's load is the other's busy machine: speed verdicts measured meanwhile say so ("unmeasured").
-test-parallel: setup-test
-	$(PY) -m pytest -q -ra -p randomly -n 2 --durations=25 $(PYTEST_ARGS)
 
 ## Everything but the tests marked slow (the real MiniLM, long runs), heavy (over 60 s: the notebooks with
 ## their committed defaults, the benchmark run) and ui (JupyterLab in Chromium); it says how many it left out.

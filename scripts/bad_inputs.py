@@ -189,7 +189,7 @@ def cases(root: Path, f: dict) -> list[dict]:
              expect="classification head", no_path=root / "r19"),
         dict(name="quantize bare .onnx in read-only folder", args=["quantize", f["ro_graph"], "--quick", "--node-samples", "0",
                                                                    "--run-dir", root / "q-out"], want=H) if f.get("ro_graph") else None,
-        # more, past the list
+        # more
         dict(name="x: quantize --exclude no-such-node", args=["quantize", run(), "--quick", "--exclude", "no_such_node"], want=R,
              expect="no_such_node"),
         dict(name="x: export --opset 99", args=["export", "--model", "tiny", "--opset", "99", "--runs", root / "x1"], want=R, expect="99",

@@ -31,6 +31,20 @@ else
          "$VPY" -m pip install -q --no-deps scattertext==0.2.2 ; } >> "$LOG" 2>&1; then
     echo "setup-current: pip failed; the end of $LOG:" >&2; tail -30 "$LOG" >&2; exit 1
   fi
+  # Exactly the lock: what an earlier lock brought and this one does not name (say, CUDA libraries a
+  # torch build needed) is removed, so a venv moved from one lock to the next holds the same set as a new one.
+  EXTRA=$("$VPY" - "$LOCK" <<'PYEOF'
+import importlib.metadata as md, re, sys
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+keep = {norm(l.split("==")[0]) for l in open(sys.argv[1]) if "==" in l and not l.startswith("#")}
+keep |= {"pip", "setuptools", "wheel", "scattertext", "ort-workbench"}
+print(" ".join(sorted({norm(d.metadata["Name"]) for d in md.distributions()} - keep)))
+PYEOF
+)
+  if [ -n "$EXTRA" ]; then
+    echo "setup-current: removing what the lock does not name: $EXTRA"
+    "$VPY" -m pip uninstall -y -q $EXTRA >> "$LOG" 2>&1
+  fi
   "$VPY" -c "import site, sys; open(site.getsitepackages()[0] + '/ort-workbench.pth', 'w').write(sys.argv[1] + '\n')" "$PWD"
   # `workbench` on the PATH of the venv, as `pip install ort-workbench[infer]` gives it
   printf '#!%s\nimport sys\nfrom workbench.cli import main\nsys.exit(main())\n' "$PWD/$VPY" > "$VENV/bin/workbench"

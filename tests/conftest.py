@@ -55,6 +55,8 @@ TRAIN_TESTS = (
     "unit/workflows/test_zoo.py::test_inputs_follow_the_model_not_the_tokenizer",
     "unit/workflows/test_zoo.py::test_modernbert_trains_eagerly_and_ortmodule_says_why_it_cannot",
     "unit/workflows/test_zoo.py::test_training_commands_refuse_a_type_outside_the_list_in_one_line",
+    "unit/workflows/test_zoo.py::test_ortmodule_fine_tunes_every_other_type_in_onnxruntime",
+    "unit/workflows/test_zoo.py::test_modernbert_with_zero_layernorm_biases_trains_under_ortmodule",
     "cli/test_reliability.py::test_train_data_missing",
     "cli/test_reliability.py::test_compare_data_not_utf8_says_save_as_utf8",
     "cli/test_reliability.py::test_ondevice_truncated_safetensors",
@@ -173,7 +175,7 @@ def output_dir(request) -> Path:
     return path
 
 
-# ---- fixtures for training (issue 3) --------------------------------------------------------
+# ---- fixtures for training --------------------------------------------------------
 @pytest.fixture(scope="session")
 def tiny_train_run(tmp_path_factory):
     """The eager TrainRun behind ``tiny_checkpoint`` (tiny BERT, 8 steps on quick data; seconds)."""
@@ -224,7 +226,7 @@ def trained_minilm_checkpoint(trained_minilm_run) -> Path:
     return Path(trained_minilm_run.checkpoint_dir)
 
 
-# ---- fixtures for export and fusion (issue 4) -----------------------------------------------
+# ---- fixtures for export and fusion -----------------------------------------------
 @pytest.fixture(scope="session")
 def exported_tiny(tmp_path_factory, quick_data):
     """ExportResult of the tiny BERT (eager attention, opset 17, validated on the quick data).
@@ -256,7 +258,7 @@ def exported_minilm(tmp_path_factory, minilm, quick_data):
                       data=quick_data)
 
 
-# ---- fixtures for quantization (issue 5) ----------------------------------------------------
+# ---- fixtures for quantization ----------------------------------------------------
 @pytest.fixture(scope="session")
 def quant_tiny_baseline(tmp_path_factory, exported_tiny, quick_data):
     """Baseline (FP32 logits, slices, golden set, calibration texts) of ``exported_tiny`` on the

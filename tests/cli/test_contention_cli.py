@@ -1,5 +1,5 @@
 """A timing command run while another process keeps a core busy flags its figures as taken under
-load (issue 22): the result, summary fields and the CLI's warning line say so; the exit code does
+load: the result, summary fields and the CLI's warning line say so; the exit code does
 not change. No time is asserted."""
 
 from __future__ import annotations

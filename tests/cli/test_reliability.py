@@ -1,4 +1,4 @@
-"""Issue 24: every bad input one line (exit 2, the value named, no traceback), one writer per run
+"""Every bad input one line (exit 2, the value named, no traceback), one writer per run
 folder, a report pair that is never half new, nothing left behind by a refusal.
 
 Every case drives the real CLI in a subprocess (``python -m workbench.cli``; PYTHONPATH inherited).
@@ -85,7 +85,7 @@ def copy_run(fx, name):
     return dst
 
 
-# ---- the tracebacks and the silent wrongs of the issue, each one line now ------------------------------
+# ---- the tracebacks and silent wrongs once found, each one line now ------------------------------
 
 def test_train_data_missing(fx):
     refused(cli("train", "--data", fx / "nope.csv", "--runs", fx / "r-missing"), "nope.csv")

@@ -189,7 +189,7 @@ def exercise_outputs(nb: nbformat.NotebookNode) -> list[str]:
 def own_data_file(folder: Path) -> Path:
     """A user-style CSV: other column names, string labels and a slice column (from the quick reviews).
     The labels are the classes the checkpoint was fine-tuned with (rotten, fresh): data labelled with
-    classes the model does not know is refused (issue 24), so "your data" speaks the model's classes."""
+    classes the model does not know is refused, so "your data" speaks the model's classes."""
     from workbench.data.load import DataConfig, load_data
 
     dd = load_data(DataConfig.quick())

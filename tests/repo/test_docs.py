@@ -170,15 +170,21 @@ def test_png_text_reads_what_the_screenshot_script_writes():
     assert tagged.endswith(raw[-12:])
 
 
-SHIPPED = ("workbench", "widgets", "notebooks", "benchmarks")
+SHIPPED = ("workbench", "widgets", "notebooks", "benchmarks", "tests", "docs", "scripts", "requirements", "README.md",
+           "CONTRIBUTING.md", "ARCHITECTURE.md", "Makefile", "pyproject.toml", ".ci")
+THIS_FILE = Path(__file__).resolve()  # holds the pattern and its examples
 UNSHIPPED = re.compile(r"FIELD[_ ]NOTES|\bthe (issue|brief)\b|\b(issue|brief)'s\b|\bissue[ -]?#?\d+|\bissues?/\d+", re.IGNORECASE)
 
 
 def unshipped_references(root: Path) -> list[str]:
     hits = []
     for folder in SHIPPED:
-        for path in sorted((root / folder).rglob("*")):
-            if path.suffix not in (".py", ".md", ".ipynb", ".json", ".js", ".html", ".txt") or "__pycache__" in path.parts:
+        top = root / folder
+        for path in ([top] if top.is_file() else sorted(top.rglob("*"))):
+            if path.resolve() == THIS_FILE or "__pycache__" in path.parts or "node_modules" in path.parts:
+                continue
+            if path.suffix not in (".py", ".md", ".ipynb", ".json", ".js", ".html", ".txt", ".toml", ".sh", ".in", "") \
+                    or not path.is_file():
                 continue
             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                 if UNSHIPPED.search(line):
@@ -193,7 +199,8 @@ def test_the_unshipped_reference_check_finds_them(tmp_path):
 
 
 def test_no_shipped_file_cites_notes_or_trackers_that_do_not_ship():
-    """Code, notebooks and benchmarks speak of the project alone: no working notes, issue numbers or briefs."""
+    """Code, tests, notebooks, benchmarks, scripts and docs speak of the project alone: no working notes, issue
+    numbers or briefs."""
     assert unshipped_references(REPO) == []
 
 

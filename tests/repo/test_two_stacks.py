@@ -223,8 +223,9 @@ def _dry_run(target: str) -> list[str]:
 
 def test_make_test_sets_up_and_runs_both_stacks():
     """What CI runs (.ci/run calls the README's `make test`): both environments set up (a fresh clone builds
-    .venv-current itself), the training stack's whole suite, then the current stack's quick tests with the same
-    marker expression as `make test-current-quick`, and a failure of either fails the target."""
+    .venv-current itself), the training stack's whole suite, then on the current stack every test that does not
+    train but the heavy ones, with its wheel tests; both on two workers, a failure of either fails the target,
+    and the last line says how long each took."""
     lines = _dry_run("test")
     setup_training = lines.index("bash scripts/setup.sh --test")
     setup_current = lines.index("bash scripts/setup_current.sh")
@@ -232,13 +233,33 @@ def test_make_test_sets_up_and_runs_both_stacks():
     current = next(i for i, line in enumerate(lines) if ".venv-current/bin/python -m pytest" in line)
     assert max(setup_training, setup_current) < training < current
     assert not re.search(r' -m "', lines[training])  # every test on the training stack: no marker filter
-    quick = next(line for line in _dry_run("test-current-quick") if ".venv-current/bin/python -m pytest" in line)
-    marks = re.search(r' -m ("[^"]+")', quick).group(1)
-    assert marks == '"not train and not slow and not heavy and not ui"'
-    assert f"-m {marks}" in lines[current] and "|| rc=1" in lines[current]
+    assert ' -m "not train" ' in lines[current] and "|| rc=1" in lines[current]
+    alone = next(line for line in _dry_run("test-current") if ".venv-current/bin/python -m pytest" in line)
+    assert lines[current].split(" || ")[0].strip() == alone  # the same run as `make test-current`
+    assert " -n 2 " in lines[training] and " -n 2 " in lines[current]
+    assert any(line.startswith('echo "make test: training stack $((t1 - t0)) s') for line in lines)
     assert lines[-1] == "exit $rc"
     ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
-    assert "\nmake test\n" in ci
+    assert "\nmake test || rc=$?\n" in ci and ci.rstrip().endswith("exit $rc")
+
+
+def test_the_current_stacks_wheel_tests_are_in_make_tests_selection():
+    """The marker expression `make test` uses on the current stack selects both wheel tests (one of them heavy)
+    and no test that trains (the notebooks' committed-defaults runs start from a fine-tuned checkpoint)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    expr = re.search(r'-m "([^"]+)"', next(line for line in _dry_run("test")
+                                           if ".venv-current/bin/python -m pytest" in line)).group(1)
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-m", expr,
+                          "tests/repo/test_wheel_current.py", "tests/repo/test_wheel.py",
+                          "tests/notebooks/test_notebooks.py", "tests/unit/train/test_train.py"],
+                         cwd=root, capture_output=True, text=True, timeout=300).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    assert any("test_wheel_current.py::" in i for i in ids) and any("test_wheel.py::" in i for i in ids), out[-2000:]
+    assert not any("test_committed_defaults_write_no_stderr" in i for i in ids), ids
+    assert not any("test_train.py::" in i for i in ids), ids
 
 
 def test_without_a_local_profile_the_audit_quotes_the_measurement_of_this_cpu_class(tmp_path, monkeypatch):

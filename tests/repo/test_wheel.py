@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.wheel]
 REPO = Path(__file__).resolve().parents[2]
 _SKIP_ANYWHERE = shutil.ignore_patterns(".venv", ".venv-*", ".git", "*.egg-info", "__pycache__", ".pytest_cache", ".ipynb_checkpoints")
 _SKIP_AT_ROOT = {"build", "dist", "runs", "test-output", "notebooks"}  # the repo's own folders, not workbench/runs/

@@ -17,8 +17,8 @@ import pytest
 from test_wheel import wheel  # noqa: F401  (the module-scoped fixture that builds the wheel from a clean copy)
 from workbench.doctor.checks import stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy,
-              pytest.mark.skipif(stack() != "current", reason="the current stack's wheel test (make test-current runs it)")]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.wheel,
+              pytest.mark.skipif(stack() != "current", reason="the current stack's wheel test (make test runs it in .venv-current)")]
 REPO = Path(__file__).resolve().parents[2]
 V5 = REPO / "tests" / "fixtures" / "v5" / "generic_fast"
 

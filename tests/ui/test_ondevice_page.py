@@ -1,4 +1,4 @@
-"""The on-device page in headless Chromium (issue 27): `workbench ondevice serve` on 127.0.0.1, the
+"""The on-device page in headless Chromium: `workbench ondevice serve` on 127.0.0.1, the
 tiny artifacts trained in the page by onnxruntime-web 1.19.2 at a non-default learning rate, the
 losses equal to Python's onnxruntime.training.api on the same batches, the downloaded parameters
 imported back and the exported graph computing what Python's training reached."""
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.ui
 REPO = Path(__file__).resolve().parents[2]
 from helpers.ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run  # noqa: E402
 
-REL_TOLERANCE = 1e-5  # the issue's bar; measured here: about 1e-7 (one float32 ulp at a loss of 0.69)
+REL_TOLERANCE = 1e-5  # the bar set for it; measured here: about 1e-7 (one float32 ulp at a loss of 0.69)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The Workbench's panels with an encoder other than BERT: the issue's case, a DistilBERT saved
+"""The Workbench's panels with an encoder other than BERT: the case users hit, a DistilBERT saved
 with a BERT WordPiece tokenizer (which produces token_type_ids that DistilBERT's forward() does
 not take), fine-tuned with eager PyTorch and ORTModule, exported, fused and quantized from the
 panels, without a browser."""

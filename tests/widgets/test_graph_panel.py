@@ -150,7 +150,7 @@ def test_opens_a_saved_report_without_recomputing(fused_tiny, monkeypatch: pytes
     assert len(panel.node_select.options) == len(fused_nodes(fused_tiny.fused))
 
 
-# ---- device and FP16 (issue 10) -----------------------------------------------------------------
+# ---- device and FP16 -----------------------------------------------------------------
 def test_device_and_fp16_controls(tmp_path, quick_data) -> None:
     with pytest.raises(PanelInputError, match="device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
         GraphPanel(device="gpu")
@@ -221,7 +221,7 @@ def test_a_roberta_folder_shows_its_own_inputs_and_why_its_embeddings_do_not_fus
 
 
 def test_variants_table_carries_the_floor_and_the_interval(fused_tiny) -> None:
-    """Issue 22: the graph panel's table shows each variant's share of this CPU's floor and its
+    """The graph panel's table shows each variant's share of this CPU's floor and its
     speed-up over PyTorch with the interval from the interleaved rounds; a busy machine is said."""
     import dataclasses
 

@@ -229,7 +229,7 @@ def test_timing_device_is_checked_and_cuda_without_cuda_is_one_clear_error(fused
 
 
 def test_results_table_shows_the_interval_the_floor_and_a_busy_machine(quant_tiny_dynamic) -> None:
-    """Issue 22: the panel's table carries the speed-up's interval over the paired rounds and the share
+    """The panel's table carries the speed-up's interval over the paired rounds and the share
     of this CPU's floor; a result timed under load says so instead of showing a speed-up as fact."""
     import dataclasses
 

@@ -233,7 +233,7 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     from transformers import AutoTokenizer
 
     from ..data.batches import encode
-    from ..graph.trace import standard_symbolics
+    from ..graph.trace import standard_symbolics, torchscript_export_warnings
     from .encode import OnnxEncoder
 
     cfg = cfg or EmbedExportConfig()
@@ -250,7 +250,7 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
     t0 = time.perf_counter()
     path = out / GRAPH_FILE
-    with runs.atomic_path(path) as tmp, torch.no_grad(), standard_symbolics():
+    with runs.atomic_path(path) as tmp, torch.no_grad(), standard_symbolics(), torchscript_export_warnings():
         torch.onnx.export(module, tuple(enc[n] for n in names), str(tmp), input_names=names, output_names=[OUTPUT_NAME],
                           dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, OUTPUT_NAME: {0: "batch"}},
                           opset_version=cfg.opset, do_constant_folding=True, dynamo=False)

@@ -122,6 +122,27 @@ def standard_symbolics():
 
 
 @contextlib.contextmanager
+def torchscript_export_warnings():
+    """The warnings a TorchScript export of an encoder raises that say nothing about this graph, left out
+    (every other warning still shows). One place for the classifier and the embedding exports:
+
+    - torch 2.9 and later call the TorchScript exporter deprecated: chosen here on purpose (it keeps
+      ONNX Runtime's fusions);
+    - transformers 5's mask indexing warns that negative indices would export wrongly: it uses none,
+      and the validation against PyTorch that follows every export is what catches a wrong graph;
+    - transformers 5's mask builder (``transformers.masking_utils``) asks whether the mask needs padding
+      to the key length, a Python bool the tracer fixes once: in an encoder the mask always has the
+      keys' length, so the traced answer holds at every shape (the validation runs other lengths)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
+        warnings.filterwarnings("ignore", message=".*Exporting aten::index operator of advanced indexing.*")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"transformers\.masking_utils")
+        yield
+
+
+@contextlib.contextmanager
 def without_ir_dump():
     """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
 
@@ -198,12 +219,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
             _export_dynamo(model, enc, names, path, cfg)
         else:
             with runs.atomic_path(path) as tmp, torch.no_grad(), without_ir_dump(), standard_symbolics(), \
-                    warnings.catch_warnings():
-                # torch >= 2.9 warns that the TorchScript exporter is deprecated: chosen here on purpose (fusions)
-                warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export.*")
-                # transformers 5's mask indexing warns about negative indices: the validation against PyTorch's
-                # logits that follows every export is what catches a wrong graph
-                warnings.filterwarnings("ignore", message=".*Exporting aten::index operator of advanced indexing.*")
+                    torchscript_export_warnings():
                 torch.onnx.export(
                     model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
                     dynamic_axes=dynamic, opset_version=cfg.opset, do_constant_folding=cfg.do_constant_folding,

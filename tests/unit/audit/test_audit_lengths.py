@@ -1,4 +1,4 @@
-"""The audit at the data's own lengths (issue 23): the data's token lengths, every variant timed at
+"""The audit at the data's own lengths: the data's token lengths, every variant timed at
 batch 1 x the median and 95th percentile beside the fixed shapes, scoring sorted by length with rows
 per second against the floor, and a weight-only variant measured like the INT8 ones."""
 

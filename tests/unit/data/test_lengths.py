@@ -1,4 +1,4 @@
-"""The data's own lengths (percentiles, histogram) and length-sorted scoring (issue 23)."""
+"""The data's own lengths (percentiles, histogram) and length-sorted scoring."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_cli_doctor_exit_code_and_json(monkeypatch, capsys):
     assert "FAIL" in out and "fix: compile them once" in out
 
 
-# ---- GPU (issue 10) ---------------------------------------------------------------------------
+# ---- GPU ---------------------------------------------------------------------------
 @training_stack_only
 def test_doctor_reports_the_gpu_the_cuda_provider_and_the_training_build(monkeypatch):
     from workbench.runtime import device

@@ -301,7 +301,7 @@ def test_missing_source_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_fuses_as_field_notes_say(exported_minilm, tmp_path):
+def test_minilm_fuses_as_measured(exported_minilm, tmp_path):
     r = run_fusion(exported_minilm, FusionConfig.inspect_only(variants=("transformer",)), tmp_path)
     assert r.fused_op_counts == {"SkipLayerNormalization": 12, "Attention": 6, "BiasGelu": 6, "EmbedLayerNormalization": 1}
     assert r.diagnoses == []

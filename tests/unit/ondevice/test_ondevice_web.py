@@ -1,4 +1,4 @@
-"""The on-device web page without a browser (issue 27): the page's files, the learning rate baked into
+"""The on-device web page without a browser: the page's files, the learning rate baked into
 its optimizer graph (proved with Python's onnxruntime.training.api), the import of a parameter
 buffer, bad files, --no-web, a missing onnxruntime-web, and the server's address and MIME types.
 tests/ui/test_ondevice_page.py trains the page in Chromium."""

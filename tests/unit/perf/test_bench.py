@@ -1,5 +1,5 @@
 """`make bench`'s benchmark (benchmarks/bench.py) in --quick mode on the tiny model: the JSON has
-every row the issue names, each measured or carrying a reason, every ratio paired with its interval,
+every row it promises, each measured or carrying a reason, every ratio paired with its interval,
 the floor of each variant from the machine profile, and the busy-machine check. No timing is
 asserted (timings belong to the benchmark's table, not to tests)."""
 
@@ -24,7 +24,7 @@ INFERENCE_ROWS = {"torch-eager-fp32", "torch-sdpa-fp32", "torch-bf16", "torch-co
                   "ort-exported-fp32", "ort-fused-fp32", "ort-fused-int8-dynamic", "ort-fused-int8-dynamic-per-channel",
                   "ort-fused-int8-dynamic-fp32-embeddings",
                   "ort-fused-int8-dynamic-reduce-range", "ort-exported-int8-static-minmax", "ort-exported-int8-static-best",
-                  "ort-fused-int4-weight-only", "ort-fused-int4-weight-only-acc4"}  # weight-only: issue 23
+                  "ort-fused-int4-weight-only", "ort-fused-int4-weight-only-acc4"}  # weight-only
 TRAIN_ROWS = {"eager", "compile", "ortmodule", "ort-opset14-fused-no-spin",
               "eager-fused-adamw"}  # the last: the tuned row's like-for-like baseline
 

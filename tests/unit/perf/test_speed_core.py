@@ -1,4 +1,4 @@
-"""Issue 22's core: work per graph (multiply-adds from the ONNX graph), the floor arithmetic, the
+"""The speed core: work per graph (multiply-adds from the ONNX graph), the floor arithmetic, the
 machine profile and its cache, the busy-machine check, interleaved rounds and paired ratios.
 
 No time is asserted anywhere: measured figures are only checked to be positive and finite.
@@ -264,7 +264,7 @@ def test_paired_ratio_on_synthetic_samples():
 
 
 def test_time_side_by_side_times_graphs_and_models_in_paired_rounds(exported_tiny, fused_tiny, tiny):
-    """The one interleaved timer (issue 26 merged its twin ortinfer.interleaved_latency into it):
+    """The one interleaved timer (its twin ortinfer.interleaved_latency was merged into it):
     ONNX Runtime graphs and a PyTorch model in the same rounds, shape by shape; each Speed's ratio is
     paired_ratio over exactly those rounds; every graph's floor counted from its work."""
     from workbench.perf.speed import time_side_by_side

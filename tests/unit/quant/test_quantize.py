@@ -344,7 +344,7 @@ def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_ti
 
 
 def test_the_stage_input_is_a_baseline_and_bad_inputs_are_named(quant_tiny_baseline, exported_tiny, tmp_path, quick_data):
-    """Issue 26's stage contract: run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig)."""
+    """The stage contract: run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig)."""
     with pytest.raises(QuantizeError, match=r"input is a Baseline .* got ExportResult: prepare_baseline\(graph, data"):
         run_quantization(exported_tiny, QuantConfig.dynamic_int8(), tmp_path)
     with pytest.raises(QuantizeError, match="no ONNX graph at"):
@@ -613,7 +613,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
                                                                             monkeypatch):
     """The demo's order: one baseline, presets quantized into it, then the search over candidates that
     include two of the same configurations. The FP32 graph is scored once (with the baseline) and timed
-    once with it, then again beside each graph quantized (issue 22: interleaved in one run, so load hits
+    once with it, then again beside each graph quantized (interleaved in one run, so load hits
     both sides of every ratio); the search quantizes and times only what was not quantized before."""
     count = _Counter(monkeypatch, exported_tiny.onnx_path)
     timing = TimingConfig.quick(repeats=2)
@@ -879,7 +879,7 @@ def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, 
     assert (tmp_path / "rel" / "pre.onnx").is_file() and out == Path("rel") / "pre.onnx"
 
 
-# ---- the speed guard (issue 22) ----------------------------------------------------------------
+# ---- the speed guard ----------------------------------------------------------------
 def _timed(name: str, accuracy_delta: float, lo: float, value: float, hi: float, contended: bool = False):
     """A quantized result as the search reads it, with a speed-up interval from paired rounds."""
     from types import SimpleNamespace
@@ -935,7 +935,7 @@ def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> N
 
 
 def test_the_export_of_a_graph_is_read_from_the_run_not_guessed(exported_tiny, fused_tiny, tmp_path):
-    """Issue 26: a graph's export is export.json beside it, or for a fused graph the export its
+    """A graph's export is export.json beside it, or for a fused graph the export its
     fusion.json recorded; a graph that merely sits one folder below an export is described by nobody."""
     import shutil
 
@@ -953,7 +953,7 @@ def test_the_export_of_a_graph_is_read_from_the_run_not_guessed(exported_tiny, f
 
 
 def test_fp32_embeddings_preset_quantizes_the_matmuls_and_keeps_the_embedding_table(quant_tiny_baseline, tmp_path):
-    """Issue 23's preset: per-channel dynamic INT8 of every MatMul, the word-embedding table left in
+    """The preset: per-channel dynamic INT8 of every MatMul, the word-embedding table left in
     FP32 (plain per-channel quantizes it to 8 bits); the label says so."""
     def embedding_table(path):
         model = onnx.load(str(path))

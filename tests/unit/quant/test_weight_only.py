@@ -1,4 +1,4 @@
-"""Weight-only quantization (MatMulNBits, 4-bit) as a preset measured like the others (issue 23)."""
+"""Weight-only quantization (MatMulNBits, 4-bit) as a preset measured like the others."""
 
 from __future__ import annotations
 

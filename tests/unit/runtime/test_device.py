@@ -150,7 +150,7 @@ def test_capture_refusals_are_explained():
 
 
 def test_a_cuda_placement_with_shape_ops_compute_and_memcpy_on_the_cpu():
-    """What the issue measured on the H100 for the unfused graph, as placements: shape nodes and a
+    """What was measured on an H100 for the unfused graph, as placements: shape nodes and a
     Memcpy on the CPU, the rest on CUDA, graph capture refused."""
     placements = ([NodePlacement(f"MatMul_{i}", "MatMul", CUDA_PROVIDER) for i in range(4)]
                   + [NodePlacement("Shape_1", "Shape", CPU_PROVIDER), NodePlacement("Gather_2", "Gather", CPU_PROVIDER),

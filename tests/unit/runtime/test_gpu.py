@@ -42,7 +42,7 @@ def test_the_fused_graph_runs_its_compute_on_cuda_and_captures_a_cuda_graph(fuse
 
 
 def test_placement_of_the_unfused_graph_is_reported(exported_tiny):
-    """The H100 run in the issue: the unfused graph keeps shape nodes (and a Memcpy) on the CPU and
+    """An H100 run: the unfused graph keeps shape nodes (and a Memcpy) on the CPU and
     refuses graph capture. Whatever this GPU does, the report must be consistent with itself."""
     path = exported_tiny.onnx_path
     feed = make_feed(make_session(path), synthetic_batch(1, 32, 1000))

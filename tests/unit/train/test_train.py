@@ -437,7 +437,7 @@ def test_ortmodule_trains_when_stdout_has_no_file_descriptor(tmp_path):
     assert run.executed_in_onnxruntime
 
 
-# ---- issue 11: the defaults are the settings that measured fastest ----------------------------
+# ---- the defaults are the settings that measured fastest ----------------------------
 def test_the_defaults_are_the_settings_that_measured_fastest():
     from workbench.train import ORTMODULE_OWN_DEFAULTS, TUNED_DEFAULTS, Optimizer
 
@@ -491,7 +491,7 @@ def test_the_child_processes_entry_points_start_cleanly():
 
 
 def test_the_train_package_has_one_idea_per_file_and_names_them():
-    """Issue 14: no file over 500 lines, no catch-all module, and the package docstring maps every file."""
+    """No file over 500 lines, no catch-all module, and the package docstring maps every file."""
     from pathlib import Path
 
     import workbench.train as train
@@ -523,7 +523,7 @@ def test_the_demo_recipe_is_the_measured_one_and_the_workshop_uses_it():
     from workbench.teaching.workshop import workshop_recipe
 
     d = TrainConfig.demo()
-    # picked from the issue-11 trials (test accuracy on the full test split; see TrainConfig.demo)
+    # picked from the trials (test accuracy on the full test split; see TrainConfig.demo)
     assert (d.model, d.data.max_train, d.data.max_eval, d.max_steps, d.batch_size, d.max_length, d.pad_to_max) == \
         ("minilm", 2048, None, 120, 16, 64, True)
     assert (d.lr, d.warmup_steps, d.schedule.value, d.dropout) == (1e-4, 12, "linear", False)

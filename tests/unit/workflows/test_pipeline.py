@@ -67,7 +67,7 @@ def test_a_failing_stage_is_recorded_and_earlier_results_survive(tmp_path):
 
 
 def test_the_demo_reports_the_fp32_test_accuracy_and_both_speed_ratios():
-    """The demo prints the fine-tuned model's test accuracy (issue 11: >= 0.80) from the FP32 logits it
+    """The demo prints the fine-tuned model's test accuracy (at least 0.80) from the FP32 logits it
     scored, and the fine-tune headline gives the steady-state and the start-up-inclusive ratio."""
     from types import SimpleNamespace
 

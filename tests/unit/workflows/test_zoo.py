@@ -162,7 +162,7 @@ def test_training_a_vocabulary_prints_nothing(capfd, style):
 
 
 def test_inputs_follow_the_model_not_the_tokenizer(tmp_path, quick_data):
-    """The issue's case: a DistilBERT saved with a BERT tokenizer (which produces token_type_ids)
+    """The case users hit: a DistilBERT saved with a BERT tokenizer (which produces token_type_ids)
     used to fail with "forward() got an unexpected keyword argument 'token_type_ids'"."""
     from transformers import AutoModelForSequenceClassification
 
