@@ -1,16 +1,17 @@
 """The quantization panel for an embedding model (a sentence-transformers folder): INT8 presets
 scored on retrieval slice by slice (NDCG@10 with paired intervals against FP32, the budget in
-NDCG@10 terms), agreement without labels, and speed against ``SentenceTransformer.encode``.
+NDCG@10 terms), agreement without labels, speed against ``SentenceTransformer.encode``, and the search
+for the fastest preset within the budget (worst nodes left in FP32 until no slice is below it).
 
-A view over :class:`workbench.sessions.embed.EmbedSession` (:func:`workbench.embed.audit.run_embed_quantization`)
-and :mod:`workbench.plots.embed`.
+A view over :class:`workbench.sessions.embed.EmbedSession` (:func:`workbench.embed.audit.run_embed_quantization`,
+the search of :mod:`workbench.embed.search`) and :mod:`workbench.plots.embed`.
 ``QuantPanel(model=FOLDER)`` builds this panel when the folder holds an embedding model.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Optional
 
 import ipywidgets as W
 import plotly.graph_objects as go
@@ -18,11 +19,13 @@ import plotly.graph_objects as go
 from workbench.core.options import field_help
 from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.embed.retrieval import QUERY_KINDS
+from workbench.embed.search import left_all_in_fp32
 from workbench.plots import embed as embed_plots
-from workbench.quant import QuantConfig
+from workbench.quant import QuantConfig, SearchResult
 from workbench.sessions.embed import EmbedSession
 
-from .base import FAIL_COLOUR, OK_COLOUR, Panel, check_choice, check_range, coloured, config_default, fmt, html_table, replace_figure
+from .base import (FAIL_COLOUR, OK_COLOUR, WARN_COLOUR, Panel, check_choice, check_range, coloured, config_default, fmt, html_table,
+                   replace_figure)
 
 PRESETS = tuple(QuantConfig.presets())
 FIGURES = ("retrieval drift", "cosine", "neighbour overlap", "speed")
@@ -36,11 +39,13 @@ class EmbedQuantPanel(Panel):
     Options: ``model`` (a sentence-transformers folder), ``presets`` (names from
     ``QuantConfig.presets()``), ``queries`` (the built-in task's queries: plots or reviews),
     ``max_queries`` / ``max_docs`` (0: all), ``n_boot``, ``min_ndcg_ratio`` / ``max_slice_drop`` (the
-    budget), ``exclude_worst`` (also re-quantize with that many worst nodes left in FP32),
+    budget, of the scores and of the search), ``exclude_worst`` (also re-quantize with that many worst
+    nodes left in FP32), ``max_excluded`` (the search: most nodes a preset may leave in FP32),
     ``time_speed``, ``run_dir`` (where the graphs go), ``figure``.
 
     ``panel.session`` is the :class:`~workbench.sessions.embed.EmbedSession`, ``panel.result`` its
-    :class:`~workbench.embed.audit.EmbedQuantRun`.
+    :class:`~workbench.embed.audit.EmbedQuantRun` and ``panel.search`` its latest
+    :class:`~workbench.quant.SearchResult` ("Search within budget").
     """
 
     SESSION = EmbedSession
@@ -55,6 +60,7 @@ class EmbedQuantPanel(Panel):
         "min_ndcg_ratio": config_default(EmbedAuditConfig, "min_ndcg_ratio"),
         "max_slice_drop": config_default(EmbedAuditConfig, "max_slice_drop"),
         "exclude_worst": config_default(EmbedAuditConfig, "exclude_worst"),
+        "max_excluded": config_default(EmbedAuditConfig, "max_excluded"),
         "time_speed": True,
         "run_dir": None,
         "figure": "retrieval drift",
@@ -66,6 +72,8 @@ class EmbedQuantPanel(Panel):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.search_button = self.add_action("Search within budget", self.run_search, icon="search",
+                                             tooltip=field_help(EmbedAuditConfig, "search"))
         self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
         if self.options["model"] is None:
             self.block("an embedding model: pass model= a sentence-transformers folder")
@@ -78,7 +86,7 @@ class EmbedQuantPanel(Panel):
         check_range("n_boot", options["n_boot"], 100, 100_000, "a 95% interval needs at least 100 bootstrap draws")
         check_range("min_ndcg_ratio", options["min_ndcg_ratio"], 0.5, 1.0, "0.997 keeps 99.7% of FP32's NDCG@10")
         check_range("max_slice_drop", options["max_slice_drop"], 0.0, 1.0, "an NDCG@10 difference: 0.01")
-        for name in ("max_queries", "max_docs", "exclude_worst"):
+        for name in ("max_queries", "max_docs", "exclude_worst", "max_excluded"):
             check_range(name, options[name], 0, 1_000_000)
         style = {"description_width": "130px"}
         controls = {
@@ -95,6 +103,8 @@ class EmbedQuantPanel(Panel):
                                                  description="slice drop allowed", style=style),
             "exclude_worst": W.BoundedIntText(value=int(options["exclude_worst"]), min=0, max=1000, description="nodes kept FP32",
                                               style=style),
+            "max_excluded": W.BoundedIntText(value=int(options["max_excluded"]), min=0, max=1_000_000,
+                                             description="search: most FP32", style=style),
             "time_speed": W.Checkbox(value=bool(options["time_speed"]), description="time against SentenceTransformer.encode",
                                      indent=False, layout=W.Layout(width="auto")),
             "figure": W.ToggleButtons(options=FIGURES, value=options["figure"], description="figure", style=style),
@@ -108,21 +118,38 @@ class EmbedQuantPanel(Panel):
         c = self.controls
         return W.VBox([W.HBox([c["presets"], W.VBox([c["queries"], c["max_queries"], c["max_docs"]])]),
                        W.HBox([c["n_boot"], c["min_ndcg_ratio"], c["max_slice_drop"]]),
-                       W.HBox([c["exclude_worst"], c["time_speed"]]), c["figure"]])
+                       W.HBox([c["exclude_worst"], c["max_excluded"], c["time_speed"]]), c["figure"]])
 
     def _build_views(self) -> list[W.Widget]:
         self.table_html = W.HTML("")
         self.changed_html = W.HTML("")
+        self.search_html = W.HTML("")
         self.figure = go.FigureWidget(layout=dict(template="plotly_white", height=360))
-        return [self.table_html, self.figure, self.changed_html]
+        return [self.table_html, self.search_html, self.figure, self.changed_html]
+
+    @property
+    def search(self) -> Optional[SearchResult]:
+        """The latest search (the session's)."""
+        return self.session.search_result
+
+    @staticmethod
+    def _config(values: dict[str, Any]) -> EmbedAuditConfig:
+        return EmbedAuditConfig(builtin_queries=values["queries"], presets=tuple(values["presets"]),
+                                max_queries=values["max_queries"] or None, max_docs=values["max_docs"] or None,
+                                n_boot=int(values["n_boot"]), min_ndcg_ratio=float(values["min_ndcg_ratio"]),
+                                max_slice_drop=float(values["max_slice_drop"]), exclude_worst=int(values["exclude_worst"]),
+                                time_speed=bool(values["time_speed"]))
 
     def _compute(self, values: dict[str, Any]) -> EmbedQuantRun:
-        cfg = EmbedAuditConfig(builtin_queries=values["queries"], presets=tuple(values["presets"]),
-                               max_queries=values["max_queries"] or None, max_docs=values["max_docs"] or None,
-                               n_boot=int(values["n_boot"]), min_ndcg_ratio=float(values["min_ndcg_ratio"]),
-                               max_slice_drop=float(values["max_slice_drop"]), exclude_worst=int(values["exclude_worst"]),
-                               time_speed=bool(values["time_speed"]))
-        return self.session.quantize(cfg)
+        return self.session.quantize(self._config(values))
+
+    def run_search(self) -> SearchResult:
+        """The fastest preset within the NDCG@10 budget (FP32 included), each preset that misses it quantized
+        again with up to ``max_excluded`` of its worst nodes left in FP32; the presets are scored as by the
+        Run button on the way."""
+        def compute(values: dict[str, Any]) -> SearchResult:
+            return self.session.search(self._config(values), max_excluded=int(values["max_excluded"]))
+        return self._execute(compute, self._draw_search, self._search_summary, self._search_colour, keep=self.session.keep_search)
 
     def _draw(self, r: EmbedQuantRun) -> None:
         ev = r.evaluation
@@ -165,6 +192,34 @@ class EmbedQuantPanel(Panel):
                     "speed": lambda: embed_plots.embed_speed(r.speed)}
         replace_figure(self.figure, builders[which]())
 
+    def _draw_search(self, s: SearchResult) -> None:
+        if self.result is not None:  # the quantization the search ran on
+            self._draw(self.result)
+        fp32 = next((c.accuracy for c in s.candidates if c.precision == "fp32" and c.config is None), None)
+        rows = [[c.name, len(c.config.nodes_to_exclude) if c.config is not None else "-",
+                 fmt(100 * c.accuracy / fp32 if fp32 else None, ".2f", "%"),
+                 f"{c.check.worst_slice or '-'} {fmt(-c.check.worst_slice_drop, '+.4f')}",
+                 coloured("yes" if c.check.feasible else "no: " + "; ".join(c.check.violations[:2]), c.check.feasible),
+                 _speed_cell(c), "chosen" if c.name == s.chosen else ""] for c in s.candidates]
+        self.search_html.value = (
+            f"<b>Search</b> (NDCG@10 kept {fmt(100 * (1 - s.budget_overall), '.1f')}%, slice drop allowed "
+            f"{s.budget_per_slice:g}): {coloured(s.message, s.best is not None and s.best.precision == 'int8')}"
+            + html_table(["variant", "nodes in FP32", "NDCG@10 of FP32's", "worst slice (NDCG@10 change)", "within budget",
+                          "speed vs FP32 graph (95% CI)", ""], rows, css_class="wb-table wb-search"))
+
+    def _search_summary(self, s: SearchResult) -> str:
+        best = s.best
+        if best is not None and best.precision == "int8":
+            return (f"search: {best.name}, within the NDCG@10 budget at {best.speedup:.2f}x the FP32 graph"
+                    + (" (timed under load: not a measured fact)" if best.contended else ""))
+        whole = [c for c in s.candidates if left_all_in_fp32(c)]
+        if whole:
+            return f"search: no INT8 variant fits the budget ({whole[0].name} is {whole[0].too_slow}); keep the FP32 graph"
+        return "search: keep the FP32 graph (no INT8 variant within the budget and past the speed guard)"
+
+    def _search_colour(self, s: SearchResult) -> str:
+        return OK_COLOUR if s.best is not None and s.best.precision == "int8" else WARN_COLOUR
+
     def _summary(self, r: EmbedQuantRun) -> str:
         if r.evaluation is None:
             return "the exported graph failed validation"
@@ -174,3 +229,14 @@ class EmbedQuantPanel(Panel):
     def _summary_colour(self, r: EmbedQuantRun) -> str:
         ok = r.evaluation is not None and any(v.meets_budget and v.name != "fused" for v in r.evaluation.variants)
         return OK_COLOUR if ok else FAIL_COLOUR
+
+
+def _speed_cell(c) -> str:
+    """A search candidate's speed-up over the FP32 graph with its interval, or the guard's word (or why it was
+    not timed)."""
+    if c.precision == "fp32":
+        return coloured(c.too_slow, False) if left_all_in_fp32(c) else "reference"
+    if c.too_slow:
+        return coloured(c.too_slow, False)
+    text = f"{c.speedup:.2f}x ({c.speedup_lo:.2f}-{c.speedup_hi:.2f})"
+    return coloured(text + " timed under load", None) if c.contended else coloured(text, c.speedup_lo > 1.0)

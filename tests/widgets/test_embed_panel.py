@@ -1,14 +1,24 @@
 """The quantization panel given an embedding model: built by QuantPanel(model=...), runs the real
-export / quantization / scoring on a sliced built-in task, and draws its figures."""
+export / quantization / scoring on a sliced built-in task, and draws its figures; its "Search within
+budget" button runs the search on the session and shows every candidate and the winner, and a search
+with nothing to search is one line in the panel, which keeps working."""
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
+from tests.helpers.embed_fixtures import make_tiny_st_folder
+from tests.widgets.test_panels_keep_no_results import results_held
 from widgets.base import PanelInputError
 from widgets.embed import EmbedQuantPanel
 from widgets.quant import QuantPanel
+from workbench.core.options import field_help
+from workbench.embed.audit import EmbedAuditConfig
 from workbench.models.load import minilm_path
+from workbench.quant import SearchResult
+from workbench.sessions.base import InputError
 
 
 def test_quant_panel_with_an_embedding_model_is_the_embedding_panel():
@@ -39,3 +49,44 @@ def test_panel_runs_and_draws(tmp_path):
     assert panel.figure.data[0].type == "box"
     panel.set_values(figure="speed")
     assert "Not timed" in panel.figure.layout.title.text
+
+
+def test_a_search_with_no_preset_is_one_line_in_the_panel_which_keeps_working():
+    panel = EmbedQuantPanel(model=minilm_path(), presets=("dynamic",), background=False)
+    panel.set_values(presets=())
+    panel.search_button.click()  # the button keeps the error in the panel
+    assert isinstance(panel.error, InputError) and "\n" not in str(panel.error)
+    assert "search presets is empty: select at least one preset" in panel.error_box.value
+    assert panel.search is None and panel.result is None
+    assert not panel.busy and not panel.search_button.disabled and not panel.run_button.disabled
+    with pytest.raises(PanelInputError, match="max_excluded"):
+        EmbedQuantPanel(model=minilm_path(), max_excluded=-1)
+    # the search's limit is the config's field: its default and its help, not written twice
+    assert panel.controls["max_excluded"].value == EmbedAuditConfig().max_excluded
+    assert panel.controls["max_excluded"].tooltip == field_help(EmbedAuditConfig, "max_excluded")
+
+
+@pytest.mark.slow
+def test_search_button_shows_every_candidate_and_the_winner(tmp_path):
+    from workbench.embed.search import left_all_in_fp32
+
+    folder = make_tiny_st_folder(tmp_path / "tiny")
+    # a budget no change in the rankings meets: static INT8 misses it until every quantized node is back in FP32
+    panel = EmbedQuantPanel(model=folder, presets=("static",), max_queries=24, max_docs=60, n_boot=100, time_speed=False,
+                            min_ndcg_ratio=1.0, max_slice_drop=0.0, max_excluded=64, run_dir=tmp_path / "run", background=False)
+    panel.search_button.click()
+    assert panel.error is None, panel.error_box.value
+    found = panel.search
+    assert isinstance(found, SearchResult) and found is panel.session.search_result and results_held(panel) == []
+    table = html.unescape(panel.search_html.value)
+    assert table.count("<tr>") == 1 + len(found.candidates) >= 4  # the header, FP32, the preset and its re-quantizations
+    for c in found.candidates:
+        assert f">{c.name}<" in table
+    assert "NDCG@10 of FP32's" in table and "reference" in table and found.message in table
+    whole = [c for c in found.candidates if left_all_in_fp32(c)]
+    assert len(whole) == 1 and whole[0] is found.candidates[-1] and found.chosen == "model/fp32"
+    said = "with every quantized MatMul left in FP32 the graph is the FP32 graph"
+    assert f"not an INT8 variant: {said} (not timed)" in table, "its speed cell says what it is, not a speed-up"
+    assert found.message.startswith(f"no INT8 variant fits the budget: {said}")
+    assert "search: no INT8 variant fits the budget" in panel.status.value and said in panel.status.value
+    assert "static" in panel.table_html.value, "the quantization the search ran on is drawn too"

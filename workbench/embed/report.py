@@ -162,15 +162,21 @@ def _agreement_html(ev: dict, evaluation) -> list[str]:
 
 
 def _search_html(se: dict) -> list[str]:
+    from .search import left_all_in_fp32
+
     _e, _, _f, _table = _page_tools()
 
     def why_not(c: dict) -> str:
         return f"<span class='bad'>no</span> {_e('; '.join(c['check']['violations'][:2]) or c['too_slow'])}"
 
+    def speed(c: dict) -> str:
+        if left_all_in_fp32(c):  # every quantized node in FP32: the FP32 graph, no speed-up to state
+            return "not timed: the FP32 graph"
+        return f"{c['speedup']:.2f}x [{c['speedup_lo']:.2f}, {c['speedup_hi']:.2f}]" if c.get("speedup_lo") is not None else "-"
+
     rows = [[_e(c["name"]), _f(c["accuracy"], ".4f"), f"{c['accuracy_delta']:+.4f}",
              f"{_e(c['check']['worst_slice'] or '-')} -{c['check']['worst_slice_drop']:.4f}",
-             len((c.get("config") or {}).get("nodes_to_exclude") or ()),
-             f"{c['speedup']:.2f}x [{c['speedup_lo']:.2f}, {c['speedup_hi']:.2f}]" if c.get("speedup_lo") is not None else "-",
+             len((c.get("config") or {}).get("nodes_to_exclude") or ()), speed(c),
              "<span class='ok'>yes</span>" if c["feasible"] else why_not(c)]
             for c in se["candidates"]]
     return ["<h2 id='search'>Search: which nodes to keep in FP32</h2>",

@@ -10,6 +10,11 @@ A configuration that misses its budget is quantized again with the nodes of the 
 in FP32 (1, 2, 4, ... up to ``max_excluded``) until no slice is below its budget; every attempt is a
 candidate, timed beside the FP32 graph in interleaved rounds (texts in, embeddings out, at the data's
 median length, batch 1), and the fastest within budget and past the speed guard is chosen.
+
+A budget no INT8 graph meets can drive the re-quantization to leave every quantized node in FP32: that
+graph is the FP32 graph, not an INT8 variant. :meth:`EmbedSearchBaseline.search_candidates` finds it
+(no node of the graph is quantized any more) and records it as an FP32 candidate, scored but neither
+timed nor chosen (:func:`left_all_in_fp32`), and the search's message says so.
 """
 
 from __future__ import annotations
@@ -31,6 +36,15 @@ from .retrieval import RetrievalTask, compare_retrieval, score_task
 DEFAULT_MAX_EXCLUDED = 8
 METRIC = "ndcg@10"
 FP32_NAME = "fp32"
+# what a candidate that kept every quantized node in FP32 is, in the table and the message
+ALL_FP32 = "with every quantized {ops} left in FP32 the graph is the FP32 graph"
+
+
+def left_all_in_fp32(candidate) -> bool:
+    """Whether a search candidate (a :class:`~workbench.quant.search.SearchCandidate` or its saved dict) is a
+    quantization that left every quantized node in FP32: an FP32 graph with a quantization configuration."""
+    get = candidate.get if isinstance(candidate, dict) else (lambda key: getattr(candidate, key))
+    return get("precision") == "fp32" and get("config") is not None
 
 
 def exclusion_steps(max_excluded: int) -> list[int]:
@@ -66,6 +80,7 @@ class EmbedSearchBaseline:
         (self.timing_texts, self.tokens) = median_length_texts(self.builder.tokenizer, list(task.docs), export.max_length, 1)
         self.contended = False
         self.notes: list[str] = []
+        self.all_fp32: dict[str, str] = {}  # candidate name -> the op types it left in FP32, every quantized one
 
     def budgets(self) -> tuple[float, float]:
         """(share of FP32's NDCG@10 that may be lost overall, NDCG@10 that may be lost on a slice)."""
@@ -104,13 +119,18 @@ class EmbedSearchBaseline:
         for k in exclusion_steps(min(self.max_excluded, len(ranking))):
             ecfg = dataclasses.replace(cfg, name=f"{cfg.label}+fp32-{k}", exclude_worst=0,
                                        nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *ranking[:k]])))
-            epath, _, _ = self.builder.quantize(ecfg, out_dir / f"model.fp32-{k}.onnx")
-            tried.append(self._candidate(f"{name}+fp32-{k}", ecfg, epath, config))
+            epath, efloat, _ = self.builder.quantize(ecfg, out_dir / f"model.fp32-{k}.onnx")
+            ops = _fp32_ops(ecfg, efloat, epath)
+            if ops:
+                self.all_fp32[f"{name}+fp32-{k}"] = ops
+            tried.append(self._candidate(f"{name}+fp32-{k}", ecfg, epath, config, ops))
             if tried[-1].check.feasible:
                 break
         return tried
 
-    def _candidate(self, name: str, cfg, qpath: Path, config):
+    def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
+        """A quantized graph scored, judged and timed; ``all_fp32`` (the op types it left in FP32, when no
+        node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
         from ..quant.budget import speed_guard
         from ..quant.search import SearchCandidate
         from .encode import OnnxEncoder
@@ -120,6 +140,12 @@ class EmbedSearchBaseline:
         ranked, metrics = self._rank(enc)
         cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.n_boot, config.seed)
         chk = self.budget.budget_check(cmp, config.strict)
+        if all_fp32:  # the FP32 graph under another name: a speed-up over FP32 would be timing noise
+            return SearchCandidate(
+                name=name, graph=name.split("/")[0], precision="fp32", config=cfg, onnx_path=qpath, result_path=None,
+                latency_ms=float("nan"), size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
+                accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=False, fast_enough=False,
+                too_slow=f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)")
         speed = self._time({name: enc}, name)
         ratio = speed[name].ratio
         fast, why = speed_guard(SimpleNamespace(speedup_ratio=ratio), config.min_speedup)
@@ -147,6 +173,7 @@ class EmbedSearchBaseline:
         b = self.budget
         int8 = [c for c in found if c.precision == "int8"]
         accurate = [c for c in int8 if c.check.feasible]
+        whole = [c for c in found if left_all_in_fp32(c)]
         if best is not None and best.precision == "int8":
             kept = list(best.config.nodes_to_exclude) if best.config is not None else []
             message = (f"{best.name}: {best.speedup:.2f}x the FP32 graph ({best.speedup_lo:.2f}-{best.speedup_hi:.2f}) at "
@@ -155,8 +182,17 @@ class EmbedSearchBaseline:
                        + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
         elif accurate:
             quickest = max(accurate, key=lambda c: c.speedup_lo or 0.0)
-            message = (f"keep the FP32 graph: {len(accurate)} INT8 variant(s) within the NDCG@10 budget, none at least "
-                       f"{config.min_speedup:.2f}x faster beyond doubt; the quickest, {quickest.name}, runs at {quickest.too_slow}")
+            bar = (f"at least {config.min_speedup:.2f}x faster beyond doubt" if config.min_speedup > 0 else
+                   "faster than the FP32 graph")  # the guard off: the FP32 graph was the quickest
+            pace = quickest.too_slow or f"{_Ratio.of_candidate(quickest).text()} the speed of the FP32 graph"
+            message = (f"keep the FP32 graph: {len(accurate)} INT8 variant(s) within the NDCG@10 budget, none {bar}; "
+                       f"the quickest, {quickest.name}, runs at {pace}")
+        elif whole:
+            closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop)) if int8 else None
+            message = (f"no INT8 variant fits the budget: {ALL_FP32.format(ops=self.all_fp32[whole[0].name])} "
+                       f"({', '.join(c.name for c in whole)}, scored, not timed). Keep the FP32 graph, or loosen the budget "
+                       f"(NDCG@10 kept {b.min_ndcg_ratio:.1%}, slice drop {b.max_slice_drop:g})"
+                       + (f"; closest INT8 variant: {closest.name} ({'; '.join(closest.check.violations[:2])})" if closest else ""))
         elif int8:
             closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
             message = (f"no INT8 variant keeps {b.min_ndcg_ratio:.1%} of FP32's NDCG@10 with no slice of {b.min_slice_size}+ "
@@ -173,6 +209,20 @@ class EmbedSearchBaseline:
         return message
 
 
+def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
+    """The op types ``cfg`` left in FP32 ("MatMul", "Gather and MatMul") when the quantized graph has no
+    quantized node left, else "": the one place the search finds a quantization that is the FP32 graph."""
+    import onnx
+
+    from ..quant.quantize import quantized_nodes
+
+    if quantized_nodes(float_path, quant_path, cfg.resolved_op_types()):
+        return ""
+    kept = set(cfg.nodes_to_exclude)
+    ops = sorted({n.op_type for n in onnx.load(str(float_path), load_external_data=False).graph.node if n.name in kept})
+    return " and ".join(ops) or "node"
+
+
 @dataclasses.dataclass(frozen=True)
 class _Ratio:
     value: float
@@ -182,6 +232,10 @@ class _Ratio:
     @classmethod
     def of(cls, s) -> "_Ratio":
         return cls(s.speedup, s.lo, s.hi)
+
+    @classmethod
+    def of_candidate(cls, c) -> "_Ratio":
+        return cls(c.speedup, c.speedup_lo, c.speedup_hi)
 
     def text(self) -> str:
         return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"

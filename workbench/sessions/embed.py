@@ -1,26 +1,33 @@
 """The embedding quantization session: a sentence-transformers folder exported, fused, quantized
-with INT8 presets and scored on retrieval (NDCG@10 with intervals against FP32) and agreement.
+with INT8 presets and scored on retrieval (NDCG@10 with intervals against FP32) and agreement, and
+the search for the fastest preset within an NDCG@10 budget.
 
     s = EmbedSession(model="models/my-encoder", run_dir="runs/mine")
     run = s.quantize(EmbedAuditConfig(presets=("dynamic",), max_queries=4, max_docs=30))
+    found = s.search(EmbedAuditConfig(presets=("dynamic", "static"), max_excluded=8))   # s.search_result
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Any, Optional
 
-from ..embed.audit import EmbedAuditConfig, EmbedQuantRun, run_embed_quantization
+from ..embed.audit import BUILTIN, EmbedAuditConfig, EmbedQuantRun, run_embed_quantization
 from ..embed.folder import EmbedError, read_folder
+from ..quant import SearchResult
 from .base import InputError, Session
 
 STEPS = ("export", "fusing", "encoding", "timing")
+SEARCH_STEP = re.compile(r"search (\d+)/(\d+): (.*)")
 
 
 class EmbedSession(Session):
-    """``result`` is the :class:`~workbench.embed.audit.EmbedQuantRun`. Inputs: ``model`` (a
-    sentence-transformers folder, checked when set), ``run_dir`` (graphs go to ``<run_dir>/embed``;
+    """``result`` is the :class:`~workbench.embed.audit.EmbedQuantRun`, ``search_result`` the latest
+    :class:`~workbench.quant.SearchResult`. Inputs: ``model`` (a sentence-transformers folder, checked
+    when set), ``run_dir`` (graphs go to ``<run_dir>/embed``, the search to ``<run_dir>/embed/search``;
     None: the library's own folder)."""
 
     INPUTS = ("model", "run_dir")
@@ -30,6 +37,7 @@ class EmbedSession(Session):
         super().__init__(run_dir=run_dir, progress=progress)
         self._model = None
         self.model = model
+        self.search_result: Optional[SearchResult] = None
 
     @property
     def model(self) -> Any:
@@ -44,22 +52,60 @@ class EmbedSession(Session):
                 raise InputError(str(exc)) from None
         self._model = value
 
+    def keep_search(self, search: SearchResult) -> SearchResult:
+        self.search_result = search
+        return search
+
     def quantize(self, cfg: EmbedAuditConfig) -> EmbedQuantRun:
         """Export, fuse, quantize and score (:func:`workbench.embed.audit.run_embed_quantization`)."""
+        return self.keep(self._run(cfg, len(STEPS)))
+
+    def search(self, cfg: EmbedAuditConfig, *, max_excluded: Optional[int] = None) -> SearchResult:
+        """The fastest of ``cfg.presets`` within ``cfg``'s NDCG@10 budget, each preset that misses it
+        quantized again with up to ``max_excluded`` (default ``cfg.max_excluded``) of its worst nodes left
+        in FP32: the audit's search (``workbench audit --search``), after the quantization it runs on.
+        Keeps that quantization as ``result`` and the search as ``search_result``."""
+        self._folder()
+        if not cfg.presets:
+            raise InputError("search presets is empty: select at least one preset to search over (ctrl/cmd-click for several)")
+        if cfg.data != BUILTIN and cfg.queries is None:
+            raise InputError(f"the search holds each preset to an NDCG@10 budget, and data {cfg.data!r} has no queries: "
+                             "give queries= a pairs file, or data='builtin'")
+        try:
+            cfg = dataclasses.replace(cfg, search=True, max_excluded=cfg.max_excluded if max_excluded is None else max_excluded)
+        except EmbedError as exc:
+            raise InputError(str(exc)) from None
+        run = self.keep(self._run(cfg, len(STEPS) + 1))
+        if run.search is None:
+            raise InputError(f"nothing searched: {run.export.validation.text()}; the exported graph must match "
+                             "SentenceTransformer.encode before it is quantized")
+        return self.keep_search(run.search)
+
+    def _folder(self) -> str:
         if self._model is None:
             raise InputError("no embedding model: pass model= a sentence-transformers folder")
+        return os.fspath(self._model)
+
+    def _run(self, cfg: EmbedAuditConfig, total: int) -> EmbedQuantRun:
+        """:func:`~workbench.embed.audit.run_embed_quantization` into ``<run_dir>/embed`` under the run folder's
+        lock, its stages reported as progress (the search's candidates one by one)."""
+        folder = self._folder()
 
         def log(line: str) -> None:
+            found = SEARCH_STEP.match(line)
+            if found:
+                done, n = int(found[1]), int(found[2])
+                self.report(len(STEPS) + done, len(STEPS) + n, None, f"search {done}/{n}: {found[3]}"[:80])
+                return
             done = next((i for i, s in enumerate(STEPS) if line.startswith(s) or s in line), None)
             if done is not None:
-                self.report(done + 1, len(STEPS), None, line[:80])
+                self.report(done + 1, total, None, line[:80])
 
         run_dir = self.run_dir() if callable(self.run_dir) else self.run_dir
-        out: Optional[Path] = Path(run_dir) / "embed" if run_dir is not None else None
-        if out is None:
-            run = run_embed_quantization(os.fspath(self._model), cfg, None, log=log)
+        if run_dir is None:
+            run = run_embed_quantization(folder, cfg, None, log=log)
         else:
             with self.writing(Path(run_dir)):
-                run = run_embed_quantization(os.fspath(self._model), cfg, out, log=log)
-        self.report(len(STEPS), len(STEPS), None, "done")  # timing left out or skipped: the bar still ends full
-        return self.keep(run)
+                run = run_embed_quantization(folder, cfg, Path(run_dir) / "embed", log=log)
+        self.report(total, total, None, "done")  # timing left out or skipped: the bar still ends full
+        return run

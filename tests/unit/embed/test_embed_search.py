@@ -59,26 +59,59 @@ def tiny(tmp_path_factory):
     return export, task, tmp
 
 
-def _search(tiny, budget, candidates, max_excluded, name):
+def _search(tiny, budget, candidates, max_excluded, name, strict=False):
     from workbench.embed.search import prepare_embed_search
     from workbench.quant import SearchConfig, run_search
 
     export, task, tmp = tiny
     base = prepare_embed_search(export, task, tmp / name / "base", budget, threads=1, max_excluded=max_excluded, rounds=3,
                                 load_check=False)
-    return run_search(base, SearchConfig(candidates=candidates, n_boot=100, min_speedup=0), tmp / name / "search")
+    return run_search(base, SearchConfig(candidates=candidates, n_boot=100, min_speedup=0, strict=strict), tmp / name / "search")
+
+
+def test_with_the_speed_guard_off_an_fp32_graph_quicker_than_every_variant_is_said_in_speed_terms():
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from workbench.embed.search import EmbedSearchBaseline
+    from workbench.quant import SearchConfig, select_candidate
+    from workbench.quant.budget import BudgetCheck
+    from workbench.quant.search import SearchCandidate
+
+    def candidate(name, precision, speedup, lo, hi):
+        return SearchCandidate(name, "model", precision, None, Path("m.onnx"), None, 1.0, 1.0, 0.5, 0.0,
+                               BudgetCheck(0.0, "", 0.0, True, True, [], 1, []), True, speedup=speedup, speedup_lo=lo,
+                               speedup_hi=hi)
+
+    found = [candidate("model/fp32", "fp32", 1.0, 1.0, 1.0), candidate("model/dynamic", "int8", 0.85, 0.80, 0.90)]
+    best = select_candidate(found)
+    assert best.name == "model/fp32"
+    state = SimpleNamespace(budget=EmbedBudget(), notes=[], contended=False, all_fp32={}, max_excluded=8)
+    message = EmbedSearchBaseline.choice_message(state, found, best, SearchConfig(min_speedup=0))
+    assert message == ("keep the FP32 graph: 1 INT8 variant(s) within the NDCG@10 budget, none faster than the FP32 graph; "
+                       "the quickest, model/dynamic, runs at 0.85x (0.80-0.90) the speed of the FP32 graph")
+
+
+STRICT = EmbedBudget(min_ndcg_ratio=1.0, max_slice_drop=0.0, min_slice_size=5)  # any change in any ranking misses
+
+
+@pytest.fixture(scope="module")
+def strict_search(tiny):
+    """Static INT8 and weight-only INT4 held to a budget that no change in any ranking meets, up to 64 nodes in FP32."""
+    from workbench.quant import QuantConfig
+
+    return _search(tiny, STRICT, (QuantConfig.preset("static"), QuantConfig.preset("weight-only-int4")), 64, "strict")
 
 
 @pytest.mark.slow
-def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(tiny):
+def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(strict_search):
     from workbench.quant import QuantConfig, load_search
 
-    strict = EmbedBudget(min_ndcg_ratio=1.0, max_slice_drop=0.0, min_slice_size=5)  # any change in any ranking misses
-    res = _search(tiny, strict, (QuantConfig.preset("static"), QuantConfig.preset("weight-only-int4")), 64, "strict")
+    res = strict_search
     assert res.metric == "ndcg@10" and res.budget_overall == 0.0 and res.budget_per_slice == 0.0
     names = [c.name for c in res.candidates]
     assert names[0] == "model/fp32" and res.candidate("model/fp32").check.feasible
-    tried = [c for c in res.candidates if c.precision == "int8" and c.name.startswith("model/static")]
+    tried = [c for c in res.candidates if c.name.startswith("model/static")]  # the last may be the FP32 graph itself
     assert not tried[0].check.feasible, "static INT8 should move some ranking the budget holds to zero change"
     assert len(tried) >= 2 and all("+fp32-" in c.name for c in tried[1:])
     kept = [len(c.config.nodes_to_exclude) for c in tried]
@@ -94,6 +127,30 @@ def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(tiny):
     assert len(int4) == 1 and "no per-node error to rank" in res.message  # said, not silently skipped
     again = load_search(res.out_dir)
     assert again.metric == "ndcg@10" and [c.name for c in again.candidates] == names
+
+
+@pytest.mark.slow
+def test_a_budget_no_int8_graph_meets_ends_at_the_fp32_graph_and_says_so(strict_search):
+    import onnx
+
+    from workbench.embed.search import left_all_in_fp32
+    from workbench.quant import load_search
+
+    res = strict_search
+    *tried, last = [c for c in res.candidates if c.name.startswith("model/static")]
+    assert tried and all(c.precision == "int8" and not c.check.feasible for c in tried), "every INT8 try missed"
+    assert [c.name for c in res.candidates if left_all_in_fp32(c)] == [last.name], "the last one: every node in FP32"
+    ops = {n.op_type for n in onnx.load(str(last.onnx_path)).graph.node}
+    assert not ops & {"QuantizeLinear", "DequantizeLinear"}, f"no quantized node is left in it: {sorted(ops)}"
+    assert last.precision == "fp32" and len(last.config.nodes_to_exclude) > len(tried[-1].config.nodes_to_exclude)
+    assert last.check.feasible and last.accuracy_delta == pytest.approx(0.0), "scored: its rankings are FP32's"
+    assert not last.feasible and last.speedup is None and last.too_slow.endswith("the graph is the FP32 graph (not timed)")
+    assert res.chosen == "model/fp32"
+    assert res.message.startswith("no INT8 variant fits the budget: with every quantized MatMul left in FP32 the graph is "
+                                  f"the FP32 graph ({last.name}, scored, not timed)")
+    assert "x the FP32 graph" not in res.message, "no speed-up is claimed for it"
+    again = load_search(res.out_dir)
+    assert left_all_in_fp32(again.candidate(last.name)) and again.message == res.message
 
 
 @pytest.mark.slow
@@ -204,6 +261,34 @@ def test_audit_with_search_reports_the_nodes_kept_in_fp32(tiny, tmp_path, capsys
     html = (out / "report.html").read_text()
     assert "id='search'" in html and se["message"][:40] in html
     assert (out / "search" / "search.json").is_file()
+
+
+@pytest.mark.slow
+def test_audit_says_when_the_search_ends_at_the_fp32_graph(tiny, tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from workbench.cli import main
+
+    export, task, tmp = tiny  # the queries' relevant documents are those FP32 ranks 5th and 8th-10th
+    corpus, pairs = tmp_path / "corpus.csv", tmp_path / "pairs.csv"
+    pd.DataFrame({"id": [f"d{i}" for i in range(len(task.docs))], "text": task.docs}).to_csv(corpus, index=False)
+    pd.DataFrame([{"query": q, "relevant": f"d{d}"} for q, rel in zip(task.queries, task.relevant) for d in rel]).to_csv(
+        pairs, index=False)
+    out = tmp_path / "audit"
+    code = main(["audit", "--model", str(tmp / "model"), "--data", str(corpus), "--queries", str(pairs), "--presets", "static",
+                 "--search", "--max-excluded", "64", "--min-ndcg-ratio", "1.0", "--max-slice-drop", "0", "--no-speed",
+                 "--n-boot", "100", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code in (0, 3), printed.err
+    said = "no INT8 variant fits the budget: with every quantized MatMul left in FP32 the graph is the FP32 graph"
+    assert said in printed.out
+    se = json.loads((out / "summary.json").read_text())["search"]
+    assert se["message"].startswith(said) and se["chosen"] == "model/fp32"
+    assert se["candidates"][-1]["precision"] == "fp32" and se["candidates"][-1]["speedup"] is None
+    html = (out / "report.html").read_text()
+    assert said in html and "not timed: the FP32 graph" in html
 
 
 def test_time_embedders_pairs_every_variant_with_the_base_per_batch():

@@ -1,9 +1,12 @@
 """EmbedSession without a widget: a tiny sentence-transformers folder exported, fused, quantized with
 one preset and scored on a sliced built-in retrieval task through the session, into its run folder;
-a folder that is not an embedding model refused naming the model, before anything is written."""
+the search within an NDCG@10 budget kept on the session, written under the run folder while holding
+its lock; a folder that is not an embedding model, or a search with nothing to search, refused in one
+line before anything is written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 from tests.helpers.embed_fixtures import make_tiny_st_folder
 from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.models.load import minilm_path
+from workbench.quant import QuantConfig, SearchResult
 from workbench.runs.lock import LOCK_FILE
 from workbench.sessions.base import InputError
 from workbench.sessions.embed import STEPS, EmbedSession
@@ -58,3 +62,43 @@ def test_a_folder_that_is_not_an_embedding_model_is_refused_naming_the_model(tmp
     with pytest.raises(InputError, match="no embedding model: pass model= a sentence-transformers folder"):
         EmbedSession(run_dir=tmp_path / "run").quantize(QUICK)
     assert not (tmp_path / "run").exists() and s.result is None
+
+
+@pytest.mark.slow
+def test_search_keeps_its_result_written_under_the_run_folder_while_holding_its_lock(tiny_folder: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    seen = []  # (done, total, detail, the lock file's text at that moment)
+
+    def progress(done, total, eta, detail):
+        lock = run_dir / LOCK_FILE
+        seen.append((done, total, detail, lock.read_text() if lock.is_file() else ""))
+
+    s = EmbedSession(model=tiny_folder, run_dir=run_dir, progress=progress)
+    found = s.search(dataclasses.replace(QUICK, min_ndcg_ratio=0.5, max_slice_drop=0.5), max_excluded=2)
+    assert isinstance(found, SearchResult) and s.search_result is found and found.metric == "ndcg@10"
+    assert isinstance(s.result, EmbedQuantRun) and s.result.search is found, "the quantization it ran on is kept too"
+    dynamic = f"model/{QuantConfig.preset('dynamic').label}"
+    assert [c.name for c in found.candidates] == ["model/fp32", dynamic], "a loose budget: the preset as it is"
+    assert found.out_dir == (run_dir / "embed" / "search").resolve() and (found.out_dir / "search.json").is_file()
+    searching = [x for x in seen if x[2].startswith("search ")]
+    assert [x[2].split(":")[0] for x in searching] == ["search 1/2", "search 2/2"], seen
+    assert all(lock for *_, lock in searching), "the search writes while the run folder's lock is held"
+    assert (run_dir / LOCK_FILE).read_text() == "", "and releases it after"
+    assert seen[-1][0] == seen[-1][1] and seen[-1][2] == "done"
+
+
+def test_a_search_with_nothing_to_search_is_refused_in_one_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    s = EmbedSession(model=minilm_path(), run_dir=run_dir)
+    refused = [
+        (lambda: EmbedSession(run_dir=run_dir).search(QUICK), "no embedding model: pass model= a sentence-transformers folder"),
+        (lambda: s.search(dataclasses.replace(QUICK, presets=())), "search presets is empty: select at least one preset"),
+        (lambda: s.search(QUICK, max_excluded=-1), r"max_excluded must be 0 or more \(nodes the search may leave in FP32\), got -1"),
+        (lambda: s.search(dataclasses.replace(QUICK, data=str(tmp_path / "texts.csv"))),
+         r"has no queries: give queries= a pairs file, or data='builtin'"),
+    ]
+    for call, message in refused:
+        with pytest.raises(InputError, match=message) as exc:
+            call()
+        assert "\n" not in str(exc.value)
+    assert s.search_result is None and s.result is None and not run_dir.exists(), "refused before anything was written"
