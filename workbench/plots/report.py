@@ -22,9 +22,11 @@ def _label(d: SliceDrift) -> str:
 
 def slice_drift_overview(results: Sequence[QuantResult], budget_per_slice: Optional[float] = None,
                          max_slices: Optional[int] = 40) -> go.Figure:
-    """Grouped horizontal bars: for each slice (the whole set first, then the slices that lost
-    most under any variant), one bar per variant with its accuracy change in points and the 95%
-    paired bootstrap interval as an error bar. Slices too small to judge are labelled, not hidden."""
+    """Grouped points: for each slice (the whole set first, then the slices that lost most under any
+    variant), one point per variant at its accuracy change in points, with the 95% paired bootstrap
+    interval as an error bar. A point shows a change of zero too (a bar of length zero would show
+    nothing), and the axis reaches past zero and the budget on both sides, so no point sits on its edge.
+    Slices too small to judge are labelled, not hidden."""
     if not results:
         raise ValueError("no quantization results to draw: quantize with at least one preset first")
     first = results[0].report
@@ -36,11 +38,13 @@ def slice_drift_overview(results: Sequence[QuantResult], budget_per_slice: Optio
     names = [first.overall.slice] + [d.slice for d in order]
     labels = [_label(first.overall)] + [_label(d) for d in order]
     fig = go.Figure()
+    ends = [0.0] + ([-100 * budget_per_slice] if budget_per_slice is not None else [])
     for i, r in enumerate(results):
         rows = [r.report.drift(n) for n in names]
         vals = [100 * d.delta for d in rows]
-        fig.add_bar(
-            y=labels, x=vals, orientation="h", name=r.name, marker_color=PALETTE[i % len(PALETTE)],
+        ends += [100 * d.ci_low for d in rows] + [100 * d.ci_high for d in rows]
+        fig.add_scatter(
+            y=labels, x=vals, mode="markers", name=r.name, marker=dict(color=PALETTE[i % len(PALETTE)], size=9),
             error_x=dict(type="data", symmetric=False, array=[100 * (d.ci_high - d.delta) for d in rows],
                          arrayminus=[100 * (d.delta - d.ci_low) for d in rows], color="#333", thickness=1),
             customdata=[[100 * d.ci_low, 100 * d.ci_high, d.flips] for d in rows],
@@ -53,8 +57,16 @@ def slice_drift_overview(results: Sequence[QuantResult], budget_per_slice: Optio
                       annotation_text=f"per-slice budget -{100 * budget_per_slice:g} pts", annotation_position="bottom left")
     fig.update_layout(
         title=f"Accuracy change by slice against FP32 (points; 95% paired bootstrap, {first.n_boot} replicates)",
-        barmode="group", xaxis_title="accuracy change (points; higher is better)", yaxis=dict(autorange="reversed"),
+        scattermode="group", xaxis=dict(title="accuracy change (points; higher is better)", range=_padded(ends)),
+        yaxis=dict(autorange="reversed"),
         height=max(360, 22 * len(labels) * max(1, len(results)) + 160), legend=dict(orientation="h", y=-0.08),
         margin=dict(l=10, r=30, t=60, b=40),
     )
     return fig
+
+
+def _padded(values: Sequence[float]) -> list[float]:
+    """An axis range holding every value with room on both sides (at least half a point)."""
+    lo, hi = min(values), max(values)
+    pad = max(0.5, 0.08 * (hi - lo))
+    return [lo - pad, hi + pad]
