@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all doctor docs lint screenshots clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -93,6 +93,12 @@ bench: setup
 ## The detailed benchmarks too (training knobs, graph variants, quantization search), one process each.
 bench-all: setup
 	$(PY) benchmarks/run_all.py --out $(RUNS)/bench
+
+## The same graphs under both stacks' ONNX Runtimes (.venv's onnxruntime-training, .venv-current's onnxruntime),
+## in alternating processes: the built-in MiniLM's fused FP32 and per-channel INT8 graphs, built once into
+## $(RUNS)/bench/stacks/ (benchmarks/bench_stacks.py; BENCH_ARGS passes more, e.g. --settings workbench no-spin).
+bench-stacks: setup setup-current
+	$(PY) benchmarks/bench_stacks.py --venvs .venv .venv-current --work $(RUNS)/bench/stacks --out $(RUNS)/bench/bench_stacks.json $(BENCH_ARGS)
 
 ## The documentation site (mkdocs, Material theme) into site/; --strict: a broken link or a missing page fails.
 ## The command-line page is generated from the parser while it builds (docs/hooks/generated.py).

@@ -1,7 +1,7 @@
 """Which of the two stacks' ONNX Runtimes was faster, measured per CPU class: the table the audit quotes on the
 current stack when this machine has no profile of its own under the training stack's onnxruntime 1.19.2
 (:func:`workbench.doctor.checks.slower_runtime_note`). docs/stacks.md gives the milliseconds, the command
-(scripts/compare_runtimes.py) and the kernels behind each row."""
+(benchmarks/bench_stacks.py, `make bench-stacks`) and the kernels behind each row."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Optional
 class RuntimeRatio:
     """One measurement of the two stacks' runtimes on a CPU class: the same fused FP32 and per-channel dynamic INT8
     MiniLM graphs, 2 intra-op threads, the workbench's session options, alternating processes
-    (scripts/compare_runtimes.py); latency of ``current`` over that of 1.19.2 (above 1: the current one is slower)."""
+    (benchmarks/bench_stacks.py); latency of ``current`` over that of 1.19.2 (above 1: the current one is slower)."""
 
     cpu_class: str  # the CPU flags that set which kernels ONNX Runtime's MLAS picks, in words
     requires: tuple[str, ...]  # keys of MachineProfile.flags that must be set ...
