@@ -54,7 +54,8 @@ CURRENT_PY := .venv-current/bin/python
 CURRENT_QUICK := not train and not slow and not heavy and not ui
 ## What `make test` and `make test-current` run on the current stack: every test that does not train.
 CURRENT_ALL := not train
-## pytest-xdist workers for `make test` (2 on a 2-core machine; TEST_WORKERS=0 runs in one process).
+## pytest-xdist workers for `make test` (2 on a 2-core machine; TEST_WORKERS=0 runs in one process). With
+## --dist loadgroup the tests that share a module's fixture run on one worker, so it is built once.
 TEST_WORKERS ?= 2
 
 ## Both stacks (what CI runs). First every test on the training stack (.venv): core, plots, widgets, notebooks,
@@ -64,16 +65,16 @@ TEST_WORKERS ?= 2
 ## The last lines say how long each took.
 test: setup-test setup-current
 	@rc=0; t0=$$(date +%s); \
-	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
+	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
 	echo "make test: the training stack's run is done (exit $$rc); now the current stack's tests in .venv-current"; \
-	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS) || rc=1; \
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS) || rc=1; \
 	t2=$$(date +%s); \
 	echo "make test: training stack $$((t1 - t0)) s, current stack $$((t2 - t1)) s (exit $$rc)"; \
 	exit $$rc
 
 ## Every test that does not train (marker `train`), on the current stack in .venv-current.
 test-current: setup-current
-	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS)
+	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS)
 
 ## The current stack's quick tests: not train, slow, heavy or ui (a few minutes).
 test-current-quick: setup-current

@@ -84,10 +84,25 @@ def _trains(item) -> bool:
     return False
 
 
+def module_fixture_group(item) -> str | None:
+    """The test's module when the test uses a fixture built once per module (an export, a baseline, a
+    benchmark's run): `make test` runs pytest-xdist with ``--dist loadgroup``, so every test of that group
+    goes to one worker and the fixture is built once, not once per worker. Other tests go to any worker."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d.scope in ("module", "class") for fixturedefs in defs.values() for d in fixturedefs):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m reads the markers
 def pytest_collection_modifyitems(config, items):
-    """Tests that train get the ``train`` marker (skipped, saying why, on a stack without ORTModule); tests
+    """Tests that use a module's fixture are grouped by module for pytest-xdist (:func:`module_fixture_group`);
+    tests that train get the ``train`` marker (skipped, saying why, on a stack without ORTModule); tests
     marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
+    for item in items:
+        group = module_fixture_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     train_items = [item for item in items if item.get_closest_marker("train") or _trains(item)]
     for item in train_items:
         item.add_marker(pytest.mark.train)

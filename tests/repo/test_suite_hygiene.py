@@ -141,3 +141,20 @@ def test_no_test_asserts_a_timing():
     hits = {str(p.relative_to(tests)): h for p in sorted(tests.rglob("*.py")) if p.name != Path(__file__).name
             and (h := timing_asserts(p.read_text()))}
     assert hits == {}, hits
+
+
+def test_tests_sharing_a_module_fixture_form_one_xdist_group():
+    """`make test` runs pytest-xdist with --dist loadgroup: a test that uses a fixture built once per module
+    is grouped under its module, so one worker builds that fixture once; a test with only function or
+    session fixtures is free to go to any worker."""
+    from types import SimpleNamespace as NS
+
+    from tests.conftest import module_fixture_group
+
+    def item(nodeid: str, **scopes: str):
+        return NS(nodeid=nodeid, _fixtureinfo=NS(name2fixturedefs={n: [NS(scope=s)] for n, s in scopes.items()}))
+
+    assert module_fixture_group(item("tests/unit/quant/test_q.py::test_a[x]", tmp_path="function",
+                                     baseline="module")) == "tests/unit/quant/test_q.py"
+    assert module_fixture_group(item("tests/unit/quant/test_q.py::test_b", quick_data="session")) is None
+    assert module_fixture_group(item("tests/unit/x.py::T::test_c", thing="class")) == "tests/unit/x.py"

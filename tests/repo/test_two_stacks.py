@@ -236,7 +236,7 @@ def test_make_test_sets_up_and_runs_both_stacks():
     assert ' -m "not train" ' in lines[current] and "|| rc=1" in lines[current]
     alone = next(line for line in _dry_run("test-current") if ".venv-current/bin/python -m pytest" in line)
     assert lines[current].split(" || ")[0].strip() == alone  # the same run as `make test-current`
-    assert " -n 2 " in lines[training] and " -n 2 " in lines[current]
+    assert " -n 2 --dist loadgroup " in lines[training] and " -n 2 --dist loadgroup " in lines[current]
     assert any(line.startswith('echo "make test: training stack $((t1 - t0)) s') for line in lines)
     assert lines[-1] == "exit $rc"
     ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
