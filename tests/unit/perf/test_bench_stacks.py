@@ -118,7 +118,7 @@ def test_a_model_that_is_not_one_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
 def test_make_bench_stacks_sets_up_and_times_both_venvs(tmp_path):
-    proc = subprocess.run(["make", "-n", "bench-stacks", f"RUNS={tmp_path}", "BENCH_ARGS=--rounds 5"], cwd=ROOT,
+    proc = subprocess.run(["make", "-n", "--no-print-directory", "bench-stacks", f"RUNS={tmp_path}", "BENCH_ARGS=--rounds 5"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
