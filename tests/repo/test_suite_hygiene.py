@@ -158,3 +158,80 @@ def test_tests_sharing_a_module_fixture_form_one_xdist_group():
                                      baseline="module")) == "tests/unit/quant/test_q.py"
     assert module_fixture_group(item("tests/unit/quant/test_q.py::test_b", quick_data="session")) is None
     assert module_fixture_group(item("tests/unit/x.py::T::test_c", thing="class")) == "tests/unit/x.py"
+
+
+BUILT_ONCE = """
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def built():
+    with open(os.environ["BUILD_LOG"], "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "main") + "\\n")
+    return 1
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_uses_it(built, i):
+    pass
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    pass
+"""
+
+
+def test_two_workers_build_a_module_fixture_once(pytester: pytest.Pytester, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grouping at work, as `make test` runs it (two workers, --dist loadgroup, a random order): the
+    fixture's tests all go to one worker, which builds it once. (pytest 9.2 broke this silently: its node
+    ids drop pytest-xdist's group suffix; pyproject.toml keeps pytest below it.)"""
+    _suite(pytester)
+    pytester.makepyfile(test_built_once_probe=BUILT_ONCE)
+    for seed in (1, 2, 3):
+        log = tmp_path / f"built-{seed}.log"
+        monkeypatch.setenv("BUILD_LOG", str(log))
+        result = pytester.runpytest_subprocess("-p", "randomly", f"--randomly-seed={seed}", "-n", "2", "--dist", "loadgroup",
+                                               "test_built_once_probe.py")
+        result.assert_outcomes(passed=10)
+        assert len(log.read_text().splitlines()) == 1, (seed, log.read_text())
+
+
+NOTEBOOK_TESTS = """
+import pytest
+
+NOTEBOOKS = ["03_a", "05_audit_your_own_model"]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_notebook_executes(nb):
+    pass
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_committed_defaults_write_no_stderr(nb):
+    pass
+"""
+
+
+def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pytester) -> None:
+    """Where a notebook's committed-defaults run is selected, its small run is deselected (the defaults
+    run covers it), except notebook 05's, which reads a user-style file; where the defaults runs are
+    not selected (-m "not heavy", as make test-fast), every small run runs."""
+    _suite(pytester)
+    pytester.mkdir("notebooks")
+    pytester.path.joinpath("notebooks", "test_notebooks.py").write_text(NOTEBOOK_TESTS)
+    everything = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "notebooks")
+    everything.assert_outcomes(passed=3, deselected=1)
+    ran = [line.split("::")[1].split()[0] for line in everything.outlines if "PASSED" in line and "::" in line]
+    assert sorted(ran) == ["test_committed_defaults_write_no_stderr[03_a]",
+                           "test_committed_defaults_write_no_stderr[05_audit_your_own_model]",
+                           "test_notebook_executes[05_audit_your_own_model]"]
+    everything.stdout.fnmatch_lines(["*small notebook runs deselected*03_a*"])
+    light = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "-m", "not heavy", "notebooks")
+    light.assert_outcomes(passed=2, deselected=2)
