@@ -63,7 +63,8 @@ TEST_WORKERS ?= 2
 ## repeats it). Then, in .venv-current, every test that does not train (`make test-current`). Both on
 ## TEST_WORKERS workers (pytest-xdist); both run even when the first fails; either failing fails.
 ## The last lines say how long each took.
-test: setup-test setup-current
+test:
+	@$(MAKE) --no-print-directory -j2 setup-test setup-current  # side by side: one's pip unpacks while the other compiles
 	@rc=0; t0=$$(date +%s); \
 	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
 	echo "make test: the training stack's run is done (exit $$rc); now the current stack's tests in .venv-current"; \

@@ -100,7 +100,7 @@ def pytest_collection_modifyitems(config, items):
     tests that train get the ``train`` marker (skipped, saying why, on a stack without ORTModule); tests
     marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
     for item in items:
-        group = module_fixture_group(item)
+        group = module_fixture_group(item) or (DEFAULTS_GROUP if _notebook_of(item, DEFAULTS_TEST) else None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
     train_items = [item for item in items if item.get_closest_marker("train") or _trains(item)]
@@ -129,6 +129,10 @@ def pytest_collection_modifyitems(config, items):
 # is deselected (pytest counts it as deselected); where the defaults run is not (make test-fast, the current
 # stack, -m "not heavy"), the small one runs.
 SMALL_RUN_ADDS = ("05_audit_your_own_model",)
+DEFAULTS_TEST = "test_committed_defaults_write_no_stderr"
+# The committed-defaults runs share one xdist group: one worker runs them one after another and builds their
+# workshop checkpoint once, instead of the other worker waiting on its lock.
+DEFAULTS_GROUP = "notebooks-with-committed-defaults"
 _replaced_by_defaults: list[str] = []
 
 
@@ -139,12 +143,13 @@ def _notebook_of(item, test: str) -> str | None:
     return None
 
 
-class _SmallNotebookRuns:
-    """A plugin (this module's own hook runs before -m; this one after it has deselected its tests)."""
+class _Schedule:
+    """A plugin: this module's own hook runs before -m deselects; this one after it, and after
+    pytest-randomly has shuffled."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
-        with_defaults = {nb for item in items if (nb := _notebook_of(item, "test_committed_defaults_write_no_stderr"))
+        with_defaults = {nb for item in items if (nb := _notebook_of(item, DEFAULTS_TEST))
                          and not item.get_closest_marker("skip")}
         drop = [item for item in items if (nb := _notebook_of(item, "test_notebook_executes")) in with_defaults
                 and nb not in SMALL_RUN_ADDS]
@@ -152,10 +157,13 @@ class _SmallNotebookRuns:
             _replaced_by_defaults.extend(_notebook_of(item, "test_notebook_executes") for item in drop)
             config.hook.pytest_deselected(items=drop)
             items[:] = [item for item in items if item not in drop]
+        # Longest first (the tests marked heavy, in their shuffled order, then the rest): pytest-xdist hands
+        # out work in this order, so no worker is left with a long test while the other has nothing to do.
+        items.sort(key=lambda item: 0 if item.get_closest_marker("heavy") else 1)
 
 
 def pytest_configure(config):
-    config.pluginmanager.register(_SmallNotebookRuns(), "small-notebook-runs")
+    config.pluginmanager.register(_Schedule(), "workbench-schedule")
 
 
 HEAVY_S = 60.0  # a test that takes longer is marked heavy (make test-fast leaves it out)

@@ -222,16 +222,25 @@ def test_committed_defaults_write_no_stderr(nb):
 def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pytester) -> None:
     """Where a notebook's committed-defaults run is selected, its small run is deselected (the defaults
     run covers it), except notebook 05's, which reads a user-style file; where the defaults runs are
-    not selected (-m "not heavy", as make test-fast), every small run runs."""
+    not selected (-m "not heavy", as make test-fast), every small run runs. The defaults runs form one
+    xdist group, and the heavy tests run first."""
+    from types import SimpleNamespace as NS
+
+    from tests.conftest import DEFAULTS_GROUP, _notebook_of
+
+    assert _notebook_of(NS(nodeid="tests/notebooks/test_notebooks.py::test_committed_defaults_write_no_stderr[00_tour]"),
+                        "test_committed_defaults_write_no_stderr") == "00_tour"
+    assert DEFAULTS_GROUP
     _suite(pytester)
     pytester.mkdir("notebooks")
     pytester.path.joinpath("notebooks", "test_notebooks.py").write_text(NOTEBOOK_TESTS)
     everything = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "notebooks")
     everything.assert_outcomes(passed=3, deselected=1)
     ran = [line.split("::")[1].split()[0] for line in everything.outlines if "PASSED" in line and "::" in line]
-    assert sorted(ran) == ["test_committed_defaults_write_no_stderr[03_a]",
-                           "test_committed_defaults_write_no_stderr[05_audit_your_own_model]",
-                           "test_notebook_executes[05_audit_your_own_model]"]
+    # the heavy tests first (pytest-xdist hands work out in this order), though the module defines them last
+    assert ran == ["test_committed_defaults_write_no_stderr[03_a]",
+                   "test_committed_defaults_write_no_stderr[05_audit_your_own_model]",
+                   "test_notebook_executes[05_audit_your_own_model]"]
     everything.stdout.fnmatch_lines(["*small notebook runs deselected*03_a*"])
     light = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "-m", "not heavy", "notebooks")
     light.assert_outcomes(passed=2, deselected=2)
