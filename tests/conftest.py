@@ -137,9 +137,11 @@ _replaced_by_defaults: list[str] = []
 
 
 def _notebook_of(item, test: str) -> str | None:
-    name = item.nodeid.split("::")[-1]
+    """The notebook a test of tests/notebooks runs (its parameter), for ``test``; None for other tests.
+    Read from the item's name: under pytest-xdist the node id of a grouped test ends in ``@group``."""
+    name = item.name
     if item.nodeid.split("::", 1)[0].endswith("notebooks/test_notebooks.py") and name.startswith(test + "["):
-        return name[len(test) + 1:-1]
+        return name[len(test) + 1:name.rindex("]")]
     return None
 
 
@@ -157,9 +159,10 @@ class _Schedule:
             _replaced_by_defaults.extend(_notebook_of(item, "test_notebook_executes") for item in drop)
             config.hook.pytest_deselected(items=drop)
             items[:] = [item for item in items if item not in drop]
-        # Longest first (the tests marked heavy, in their shuffled order, then the rest): pytest-xdist hands
-        # out work in this order, so no worker is left with a long test while the other has nothing to do.
-        items.sort(key=lambda item: 0 if item.get_closest_marker("heavy") else 1)
+        # Longest first: the committed-defaults group (the longest unit of work), then the other tests marked
+        # heavy, in their shuffled order, then the rest. pytest-xdist hands out work in this order, so no
+        # worker is left with a long test while the other has nothing to do.
+        items.sort(key=lambda item: 0 if _notebook_of(item, DEFAULTS_TEST) else 1 if item.get_closest_marker("heavy") else 2)
 
 
 def pytest_configure(config):

@@ -228,8 +228,10 @@ def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pyt
 
     from tests.conftest import DEFAULTS_GROUP, _notebook_of
 
-    assert _notebook_of(NS(nodeid="tests/notebooks/test_notebooks.py::test_committed_defaults_write_no_stderr[00_tour]"),
-                        "test_committed_defaults_write_no_stderr") == "00_tour"
+    name = "test_committed_defaults_write_no_stderr[00_tour]"
+    for nodeid in (f"tests/notebooks/test_notebooks.py::{name}", f"tests/notebooks/test_notebooks.py::{name}@{DEFAULTS_GROUP}"):
+        assert _notebook_of(NS(nodeid=nodeid, name=name), "test_committed_defaults_write_no_stderr") == "00_tour"
+        assert _notebook_of(NS(nodeid=nodeid, name=name), "test_notebook_executes") is None
     assert DEFAULTS_GROUP
     _suite(pytester)
     pytester.mkdir("notebooks")
@@ -244,3 +246,7 @@ def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pyt
     everything.stdout.fnmatch_lines(["*small notebook runs deselected*03_a*"])
     light = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "-m", "not heavy", "notebooks")
     light.assert_outcomes(passed=2, deselected=2)
+    # as `make test` runs it: two workers, whose node ids carry their xdist group
+    both = pytester.runpytest_subprocess("-v", "-p", "randomly", "-n", "2", "--dist", "loadgroup", "notebooks")
+    both.assert_outcomes(passed=3)
+    assert not [line for line in both.outlines if "test_notebook_executes[03_a]" in line]
