@@ -160,13 +160,40 @@ class _Schedule:
             config.hook.pytest_deselected(items=drop)
             items[:] = [item for item in items if item not in drop]
         # Longest first: the committed-defaults group (the longest unit of work), then the other tests marked
-        # heavy, in their shuffled order, then the rest. pytest-xdist hands out work in this order, so no
-        # worker is left with a long test while the other has nothing to do.
+        # heavy, in their shuffled order, then the rest. pytest-xdist hands out work in this order
+        # (pytest_xdist_make_scheduler below), so no worker is left with a long test while the other has
+        # nothing to do.
         items.sort(key=lambda item: 0 if _notebook_of(item, DEFAULTS_TEST) else 1 if item.get_closest_marker("heavy") else 2)
 
 
 def pytest_configure(config):
     config.pluginmanager.register(_Schedule(), "workbench-schedule")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the work handed out in collection order (the order above: longest first).
+    pytest-xdist's own scheduler hands out the groups with the most tests first, which left the
+    committed-defaults group (8 tests, the longest unit of work) behind groups of many short tests."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from collections import OrderedDict
+
+    from xdist.scheduler import LoadGroupScheduling
+
+    class InCollectionOrder(LoadGroupScheduling):
+        ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self.ordered:
+                first: dict[str, int] = {}
+                for i, nodeid in enumerate(self.collection):
+                    first.setdefault(self._split_scope(nodeid), i)
+                self.workqueue = OrderedDict(sorted(self.workqueue.items(), key=lambda unit: first[unit[0]]))
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+    return InCollectionOrder(config, log)
 
 
 HEAVY_S = 60.0  # a test that takes longer is marked heavy (make test-fast leaves it out)

@@ -250,3 +250,49 @@ def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pyt
     both = pytester.runpytest_subprocess("-v", "-p", "randomly", "-n", "2", "--dist", "loadgroup", "notebooks")
     both.assert_outcomes(passed=3)
     assert not [line for line in both.outlines if "test_notebook_executes[03_a]" in line]
+
+
+IN_ORDER = """
+import os
+import time
+
+import pytest
+
+
+def started(name):
+    with open(os.environ["START_LOG"], "a") as f:
+        f.write(name + "\\n")
+    time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def shared():
+    return 1
+
+
+@pytest.mark.parametrize("i", range(5))
+def test_many_short(shared, i):
+    started(f"short-{i}")
+
+
+@pytest.mark.heavy
+def test_long():
+    started("long")
+"""
+
+
+def test_the_longest_work_is_handed_out_first(pytester: pytest.Pytester, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's own scheduler hands out the groups with the most tests first; `make test`'s hands them
+    out in collection order, where the heavy tests come first: with two workers, the heavy test starts at
+    once, beside a group of five short tests that share a module fixture."""
+    _suite(pytester)
+    pytester.makepyfile(test_in_order_probe=IN_ORDER)
+    pytester.makepyfile(test_in_order_probe_b=IN_ORDER.replace("short-", "other-").replace('"long"', '"long-b"'))
+    log = tmp_path / "started.log"
+    monkeypatch.setenv("START_LOG", str(log))
+    result = pytester.runpytest_subprocess("-p", "randomly", "-n", "2", "--dist", "loadgroup",
+                                           "test_in_order_probe.py", "test_in_order_probe_b.py")
+    result.assert_outcomes(passed=12)
+    first = log.read_text().splitlines()[:2]
+    assert sorted(first) == ["long", "long-b"], log.read_text()
