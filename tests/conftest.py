@@ -79,8 +79,8 @@ def _trains(item) -> bool:
         return True
     if (rel + "::" + item.nodeid.split("::", 1)[-1]).startswith(TRAIN_TESTS):
         return True
-    if rel == "notebooks/test_notebooks.py" and item.nodeid.split("::")[-1].startswith("test_notebook_executes["):
-        return any(item.nodeid.split("[", 1)[1].split("/")[-1].startswith(p) for p in TRAIN_NOTEBOOKS)
+    if nb := _notebook_of(item, "test_notebook_executes"):
+        return nb.startswith(TRAIN_NOTEBOOKS)
     return False
 
 
