@@ -168,6 +168,20 @@ class _Schedule:
 
 def pytest_configure(config):
     config.pluginmanager.register(_Schedule(), "workbench-schedule")
+    share_the_cores(config)
+
+
+def share_the_cores(config) -> None:
+    """With pytest-xdist workers, each worker (and every process it starts: notebook kernels, commands)
+    gets its share of the CPUs as ``OMP_NUM_THREADS``, which caps PyTorch and every ONNX Runtime session
+    the workbench opens (workbench.core.threads). Two workers on two cores with two threads each spend
+    most of their time waiting on each other's threads. Set here, in the controller, before the workers
+    start; a value the user set is kept."""
+    workers = config.getoption("numprocesses", default=None)
+    if not isinstance(workers, int) or workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
 
 
 @pytest.hookimpl(optionalhook=True)

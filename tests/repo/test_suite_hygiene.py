@@ -296,3 +296,40 @@ def test_the_longest_work_is_handed_out_first(pytester: pytest.Pytester, tmp_pat
     result.assert_outcomes(passed=12)
     first = log.read_text().splitlines()[:2]
     assert sorted(first) == ["long", "long-b"], log.read_text()
+
+
+THREADS_PROBE = """
+import os
+import subprocess
+import sys
+
+
+def test_report_threads():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('OMP_NUM_THREADS', 'unset'))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.environ["THREADS_LOG"], "a") as f:
+        f.write(os.environ.get("OMP_NUM_THREADS", "unset") + " " + child + "\\n")
+"""
+
+
+def test_each_worker_and_its_processes_get_their_share_of_the_cores(pytester: pytest.Pytester, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers on this machine's CPUs: each worker, and what it starts, runs with its share as
+    OMP_NUM_THREADS (PyTorch's threads and the workbench's ONNX Runtime sessions); one process leaves
+    the runtimes their defaults; a value the user set is kept."""
+    import os
+
+    _suite(pytester)
+    pytester.makepyfile(test_threads_probe=THREADS_PROBE)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for args, want in ((("-n", "2"), f"{share} {share}"), ((), "unset unset")):
+        log = tmp_path / f"threads{len(args)}.log"
+        monkeypatch.setenv("THREADS_LOG", str(log))
+        pytester.runpytest_subprocess("-p", "no:randomly", *args, "test_threads_probe.py").assert_outcomes(passed=1)
+        assert log.read_text().split("\n")[0] == want, (args, log.read_text())
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    log = tmp_path / "kept.log"
+    monkeypatch.setenv("THREADS_LOG", str(log))
+    pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2", "test_threads_probe.py").assert_outcomes(passed=1)
+    assert log.read_text().strip() == "7 7"

@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from ..core.threads import cap_session_threads
 from .facts import load_graph
 
 # New nodes that only convert or rename (the optimizer casts input ids to int32): not fusions.
@@ -120,6 +121,7 @@ def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.nd
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
+    cap_session_threads(opts)
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     outs = sess.run(names, make_feed(sess, batch))
     return dict(zip(names, outs))

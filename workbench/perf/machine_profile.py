@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+from ..core.threads import requested_threads
 from .gemm import (CHAIN_LAYERS, KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed,  # noqa: F401
                    gemm_session, measure_gops)  # CHAIN_LAYERS, LAYER_GEMMS: importable from here too
 
@@ -97,8 +98,9 @@ def usable_cpus() -> int:
 
 
 def default_threads() -> int:
-    """The workbench's intra-op thread count for timing: one per CPU this process may use."""
-    return max(1, usable_cpus())
+    """The workbench's intra-op thread count for timing: ``OMP_NUM_THREADS`` where it is set
+    (PyTorch runs with that many too), otherwise one per CPU this process may use."""
+    return requested_threads() or max(1, usable_cpus())
 
 
 def _check_threads(threads) -> int:

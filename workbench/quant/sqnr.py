@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..core.options import parse_choice
+from ..core.threads import cap_session_threads
 from .config import QuantizeError
 from .quantize import quantized_nodes
 
@@ -201,6 +202,7 @@ def _accumulate_errors(float_path: Path, quant_path: Path, f_out: dict[str, int]
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.log_severity_level = 3
+    cap_session_threads(opts)
     acc: dict[str, list[float]] = {}  # key -> [signal^2, noise^2]
 
     def add(key: str, x: np.ndarray, y: np.ndarray) -> None:

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ..core.threads import cap_session_threads
+
 GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 
@@ -83,7 +85,7 @@ def make_session(
         raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
     if threads is not None and threads < 1:
         raise InferenceError(f"threads must be a positive number, got {threads}; "
-                             "leave it unset for ONNX Runtime's default (one per core)")
+                             "leave it unset for OMP_NUM_THREADS where it is set, otherwise ONNX Runtime's default (one per core)")
     opts = _session_options(ort, graph_optimization, threads, allow_spinning, keep_spinning, optimized_model_path, profile_prefix)
     provider_options = None
     if is_cuda(device) or cuda_graph:
@@ -118,9 +120,7 @@ def _session_options(ort, graph_optimization: str, threads: Optional[int], allow
     opts = ort.SessionOptions()
     opts.graph_optimization_level = _ort_level(graph_optimization)
     opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
-    if threads is not None:
-        opts.intra_op_num_threads = int(threads)
-        opts.inter_op_num_threads = 1
+    cap_session_threads(opts, threads)  # threads, else OMP_NUM_THREADS where set, else ONNX Runtime's default
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
     if allow_spinning and not keep_spinning:
         opts.add_session_config_entry("session.force_spinning_stop", "1")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ..core.threads import requested_threads
 from .config import FallbackPolicy, TrainConfig, TrainConfigError
 
 
@@ -110,7 +111,7 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     raise_if_fell_back(wrapped, when="while wrapping the model")
     manager = wrapped._torch_module._execution_manager(True)
     original = manager._get_session_config
-    threads = cfg.ort_threads or cfg.threads
+    threads = cfg.ort_threads or cfg.threads or requested_threads()  # OMP_NUM_THREADS caps PyTorch; here ONNX Runtime too
 
     def session_config():
         import onnxruntime as ort
