@@ -642,7 +642,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="runs/bench/bench.json", help="JSON file to write")
     parser.add_argument("--quick", action="store_true", help="every row on the tiny model, small shapes, few repeats")
     parser.add_argument("--model", default="", help="model folder or built-in name (default: the workshop's fine-tuned MiniLM)")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for PyTorch and ONNX Runtime alike")
+    parser.add_argument("--threads", type=int, help="intra-op threads for PyTorch and ONNX Runtime alike (default: "
+                                                    "OMP_NUM_THREADS where set, otherwise one per CPU)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per shape (default 5; quick 2)")
     parser.add_argument("--repeats", type=int, help="timed runs per row per round (default 6; quick 2)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per row and shape")
@@ -656,6 +657,10 @@ def main(argv=None) -> int:
                         help="also time batch 1 at the test split's median and 95th-percentile token length "
                              "(default: on; off with --quick)")
     args = parser.parse_args(argv)
+    if args.threads is None:
+        from workbench.perf.machine_profile import default_threads
+
+        args.threads = default_threads()
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     args.rounds = args.rounds or (2 if args.quick else 5)

@@ -36,7 +36,8 @@ def cuda_missing() -> str:
 # (-m "not train"); run elsewhere on the current stack they skip, saying why.
 TRAIN_FIXTURES = {"tiny_train_run", "tiny_checkpoint", "tiny_comparison", "trained_minilm_run", "trained_minilm_checkpoint",
                   "demo_run", "finished", "comparison", "quick_json", "distil_with_bert_tokenizer",
-                  "workshop_home"}  # the workshop's fine-tuned MiniLM, which the notebooks' committed defaults start from
+                  "workshop_home",  # the workshop cache, which the notebooks' committed-defaults runs use
+                  "workshop_checkpoint"}  # the workshop's fine-tuned MiniLM in it, which notebooks 03-06 start from
 TRAIN_MODULES = {
     "unit/train/test_train.py", "unit/train/test_ortmodule_smoke.py", "unit/train/test_distributed.py", "unit/train/test_compare.py",
     "unit/ondevice/test_ondevice.py", "cli/test_ondevice_cli.py", "unit/ondevice/test_ondevice_web.py", "unit/teaching/test_workshop.py",
@@ -100,7 +101,7 @@ def pytest_collection_modifyitems(config, items):
     tests that train get the ``train`` marker (skipped, saying why, on a stack without ORTModule); tests
     marked ``gpu`` skip, saying why, where there is no CUDA; with CUDA they run."""
     for item in items:
-        group = module_fixture_group(item) or (DEFAULTS_GROUP if _notebook_of(item, DEFAULTS_TEST) else None)
+        group = module_fixture_group(item) or (DEFAULTS_GROUP if _notebook_of(item, DEFAULTS_TEST) in CHECKPOINT_NOTEBOOKS else None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
     train_items = [item for item in items if item.get_closest_marker("train") or _trains(item)]
@@ -130,9 +131,12 @@ def pytest_collection_modifyitems(config, items):
 # stack, -m "not heavy"), the small one runs.
 SMALL_RUN_ADDS = ("05_audit_your_own_model",)
 DEFAULTS_TEST = "test_committed_defaults_write_no_stderr"
-# The committed-defaults runs share one xdist group: one worker runs them one after another and builds their
-# workshop checkpoint once, instead of the other worker waiting on its lock.
-DEFAULTS_GROUP = "notebooks-with-committed-defaults"
+# The notebooks that start from the workshop's fine-tuned checkpoint (workbench.teaching.workshop).
+CHECKPOINT_NOTEBOOKS = ("03_export_and_fusion", "04_quantization_drift", "05_audit_your_own_model", "06_on_device_training")
+# Their committed-defaults runs share one xdist group: one worker builds the checkpoint once and runs them one
+# after another, instead of the other worker waiting on the checkpoint's lock. The other committed-defaults
+# runs (notebooks that train or encode on their own) go to either worker.
+DEFAULTS_GROUP = "notebooks-from-the-workshop-checkpoint"
 _replaced_by_defaults: list[str] = []
 
 
@@ -159,11 +163,18 @@ class _Schedule:
             _replaced_by_defaults.extend(_notebook_of(item, "test_notebook_executes") for item in drop)
             config.hook.pytest_deselected(items=drop)
             items[:] = [item for item in items if item not in drop]
-        # Longest first: the committed-defaults group (the longest unit of work), then the other tests marked
+        # Longest first: the committed-defaults group (the workshop checkpoint's fine-tune and the runs that
+        # start from it), then the other committed-defaults runs (minutes each), then the other tests marked
         # heavy, in their shuffled order, then the rest. pytest-xdist hands out work in this order
         # (pytest_xdist_make_scheduler below), so no worker is left with a long test while the other has
         # nothing to do.
-        items.sort(key=lambda item: 0 if _notebook_of(item, DEFAULTS_TEST) else 1 if item.get_closest_marker("heavy") else 2)
+        def rank(item) -> int:
+            notebook = _notebook_of(item, DEFAULTS_TEST)
+            if notebook:
+                return 0 if notebook in CHECKPOINT_NOTEBOOKS else 1
+            return 2 if item.get_closest_marker("heavy") else 3
+
+        items.sort(key=rank)
 
 
 def pytest_configure(config):
@@ -181,7 +192,10 @@ def share_the_cores(config) -> None:
     if not isinstance(workers, int) or workers < 2 or "OMP_NUM_THREADS" in os.environ:
         return
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    os.environ["OMP_NUM_THREADS"] = str(max(1, cpus // workers))
+    share = str(max(1, cpus // workers))
+    os.environ["OMP_NUM_THREADS"] = share
+    # torch.compile's inductor compiles in a pool of processes, one per CPU, each importing torch: its share too
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", share)
 
 
 @pytest.hookimpl(optionalhook=True)

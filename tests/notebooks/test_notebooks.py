@@ -19,6 +19,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# The notebooks that start from the workshop's fine-tuned checkpoint (workbench.teaching.workshop): tests/conftest.py
+# groups their committed-defaults runs, which build that checkpoint.
+from tests.conftest import CHECKPOINT_NOTEBOOKS as NEEDS_CHECKPOINT
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK_DIR = REPO / "notebooks"
 EXPECTED = [
@@ -33,8 +37,6 @@ EXPECTED = [
 ]
 CELL_TIMEOUT_S = 300
 DEFAULTS_CELL_TIMEOUT_S = 3600  # committed defaults: the tour trains MiniLM twice inside one cell (RUN_ALL); a guard, not a budget
-# The notebooks that start from the workshop's fine-tuned checkpoint (workbench.teaching.workshop).
-NEEDS_CHECKPOINT = ("03_export_and_fusion", "04_quantization_drift", "05_audit_your_own_model", "06_on_device_training")
 
 # Small parameters per notebook (RUNS is added by the test: a temporary folder; the notebooks in
 # NEEDS_CHECKPOINT get MODEL = the tiny_checkpoint fixture's folder, so no fine-tuning runs here).
@@ -264,26 +266,35 @@ REAL_CHECKS: dict[str, str] = {
 
 @pytest.fixture(scope="session")
 def workshop_home() -> Path:
-    """The workshop cache with MiniLM fine-tuned by the demo's recipe, built (once) through the same
-    function the notebooks call: ``$WORKBENCH_HOME`` or ~/.cache/ort-workbench, so a checkpoint
-    made by `make workshop` is reused and one made here serves the next session too."""
-    from workbench.teaching.workshop import ensure_finetuned, workbench_home
+    """The workshop cache the notebooks use: ``$WORKBENCH_HOME`` or ~/.cache/ort-workbench."""
+    from workbench.teaching.workshop import workbench_home
 
-    ensure_finetuned("minilm")
     return workbench_home()
+
+
+@pytest.fixture(scope="session")
+def workshop_checkpoint(workshop_home: Path) -> Path:
+    """MiniLM fine-tuned by the demo's recipe in the workshop cache, built (once) through the same
+    function the notebooks call, so a checkpoint made by `make workshop` is reused and one made here
+    serves the next session too."""
+    from workbench.teaching.workshop import ensure_finetuned
+
+    return ensure_finetuned("minilm")
 
 
 @pytest.mark.slow
 @pytest.mark.heavy  # 40-270 s each on 2 cores
 @pytest.mark.timeout(2 * DEFAULTS_CELL_TIMEOUT_S)  # the first one may also fine-tune the workshop checkpoint
 @pytest.mark.parametrize("path", notebook_paths(), ids=lambda p: p.stem)
-def test_committed_defaults_write_no_stderr(path: Path, tmp_path: Path, output_dir: Path, workshop_home: Path) -> None:
+def test_committed_defaults_write_no_stderr(path: Path, tmp_path: Path, output_dir: Path, workshop_home: Path, request) -> None:
     """What a learner sees with the committed parameters: MiniLM, the built-in reviews, the workshop
     checkpoint. No error, and nothing on stderr (a red box in JupyterLab) that the notebook does
     not print on purpose: none of them prints to stderr on purpose. The time each notebook took
     is written to ``<output_dir>/timing.json`` (read by notebooks/README.md's table; never asserted)."""
     import time
 
+    if path.stem in NEEDS_CHECKPOINT:
+        request.getfixturevalue("workshop_checkpoint")  # fine-tuned here, before the clock starts
     nb = nbformat.read(path, as_version=4)
     if path.stem in PRESS_EVERY_BUTTON:
         inject(nb, PRESS_EVERY_BUTTON[path.stem])

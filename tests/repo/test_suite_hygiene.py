@@ -222,8 +222,8 @@ def test_committed_defaults_write_no_stderr(nb):
 def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pytester) -> None:
     """Where a notebook's committed-defaults run is selected, its small run is deselected (the defaults
     run covers it), except notebook 05's, which reads a user-style file; where the defaults runs are
-    not selected (-m "not heavy", as make test-fast), every small run runs. The defaults runs form one
-    xdist group, and the heavy tests run first."""
+    not selected (-m "not heavy", as make test-fast), every small run runs. The defaults runs of the
+    notebooks that start from the workshop checkpoint form one xdist group, and the heavy tests run first."""
     from types import SimpleNamespace as NS
 
     from tests.conftest import DEFAULTS_GROUP, _notebook_of
@@ -239,9 +239,10 @@ def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pyt
     everything = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "notebooks")
     everything.assert_outcomes(passed=3, deselected=1)
     ran = [line.split("::")[1].split()[0] for line in everything.outlines if "PASSED" in line and "::" in line]
-    # the heavy tests first (pytest-xdist hands work out in this order), though the module defines them last
-    assert ran == ["test_committed_defaults_write_no_stderr[03_a]",
-                   "test_committed_defaults_write_no_stderr[05_audit_your_own_model]",
+    # the heavy tests first (pytest-xdist hands work out in this order), though the module defines them last: the
+    # runs that start from the workshop checkpoint (their group builds it), then the other committed-defaults runs
+    assert ran == ["test_committed_defaults_write_no_stderr[05_audit_your_own_model]",
+                   "test_committed_defaults_write_no_stderr[03_a]",
                    "test_notebook_executes[05_audit_your_own_model]"]
     everything.stdout.fnmatch_lines(["*small notebook runs deselected*03_a*"])
     light = pytester.runpytest_subprocess("-v", "-p", "no:randomly", "-m", "not heavy", "notebooks")
@@ -250,6 +251,8 @@ def test_a_small_notebook_run_gives_way_to_its_defaults_run(pytester: pytest.Pyt
     both = pytester.runpytest_subprocess("-v", "-p", "randomly", "-n", "2", "--dist", "loadgroup", "notebooks")
     both.assert_outcomes(passed=3)
     assert not [line for line in both.outlines if "test_notebook_executes[03_a]" in line]
+    grouped = {line.split("::")[1].split()[0] for line in both.outlines if "PASSED" in line and f"@{DEFAULTS_GROUP}" in line}
+    assert grouped == {f"test_committed_defaults_write_no_stderr[05_audit_your_own_model]@{DEFAULTS_GROUP}"}, both.outlines
 
 
 IN_ORDER = """
@@ -308,14 +311,16 @@ def test_report_threads():
     child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('OMP_NUM_THREADS', 'unset'))"],
                            capture_output=True, text=True, check=True).stdout.strip()
     with open(os.environ["THREADS_LOG"], "a") as f:
-        f.write(os.environ.get("OMP_NUM_THREADS", "unset") + " " + child + "\\n")
+        f.write(os.environ.get("OMP_NUM_THREADS", "unset") + " " + child + " "
+                + os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "unset") + "\\n")
 """
 
 
 def test_each_worker_and_its_processes_get_their_share_of_the_cores(pytester: pytest.Pytester, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Two workers on this machine's CPUs: each worker, and what it starts, runs with its share as
-    OMP_NUM_THREADS (PyTorch's threads and the workbench's ONNX Runtime sessions); one process leaves
+    OMP_NUM_THREADS (PyTorch's threads and the workbench's ONNX Runtime sessions) and as torch.compile's
+    compile workers (TORCHINDUCTOR_COMPILE_THREADS); one process leaves
     the runtimes their defaults; a value the user set is kept."""
     import os
 
@@ -323,7 +328,8 @@ def test_each_worker_and_its_processes_get_their_share_of_the_cores(pytester: py
     pytester.makepyfile(test_threads_probe=THREADS_PROBE)
     share = max(1, len(os.sched_getaffinity(0)) // 2)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    for args, want in ((("-n", "2"), f"{share} {share}"), ((), "unset unset")):
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    for args, want in ((("-n", "2"), f"{share} {share} {share}"), ((), "unset unset unset")):
         log = tmp_path / f"threads{len(args)}.log"
         monkeypatch.setenv("THREADS_LOG", str(log))
         pytester.runpytest_subprocess("-p", "no:randomly", *args, "test_threads_probe.py").assert_outcomes(passed=1)
@@ -332,4 +338,4 @@ def test_each_worker_and_its_processes_get_their_share_of_the_cores(pytester: py
     log = tmp_path / "kept.log"
     monkeypatch.setenv("THREADS_LOG", str(log))
     pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2", "test_threads_probe.py").assert_outcomes(passed=1)
-    assert log.read_text().strip() == "7 7"
+    assert log.read_text().strip().split()[:2] == ["7", "7"]

@@ -16,6 +16,7 @@ import pytest
 from helpers.benchmarks import load_benchmark
 
 from workbench.core.latency import paired_ratio
+from workbench.perf.machine_profile import default_threads
 
 ROOT = Path(__file__).resolve().parents[3]
 bench = load_benchmark("bench")
@@ -50,7 +51,7 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
     m = r["machine"]
     assert m["cpu_model"] and m["logical_cpus"] >= 1 and len(m["load_avg_start"]) == 3 and len(m["load_avg_end"]) == 3
     assert set(bench.RECORDED_FLAGS) == set(m["flags"]) and {"avx512_vnni", "amx_bf16", "avx512_bf16"} <= set(m["flags"])
-    assert r["threads"] == 2 and r["settings"]["shapes"] == [bench.key(s) for s in bench.QUICK_SHAPES]
+    assert r["threads"] == default_threads() and r["settings"]["shapes"] == [bench.key(s) for s in bench.QUICK_SHAPES]
     rows = {row["name"]: row for row in r["inference"]}
     assert set(rows) == INFERENCE_ROWS
     for name, row in rows.items():
