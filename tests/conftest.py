@@ -191,8 +191,9 @@ def share_the_cores(config) -> None:
     workers = config.getoption("numprocesses", default=None)
     if not isinstance(workers, int) or workers < 2 or "OMP_NUM_THREADS" in os.environ:
         return
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    share = str(max(1, cpus // workers))
+    from workbench.perf.machine_profile import usable_cpus
+
+    share = str(max(1, usable_cpus() // workers))
     os.environ["OMP_NUM_THREADS"] = share
     # torch.compile's inductor compiles in a pool of processes, one per CPU, each importing torch: its share too
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", share)
