@@ -251,6 +251,7 @@ def comparison_notes(runs_: Sequence[TrainRun], base_run: TrainRun) -> list[str]
                 f"graph(s), {cs.graph_breaks} graph break(s)"
                 + (f": the code between the graphs ran eagerly ({breaks})" if cs.graph_breaks else "")
             )
+            notes.extend(f"{r.backend.value}: {repair}" for repair in cs.repairs)
         diff = shared_differences(r.config, cfg)
         if diff:
             notes.append(f"{r.backend.value}: trained with other shared settings than {baseline.value} ({', '.join(diff)}); "

@@ -31,6 +31,7 @@ from .checkpoint import save_checkpoint
 from .config import Backend, Precision, TrainConfig, TrainConfigError, check_backend
 from .ortmodule import ortmodule_session_nodes
 from .graphs import finalise_graphs
+from .inductor import check_embedding_gradient
 from .memory import PeakMemory
 from .ortmodule import FellBackError, raise_if_fell_back
 from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, TrainRun
@@ -245,6 +246,8 @@ def _train(
     classes = class_names(dd)
     total = total_steps_for(len(dd["train"]), cfg, world_size)
 
+    # Inductor's embedding gradient checked (and repaired) before Dynamo's counters are read, so they count the run alone
+    grad_check = check_embedding_gradient() if backend is Backend.COMPILE else None
     memory = PeakMemory(cfg.device)
     done = _Outcome()
     with memory:
@@ -265,6 +268,8 @@ def _train(
                 raise  # a failing rank must bring the whole job down, not hang the other ranks
 
     compile_stats = compile_stats_since(dynamo_before) if dynamo_before is not None else None
+    if compile_stats is not None and grad_check is not None and grad_check.note:
+        compile_stats = dataclasses.replace(compile_stats, repairs=[grad_check.note])
     if compile_stats is not None:
         done.check_compiled(compile_stats)
     graphs, checkpoint = _keep_outputs(out, graph_tmp, done, net, loaded.tokenizer, cfg) if rank == 0 else (None, None)

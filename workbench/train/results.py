@@ -57,6 +57,8 @@ class CompileStats:
     graphs: int  # FX graphs captured (1 per frame when nothing breaks)
     graph_breaks: int  # places where Dynamo split the graph and ran Python eagerly
     break_reasons: dict[str, int] = field(default_factory=dict)
+    # what the workbench checked or changed in Inductor for this run (workbench.train.inductor), one sentence each
+    repairs: list[str] = field(default_factory=list)
 
     @property
     def compiled(self) -> bool:
