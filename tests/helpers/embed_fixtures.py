@@ -46,20 +46,32 @@ def is_quantized_graph(path) -> bool:
 
 
 @contextlib.contextmanager
-def quantized_graphs_miss(docs, reference=None):
-    """A scorer the test controls: while it is open, an embedding graph that holds a quantized node ranks
-    every query's documents in the reverse of its own order (the documents' embeddings are negated, which
-    negates every score exactly), so a document FP32 ranks in the top 10 of 40 falls out of them and every
-    INT8 graph misses any NDCG@10 budget, whatever the CPU's integer arithmetic does to the embeddings.
+def quantized_graphs_miss(task, reference=None):
+    """A scorer the test controls: while it is open, an embedding graph that holds a quantized node gives
+    the texts of ``task`` (a :class:`~workbench.embed.retrieval.RetrievalTask`) embeddings built so that, for
+    every query, each of its relevant documents scores -1 and every other document +1 (query i is the i-th
+    unit vector; a document holds -1 at the queries it is relevant to, +1 elsewhere). No relevant document
+    is then in any query's top 10 (each query has 10 others or more), so an INT8 graph's NDCG@10 is 0 and
+    it misses any budget that FP32 meets, whatever the CPU's integer arithmetic did to its real output.
 
-    ``reference``: an FP32 graph whose embeddings every graph's are replaced with (its tokenizer, length and
-    one thread, the texts in the order and batches asked for): then a graph with no quantized node left
-    ranks exactly as the FP32 graph does, and an INT8 graph exactly in reverse. Without it, each graph's
-    own embeddings are used (negated where it is quantized)."""
+    ``reference``: an FP32 graph whose embeddings every graph with no quantized node gives instead of its
+    own (the reference's tokenizer, length and one thread, the texts in the order and batches asked for),
+    so that it ranks exactly as the FP32 graph. Without it, such a graph's own embeddings are used."""
+    import numpy as np
+
     from workbench.embed.encode import OnnxEncoder
 
+    queries = {t: i for i, t in enumerate(task.queries)}
+    docs = {t: j for j, t in enumerate(task.docs)}
+    if queries.keys() & docs.keys():
+        raise ValueError("quantized_graphs_miss tells queries from documents by their text: a text is both")
+    n = len(queries)
+    sign = np.ones((len(docs), n), dtype=np.float32)
+    for i, rel in enumerate(task.relevant):
+        if len(docs) - len(set(rel)) < 10:
+            raise ValueError(f"query {i} has fewer than 10 documents that are not relevant to it")
+        sign[list(rel), i] = -1.0
     original = OnnxEncoder.encode
-    docs = set(docs)
     quantized: dict[str, bool] = {}
     ref: dict[str, OnnxEncoder] = {}
 
@@ -68,16 +80,22 @@ def quantized_graphs_miss(docs, reference=None):
         key = str(self.graph)
         if key not in quantized:
             quantized[key] = is_quantized_graph(self.graph)
-        if reference is not None and key != str(reference):
+        if not quantized[key]:
+            if reference is None or key == str(reference):
+                return original(self, texts, batch_size)
             if "ref" not in ref:
                 ref["ref"] = OnnxEncoder(reference, self.tokenizer, self.max_length, 1)
-            emb = original(ref["ref"], texts, batch_size)
-        else:
-            emb = original(self, texts, batch_size)
-        if quantized[key]:
-            emb = emb.copy()
-            rows = [i for i, t in enumerate(texts) if t in docs]
-            emb[rows] = -emb[rows]
+            return original(ref["ref"], texts, batch_size)
+        emb = original(self, texts, batch_size).copy()
+        if emb.shape[1] < n:
+            raise ValueError(f"{n} queries need embeddings of {n} dimensions or more, the graph gives {emb.shape[1]}")
+        for row, t in enumerate(texts):
+            if t in queries:
+                emb[row] = 0.0
+                emb[row, queries[t]] = 1.0
+            elif t in docs:
+                emb[row] = 0.0
+                emb[row, :n] = sign[docs[t]]
         return emb
 
     with pytest.MonkeyPatch.context() as mp:

@@ -49,7 +49,6 @@ def tiny(tmp_path_factory):
     export = run_embed_export(make_tiny_st_folder(tmp), tmp / "export", texts=validation_texts(4))
     texts = validation_texts(64)
     queries, docs = texts[:24], texts[24:]
-    assert not set(queries) & set(docs)  # quantized_graphs_miss tells a document by its text
     # relevant: the documents FP32 ranks 5th and 8th-10th, so a small move in any ranking changes NDCG@10
     enc = OnnxEncoder(export.onnx_path, export.load_tokenizer(), export.max_length, 1)
     ranked = top_k(enc.encode(queries), enc.encode(docs), 10)
@@ -100,14 +99,14 @@ STRICT = EmbedBudget(min_ndcg_ratio=1.0, max_slice_drop=0.0, min_slice_size=5)  
 def missed_search(tiny):
     """Static INT8 and weight-only INT4 held to the zero-change budget, up to 64 nodes in FP32, scored by a
     scorer the test controls (:func:`quantized_graphs_miss`): every graph that still holds a quantized node
-    ranks in reverse, every graph that holds none ranks exactly as the FP32 graph. So every INT8 try misses
+    ranks every relevant document below the others, every graph that holds none ranks exactly as the FP32 graph. So every INT8 try misses
     and the graph with every quantized node left in FP32 meets the budget, on any CPU: whether a real INT8
     graph moves a ranking of the tiny model depends on the CPU's integer kernels (it did on an AVX2 CPU and
     did not on one with AVX-512 VNNI)."""
     from workbench.quant import QuantConfig
 
     export, task, _ = tiny
-    with quantized_graphs_miss(task.docs, reference=export.onnx_path):
+    with quantized_graphs_miss(task, reference=export.onnx_path):
         return _search(tiny, STRICT, (QuantConfig.preset("static"), QuantConfig.preset("weight-only-int4")), 64, "missed")
 
 
@@ -154,8 +153,8 @@ def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(missed_se
     names = [c.name for c in res.candidates]
     assert names[0] == "model/fp32" and res.candidate("model/fp32").check.feasible
     tried = [c for c in res.candidates if c.name.startswith("model/static")]  # the last may be the FP32 graph itself
-    assert not tried[0].check.feasible, "an INT8 graph ranks in reverse under the test's scorer"
-    assert all(c.accuracy == 0.0 for c in tried[:-1]), "reversed: no relevant document left in any top 10"
+    assert not tried[0].check.feasible, "an INT8 graph ranks its relevant documents last under the test's scorer"
+    assert all(c.accuracy == 0.0 for c in tried[:-1]), "no relevant document is in any top 10 of an INT8 graph"
     assert len(tried) >= 2 and all("+fp32-" in c.name for c in tried[1:])
     kept = [len(c.config.nodes_to_exclude) for c in tried]
     own = kept[0]  # the static preset leaves its own worst nodes in FP32 (exclude_worst), then the search adds 1, 2, 4, ...
@@ -327,7 +326,7 @@ def test_audit_says_when_the_search_ends_at_the_fp32_graph(tiny, tmp_path, capsy
     pd.DataFrame([{"query": q, "relevant": f"d{d}"} for q, rel in zip(task.queries, task.relevant) for d in rel]).to_csv(
         pairs, index=False)
     out = tmp_path / "audit"
-    with quantized_graphs_miss(task.docs):  # every INT8 graph misses, whatever the CPU (see missed_search)
+    with quantized_graphs_miss(task):  # every INT8 graph misses, whatever the CPU (see missed_search)
         code = main(["audit", "--model", str(tmp / "model"), "--data", str(corpus), "--queries", str(pairs), "--presets", "static",
                          "--search", "--max-excluded", "64", "--min-ndcg-ratio", "1.0", "--max-slice-drop", "0", "--no-speed",
                      "--n-boot", "100", "--out", str(out)])
