@@ -97,7 +97,10 @@ def test_flips_listed_exactly(minilm_dynamic, minilm_baseline, minilm_export):
             assert fl.text == examples[fl.index]["text"] and fl.label == examples[fl.index]["label"]
             assert fl.kind.value == ("fixed" if fl.candidate_pred == fl.label else "broken" if fl.reference_pred == fl.label else "changed")
         total += len(changed)
-    # INT8 agrees with FP32 on about 97% of these reviews: some flips must be there to list
+    # Some flips must be there to list, on any CPU: INT8 agrees with FP32 on about 97% of these reviews, and most of its
+    # error is the rounding of MiniLM's weights to 8 bits (a few outlier weights leave some at about 8 dB SQNR, see the next test), which
+    # is the same on every CPU; the integer kernels (AVX2's saturating u8s8 pairs, VNNI's, AMX's) only change how the
+    # activations' rounding adds to it
     assert total >= 1
 
 
