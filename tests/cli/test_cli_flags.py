@@ -336,7 +336,7 @@ def test_demo_audit_ondevice_data_flags_build_their_configs():
     assert a.model == "m"  # the audit's input, not a config field
     assert build(AuditConfig, a, n_boot=200) == AuditConfig(data="d", quick=True, presets=("dynamic", "static-minmax"),
                                                            slice_columns=("a", "b", "c"), include_small_slices=True, n_boot=200)
-    assert build(AuditConfig, _parse("audit", "--model", "m", "--data", "d", "--n-boot", "50"), n_boot=200).n_boot == 50
+    assert build(AuditConfig, _parse("audit", "--model", "m", "--data", "d", "--n-boot", "150"), n_boot=200).n_boot == 150
     o = build(OnDeviceConfig, _parse("ondevice", "--model", "minilm", "--trainable", "LAST", "--last-n", "2", "--no-memory"),
               base=OnDeviceConfig.default())
     assert o == OnDeviceConfig.default(trainable=Trainable.LAST, last_n_layers=2, measure_memory=False)

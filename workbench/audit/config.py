@@ -3,13 +3,15 @@ stages are the stage registry's audit route (``workbench.workflows.stages.AUDIT_
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 from ..graph import ExportConfig
 from ..graph import FusionConfig
 from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT,
-                     QuantConfig, QuantizeError, TimingConfig, check_min_speedup)
+                     BaselineConfig, EvalConfig, EvaluationError, QuantConfig, QuantizeError, TimingConfig, check_min_speedup)
+from ..quant.budget import check_budget_value
 
 Log = Callable[[str], None]
 from ..runs.layout import AUDIT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -23,14 +25,27 @@ class AuditInputError(ValueError):
     """Input an audit cannot use (exit code 2); the message says what was given and what to do."""
 
 
+# the stages' field names that the audit's config names otherwise
+_AUDIT_NAMES = {"batch_size": "eval_batch_size", "budget_per_slice": "budget_slice"}
+
+
+def _audit_words(message: str) -> str:
+    """A stage's message in the audit's words: its leading field name as the audit's config names it (the command
+    line puts each field's flag in its place)."""
+    found = re.match(r"([a-z_]+)( .*)", message, re.S)
+    return _AUDIT_NAMES.get(found[1], found[1]) + found[2] if found is not None else message
+
+
 @dataclass(frozen=True)
 class AuditConfig:
     """How to audit a model (the model folder is the stage's input: ``run_audit(model, cfg, out)``).
     ``data`` is the labelled file every row of which is scored. ``budget_overall``/``budget_slice`` are fractions of accuracy
-    (0.01 = one point) a quantized variant may lose overall / on any slice big enough to judge
-    (a negative budget demands an improvement). ``min_speedup`` is the speed guard: a variant must be at least
-    this many times faster than the FP32 graph at the lower end of its interval to meet the budget (0: off).
-    ``quick`` times less and bootstraps less."""
+    (0.01 = one point, from 0 up to 1) a quantized variant may lose overall / on any slice big enough to judge.
+    ``min_speedup`` is the speed guard: a variant must be at least this many times faster than the FP32 graph at the
+    lower end of its interval to meet the budget (0: off). ``quick`` times less and bootstraps less.
+
+    The stages' own configs are built from it here, so every value one of them would refuse is refused when the
+    config is made, before anything runs (:class:`AuditInputError`, one line naming the field and its flag)."""
 
     data: str = field(metadata={"help": "CSV, TSV, JSONL or Parquet file with a text and a label column"})
     text_column: str = field(default="text", metadata={"help": "column holding the texts"})
@@ -66,24 +81,34 @@ class AuditConfig:
         bad = [p for p in self.presets if p not in known]
         if bad or not self.presets:
             raise AuditInputError(f"unknown quantization preset(s) {bad or '(none given)'}; presets: {list(known)}")
-        for name in ("budget_overall", "budget_slice"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not -1.0 <= v <= 1.0:
-                raise AuditInputError(f"{name} (--{name.replace('_', '-')}) is a fraction of accuracy between -1 and 1 "
-                                      f"(0.01 = one point), got {v!r}")
-        try:
-            object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup, "min_speedup (--min-speedup)"))
+        try:  # the search's rules, in its words
+            for name in ("budget_overall", "budget_slice"):
+                object.__setattr__(self, name, check_budget_value(name, getattr(self, name)))
+            object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup, "min_speedup"))
         except QuantizeError as exc:
             raise AuditInputError(str(exc)) from None
         if not 8 <= self.calibration_size <= 100_000:
             raise AuditInputError(f"calibration_size must be from 8 to 100000 rows, got {self.calibration_size}")
         if not 0.0 < self.calibration_fraction <= 0.5:
             raise AuditInputError(f"calibration_fraction must be in (0, 0.5], got {self.calibration_fraction}")
-        for name in ("n_boot", "eval_batch_size"):
-            if getattr(self, name) < 1:
-                raise AuditInputError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if not 8 <= self.max_length <= 4096:
-            raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length}")
+        if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:
+            raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length!r}")
+        for name, build in (("n_boot, seed or node_error_samples", self.eval_config),
+                            ("eval_batch_size", lambda: self.baseline_config(0, self.timing()))):
+            try:  # what the quantize stage would refuse after the export and the fusion, refused now
+                build()
+            except (QuantizeError, EvaluationError) as exc:
+                raise AuditInputError(_audit_words(str(exc))) from None
+
+    def eval_config(self, node_error_samples: Optional[int] = None) -> EvalConfig:
+        """The quantize stage's scoring: the audit's bootstrap, seed and per-node error texts."""
+        return EvalConfig(n_boot=self.n_boot, seed=self.seed,
+                          node_error_samples=self.node_error_samples if node_error_samples is None else node_error_samples)
+
+    def baseline_config(self, calibration_samples: int, timing: TimingConfig) -> BaselineConfig:
+        """The FP32 baseline the variants are scored against: every row scored once, in ``eval_batch_size`` batches."""
+        return BaselineConfig(golden=False, calibration_samples=calibration_samples, timing=timing,
+                              batch_size=self.eval_batch_size, max_length=self.max_length)
 
     @property
     def static_presets(self) -> list[str]:

@@ -146,13 +146,12 @@ class AuditStages:
         return fusion
 
     def quantize(self, st):
-        from ..quant import EvalConfig, QuantConfig, run_quantization
+        from ..quant import QuantConfig, run_quantization
 
         cfg, facts, log = self.cfg, self.facts, self.log
         base = self._baseline(st)
         results: list = []
-        ev = EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed,
-                        node_error_samples=cfg.node_error_samples if facts["calibration_count"] else 0)
+        ev = cfg.eval_config(None if facts["calibration_count"] else 0)  # no calibration rows: no per-node error
         for name in cfg.presets:
             qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
             if qcfg.mode.value == "static":
@@ -172,7 +171,7 @@ class AuditStages:
         """The FP32 graph's baseline (flow's graph to quantize), timed at the data's own token lengths."""
         from ..data.token_lengths import length_stats, with_data_shapes
         from ..flow.handoffs import graph_to_quantize  # the rule the demo, the Workbench and the CLI follow
-        from ..quant import BaselineConfig, prepare_baseline
+        from ..quant import prepare_baseline
 
         cfg, facts = self.cfg, self.facts
         slice_set, dd = st.inputs["data"]
@@ -183,9 +182,8 @@ class AuditStages:
         self.log(f"      the data's token lengths: {lengths.text()}; timed at "
                  + ", ".join(f"{b}x{s}" for b, s in timing.shapes) + " (batch 1 at the median and 95th percentile)")
         self.log(f"      FP32 graph: {graph.name}; scoring {facts['rows_scored']} rows once, in batches sorted by length")
-        bcfg = BaselineConfig(golden=False, calibration_samples=facts["calibration_count"], timing=timing,
-                              batch_size=cfg.eval_batch_size, max_length=cfg.max_length)
-        base = prepare_baseline(graph, dd, self.out / layout.BASELINE, bcfg, export=st.inputs["export"], slices=slice_set)
+        base = prepare_baseline(graph, dd, self.out / layout.BASELINE, cfg.baseline_config(facts["calibration_count"], timing),
+                                export=st.inputs["export"], slices=slice_set)
         if base.scoring_work is not None:
             self.log(f"      {base.scoring_work.text()}")
         if base.fp32_scoring is not None:

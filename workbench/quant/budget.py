@@ -35,12 +35,13 @@ def parse_objective(value) -> Objective:
 
 def check_budget_value(name: str, value: float) -> float:
     """A budget as a fraction of accuracy in [0, 1); one message for every front."""
+    why = f"{name} is a fraction of accuracy a variant may lose, from 0 up to 1 (0.02 = 2 points)"
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise QuantizeError(f"{name} is a fraction of accuracy (0.02 = 2 points), got {value!r}") from None
+        raise QuantizeError(f"{why}, got {value!r}") from None
     if not 0.0 <= v < 1.0:
-        raise QuantizeError(f"{name} is a fraction of accuracy (0.02 = 2 points), got {value}")
+        raise QuantizeError(f"{why}, got {value}")
     return v
 
 

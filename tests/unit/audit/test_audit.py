@@ -100,21 +100,19 @@ def test_summary_matches_its_schema(audit_meets):
         validate_summary(broken)
 
 
-def test_impossible_budget_exits_3_and_fp32_is_not_a_candidate(audit_meets, audit_model, audit_csv, tmp_path):
-    """A budget that demands a 50-point gain cannot be met when FP32 is already right on more than
-    half the rows (checked here, so the construction holds): exit 3, no chosen variant."""
+def test_a_variant_within_budget_but_under_the_speed_guard_exits_3(audit_meets, audit_model, audit_csv, tmp_path):
+    """A speed guard no INT8 graph can pass (100x faster than FP32 beyond doubt: INT8 arithmetic is at most a few
+    times FP32's on any CPU) with budgets any sane variant meets: exit 3, the FP32 graph kept, and the verdict
+    says the guard, not the accuracy, stopped them."""
     from workbench.cli import main
 
-    _, _, first = audit_meets
-    fp32 = first["quantization"][0]["fp32_accuracy"]
-    assert fp32 > 0.5, f"the test model must beat 50% for this budget to be impossible, got {fp32}"
-    code = main(_audit_args(audit_model, audit_csv, tmp_path, "--presets", "dynamic",
-                            "--budget-overall", "-0.5", "--budget-slice", "0.99"))
+    code = main(_audit_args(audit_model, audit_csv, tmp_path, "--presets", "dynamic", "--budget-overall", "0.99",
+                            "--budget-slice", "0.99", "--min-speedup", "100"))
     s = json.loads((tmp_path / "summary.json").read_text())
     assert code == 3, s["verdict"]
     assert s["verdict"]["status"] == "no_candidate_meets_budget" and s["verdict"]["chosen"] is None
-    assert s["search"]["chosen"] is None
-    assert not any(c["feasible"] for c in s["search"]["candidates"] if c["precision"] == "int8")
+    assert s["verdict"]["reason"] == "speed_guard" and "none is at least 100.00x faster" in s["verdict"]["text"]
+    assert s["search"]["chosen"].endswith("/fp32")
     assert s["data"]["calibration_count"] == 0 and s["data"]["rows_scored"] == N_ROWS  # no static preset: nothing held out
 
 
