@@ -67,11 +67,12 @@ class EmbedAuditConfig:
     max_queries: Optional[int] = _field(None, "score only the first N queries (a quick look)")
     max_docs: Optional[int] = _field(None, "data builtin: keep the relevant reviews plus others up to N documents")
     max_texts: int = _field(5000, "a corpus without pairs: the most texts read from it")
-    n_boot: int = _field(1000, "bootstrap replicates of the NDCG@10 intervals")
+    n_boot: int = _field(1000, "bootstrap replicates of the NDCG@10 intervals (at least 100)")
     seed: int = _field(0, "random seed of the built-in task's draw and of the bootstrap")
     batch_size: int = _field(32, "texts per batch when encoding")
     threads: Optional[int] = _field(None, "intra-op threads of the ONNX graphs (default: the machine's default)")
     time_speed: bool = _field(True, "time the graphs against SentenceTransformer.encode")
+    timing_rounds: int = _field(15, "interleaved timing rounds per batch size (and per search candidate); --quick: 8")
     reference_check: bool = _field(True, "also score the task with SentenceTransformer.encode, beside the FP32 graph")
     calibration_size: int = _field(128, "texts the static presets calibrate on")
     search: bool = _field(False, "also search the presets for the fastest within the NDCG@10 budget, leaving a preset's "
@@ -103,6 +104,18 @@ class EmbedAuditConfig:
             raise EmbedError("queries (a pairs file) needs the corpus it points into as data, got data='builtin'; "
                              "give the corpus file as data")
         EmbedBudget(self.min_ndcg_ratio, self.max_slice_drop, self.min_slice_size)
+        from ..quant import EvalConfig, EvaluationError
+
+        try:  # the intervals' and the search's rules for the bootstrap and its seed, in their words
+            EvalConfig(n_boot=self.n_boot, seed=self.seed)
+        except EvaluationError as exc:
+            raise EmbedError(str(exc)) from None
+        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise EmbedError(f"{name} must be a whole number of at least {least}, got {v!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            raise EmbedError(f"threads must be a whole number of at least 1 (or unset: the machine's default), got {self.threads!r}")
 
     @property
     def budget(self) -> EmbedBudget:
@@ -245,7 +258,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
             log(f"timing at the data's median length ({med} tokens), batch 1 and 32, {threads} threads")
             fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
             speed = time_embedders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
-                                   rounds=8 if cfg.n_boot < 500 else 15)
+                                   rounds=cfg.timing_rounds)
         search = _search(export, variants, checked, cfg, threads, out, log)
     return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0, search)
 
@@ -264,7 +277,7 @@ def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig
     log(f"search: {', '.join(cfg.presets)}, each with up to {cfg.max_excluded} nodes left in FP32 until it meets the budget")
     base = prepare_embed_search(export, checked.task, out / layout.SEARCH_DIR, cfg.budget,
                                 list(checked.task.docs)[: cfg.calibration_size], threads, cfg.max_excluded,
-                                rounds=8 if cfg.n_boot < 500 else 15, fused=variants.path(FUSED))
+                                rounds=cfg.timing_rounds, fused=variants.path(FUSED))
     found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets), n_boot=cfg.n_boot,
                                           seed=cfg.seed), out / layout.SEARCH_DIR,
                        progress=lambda done, total, what: log(f"search {done}/{total}: {what}"))

@@ -35,6 +35,8 @@ class EmbedBudget:
             raise EmbedError(f"min_ndcg_ratio must be in (0, 1.5], got {self.min_ndcg_ratio} (0.997 = keep 99.7% of FP32's NDCG@10)")
         if float(self.max_slice_drop) < 0:
             raise EmbedError(f"max_slice_drop must be at least 0 (an NDCG@10 difference), got {self.max_slice_drop}")
+        if isinstance(self.min_slice_size, bool) or not isinstance(self.min_slice_size, int) or self.min_slice_size < 1:
+            raise EmbedError(f"min_slice_size must be a whole number of queries of at least 1, got {self.min_slice_size!r}")
 
     def check(self, cmp: RetrievalComparison, strict: bool = False) -> tuple[bool, list[str]]:
         """Whether ``cmp`` meets the budget, and the reasons it does not."""

@@ -51,7 +51,7 @@ def test_embed_audit_on_a_sliced_task_writes_the_report(tmp_path):
     from workbench.models.load import minilm_path
 
     folder = minilm_path()  # the real model: a random tiny one ranks near-ties, which the 1e-3 check would not survive
-    cfg = EmbedAuditConfig(max_queries=6, max_docs=40, presets=("dynamic",), n_boot=50, time_speed=False)
+    cfg = EmbedAuditConfig(max_queries=6, max_docs=40, presets=("dynamic",), n_boot=100, time_speed=False)
     res = run_embed_audit(folder, cfg, tmp_path / "audit", log=lambda line: None)
     s = json.loads(res.summary_path.read_text())
     assert s["kind"] == "embedding" and s["export"]["validation"]["min_cosine"] >= 0.9999
