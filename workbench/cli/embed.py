@@ -56,7 +56,7 @@ def cmd_embed_audit(args) -> int:
             max_slice_drop=DEFAULT_MAX_SLICE_DROP if args.max_slice_drop is None else args.max_slice_drop,
             max_queries=args.max_queries, max_docs=args.max_docs,
             n_boot=int(g.get("n_boot", 200 if g.get("quick") else 1000)), seed=int(g.get("seed", 0)),
-            timing_rounds=8 if g.get("quick") else 15,
+            timing_rounds=8 if g.get("quick") else 15, retimes=0 if g.get("quick") else 1,
             calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed,
             search=args.search, max_excluded=args.max_excluded)
         checked = check_embed_inputs(args.model, cfg, args.out)

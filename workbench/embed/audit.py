@@ -73,6 +73,8 @@ class EmbedAuditConfig:
     threads: Optional[int] = _field(None, "intra-op threads of the ONNX graphs (default: the machine's default)")
     time_speed: bool = _field(True, "time the graphs against SentenceTransformer.encode")
     timing_rounds: int = _field(15, "interleaved timing rounds per batch size (and per search candidate); --quick: 8")
+    retimes: int = _field(1, "times a timing taken on a busy machine is taken again, each after waiting up to 10 s for "
+                             "the machine to calm down; --quick: 0")
     reference_check: bool = _field(True, "also score the task with SentenceTransformer.encode, beside the FP32 graph")
     calibration_size: int = _field(128, "texts the static presets calibrate on")
     search: bool = _field(False, "also search the presets for the fastest within the NDCG@10 budget, leaving a preset's "
@@ -110,7 +112,7 @@ class EmbedAuditConfig:
             EvalConfig(n_boot=self.n_boot, seed=self.seed)
         except EvaluationError as exc:
             raise EmbedError(str(exc)) from None
-        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3)):
+        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3), ("retimes", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise EmbedError(f"{name} must be a whole number of at least {least}, got {v!r}")
@@ -258,7 +260,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
             log(f"timing at the data's median length ({med} tokens), batch 1 and 32, {threads} threads")
             fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
             speed = time_embedders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
-                                   rounds=cfg.timing_rounds)
+                                   rounds=cfg.timing_rounds, retimes=cfg.retimes)
         search = _search(export, variants, checked, cfg, threads, out, log)
     return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0, search)
 
@@ -277,7 +279,7 @@ def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig
     log(f"search: {', '.join(cfg.presets)}, each with up to {cfg.max_excluded} nodes left in FP32 until it meets the budget")
     base = prepare_embed_search(export, checked.task, out / layout.SEARCH_DIR, cfg.budget,
                                 list(checked.task.docs)[: cfg.calibration_size], threads, cfg.max_excluded,
-                                rounds=cfg.timing_rounds, fused=variants.path(FUSED))
+                                rounds=cfg.timing_rounds, fused=variants.path(FUSED), retimes=cfg.retimes)
     found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets), n_boot=cfg.n_boot,
                                           seed=cfg.seed), out / layout.SEARCH_DIR,
                        progress=lambda done, total, what: log(f"search {done}/{total}: {what}"))

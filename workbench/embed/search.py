@@ -64,7 +64,7 @@ class EmbedSearchBaseline:
 
     def __init__(self, export: EmbedExportResult, fused: Path, task: RetrievalTask, budget: EmbedBudget,
                  calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
-                 rounds: int = 8, batch_size: int = 32, load_check: bool = True) -> None:
+                 rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
         from .encode import OnnxEncoder
         from .speed import median_length_texts
         from .variants import VariantBuilder
@@ -73,12 +73,11 @@ class EmbedSearchBaseline:
             raise EmbedError(f"max_excluded must be 0 or more (0: no node is left in FP32), got {max_excluded}")
         self.export, self.task, self.budget = export, task, budget
         self.threads, self.max_excluded, self.rounds, self.batch_size = int(threads), int(max_excluded), int(rounds), batch_size
-        self.load_check = load_check
+        self.load_check, self.retimes = load_check, retimes
         self.builder = VariantBuilder(export, fused, calibration_texts)
         self.fp32 = OnnxEncoder(export.onnx_path, self.builder.tokenizer, export.max_length, self.threads)
         self.fp32_ranked, self.fp32_metrics = self._rank(self.fp32)
         (self.timing_texts, self.tokens) = median_length_texts(self.builder.tokenizer, list(task.docs), export.max_length, 1)
-        self.contended = False
         self.notes: list[str] = []
         self.all_fp32: dict[str, str] = {}  # candidate name -> the op types it left in FP32, every quantized one
 
@@ -148,13 +147,14 @@ class EmbedSearchBaseline:
                 too_slow=f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)")
         speed = self._time({name: enc}, name)
         ratio = speed[name].ratio
+        busy = speed[name].contended
         fast, why = speed_guard(SimpleNamespace(speedup_ratio=ratio), config.min_speedup)
         return SearchCandidate(
             name=name, graph=name.split("/")[0], precision="int8", config=cfg, onnx_path=qpath, result_path=None,
             latency_ms=speed[name].median_ms, size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
             accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=chk.feasible and fast,
             speedup=ratio.value, speedup_lo=ratio.lo, speedup_hi=ratio.hi, fast_enough=fast, too_slow=why,
-            contended=self.contended)
+            contended=busy)
 
     def _time(self, encoders: dict, what: str) -> dict:
         """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
@@ -164,9 +164,8 @@ class EmbedSearchBaseline:
         fns = {FP32_NAME: (lambda e=self.fp32, t=self.timing_texts: e.encode_batch(t))}
         fns.update({n: (lambda e=e, t=self.timing_texts: e.encode_batch(t)) for n, e in encoders.items()})
         run = time_embedders({1: fns}, FP32_NAME, self.tokens, self.threads, rounds=self.rounds, floors=False,
-                             load_check=self.load_check)
-        self.contended = self.contended or run.contended
-        return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s)) for s in run.speeds}
+                             load_check=self.load_check, retimes=self.retimes)
+        return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s), run.contended) for s in run.speeds}
 
     def choice_message(self, found, best, config) -> str:
         """What the search chose and why, in NDCG@10 terms."""
@@ -203,9 +202,10 @@ class EmbedSearchBaseline:
             message = "no quantized variant to choose from"
         if self.notes:
             message += "; " + "; ".join(self.notes)
-        if self.contended:
-            message += ("; the speed figures were taken while other work used the CPU, so no speed-up is stated as "
-                        "measured: time again on a quiet machine")
+        busy = [c.name for c in int8 if c.contended]
+        if busy:
+            message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, "
+                        "so it is not stated as measured: time again on a quiet machine")
         return message
 
 
@@ -245,12 +245,14 @@ class _Ratio:
 class _Timed:
     median_ms: float
     ratio: _Ratio
+    contended: bool = False
 
 
 def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
                          budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (),
                          threads: Optional[int] = None, max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8,
-                         fused: Optional[str | os.PathLike] = None, load_check: bool = True) -> EmbedSearchBaseline:
+                         fused: Optional[str | os.PathLike] = None, load_check: bool = True,
+                         retimes: Optional[int] = None) -> EmbedSearchBaseline:
     """Fuse the export (unless ``fused`` names a fused graph already built) and score the FP32 graph on
     ``task``; ``calibration_texts`` (default: the task's documents) calibrate static configurations and
     rank nodes for exclusion."""
@@ -263,4 +265,4 @@ def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir
     fused_path = Path(fused) if fused is not None else fuse(export, out / layout.FUSED_GRAPH)
     calib = list(calibration_texts) or list(task.docs)[:128]
     return EmbedSearchBaseline(export, fused_path, task, budget or EmbedBudget(), calib, int(threads or default_threads()),
-                               max_excluded, rounds, load_check=load_check)
+                               max_excluded, rounds, load_check=load_check, retimes=retimes)

@@ -69,29 +69,40 @@ def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int
 
 def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
                    graphs: Optional[Mapping[str, str]] = None, rounds: int = 15, repeats: int = 3, warmup: int = 3,
-                   max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True) -> EmbedSpeedRun:
+                   max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True,
+                   retimes: Optional[int] = None, calm_wait_s: Optional[float] = None) -> EmbedSpeedRun:
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
-    ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor."""
+    ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor. Figures taken on a busy machine are
+    taken again (:func:`workbench.perf.speed.measure_quietly`; ``retimes``/``calm_wait_s``, default its own)."""
+    from ..perf import speed as _speed
+
+    retimes = _speed.RETIMES if retimes is None else retimes
+    calm_wait_s = _speed.CALM_WAIT_S if calm_wait_s is None else calm_wait_s
     from ..core.latency import paired_ratio
-    from ..perf.machine_profile import check_load, combine_checks, machine_profile
-    from ..perf.speed import time_shape
+    from ..perf.machine_profile import machine_profile
+    from ..perf.speed import measure_quietly, time_shape
 
     profile = machine_profile(threads) if (floors or load_check) else None
-    before = check_load(profile) if (load_check and profile is not None) else None
-    speeds: list[EmbedSpeed] = []
     notes: list[str] = []
     for batch, fns in fns_by_batch.items():
         if base not in fns:
             raise EmbedError(f"base {base!r} is not one of the timed variants {list(fns)}")
-        lat = time_shape(fns, batch, tokens, dict(graphs or {}), profile if floors else None, notes, rounds=max(3, rounds),
-                         repeats=repeats, warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads)
-        b = lat[base].stats
-        for name, sl in lat.items():
-            r = paired_ratio(b.samples_ms, sl.stats.samples_ms) if name != base else None
-            speeds.append(EmbedSpeed(name, batch, tokens, sl.median_ms / batch, sl.median_ms,
-                                     r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, sl.floor_ms))
-    after = check_load(profile) if (load_check and profile is not None) else None
-    load = combine_checks(before, after) if before is not None else None
+
+    def measure() -> list[EmbedSpeed]:
+        speeds: list[EmbedSpeed] = []
+        for batch, fns in fns_by_batch.items():
+            lat = time_shape(fns, batch, tokens, dict(graphs or {}), profile if floors else None, notes, rounds=max(3, rounds),
+                             repeats=repeats, warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads)
+            b = lat[base].stats
+            for name, sl in lat.items():
+                r = paired_ratio(b.samples_ms, sl.stats.samples_ms) if name != base else None
+                speeds.append(EmbedSpeed(name, batch, tokens, sl.median_ms / batch, sl.median_ms,
+                                         r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, sl.floor_ms))
+        return speeds
+
+    names = sorted({n for fns in fns_by_batch.values() for n in fns})
+    speeds, load = measure_quietly(measure, profile if load_check else None, notes, what=" and ".join(names),
+                                   retimes=retimes, calm_wait_s=calm_wait_s)
     return EmbedSpeedRun(base=base, threads=threads, speeds=speeds, load=load.text() if load else "",
                          contended=bool(load and load.contended), cpu=profile.isa_text() if profile else "", notes=notes)
 

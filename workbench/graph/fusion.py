@@ -339,7 +339,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
     base = "pytorch" if torch_models else next(iter(graphs))
     side = time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
                              threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                             torch_models=torch_models, graph_optimization=levels)
+                             torch_models=torch_models, graph_optimization=levels, retimes=cfg.retimes)
     notes.extend(side.notes)
     if side.contended:
         notes.append(f"timing {side.load.text()}: the speed-ups are not measured facts; time again on a quiet machine")

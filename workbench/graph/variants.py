@@ -103,6 +103,9 @@ class FusionConfig:
     repeats: int = field(default=20, metadata={"help": "timed runs per shape"})
     max_seconds_per_shape: Optional[float] = field(default=20.0, metadata={"help": (
         "stop timing a shape after this many seconds even if fewer repeats ran (None: no limit)")})
+    retimes: int = field(default=1, metadata={"help": (
+        "times a timing found taken on a busy machine is taken again, each after waiting up to 10 s for the machine to "
+        "calm down (--quick: 0)")})
     threads: Optional[int] = field(default=None, metadata={"help": (
         "intra-op threads for ONNX Runtime and PyTorch (default: each runtime's own)")})
     measure_latency: bool = field(default=True, metadata={"help": (
@@ -150,6 +153,8 @@ class FusionConfig:
         object.__setattr__(self, "shapes", check_shapes(self.shapes))
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError(f"warmup must be >= 0 and repeats >= 1, got warmup={self.warmup}, repeats={self.repeats}")
+        if isinstance(self.retimes, bool) or not isinstance(self.retimes, int) or self.retimes < 0:
+            raise ValueError(f"retimes must be 0 (take each timing once) or more, got {self.retimes!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be a positive number, got {self.threads}; leave it unset for ONNX Runtime's default (one per "
                              f"core)")
@@ -181,7 +186,7 @@ class FusionConfig:
     def quick(cls, **kw) -> "FusionConfig":
         """Every variant, two small shapes, 1 + 3 runs, one thread: tests and workshops."""
         return cls(**{"shapes": ((1, 16), (2, 32)), "warmup": 1, "repeats": 3, "threads": 1,
-                      "max_seconds_per_shape": 5.0, **kw})
+                      "max_seconds_per_shape": 5.0, "retimes": 0, **kw})
 
     @classmethod
     def gpu(cls, **kw) -> "FusionConfig":

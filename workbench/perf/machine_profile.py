@@ -433,6 +433,17 @@ def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
     return judge_load(profile, gops, os.getloadavg()[0], others, steal_fraction=steal)
 
 
+def wait_for_calm(profile: MachineProfile, max_seconds: float, poll_s: float = 1.0) -> LoadCheck:
+    """Check the load until a check finds the machine quiet or ``max_seconds`` have passed (one check at
+    least); the last check."""
+    deadline = time.monotonic() + max(0.0, float(max_seconds))
+    while True:
+        check = check_load(profile)
+        if not check.contended or time.monotonic() >= deadline:
+            return check
+        time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+
+
 def combine_checks(*checks: LoadCheck) -> LoadCheck:
     """Checks before and after a timing as one verdict: contended if any was, every reason kept
     (labelled by position when there are several), the worst probe and the highest load."""

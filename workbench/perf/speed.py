@@ -15,14 +15,47 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 from ..core.latency import Ratio, interleaved, paired_ratio
-from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile
+from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile, wait_for_calm
 from ..runtime.ortinfer import ShapeLatency, check_shapes
 
 # the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
 MIN_ROUNDS = 3
+# a timing the load check finds taken on a busy machine is taken again, after waiting for the machine to
+# calm down, this many more times at most, each wait at most CALM_WAIT_S seconds
+RETIMES = 1
+CALM_WAIT_S = 10.0
+
+T = TypeVar("T")
+
+
+def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile], notes: list[str], *, what: str = "the timing",
+                    retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S) -> tuple[T, Optional[LoadCheck]]:
+    """``measure()`` between two load checks (none without ``profile``). When they find other work on the CPU,
+    wait up to ``calm_wait_s`` for the machine to calm down and measure again, ``retimes`` more times at most;
+    every try is a line in ``notes``. Returns the last measurement and its load, contended only when the last
+    try was too: a busy moment costs a wait, not the figures."""
+    if profile is None:
+        return measure(), None
+    before = check_load(profile)
+    tries = 1 + max(0, int(retimes))
+    for attempt in range(1, tries + 1):
+        result = measure()
+        load = combine_checks(before, check_load(profile))
+        if not load.contended:
+            if attempt > 1:
+                notes.append(f"{what}: timed again ({attempt} tries) after other work used the CPU; this try: {load.text()}")
+            return result, load
+        if attempt == tries:
+            break
+        notes.append(f"{what}: try {attempt} taken while other work used the CPU ({'; '.join(load.reasons)}): waiting up to "
+                     f"{calm_wait_s:g} s for the machine to calm down, then timing again")
+        before = wait_for_calm(profile, calm_wait_s)
+    if tries > 1:
+        notes.append(f"{what}: still taken under load after {tries} tries; its speed is not stated as measured")
+    return result, load
 
 
 @dataclass(frozen=True)
@@ -113,12 +146,15 @@ def time_side_by_side(
     load_check: bool = True,
     profile: Optional[MachineProfile] = None,
     graph_optimization: Optional[Mapping[str, str]] = None,
+    retimes: int = RETIMES,
+    calm_wait_s: float = CALM_WAIT_S,
 ) -> SpeedRun:
     """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model, eager,
     inference mode) side by side, interleaved, per shape; see the module doc. ``base`` names the
     variant every ratio is taken against. ``max_seconds`` bounds each shape's rounds (at least 3).
     Floors and the load check are for the CPU (a GPU device gets neither: the profile is the CPU's).
-    ``graph_optimization``: ONNX Runtime's optimization level per graph name (default "all")."""
+    ``graph_optimization``: ONNX Runtime's optimization level per graph name (default "all"). Figures the load
+    check finds taken on a busy machine are taken again (``retimes``, ``calm_wait_s``: :func:`measure_quietly`)."""
     import gc
 
     from ..runtime.device import normalize_device
@@ -137,27 +173,32 @@ def time_side_by_side(
     notes: list[str] = []
     if on_cpu and (floors or load_check):
         profile = profile or machine_profile(threads)
-    before = check_load(profile) if (on_cpu and load_check and profile is not None) else None
 
     levels = dict(graph_optimization or {})
     # spinning during a run, stopped when it returns (make_session's default): an idle session's
     # workers busy-waiting after its run would take the cores from the variant timed next in the round
     sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
                 for n, p in graphs.items()}
-    samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
-    speeds: list[Speed] = []
-    for batch, seq in shapes:
-        batch_arrays = synthetic_batch(batch, seq, vocab_size)
-        fns = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
-        lat = time_shape(fns, batch, seq, graphs if (floors and on_cpu) else {}, profile, notes, rounds=rounds, repeats=repeats,
-                         warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads if torch_models else None)
-        for n in names:
-            samples[n].append(lat[n])
-        speeds += _speeds_against(base, {n: samples[n][-1] for n in names})
-    del sessions
+
+    def measure() -> tuple[dict[str, list[ShapeLatency]], list[Speed]]:
+        samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
+        speeds: list[Speed] = []
+        for batch, seq in shapes:
+            batch_arrays = synthetic_batch(batch, seq, vocab_size)
+            fns = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
+            lat = time_shape(fns, batch, seq, graphs if (floors and on_cpu) else {}, profile, notes, rounds=rounds,
+                             repeats=repeats, warmup=warmup, max_seconds=max_seconds,
+                             pytorch_threads=threads if torch_models else None)
+            for n in names:
+                samples[n].append(lat[n])
+            speeds += _speeds_against(base, {n: samples[n][-1] for n in names})
+        return samples, speeds
+
+    checked = profile if (on_cpu and load_check) else None  # load_check=False (or a GPU): no load, no second try
+    (samples, speeds), load = measure_quietly(measure, checked, notes, what=" and ".join(names), retimes=retimes,
+                                              calm_wait_s=calm_wait_s)
+    sessions.clear()  # the sessions go before the next timing starts
     gc.collect()
-    after = check_load(profile) if (on_cpu and load_check and profile is not None) else None
-    load = combine_checks(before, after) if (before is not None or after is not None) else None  # load_check=False: none
     return SpeedRun(latency=samples, speeds=speeds, load=load,
                     profile_key=profile.key if profile is not None else "", notes=notes)
 

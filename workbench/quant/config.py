@@ -474,6 +474,7 @@ class TimingConfig:
     threads: Optional[int] = field(default=None, metadata={"help": "intra-op threads of ONNX Runtime (default: its own)"})
     max_seconds: Optional[float] = field(default=20.0, metadata={"help": (
         "stop timing a shape after the round that passes this many seconds (at least 3 rounds)")})
+    retimes: int = field(default=1, metadata={"help": "times a timing taken on a busy machine is taken again (--quick: 0)"})
     # where the FP32 and INT8 graphs are timed ("cpu", "cuda", "cuda:N"; CUDA with I/O binding). Accuracy
     # is scored on the CPU provider either way, so the slice comparison does not mix devices.
     device: str = field(default="cpu", metadata={"help": (
@@ -488,9 +489,11 @@ class TimingConfig:
         object.__setattr__(self, "shapes", check_shapes(self.shapes))
         if self.repeats < 1 or self.warmup < 0:
             raise QuantizeError(f"repeats must be >= 1 and warmup >= 0, got repeats={self.repeats}, warmup={self.warmup}")
+        if isinstance(self.retimes, bool) or not isinstance(self.retimes, int) or self.retimes < 0:
+            raise QuantizeError(f"retimes must be 0 (take each timing once) or more, got {self.retimes!r}")
 
     @classmethod
     def quick(cls, **kw) -> "TimingConfig":
         """Few repeats at a short sequence: tests and workshops (numbers are rough)."""
-        return cls(**{"shapes": ((1, 64),), "warmup": 1, "repeats": 5, "max_seconds": 5.0, **kw})
+        return cls(**{"shapes": ((1, 64),), "warmup": 1, "repeats": 5, "max_seconds": 5.0, "retimes": 0, **kw})
 

@@ -270,7 +270,7 @@ def _time_beside_fp32(baseline: Baseline, qpath: Path, name: str, t: TimingConfi
     each against this machine's floor, with a load check before and after."""
     side = time_side_by_side({"fp32": baseline.fp32_path, name: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,
                              rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
-                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device)
+                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device, retimes=t.retimes)
     notes += side.notes
     if side.contended:
         notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")

@@ -105,9 +105,10 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
                    "calibration or excluding the worst nodes")
     else:
         message = "no quantized variant to choose from" + (f"; {best.name}" if best is not None else "")
-    if any(c.contended for c in int8):
-        message += ("; the speed figures were taken while other work used the CPU, so no speed-up is stated as "
-                    "measured: time again on a quiet machine")
+    busy = [c.name for c in int8 if c.contended]
+    if busy:
+        message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, so "
+                    "it is not stated as measured: time again on a quiet machine")
     return message
 
 

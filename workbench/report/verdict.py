@@ -81,9 +81,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
         why = f"; failed: {', '.join(s['name'] + ' (' + s.get('message', '') + ')' for s in failed)}" if failed else ""
         return {"status": "incomplete", "exit_code": EXIT_INCOMPLETE, "chosen": None,
                 "text": f"No quantized variant was evaluated, so there is no verdict{why}."}
-    busy = any(getattr(c, "contended", False) for c in int8)
-    busy_words = (" The speed figures were taken while other work used the CPU, so no speed-up is stated as measured: "
-                  "time again on a quiet machine." if busy else "")
+    busy_words = under_load_words(int8)
     guard = getattr(search, "min_speedup", 0.0) or 0.0
     chosen = next((c for c in int8 if c.name == search.chosen), None)
     if chosen is None:
@@ -106,7 +104,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
         text = (f"No INT8 variant meets the budget ({budget_words}). Closest: {describe_config(closest.config)} "
                 f"({closest.name}): {detail}.")
         if r is not None and r.latency_ms > 0:
-            text += (f" It would have been {_speed_words(r) if not busy else 'of unmeasured speed (timed under load)'} and "
+            text += (f" It would have been {_speed_words(r) if not closest.contended else 'of unmeasured speed (timed under load)'} and "
                      f"{r.fp32_size_mib / r.size_mib:.1f}x smaller than the FP32 graph.")
         text += " Keep the FP32 graph, raise a budget knowingly, or try other presets (per-channel, static calibration)."
         return {"status": "no_candidate_meets_budget", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": text + busy_words,
@@ -119,6 +117,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
     pool = r.report.worst_slices(include_small=inp.include_small_slices)
     worst = next((d for d in pool if d.n > 0), None)
     o = r.report.overall
+    busy = bool(chosen.contended)  # the chosen variant's own timing: another variant's busy moment says nothing of it
     speed = "of unmeasured speed (timed while other work used the CPU)" if busy else _speed_words(r)
     text = (f"{describe_config(r.config)} is {speed} and {r.fp32_size_mib / r.size_mib:.1f}x smaller than the "
             f"{r.graph_kind} FP32 graph here; accuracy {100 * r.accuracy:.1f}% against {100 * o.reference.accuracy:.1f}% "
@@ -138,6 +137,18 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
                speedup_ci=[ratio.lo, ratio.hi] if ratio is not None and not busy else None,
                worst_slice=slice_row(worst) if worst is not None else None)
     return out
+
+
+def under_load_words(int8) -> str:
+    """The sentence naming the variants whose speed was still taken under load after timing again ("" when none
+    was): only their speed goes unstated; the others' figures stand."""
+    busy = [c.name for c in int8 if getattr(c, "contended", False)]
+    if not busy:
+        return ""
+    quiet = len(int8) - len(busy)
+    return (f" The speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, so it is not "
+            "stated as measured" + (f"; the other {quiet} variant{'s were' if quiet > 1 else ' was'} timed on a quiet machine"
+                                    if quiet else "") + ": time again on a quiet machine.")
 
 
 def _faster(speedup: float) -> str:

@@ -52,7 +52,8 @@ def dynamo_counters() -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in counters.items()}
 
 
-def compile_stats_since(before: dict[str, dict[str, int]]) -> CompileStats:
+def compile_stats_since(before: dict[str, dict[str, int]], repairs: Optional[list[str]] = None) -> CompileStats:
+    """Dynamo's counters grown since ``before``, with what the workbench repaired in Inductor for the run."""
     after = dynamo_counters()
 
     def grew(group: str) -> dict[str, int]:
@@ -61,7 +62,8 @@ def compile_stats_since(before: dict[str, dict[str, int]]) -> CompileStats:
 
     frames, stats, breaks = grew("frames"), grew("stats"), grew("graph_break")
     return CompileStats(frames_total=frames.get("total", 0), frames_compiled=frames.get("ok", 0),
-                        graphs=stats.get("unique_graphs", 0), graph_breaks=sum(breaks.values()), break_reasons=breaks)
+                        graphs=stats.get("unique_graphs", 0), graph_breaks=sum(breaks.values()), break_reasons=breaks,
+                        repairs=list(repairs or []))
 
 
 def _last_line(text: str) -> str:

@@ -16,7 +16,8 @@ Loss parity, and the tolerance we use
 Every backend computes the same fp32 math from the same seed on the same batches; only the order
 of floating-point operations differs (ONNX Runtime fuses MatMul+Transpose, LayerNorm, Gelu;
 Inductor generates its own kernels; where torch's Inductor computes an embedding gradient wrongly,
-torch 2.6's, :mod:`workbench.train.inductor` leaves that gradient to PyTorch and the notes say so). Measured here (dropout off): eager vs ORTModule and eager vs
+torch 2.6's, :mod:`workbench.train.inductor` leaves that gradient to PyTorch and the notes say so).
+Measured here (dropout off): eager vs ORTModule and eager vs
 torch.compile differ by at most 1.2e-7 in loss over 10-24 steps on the tiny model and over 12
 steps of MiniLM at batch 16 x 128, and eager vs ORTModule by 3.9e-7 over 60 steps of MiniLM
 (batch 16 x 64, lr 1e-4, loss falling from 0.69 to 0.4); remeasured for the tests: 6e-8 (one

@@ -246,8 +246,7 @@ def _train(
     classes = class_names(dd)
     total = total_steps_for(len(dd["train"]), cfg, world_size)
 
-    # Inductor's embedding gradient checked (and repaired) before Dynamo's counters are read, so they count the run alone
-    grad_check = check_embedding_gradient() if backend is Backend.COMPILE else None
+    grad_note = check_embedding_gradient().note if backend is Backend.COMPILE else ""  # before Dynamo's counters are read
     memory = PeakMemory(cfg.device)
     done = _Outcome()
     with memory:
@@ -267,9 +266,7 @@ def _train(
             if world_size > 1:
                 raise  # a failing rank must bring the whole job down, not hang the other ranks
 
-    compile_stats = compile_stats_since(dynamo_before) if dynamo_before is not None else None
-    if compile_stats is not None and grad_check is not None and grad_check.note:
-        compile_stats = dataclasses.replace(compile_stats, repairs=[grad_check.note])
+    compile_stats = compile_stats_since(dynamo_before, [grad_note] if grad_note else []) if dynamo_before is not None else None
     if compile_stats is not None:
         done.check_compiled(compile_stats)
     graphs, checkpoint = _keep_outputs(out, graph_tmp, done, net, loaded.tokenizer, cfg) if rank == 0 else (None, None)

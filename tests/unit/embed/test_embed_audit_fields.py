@@ -29,6 +29,7 @@ CONFIG_REFUSES = {
     "batch_size": (0, "batch_size must be a whole number of at least 1, got 0"),
     "threads": (0, "threads must be a whole number of at least 1"),
     "timing_rounds": (2, "timing_rounds must be a whole number of at least 3, got 2"),
+    "retimes": (-1, "retimes must be a whole number of at least 0, got -1"),
     "calibration_size": (0, "calibration_size must be a whole number of at least 1, got 0"),
     "max_excluded": (-1, "max_excluded must be 0 or more"),
     "queries": ("pairs.csv", "queries (a pairs file) needs the corpus it points into as data, got data='builtin'"),

@@ -289,7 +289,7 @@ def test_audit_with_search_reports_the_nodes_kept_in_fp32(tiny, tmp_path, capsys
     out = tmp_path / "audit"
     code = main(["audit", "--model", str(tmp / "model"), "--data", str(corpus), "--queries", str(pairs), "--presets", "static",
                  "--search", "--max-excluded", "2", "--min-ndcg-ratio", "1.0", "--max-slice-drop", "0", "--no-speed",
-                 "--n-boot", "100", "--out", str(out)])
+                 "--n-boot", "100", "--quick", "--out", str(out)])
     assert code in (0, 3), capsys.readouterr().err
     s = json.loads((out / "summary.json").read_text())
     se = s["search"]
@@ -329,7 +329,7 @@ def test_audit_says_when_the_search_ends_at_the_fp32_graph(tiny, tmp_path, capsy
     with quantized_graphs_miss(task):  # every INT8 graph misses, whatever the CPU (see missed_search)
         code = main(["audit", "--model", str(tmp / "model"), "--data", str(corpus), "--queries", str(pairs), "--presets", "static",
                          "--search", "--max-excluded", "64", "--min-ndcg-ratio", "1.0", "--max-slice-drop", "0", "--no-speed",
-                     "--n-boot", "100", "--out", str(out)])
+                     "--n-boot", "100", "--quick", "--out", str(out)])
     printed = capsys.readouterr()
     assert code in (0, 3), printed.err
     said = "no INT8 variant fits the budget: with every quantized MatMul left in FP32 the graph is the FP32 graph"

@@ -952,7 +952,8 @@ def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> N
     ok, why = speed_guard(_timed("a", 0.0, 1.01, 1.6, 2.3), 1.05)  # a big median with a wide interval is not enough
     assert not ok and "1.01x is under the 1.05x speed guard" in why
     busy = int8_candidate("busy", "model", _timed("busy", 0.0, 1.5, 1.7, 1.9, contended=True), _check(True), 1.05)
-    assert busy.contended and "no speed-up is stated as measured" in choice_message([busy], busy, 0.01, 0.02, 1.05)
+    said = "the speed of busy was taken while other work used the CPU, even after timing again, so it is not stated as measured"
+    assert busy.contended and said in choice_message([busy], busy, 0.01, 0.02, 1.05)
     with pytest.raises(QuantizeError, match="min_speedup is a speed-up over the FP32 graph"):
         SearchConfig(min_speedup=-1)
     assert SearchConfig(min_speedup="0").min_speedup == 0.0
