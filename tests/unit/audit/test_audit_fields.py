@@ -4,11 +4,10 @@ output folder. A field added to AuditConfig without a case here fails the first 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from helpers.audit_fixtures import make_rows, train_tiny_classifier, write_csv
+from helpers.config_cases import assert_every_field_has_a_case, assert_refused
 
 # field: (the flag and a value the command line is given, words of the one-line reason); refused when the config is
 # made (the stages' own configs are built from it) or, for the data's columns and file, when the data is read: both
@@ -46,9 +45,7 @@ def audit_model_folder(tmp_path_factory):
 def test_every_field_has_a_case():
     from workbench.audit import AuditConfig
 
-    fields = {f.name for f in dataclasses.fields(AuditConfig)}
-    cases = ON_THE_COMMAND_LINE.keys() | IN_THE_LIBRARY.keys() | SWITCHES
-    assert fields == cases, f"without a case: {sorted(fields - cases)}; no such field: {sorted(cases - fields)}"
+    assert_every_field_has_a_case(AuditConfig, ON_THE_COMMAND_LINE, IN_THE_LIBRARY, SWITCHES)
 
 
 @pytest.mark.parametrize("name", sorted(IN_THE_LIBRARY))
@@ -56,9 +53,7 @@ def test_the_library_refuses_what_a_stage_would(name):
     from workbench.audit import AuditConfig, AuditInputError
 
     value, words = IN_THE_LIBRARY[name]
-    with pytest.raises(AuditInputError) as exc:
-        AuditConfig(data="reviews.csv", **{name: value})
-    assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert_refused(lambda: AuditConfig(data="reviews.csv", **{name: value}), AuditInputError, words)
 
 
 def test_the_command_line_refuses_every_field_with_exit_2_before_any_stage(audit_model_folder, tmp_path, capsys, monkeypatch):

@@ -4,11 +4,10 @@ is written; on the command line, exit 2. A field added to EmbedAuditConfig witho
 
 from __future__ import annotations
 
-import dataclasses
-
 import pandas as pd
 import pytest
 
+from tests.helpers.config_cases import assert_every_field_has_a_case, assert_refused
 from tests.helpers.embed_fixtures import make_tiny_st_folder
 from workbench.embed.audit import EmbedAuditConfig, check_embed_inputs
 from workbench.embed.folder import EmbedError
@@ -47,17 +46,13 @@ SWITCHES = {"time_speed", "reference_check", "search"}  # either value is a vali
 
 
 def test_every_field_has_a_case():
-    fields = {f.name for f in dataclasses.fields(EmbedAuditConfig)}
-    cases = CONFIG_REFUSES.keys() | DATA_REFUSES.keys() | SWITCHES
-    assert fields == cases, f"without a case: {sorted(fields - cases)}; no such field: {sorted(cases - fields)}"
+    assert_every_field_has_a_case(EmbedAuditConfig, CONFIG_REFUSES, DATA_REFUSES, SWITCHES)
 
 
 @pytest.mark.parametrize("name", sorted(CONFIG_REFUSES))
 def test_the_config_refuses_what_a_stage_would(name):
     value, words = CONFIG_REFUSES[name]
-    with pytest.raises(EmbedError) as exc:
-        EmbedAuditConfig(**{name: value})
-    assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert_refused(lambda: EmbedAuditConfig(**{name: value}), EmbedError, words)
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +71,7 @@ def test_the_data_is_checked_before_anything_is_written(name, corpus, tmp_path, 
     monkeypatch.chdir(tmp)
     overrides, words = DATA_REFUSES[name]
     cfg = EmbedAuditConfig(**{"data": str(tmp / "corpus.csv"), "queries": str(tmp / "pairs.csv"), **overrides})
-    with pytest.raises(EmbedError) as exc:
-        check_embed_inputs(folder, cfg, tmp_path / "out")
-    assert words in str(exc.value) and "\n" not in str(exc.value)
+    assert_refused(lambda: check_embed_inputs(folder, cfg, tmp_path / "out"), EmbedError, words)
     assert not (tmp_path / "out").exists()
 
 
