@@ -52,6 +52,8 @@ Files (one idea each):
 ``ortmodule.py``   wrapping in ORTModule with the config's knobs; detecting a silent fallback
 ``backends.py``    the module each backend trains, the optimizer, Dynamo's counters,
                    :func:`explain_failure` (an exception -> cause and fix)
+``inductor.py``    Inductor's embedding gradient checked against eager's once per process, and
+                   left to PyTorch's kernel where torch's Inductor gets it wrong
 ``loop.py``        :class:`Trainer` (one optimizer step) and :func:`run_training` (the run),
                    :func:`evaluate`
 ``checkpoint.py``  the trained weights as a Hugging Face folder, written atomically
