@@ -93,12 +93,11 @@ class AuditConfig:
             raise AuditInputError(f"calibration_fraction must be in (0, 0.5], got {self.calibration_fraction}")
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:
             raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length!r}")
-        for name, build in (("n_boot, seed or node_error_samples", self.eval_config),
-                            ("eval_batch_size", lambda: self.baseline_config(0, self.timing()))):
-            try:  # what the quantize stage would refuse after the export and the fusion, refused now
-                build()
-            except (QuantizeError, EvaluationError) as exc:
-                raise AuditInputError(_audit_words(str(exc))) from None
+        try:  # what the quantize stage would refuse after the export and the fusion, refused now
+            self.eval_config()
+            self.baseline_config(0, self.timing())
+        except (QuantizeError, EvaluationError) as exc:
+            raise AuditInputError(_audit_words(str(exc))) from None
 
     def eval_config(self, node_error_samples: Optional[int] = None) -> EvalConfig:
         """The quantize stage's scoring: the audit's bootstrap, seed and per-node error texts."""

@@ -74,13 +74,12 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
     ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor. Figures taken on a busy machine are
     taken again (:func:`workbench.perf.speed.measure_quietly`; ``retimes``/``calm_wait_s``, default its own)."""
-    from ..perf import speed as _speed
-
-    retimes = _speed.RETIMES if retimes is None else retimes
-    calm_wait_s = _speed.CALM_WAIT_S if calm_wait_s is None else calm_wait_s
     from ..core.latency import paired_ratio
     from ..perf.machine_profile import machine_profile
-    from ..perf.speed import measure_quietly, time_shape
+    from ..perf.speed import CALM_WAIT_S, RETIMES, measure_quietly, time_shape
+
+    retimes = RETIMES if retimes is None else retimes
+    calm_wait_s = CALM_WAIT_S if calm_wait_s is None else calm_wait_s
 
     profile = machine_profile(threads) if (floors or load_check) else None
     notes: list[str] = []
