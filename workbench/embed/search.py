@@ -3,7 +3,7 @@
 ``prepare_embed_search(export, task, out_dir, budget=EmbedBudget(...))`` scores the FP32 graph once on
 the retrieval task and returns an :class:`EmbedSearchBaseline`; give it to
 :func:`workbench.quant.search.run_search` like a classifier's baseline. For every candidate
-configuration the search quantizes (the variants' own :class:`~workbench.embed.variants.VariantBuilder`),
+configuration the search quantizes (the variants' own quantizer, :func:`~workbench.embed.variants.embed_quantizer`),
 ranks the task and judges it with :class:`~workbench.embed.evaluate.EmbedBudget`: the share of FP32's
 NDCG@10 kept over all queries, and the largest NDCG@10 drop on every query slice big enough to judge.
 A configuration that misses its budget is quantized again with the nodes of the worst local SQNR left
@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..quant.quantizer import excluding
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
@@ -67,17 +68,17 @@ class EmbedSearchBaseline:
                  rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
         from .encode import OnnxEncoder
         from .speed import median_length_texts
-        from .variants import VariantBuilder
+        from .variants import embed_quantizer
 
         if int(max_excluded) < 0:
             raise EmbedError(f"max_excluded must be 0 or more (0: no node is left in FP32), got {max_excluded}")
         self.export, self.task, self.budget = export, task, budget
         self.threads, self.max_excluded, self.rounds, self.batch_size = int(threads), int(max_excluded), int(rounds), batch_size
         self.load_check, self.retimes = load_check, retimes
-        self.builder = VariantBuilder(export, fused, calibration_texts)
-        self.fp32 = OnnxEncoder(export.onnx_path, self.builder.tokenizer, export.max_length, self.threads)
+        self.quantizer, self.tokenizer = embed_quantizer(export, fused, calibration_texts), export.load_tokenizer()
+        self.fp32 = OnnxEncoder(export.onnx_path, self.tokenizer, export.max_length, self.threads)
         self.fp32_ranked, self.fp32_metrics = self._rank(self.fp32)
-        (self.timing_texts, self.tokens) = median_length_texts(self.builder.tokenizer, list(task.docs), export.max_length, 1)
+        (self.timing_texts, self.tokens) = median_length_texts(self.tokenizer, list(task.docs), export.max_length, 1)
         self.notes: list[str] = []
         self.all_fp32: dict[str, str] = {}  # candidate name -> the op types it left in FP32, every quantized one
 
@@ -107,18 +108,17 @@ class EmbedSearchBaseline:
         """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        qpath, float_path, cfg = self.builder.quantize(cfg, out_dir / QUANTIZED_FILE)
+        qpath, float_path, cfg, _ = self.quantizer.quantize(cfg, out_dir / QUANTIZED_FILE)
         tried = [self._candidate(name, cfg, qpath, config)]
         if tried[-1].check.feasible or not self.max_excluded:
             return tried
-        ranking = self.builder.worst(cfg, float_path, qpath, self.max_excluded)
+        ranking = self.quantizer.worst(cfg, float_path, qpath, self.max_excluded)
         if not ranking:
             self.notes.append(f"{name}: its quantized nodes have no per-node error to rank (weight-only graphs rename "
                               "their MatMuls), so no node was left in FP32")
         for k in exclusion_steps(min(self.max_excluded, len(ranking))):
-            ecfg = dataclasses.replace(cfg, name=f"{cfg.label}+fp32-{k}", exclude_worst=0,
-                                       nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *ranking[:k]])))
-            epath, efloat, _ = self.builder.quantize(ecfg, out_dir / f"model.fp32-{k}.onnx")
+            ecfg = excluding(cfg, ranking[:k], name=f"{cfg.label}+fp32-{k}")
+            epath, efloat, _, _ = self.quantizer.quantize(ecfg, out_dir / f"model.fp32-{k}.onnx")
             ops = _fp32_ops(ecfg, efloat, epath)
             if ops:
                 self.all_fp32[f"{name}+fp32-{k}"] = ops
@@ -135,7 +135,7 @@ class EmbedSearchBaseline:
         from .encode import OnnxEncoder
         from .variants import graph_size_mib
 
-        enc = OnnxEncoder(qpath, self.builder.tokenizer, self.export.max_length, self.threads)
+        enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
         cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.n_boot, config.seed)
         chk = self.budget.budget_check(cmp, config.strict)

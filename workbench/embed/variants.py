@@ -85,64 +85,30 @@ def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: 
             for i in range(0, len(texts), batch_size)]
 
 
-class VariantBuilder:
-    """Quantizes one embedding export again and again with the workbench's quantization functions
-    (the search and :func:`build_variants` share it): dynamic and weight-only configurations quantize
-    the fused graph, static ones the exported graph, calibrated on ``calibration_texts`` (computed
-    once); :meth:`worst` ranks a quantized graph's nodes by their local SQNR on a few of those texts."""
+def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: Sequence[str] = ()):
+    """The :class:`~workbench.quant.quantizer.Quantizer` of one embedding export (the variants and the search
+    share it): dynamic and weight-only configurations quantize the fused graph, static ones the exported
+    graph, calibrated on ``calibration_texts``; nodes are ranked on up to 16 of those texts."""
+    from ..quant.config import QuantMode
+    from ..quant.quantizer import Quantizer
+    from .encode import OnnxEncoder
 
-    def __init__(self, export: EmbedExportResult, fused: Path, calibration_texts: Sequence[str] = ()) -> None:
-        self.export = export
-        self.exported = Path(export.onnx_path)
-        self.fused = Path(fused)
-        self.calibration_texts = list(calibration_texts)
-        self.tokenizer = export.load_tokenizer()
-        self._feeds: dict[str, list[dict]] = {}
+    exported, texts, tok = Path(export.onnx_path), list(calibration_texts), export.load_tokenizer()
+    kept: dict[tuple, list[dict]] = {}
 
-    def source(self, cfg) -> Path:
-        from ..quant.config import QuantMode
+    def calibration(cfg):
+        if cfg.mode is not QuantMode.STATIC:
+            return None
+        key = (cfg.calibration.samples, cfg.calibration.batch_size)
+        if key not in kept:
+            kept[key] = calibration_feeds(exported, tok, texts[: key[0]], export.max_length, key[1])
+        return kept[key]
 
-        return self.exported if cfg.mode is QuantMode.STATIC else self.fused
+    def rank_feeds():
+        enc, few = OnnxEncoder(exported, tok, export.max_length), texts[:16]
+        return [enc.feed(few[i:i + 4]) for i in range(0, len(few), 4)]
 
-    def quantize(self, cfg, out_path: Path):
-        """(the quantized graph, the float graph its nodes are named after, the configuration used): a
-        configuration with ``exclude_worst`` is quantized, ranked and quantized again with those nodes
-        in FP32 (as :func:`workbench.quant.run.run_quantization` does), and the nodes it chose are in
-        the configuration returned."""
-        from ..quant.config import QuantMode
-        from ..quant.quantize import quantize_graph
-
-        feeds = None
-        if cfg.mode is QuantMode.STATIC:
-            if "static" not in self._feeds:
-                self._feeds["static"] = calibration_feeds(self.exported, self.tokenizer, self.calibration_texts[: cfg.samples],
-                                                          self.export.max_length, cfg.calibration_batch_size)
-            feeds = self._feeds["static"]
-        qpath, float_path = quantize_graph(self.source(cfg), cfg, out_path, feeds)
-        if not cfg.exclude_worst:
-            return qpath, float_path, cfg
-        worst = self.worst(cfg, float_path, qpath, cfg.exclude_worst)
-        used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
-        qpath, float_path = quantize_graph(self.source(cfg), used, out_path, feeds)
-        return qpath, float_path, used
-
-    def worst(self, cfg, float_path: Path, quant_path: Path, k: int) -> list[str]:
-        """The ``k`` quantized nodes of the lowest local SQNR on up to 16 calibration texts."""
-        from ..quant.sqnr import node_errors, worst_nodes
-
-        if "rank" not in self._feeds:
-            if not self.calibration_texts:
-                raise EmbedError("excluding the worst nodes ranks them on calibration texts, and none were given")
-            from .encode import OnnxEncoder
-
-            enc = OnnxEncoder(self.exported, self.tokenizer, self.export.max_length)
-            texts = self.calibration_texts[:16]
-            self._feeds["rank"] = [enc.feed(texts[i:i + 4]) for i in range(0, len(texts), 4)]
-        return worst_nodes(node_errors(float_path, quant_path, self._feeds["rank"], cfg.resolved_op_types()), k, "local")
-
-    @property
-    def ranked_on(self) -> int:
-        return min(16, len(self.calibration_texts))
+    return Quantizer(lambda cfg: exported if cfg.mode is QuantMode.STATIC else Path(fused), calibration, rank_feeds)
 
 
 def preset_config(name: str):
@@ -172,24 +138,22 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     built = [EmbedVariant(FP32, exported, "", size_mib=graph_size_mib(exported)),
              EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=graph_size_mib(fused))]
     notes: list[str] = []
-    builder = VariantBuilder(export, fused, calibration_texts)
+    quantizer = embed_quantizer(export, fused, calibration_texts)
     for name, cfg in configs.items():
         if nodes_to_exclude:
             cfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(nodes_to_exclude))
-        src = FUSED if builder.source(cfg) == fused else FP32
+        src = FUSED if quantizer.source(cfg) == fused else FP32
         t0 = time.perf_counter()
-        qpath, float_path, cfg = builder.quantize(cfg, out / f"model.{name}.onnx")
-        built.append(EmbedVariant(name, qpath, src, name, tuple(cfg.nodes_to_exclude), time.perf_counter() - t0, graph_size_mib(qpath)))
+        done = quantizer.quantize(cfg, out / f"model.{name}.onnx")
+        built.append(EmbedVariant(name, done.path, src, name, tuple(done.config.nodes_to_exclude), time.perf_counter() - t0,
+                                  graph_size_mib(done.path)))
         if exclude_worst:
-            worst = builder.worst(cfg, float_path, qpath, exclude_worst)
-            ecfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
             ename = f"{name}+exclude{exclude_worst}"
             t0 = time.perf_counter()
-            epath, _, _ = builder.quantize(dataclasses.replace(ecfg, exclude_worst=0), out / f"model.{ename}.onnx")
-            built.append(EmbedVariant(ename, epath, src, name, tuple(ecfg.nodes_to_exclude), time.perf_counter() - t0,
-                                      graph_size_mib(epath)))
-            notes.append(f"{ename}: left in FP32 the {exclude_worst} nodes of lowest local SQNR on {builder.ranked_on} "
-                         f"calibration texts: {list(worst)}")
+            less = quantizer.without_worst(done, exclude_worst, out / f"model.{ename}.onnx")
+            built.append(EmbedVariant(ename, less.path, src, name, tuple(less.config.nodes_to_exclude), time.perf_counter() - t0,
+                                      graph_size_mib(less.path)))
+            notes.append(f"{ename}: {less.note}")
     result = EmbedVariants(built, notes)
     runs.save_result(result, out / RESULT_FILE)
     return result

@@ -20,6 +20,7 @@ Files, one idea each:
 - ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
 - ``nbits.py``: which weight-only bit widths this ONNX Runtime builds and runs (a probe on one small MatMul).
 - ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
+- ``quantizer.py``: :class:`Quantizer`, the one re-quantization with the worst nodes left in FP32, for every task.
 - ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
 - ``rows.py``: one row per quantized variant (:func:`variant_row`), read by the CLI, the report and the panel.
 - ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.

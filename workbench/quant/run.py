@@ -43,7 +43,8 @@ from ..perf.speed import Speed, time_side_by_side
 from .baseline import BASELINE_FILE, Baseline, EvalSet, cpu_profile, load_baseline
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
-from .quantize import encoded_feeds, quantize_graph, quantized_nodes
+from .quantize import encoded_feeds, quantized_nodes
+from .quantizer import Quantizer, excluding, feed_rows
 from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -203,26 +204,6 @@ def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feed
     return fp32(texts[:usable], cal.batch_size, pad_to_max=True)
 
 
-def _quantize(src: Path, cfg: QuantConfig, qfile: Path, feeds: Optional[list[dict]], calib_texts: list[str],
-              fp32: _Fp32Feeds, rank_samples: int, notes: list[str]) -> tuple[Path, Path, QuantConfig]:
-    """(quantized graph, the FP32 graph its node names refer to, the config it was quantized with: exclude_worst
-    adds the nodes it chose, ranked by their local SQNR on ``rank_samples`` calibration texts)."""
-    qpath, float_path = quantize_graph(src, cfg, qfile, feeds)
-    if not cfg.exclude_worst:
-        return qpath, float_path, cfg
-    if not calib_texts:
-        raise QuantizeError("exclude_worst ranks nodes on calibration texts, and the baseline has none (no training "
-                            "split): give data with a training split, or list nodes_to_exclude yourself")
-    texts = calib_texts[:max(16, rank_samples)]
-    worst = worst_nodes(node_errors(float_path, qpath, fp32(texts, 8, pad_to_max=False), cfg.resolved_op_types()),
-                        cfg.exclude_worst, "local")
-    used = dataclasses.replace(cfg, nodes_to_exclude=tuple(dict.fromkeys([*cfg.nodes_to_exclude, *worst])))
-    qpath, float_path = quantize_graph(src, used, qfile, feeds)
-    notes.append(f"exclude_worst={cfg.exclude_worst}: left in FP32 the nodes with the lowest local SQNR on "
-                 f"{len(texts)} calibration texts: {list(worst)}")
-    return qpath, float_path, used
-
-
 def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
     """What a reader of the result should know about how this mode was scored."""
     if cfg.mode is QuantMode.DYNAMIC:
@@ -323,8 +304,12 @@ def run_quantization(
 
     feeds = _calibration_feeds(cfg, calib_texts, fp32, notes)
     t0 = time.perf_counter()
-    qpath, float_path, used = _quantize(src, cfg, out / QUANTIZED_FILE, feeds, calib_texts, fp32,
-                                        evaluation.node_error_samples, notes)
+    rank_texts = calib_texts[:max(16, evaluation.node_error_samples)]
+    qpath, float_path, used, note = Quantizer(
+        lambda _: src, lambda _: feeds, lambda: fp32(rank_texts, 8, pad_to_max=False) if rank_texts else [],
+        "exclude_worst ranks nodes on calibration texts, and the baseline has none (no training split): give data with "
+        "a training split, or list nodes_to_exclude yourself").quantize(cfg, out / QUANTIZED_FILE)
+    notes += [f"exclude_worst={cfg.exclude_worst}: {note}"] if note else []
     quantize_seconds = time.perf_counter() - t0
     notes += _mode_notes(cfg, baseline)
     qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
@@ -346,7 +331,7 @@ def run_quantization(
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
         node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,
-        calibration_samples=sum(len(next(iter(f.values()))) for f in feeds) if feeds else 0,
+        calibration_samples=feed_rows(feeds or []),
         baseline_path=(Path(baseline.out_dir) / BASELINE_FILE).resolve(), out_dir=out.resolve(), notes=notes, timing=t,
         speed=list(side.speeds), load=side.load, scoring=scoring,
     )
@@ -382,10 +367,9 @@ def requantize_excluding(
         if isinstance(nodes, str):
             raise QuantizeError(f"nodes must be a list of node names, got the string {nodes!r}")
         chosen = list(nodes)
-    excluded = tuple(dict.fromkeys([*result.config.nodes_to_exclude, *result.excluded_nodes, *chosen]))
-    base_name = result.config.name or ""
-    cfg = dataclasses.replace(result.config, nodes_to_exclude=excluded, exclude_worst=0,
-                              name=f"{base_name}-excl{len(excluded)}" if base_name else "")
+    cfg = excluding(result.config, [*result.excluded_nodes, *chosen])
+    excluded = cfg.nodes_to_exclude
+    cfg = dataclasses.replace(cfg, name=f"{cfg.name}-excl{len(excluded)}" if cfg.name else "")
     baseline = load_baseline(result.baseline_path)
     target = Path(out_dir) if out_dir is not None else Path(result.out_dir) / f"exclude-{len(excluded)}"
     return run_quantization(baseline, cfg, target, timing=result.timing,
