@@ -41,3 +41,10 @@ def test_one_requantization_with_the_worst_nodes_left_in_fp32():
     assert _calls("quantize_graph") == {"workbench/quant/quantizer.py"}
     assert _calls("worst_nodes") <= {"workbench/quant/quantizer.py", "workbench/quant/run.py"}
     assert _defined({"Quantizer", "VariantBuilder"}) == {"Quantizer": ["workbench/quant/quantizer.py"], "VariantBuilder": []}
+
+
+def test_one_search_for_every_task():
+    # the search, its choice, its message and its FP32 candidate are written once; a task brings its terms
+    one = _defined({"run_search", "search_results", "select_candidate", "choice_message", "fp32_candidate", "search_over_results"})
+    assert one == {**{n: ["workbench/quant/search.py"] for n in one}, "search_over_results": []}, one
+    assert _calls("select_candidate") == {"workbench/quant/search.py"}

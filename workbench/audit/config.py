@@ -109,6 +109,13 @@ class AuditConfig:
         return BaselineConfig(golden=False, calibration_samples=calibration_samples, timing=timing,
                               batch_size=self.eval_batch_size, max_length=self.max_length)
 
+    def search_config(self):
+        """The search over the audit's variants: its budgets and speed guard (the variants are already quantized)."""
+        from ..quant.search import SearchConfig
+
+        return SearchConfig(candidates=(), budget_overall=self.budget_overall, budget_per_slice=self.budget_slice,
+                            include_small_slices=self.include_small_slices, min_speedup=self.min_speedup)
+
     @property
     def static_presets(self) -> list[str]:
         return [p for p in self.presets if QuantConfig.preset(p).mode.value == "static"]

@@ -213,11 +213,9 @@ class AuditStages:
         return True
 
     def search(self, st):
-        from ..report import search_over_results
+        from ..quant.search import search_results
 
-        cfg = self.cfg
-        found = search_over_results(st.inputs["quantize"], cfg.budget_overall, cfg.budget_slice, cfg.include_small_slices,
-                                    out_dir=self.out / layout.SEARCH_DIR, min_speedup=cfg.min_speedup)
+        found = search_results(st.inputs["quantize"], self.cfg.search_config(), self.out / layout.SEARCH_DIR)
         self.log(f"      {found.message}")
         return found
 

@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..quant.quantizer import excluding
+from ..quant.search import SearchTerms, fp32_candidate, left_all_in_fp32  # noqa: F401  (left_all_in_fp32: read here too)
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
@@ -39,13 +40,6 @@ METRIC = "ndcg@10"
 FP32_NAME = "fp32"
 # what a candidate that kept every quantized node in FP32 is, in the table and the message
 ALL_FP32 = "with every quantized {ops} left in FP32 the graph is the FP32 graph"
-
-
-def left_all_in_fp32(candidate) -> bool:
-    """Whether a search candidate (a :class:`~workbench.quant.search.SearchCandidate` or its saved dict) is a
-    quantization that left every quantized node in FP32: an FP32 graph with a quantization configuration."""
-    get = candidate.get if isinstance(candidate, dict) else (lambda key: getattr(candidate, key))
-    return get("precision") == "fp32" and get("config") is not None
 
 
 def exclusion_steps(max_excluded: int) -> list[int]:
@@ -93,16 +87,12 @@ class EmbedSearchBaseline:
         return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
 
     def fp32_search_candidate(self, name: str, config):
-        from ..quant.search import SearchCandidate
         from .variants import graph_size_mib
 
         cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.n_boot, config.seed)
-        chk = self.budget.budget_check(cmp, config.strict)
-        speed = self._time({}, name)
-        return SearchCandidate(name=name, graph=name.split("/")[0], precision="fp32", config=None,
-                               onnx_path=Path(self.export.onnx_path), result_path=None, latency_ms=speed[FP32_NAME].median_ms,
-                               size_mib=graph_size_mib(Path(self.export.onnx_path)), accuracy=self.fp32_metrics[METRIC],
-                               accuracy_delta=0.0, check=chk, feasible=chk.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0)
+        path = Path(self.export.onnx_path)
+        return fp32_candidate(name, name.split("/")[0], path, graph_size_mib(path), self.fp32_metrics[METRIC],
+                              self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
         """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
@@ -167,46 +157,15 @@ class EmbedSearchBaseline:
                              load_check=self.load_check, retimes=self.retimes)
         return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s), run.contended) for s in run.speeds}
 
-    def choice_message(self, found, best, config) -> str:
-        """What the search chose and why, in NDCG@10 terms."""
+    def terms(self) -> SearchTerms:
+        """The search's words for NDCG@10 and this budget."""
         b = self.budget
-        int8 = [c for c in found if c.precision == "int8"]
-        accurate = [c for c in int8 if c.check.feasible]
-        whole = [c for c in found if left_all_in_fp32(c)]
-        if best is not None and best.precision == "int8":
-            kept = list(best.config.nodes_to_exclude) if best.config is not None else []
-            message = (f"{best.name}: {best.speedup:.2f}x the FP32 graph ({best.speedup_lo:.2f}-{best.speedup_hi:.2f}) at "
-                       f"{self.tokens} tokens, NDCG@10 {best.accuracy:.4f} ({best.accuracy / max(self.fp32_metrics[METRIC], 1e-12):.2%} "
-                       f"of FP32's), worst slice {best.check.worst_slice or '-'} -{best.check.worst_slice_drop:.4f}"
-                       + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
-        elif accurate:
-            quickest = max(accurate, key=lambda c: c.speedup_lo or 0.0)
-            bar = (f"at least {config.min_speedup:.2f}x faster beyond doubt" if config.min_speedup > 0 else
-                   "faster than the FP32 graph")  # the guard off: the FP32 graph was the quickest
-            pace = quickest.too_slow or f"{_Ratio.of_candidate(quickest).text()} the speed of the FP32 graph"
-            message = (f"keep the FP32 graph: {len(accurate)} INT8 variant(s) within the NDCG@10 budget, none {bar}; "
-                       f"the quickest, {quickest.name}, runs at {pace}")
-        elif whole:
-            closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop)) if int8 else None
-            message = (f"no INT8 variant fits the budget: {ALL_FP32.format(ops=self.all_fp32[whole[0].name])} "
-                       f"({', '.join(c.name for c in whole)}, scored, not timed). Keep the FP32 graph, or loosen the budget "
-                       f"(NDCG@10 kept {b.min_ndcg_ratio:.1%}, slice drop {b.max_slice_drop:g})"
-                       + (f"; closest INT8 variant: {closest.name} ({'; '.join(closest.check.violations[:2])})" if closest else ""))
-        elif int8:
-            closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
-            message = (f"no INT8 variant keeps {b.min_ndcg_ratio:.1%} of FP32's NDCG@10 with no slice of {b.min_slice_size}+ "
-                       f"queries losing more than {b.max_slice_drop}, even with up to {self.max_excluded} nodes in FP32; "
-                       f"closest: {closest.name} ({'; '.join(closest.check.violations[:2])}). Keep the FP32 graph, raise "
-                       "the budget or max_excluded")
-        else:
-            message = "no quantized variant to choose from"
-        if self.notes:
-            message += "; " + "; ".join(self.notes)
-        busy = [c.name for c in int8 if c.contended]
-        if busy:
-            message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, "
-                        "so it is not stated as measured: time again on a quiet machine")
-        return message
+        whole = next(iter(self.all_fp32.values()), "")
+        return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
+                           budget=(f"within the NDCG@10 budget ({b.min_ndcg_ratio:.1%} of FP32's kept, no slice of {b.min_slice_size}+ "
+                                   f"queries losing more than {b.max_slice_drop:g}), even with up to {self.max_excluded} nodes in FP32"),
+                           advice=f"loosen the budget or raise max_excluded (now {self.max_excluded})",
+                           all_fp32=ALL_FP32.format(ops=whole) if whole else "")
 
 
 def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
@@ -232,10 +191,6 @@ class _Ratio:
     @classmethod
     def of(cls, s) -> "_Ratio":
         return cls(s.speedup, s.lo, s.hi)
-
-    @classmethod
-    def of_candidate(cls, c) -> "_Ratio":
-        return cls(c.speedup, c.speedup_lo, c.speedup_hi)
 
     def text(self) -> str:
         return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"

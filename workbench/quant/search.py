@@ -80,36 +80,91 @@ def int8_candidate(name: str, graph: str, res: QuantResult, check: BudgetCheck, 
         contended=res.contended, floor_ms=lat.floor_ms if lat else None, of_floor=lat.of_floor if lat else None)
 
 
-def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], budget_overall: float,
-                   budget_per_slice: float, min_speedup: float) -> str:
-    """What the search chose and why, or why nothing was: accuracy first, then the speed guard."""
+def left_all_in_fp32(candidate) -> bool:
+    """Whether a candidate (a :class:`SearchCandidate` or its saved dict) is a quantization that left every
+    quantized node in FP32: an FP32 graph with a quantization configuration (scored, never timed or chosen)."""
+    get = candidate.get if isinstance(candidate, dict) else (lambda key: getattr(candidate, key))
+    return get("precision") == "fp32" and get("config") is not None
+
+
+@dataclass(frozen=True)
+class SearchTerms:
+    """How the search speaks of a task's metric and budget: ``metric`` (what ``SearchCandidate.accuracy``
+    holds), ``budget`` (the budget in words, after "no INT8 variant is"), ``advice`` (what to try when
+    nothing fits), how a value and a drop are written, ``of_fp32`` (a value as a share of FP32's too) and
+    ``all_fp32`` (what a quantization that left every quantized node in FP32 is, when there was one)."""
+
+    metric: str = "accuracy"
+    budget: str = ""
+    advice: str = "raise a budget or try per-channel, static calibration or excluding the worst nodes"
+    value: str = ".1%"
+    drop: str = "+.2%"
+    of_fp32: bool = False
+    all_fp32: str = ""
+
+    @classmethod
+    def accuracy(cls, budget_overall: float, budget_per_slice: float) -> "SearchTerms":
+        return cls(budget=f"within {budget_overall:.1%} overall and {budget_per_slice:.1%} per slice")
+
+    def figures(self, c: SearchCandidate) -> str:
+        """``c``'s metric and its change: "accuracy 91.2% (-0.40%)", "NDCG@10 0.8123 (99.60% of FP32's)"."""
+        fp32 = c.accuracy - c.accuracy_delta
+        change = f"{c.accuracy / max(fp32, 1e-12):.2%} of FP32's" if self.of_fp32 else f"{-c.check.overall_drop:{self.drop}}"
+        return f"{self.metric} {c.accuracy:{self.value}} ({change})"
+
+
+def _ratio_words(c: SearchCandidate) -> str:
+    return (f"{c.speedup:.2f}x the FP32 graph ({c.speedup_lo:.2f}-{c.speedup_hi:.2f})" if c.speedup_lo is not None
+            else f"{c.latency_ms:.2f} ms")
+
+
+def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], terms: SearchTerms, min_speedup: float,
+                   notes: Sequence[str] = ()) -> str:
+    """What the search chose and why, or why nothing was, in the task's terms: accuracy first, then the speed guard."""
     int8 = [c for c in found if c.precision == "int8"]
     accurate = [c for c in int8 if c.check.feasible]
+    whole = [c for c in found if left_all_in_fp32(c)]
+    closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop)) if int8 else None
+    near = f"closest: {closest.name} ({'; '.join(closest.check.violations[:2])})" if closest else ""
+    keep = f"keep the FP32 graph{' (' + best.name + ')' if best is not None else ''}"
     if best is not None and best.precision == "int8":
-        speed = (f"{best.speedup:.2f}x FP32 ({best.speedup_lo:.2f}-{best.speedup_hi:.2f})" if best.speedup_lo is not None
-                 else f"{best.latency_ms:.2f} ms")
-        message = (f"{best.name}: {speed}, {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, accuracy {best.accuracy:.1%} "
-                   f"({-best.check.overall_drop:+.2%}), worst slice {best.check.worst_slice or '-'} "
-                   f"{-best.check.worst_slice_drop:+.2%}")
+        kept = list(best.config.nodes_to_exclude) if best.config is not None else []
+        message = (f"{best.name}: {_ratio_words(best)}, {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, {terms.figures(best)}, "
+                   f"worst slice {best.check.worst_slice or '-'} {-best.check.worst_slice_drop:{terms.drop}}"
+                   + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
     elif accurate:  # within budget but none fast enough: keep the FP32 graph
         quickest = max(accurate, key=lambda c: (c.speedup_lo if c.speedup_lo is not None else (c.speedup or 0.0)))
-        message = (f"keep the FP32 graph{' (' + best.name + ')' if best is not None else ''}: {len(accurate)} INT8 "
-                   f"variant{'s are' if len(accurate) > 1 else ' is'} within the accuracy budget, but none is at least "
-                   f"{min_speedup:.2f}x faster beyond doubt on this machine; the quickest, {quickest.name}, runs at "
-                   f"{quickest.too_slow}")
+        message = (f"{keep}: {len(accurate)} INT8 variant{'s are' if len(accurate) > 1 else ' is'} within the {terms.metric} "
+                   f"budget, but none is at least {min_speedup:.2f}x faster beyond doubt on this machine; the quickest, "
+                   f"{quickest.name}, runs at {quickest.too_slow}")
+    elif whole and terms.all_fp32:
+        message = (f"no INT8 variant fits the budget: {terms.all_fp32} ({', '.join(c.name for c in whole)}, scored, not timed). "
+                   f"Keep the FP32 graph, or {terms.advice}" + (f"; {near}" if near else ""))
     elif int8:
-        closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop))
-        message = (f"no INT8 variant is within {budget_overall:.1%} overall and {budget_per_slice:.1%} per slice; closest: "
-                   f"{closest.name} ({'; '.join(closest.check.violations[:2])}). Keep the FP32 graph"
-                   f"{' (' + best.name + ')' if best is not None else ''}, raise a budget or try per-channel, static "
-                   "calibration or excluding the worst nodes")
+        message = f"no INT8 variant is {terms.budget}; {near}. {keep[0].upper() + keep[1:]}, {terms.advice}"
     else:
         message = "no quantized variant to choose from" + (f"; {best.name}" if best is not None else "")
+    message += "".join(f"; {n}" for n in notes)
     busy = [c.name for c in int8 if c.contended]
     if busy:
         message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, so "
                     "it is not stated as measured: time again on a quiet machine")
+    reused = [c.name for c in found if c.reused]
+    if reused:
+        message += f" (reused {len(reused)} earlier result{'s' if len(reused) > 1 else ''}: {', '.join(reused)})"
     return message
+
+
+def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: BudgetCheck,
+                   latency: Any = None) -> SearchCandidate:
+    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``latency``
+    its :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
+    constructor every search uses."""
+    return SearchCandidate(
+        name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,
+        latency_ms=latency.median_ms if latency is not None else float("nan"), size_mib=size_mib, accuracy=value,
+        accuracy_delta=0.0, check=check, feasible=check.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
+        floor_ms=getattr(latency, "floor_ms", None), of_floor=getattr(latency, "of_floor", None))
 
 
 @dataclass(frozen=True)
@@ -234,23 +289,26 @@ class ScoredBaseline(Protocol):
     configuration, then the same with nodes left in FP32 until it fits); ``previous`` is not used."""
 
     metric: str
+    notes: list[str]
 
     def budgets(self) -> tuple[float, float]: ...
+
+    def terms(self) -> SearchTerms: ...
 
     def fp32_search_candidate(self, name: str, config: "SearchConfig") -> SearchCandidate: ...
 
     def search_candidates(self, name: str, cfg: QuantConfig, out_dir: Path, config: "SearchConfig") -> list[SearchCandidate]: ...
 
-    def choice_message(self, found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: "SearchConfig") -> str: ...
-
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
                                                                              Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
-    """The feasible candidate with the highest speed-up over the FP32 graph (each measured beside
+    """The feasible INT8 candidate with the highest speed-up over the FP32 graph (each measured beside
     FP32 in its own interleaved rounds, so candidates timed at different moments still compare;
-    by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy."""
+    by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy. The
+    FP32 graph only when no INT8 candidate is feasible (within the budget and past the speed guard)."""
     objective = parse_objective(objective)
-    ok = [c for c in candidates if c.feasible]
+    feasible = [c for c in candidates if c.feasible]
+    ok = [c for c in feasible if c.precision == "int8"] or feasible
     if not ok:
         return None
     if objective is Objective.LATENCY:
@@ -358,7 +416,8 @@ def _result(found: list[SearchCandidate], scored: Optional[ScoredBaseline], conf
     """The best candidate and the message, in the scored baseline's metric and budgets when there is one."""
     best = select_candidate(found, config.objective)
     budgets = scored.budgets() if scored else (config.budget_overall, config.budget_per_slice)
-    message = scored.choice_message(found, best, config) if scored else _message(found, best, config)
+    terms = scored.terms() if scored else SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
+    message = choice_message(found, best, terms, config.min_speedup, scored.notes if scored else ())
     return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
                         config.include_small_slices, config.strict, out.resolve(), message, config.min_speedup,
                         scored.metric if scored else "accuracy")
@@ -388,26 +447,32 @@ def _search_scored(gname: str, graph: ScoredBaseline, gdir: Path, configs: Seque
         step(", ".join(c.name for c in tried))
 
 
-def _message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], config: SearchConfig) -> str:
-    message = choice_message(found, best, config.budget_overall, config.budget_per_slice, config.min_speedup)
-    reused = [c.name for c in found if c.reused]
-    if reused:
-        message += f" (reused {len(reused)} earlier result{'s' if len(reused) > 1 else ''}: {', '.join(reused)})"
-    return message
-
-
 def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: TimingConfig, ev: EvalConfig) -> SearchCandidate:
-    """The FP32 graph as a candidate: its latency from the baseline (timed once, when it was
-    prepared), scored against itself (no drop)."""
-    lat = fp32_latency(base, timing)
+    """The FP32 graph as a candidate: its latency from the baseline, scored against itself (no drop)."""
     reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
-    return SearchCandidate(
-        name=f"{gname}/fp32", graph=gname, precision="fp32", config=None, onnx_path=Path(base.fp32_path), result_path=None,
-        latency_ms=lat[0].median_ms, size_mib=base.fp32_size_mib, accuracy=reps[0].overall.reference.accuracy,
-        accuracy_delta=0.0, check=chk, feasible=chk.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
-        floor_ms=lat[0].floor_ms, of_floor=lat[0].of_floor,
-    )
+    return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy, chk,
+                          fp32_latency(base, timing)[0])
+
+
+def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
+    """The search over variants already quantized, scored and timed (no re-quantizing, no re-timing; the
+    candidates of ``config`` are not used): each is judged against the budgets and the speed guard, the
+    FP32 graph is a candidate too (timed beside the first variant). Saved as ``out_dir/search.json`` when given."""
+    found = []
+    if results and config.include_fp32:
+        r0 = results[0]
+        same = BudgetCheck(0.0, "", 0.0, True, True, [], 0, [])  # the reference: no change
+        found.append(fp32_candidate(f"{r0.graph_kind}/fp32", r0.graph_kind, r0.source_path, r0.fp32_size_mib,
+                                    r0.report.overall.reference.accuracy, same, r0.fp32_latency[0] if r0.fp32_latency else None))
+    for r in results:
+        reps = [r.report] + ([r.golden] if r.golden is not None else [])
+        chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
+        found.append(int8_candidate(r.name, r.graph_kind, r, chk, config.min_speedup))
+    result = _result(found, None, config, Path(out_dir) if out_dir is not None else Path("."))
+    if out_dir is not None:
+        runs.save_result(result, Path(out_dir) / SEARCH_FILE)
+    return result
 
 
 def load_search(path: str | os.PathLike) -> SearchResult:

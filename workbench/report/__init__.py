@@ -6,8 +6,8 @@ reads a run folder with :func:`inputs_from_run`.
 
 Entry points: :func:`write_report` (``ReportInputs`` -> ``report.html`` + ``summary.json``),
 :func:`write_run_report` (what a run folder holds so far), :func:`build_summary`,
-:func:`render_html`, :func:`validate_summary`, and :func:`search_over_results` (the search over
-variants already quantized, which the audit uses).
+:func:`render_html` and :func:`validate_summary`. Without a search given, the report searches the
+variants it holds with :func:`workbench.quant.search.search_results` (the search every front uses).
 
 How it is built, so that the page and the JSON can never disagree:
 
@@ -27,7 +27,6 @@ Files:
 
 - ``schema.py``: ``summary.json``'s schema, its version, the file names and exit codes
 - ``inputs.py``: :class:`ReportInputs` and :func:`inputs_from_run` (a run folder's results)
-- ``search.py``: :func:`search_over_results`, the search over variants already quantized
 - ``environment.py``: facts about the machine and the packages
 - ``rows.py``: plain rows of result objects (a slice's change, a quantization config in words)
 - ``verdict.py``: the verdict (default budgets: ``workbench.quant.DEFAULT_BUDGET_OVERALL`` / ``_PER_SLICE``)
@@ -53,6 +52,5 @@ from .schema import (  # noqa: F401
     SUMMARY_SCHEMA,
     validate_summary,
 )
-from .search import search_over_results  # noqa: F401
 from .summary import build_summary  # noqa: F401
 from .write import write_report, write_run_report  # noqa: F401

@@ -40,6 +40,16 @@ class ReportInputs:
     batch_dependence: list = field(default_factory=list)  # {variant, n, batch_a, batch_b, differ}
     config: dict = field(default_factory=dict)
 
+    def searched(self):
+        """``search``, or the search over ``quant`` with these budgets and speed guard (None without variants)."""
+        from ..quant.search import SearchConfig, search_results
+
+        if self.search is not None or not self.quant:
+            return self.search
+        return search_results(self.quant, SearchConfig(candidates=(), budget_overall=self.budget_overall,
+                                                       budget_per_slice=self.budget_per_slice, min_speedup=self.min_speedup,
+                                                       include_small_slices=self.include_small_slices))
+
 
 # ----------------------------------------------------------------------------------------------
 # a run folder (the demo's, the Workbench's)

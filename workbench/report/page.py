@@ -10,7 +10,6 @@ from .environment import CPU_FLAGS_OF_INTEREST
 from .inputs import ReportInputs
 from .lengths import slower_text
 from .schema import MAX_FLIPS_SHOWN
-from .search import search_over_results
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222;
@@ -76,9 +75,7 @@ def draw_figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
         focus = next((r for r in inp.quant if r.name == chosen), None)
         if focus is not None:
             add("drift_focus", lambda: quant_plots.drift_bars(focus))
-    search = inp.search if inp.search is not None else (
-        search_over_results(inp.quant, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
-                            min_speedup=inp.min_speedup) if inp.quant else None)
+    search = inp.searched()
     if search is not None:
         add("search", lambda: quant_plots.tradeoff(search))
     return figs

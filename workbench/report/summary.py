@@ -13,7 +13,6 @@ from .inputs import ReportInputs
 from .lengths import data_lengths, scoring_dict
 from .rows import latency_map, slice_row, describe_config
 from .schema import SCHEMA_VERSION, validate_summary
-from .search import search_over_results
 from .verdict import build_verdict
 
 
@@ -211,9 +210,7 @@ def build_summary(inp: ReportInputs) -> dict:
 
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
     results = list(inp.quant)
-    search = inp.search if inp.search is not None else (
-        search_over_results(results, inp.budget_overall, inp.budget_per_slice, inp.include_small_slices,
-                            min_speedup=inp.min_speedup) if results else None)
+    search = inp.searched()
     by_path = {str((Path(r.out_dir) / layout.QUANTIZE_FILE).resolve()): r for r in results}
     checks = {c.name: c.check for c in search.candidates} if search is not None else {}
     examples, slices = _eval_set_facts(results, data, notes)

@@ -923,7 +923,7 @@ def _check(ok: bool):
 
 
 def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
-    from workbench.quant.search import choice_message, int8_candidate
+    from workbench.quant.search import SearchTerms, choice_message, int8_candidate
 
     fp32 = SearchCandidate(name="model/fp32", graph="model", precision="fp32", config=None, onnx_path=Path("/x/m.onnx"),
                            result_path=None, latency_ms=10.0, size_mib=87.0, accuracy=0.8, accuracy_delta=0.0,
@@ -936,7 +936,7 @@ def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
     quick_but_off = int8_candidate("quick", "model", _timed("quick", -0.03, 1.55, 1.70, 1.82), _check(False), 1.05)
     best = select_candidate([fp32, exact_but_slow, quick_but_off])
     assert best is fp32
-    text = choice_message([fp32, exact_but_slow, quick_but_off], best, 0.01, 0.02, 1.05)
+    text = choice_message([fp32, exact_but_slow, quick_but_off], best, SearchTerms.accuracy(0.01, 0.02), 1.05)
     assert text.startswith("keep the FP32 graph (model/fp32)") and "none is at least 1.05x faster" in text
     assert "exact" in text and "0.98x is under the 1.05x speed guard" in text
     # the guard off: the exact one (1.04x, inside the budget) wins over FP32
@@ -946,14 +946,14 @@ def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
 
 def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> None:
     from workbench.quant import speed_guard
-    from workbench.quant.search import choice_message, int8_candidate
+    from workbench.quant.search import SearchTerms, choice_message, int8_candidate
 
     assert speed_guard(_timed("a", 0.0, 1.06, 1.2, 1.3), 1.05) == (True, "")
     ok, why = speed_guard(_timed("a", 0.0, 1.01, 1.6, 2.3), 1.05)  # a big median with a wide interval is not enough
     assert not ok and "1.01x is under the 1.05x speed guard" in why
     busy = int8_candidate("busy", "model", _timed("busy", 0.0, 1.5, 1.7, 1.9, contended=True), _check(True), 1.05)
     said = "the speed of busy was taken while other work used the CPU, even after timing again, so it is not stated as measured"
-    assert busy.contended and said in choice_message([busy], busy, 0.01, 0.02, 1.05)
+    assert busy.contended and said in choice_message([busy], busy, SearchTerms.accuracy(0.01, 0.02), 1.05)
     with pytest.raises(QuantizeError, match="min_speedup is a speed-up over the FP32 graph"):
         SearchConfig(min_speedup=-1)
     assert SearchConfig(min_speedup="0").min_speedup == 0.0
