@@ -303,23 +303,17 @@ def check_data() -> Check:
 
 
 def check_accelerators() -> Check:
+    from ..perf.machine_profile import cpu_model_and_flags
+
     try:
         import torch
 
         cuda = torch.cuda.is_available()
-        bf16 = _cpu_has_bf16()
+        bf16 = cpu_model_and_flags()[1]["bf16"]
         value = f"CUDA: {'yes, ' + torch.cuda.get_device_name(0) if cuda else 'no'}; CPU bf16: {'yes' if bf16 else 'no'}"
     except ImportError as exc:
         return Check("accelerators", False, f"torch import failed: {exc}", SETUP_HINT, required=False)
     return Check("accelerators", True, value, required=False)
-
-
-def _cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 
 def check_gpu() -> Check:

@@ -38,6 +38,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+import psutil
+
 from ..core.threads import requested_threads
 from .gemm import (CHAIN_LAYERS, KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed,  # noqa: F401
                    gemm_session, measure_gops)  # CHAIN_LAYERS, LAYER_GEMMS: importable from here too
@@ -299,7 +301,7 @@ class LoadCheck:
     at: str
     others_running: Optional[int] = None  # other runnable threads/processes seen (from /proc/loadavg)
     cpus: int = 0
-    # share of the CPU time the hypervisor gave to others while the probe ran (/proc/stat "steal")
+    # share of the CPU time the hypervisor gave to others while the probe ran (the CPUs' "steal" time)
     steal_fraction: Optional[float] = None
 
     def text(self) -> str:
@@ -402,21 +404,19 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
                      steal_fraction=None if steal_fraction is None else round(steal_fraction, 3))
 
 
-def cpu_times(stat: str | os.PathLike = "/proc/stat") -> Optional[tuple[int, int]]:
-    """(steal, total) clock ticks of all CPUs so far, from /proc/stat's ``cpu`` line; None where
-    it cannot be read. Steal is the time a virtual machine's CPUs were ready to run but the host
-    ran something else: the load no process list here can show."""
+def cpu_times() -> Optional[tuple[float, float]]:
+    """(steal, total) CPU seconds of all CPUs so far, from ``psutil.cpu_times`` (guest time left out of
+    the total: user and nice count it already); None where it cannot be read or has no steal (only
+    Linux reports it). Steal is the time a virtual machine's CPUs were ready to run but the host ran
+    something else: the load no process list here can show."""
     try:
-        fields = Path(stat).read_text().splitlines()[0].split()
-        values = [int(v) for v in fields[1:9]]
-    except (OSError, ValueError, IndexError):
+        t = psutil.cpu_times()
+    except OSError:  # no /proc
         return None
-    if fields[0] != "cpu" or len(values) < 4:
-        return None
-    return (values[7] if len(values) > 7 else 0), sum(values)
+    return (t.steal, sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)) if hasattr(t, "steal") else None
 
 
-def steal_between(before: Optional[tuple[int, int]], after: Optional[tuple[int, int]]) -> Optional[float]:
+def steal_between(before: Optional[tuple[float, float]], after: Optional[tuple[float, float]]) -> Optional[float]:
     """The share of CPU time stolen between two :func:`cpu_times` readings (None without both)."""
     if before is None or after is None or after[1] <= before[1]:
         return None

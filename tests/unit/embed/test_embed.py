@@ -11,7 +11,7 @@ import pytest
 
 from workbench.embed import EmbedError, read_folder, task_of_folder
 from workbench.embed.quality import agreement, neighbour_overlap
-from workbench.embed.retrieval import (RetrievalTask, builtin_task, compare_retrieval, load_pairs_task, paired_bootstrap,
+from workbench.embed.retrieval import (Interval, RetrievalTask, builtin_task, compare_retrieval, load_pairs_task, paired_bootstrap,
                                        per_query_metrics, top_k)
 from workbench.models.load import minilm_path
 
@@ -76,8 +76,15 @@ def test_paired_bootstrap_interval_covers_the_mean_and_sees_a_shift():
     a = rng.random(200)
     same = paired_bootstrap(a, a, 200)
     assert same.value == 0 and same.lo == 0 and same.hi == 0
-    worse = paired_bootstrap(a, a - 0.05 + rng.normal(0, 0.01, 200), 500)
+    b = a - 0.05 + rng.normal(0, 0.01, 200)
+    worse = paired_bootstrap(a, b, 500)
     assert worse.hi < 0 and worse.lo <= worse.value <= worse.hi
+    # the items resampled with the seed's generator, the 2.5% and 97.5% quantiles of the resampled means
+    boots = (b - a)[np.random.default_rng(0).integers(0, 200, size=(500, 200))].mean(axis=1)
+    assert (worse.lo, worse.hi) == pytest.approx(tuple(np.quantile(boots, [0.025, 0.975])), rel=1e-12)
+    assert paired_bootstrap(a, b, 500) == worse and paired_bootstrap(a, b, 500, seed=1) != worse
+    assert paired_bootstrap(a[:1], b[:1]) == Interval(b[0] - a[0], b[0] - a[0], b[0] - a[0])
+    assert paired_bootstrap(a[:0], b[:0]) == Interval(0.0, 0.0, 0.0)
 
 
 def test_builtin_task_relevant_reviews_are_the_same_movie():

@@ -383,16 +383,30 @@ def test_judge_load_rules():
     assert not combine_checks(quiet, quiet).contended
 
 
-def test_cpu_times_and_steal_from_proc_stat(tmp_path):
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  100 0 50 800 10 0 5 20 0 0\ncpu0 50 0 25 400 5 0 2 10 0 0\n")
-    assert machine.cpu_times(stat) == (20, 985)
-    assert machine.steal_between((20, 985), (50, 1085)) == pytest.approx(0.3)
-    assert machine.steal_between(None, (50, 1085)) is None and machine.steal_between((20, 985), (20, 985)) is None
-    stat.write_text("intr 1 2 3\n")
-    assert machine.cpu_times(stat) is None and machine.cpu_times(tmp_path / "missing") is None
-    real = machine.cpu_times()  # this machine's /proc/stat: ticks only grow
-    assert real is not None and real[1] > 0 and 0 <= real[0] <= real[1]
+def test_cpu_times_and_steal_from_psutil(monkeypatch):
+    import collections
+    import os
+
+    import psutil
+
+    # psutil's tuple on Linux; guest and guest_nice are in user and nice already, so the total leaves them out
+    linux = collections.namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    monkeypatch.setattr(psutil, "cpu_times", lambda: linux(1.0, 0.0, 0.5, 8.0, 0.1, 0.0, 0.05, 0.2, 0.3, 0.1))
+    assert machine.cpu_times() == pytest.approx((0.2, 9.85))
+    assert machine.steal_between((0.2, 9.85), (0.5, 10.85)) == pytest.approx(0.3)
+    assert machine.steal_between(None, (0.5, 10.85)) is None and machine.steal_between((0.2, 9.85), (0.2, 9.85)) is None
+    no_steal = collections.namedtuple("scputimes", "user nice system idle")  # what psutil gives off Linux
+    monkeypatch.setattr(psutil, "cpu_times", lambda: no_steal(1.0, 0.0, 0.5, 8.0))
+    assert machine.cpu_times() is None
+    monkeypatch.setattr(psutil, "cpu_times", lambda: (_ for _ in ()).throw(FileNotFoundError("/proc/stat")))
+    assert machine.cpu_times() is None
+    monkeypatch.undo()
+    real = machine.cpu_times()  # this machine's: the same figures as /proc/stat's cpu line (user .. steal), in seconds
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:9]]
+    hz, cpus = os.sysconf("SC_CLK_TCK"), os.cpu_count()
+    assert real is not None and 0 <= real[0] <= real[1]
+    # read a moment later: at most that moment's time on every CPU more
+    assert -1e-6 <= fields[7] / hz - real[0] < cpus and -1e-6 <= sum(fields) / hz - real[1] < cpus
 
 
 SPIN = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
