@@ -13,11 +13,6 @@ class Metric:
     unit: str  # "ms", "samples/s", "MiB", "s", "", "%"
     higher_is_better: bool
 
-    def better_than(self, other: "Metric") -> bool:
-        if self.unit != other.unit:
-            raise ValueError(f"cannot compare {self.unit!r} with {other.unit!r}")
-        return self.value > other.value if self.higher_is_better else self.value < other.value
-
     def ratio_to(self, baseline: "Metric") -> float:
         """How many times better than ``baseline`` (>1 is better, whatever the direction)."""
         if baseline.value == 0 or self.value == 0:

@@ -195,22 +195,12 @@ CURRENT_MINIMUMS = {"torch": (2, 9), "transformers": (5, 0), "onnxruntime": (1, 
 TRAINING_COMMANDS = ("train", "compare", "demo", "workshop", "ondevice")
 
 
-class TrainingStackError(ValueError):
-    """A training command on a stack without ORTModule; the message names `make setup`."""
-
-
 def training_refusal(command: str) -> str:
     """One line: why ``command`` does not run on this (current) stack and what to run instead."""
     versions = ", ".join(f"{d} {_version(d)}" for d in ("transformers", "torch", "onnxruntime") if _version(d))
     return (f"workbench {command}: training and on-device training artifacts need the training stack "
             f"(onnxruntime-training 1.19.2, torch 2.6, transformers 4.57) and this is the current stack ({versions}); "
             f"run `make setup`, then .venv/bin/workbench {command} ...")
-
-
-def require_training_stack(command: str) -> None:
-    """Raise :class:`TrainingStackError` on the current stack (no ONNX Runtime training build, transformers 5)."""
-    if stack() == "current":
-        raise TrainingStackError(training_refusal(command))
 
 
 def check_ortmodule_extensions() -> Check:

@@ -104,10 +104,6 @@ class EmbedExportResult:
         return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
 
 
-def load_embed_export(path: str | os.PathLike) -> EmbedExportResult:
-    return runs.load_result(EmbedExportResult, path, RESULT_FILE)
-
-
 def pooled_encoder(info: EmbedFolder, attn_implementation: str = "eager"):
     """A ``torch.nn.Module`` computing ``(input_ids, attention_mask[, token_type_ids]) -> sentence
     embedding`` as the folder's modules do, with the transformer loaded from its own folder."""

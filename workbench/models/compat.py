@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 CURRENT_STACK_HINT = ("set up the current stack with `make setup-current` and run the same command with "
                       ".venv-current/bin/workbench")
@@ -44,16 +44,6 @@ def _read_config(folder: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def saved_by(folder: str | os.PathLike) -> Optional[str]:
-    """The transformers version that saved ``folder`` (config.json's ``transformers_version``), if recorded."""
-    try:
-        data = json.loads((Path(folder) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    v = data.get("transformers_version") if isinstance(data, dict) else None
-    return str(v) if v else None
 
 
 def _known_class(name: str) -> bool:

@@ -169,12 +169,6 @@ class SliceReport:
     n_bins: int
     set_name: str = "test"
 
-    # -- convenient views -------------------------------------------------------------------
-    @property
-    def overall_metrics(self) -> dict[str, SliceMetrics]:
-        """Overall metrics per model, keyed by model name."""
-        return {self.reference_name: self.overall.reference, self.candidate_name: self.overall.candidate}
-
     def drift(self, name: str) -> SliceDrift:
         if name == ALL:
             return self.overall

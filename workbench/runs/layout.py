@@ -70,10 +70,6 @@ BASELINE = f"{QUANTIZE_DIR}/{BASELINE_DIR}"
 SEARCH = f"{SEARCH_DIR}/{SEARCH_FILE}"
 
 
-def train_dir(backend: str) -> str:
-    return f"{TRAIN_DIR}/{backend}"
-
-
 def checkpoint(backend: str) -> str:
     return f"{TRAIN_DIR}/{backend}/{CHECKPOINT_DIR}"
 

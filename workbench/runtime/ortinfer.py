@@ -58,10 +58,6 @@ class ShapeLatency:
             return None
         return self.floor_ms / self.stats.median_ms
 
-    @property
-    def ms_per_example(self) -> float:
-        return self.stats.median_ms / self.batch
-
 
 def as_session(session_or_path: SessionOrPath, **kw):
     """A session for a path (opened with ``make_session(**kw)``), or the session itself."""
