@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..core.latency import Ratio
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
@@ -165,7 +166,7 @@ class EmbedSearchBaseline:
         fns.update({n: (lambda e=e, t=self.timing_texts: e.encode_batch(t)) for n, e in encoders.items()})
         run = time_embedders({1: fns}, FP32_NAME, self.tokens, self.threads, rounds=self.rounds, floors=False,
                              load_check=self.load_check, retimes=self.retimes)
-        return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s), run.contended) for s in run.speeds}
+        return {s.name: SimpleNamespace(median_ms=s.ms_per_batch, ratio=s.ratio, contended=run.contended) for s in run.speeds}
 
     def choice_message(self, found, best, config) -> str:
         """What the search chose and why, in NDCG@10 terms."""
@@ -183,7 +184,8 @@ class EmbedSearchBaseline:
             quickest = max(accurate, key=lambda c: c.speedup_lo or 0.0)
             bar = (f"at least {config.min_speedup:.2f}x faster beyond doubt" if config.min_speedup > 0 else
                    "faster than the FP32 graph")  # the guard off: the FP32 graph was the quickest
-            pace = quickest.too_slow or f"{_Ratio.of_candidate(quickest).text()} the speed of the FP32 graph"
+            ratio = Ratio(quickest.speedup, quickest.speedup_lo, quickest.speedup_hi, 0)
+            pace = quickest.too_slow or f"{ratio.text()} the speed of the FP32 graph"
             message = (f"keep the FP32 graph: {len(accurate)} INT8 variant(s) within the NDCG@10 budget, none {bar}; "
                        f"the quickest, {quickest.name}, runs at {pace}")
         elif whole:
@@ -221,31 +223,6 @@ def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
     kept = set(cfg.nodes_to_exclude)
     ops = sorted({n.op_type for n in onnx.load(str(float_path), load_external_data=False).graph.node if n.name in kept})
     return " and ".join(ops) or "node"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Ratio:
-    value: float
-    lo: float
-    hi: float
-
-    @classmethod
-    def of(cls, s) -> "_Ratio":
-        return cls(s.speedup, s.lo, s.hi)
-
-    @classmethod
-    def of_candidate(cls, c) -> "_Ratio":
-        return cls(c.speedup, c.speedup_lo, c.speedup_hi)
-
-    def text(self) -> str:
-        return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Timed:
-    median_ms: float
-    ratio: _Ratio
-    contended: bool = False
 
 
 def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
