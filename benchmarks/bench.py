@@ -6,7 +6,7 @@ bf16 (only where the CPU has bf16 instructions), torch.compile, PyTorch dynamic 
 exported FP32, fused FP32 (transformer optimizer) and each INT8 variant (dynamic per-tensor,
 per-channel, reduce-range on the fused graph; static QDQ presets on the exported graph), at batch
 1 and 32 for sequence 32 and 128. Every variant is timed with the workbench's own measuring code
-(:func:`workbench.runtime.ortinfer.latency_by_shape`, :func:`workbench.runtime.ortinfer.torch_latency_by_shape`,
+(:func:`workbench.core.latency.measure`,
 then :func:`workbench.core.latency.interleaved`): warm-up first, then ``--rounds`` rounds in which
 every variant takes ``--repeats`` timed runs in a rotating order, so a burst of load from other
 processes hits all variants alike. Medians, p10/p90 and the interquartile range of all timed runs;
@@ -171,15 +171,15 @@ def quantiles(samples: list[float]) -> dict:
 
 
 def time_once(row: Row, shape, vocab: int, threads: int, repeats: int, warmup: int) -> list[float]:
-    """``repeats`` timed runs of one row at one shape, through the workbench's timing functions
+    """``repeats`` timed runs of one row at one shape, the same call the interleaved rounds time
     (used for each row's first call: its start-up, compilation included)."""
-    from workbench.runtime.ortinfer import latency_by_shape, torch_latency_by_shape
+    import torch
 
-    if row.framework == "onnxruntime":
-        lat = latency_by_shape(row.runner, [shape], warmup=warmup, repeats=repeats, vocab_size=vocab)
-    else:
-        lat = torch_latency_by_shape(row.runner, [shape], warmup=warmup, repeats=repeats, threads=threads, vocab_size=vocab)
-    return lat[0].stats.samples_ms
+    from workbench.core.latency import measure
+    from workbench.runtime.ortinfer import torch_threads
+
+    with torch_threads(threads if row.framework != "onnxruntime" else None), torch.inference_mode():
+        return measure(call_of(row, shape, vocab), warmup=warmup, repeats=repeats).samples_ms
 
 
 def call_of(row: Row, shape, vocab: int):

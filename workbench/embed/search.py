@@ -19,7 +19,6 @@ timed nor chosen (:func:`left_all_in_fp32`), and the search's message says so.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -155,7 +154,7 @@ class EmbedSearchBaseline:
         fns.update({n: (lambda e=e, t=self.timing_texts: e.encode_batch(t)) for n, e in encoders.items()})
         run = time_embedders({1: fns}, FP32_NAME, self.tokens, self.threads, rounds=self.rounds, floors=False,
                              load_check=self.load_check, retimes=self.retimes)
-        return {s.name: _Timed(s.ms_per_batch, _Ratio.of(s), run.contended) for s in run.speeds}
+        return {s.name: SimpleNamespace(median_ms=s.ms_per_batch, ratio=s.ratio, contended=run.contended) for s in run.speeds}
 
     def terms(self) -> SearchTerms:
         """The search's words for NDCG@10 and this budget."""
@@ -180,27 +179,6 @@ def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
     kept = set(cfg.nodes_to_exclude)
     ops = sorted({n.op_type for n in onnx.load(str(float_path), load_external_data=False).graph.node if n.name in kept})
     return " and ".join(ops) or "node"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Ratio:
-    value: float
-    lo: float
-    hi: float
-
-    @classmethod
-    def of(cls, s) -> "_Ratio":
-        return cls(s.speedup, s.lo, s.hi)
-
-    def text(self) -> str:
-        return f"{self.value:.2f}x ({self.lo:.2f}-{self.hi:.2f})"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Timed:
-    median_ms: float
-    ratio: _Ratio
-    contended: bool = False
 
 
 def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,

@@ -1,10 +1,9 @@
 """Speed of embedding variants the way users meet it: texts in, embeddings out (tokenizing included),
 against ``SentenceTransformer.encode`` with the same threads, at the data's median length, batch 1
-and 32. Timed with the workbench's discipline, by the loop every side-by-side timing shares
-(:func:`workbench.perf.speed.time_shape`: interleaved rounds in one process, each ONNX graph's floor
-from its multiply-adds at this machine's measured throughput), paired ratios with bootstrap
-intervals (:func:`workbench.core.latency.paired_ratio`) and a load check before and after
-(:func:`workbench.perf.machine_profile.check_load`)."""
+and 32. Timed by the workbench's one timing primitive (:func:`workbench.perf.speed.time_interleaved`:
+interleaved rounds in one process, paired ratios with bootstrap intervals, a load check before and
+after and a retime when it finds the machine busy), each ONNX graph with its floor from its
+multiply-adds at this machine's measured throughput (:func:`workbench.perf.speed.graph_floors`)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..core.latency import Ratio
 from .folder import EmbedError
 
 ST_ENCODE = "sentence-transformers encode (PyTorch FP32)"
@@ -25,14 +25,20 @@ class EmbedSpeed:
     tokens: int
     ms_per_text: float
     ms_per_batch: float
-    speedup: float  # over the base, median of paired rounds
+    speedup: float  # over the base, median of paired rounds (saved flat: its interval is lo-hi)
     lo: float
     hi: float
     floor_ms: Optional[float] = None  # per batch
+    rounds: int = 0  # paired rounds behind the ratio (0: the base itself, or saved before it was kept)
 
     @property
     def of_floor(self) -> Optional[float]:
         return self.floor_ms / self.ms_per_batch if self.floor_ms else None
+
+    @property
+    def ratio(self) -> Ratio:
+        """The speed-up over the base as the workbench's one ratio type."""
+        return Ratio(self.speedup, self.lo, self.hi, self.rounds)
 
 
 @dataclass(frozen=True)
@@ -74,36 +80,26 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
     ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor. Figures taken on a busy machine are
     taken again (:func:`workbench.perf.speed.measure_quietly`; ``retimes``/``calm_wait_s``, default its own)."""
-    from ..core.latency import paired_ratio
     from ..perf.machine_profile import machine_profile
-    from ..perf.speed import CALM_WAIT_S, RETIMES, measure_quietly, time_shape
+    from ..perf.speed import CALM_WAIT_S, RETIMES, graph_floors, time_interleaved
 
-    retimes = RETIMES if retimes is None else retimes
-    calm_wait_s = CALM_WAIT_S if calm_wait_s is None else calm_wait_s
-
-    profile = machine_profile(threads) if (floors or load_check) else None
-    notes: list[str] = []
     for batch, fns in fns_by_batch.items():
         if base not in fns:
             raise EmbedError(f"base {base!r} is not one of the timed variants {list(fns)}")
-
-    def measure() -> list[EmbedSpeed]:
-        speeds: list[EmbedSpeed] = []
-        for batch, fns in fns_by_batch.items():
-            lat = time_shape(fns, batch, tokens, dict(graphs or {}), profile if floors else None, notes, rounds=max(3, rounds),
-                             repeats=repeats, warmup=warmup, max_seconds=max_seconds, pytorch_threads=threads)
-            b = lat[base].stats
-            for name, sl in lat.items():
-                r = paired_ratio(b.samples_ms, sl.stats.samples_ms) if name != base else None
-                speeds.append(EmbedSpeed(name, batch, tokens, sl.median_ms / batch, sl.median_ms,
-                                         r.value if r else 1.0, r.lo if r else 1.0, r.hi if r else 1.0, sl.floor_ms))
-        return speeds
-
-    names = sorted({n for fns in fns_by_batch.values() for n in fns})
-    speeds, load = measure_quietly(measure, profile if load_check else None, notes, what=" and ".join(names),
-                                   retimes=retimes, calm_wait_s=calm_wait_s)
+    profile = machine_profile(threads) if (floors or load_check) else None
+    timed = time_interleaved(fns_by_batch, base, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
+                             profile=profile if load_check else None, retimes=RETIMES if retimes is None else retimes,
+                             calm_wait_s=CALM_WAIT_S if calm_wait_s is None else calm_wait_s, pytorch_threads=threads)
+    speeds: list[EmbedSpeed] = []
+    for batch, r in timed.groups.items():
+        floor = graph_floors(dict(graphs or {}), batch, tokens, profile if floors else None, timed.notes)
+        for name, st in r.stats.items():
+            ratio = r.ratios.get(name, Ratio(1.0, 1.0, 1.0, 0))
+            speeds.append(EmbedSpeed(name, batch, tokens, st.median_ms / batch, st.median_ms, ratio.value, ratio.lo, ratio.hi,
+                                     floor.get(name), ratio.rounds))
+    load = timed.load
     return EmbedSpeedRun(base=base, threads=threads, speeds=speeds, load=load.text() if load else "",
-                         contended=bool(load and load.contended), cpu=profile.isa_text() if profile else "", notes=notes)
+                         contended=timed.contended, cpu=profile.isa_text() if profile else "", notes=timed.notes)
 
 
 def st_encoder(folder, threads: int):

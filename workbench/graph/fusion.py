@@ -20,7 +20,9 @@ counts, the diff, the provenance and the diagnoses.
 Timing: PyTorch and every variant side by side, in alternating rounds, with the same synthetic
 batches and ``cfg.threads`` (:func:`workbench.perf.speed.time_side_by_side`; the sessions spin only
 while they run, so none takes a core from the one timed next). Ratios carry their interval over
-the paired rounds, latencies their floor, and a load check says whether the machine was busy.
+the paired rounds, latencies their floor, and a load check says whether the machine was busy. On a
+GPU the variants are timed the same way; PyTorch and its peers go first, on their own, so no ONNX
+Runtime session holds device memory while they run (:mod:`workbench.perf.gpu_peers`).
 """
 
 from __future__ import annotations
@@ -176,14 +178,12 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     built = build_variants(inputs.graph, cfg, out, num_heads, hidden_size, model_type)
     # 2. validate: every variant against PyTorch's logits from the export (or the unoptimized graph)
     validations, reference_name = _validate(built, inputs, cfg, device, notes)
-    # 3. time: on the CPU, PyTorch and every variant side by side in alternating rounds (floors, intervals,
-    # a load check); on a GPU, PyTorch first (no ONNX Runtime session alive), then each variant
-    side = None
-    if device == "cpu" and cfg.measure_latency:
-        pt_latency, latency, side = _time_side_by_side(built, inputs, cfg, model, notes)
-        pt_peers = {}
-    else:
-        pt_latency, pt_peers, latency = _time(built, inputs, cfg, device, model, notes)
+    # 3. time every variant side by side in alternating rounds (intervals; on the CPU floors, a load check
+    # and PyTorch in the same rounds; on a GPU PyTorch and its peers first, with no ONNX Runtime session alive)
+    side, pt_latency, pt_peers = None, [], {}
+    latency: dict[Variant, list[ShapeLatency]] = {v: [] for v in built}
+    if cfg.measure_latency:
+        pt_latency, pt_peers, latency, side = _time_side_by_side(built, inputs, cfg, device, model, notes)
     # 3b. CUDA only: where each variant's nodes ran, Memcpy nodes, and CUDA graphs where ONNX Runtime accepts them
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
 
@@ -283,69 +283,43 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
     return validations, reference_name
 
 
-def _time(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,
-          notes: list[str]):
-    """(PyTorch eager latency, PyTorch's GPU peers, each variant's latency); PyTorch is timed first."""
-    from ..runtime.ortinfer import latency_by_shape, torch_latency_by_shape
-
-    pt_latency: list[ShapeLatency] = []
-    pt_peers: dict[str, list[ShapeLatency]] = {}
-    if cfg.measure_latency and cfg.time_pytorch:
-        pt_model, why = pytorch_model(inputs, model)
-        if pt_model is None:
-            notes.append(why)
-        elif device != "cpu":
-            from ..perf.gpu_peers import torch_gpu_latency
-
-            peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
-            timed, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
-                                                  cfg.max_seconds_per_shape, inputs.vocab_size,
-                                                  sdpa_loader=lambda: pytorch_model_sdpa(inputs))
-            pt_latency = timed.pop("eager_fp32", [])
-            pt_peers = timed
-            notes.extend(peer_notes)
-            del pt_model
-        else:
-            pt_latency = torch_latency_by_shape(pt_model, cfg.shapes, cfg.warmup, cfg.repeats, cfg.threads,
-                                                cfg.max_seconds_per_shape, inputs.vocab_size)
-            del pt_model
-    latency: dict[Variant, list[ShapeLatency]] = {}
-    for variant, b in built.items():
-        if not cfg.measure_latency:
-            latency[variant] = []
-            continue
-        latency[variant] = latency_by_shape(b.run_path, cfg.shapes, cfg.warmup, cfg.repeats, cfg.threads,
-                                            b.session_optimization, cfg.max_seconds_per_shape, inputs.vocab_size,
-                                            device=device)
-    return pt_latency, pt_peers, latency
-
-
-def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, model,
+def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,
                        notes: list[str]):
-    """CPU: PyTorch eager and every variant timed side by side in alternating rounds (load hits them
-    alike), each graph with its floor, every ratio against PyTorch (else the unoptimized graph) with
-    its interval, a load check before and after. (PyTorch latency, each variant's latency, SpeedRun)."""
+    """Every variant side by side in alternating rounds (load hits them alike), every ratio against PyTorch
+    (else the unoptimized graph) with its interval; on the CPU each graph with its floor, PyTorch eager in the
+    same rounds and a load check before and after; on a GPU PyTorch (and its peers) timed first, before any
+    ONNX Runtime session holds device memory, and the ratios against the first graph.
+    (PyTorch latency, PyTorch's GPU peers, each variant's latency, SpeedRun)."""
     from ..perf.speed import time_side_by_side
 
-    torch_models = {}
+    torch_models, pt_latency, pt_peers = {}, [], {}
     if cfg.time_pytorch:
         pt_model, why = pytorch_model(inputs, model)
         if pt_model is None:
             notes.append(why)
-        else:
+        elif device == "cpu":
             torch_models["pytorch"] = pt_model
+        else:
+            from ..perf.gpu_peers import torch_gpu_latency
+
+            peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
+            pt_peers, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
+                                                     cfg.max_seconds_per_shape, inputs.vocab_size,
+                                                     sdpa_loader=lambda: pytorch_model_sdpa(inputs))
+            pt_latency = pt_peers.pop("eager_fp32", [])
+            notes.extend(peer_notes)
+            del pt_model
     graphs = {v.value: b.run_path for v, b in built.items()}
     levels = {v.value: b.session_optimization for v, b in built.items()}
     base = "pytorch" if torch_models else next(iter(graphs))
     side = time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
                              threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                             torch_models=torch_models, graph_optimization=levels, retimes=cfg.retimes)
+                             device=device, torch_models=torch_models, graph_optimization=levels, retimes=cfg.retimes)
     notes.extend(side.notes)
     if side.contended:
         notes.append(f"timing {side.load.text()}: the speed-ups are not measured facts; time again on a quiet machine")
-    pt_latency = side.latency.get("pytorch", [])
     latency = {v: side.latency[v.value] for v in built}
-    return pt_latency, latency, side
+    return side.latency.get("pytorch", pt_latency), pt_peers, latency, side
 
 
 def _place(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str):

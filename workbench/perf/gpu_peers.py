@@ -46,7 +46,7 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
 
     device = require_device(device)
     if device == "cpu":
-        raise ValueError("torch_gpu_latency times PyTorch on a CUDA device; for the CPU use ortinfer.torch_latency_by_shape")
+        raise ValueError("torch_gpu_latency times PyTorch on a CUDA device; for the CPU use perf.speed.time_side_by_side")
     unknown = [p for p in peers if p not in PEERS]
     if unknown:
         raise ValueError(f"unknown PyTorch peer(s) {unknown}; peers are {list(PEERS)}")

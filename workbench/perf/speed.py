@@ -1,6 +1,12 @@
 """Speed compared the one way every stage compares it: side by side, interleaved, paired, against
 this machine's floor, with a check that nothing else was using the CPU.
 
+:func:`time_interleaved` is the one timing primitive: named callables (a graph's session run, a PyTorch
+forward, an ``encode``) in interleaved rounds, the load check and the retime built in, per-callable
+medians and every speed-up against a named reference as one :class:`~workbench.core.latency.Ratio`.
+Graphs (:func:`time_side_by_side`) and embedding encoders (:func:`workbench.embed.speed.time_embedders`)
+are timed through it.
+
 ``time_side_by_side({"fp32": path, "int8": path}, base="fp32", shapes=...)`` opens every graph (and
 any PyTorch model given), then per shape times them in alternating rounds in one process
 (:func:`workbench.core.latency.interleaved`), so load that comes and goes hits every variant alike.
@@ -13,11 +19,10 @@ machine (:class:`~workbench.perf.machine_profile.LoadCheck`).
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
-from ..core.latency import Ratio, interleaved, paired_ratio
+from ..core.latency import LatencyStats, Ratio, interleaved, paired_ratio
 from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile, wait_for_calm
 from ..runtime.ortinfer import ShapeLatency, check_shapes
 
@@ -56,6 +61,64 @@ def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile],
     if tries > 1:
         notes.append(f"{what}: still taken under load after {tries} tries; its speed is not stated as measured")
     return result, load
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One group's interleaved rounds (one shape, one batch size): every callable's timing, and each one's
+    speed-up over the reference from the rounds they shared."""
+
+    stats: dict[str, LatencyStats]
+    ratios: dict[str, Ratio]  # name -> base / it, every name but the base
+
+    def median_ms(self, name: str) -> float:
+        return self.stats[name].median_ms
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What :func:`time_interleaved` measured: per group its :class:`Rounds`, the load while the last try
+    ran (None without a load check) and what the tries said."""
+
+    groups: dict[Any, Rounds]
+    load: Optional[LoadCheck]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.load and self.load.contended)
+
+
+def time_interleaved(groups: Mapping[Any, Mapping[str, Callable[[], Any]]], base: str, *, rounds: int = 20, repeats: int = 3,
+                     warmup: int = 3, max_seconds: Optional[float] = None, profile: Optional[MachineProfile] = None,
+                     retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S, pytorch_threads: Optional[int] = None,
+                     notes: Optional[list[str]] = None) -> Timed:
+    """The one way the workbench times: per group (key -> name -> one call: an ONNX Runtime session's run, a
+    PyTorch forward, an ``encode``), interleaved rounds of its callables in one process
+    (:func:`workbench.core.latency.interleaved`, at least :data:`MIN_ROUNDS`: an interval needs pairs), PyTorch
+    held to ``pytorch_threads`` threads; every callable's speed-up over ``base`` is a
+    :class:`~workbench.core.latency.Ratio` over the paired rounds. With ``profile``, a load check before and
+    after; figures it finds taken on a busy machine are taken again (:func:`measure_quietly`: ``retimes``,
+    ``calm_wait_s``). ``notes`` (default: a new list) receives what the tries said."""
+    from ..runtime.ortinfer import torch_threads
+
+    notes = notes if notes is not None else []
+    names = list(dict.fromkeys(n for fns in groups.values() for n in fns))
+    missing = [k for k, fns in groups.items() if base not in fns]
+    if not groups or missing:
+        raise ValueError(f"base {base!r} is not one of the variants timed: {names}" + (f" (in {missing})" if missing else ""))
+    rounds = max(MIN_ROUNDS, int(rounds))
+
+    def measure() -> dict[Any, Rounds]:
+        out = {}
+        for key, fns in groups.items():
+            with torch_threads(pytorch_threads):
+                stats = interleaved(dict(fns), rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+            out[key] = Rounds(stats, {n: paired_ratio(stats[base].samples_ms, st.samples_ms) for n, st in stats.items() if n != base})
+        return out
+
+    timed, load = measure_quietly(measure, profile, notes, what=" and ".join(names), retimes=retimes, calm_wait_s=calm_wait_s)
+    return Timed(timed, load, notes)
 
 
 @dataclass(frozen=True)
@@ -107,25 +170,15 @@ def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional
     return floor_for(graph_work(path, batch, seq), profile).floor_ms
 
 
-def time_shape(fns: Mapping[str, Callable[[], Any]], batch: int, seq: int, graphs: Mapping[str, Any],
-               profile: Optional[MachineProfile], notes: list, *, rounds: int, repeats: int = 3, warmup: int = 3,
-               max_seconds: Optional[float] = None, pytorch_threads: Optional[int] = None) -> dict[str, ShapeLatency]:
-    """One shape's interleaved rounds of ``fns`` (name -> one call), PyTorch held to ``pytorch_threads``
-    threads; each name in ``graphs`` (name -> ONNX path) gets its floor on ``profile`` (none without
-    one; a floor that cannot be counted is a line in ``notes``). Every caller's side-by-side loop."""
-    from ..runtime.ortinfer import torch_threads
-
-    with torch_threads(pytorch_threads):
-        stats = interleaved(dict(fns), rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds)
+def graph_floors(graphs: Mapping[str, Any], batch: int, seq: int, profile: Optional[MachineProfile], notes: list[str]) -> dict[str, float]:
+    """Each graph's floor (name -> ONNX path) at ``batch`` x ``seq`` on ``profile`` (none without one); a floor
+    that cannot be counted is a line in ``notes``."""
     out = {}
-    for n, st in stats.items():
-        floor = None
-        if profile is not None and n in graphs:
-            try:
-                floor = graph_floor(graphs[n], batch, seq, profile)
-            except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
-                notes.append(f"no floor for {n} at {batch}x{seq}: {exc}")
-        out[n] = ShapeLatency(batch, seq, st, floor_ms=floor)
+    for n, path in graphs.items() if profile is not None else ():
+        try:
+            out[n] = graph_floor(path, batch, seq, profile)
+        except Exception as exc:  # noqa: BLE001 - a floor that cannot be counted is said, not fatal
+            notes.append(f"no floor for {n} at {batch}x{seq}: {exc}")
     return out
 
 
@@ -161,7 +214,6 @@ def time_side_by_side(
     from ..runtime.ortinfer import make_session, synthetic_batch
 
     torch_models = dict(torch_models or {})
-    rounds = max(MIN_ROUNDS, int(rounds))  # a ratio's interval needs paired rounds
     names = [*graphs, *torch_models]
     if base not in names:
         raise ValueError(f"base {base!r} is not one of the variants timed: {names}")
@@ -179,27 +231,26 @@ def time_side_by_side(
     # workers busy-waiting after its run would take the cores from the variant timed next in the round
     sessions = {n: make_session(p, threads=threads, device=device, graph_optimization=levels.get(n, "all"))
                 for n, p in graphs.items()}
-
-    def measure() -> tuple[dict[str, list[ShapeLatency]], list[Speed]]:
-        samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
-        speeds: list[Speed] = []
-        for batch, seq in shapes:
-            batch_arrays = synthetic_batch(batch, seq, vocab_size)
-            fns = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
-            lat = time_shape(fns, batch, seq, graphs if (floors and on_cpu) else {}, profile, notes, rounds=rounds,
-                             repeats=repeats, warmup=warmup, max_seconds=max_seconds,
-                             pytorch_threads=threads if torch_models else None)
-            for n in names:
-                samples[n].append(lat[n])
-            speeds += _speeds_against(base, {n: samples[n][-1] for n in names})
-        return samples, speeds
-
+    groups = {}
+    for batch, seq in shapes:
+        batch_arrays = synthetic_batch(batch, seq, vocab_size)
+        groups[(batch, seq)] = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
     checked = profile if (on_cpu and load_check) else None  # load_check=False (or a GPU): no load, no second try
-    (samples, speeds), load = measure_quietly(measure, checked, notes, what=" and ".join(names), retimes=retimes,
-                                              calm_wait_s=calm_wait_s)
+    timed = time_interleaved(groups, base, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
+                             profile=checked, retimes=retimes, calm_wait_s=calm_wait_s,
+                             pytorch_threads=threads if torch_models else None, notes=notes)
+    groups.clear()
     sessions.clear()  # the sessions go before the next timing starts
     gc.collect()
-    return SpeedRun(latency=samples, speeds=speeds, load=load,
+    samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
+    speeds: list[Speed] = []
+    for (batch, seq), r in timed.groups.items():
+        floor = graph_floors(graphs, batch, seq, profile if (floors and on_cpu) else None, notes)
+        for n in names:
+            samples[n].append(ShapeLatency(batch, seq, r.stats[n], floor_ms=floor.get(n)))
+        speeds += [Speed(name=n, base=base, batch=batch, seq=seq, ms=r.median_ms(n), base_ms=r.median_ms(base), ratio=ratio,
+                         floor_ms=floor.get(n), base_floor_ms=floor.get(base)) for n, ratio in r.ratios.items()]
+    return SpeedRun(latency=samples, speeds=speeds, load=timed.load,
                     profile_key=profile.key if profile is not None else "", notes=notes)
 
 
@@ -239,18 +290,3 @@ def _torch_runners(torch_models: Mapping[str, Any], batch_arrays: dict) -> dict[
                 return m(**e)
         fns[n] = run_torch
     return fns
-
-
-def _speeds_against(base: str, latency: Mapping[str, ShapeLatency]) -> list[Speed]:
-    """Every variant's speed-up over ``base`` at one shape (``latency``: name -> its latency there),
-    from the rounds they shared."""
-    base_lat = latency[base]
-    return [Speed(name=n, base=base, batch=lat.batch, seq=lat.seq, ms=lat.median_ms, base_ms=base_lat.median_ms,
-                  ratio=paired_ratio(base_lat.stats.samples_ms, lat.stats.samples_ms),
-                  floor_ms=lat.floor_ms, base_floor_ms=base_lat.floor_ms)
-            for n, lat in latency.items() if n != base]
-
-
-def with_floor(latency: Sequence[ShapeLatency], path: str | os.PathLike, profile: MachineProfile) -> list[ShapeLatency]:
-    """``latency`` with each shape's floor filled in (for timings taken elsewhere)."""
-    return [replace(s, floor_ms=graph_floor(path, s.batch, s.seq, profile)) for s in latency]

@@ -3,7 +3,7 @@
 Entry points (what a user calls):
 
 - ``prepare_baseline(graph, data, out, BaselineConfig)`` -> :class:`Baseline`: the FP32 graph scored
-  and timed once: the stage's input.
+  once: the stage's input (it is timed only beside each variant).
 - ``run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig(...))`` -> :class:`QuantResult`;
   ``requantize_excluding(result, worst_k=...)`` the same again without the worst nodes.
 - ``run_search(baseline_or_graph, SearchConfig, out, previous=...)`` -> :class:`SearchResult`: the
@@ -61,7 +61,7 @@ from .baseline import (  # noqa: F401
     graph_kind,
     load_baseline,
     prepare_baseline,
-    time_graph,
+    time_beside_fp32,
 )
 from .quantize import (  # noqa: F401
     encoded_feeds,

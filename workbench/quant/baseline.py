@@ -2,9 +2,10 @@
 
 :func:`prepare_baseline` scores the FP32 graph on the evaluation examples (test split and the golden
 edge cases), saves their slices as index lists, the FP32 logits, calibration texts and the timing
-settings, and **times the FP32 graph once** (:attr:`Baseline.fp32_latency`): every quantization, every
-re-quantization and the search compare against that figure (:func:`fp32_latency`) instead of timing
-the FP32 graph again."""
+settings. The FP32 graph is never timed on its own: every quantization times it beside the graph
+quantized, in interleaved rounds (:func:`time_beside_fp32`), and the first of those runs per timing
+settings is kept in the baseline's folder (``fp32_timings.json``) as the FP32 graph's figure wherever
+a table shows FP32 in a row of its own (:func:`fp32_latency`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -28,6 +29,12 @@ from ..runs.layout import BASELINE_DIR, EXPORT_FILE, FUSION_FILE  # noqa: E402, 
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest
+FP32_TIMINGS_FILE = "fp32_timings.json"
+FP32 = "fp32"  # the FP32 graph's name in every side-by-side timing
+TIMING_REPEATS_PER_ROUND = 3
+
+if TYPE_CHECKING:
+    from ..perf.speed import SpeedRun
 FUSED_OP_TYPES = frozenset(
     {"Attention", "MultiHeadAttention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu", "FastGelu",
      "FusedMatMul", "QuickGelu", "SkipSimplifiedLayerNormalization"}
@@ -89,8 +96,6 @@ class Baseline:
     timing: TimingConfig
     fp32_size_mib: float
     out_dir: Path
-    # measured once by prepare_baseline with ``timing`` (empty in baselines saved before it was kept)
-    fp32_latency: list[ShapeLatency] = field(default_factory=list)
     # how the evaluation sets were scored: "length" (sorted batches, rows returned in order) or
     # "file"; every quantized variant is scored on the same batches ("file" in baselines saved before)
     scoring_order: str = "file"
@@ -117,24 +122,55 @@ class Baseline:
         return _load_tokenizer(self.tokenizer_dir)
 
 
-def time_graph(onnx_path: str | os.PathLike, timing: TimingConfig, vocab_size: int) -> list[ShapeLatency]:
-    """Latency of one graph file with ``timing`` (the one place a baseline's graph and its quantized
-    variants are timed, so both get the same settings)."""
-    from ..runtime.ortinfer import latency_by_shape
+@dataclass(frozen=True)
+class Fp32Timing:
+    """The FP32 graph's latency from one interleaved run beside ``beside``, under ``timing``."""
 
-    t = timing
-    return latency_by_shape(onnx_path, shapes=t.shapes, warmup=t.warmup, repeats=t.repeats, threads=t.threads,
-                            max_seconds=t.max_seconds, vocab_size=vocab_size, device=t.device)
+    timing: TimingConfig
+    beside: str
+    latency: list[ShapeLatency]
+
+
+@dataclass(frozen=True)
+class Fp32Timings:
+    """``fp32_timings.json`` in the baseline's folder: per timing settings, the first interleaved run's FP32 figures."""
+
+    runs: list[Fp32Timing] = field(default_factory=list)
+
+
+def time_beside_fp32(baseline: Baseline, variants: Mapping[str, str | os.PathLike], t: TimingConfig, notes: list[str]) -> SpeedRun:
+    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds (load hits
+    them alike; :func:`workbench.perf.speed.time_side_by_side`), each against this machine's floor, with a
+    load check before and after. The first such run per timing settings keeps its FP32 figures in the
+    baseline's folder (:func:`fp32_latency`)."""
+    from ..perf.speed import time_side_by_side
+
+    side = time_side_by_side({FP32: baseline.fp32_path, **variants}, base=FP32, shapes=t.shapes, warmup=t.warmup,
+                             rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
+                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device, retimes=t.retimes)
+    notes += side.notes
+    if side.contended:
+        notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")
+    kept = _fp32_timings(baseline)
+    if variants and not any(r.timing == t for r in kept.runs):
+        runs.save_result(Fp32Timings([*kept.runs, Fp32Timing(t, ", ".join(variants), side.latency[FP32])]),
+                         Path(baseline.out_dir) / FP32_TIMINGS_FILE)
+    return side
+
+
+def _fp32_timings(baseline: Baseline) -> Fp32Timings:
+    path = Path(baseline.out_dir) / FP32_TIMINGS_FILE
+    return runs.load_result(Fp32Timings, path) if path.is_file() else Fp32Timings()
 
 
 def fp32_latency(baseline: Baseline, timing: Optional[TimingConfig] = None) -> list[ShapeLatency]:
-    """The FP32 graph's latency with ``timing`` (default: the baseline's): the figure saved with the
-    baseline when the settings are the baseline's, measured now otherwise (other settings, or a
-    baseline saved before it kept its latency)."""
+    """The FP32 graph's latency with ``timing`` (default: the baseline's), for a row that shows FP32 on its
+    own: the FP32 side of the first run that timed it beside a variant with those settings
+    (:func:`time_beside_fp32`). Before any variant was timed with them, FP32 is timed now, by the same
+    interleaved primitive with nothing beside it (and not kept: the next variant's run is FP32's figure)."""
     t = timing if timing is not None else baseline.timing
-    if baseline.fp32_latency and t == baseline.timing:
-        return list(baseline.fp32_latency)
-    return time_graph(baseline.fp32_path, t, baseline.vocab_size)
+    kept = next((r.latency for r in _fp32_timings(baseline).runs if r.timing == t), None)
+    return list(kept) if kept is not None else time_beside_fp32(baseline, {}, t, []).latency[FP32]
 
 
 def graph_kind(onnx_path: str | os.PathLike) -> str:
@@ -268,9 +304,9 @@ def prepare_baseline(
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
 ) -> Baseline:
     """Score the FP32 graph once and save what every quantized variant is compared on, in
-    ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the FP32
-    graph's latency under ``cfg.timing`` (measured here, once; see :func:`fp32_latency`). The
-    result is the quantization stage's input (:func:`workbench.quant.run_quantization`).
+    ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the timing
+    settings ``cfg.timing`` (the FP32 graph is timed beside each variant, not here; see
+    :func:`fp32_latency`). The result is the quantization stage's input (:func:`workbench.quant.run_quantization`).
 
     ``cfg`` (:class:`BaselineConfig`): splits, batch size and order of scoring, calibration texts,
     timing. The baseline records the order, its work and the FP32 rows per second against this
@@ -326,7 +362,6 @@ def prepare_baseline(
         max_length=max_len, batch_size=cfg.batch_size, vocab_size=vocab, eval_sets=scorer.eval_sets,
         calibration_path=calib_path.resolve(), timing=cfg.timing,
         fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
-        fp32_latency=time_graph(src, cfg.timing, vocab),  # a path: opened with the timing's thread count
         scoring_order=cfg.order, lengths=scorer.scored.get("lengths"), scoring_work=scorer.scored.get("work"),
         fp32_scoring=scorer.scored.get("speed"),
     )

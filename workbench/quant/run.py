@@ -4,15 +4,15 @@ Two calls, ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")
 variant, ``run_quantization(base, QuantConfig.dynamic_int8(), out_dir, evaluation=EvalConfig())``:
 
 1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph: the
-   stage's input): evaluation examples, slices, FP32 logits, calibration texts, timing settings
-   and the FP32 latency. Every variant (presets, re-quantizations, search candidates) is scored on
+   stage's input): evaluation examples, slices, FP32 logits, calibration texts and timing settings.
+   Every variant (presets, re-quantizations, search candidates) is scored on
    exactly these, so their numbers compare.
 2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
    on training texts.
 3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
    the quantized one timed side by side in alternating rounds with the baseline's timing settings
-   (:func:`workbench.perf.speed.time_side_by_side`: the speed-up with its interval, both floors, a load
-   check before and after); size on disk.
+   (:func:`~workbench.quant.baseline.time_beside_fp32`: the speed-up with its interval, both floors, a load
+   check before and after; the FP32 graph is timed nowhere else); size on disk.
 4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
 5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
 
@@ -39,8 +39,8 @@ from ..core.latency import Ratio
 from ..perf.machine_profile import LoadCheck
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
-from ..perf.speed import Speed, time_side_by_side
-from .baseline import BASELINE_FILE, Baseline, EvalSet, cpu_profile, load_baseline
+from ..perf.speed import Speed
+from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, cpu_profile, load_baseline, time_beside_fp32
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import encoded_feeds, quantized_nodes
@@ -50,7 +50,6 @@ from .sqnr import NodeError, node_errors, worst_nodes
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
 
 # runs of each graph per interleaved round (the round's sample is their median); TimingConfig.repeats is the rounds
-TIMING_REPEATS_PER_ROUND = 3
 QUANTIZED_FILE = "model.int8.onnx"
 
 
@@ -246,18 +245,6 @@ def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: Eva
     return reports, scoring
 
 
-def _time_beside_fp32(baseline: Baseline, qpath: Path, name: str, t: TimingConfig, notes: list[str]):
-    """The FP32 graph and the quantized one timed side by side in alternating rounds (load hits both alike),
-    each against this machine's floor, with a load check before and after."""
-    side = time_side_by_side({"fp32": baseline.fp32_path, name: qpath}, base="fp32", shapes=t.shapes, warmup=t.warmup,
-                             rounds=t.repeats, repeats=TIMING_REPEATS_PER_ROUND, threads=t.threads,
-                             max_seconds=t.max_seconds, vocab_size=baseline.vocab_size, device=t.device, retimes=t.retimes)
-    notes += side.notes
-    if side.contended:
-        notes.append(f"speed {side.load.text()}: the speed-up is not a measured fact; time again on a quiet machine")
-    return side
-
-
 def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, samples: int,
             notes: list[str]) -> list[NodeError]:
     if samples > 0 and calib_texts:
@@ -321,13 +308,13 @@ def run_quantization(
     validation = compare_logits(reports[main_set.name][0], main_set.fp32_logits(), cfg.validation.tolerance,
                                 cfg.validation.min_label_agreement,
                                 what=f"the {cfg.label} graph")
-    side = _time_beside_fp32(baseline, qpath, cfg.label, t, notes)
+    side = time_beside_fp32(baseline, {cfg.label: qpath}, t, notes)
     errors = _errors(float_path, qpath, cfg, calib_texts, fp32, evaluation.node_error_samples, notes)
 
     result = QuantResult(
         name=cfg.label, config=cfg, source_path=src, float_path=Path(float_path).resolve(), quantized_path=qpath.resolve(),
         graph_kind=baseline.graph_kind, size_mib=file_size_mib(qpath), fp32_size_mib=baseline.fp32_size_mib,
-        validation=validation, latency=side.latency[cfg.label], fp32_latency=side.latency["fp32"],
+        validation=validation, latency=side.latency[cfg.label], fp32_latency=side.latency[FP32],
         report=reports[main_set.name][1], golden=reports["golden"][1] if "golden" in reports else None,
         node_errors=errors, quantized_nodes=qnodes, excluded_nodes=list(used.nodes_to_exclude),
         op_histogram=op_histogram(qpath), quantize_seconds=quantize_seconds,

@@ -10,8 +10,9 @@ session settings, the same inputs and the same timing discipline (:func:`workben
   ONNX Runtime optimized it (that saved file is what fusion inspects).
 - :func:`predict_logits` / :func:`predict_dataset` feed exactly the inputs the graph declares, as
   int64, and return logits as NumPy.
-- :func:`latency_by_shape` and :func:`torch_latency_by_shape` time a graph and a PyTorch model on
-  identical synthetic batches of the given ``(batch, sequence)`` shapes.
+- :func:`latency_by_shape` times one graph on synthetic batches of the given ``(batch, sequence)``
+  shapes (a CUDA graph's replays, I/O binding); variants compared are timed side by side
+  (:func:`workbench.perf.speed.time_side_by_side`).
 
 Heavy imports (onnxruntime, torch) happen inside the functions.
 """
@@ -337,40 +338,6 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def torch_latency_by_shape(
-    model,
-    shapes: Sequence[Sequence[int]] = ((1, 128),),
-    warmup: int = 3,
-    repeats: int = 20,
-    threads: Optional[int] = None,
-    max_seconds: Optional[float] = None,
-    vocab_size: int = 1000,
-) -> list[ShapeLatency]:
-    """The same measurement for a PyTorch model (a ``LoadedModel`` or an ``nn.Module``), eager,
-    eval mode, under ``torch.inference_mode``, on the same synthetic batches.
-
-    With as many threads as cores on a machine that another process keeps busy, PyTorch's OpenMP
-    threads wait on each other and a forward pass can take hundreds of times longer (figures:
-    docs/measuring.md). Compare variants in one run, with the same threads.
-    """
-    import gc
-
-    import torch
-
-    from ..data.batches import model_inputs
-
-    gc.collect()  # free dead ONNX Runtime sessions: their spinning threads would compete with PyTorch
-    module = getattr(model, "model", model)
-    module.eval()
-    results = []
-    with torch_threads(threads), torch.inference_mode():
-        for batch, seq in check_shapes(shapes):
-            enc = model_inputs(module, {k: torch.from_numpy(v) for k, v in synthetic_batch(batch, seq, vocab_size).items()})
-            stats = measure(lambda: module(**enc), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
-            results.append(ShapeLatency(batch, seq, stats))
-    return results
 
 
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],

@@ -175,7 +175,7 @@ class QuantSession(DataInput, Session):
         if not configs:
             raise InputError("search candidates is empty: select at least one preset (ctrl/cmd-click for several)")
         graph = self.fp32_graph()
-        baseline = self.baseline()  # scored and timed once: not again for the search
+        baseline = self.baseline()  # scored once: not again for the search
         self.report(0, len(configs) + 1, None, "scoring the FP32 graph" if baseline is None else "FP32 graph: the saved baseline")
         cfg = SearchConfig(candidates=tuple(configs), budget_overall=float(budget_overall), budget_per_slice=float(budget_per_slice),
                            n_boot=int(n_boot), timing=timing if timing is not None else timing_config())

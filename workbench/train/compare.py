@@ -49,6 +49,7 @@ from typing import Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
+from ..core.latency import Ratio as SpeedRatio, paired_ratio
 from ..core.metrics import Metric
 from ..core.options import parse_choice
 from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, check_backend,
@@ -115,11 +116,9 @@ class Ratio:
     # too, i.e. the ratio of the time both spent training the same steps; below `throughput` when the
     # backend pays a start-up cost the baseline does not, and closer to it the longer the run
     throughput_with_startup: float = float("nan")
-    # steady-state interval (95%, bootstrap over paired steps) when the runs took turns step by step
-    # (lockstep): then `throughput` is the median of the per-step ratios; None for runs timed apart
-    throughput_lo: Optional[float] = None
-    throughput_hi: Optional[float] = None
-    interleaved: bool = False
+    # the steady-state ratio with its interval (95%, bootstrap over paired steps) when the runs took turns
+    # step by step (lockstep): then `throughput` is its value; None for runs timed apart
+    steady: Optional[SpeedRatio] = None
     # the shared settings both sides ran with (workbench.train.config.settings_text), and those in
     # which they differ: empty when the ratio compares the backend alone (like for like)
     baseline_settings: str = ""
@@ -129,11 +128,30 @@ class Ratio:
     def like_for_like(self) -> bool:
         return not self.differs_in
 
+    @property
+    def interleaved(self) -> bool:
+        return self.steady is not None
+
+    @property
+    def throughput_lo(self) -> Optional[float]:
+        return self.steady.lo if self.steady is not None else None
+
+    @property
+    def throughput_hi(self) -> Optional[float]:
+        return self.steady.hi if self.steady is not None else None
+
     def speed_text(self) -> str:
         """``0.98x (0.95-1.01)``, or without an interval for runs not timed in turns."""
-        if self.throughput_lo is not None and self.throughput_hi is not None:
-            return f"{self.throughput:.2f}x ({self.throughput_lo:.2f}-{self.throughput_hi:.2f})"
-        return f"{self.throughput:.2f}x"
+        return self.steady.text() if self.steady is not None else f"{self.throughput:.2f}x"
+
+    @staticmethod
+    def upgrade_saved(data: dict) -> dict:
+        """A ratio saved with its interval as ``throughput_lo``/``throughput_hi`` reads as its ``steady`` ratio."""
+        data = dict(data)
+        lo, hi, paired = data.pop("throughput_lo", None), data.pop("throughput_hi", None), data.pop("interleaved", False)
+        if paired and lo is not None and hi is not None and "steady" not in data:
+            data["steady"] = {"value": data["throughput"], "lo": lo, "hi": hi, "rounds": data.get("steps_compared", 0)}
+        return data
 
 
 @dataclass(frozen=True)
@@ -310,14 +328,10 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
             if r.backend is baseline or not s.comparable:
                 continue
             diff, n = loss_difference(base_run, r, smooth)
-            speed, lo, hi, paired = s.throughput.ratio_to(base_summary.throughput), None, None, False
-            if interleaved_runs(base_run, r):
-                pr = paired_step_ratio(base_run, r)
-                if pr is not None:
-                    speed, lo, hi, paired = pr.value, pr.lo, pr.hi, True
+            steady = paired_step_ratio(base_run, r) if interleaved_runs(base_run, r) else None
             ratios.append(Ratio(
-                backend=r.backend, baseline=baseline,
-                throughput=speed, throughput_lo=lo, throughput_hi=hi, interleaved=paired,
+                backend=r.backend, baseline=baseline, steady=steady,
+                throughput=steady.value if steady is not None else s.throughput.ratio_to(base_summary.throughput),
                 baseline_settings=settings_text(cfg), differs_in=list(shared_differences(r.config, cfg)),
                 throughput_with_startup=s.throughput_with_startup.ratio_to(base_summary.throughput_with_startup),
                 memory=s.peak_memory.ratio_to(base_summary.peak_memory),
@@ -332,13 +346,11 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
     return Comparison(list(runs_), baseline, summaries, ratios, tol, basis, notes)
 
 
-def paired_step_ratio(base: TrainRun, other: TrainRun):
+def paired_step_ratio(base: TrainRun, other: TrainRun) -> Optional[SpeedRatio]:
     """Steady-state speed of ``other`` against ``base`` from steps that pair up in time (runs that took
     turns, :mod:`workbench.train.lockstep`): per-step ``base / other`` over the steps after start-up
     both ran, its median and a bootstrap interval (:func:`workbench.core.latency.paired_ratio`); None with
     fewer than 2 such steps."""
-    from ..core.latency import paired_ratio
-
     skip = max(len(base.steps) - len(base.timed_steps()), len(other.steps) - len(other.timed_steps()))
     pairs = [(a.step_s, b.step_s) for a, b in zip(base.steps[skip:], other.steps[skip:])]
     if len(pairs) < 2:

@@ -31,7 +31,6 @@ from workbench.runtime.ortinfer import (
     make_session,
     predict_dataset,
     predict_logits,
-    torch_latency_by_shape,
     torch_predict_dataset,
 )
 
@@ -183,13 +182,17 @@ def test_optimized_model_path_writes_what_the_session_ran(exported_tiny, tmp_pat
 
 
 def test_latency_by_shape_times_every_shape_for_both_runtimes(exported_tiny, tiny):
+    from workbench.perf.speed import time_side_by_side
+
     shapes = [(1, 8), (2, 16)]
     ort_lat = latency_by_shape(exported_tiny.onnx_path, shapes, warmup=1, repeats=3, threads=1)
-    pt_lat = torch_latency_by_shape(tiny, shapes, warmup=1, repeats=3, threads=1)
-    for lat in (ort_lat, pt_lat):
+    side = time_side_by_side({"onnx": exported_tiny.onnx_path}, "onnx", shapes, warmup=1, rounds=3, repeats=1, threads=1,
+                             torch_models={"pytorch": tiny}, floors=False, load_check=False)
+    for lat in (ort_lat, side.latency["onnx"], side.latency["pytorch"]):
         assert [(s.batch, s.seq) for s in lat] == shapes
         assert all(isinstance(s.stats, LatencyStats) and s.stats.repeats == 3 and s.stats.warmup == 1 for s in lat)
         assert all(len(s.stats.samples_ms) == 3 for s in lat)
+    assert [(s.name, s.batch, s.seq, s.ratio.rounds) for s in side.speeds] == [("pytorch", 1, 8, 3), ("pytorch", 2, 16, 3)]
     assert serial.from_dict(ShapeLatency, serial.to_dict(ort_lat[0])) == ort_lat[0]
     with pytest.raises(InferenceError, match=r"\(batch, sequence\) pair"):
         latency_by_shape(exported_tiny.onnx_path, [(1, 2, 3)])

@@ -18,6 +18,7 @@ import pytest
 
 from workbench.core import serial
 from workbench.quant import EvalConfig, EvaluationError, evaluate_slices, softmax
+from workbench.quant.baseline import FP32_TIMINGS_FILE
 from workbench.quant import (
     DYNAMIC_OP_TYPES,
     STATIC_OP_TYPES,
@@ -611,9 +612,9 @@ class _Counter:
             self.fp32_scored += any(session is s for s in fp32_sessions)
             return real_predict(session, *a, **k)
 
-        import workbench.quant.run as quant_run
+        import workbench.perf.speed as perf_speed
 
-        real_side = quant_run.time_side_by_side
+        real_side = perf_speed.time_side_by_side
 
         def time_side_by_side(graphs, *a, **k):  # the FP32 graph timed beside a quantized one
             self.timed += [Path(g).resolve() for g in graphs.values()]
@@ -622,7 +623,7 @@ class _Counter:
         monkeypatch.setattr(ortinfer, "latency_by_shape", latency_by_shape)
         monkeypatch.setattr(ortinfer, "make_session", make_session)
         monkeypatch.setattr(ortinfer, "predict_dataset", predict_dataset)
-        monkeypatch.setattr(quant_run, "time_side_by_side", time_side_by_side)
+        monkeypatch.setattr(perf_speed, "time_side_by_side", time_side_by_side)
 
     @property
     def fp32_timed(self) -> int:
@@ -637,21 +638,21 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
                                                                             monkeypatch):
     """The demo's order: one baseline, presets quantized into it, then the search over candidates that
     include two of the same configurations. The FP32 graph is scored once (with the baseline) and timed
-    once with it, then again beside each graph quantized (interleaved in one run, so load hits
-    both sides of every ratio); the search quantizes and times only what was not quantized before."""
+    only beside each graph quantized (interleaved in one run, so load hits both sides of every ratio);
+    the FP32 row of the search shows the first of those runs; the search quantizes and times only what was
+    not quantized before."""
     count = _Counter(monkeypatch, exported_tiny.onnx_path)
     timing = TimingConfig.quick(repeats=2)
     base = prepare_baseline(exported_tiny, quick_data, tmp_path / "quantize" / "baseline", BaselineConfig(timing=timing))
-    assert count.fp32_timed == 1 and count.fp32_scored == len(base.eval_sets) >= 1
-    assert [(s.batch, s.seq) for s in base.fp32_latency] == list(timing.shapes) and base.fp32_latency[0].median_ms > 0
-    assert load_baseline(base.out_dir).fp32_latency == base.fp32_latency  # saved with the baseline
+    assert count.fp32_timed == 0 and count.fp32_scored == len(base.eval_sets) >= 1  # scored, never timed alone
+    assert not (Path(base.out_dir) / FP32_TIMINGS_FILE).exists()
 
     evaluation = EvalConfig(n_boot=100, node_error_samples=0)
     presets = [run_quantization(base, QuantConfig.preset(name), tmp_path / "quantize" / name, evaluation=evaluation)
                for name in ("dynamic", "dynamic-per-channel")]
     assert count.fp32_scored == len(base.eval_sets)  # not scored again
-    assert count.fp32_timed == 3 and count.others_timed == 2  # timed beside each variant, in the same rounds
-    assert count.timed[1:] == [count.fp32, Path(presets[0].quantized_path).resolve(), count.fp32,
+    assert count.fp32_timed == 2 and count.others_timed == 2  # timed beside each variant, in the same rounds
+    assert count.timed == [count.fp32, Path(presets[0].quantized_path).resolve(), count.fp32,
                                Path(presets[1].quantized_path).resolve()]
     assert all(r.timing == timing and len(r.fp32_latency[0].stats.samples_ms) == len(r.latency[0].stats.samples_ms)
                for r in presets)
@@ -662,7 +663,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     res = run_search(base, SearchConfig(candidates=cands, n_boot=100), tmp_path / "search", previous=presets,
                      progress=lambda i, n, what: steps.append(what))
     assert count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
-    assert count.others_timed == 3 and count.fp32_timed == 4  # only the reduce-range candidate was quantized and timed
+    assert count.others_timed == 3 and count.fp32_timed == 3  # only the reduce-range candidate was quantized and timed
     assert res.reused == ["model/dynamic-qint8", "model/dynamic-qint8-pc"]
     assert not (tmp_path / "search" / "model" / "baseline").exists()
     assert sorted(p.name for p in (tmp_path / "search" / "model").iterdir()) == ["dynamic-qint8-rr"]
@@ -672,37 +673,43 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
         c = res.candidate(name)
         assert c.reused and c.result_path == Path(r.out_dir) / "quantize.json" and c.latency_ms == r.latency_ms
         assert c.accuracy == r.accuracy and c.onnx_path == Path(r.quantized_path)
-    assert res.candidate("model/fp32").latency_ms == base.fp32_latency[0].median_ms
+    # the FP32 row: the FP32 side of the first interleaved run with these settings, not a timing of its own
+    assert res.candidate("model/fp32").latency_ms == presets[0].fp32_latency[0].median_ms
+    assert fp32_latency(base) == presets[0].fp32_latency and fp32_latency(load_baseline(base.out_dir)) == presets[0].fp32_latency
     assert load_search(tmp_path / "search").reused == res.reused
 
     # reused only when the scoring would be the same: other bootstrap settings quantize again
     other = run_search({"exported": base}, SearchConfig(candidates=cands[:1], n_boot=200, include_fp32=False),
                        tmp_path / "search-200", previous=presets)
-    assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 5
+    assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 4
     # other timing settings time the FP32 graph again, with those settings (a comparison needs both)
     slow = dataclasses.replace(timing, repeats=3)
     again = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path / "other-timing",
                              evaluation=EvalConfig(n_boot=100, node_error_samples=0), timing=slow)
-    assert count.fp32_timed == 6 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
+    assert count.fp32_timed == 5 and again.timing == slow and count.timed[-2:] == [count.fp32, Path(again.quantized_path).resolve()]
 
 
 def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_baseline, quant_tiny_dynamic, tmp_path,
                                                                   monkeypatch):
-    """baseline.json, quantize.json and search.json written before these fields existed load; an old
-    baseline has no FP32 latency, so it is measured (once per call), and an old result is never reused."""
+    """baseline.json, quantize.json and search.json written before these fields existed load. An old
+    baseline kept a latency of the FP32 graph timed on its own: it is not shown; until a variant is timed
+    beside it the FP32 graph is timed when asked for (once per call), and an old result is never reused."""
     import shutil
 
     old_base = tmp_path / "baseline"
     shutil.copytree(quant_tiny_baseline.out_dir, old_base)
+    (old_base / FP32_TIMINGS_FILE).unlink(missing_ok=True)
     data = json.loads((old_base / "baseline.json").read_text())
-    del data["fp32_latency"]
+    data["fp32_latency"] = serial.to_dict(quant_tiny_dynamic.fp32_latency)  # where old baselines kept it
     data["out_dir"] = str(old_base)
     (old_base / "baseline.json").write_text(json.dumps(data))
     base = load_baseline(old_base)
-    assert base.fp32_latency == []
+    assert base.class_names == quant_tiny_baseline.class_names and not hasattr(base, "fp32_latency")
     count = _Counter(monkeypatch, base.fp32_path)
-    assert fp32_latency(base)[0].median_ms > 0 and count.fp32_timed == 1
-    assert fp32_latency(quant_tiny_baseline) == quant_tiny_baseline.fp32_latency and count.fp32_timed == 1
+    assert fp32_latency(base)[0].median_ms > 0 and count.timed == [count.fp32]  # nothing beside it yet: timed now
+    assert not (old_base / FP32_TIMINGS_FILE).exists()  # and not kept: the first variant's run will be FP32's figure
+    kept = fp32_latency(quant_tiny_baseline)  # quant_tiny_dynamic timed FP32 beside it
+    assert kept and kept == fp32_latency(load_baseline(quant_tiny_baseline.out_dir)) and count.fp32_timed == 1
 
     q = json.loads((Path(quant_tiny_dynamic.out_dir) / "quantize.json").read_text())
     del q["timing"]

@@ -143,9 +143,10 @@ def test_cli_compare_json_names_every_backend_and_fallback(tmp_path, capsys):
     assert len(pids) == 2 and all(r.environment["isolated"] == "1" for r in c.runs)
     # the two processes took turns step by step: the throughput ratio pairs their steps, with its interval
     r = out["ratios"]["ortmodule"]
-    assert r["interleaved"] and len({x.environment["lockstep"] for x in c.runs}) == 1
+    assert r["steady"] is not None and len({x.environment["lockstep"] for x in c.runs}) == 1
     want = paired_step_ratio(c.run("eager"), c.run("ortmodule"))
-    assert r["throughput"] == pytest.approx(want.value) and r["throughput_lo"] <= r["throughput"] <= r["throughput_hi"]
+    assert r["throughput"] == pytest.approx(want.value) and r["steady"]["lo"] <= r["throughput"] <= r["steady"]["hi"]
+    assert c.ratio("ortmodule").steady == want and c.ratio("ortmodule").interleaved
     assert r["baseline_settings"] and r["differs_in"] == []
     assert samples_per_s("ortmodule") > 0 and samples_per_s("eager") > 0
     assert out["verdicts"][0]["backend"] == "ortmodule" and "with the same settings" in out["verdicts"][0]["text"]
@@ -175,3 +176,19 @@ def test_cli_compare_works_from_another_directory(tmp_path):
     (run_dir,) = (tmp_path / "relative-runs").iterdir()
     assert json.loads(proc.stdout)["backends"]["eager"]["status"] == "ok"
     assert (run_dir / "train" / "compare.json").is_file() and (run_dir / "train" / "eager" / "train.json").is_file()
+
+
+def test_a_ratio_saved_with_its_interval_as_two_fields_loads_as_its_steady_ratio():
+    """compare.json written before the steady-state ratio was one Ratio kept its interval as throughput_lo/_hi."""
+    from workbench.core.latency import Ratio as SpeedRatio
+    from workbench.core.serial import from_dict, to_dict
+    from workbench.train import Ratio
+
+    old = {"backend": "ortmodule", "baseline": "eager", "throughput": 1.6, "memory": 1.0, "startup": 0.5, "max_loss_diff": 0.0,
+           "loss_within_tolerance": True, "steps_compared": 12, "accuracy_diff": 0.0, "throughput_with_startup": 0.9,
+           "throughput_lo": 1.5, "throughput_hi": 1.7, "interleaved": True, "baseline_settings": "AdamW", "differs_in": []}
+    r = from_dict(Ratio, old)
+    assert r.steady == SpeedRatio(1.6, 1.5, 1.7, 12) and r.interleaved and (r.throughput_lo, r.throughput_hi) == (1.5, 1.7)
+    assert r.speed_text() == "1.60x (1.50-1.70)" and from_dict(Ratio, to_dict(r)) == r
+    apart = from_dict(Ratio, {**old, "throughput_lo": None, "throughput_hi": None, "interleaved": False})
+    assert apart.steady is None and not apart.interleaved and apart.throughput_lo is None and apart.speed_text() == "1.60x"

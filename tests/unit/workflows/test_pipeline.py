@@ -81,11 +81,12 @@ def test_the_demo_reports_the_fp32_test_accuracy_and_both_speed_ratios():
     baseline = SimpleNamespace(eval_set=lambda name: {"test": test}[name])
     assert fp32_test_accuracy(baseline) == (0.75, 4)
 
+    from workbench.core.latency import Ratio as SpeedRatio
     from workbench.train import Backend, Ratio
 
     ratio = Ratio(backend=Backend.ORTMODULE, baseline=Backend.EAGER, throughput=1.6, memory=1.0, startup=0.5, max_loss_diff=0.0,
                   loss_within_tolerance=True, steps_compared=4, accuracy_diff=0.0, throughput_with_startup=0.9,
-                  throughput_lo=1.5, throughput_hi=1.7, interleaved=True, baseline_settings="AdamW (fused), batch 16x64")
+                  steady=SpeedRatio(1.6, 1.5, 1.7, 4), baseline_settings="AdamW (fused), batch 16x64")
     line = _train_headline(SimpleNamespace(runs=[], ratios=[ratio]))["ortmodule vs eager"]
     assert "1.60x (1.50-1.70) steady state" in line and "0.90x with start-up" in line
     assert "both with AdamW (fused), batch 16x64" in line and "NOT like for like" not in line
