@@ -115,8 +115,8 @@ class VariantBuilder:
         feeds = None
         if cfg.mode is QuantMode.STATIC:
             if "static" not in self._feeds:
-                self._feeds["static"] = calibration_feeds(self.exported, self.tokenizer, self.calibration_texts[: cfg.samples],
-                                                          self.export.max_length, cfg.calibration_batch_size)
+                self._feeds["static"] = calibration_feeds(self.exported, self.tokenizer, self.calibration_texts[: cfg.calibration.samples],
+                                                          self.export.max_length, cfg.calibration.batch_size)
             feeds = self._feeds["static"]
         qpath, float_path = quantize_graph(self.source(cfg), cfg, out_path, feeds)
         if not cfg.exclude_worst:

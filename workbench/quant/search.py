@@ -148,14 +148,14 @@ class SearchResult:
 
 def default_candidates() -> list[QuantConfig]:
     """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
-    embeddings in FP32, the best static recipe (:meth:`QuantConfig.static_best`), static Entropy."""
+    embeddings in FP32, the best static recipe (the preset "static"), static Entropy."""
     return [
-        QuantConfig.dynamic_int8(),
-        QuantConfig.dynamic_int8_per_channel(),
-        QuantConfig.dynamic_int8_fp32_embeddings(),
-        QuantConfig.dynamic_int8_reduce_range(),
-        QuantConfig.static_best(samples=64),
-        QuantConfig.static_qdq("entropy", samples=64),
+        QuantConfig.preset("dynamic"),
+        QuantConfig.preset("dynamic-per-channel"),
+        QuantConfig.preset("dynamic-fp32-embeddings"),
+        QuantConfig.preset("dynamic-reduce-range"),
+        QuantConfig.preset("static", calibration={"samples": 64}),
+        QuantConfig.preset("static-entropy", calibration={"samples": 64}),
     ]
 
 
@@ -331,7 +331,7 @@ def run_search(
             base = graph
         else:
             bcfg = BaselineConfig(timing=config.timing, seed=config.seed, batch_size=config.eval_batch_size,
-                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.samples for c in configs)]))
+                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.calibration.samples for c in configs)]))
             base = prepare_baseline(graph, data, gdir / BASELINE_DIR, bcfg, tokenizer=tokenizer, export=export, slices=slices,
                                     predicates=predicates)
         timing = config.timing if config.timing is not None else base.timing
