@@ -128,6 +128,9 @@ def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline,
     assert Path(r.quantized_path).is_file() and (Path(r.out_dir) / "quantize.json").is_file()
     assert r.graph_kind == "exported"
     assert r.size_mib < r.fp32_size_mib  # INT8 weights and embeddings
+    from workbench.quant import machine_defaults
+
+    assert any(n.startswith("reduce_range=False (") and machine_defaults().why in n for n in r.notes)  # beside this CPU's choice
     ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
     assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
     # every quantized node listed is gone (replaced) from the quantized graph, as an FP32 node
