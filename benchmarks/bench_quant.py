@@ -33,13 +33,13 @@ def _configs(quick: bool):
     from workbench.quant import QuantConfig
 
     if quick:
-        return [QuantConfig.dynamic_int8(), QuantConfig.static_qdq("minmax", samples=64)]
+        return [QuantConfig.preset("dynamic"), QuantConfig.preset("static-minmax", calibration={"samples": 64})]
     return [
-        QuantConfig.dynamic_int8(),
-        QuantConfig.dynamic_int8_per_channel(),
-        QuantConfig.static_qdq("minmax", samples=128),
-        QuantConfig.static_qdq("entropy", samples=128),
-        QuantConfig.static_qdq("percentile", samples=128),
+        QuantConfig.preset("dynamic"),
+        QuantConfig.preset("dynamic-per-channel"),
+        QuantConfig.preset("static-minmax", calibration={"samples": 128}),
+        QuantConfig.preset("static-entropy", calibration={"samples": 128}),
+        QuantConfig.preset("static-percentile", calibration={"samples": 128}),
     ]
 
 
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     from workbench.quant import EvalConfig, QuantConfig, load_baseline, load_quant_result
 
     base = load_baseline(work / layout.SEARCH_DIR / "exported")
-    dyn = run_quantization(base, QuantConfig.dynamic_int8(), work / "nodes", evaluation=EvalConfig(n_boot=n_boot, node_error_samples=16))
+    dyn = run_quantization(base, QuantConfig.preset("dynamic"), work / "nodes", evaluation=EvalConfig(n_boot=n_boot, node_error_samples=16))
     fixed = requantize_excluding(dyn, worst_k=3, n_boot=n_boot, node_error_samples=0)
     phases["node errors + exclusion"] = time.perf_counter() - t0
 

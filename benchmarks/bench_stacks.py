@@ -10,7 +10,7 @@ Without ``--graphs`` it builds the graphs it times, with the workbench's own sta
 ``--model`` (the built-in MiniLM unless told otherwise) exported (:func:`workbench.graph.run_export`),
 transformer-optimized (:func:`workbench.graph.run_fusion`, ``FusionConfig.transformer_only``: the fused FP32 graph)
 and that graph quantized to dynamic INT8 per channel (:func:`workbench.quant.quantize_graph`,
-``QuantConfig.dynamic_per_channel``), into ``--work``. ``graphs.json`` there names the model they came from; a later
+``QuantConfig.preset("dynamic-per-channel")``), into ``--work``. ``graphs.json`` there names the model they came from; a later
 run for the same model times them again without rebuilding.
 
 Each (round, graph, setting) runs one worker process per venv, the venvs' order swapped every round, so a
@@ -231,7 +231,7 @@ def build_graphs(model: str, work: Path, log=print) -> dict:
         raise SystemExit(f"bench_stacks: the transformer optimizer gave no fused graph of {model}: {'; '.join(fus.notes)}")
     int8 = work / layout.QUANTIZE_DIR / INT8_GRAPH
     int8.parent.mkdir(parents=True, exist_ok=True)
-    quantize_graph(fus.fused_path, QuantConfig.dynamic_per_channel(), int8)
+    quantize_graph(fus.fused_path, QuantConfig.preset("dynamic-per-channel"), int8)
     record = {"model": model, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "built_with": {"torch": torch.__version__, "onnxruntime": onnxruntime.__version__},
               "export_validation_passed": exp.validation.passed, "fused_ops": fus.variants[-1].fused_ops,

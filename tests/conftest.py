@@ -396,7 +396,7 @@ def quant_tiny_dynamic(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of dynamic INT8 on ``exported_tiny`` (with per-node errors; n_boot 200)."""
     from workbench.quant import EvalConfig, QuantConfig, run_quantization
 
-    return run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("quant_tiny_dynamic"),
+    return run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic"), tmp_path_factory.mktemp("quant_tiny_dynamic"),
                             evaluation=EvalConfig(n_boot=200, node_error_samples=16))
 
 
@@ -405,5 +405,5 @@ def quant_tiny_static(tmp_path_factory, quant_tiny_baseline):
     """QuantResult of static QDQ INT8 (MinMax, 32 calibration texts) on ``exported_tiny``."""
     from workbench.quant import EvalConfig, QuantConfig, run_quantization
 
-    return run_quantization(quant_tiny_baseline, QuantConfig.static_qdq("minmax", samples=32),
+    return run_quantization(quant_tiny_baseline, QuantConfig.preset("static-minmax", calibration={"samples": 32}),
                             tmp_path_factory.mktemp("quant_tiny_static"), evaluation=EvalConfig(n_boot=200, node_error_samples=16))

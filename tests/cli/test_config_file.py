@@ -38,7 +38,7 @@ def test_the_file_gives_the_fields_and_flags_win(tmp_path: Path):
     f = _write(tmp_path / "q.yaml", "per_channel: true\nsamples: 64\nop_types: [MatMul]\nshapes: 1x128,8x128\n"
                                     "repeats: 10\nexclude: [a, b]\n")
     args = build_parser().parse_args(["quantize", "src", "--preset", "static-minmax", "--config", str(f), "--repeats", "5"])
-    assert _quant_config(args) == QuantConfig.preset("static-minmax", per_channel=True, samples=64, op_types=("MatMul",),
+    assert _quant_config(args) == QuantConfig.preset("static-minmax", per_channel=True, calibration={"samples": 64}, op_types=("MatMul",),
                                                      nodes_to_exclude=("a", "b"))
     timing = build(TimingConfig, args, base=TimingConfig())
     assert timing.shapes == ((1, 128), (8, 128)) and timing.repeats == 5  # the flag beat the file's 10

@@ -146,16 +146,18 @@ class AuditStages:
         return fusion
 
     def quantize(self, st):
-        from ..quant import QuantConfig, run_quantization
+        from ..quant import QuantConfig, machine_defaults, run_quantization
 
         cfg, facts, log = self.cfg, self.facts, self.log
         base = self._baseline(st)
         results: list = []
         ev = cfg.eval_config(None if facts["calibration_count"] else 0)  # no calibration rows: no per-node error
+        machine = machine_defaults()  # the INT8 presets follow this CPU (each variant's notes say so)
+        log(f"      INT8 weights on this CPU: {machine.why}")
         for name in cfg.presets:
-            qcfg = dataclasses.replace(QuantConfig.preset(name), name=name)
+            qcfg = QuantConfig.preset(name, machine=machine, name=name)
             if qcfg.mode.value == "static":
-                qcfg = dataclasses.replace(qcfg, samples=facts["calibration_count"])
+                qcfg = dataclasses.replace(qcfg, calibration=dataclasses.replace(qcfg.calibration, samples=facts["calibration_count"]))
             res = run_quantization(base, qcfg, self.out / layout.quantize_dir(name), evaluation=ev)
             results.append(res)
             st.partial = results  # the drift and the search take what was quantized before a failure

@@ -126,18 +126,16 @@ def _cmd_quantize(args) -> int:
 
 def add_quant(sub) -> None:
     from ..quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
-    from ..quant.config import REFUSED_PRESETS
+    from ..quant.config import PRESET_TABLE
 
     p = sub.add_parser("quantize", help="INT8-quantize an exported or fused graph and report accuracy drift slice by slice")
     p.add_argument("source", help="any folder of a run (its root, export/, fusion/, quantize/..., a result file): its "
                                   "newest graph (--graph); or an .onnx file")
     cli_only(p, "--graph", default="auto", choices=["auto", "exported", "fused"],
              help="which FP32 graph of the run folder (auto: the fused one when `workbench fuse` ran)")
-    cli_only(p, "--preset", default="dynamic", choices=[*QuantConfig.presets(), *REFUSED_PRESETS],
-             help="starting point, whose values the flags below change (defaults shown are dynamic's): dynamic: no data "
-                  "needed; static-*: QDQ, calibrated on training texts; weight-only-int4*: 4-bit MatMul weights "
-                  "(MatMulNBits; -acc4: INT8 compute); weight-only-int8: built on onnxruntime 1.31+ (the current stack), "
-                  "refused on 1.19.2 (4 bits only)")
+    cli_only(p, "--preset", default="dynamic", choices=list(PRESET_TABLE),
+             help="starting point, whose values the flags below change (defaults shown are dynamic's): "
+                  + "; ".join(f"{name}: {text}" for name, (text, _) in PRESET_TABLE.items()))
     add_config_flags(p, QuantConfig, QUANT_FLAGS, base=QuantConfig.preset("dynamic"))
     cli_only(p, "--exclude-worst", type=int_at_least(1), help="then re-quantize without the K nodes with the lowest SQNR")
     add_config_flags(p, EvalConfig, EVAL_FLAGS[1:], base=EvalConfig())

@@ -18,6 +18,10 @@ from typing import Any, TypeVar, Union
 T = TypeVar("T")
 
 
+class OutdatedKey(ValueError):
+    """A saved file with a key an earlier version wrote, which the class now keeps elsewhere (its ``MOVED_KEYS``)."""
+
+
 def to_dict(obj: Any) -> Any:
     """Recursively convert dataclasses, enums, paths, tuples and numpy scalars to JSON types.
 
@@ -65,6 +69,8 @@ def _build(tp: Any, data: Any) -> Any:
         for arg in non_none:
             try:
                 return _build(arg, data)
+            except OutdatedKey:
+                raise
             except (TypeError, ValueError, KeyError) as exc:
                 last_error = exc
         raise TypeError(f"value {data!r} matches none of {tp}") from last_error
@@ -83,9 +89,10 @@ def _build(tp: Any, data: Any) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
-        upgrade = getattr(tp, "upgrade_saved", None)  # a config that regrouped its fields reads its older files
-        if callable(upgrade):
-            data = upgrade(data)
+        moved = getattr(tp, "MOVED_KEYS", {})  # keys an earlier version saved where the class has none now
+        old = next((k for k, v in data.items() if k in moved and not isinstance(v, dict)), None)
+        if old is not None:
+            raise OutdatedKey(f"its key {old!r} ({tp.__name__}, written by an earlier version) is {moved[old]} now")
         hints = typing.get_type_hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):

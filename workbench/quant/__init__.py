@@ -32,7 +32,10 @@ Files, one idea each:
 """
 
 from .config import (  # noqa: F401
+    PRESET_TABLE,
     PRESETS,
+    MachineDefaults,
+    machine_defaults,
     CalibrationConfig,
     ValidationConfig,
     applies_to,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Mapping, Optional
 
 from ..core.options import parse_choice
 from .formats import (ACCURACY_LEVELS, BINDING_NOTE, DYNAMIC_OP_TYPES, EIGHT_BIT_REFUSAL, EMBEDDING_OP_TYPES,  # noqa: F401
@@ -59,10 +59,10 @@ class CalibrationConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", _as_enum(Calibration, self.method, "calibration", "minmax is the fastest"))
-        for name, shown in (("samples", "samples"), ("batch_size", "calibration_batch_size")):
+        for name in ("samples", "batch_size"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise QuantizeError(f"{shown} must be a positive integer, got {v!r}")
+                raise QuantizeError(f"{name} must be a positive integer, got {v!r}")
         if self.histogram_bins != 0 and not (256 <= self.histogram_bins <= 8192):
             raise QuantizeError(
                 f"histogram_bins must be 0 (the method's default) or between 256 and 8192, got {self.histogram_bins}; "
@@ -87,11 +87,6 @@ class ValidationConfig:
             raise QuantizeError(f"min_label_agreement must be a fraction from 0 to 1, got {self.min_label_agreement}")
 
 
-# the keywords QuantConfig took before calibration and validation had their own configs: still accepted
-LEGACY_CALIBRATION = {"samples": "samples", "calibration_batch_size": "batch_size", "histogram_bins": "histogram_bins",
-                      "percentile": "percentile"}
-LEGACY_VALIDATION = ("tolerance", "min_label_agreement")
-
 _METHOD_HINT = {"dynamic": "a dynamic preset (mode='dynamic')", "static": "a static-* preset (mode='static')",
                 "weight-only": "a weight-only-* preset (mode='weight-only')"}
 
@@ -113,12 +108,12 @@ def _changed(name: str, value: Any, default: Any) -> list[str]:
     return [f"{name}={getattr(value, 'value', value)!r}"] if value != default else []
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class QuantConfig:
-    """How to quantize. Use a preset (``QuantConfig.dynamic()``, ``QuantConfig.static()``; every name
-    of :meth:`presets` is a class method of the same name, ``-`` read as ``_``) and override fields by
-    keyword. Each field's help and the methods it applies to are in its metadata
-    (``workbench.core.options.field_help(QuantConfig, "per_channel")``, :func:`applies_to`).
+    """How to quantize. Start from a preset (``QuantConfig.preset("static", per_channel=False)``; the names
+    and what each means: :data:`PRESET_TABLE`) or give the fields by keyword. Each field's help and the
+    methods it applies to are in its metadata (``workbench.core.options.field_help(QuantConfig, "per_channel")``,
+    :func:`applies_to`).
 
     - ``mode``: ``dynamic`` (weights INT8, activations quantized per batch at run time; no
       calibration), ``static`` (activation ranges calibrated on training texts: ``calibration``, a
@@ -129,6 +124,8 @@ class QuantConfig:
       dynamic activations are always uint8 in ONNX Runtime). In static QDQ with one scale per tensor,
       ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (its QDQMatMul marks every
       input as an activation); ``weight_type`` applies per channel.
+    - ``reduce_range``: 7-bit weights, ONNX Runtime's advice for u8s8 on x86 CPUs without VNNI
+      (:func:`machine_defaults` says what this CPU takes, and why).
     - ``op_types``: operator types to quantize (empty: ONNX Runtime's default for dynamic,
       ``MatMul``/``Gemm`` for static). ``nodes_to_exclude``: node names left in FP32 (the names of the
       FP32 graph; :attr:`QuantResult.node_errors` ranks the ones that hurt most).
@@ -137,11 +134,8 @@ class QuantConfig:
       Runtime's ``MatMulConstBOnly``, applied to QDQ too by listing those nodes in ``nodes_to_exclude``).
     - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (on calibration
       texts: no test data), then quantize again leaving the ``exclude_worst`` worst in FP32.
-    - ``validation``: a :class:`ValidationConfig` (``tolerance``, ``min_label_agreement``).
-
-    The keywords ``samples``, ``calibration_batch_size``, ``histogram_bins``, ``percentile`` (of
-    ``calibration``) and ``tolerance``, ``min_label_agreement`` (of ``validation``) are accepted here
-    too, as is ``calibration='entropy'`` for the method alone, and read back as properties.
+    - ``calibration`` (:class:`CalibrationConfig`: method, samples, ...) and ``validation``
+      (:class:`ValidationConfig`: tolerance, min_label_agreement) are the only place of those settings.
     """
 
     mode: QuantMode = _field(QuantMode.DYNAMIC, "dynamic (INT8 weights, activations quantized per batch at run time), "
@@ -170,48 +164,12 @@ class QuantConfig:
     validation: ValidationConfig = _field(help="how the quantized graph is validated against the FP32 graph's logits",
                                           default_factory=ValidationConfig)
     name: str = _field("", "the variant's name (default: its settings in short, e.g. dynamic-qint8-pc)")
-
-    def __init__(self, **kw: Any) -> None:
-        legacy_cal = {LEGACY_CALIBRATION[k]: kw.pop(k) for k in list(kw) if k in LEGACY_CALIBRATION}
-        legacy_val = {k: kw.pop(k) for k in list(kw) if k in LEGACY_VALIDATION}
-        names = {f.name: f for f in dataclasses.fields(self)}
-        unknown = [k for k in kw if k not in names]
-        if unknown:
-            raise TypeError(f"QuantConfig got an unexpected keyword argument {unknown[0]!r}; its fields: "
-                            f"{', '.join([*names, *LEGACY_CALIBRATION, *LEGACY_VALIDATION])}")
-        for name, f in names.items():
-            object.__setattr__(self, name, kw[name] if name in kw else _default(f))
-        cal = self.calibration
-        if not isinstance(cal, CalibrationConfig):  # calibration="entropy": the method alone
-            cal = CalibrationConfig(method=cal)
-        object.__setattr__(self, "calibration", dataclasses.replace(cal, **legacy_cal) if legacy_cal else cal)
-        if legacy_val:
-            object.__setattr__(self, "validation", dataclasses.replace(self.validation, **legacy_val))
-        self.__post_init__()
-
-    @staticmethod
-    def upgrade_saved(data: dict) -> dict:
-        """A saved config (``quantize.json``) written before calibration and validation had their own configs:
-        its flat keys regrouped (``workbench.core.serial.from_dict`` calls this)."""
-        if not isinstance(data.get("calibration"), (str, type(None))) and not any(
-                k in data for k in (*LEGACY_CALIBRATION, *LEGACY_VALIDATION)):
-            return data
-        data = dict(data)
-        cal = {LEGACY_CALIBRATION[k]: data.pop(k) for k in list(data) if k in LEGACY_CALIBRATION}
-        if isinstance(data.get("calibration"), str):
-            cal["method"] = data.pop("calibration")
-        elif isinstance(data.get("calibration"), dict):
-            cal = {**data.pop("calibration"), **cal}
-        val = {k: data.pop(k) for k in list(data) if k in LEGACY_VALIDATION}
-        return {**data, "calibration": cal, **({"validation": {**data.get("validation", {}), **val}} if val else {})}
-
-    # the keywords of calibration and validation, read as before
-    samples = property(lambda self: self.calibration.samples, doc="``calibration.samples``")
-    calibration_batch_size = property(lambda self: self.calibration.batch_size, doc="``calibration.batch_size``")
-    histogram_bins = property(lambda self: self.calibration.histogram_bins, doc="``calibration.histogram_bins``")
-    percentile = property(lambda self: self.calibration.percentile, doc="``calibration.percentile``")
-    tolerance = property(lambda self: self.validation.tolerance, doc="``validation.tolerance``")
-    min_label_agreement = property(lambda self: self.validation.min_label_agreement, doc="``validation.min_label_agreement``")
+    # keys an earlier version saved flat (quantize.json, search.json) and where they are now: reading such a file is
+    # refused in one line naming the key (workbench.core.serial)
+    MOVED_KEYS: ClassVar[dict[str, str]] = {
+        "calibration": "calibration.method", "samples": "calibration.samples", "calibration_batch_size": "calibration.batch_size",
+        "histogram_bins": "calibration.histogram_bins", "percentile": "calibration.percentile",
+        "tolerance": "validation.tolerance", "min_label_agreement": "validation.min_label_agreement"}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _as_enum(QuantMode, self.mode, "mode", "use 'dynamic' (no calibration), 'static' (QDQ, "
@@ -219,8 +177,10 @@ class QuantConfig:
         object.__setattr__(self, "weight_type", _as_enum(QType, self.weight_type, "weight_type", "qint8 is the usual choice"))
         object.__setattr__(self, "activation_type", _as_enum(QType, self.activation_type, "activation_type", "quint8 is the usual choice"))
         object.__setattr__(self, "quant_format", _as_enum(QFormat, self.quant_format, "quant_format", "qdq is the usual choice"))
-        if not isinstance(self.validation, ValidationConfig):
-            raise QuantizeError(f"validation must be a ValidationConfig, got {type(self.validation).__name__}")
+        for name, cls in (("calibration", CalibrationConfig), ("validation", ValidationConfig)):
+            if not isinstance(getattr(self, name), cls):
+                raise QuantizeError(f"{name} must be a {cls.__name__} (e.g. {name}={cls.__name__}()), got "
+                                    f"{getattr(self, name)!r}; give a dict of its fields to QuantConfig.preset instead")
         if isinstance(self.op_types, str) or isinstance(self.nodes_to_exclude, str):
             raise QuantizeError(
                 f"op_types and nodes_to_exclude are lists of names, got a string "
@@ -243,11 +203,10 @@ class QuantConfig:
                 f"op_types {bad} cannot be quantized in {self.mode.value} mode; allowed: {list(allowed)}. "
                 "Leave op_types empty for the default set"
             )
-        if self.mode is QuantMode.STATIC and self.samples < self.calibration_batch_size:
-            raise QuantizeError(
-                f"samples ({self.samples}) must be at least calibration_batch_size ({self.calibration_batch_size}); "
-                "raise samples or lower the batch size"
-            )
+        cal = self.calibration
+        if self.mode is QuantMode.STATIC and cal.samples < cal.batch_size:
+            raise QuantizeError(f"samples ({cal.samples}) must be at least the calibration batch_size ({cal.batch_size}); "
+                                "raise samples or lower the batch size")
         if self.mode is QuantMode.WEIGHT_ONLY:
             self._check_weight_only()
 
@@ -293,116 +252,37 @@ class QuantConfig:
         """Bits per stored weight: ``weight_bits``, or the mode's own when 0."""
         return self.weight_bits or (4 if self.mode is QuantMode.WEIGHT_ONLY else 8)
 
-    # -- presets: each name of presets() is the class method of that name ("-" read as "_") ----------------
     @classmethod
-    def dynamic(cls, **kw) -> "QuantConfig":
-        """Dynamic, signed INT8 weights, one scale per tensor: the fastest to produce, no data needed."""
-        return cls(**{"mode": QuantMode.DYNAMIC, **kw})
-
-    @classmethod
-    def dynamic_per_channel(cls, **kw) -> "QuantConfig":
-        """Dynamic INT8 with one scale per output column: smaller weight error, same speed."""
-        return cls(**{"mode": QuantMode.DYNAMIC, "per_channel": True, **kw})
-
-    @classmethod
-    def dynamic_fp32_embeddings(cls, **kw) -> "QuantConfig":
-        """Dynamic per-channel INT8 of every matrix multiply, with the embedding tables left in FP32
-        (``EmbedLayerNormalization`` / ``Gather`` not quantized). On the fine-tuned MiniLM the INT8
-        embedding lookup is the single node that costs most accuracy (figures: docs/benchmarks/index.md),
-        and the lookup is no matrix multiply, so leaving it in FP32 costs size (the table stays 4 bytes
-        a weight), not speed."""
-        ops = tuple(o for o in DYNAMIC_OP_TYPES if o not in EMBEDDING_OP_TYPES)
-        return cls(**{"mode": QuantMode.DYNAMIC, "per_channel": True, "op_types": ops, **kw})
-
-    @classmethod
-    def dynamic_reduce_range(cls, **kw) -> "QuantConfig":
-        """Dynamic INT8 with 7-bit weights (for CPUs without VNNI; costs accuracy elsewhere)."""
-        return cls(**{"mode": QuantMode.DYNAMIC, "reduce_range": True, **kw})
-
-    @classmethod
-    def dynamic_uint8(cls, **kw) -> "QuantConfig":
-        """Dynamic with unsigned (QUInt8) weights."""
-        return cls(**{"mode": QuantMode.DYNAMIC, "weight_type": QType.QUINT8, **kw})
-
-    @classmethod
-    def static_qdq(cls, calibration: str | Calibration = "minmax", samples: int = 128, **kw) -> "QuantConfig":
-        """Static INT8 in QDQ format, MatMul/Gemm, activation ranges calibrated on ``samples``
-        training texts with ``calibration`` = minmax | entropy | percentile (the static-* presets)."""
-        return cls(**{"mode": QuantMode.STATIC, "calibration": calibration, "samples": samples,
-                      "op_types": STATIC_DEFAULT_OP_TYPES, **kw})
-
-    @classmethod
-    def static_minmax(cls, **kw) -> "QuantConfig":
-        """Static QDQ, MinMax calibration (:meth:`static_qdq`)."""
-        return cls.static_qdq("minmax", **kw)
-
-    @classmethod
-    def static_entropy(cls, **kw) -> "QuantConfig":
-        """Static QDQ, Entropy calibration (:meth:`static_qdq`)."""
-        return cls.static_qdq("entropy", **kw)
-
-    @classmethod
-    def static_percentile(cls, **kw) -> "QuantConfig":
-        """Static QDQ, Percentile calibration (:meth:`static_qdq`)."""
-        return cls.static_qdq("percentile", **kw)
-
-    @classmethod
-    def static(cls, **kw) -> "QuantConfig":
-        """The static recipe that measured best on the fine-tuned MiniLM (docs/benchmarks/index.md):
-        MinMax calibration, one scale per weight column, only the weight MatMuls quantized
-        (attention's activation products stay FP32), and the 6 nodes with the worst SQNR on
-        calibration texts left in FP32 (on MiniLM: the feed-forward output projections, whose inputs
-        after GELU have the widest ranges)."""
-        return cls.static_qdq("minmax", **{"samples": 128, "per_channel": True, "matmul_const_b_only": True,
-                                              "exclude_worst": 6, **kw})
-
-    @classmethod
-    def weight_only_int4(cls, accuracy_level: int = 0, **kw) -> "QuantConfig":
-        """MatMul weights in 4 bits (blocks of 32, asymmetric), activations in float: ONNX Runtime's
-        MatMulNBits. ``accuracy_level=4`` computes with INT8 activations."""
-        return cls(**{"mode": QuantMode.WEIGHT_ONLY, "weight_bits": 4, "accuracy_level": accuracy_level, **kw})
-
-    @classmethod
-    def weight_only_int4_acc4(cls, **kw) -> "QuantConfig":
-        """:meth:`weight_only_int4` computing with INT8 activations (``accuracy_level=4``)."""
-        return cls.weight_only_int4(**{"accuracy_level": 4, **kw})
-
-    @classmethod
-    def weight_only_int8(cls, **kw) -> "QuantConfig":
-        """MatMul weights in 8 bits (MatMulNBits), activations in float: onnxruntime >= 1.31 only (its CPU
-        kernel runs 8-bit weights); refused on 1.19.2 with the reason."""
-        return cls(**{"mode": QuantMode.WEIGHT_ONLY, "weight_bits": 8, **kw})
-
-    # the names these presets had before their methods took the presets' names
-    dynamic_int8 = dynamic
-    dynamic_int8_per_channel = dynamic_per_channel
-    dynamic_int8_fp32_embeddings = dynamic_fp32_embeddings
-    dynamic_int8_reduce_range = dynamic_reduce_range
-    static_best = static
+    def preset(cls, name: str, /, machine: Optional["MachineDefaults"] = None, **overrides: Any) -> "QuantConfig":
+        """The preset ``name`` of :data:`PRESET_TABLE` with ``overrides`` (fields by keyword; ``calibration`` or
+        ``validation`` as a dict changes only the fields it names, as a config replaces the whole). ``machine``
+        (:func:`machine_defaults`): the u8s8 INT8 presets take its ``reduce_range`` unless the preset or
+        ``overrides`` set one."""
+        if name not in PRESET_TABLE:
+            raise QuantizeError(f"no quantization preset {name!r}; presets: {list(PRESET_TABLE)}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in (k for k in overrides if k not in names):
+            home = next((n for n, c in _NESTED.items() if key in {f.name for f in dataclasses.fields(c)}), None)
+            raise QuantizeError(f"preset {name!r}: QuantConfig has no field {key!r}; "
+                                + (f"give it as {home}={{{key!r}: ...}}" if home else f"its fields: {names}"))
+        table = PRESET_TABLE[name][1]
+        fields = {**({"reduce_range": machine.reduce_range} if machine is not None and _u8s8(table) else {}), **table}
+        for key, value in overrides.items():
+            fields[key] = {**fields.get(key, {}), **value} if key in _NESTED and isinstance(value, dict) else value
+        try:
+            return cls(**{k: _NESTED[k](**v) if k in _NESTED and isinstance(v, dict) else v for k, v in fields.items()})
+        except (QuantizeError, TypeError) as exc:  # 8 bits on onnxruntime 1.19.2, an override refused, an unknown nested field
+            raise QuantizeError(f"preset {name!r}: {exc}") from None
 
     @classmethod
     def presets(cls) -> dict[str, "QuantConfig"]:
-        """The named presets, as a view or the CLI lists them: ``{name: QuantConfig.<name>()}``."""
-        return {name: getattr(cls, name.replace("-", "_"))() for name in PRESETS}
+        """The fixed presets (:data:`PRESETS`), as a view or the CLI lists them: ``{name: QuantConfig.preset(name)}``."""
+        return {name: cls.preset(name) for name in PRESETS}
 
     @classmethod
     def available_presets(cls) -> dict[str, "QuantConfig"]:
         """:meth:`presets` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
-        table = cls.presets()
-        if 8 in runnable_bits()[0]:
-            table["weight-only-int8"] = cls.weight_only_int8()
-        return table
-
-    @classmethod
-    def preset(cls, name: str, **kw) -> "QuantConfig":
-        table = cls.presets()
-        if name in REFUSED_PRESETS and 8 in runnable_bits()[0]:  # this ONNX Runtime runs it (the current stack)
-            return cls.weight_only_int8(**kw)
-        if name in REFUSED_PRESETS:
-            raise QuantizeError(f"preset {name!r}: {REFUSED_PRESETS[name]}")
-        if name not in table:
-            raise QuantizeError(f"no quantization preset {name!r}; presets: {list(table)}")
-        return dataclasses.replace(table[name], **kw) if kw else table[name]
+        return {**cls.presets(), **({n: cls.preset(n) for n in NEWER_ORT_PRESETS} if 8 in runnable_bits()[0] else {})}
 
     @property
     def label(self) -> str:
@@ -447,13 +327,79 @@ class QuantConfig:
 
 
 
-# the preset names, each a class method of QuantConfig ("-" read as "_"), in the order views list them
-PRESETS = ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings", "dynamic-reduce-range", "dynamic-uint8",
-           "static-minmax", "static-entropy", "static-percentile", "static", "weight-only-int4", "weight-only-int4-acc4")
+_NESTED = {"calibration": CalibrationConfig, "validation": ValidationConfig}  # preset fields given as a dict of theirs
+_STATIC = {"mode": "static", "op_types": STATIC_DEFAULT_OP_TYPES}
+# the presets, in the order views list them: name -> (what it is in one line, its fields apart from the defaults)
+PRESET_TABLE: dict[str, tuple[str, dict[str, Any]]] = {
+    "dynamic": ("signed INT8 weights, one scale per tensor, activations per batch: the fastest to produce, no data needed", {}),
+    "dynamic-per-channel": ("dynamic INT8 with one scale per output column: smaller weight error, same speed", {"per_channel": True}),
+    "dynamic-fp32-embeddings": ("dynamic per-channel INT8 of every matrix multiply, the embedding lookup left in FP32 (on MiniLM "
+                                "the node that costs most accuracy, and no matrix multiply)",
+                                {"per_channel": True, "op_types": tuple(o for o in DYNAMIC_OP_TYPES if o not in EMBEDDING_OP_TYPES)}),
+    "dynamic-reduce-range": ("dynamic INT8 with 7-bit weights (x86 CPUs without VNNI; costs accuracy elsewhere)", {"reduce_range": True}),
+    "dynamic-uint8": ("dynamic INT8 with unsigned (quint8) weights", {"weight_type": "quint8"}),
+    "static-minmax": ("static QDQ of MatMul/Gemm, MinMax calibration on training texts", _STATIC),
+    "static-entropy": ("static QDQ, Entropy calibration", {**_STATIC, "calibration": {"method": "entropy"}}),
+    "static-percentile": ("static QDQ, Percentile calibration", {**_STATIC, "calibration": {"method": "percentile"}}),
+    "static": ("the static recipe that measured best on MiniLM: MinMax, per channel, weight MatMuls only, the 6 nodes of "
+               "worst SQNR on calibration texts left in FP32", {**_STATIC, "per_channel": True, "matmul_const_b_only": True,
+                                                                 "exclude_worst": 6}),
+    "weight-only-int4": ("MatMul weights in 4 bits (MatMulNBits, blocks of 32), activations in float",
+                         {"mode": "weight-only", "weight_bits": 4}),
+    "weight-only-int4-acc4": ("weight-only-int4 computing with INT8 activations (accuracy_level 4)",
+                              {"mode": "weight-only", "weight_bits": 4, "accuracy_level": 4}),
+    "weight-only-int8": ("MatMul weights in 8 bits: onnxruntime 1.31+ (the current stack), refused on 1.19.2 (4 bits only)",
+                         {"mode": "weight-only", "weight_bits": 8}),
+}
+# presets onnxruntime 1.19.2 cannot build (QuantConfig.preset says why there; newer ones build them)
+NEWER_ORT_PRESETS = ("weight-only-int8",)
+PRESETS = tuple(n for n in PRESET_TABLE if n not in NEWER_ORT_PRESETS)
 
-# presets that onnxruntime 1.19.2 cannot build: the name and why (newer ONNX Runtimes build and run them:
-# QuantConfig.preset gives them there)
-REFUSED_PRESETS = {"weight-only-int8": EIGHT_BIT_REFUSAL}
+
+def _u8s8(fields: dict[str, Any]) -> bool:
+    """Whether a preset's fields make INT8 products of uint8 activations and int8 weights (the ones that can saturate)."""
+    return (fields.get("mode", "dynamic") in INT8 and fields.get("weight_type", "qint8") == "qint8"
+            and fields.get("activation_type", "quint8") == "quint8" and "reduce_range" not in fields)
+
+
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx")  # the flags MachineProfile.has_vnni reads
+
+
+@dataclass(frozen=True)
+class MachineDefaults:
+    """What the u8s8 INT8 presets take on a CPU (``QuantConfig.preset(name, machine=...)``), and why in one sentence."""
+
+    reduce_range: bool
+    why: str
+
+
+def machine_defaults(flags: Optional[Mapping[str, bool]] = None) -> MachineDefaults:
+    """7-bit weights where ONNX Runtime advises them: u8s8 products on x86 without VNNI (AVX2's ``vpmaddubsw``
+    adds pairs into int16, which can saturate; VNNI's ``vpdpbusd`` adds into int32 and does not). ``flags``: a
+    :class:`workbench.perf.machine_profile.MachineProfile`'s ``flags`` (default: this CPU's, read by
+    :func:`workbench.perf.machine_profile.cpu_model_and_flags`)."""
+    if flags is None:
+        from ..perf.machine_profile import cpu_model_and_flags
+
+        flags = cpu_model_and_flags()[1]
+    vnni = [k for k in VNNI_FLAGS if flags.get(k)]
+    if vnni:
+        return MachineDefaults(False, f"8-bit weights: this CPU has {vnni[0]}, whose INT8 products of uint8 activations and "
+                                      "int8 weights do not saturate")
+    if flags.get("avx2") or flags.get("avx512f"):
+        return MachineDefaults(True, "7-bit weights (reduce_range): this CPU has AVX2 but no VNNI, where INT8 products of uint8 "
+                                     "activations and int8 weights can saturate, ONNX Runtime's advice for such CPUs")
+    return MachineDefaults(False, "8-bit weights: this CPU shows no AVX2 or VNNI flag (not x86?), so the saturation of "
+                                  "x86's AVX2 INT8 products does not apply")
+
+
+def machine_note(cfg: "QuantConfig", defaults: Optional[MachineDefaults] = None) -> Optional[str]:
+    """One sentence for a result's notes: the weight bits a u8s8 INT8 config used beside this machine's choice and its reason."""
+    if cfg.mode.value not in INT8 or cfg.weight_type is not QType.QINT8 or cfg.activation_type is not QType.QUINT8:
+        return None
+    d = defaults or machine_defaults()
+    return (f"reduce_range={cfg.reduce_range} ({'as' if cfg.reduce_range == d.reduce_range else 'not'} this machine's "
+            f"default: {d.why})")
 
 
 def runnable_bits() -> tuple[tuple[int, ...], str]:

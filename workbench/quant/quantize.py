@@ -86,7 +86,7 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
             raise QuantizeError(
                 f"pre-processing {fp32_path} for static quantization failed "
                 f"({'with' if symbolic else 'without'} symbolic shape inference): {type(exc).__name__}: {exc}. "
-                "Dynamic quantization needs no pre-processing: try QuantConfig.dynamic_int8()"
+                "Dynamic quantization needs no pre-processing: try QuantConfig.preset('dynamic')"
             ) from exc
     return out_path
 

@@ -1,7 +1,7 @@
 """The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
 
 Two calls, ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` and then, per
-variant, ``run_quantization(base, QuantConfig.dynamic_int8(), out_dir, evaluation=EvalConfig())``:
+variant, ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir, evaluation=EvalConfig())``:
 
 1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph: the
    stage's input): evaluation examples, slices, FP32 logits, calibration texts and timing settings.
@@ -41,7 +41,7 @@ from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from ..perf.speed import Speed
 from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, cpu_profile, load_baseline, time_beside_fp32
-from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig
+from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig, machine_note
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import encoded_feeds, quantized_nodes
 from .quantizer import Quantizer, excluding, feed_rows
@@ -172,9 +172,9 @@ class _Fp32Feeds:
 
 
 def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optional[EvalConfig]) -> tuple[QuantConfig, EvalConfig]:
-    cfg = cfg or QuantConfig.dynamic_int8()
+    cfg = cfg or QuantConfig.preset("dynamic")
     if not isinstance(cfg, QuantConfig):
-        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.dynamic_int8()), got {type(cfg).__name__}")
+        raise QuantizeError(f"cfg must be a QuantConfig (e.g. QuantConfig.preset('dynamic')), got {type(cfg).__name__}")
     if not isinstance(source, Baseline):
         raise QuantizeError(
             f"the quantization stage's input is a Baseline (the FP32 graph scored on the data), got {type(source).__name__}: "
@@ -299,6 +299,7 @@ def run_quantization(
     notes += [f"exclude_worst={cfg.exclude_worst}: {note}"] if note else []
     quantize_seconds = time.perf_counter() - t0
     notes += _mode_notes(cfg, baseline)
+    notes += [n for n in (machine_note(cfg),) if n]  # the weight bits beside what this CPU's presets take, and why
     qnodes = quantized_nodes(float_path, qpath, cfg.resolved_op_types())
     if not qnodes:
         notes.append("no node was quantized: check op_types and nodes_to_exclude against the graph's operators")

@@ -203,14 +203,14 @@ class SearchResult:
 
 def default_candidates() -> list[QuantConfig]:
     """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
-    embeddings in FP32, the best static recipe (:meth:`QuantConfig.static_best`), static Entropy."""
+    embeddings in FP32, the best static recipe (the preset "static"), static Entropy."""
     return [
-        QuantConfig.dynamic_int8(),
-        QuantConfig.dynamic_int8_per_channel(),
-        QuantConfig.dynamic_int8_fp32_embeddings(),
-        QuantConfig.dynamic_int8_reduce_range(),
-        QuantConfig.static_best(samples=64),
-        QuantConfig.static_qdq("entropy", samples=64),
+        QuantConfig.preset("dynamic"),
+        QuantConfig.preset("dynamic-per-channel"),
+        QuantConfig.preset("dynamic-fp32-embeddings"),
+        QuantConfig.preset("dynamic-reduce-range"),
+        QuantConfig.preset("static", calibration={"samples": 64}),
+        QuantConfig.preset("static-entropy", calibration={"samples": 64}),
     ]
 
 
@@ -389,13 +389,11 @@ def run_search(
             base = graph
         else:
             bcfg = BaselineConfig(timing=config.timing, seed=config.seed, batch_size=config.eval_batch_size,
-                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.samples for c in configs)]))
+                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.calibration.samples for c in configs)]))
             base = prepare_baseline(graph, data, gdir / BASELINE_DIR, bcfg, tokenizer=tokenizer, export=export, slices=slices,
                                     predicates=predicates)
         timing = config.timing if config.timing is not None else base.timing
-        if config.include_fp32:
-            found.append(_fp32_candidate(gname, base, config, timing, ev))
-            step(f"{gname}/fp32")
+        first = len(found)
         for cfg in configs:
             res = reusable_result(previous, cfg, base, timing, ev.n_boot, ev.seed)
             reused = res is not None
@@ -407,6 +405,9 @@ def run_search(
                                config.strict)
             found.append(int8_candidate(f"{gname}/{cfg.label}", gname, res, chk, config.min_speedup, reused=reused))
             step(f"{gname}/{cfg.label}" + (f" (reused {res.out_dir})" if reused else ""))
+        if config.include_fp32:  # after the variants: its latency is the FP32 side of the first one's interleaved rounds
+            found.insert(first, _fp32_candidate(gname, base, config, timing, ev))
+            step(f"{gname}/fp32")
     result = _result(found, scored[0] if scored else None, config, out)
     runs.save_result(result, out / SEARCH_FILE)
     return result
@@ -448,7 +449,8 @@ def _search_scored(gname: str, graph: ScoredBaseline, gdir: Path, configs: Seque
 
 
 def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: TimingConfig, ev: EvalConfig) -> SearchCandidate:
-    """The FP32 graph as a candidate: its latency from the baseline, scored against itself (no drop)."""
+    """The FP32 graph as a candidate: its latency the FP32 side of the first variant's interleaved rounds
+    with ``timing`` (:func:`~workbench.quant.baseline.fp32_latency`), scored against itself (no drop)."""
     reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
     return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy, chk,

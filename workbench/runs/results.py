@@ -45,6 +45,8 @@ def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = Non
     data = read_result_json(path)
     try:
         return serial.from_dict(cls, data)
+    except serial.OutdatedKey as exc:
+        raise CorruptResult(f"{path}: {exc}; run `{_redo(path)}` again to write it afresh, or rename the key in the file") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptResult(_corrupt(path, f"not a saved {cls.__name__} ({type(exc).__name__}: {exc})")) from exc
 
@@ -53,12 +55,17 @@ class CorruptResult(RunError):
     """A result file of a run that cannot be read back (cut short, edited, or from another program)."""
 
 
-def _corrupt(path: Path, why: str) -> str:
+def _redo(path: Path) -> str:
+    """The command that writes the result file ``path`` afresh."""
     from . import layout
 
     stage = next((s for s, name in layout.STAGE_FILES.items() if name == path.name), None)
     redo = {"export": "workbench export --model MODEL --run-dir RUN", "fusion": "workbench fuse RUN",
             "quantize": "workbench quantize RUN", "search": "workbench quantize RUN --search",
             "compare": "workbench compare --run-dir RUN"}.get(stage or "", "the stage that wrote it")
+    return redo.replace("RUN", str(layout.root_for_file(path)))
+
+
+def _corrupt(path: Path, why: str) -> str:
     return (f"{path} is corrupt ({why[:160]}): it was cut short or edited. Restore it from a copy, or delete it and "
-            f"run `{redo.replace('RUN', str(layout.root_for_file(path)))}` again to write it afresh")
+            f"run `{_redo(path)}` again to write it afresh")

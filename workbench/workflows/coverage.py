@@ -95,7 +95,7 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
         baseline = prepare_baseline(pick.path, data, out / layout.BASELINE,
                                     BaselineConfig(golden=False, timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8),
                                     export=st.inputs["export"])
-        return run_quantization(baseline, QuantConfig.dynamic_int8(), out / layout.quantize_dir("dynamic"),
+        return run_quantization(baseline, QuantConfig.preset("dynamic"), out / layout.quantize_dir("dynamic"),
                                 evaluation=EvalConfig(n_boot=100, node_error_samples=4))
 
     # the coverage route, through the one sequencer; a stage that fails raises as it is (the row needs every stage)

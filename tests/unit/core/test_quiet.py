@@ -83,7 +83,7 @@ def test_dynamic_quantization_without_the_preprocessing_advice(exported_tiny, tm
     from workbench.quant import QuantConfig, quantize_graph
 
     caplog.set_level(logging.WARNING)
-    quantize_graph(exported_tiny.onnx_path, QuantConfig.dynamic_int8(), tmp_path / "ours.onnx")
+    quantize_graph(exported_tiny.onnx_path, QuantConfig.preset("dynamic"), tmp_path / "ours.onnx")
     assert "pre-processing" not in caplog.text
     quantize_dynamic(str(exported_tiny.onnx_path), str(tmp_path / "plain.onnx"),
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
@@ -122,7 +122,7 @@ def test_entropy_calibration_prints_no_progress_lines(exported_tiny, capsys) -> 
 
     session = make_session(exported_tiny.onnx_path)
     feeds = [make_feed(session, synthetic_batch(2, 8, 1000, seed=i)) for i in range(2)]
-    cfg = QuantConfig.static_qdq("entropy", samples=8)
+    cfg = QuantConfig.preset("static-entropy", calibration={"samples": 8})
     assert calibrate(exported_tiny.onnx_path, cfg, feeds)
     assert not any(line in capsys.readouterr().out for line in CALIBRATOR_LINES)
     with tempfile.TemporaryDirectory() as tmp:  # onnxruntime's own call prints them

@@ -161,7 +161,7 @@ def test_fuse_quantize_and_evaluate_accept_the_inference_graph(tiny_last, quick_
     assert fused.all_passed
     assert fused.variant("transformer").node_count < fused.variant("unoptimized").node_count
     base = prepare_baseline(export, quick_data, tmp_path / "q" / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)))
-    q = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
+    q = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert q.validation.passed
     assert q.report.n == len(quick_data["test"]) and q.report.overall.n == q.report.n  # every test review scored
 

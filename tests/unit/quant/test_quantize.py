@@ -25,6 +25,7 @@ from workbench.quant import (
     Baseline,
     BaselineConfig,
     BudgetCheck,
+    CalibrationConfig,
     QuantConfig,
     QuantizeError,
     QuantMode,
@@ -32,6 +33,7 @@ from workbench.quant import (
     SearchConfig,
     SearchResult,
     TimingConfig,
+    ValidationConfig,
     check_budget,
     fp32_latency,
     load_baseline,
@@ -58,56 +60,57 @@ def producers(model_nodes: dict) -> dict:
 
 # ---- config -------------------------------------------------------------------------------------
 def test_presets_and_string_conversion():
-    cfg = QuantConfig(mode="STATIC", calibration="Entropy", weight_type="qint8", op_types=["MatMul"])
+    cfg = QuantConfig(mode="STATIC", calibration=CalibrationConfig(method="Entropy"), weight_type="qint8", op_types=["MatMul"])
     assert cfg.mode is QuantMode.STATIC and cfg.calibration.method.value == "entropy" and cfg.op_types == ("MatMul",)
-    assert QuantConfig.dynamic_int8().label == "dynamic-qint8"
-    assert QuantConfig.dynamic_int8_per_channel().label == "dynamic-qint8-pc"
-    assert QuantConfig.dynamic_int8_reduce_range().label == "dynamic-qint8-rr"
-    assert QuantConfig.dynamic_uint8().label == "dynamic-quint8"
-    assert QuantConfig.static_qdq("percentile", samples=64).label == "static-percentile-64"
-    assert QuantConfig.static_qdq().op_types == ("MatMul", "Gemm")
+    assert QuantConfig.preset("dynamic").label == "dynamic-qint8"
+    assert QuantConfig.preset("dynamic-per-channel").label == "dynamic-qint8-pc"
+    assert QuantConfig.preset("dynamic-reduce-range").label == "dynamic-qint8-rr"
+    assert QuantConfig.preset("dynamic-uint8").label == "dynamic-quint8"
+    assert QuantConfig.preset("static-percentile", calibration={"samples": 64}).label == "static-percentile-64"
+    assert QuantConfig.preset("static-minmax").op_types == ("MatMul", "Gemm")
     assert set(QuantConfig.presets()) >= {"dynamic", "static-minmax", "static-entropy", "static-percentile"}
     back = serial.from_dict(QuantConfig, json.loads(json.dumps(serial.to_dict(cfg))))
     assert back == cfg
 
 
-def test_static_best_takes_every_knob_and_the_search_candidates_build():
+def test_the_static_preset_takes_every_knob_and_the_search_candidates_build():
     """The demo's search starts from ``default_candidates()``; a keyword clash in a preset builder
-    (static_best(samples=64) once raised TypeError) failed the demo while every other test passed."""
+    (the static preset with 64 samples once raised TypeError) failed the demo while every other test passed."""
     from workbench.quant import default_candidates
 
-    assert QuantConfig.static_best().samples == 128
-    assert QuantConfig.static_best(samples=64, exclude_worst=2).samples == 64
-    assert QuantConfig.static_best(exclude_worst=2).exclude_worst == 2
+    assert QuantConfig.preset("static").calibration.samples == 128
+    assert QuantConfig.preset("static", calibration={"samples": 64}, exclude_worst=2).calibration.samples == 64
+    assert QuantConfig.preset("static", exclude_worst=2).exclude_worst == 2
     cands = default_candidates()
     assert len({c.label for c in cands}) == len(cands) >= 4
-    assert any(c.samples == 64 and c.exclude_worst for c in cands)
+    assert any(c.calibration.samples == 64 and c.exclude_worst for c in cands)
 
 
 @pytest.mark.parametrize(
     "kwargs, match",
     [
         (dict(mode="int4"), r"mode must be one of \['dynamic', 'static', 'weight-only'\], got 'int4'"),
-        (dict(calibration="kl"), "calibration must be one of"),
+        (dict(calibration={"method": "kl"}), "calibration must be one of"),
         (dict(op_types=("Softmax",)), r"op_types \['Softmax'\] cannot be quantized in dynamic mode"),
         (dict(mode="static", op_types=("Attention",)), "cannot be quantized in static mode"),
         (dict(activation_type="qint8"), "activation_type='qint8': activation_type applies to static quantization only, "
                                         "and this is dynamic quantization; use a static-\\* preset"),
         (dict(op_types="MatMul"), r"write \('MatMul',\)"),
-        (dict(mode="static", samples=4, calibration_batch_size=8), "must be at least calibration_batch_size"),
-        (dict(tolerance=0), "tolerance must be a positive number"),
-        (dict(mode="static", histogram_bins=128), "histogram_bins must be 0"),
-        (dict(percentile=100.0), "percentile must be in"),
+        (dict(mode="static", calibration={"samples": 4, "batch_size": 8}), "must be at least the calibration batch_size"),
+        (dict(validation={"tolerance": 0}), "tolerance must be a positive number"),
+        (dict(mode="static", calibration={"histogram_bins": 128}), "histogram_bins must be 0"),
+        (dict(calibration={"percentile": 100.0}), "percentile must be in"),
         (dict(quant_format="qlinear"), "quant_format must be one of"),
         (dict(matmul_const_b_only=True), "matmul_const_b_only=True: matmul_const_b_only applies to static quantization only"),
         (dict(activation_symmetric=True), "activation_symmetric=True: activation_symmetric applies to static quantization only"),
-        (dict(samples=64), "calibration.samples=64: calibration applies to static quantization only"),
+        (dict(calibration={"samples": 64}), "calibration.samples=64: calibration applies to static quantization only"),
         (dict(mode="weight-only", exclude_worst=2), "exclude_worst=2: exclude_worst applies to dynamic and static"),
     ],
 )
 def test_bad_config_names_the_fix(kwargs, match):
+    nested = {"calibration": CalibrationConfig, "validation": ValidationConfig}
     with pytest.raises(QuantizeError, match=match):
-        QuantConfig(**kwargs)
+        QuantConfig(**{k: nested[k](**v) if isinstance(v, dict) else v for k, v in kwargs.items()})
 
 
 def test_op_type_lists_match_onnxruntime():
@@ -126,6 +129,9 @@ def test_dynamic_result_graph_and_files(quant_tiny_dynamic, quant_tiny_baseline,
     assert Path(r.quantized_path).is_file() and (Path(r.out_dir) / "quantize.json").is_file()
     assert r.graph_kind == "exported"
     assert r.size_mib < r.fp32_size_mib  # INT8 weights and embeddings
+    from workbench.quant import machine_defaults
+
+    assert any(n.startswith("reduce_range=False (") and machine_defaults().why in n for n in r.notes)  # beside this CPU's choice
     ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
     assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops
     # every quantized node listed is gone (replaced) from the quantized graph, as an FP32 node
@@ -334,8 +340,8 @@ def activation_scales(path) -> dict[str, float]:
 def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_tiny_static, tmp_path, calibration):
     """Same 32 calibration texts as the MinMax fixture: the histogram methods must clip some
     ranges (onnxruntime 1.19's quantize_static silently gives Entropy the MinMax ranges)."""
-    r = run_quantization(quant_tiny_baseline, QuantConfig.static_qdq(calibration, samples=32), tmp_path, evaluation=EvalConfig(n_boot=100,
-                                                                                                                               node_error_samples=0))
+    r = run_quantization(quant_tiny_baseline, QuantConfig.preset(f"static-{calibration}", calibration={"samples": 32}), tmp_path,
+                         evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert r.config.calibration.method.value == calibration and r.calibration_samples == 32
     mine, minmax = activation_scales(r.quantized_path), activation_scales(quant_tiny_static.quantized_path)
     assert mine and set(mine) == set(minmax)
@@ -347,13 +353,13 @@ def test_histogram_calibrations_differ_from_minmax(quant_tiny_baseline, quant_ti
 def test_the_stage_input_is_a_baseline_and_bad_inputs_are_named(quant_tiny_baseline, exported_tiny, tmp_path, quick_data):
     """The stage contract: run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig)."""
     with pytest.raises(QuantizeError, match=r"input is a Baseline .* got ExportResult: prepare_baseline\(graph, data"):
-        run_quantization(exported_tiny, QuantConfig.dynamic_int8(), tmp_path)
+        run_quantization(exported_tiny, QuantConfig.preset("dynamic"), tmp_path)
     with pytest.raises(QuantizeError, match="no ONNX graph at"):
         prepare_baseline(tmp_path / "missing.onnx", quick_data, tmp_path / "b")
     with pytest.raises(QuantizeError, match="cfg must be a QuantConfig"):
         run_quantization(quant_tiny_baseline, "dynamic", tmp_path)
     with pytest.raises(QuantizeError, match="evaluation must be an EvalConfig"):
-        run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path, evaluation={"n_boot": 100})
+        run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic"), tmp_path, evaluation={"n_boot": 100})
     with pytest.raises(EvaluationError, match="node_error_samples must be 0"):
         EvalConfig(node_error_samples=-1)
     with pytest.raises(QuantizeError, match="cfg must be a BaselineConfig"):
@@ -367,7 +373,7 @@ def test_the_stage_input_is_a_baseline_and_bad_inputs_are_named(quant_tiny_basel
 def test_user_slices_and_predicates_are_scored(exported_tiny, quick_data, tmp_path):
     base = prepare_baseline(exported_tiny, quick_data, tmp_path / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)),
                             predicates={"mentions_film": lambda e: "film" in e["text"]})
-    r = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
+    r = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     d = r.report.drift("mentions_film")
     want = sum("film" in e["text"] for e in quick_data["test"])
     assert d.n == want and d.group == "user"
@@ -419,7 +425,7 @@ def test_selection_skips_faster_candidates_that_break_a_slice():
 def test_run_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp_path):
     res = run_search(
         exported_tiny,
-        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()),
+        SearchConfig(candidates=(QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel")),
                      budget_overall=0.0, budget_per_slice=0.0, timing=TimingConfig.quick(repeats=3),
                      include_small_slices=True, n_boot=100, min_speedup=0),  # accuracy alone (the guard: below)
         tmp_path, data=quick_data,
@@ -475,7 +481,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     export = exported("probe")
     tok = export.load_tokenizer()
     probe = prepare_baseline(export, data, tmp_path / "probe" / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=1)))
-    probe_int8 = run_quantization(probe, QuantConfig.dynamic_int8(), tmp_path / "probe",
+    probe_int8 = run_quantization(probe, QuantConfig.preset("dynamic"), tmp_path / "probe",
                                   evaluation=EvalConfig(n_boot=100, node_error_samples=0)).quantized_path
     d32, d8 = margins(export.onnx_path), margins(probe_int8)
     # with the boundary at s, example i is predicted positive when its margin exceeds s: FP32 right and INT8 wrong
@@ -497,7 +503,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
         return predict_dataset(str(graph), tok, test, export.max_length, 32).argmax(axis=1) == labels
 
     first = prepare_baseline(export, data, tmp_path / "first" / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=1)))
-    int8_graph = run_quantization(first, QuantConfig.dynamic_int8(), tmp_path / "first",
+    int8_graph = run_quantization(first, QuantConfig.preset("dynamic"), tmp_path / "first",
                                   evaluation=EvalConfig(n_boot=100, node_error_samples=0)).quantized_path
     fp32_right, int8_right = right(export.onnx_path), right(int8_graph)
     broken = np.flatnonzero(fp32_right & ~int8_right)
@@ -520,7 +526,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     budget_slice = (hand["trap"] + max(hand["rest"], 0.0)) / 2  # between the trap's drop and the other slice's
     budget_overall = min(max(hand["overall"], 0.0) + 0.01, 0.99)
 
-    search = SearchConfig(candidates=(QuantConfig.dynamic_int8(),), budget_overall=budget_overall, budget_per_slice=budget_slice,
+    search = SearchConfig(candidates=(QuantConfig.preset("dynamic"),), budget_overall=budget_overall, budget_per_slice=budget_slice,
                           timing=TimingConfig.quick(repeats=2), n_boot=100, min_speedup=0)
     res = run_search(export, search, tmp_path / "search", data=data, slices=slices)
     fp32, int8 = res.candidates
@@ -550,15 +556,15 @@ def test_search_config_refuses_bad_knobs(exported_tiny, tmp_path):
     with pytest.raises(QuantizeError, match=r"objective must be one of \['latency', 'size'\], got 'power'"):
         SearchConfig(objective="power")
     with pytest.raises(QuantizeError, match="unique"):
-        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8()))
+        SearchConfig(candidates=(QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic")))
     with pytest.raises(QuantizeError, match="must be QuantConfigs"):
         SearchConfig(candidates=("dynamic",))
     with pytest.raises(QuantizeError, match="nothing to search"):
         SearchConfig(candidates=(), include_fp32=False)
     with pytest.raises(EvaluationError, match="n_boot must be at least 100"):
         SearchConfig(n_boot=10)
-    cfg = SearchConfig(objective="SIZE", candidates=[QuantConfig.dynamic_int8()])
-    assert cfg.objective is Objective.SIZE and cfg.candidates == (QuantConfig.dynamic_int8(),)
+    cfg = SearchConfig(objective="SIZE", candidates=[QuantConfig.preset("dynamic")])
+    assert cfg.objective is Objective.SIZE and cfg.candidates == (QuantConfig.preset("dynamic"),)
     assert len(SearchConfig().candidates) >= 4  # None: the default candidates
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.budget_overall = 0.5
@@ -659,7 +665,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     assert load_quant_result(presets[0].out_dir).timing == timing
 
     steps: list[str] = []
-    cands = (QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel(), QuantConfig.dynamic_int8_reduce_range())
+    cands = (QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel"), QuantConfig.preset("dynamic-reduce-range"))
     res = run_search(base, SearchConfig(candidates=cands, n_boot=100), tmp_path / "search", previous=presets,
                      progress=lambda i, n, what: steps.append(what))
     assert count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
@@ -718,9 +724,9 @@ def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_ba
     assert old_result.timing is None and old_result.accuracy == quant_tiny_dynamic.accuracy
     from workbench.quant import reusable_result
 
-    assert reusable_result([quant_tiny_dynamic], QuantConfig.dynamic_int8(), quant_tiny_baseline,
+    assert reusable_result([quant_tiny_dynamic], QuantConfig.preset("dynamic"), quant_tiny_baseline,
                            quant_tiny_baseline.timing, 200, 0) is quant_tiny_dynamic
-    assert reusable_result([old_result], QuantConfig.dynamic_int8(), quant_tiny_baseline,
+    assert reusable_result([old_result], QuantConfig.preset("dynamic"), quant_tiny_baseline,
                            quant_tiny_baseline.timing, 200, 0) is None
 
     cand = {"name": "model/fp32", "graph": "model", "precision": "fp32", "config": None, "onnx_path": "m.onnx",
@@ -738,12 +744,13 @@ def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_ba
 def test_fused_graph_dynamic_and_static(fused_tiny, exported_tiny, quick_data, tmp_path):
     base = prepare_baseline(fused_tiny, quick_data, tmp_path / "baseline", BaselineConfig(timing=TimingConfig.quick(repeats=2)),
                             export=exported_tiny)
-    r = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "dyn", evaluation=EvalConfig(n_boot=100, node_error_samples=8))
+    r = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path / "dyn", evaluation=EvalConfig(n_boot=100, node_error_samples=8))
     assert r.graph_kind == "fused"
     ops = {n.op_type for n in nodes_by_name(r.quantized_path).values()}
     assert ops & {"QAttention", "MatMulInteger", "DynamicQuantizeMatMul"}
     assert r.node_errors and r.report.n == 128
-    s = run_quantization(load_baseline(tmp_path / "baseline"), QuantConfig.static_qdq("minmax", samples=16), tmp_path / "static",
+    s = run_quantization(load_baseline(tmp_path / "baseline"), QuantConfig.preset("static-minmax", calibration={"samples": 16}),
+                         tmp_path / "static",
                          evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert any(n.op_type == "QuantizeLinear" for n in nodes_by_name(s.quantized_path).values())
 
@@ -770,12 +777,10 @@ def test_cli_quantize_json(exported_tiny, tmp_path, capsys):
 def test_cli_quantize_exits_1_when_validation_fails(exported_tiny, tmp_path, capsys, monkeypatch):
     """The same dynamic INT8 preset held to a logit tolerance of 1e-7 (INT8 moves the tiny model's
     logits by about 1e-4): the validation fails, the CLI says so and exits with 1."""
-    import dataclasses
-
     import workbench.cli as cli
     import workbench.cli.quant as cli_quant
 
-    strict = dataclasses.replace(QuantConfig.dynamic_int8(), tolerance=1e-7)
+    strict = QuantConfig.preset("dynamic", validation={"tolerance": 1e-7})
     monkeypatch.setattr(cli_quant, "_quant_config", lambda args: strict)
     rc = cli.main(["quantize", str(exported_tiny.out_dir), "--quick", "--json", "--node-samples", "0", "--repeats", "2",
                    "--run-dir", str(tmp_path)])
@@ -801,7 +806,7 @@ def test_a_fusion_report_leads_to_its_export_wherever_the_folders_are(fused_tiny
     assert not (Path(fused_tiny.fused_path).parent / "export.json").exists()
     assert not (Path(fused_tiny.fused_path).parent.parent / "export.json").exists()
     base = prepare_baseline(fused_tiny, quick_data, tmp_path / "q" / "baseline", BaselineConfig(timing=TimingConfig.quick()))
-    res = run_quantization(base, QuantConfig.dynamic_int8(), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
+    res = run_quantization(base, QuantConfig.preset("dynamic"), tmp_path / "q", evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     assert res.graph_kind == "fused"
     assert res.report.overall.n == len(quick_data["test"])
 
@@ -843,7 +848,7 @@ def assert_weights_stay_fp32(r, nodes) -> None:
         assert not quantized_weights, f"{name} is fed a quantized weight: {quantized_weights}"
 
 
-def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
+def test_the_static_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
     """The "static" preset (the recipe the benchmark chose): per-channel weights, and the MatMuls
     that multiply two activations (attention's Q·Kᵀ, softmax·V) left in FP32."""
     from workbench.quant import activation_matmuls
@@ -870,8 +875,8 @@ def test_static_best_preset_keeps_attention_products_fp32_and_quantizes_weights(
 
 
 def test_static_qoperator_and_symmetric_activations(quant_tiny_baseline, tmp_path):
-    cfg = QuantConfig.static_qdq("minmax", samples=32, quant_format="qoperator", activation_type="qint8",
-                                 activation_symmetric=True, matmul_const_b_only=True)
+    cfg = QuantConfig.preset("static-minmax", calibration={"samples": 32}, quant_format="qoperator", activation_type="qint8",
+                             activation_symmetric=True, matmul_const_b_only=True)
     assert cfg.label == "static-minmax-32-wqint8-aqint8-qop-sym-constb"
     r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))
     model = onnx.load(str(r.quantized_path), load_external_data=False)
@@ -888,14 +893,14 @@ def test_static_qoperator_and_symmetric_activations(quant_tiny_baseline, tmp_pat
 def test_exclude_worst_leaves_the_ranked_worst_nodes_in_fp32(quant_tiny_static, quant_tiny_baseline, tmp_path):
     """exclude_worst ranks on the same 16 calibration texts as node_errors: the nodes it leaves in
     FP32 are the worst of the plain run's ranking, and the graph really has them unquantized."""
-    cfg = QuantConfig.static_qdq("minmax", samples=32, exclude_worst=2)
+    cfg = QuantConfig.preset("static-minmax", calibration={"samples": 32}, exclude_worst=2)
     assert cfg.label == "static-minmax-32-worst2"
     r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=16))
     assert r.excluded_nodes == worst_nodes(quant_tiny_static.node_errors, 2)
     assert_weights_stay_fp32(r, r.excluded_nodes)
     assert any("exclude_worst=2" in n for n in r.notes)
     with pytest.raises(QuantizeError, match="exclude_worst must be a whole number"):
-        QuantConfig.static_qdq(exclude_worst=-1)
+        QuantConfig.preset("static-minmax", exclude_worst=-1)
 
 
 def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, monkeypatch):
@@ -917,7 +922,7 @@ def _timed(name: str, accuracy_delta: float, lo: float, value: float, hi: float,
 
     from workbench.core.latency import Ratio
 
-    return SimpleNamespace(config=QuantConfig.dynamic_int8(name=name), quantized_path=Path(f"/x/{name}.onnx"),
+    return SimpleNamespace(config=QuantConfig.preset("dynamic", name=name), quantized_path=Path(f"/x/{name}.onnx"),
                            out_dir=Path(f"/x/{name}"), latency_ms=10.0 / value, size_mib=22.0, accuracy=0.8 + accuracy_delta,
                            accuracy_delta=accuracy_delta, speedup=value, speedup_ratio=Ratio(value, lo, hi, 20),
                            latency=[], contended=contended)

@@ -45,7 +45,7 @@ def minilm_baseline(minilm_export, quick_data, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def minilm_dynamic(minilm_baseline, tmp_path_factory):
-    return run_quantization(minilm_baseline, QuantConfig.dynamic_int8(), tmp_path_factory.mktemp("minilm_dynamic"),
+    return run_quantization(minilm_baseline, QuantConfig.preset("dynamic"), tmp_path_factory.mktemp("minilm_dynamic"),
                             evaluation=EvalConfig(n_boot=300, node_error_samples=16))
 
 
@@ -111,7 +111,7 @@ def test_outlier_weights_show_in_node_errors_and_per_channel_fixes_them(minilm_d
     worst3 = [e.node for e in minilm_dynamic.node_errors[:3]]
     assert all(n in ffn_out for n in worst3), worst3
     assert min(errs[n].weight_sqnr_db for n in ffn_out) < 15.0
-    pc = run_quantization(minilm_baseline, QuantConfig.dynamic_int8_per_channel(), tmp_path,
+    pc = run_quantization(minilm_baseline, QuantConfig.preset("dynamic-per-channel"), tmp_path,
                           evaluation=EvalConfig(n_boot=200, node_error_samples=4))
     pc_errs = {e.node: e for e in pc.node_errors}
     for n in ffn_out:
@@ -133,7 +133,7 @@ def test_requantize_without_worst_nodes(minilm_dynamic, minilm_export):
 def test_search_respects_the_per_slice_budget(minilm_export, quick_data, tmp_path):
     res = run_search(
         minilm_export,
-        SearchConfig(candidates=(QuantConfig.dynamic_int8(), QuantConfig.dynamic_int8_per_channel()),
+        SearchConfig(candidates=(QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel")),
                      budget_overall=0.02, budget_per_slice=0.02, timing=TimingConfig.quick(repeats=2), n_boot=200,
                      min_speedup=0),  # accuracy alone: the guard is tested in test_quantize
         tmp_path, data=quick_data,

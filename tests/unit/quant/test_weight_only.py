@@ -35,7 +35,7 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
 
     k, n = 96, 40  # 3 blocks of 32 (an odd count: the zero points' last byte is half used)
     w = _matmul_graph(tmp_path / "f.onnx", k, n)
-    cfg = QuantConfig.weight_only_int4(accuracy_level=accuracy_level, weight_symmetric=symmetric)
+    cfg = QuantConfig.preset("weight-only-int4", accuracy_level=accuracy_level, weight_symmetric=symmetric)
     out = quantize_weight_only(tmp_path / "f.onnx", cfg, tmp_path / "q.onnx")
     m = onnx.load(str(out))
     (node,) = m.graph.node

@@ -214,7 +214,7 @@ def test_stages_refuse_cuda_before_writing_anything(tmp_path, exported_tiny, qua
     with pytest.raises(DeviceError, match="onnxruntime-gpu|nvidia-smi"):
         run_fusion(exported_tiny, FusionConfig.gpu(), tmp_path / "fusion")
     with pytest.raises(DeviceError, match="onnxruntime-gpu|nvidia-smi"):
-        run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path / "quant",
+        run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic"), tmp_path / "quant",
                          timing=TimingConfig.quick(device="cuda"))
     assert not any(p.exists() and any(p.iterdir()) for p in (tmp_path / "export", tmp_path / "fusion", tmp_path / "quant"))
 

@@ -72,6 +72,6 @@ def test_gpu_fusion_report_with_fp16_cuda_graphs_and_pytorch_peers(exported_tiny
 def test_quantization_timing_on_cuda(quant_tiny_baseline, tmp_path):
     from workbench.quant import EvalConfig, QuantConfig, TimingConfig, run_quantization
 
-    q = run_quantization(quant_tiny_baseline, QuantConfig.dynamic_int8(), tmp_path, evaluation=EvalConfig(n_boot=100),
+    q = run_quantization(quant_tiny_baseline, QuantConfig.preset("dynamic"), tmp_path, evaluation=EvalConfig(n_boot=100),
                          timing=TimingConfig.quick(device="cuda"))
     assert q.latency and q.latency[0].stats.median_ms > 0
