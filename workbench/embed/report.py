@@ -7,19 +7,18 @@ import datetime as _dt
 
 from ..core import serial
 
-SCHEMA_VERSION = 1
 MAX_CHANGED_SHOWN = 5
 
 
 def _verdict(evaluation, speed, export) -> dict:
+    """The verdict in the words every audit's summary.json uses (``meets_budget``, ``no_candidate_meets_budget``,
+    ``incomplete``, and ``no_labels`` for texts without queries)."""
     if evaluation is None:
-        return {"status": "failed", "exit_code": 1, "variant": None,
+        return {"status": "incomplete", "exit_code": 1, "chosen": None,
                 "text": f"The exported graph failed validation ({export.validation.text()}); nothing was quantized."}
     quantized = [v for v in evaluation.variants if v.name != "fused"]
-    if evaluation.task:
-        passing = [v for v in quantized if v.meets_budget]
-    else:  # no labels: nothing to hold a budget to; every variant is reported, none is chosen
-        passing = []
+    passing = [v for v in quantized if v.meets_budget] if evaluation.task else []  # no labels: none is held to a budget
+
     def speed_of(name):
         try:
             return speed.get(name, 1).speedup if speed is not None else 0.0
@@ -29,34 +28,41 @@ def _verdict(evaluation, speed, export) -> dict:
         best = max(passing, key=lambda v: speed_of(v.name))
         r = best.retrieval
         sp = f", {speed_of(best.name):.2f}x SentenceTransformer.encode at batch 1" if speed is not None else ""
-        return {"status": "pass", "exit_code": 0, "variant": best.name,
+        return {"status": "meets_budget", "exit_code": 0, "chosen": best.name,
                 "text": f"{best.name} meets the budget: NDCG@10 at {r.ndcg_ratio:.2%} of FP32's, no slice beyond its budget{sp}."}
     if not evaluation.task:
-        return {"status": "no-labels", "exit_code": 3, "variant": None,
+        return {"status": "no_labels", "exit_code": 3, "chosen": None,
                 "text": "No retrieval labels: agreement with FP32 is reported per slice, but no variant is held to a budget. "
                         "Give queries with relevant documents to get a verdict."}
     reasons = "; ".join(f"{v.name}: {', '.join(v.budget_reasons)}" for v in quantized)
-    return {"status": "fail", "exit_code": 3, "variant": None,
+    return {"status": "no_candidate_meets_budget", "exit_code": 3, "chosen": None, "reason": "accuracy",
             "text": f"No quantized variant meets the budget ({reasons}): keep the FP32 graph, or try exclude_worst."}
 
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
+    """summary.json of an embedding audit, in the schema every audit's summary follows (task ``embedding``)."""
     from ..report.environment import environment_facts
+    from ..report.schema import SCHEMA_VERSION, validate_summary
 
+    b = cfg.budget
     summary = {
-        "schema_version": SCHEMA_VERSION, "kind": "embedding",
+        "schema_version": SCHEMA_VERSION, "kind": "audit", "task": "embedding",
         "title": f"Embedding model audit: {info.folder.name}",
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model": {"folder": str(info.folder), "modules": list(info.modules), "pooling": info.pooling,
                   "normalize": info.normalize, "dimension": info.output_dimension, "max_seq_length": info.max_seq_length},
-        "data": source,
+        "data": {"source": source, "rows_scored": _rows_scored(evaluation)},
         "export": serial.to_dict(export),
         "variants": serial.to_dict(variants) if variants is not None else None,
-        "budget": serial.to_dict(cfg.budget),
+        # the budget as every audit states it (the share of FP32's NDCG@10 that may be lost overall, the NDCG@10 a slice
+        # may lose), and as the embedding audit's settings give it
+        "budget": {"metric": "ndcg@10", "overall": 1.0 - b.min_ndcg_ratio, "per_slice": b.max_slice_drop,
+                   "include_small_slices": False, "min_slice_size": b.min_slice_size, **serial.to_dict(b)},
         "settings": serial.to_dict(cfg),
         "seconds": seconds,
         "environment": environment_facts(),
     }
+    summary["evaluation"] = None
     if evaluation is not None:
         ev = serial.to_dict(evaluation)
         for v in ev["variants"]:
@@ -71,7 +77,16 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
     summary["speed"] = serial.to_dict(speed) if speed is not None else None
     summary["search"] = serial.to_dict(search) if search is not None else None
     summary["verdict"] = _verdict(evaluation, speed, export)
+    summary = serial.to_dict(summary)
+    validate_summary(summary)
     return summary
+
+
+def _rows_scored(evaluation) -> int:
+    """The queries scored (the texts, without queries); 0 when nothing was."""
+    if evaluation is None:
+        return 0
+    return int(evaluation.slice_sizes.get("all", 0)) if evaluation.task else int(evaluation.texts)
 
 
 def _page_tools():
@@ -85,7 +100,7 @@ def _head_html(s: dict) -> list[str]:
     v, m = s["verdict"], s["model"]
     val, b = s["export"]["validation"], s["budget"]
     return [f"<h1>{_e(s['title'])}</h1>",
-            f"<p class='muted'>{_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s['data'])}</p>",
+            f"<p class='muted'>{_e(s['task'])} {_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s['data']['source'])}</p>",
             f"<div class='verdict {_e(v['status'])}' id='verdict'><b>Verdict.</b> {_e(v['text'])} Exit code {v['exit_code']}.</div>",
             "<h2 id='model'>Model</h2>",
             f"<p>{_e(' -> '.join(m['modules']))}: {_e(m['pooling'])} pooling, {m['dimension']} dimensions"

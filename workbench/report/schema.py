@@ -1,8 +1,12 @@
-"""``summary.json``: its file names, exit codes, JSON schema and the check against it."""
+"""``summary.json``: its file names, exit codes, JSON schema and the check against it.
+
+One schema for every task: the fields every audit has (the verdict, the budget, the environment, the
+data, the search), then what a task adds (``task``: a classifier's slices, quantization rows and
+method; an embedding model's evaluation, variants and speed)."""
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: one schema for every task (``task``), the embedding audit's verdict in the same words
 from ..runs.layout import REPORT_FILE, SUMMARY_FILE  # noqa: E402, F401  (the run layout names every file)
 MAX_FLIPS_SHOWN = 60  # per variant in the page; summary.json keeps every flip
 PACKAGES = ("ort-workbench", "torch", "transformers", "tokenizers", "onnxruntime-training-cpu", "onnxruntime-training",
@@ -18,29 +22,34 @@ _SLICE_ROW = {
     "properties": {"slice": _str, "n": _int, "delta": _num, "ci95": {"type": "array", "items": _num, "minItems": 2, "maxItems": 2},
                    "significant": {"type": "boolean"}, "too_small": {"type": "boolean"}, "flips": _int},
 }
+TASK_FIELDS = {  # what each task's summary holds beside the fields every summary has
+    "classification": ["machine", "contended", "slices", "stages", "export", "fusion", "quantization", "method"],
+    "embedding": ["model", "export", "variants", "evaluation", "speed", "settings"],
+}
 SUMMARY_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "ORT Workbench report summary",
     "type": "object",
-    "required": ["schema_version", "kind", "created_utc", "verdict", "budget", "environment", "machine", "contended", "data",
-                 "slices", "stages", "export", "fusion", "quantization", "search", "method"],
+    "required": ["schema_version", "kind", "task", "created_utc", "verdict", "budget", "environment", "data", "search"],
+    "allOf": [{"if": {"properties": {"task": {"const": task}}}, "then": {"required": fields}} for task, fields in TASK_FIELDS.items()],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "kind": {"enum": ["audit", "demo", "workbench"]},
+        "task": {"enum": list(TASK_FIELDS)},
         "title": _str,
         "created_utc": _str,
         "run_dir": _str,
         "verdict": {
             "type": "object", "required": ["status", "exit_code", "text", "chosen"],
-            "properties": {"status": {"enum": ["meets_budget", "no_candidate_meets_budget", "incomplete"]},
+            "properties": {"status": {"enum": ["meets_budget", "no_candidate_meets_budget", "incomplete", "no_labels"]},
                            "exit_code": {"enum": [EXIT_MEETS, EXIT_INCOMPLETE, EXIT_NONE_MEETS]},
                            "text": _str, "chosen": {"type": ["string", "null"]},
                            "speedup": _num, "size_ratio": _num, "accuracy_delta": _num,
                            "speedup_ci": {"type": ["array", "null"]}, "reason": {"enum": ["accuracy", "speed_guard"]},
                            "worst_slice": {"type": ["object", "null"]}},
         },
-        "budget": {"type": "object", "required": ["overall", "per_slice", "include_small_slices", "min_slice_size"],
-                   "properties": {"overall": {"type": "number"}, "per_slice": {"type": "number"},
+        "budget": {"type": "object", "required": ["metric", "overall", "per_slice", "include_small_slices", "min_slice_size"],
+                   "properties": {"metric": _str, "overall": {"type": "number"}, "per_slice": {"type": "number"},
                                   "include_small_slices": {"type": "boolean"}, "min_slice_size": _int}},
         "machine": {"type": ["object", "null"], "required": ["cpu_model", "flags", "cores", "threads", "fp32_gops", "int8_gops"],
                     "properties": {"fp32_gops": {"type": "number"}, "int8_gops": {"type": "number"}, "flags": {"type": "object"}}},
@@ -50,7 +59,7 @@ SUMMARY_SCHEMA: dict = {
                         "properties": {"packages": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
                                        "doctor": {"type": "array"}, "cpu": {"type": "object"}}},
         "model": {"type": ["object", "null"]},
-        "data": {"type": "object", "required": ["rows_scored"], "properties": {"rows_scored": _int}},
+        "data": {"type": "object", "required": ["source", "rows_scored"], "properties": {"rows_scored": _int}},
         "slices": {"type": "array", "items": {"type": "object", "required": ["name", "n", "group", "too_small"]}},
         "stages": {"type": "array", "items": {"type": "object", "required": ["name", "status", "seconds"],
                                               "properties": {"status": {"enum": ["ok", "failed", "skipped", "resumed", "stopped"]}}}},

@@ -215,6 +215,7 @@ def build_summary(inp: ReportInputs) -> dict:
     checks = {c.name: c.check for c in search.candidates} if search is not None else {}
     examples, slices = _eval_set_facts(results, data, notes)
     data.setdefault("rows_scored", 0)  # nothing was scored (no quantized variant)
+    data.setdefault("source", "")  # a run folder read back does not say where its data came from
     quant = []
     for r in results:
         chk = checks.get(r.name) or check_budget([r.report], inp.budget_overall, inp.budget_per_slice, inp.include_small_slices)
@@ -224,11 +225,12 @@ def build_summary(inp: ReportInputs) -> dict:
     summary = {
         "schema_version": SCHEMA_VERSION,
         "kind": inp.kind,
+        "task": "classification",
         "title": inp.title,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "run_dir": str(Path(inp.run_dir).resolve()) if inp.run_dir else "",
         "verdict": build_verdict(inp, search, by_path, machine),
-        "budget": {"overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
+        "budget": {"metric": "accuracy", "overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
                    "include_small_slices": inp.include_small_slices, "min_slice_size": MIN_SLICE_SIZE},
         "environment": environment_facts(inp.doctor),
         "machine": machine,

@@ -98,6 +98,13 @@ def test_summary_matches_its_schema(audit_meets):
     broken = dict(s, verdict={**s["verdict"], "exit_code": 7})
     with pytest.raises(ValueError, match="verdict/exit_code"):
         validate_summary(broken)
+    # one schema for every task: what the classification task must hold is required of it, not of an embedding summary
+    assert s["task"] == "classification" and s["budget"]["metric"] == "accuracy"
+    without_rows = {k: v for k, v in s.items() if k != "quantization"}
+    with pytest.raises(ValueError, match="'quantization' is a required property"):
+        validate_summary(without_rows)
+    with pytest.raises(ValueError, match="'(model|variants|evaluation|speed|settings)' is a required property"):
+        validate_summary({**without_rows, "task": "embedding"})
 
 
 def test_a_variant_within_budget_but_under_the_speed_guard_exits_3(audit_meets, audit_model, audit_csv, tmp_path):

@@ -54,7 +54,7 @@ def test_embed_audit_on_a_sliced_task_writes_the_report(tmp_path):
     cfg = EmbedAuditConfig(max_queries=6, max_docs=40, presets=("dynamic",), n_boot=100, time_speed=False)
     res = run_embed_audit(folder, cfg, tmp_path / "audit", log=lambda line: None)
     s = json.loads(res.summary_path.read_text())
-    assert s["kind"] == "embedding" and s["export"]["validation"]["min_cosine"] >= 0.9999
+    assert s["task"] == "embedding" and s["export"]["validation"]["min_cosine"] >= 0.9999
     assert [v["name"] for v in s["evaluation"]["variants"]] == ["fused", "dynamic"]
     assert all(abs(d) <= 1e-3 for d in s["fp32_vs_sentence_transformers"].values())
     dyn = s["evaluation"]["variants"][1]

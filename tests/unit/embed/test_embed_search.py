@@ -299,6 +299,11 @@ def test_audit_with_search_reports_the_nodes_kept_in_fp32(tiny, tmp_path, capsys
                  "--n-boot", "100", "--quick", "--out", str(out)])
     assert code in (0, 3), capsys.readouterr().err
     s = json.loads((out / "summary.json").read_text())
+    from workbench.report import validate_summary
+
+    validate_summary(s)  # the one schema every audit's summary follows, in the embedding task's shape
+    assert (s["task"], s["kind"], s["budget"]["metric"], s["data"]["rows_scored"]) == ("embedding", "audit", "ndcg@10", 10)
+    assert s["verdict"]["status"] in ("meets_budget", "no_candidate_meets_budget") and "variant" not in s["verdict"]
     se = s["search"]
     assert se["metric"] == "ndcg@10" and se["budget_per_slice"] == 0.0
     names = [c["name"] for c in se["candidates"]]
