@@ -287,7 +287,7 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
     for name, (g, preset) in INT8_ROWS.items():
         cfg = QuantConfig.preset(preset)
         if quick and cfg.mode.value == "static":
-            cfg = QuantConfig.preset(preset, samples=32)
+            cfg = QuantConfig.preset(preset, calibration={"samples": 32})
         t1 = time.perf_counter()
         row = Row(name, "onnxruntime", f"ONNX Runtime {g} graph, {'weight-only' if cfg.mode.value == 'weight-only' else 'INT8'} "
                                        f"preset {preset!r} ({cfg.label})")

@@ -44,7 +44,11 @@ def test_one_requantization_with_the_worst_nodes_left_in_fp32():
 
 
 def test_one_search_for_every_task():
-    # the search, its choice, its message and its FP32 candidate are written once; a task brings its terms
-    one = _defined({"run_search", "search_results", "select_candidate", "choice_message", "fp32_candidate", "search_over_results"})
-    assert one == {**{n: ["workbench/quant/search.py"] for n in one}, "search_over_results": []}, one
-    assert _calls("select_candidate") == {"workbench/quant/search.py"}
+    # the search, its choice, its message and its candidates' constructors are written once; a task brings its terms
+    one = _defined({"run_search", "search_results", "select_candidate", "choose", "choice_message", "fp32_candidate",
+                    "int8_candidate", "search_over_results"})
+    home = {"run_search": "search", "search_results": "search"}
+    assert one == {n: [f"workbench/quant/{home.get(n, 'choice')}.py"] for n in one if n != "search_over_results"} | {
+        "search_over_results": []}, one
+    assert _calls("select_candidate") == {"workbench/quant/choice.py"}
+    assert _calls("SearchCandidate") <= {"workbench/quant/choice.py", "workbench/embed/search.py"}

@@ -58,6 +58,7 @@ def cmd_embed_audit(args) -> int:
             n_boot=int(g.get("n_boot", 200 if g.get("quick") else 1000)), seed=int(g.get("seed", 0)),
             timing_rounds=8 if g.get("quick") else 15, retimes=0 if g.get("quick") else 1,
             calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed,
+            min_speedup=g.get("min_speedup", EmbedAuditConfig.min_speedup),
             search=args.search, max_excluded=args.max_excluded)
         checked = check_embed_inputs(args.model, cfg, args.out)
     except EmbedError as exc:

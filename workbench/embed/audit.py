@@ -80,9 +80,11 @@ class EmbedAuditConfig:
     search: bool = _field(False, "also search the presets for the fastest within the NDCG@10 budget, leaving a preset's "
                                  "worst nodes in FP32 (1, 2, 4, ... up to max_excluded) until no slice is below its budget")
     max_excluded: int = _field(8, "search: most nodes a preset may leave in FP32")
+    min_speedup: float = _field(1.05, "speed guard: the least speed-up over the FP32 graph at batch 1 (lower end of its interval) "
+                                      "a variant needs to be chosen; 0 = off")
 
     def __post_init__(self) -> None:
-        from ..quant import QuantConfig
+        from ..quant import QuantConfig, check_min_speedup
         from ..quant.config import QuantizeError
 
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
@@ -106,6 +108,10 @@ class EmbedAuditConfig:
             raise EmbedError("queries (a pairs file) needs the corpus it points into as data, got data='builtin'; "
                              "give the corpus file as data")
         EmbedBudget(self.min_ndcg_ratio, self.max_slice_drop, self.min_slice_size)
+        try:
+            object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup))
+        except QuantizeError as exc:
+            raise EmbedError(str(exc)) from None
         from ..quant import EvalConfig, EvaluationError
 
         try:  # the intervals' and the search's rules for the bootstrap and its seed, in their words

@@ -10,33 +10,22 @@ from ..core import serial
 MAX_CHANGED_SHOWN = 5
 
 
-def _verdict(evaluation, speed, export) -> dict:
-    """The verdict in the words every audit's summary.json uses (``meets_budget``, ``no_candidate_meets_budget``,
-    ``incomplete``, and ``no_labels`` for texts without queries)."""
-    if evaluation is None:
-        return {"status": "incomplete", "exit_code": 1, "chosen": None,
-                "text": f"The exported graph failed validation ({export.validation.text()}); nothing was quantized."}
-    quantized = [v for v in evaluation.variants if v.name != "fused"]
-    passing = [v for v in quantized if v.meets_budget] if evaluation.task else []  # no labels: none is held to a budget
+def _verdict(evaluation, judged, export, budget) -> dict:
+    """The verdict, built as every audit's is (:func:`workbench.report.verdict.build_verdict`) from the variants
+    judged as search candidates (``judged``: NDCG@10 budget, speed guard over the FP32 graph)."""
+    from ..report.inputs import ReportInputs
+    from ..report.verdict import build_verdict
 
-    def speed_of(name):
-        try:
-            return speed.get(name, 1).speedup if speed is not None else 0.0
-        except KeyError:
-            return 0.0
-    if passing:
-        best = max(passing, key=lambda v: speed_of(v.name))
-        r = best.retrieval
-        sp = f", {speed_of(best.name):.2f}x SentenceTransformer.encode at batch 1" if speed is not None else ""
-        return {"status": "meets_budget", "exit_code": 0, "chosen": best.name,
-                "text": f"{best.name} meets the budget: NDCG@10 at {r.ndcg_ratio:.2%} of FP32's, no slice beyond its budget{sp}."}
-    if not evaluation.task:
-        return {"status": "no_labels", "exit_code": 3, "chosen": None,
-                "text": "No retrieval labels: agreement with FP32 is reported per slice, but no variant is held to a budget. "
-                        "Give queries with relevant documents to get a verdict."}
-    reasons = "; ".join(f"{v.name}: {', '.join(v.budget_reasons)}" for v in quantized)
-    return {"status": "no_candidate_meets_budget", "exit_code": 3, "chosen": None, "reason": "accuracy",
-            "text": f"No quantized variant meets the budget ({reasons}): keep the FP32 graph, or try exclude_worst."}
+    failed = [] if evaluation is not None else [{"name": "export", "status": "failed",
+                                                 "message": f"the exported graph failed validation ({export.validation.text()})"}]
+    unjudged = "" if evaluation is None or evaluation.task else (
+        "No retrieval labels: agreement with FP32 is reported per slice, but no variant is held to a budget. "
+        "Give queries with relevant documents to get a verdict.")
+    inp = ReportInputs(kind="audit", budget_overall=1.0 - budget.min_ndcg_ratio, budget_per_slice=budget.max_slice_drop,
+                       stages=failed)
+    return build_verdict(inp, judged, {}, budget_words=(
+        f"NDCG@10 at least {budget.min_ndcg_ratio:.1%} of FP32's overall, at most {budget.max_slice_drop:g} lost on every "
+        f"slice of {budget.min_slice_size}+ queries"), unjudged=unjudged)
 
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
@@ -76,7 +65,12 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
                 m: evaluation.fp32_metrics[m] - evaluation.reference_metrics[m] for m in evaluation.fp32_metrics}
     summary["speed"] = serial.to_dict(speed) if speed is not None else None
     summary["search"] = serial.to_dict(search) if search is not None else None
-    summary["verdict"] = _verdict(evaluation, speed, export)
+    judged = None
+    if evaluation is not None and evaluation.task:
+        from .search import judge_audit_variants
+
+        judged = judge_audit_variants(evaluation, variants, speed, b, cfg.min_speedup)
+    summary["verdict"] = _verdict(evaluation, judged, export, b)
     summary = serial.to_dict(summary)
     validate_summary(summary)
     return summary

@@ -19,6 +19,7 @@ timed nor chosen (:func:`left_all_in_fp32`), and the search's message says so.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,7 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..quant.quantizer import excluding
-from ..quant.search import SearchTerms, fp32_candidate, left_all_in_fp32  # noqa: F401  (left_all_in_fp32: read here too)
+from ..quant.search import Scored, SearchTerms, fp32_candidate, int8_candidate, left_all_in_fp32  # noqa: F401  (left_all_in_fp32: read here too)
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
@@ -119,7 +120,6 @@ class EmbedSearchBaseline:
     def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
         """A quantized graph scored, judged and timed; ``all_fp32`` (the op types it left in FP32, when no
         node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
-        from ..quant.budget import speed_guard
         from ..quant.search import SearchCandidate
         from .encode import OnnxEncoder
         from .variants import graph_size_mib
@@ -134,16 +134,10 @@ class EmbedSearchBaseline:
                 latency_ms=float("nan"), size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
                 accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=False, fast_enough=False,
                 too_slow=f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)")
-        speed = self._time({name: enc}, name)
-        ratio = speed[name].ratio
-        busy = speed[name].contended
-        fast, why = speed_guard(SimpleNamespace(speedup_ratio=ratio), config.min_speedup)
-        return SearchCandidate(
-            name=name, graph=name.split("/")[0], precision="int8", config=cfg, onnx_path=qpath, result_path=None,
-            latency_ms=speed[name].median_ms, size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
-            accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=chk.feasible and fast,
-            speedup=ratio.value, speedup_lo=ratio.lo, speedup_hi=ratio.hi, fast_enough=fast, too_slow=why,
-            contended=busy)
+        timed = self._time({name: enc}, name)[name]
+        return int8_candidate(name, name.split("/")[0], Scored(cfg, qpath, graph_size_mib(qpath), metrics[METRIC],
+                                                               metrics[METRIC] - self.fp32_metrics[METRIC], timed.median_ms,
+                                                               timed.ratio, timed.contended), chk, config.min_speedup)
 
     def _time(self, encoders: dict, what: str) -> dict:
         """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
@@ -158,13 +152,50 @@ class EmbedSearchBaseline:
 
     def terms(self) -> SearchTerms:
         """The search's words for NDCG@10 and this budget."""
-        b = self.budget
-        whole = next(iter(self.all_fp32.values()), "")
-        return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
-                           budget=(f"within the NDCG@10 budget ({b.min_ndcg_ratio:.1%} of FP32's kept, no slice of {b.min_slice_size}+ "
-                                   f"queries losing more than {b.max_slice_drop:g}), even with up to {self.max_excluded} nodes in FP32"),
-                           advice=f"loosen the budget or raise max_excluded (now {self.max_excluded})",
-                           all_fp32=ALL_FP32.format(ops=whole) if whole else "")
+        return embed_terms(self.budget, self.max_excluded, next(iter(self.all_fp32.values()), ""))
+
+
+def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = "") -> SearchTerms:
+    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, and (with ``max_excluded``)
+    the nodes the search may leave in FP32."""
+    b = budget
+    return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
+                       budget=(f"within the NDCG@10 budget ({b.min_ndcg_ratio:.1%} of FP32's kept, no slice of {b.min_slice_size}+ "
+                               f"queries losing more than {b.max_slice_drop:g})"
+                               + (f", even with up to {max_excluded} nodes in FP32" if max_excluded else "")),
+                       advice=(f"loosen the budget or raise max_excluded (now {max_excluded})" if max_excluded else
+                               "loosen the budget, or search with nodes left in FP32 (--search)"),
+                       all_fp32=ALL_FP32.format(ops=all_fp32_ops) if all_fp32_ops else "")
+
+
+def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_speedup: float):
+    """The audit's quantized variants judged as search candidates (the verdict is built from them, as a
+    classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
+    interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
+    from ..quant.budget import BudgetCheck
+    from ..quant.search import SearchConfig, choose
+    from .variants import FP32, FUSED, graph_size_mib, preset_config
+
+    timed = speed is not None
+    by = {(s.name, s.batch): s for s in (speed.speeds if timed else [])}
+    fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
+    path = variants.path(FP32)
+    found = [fp32_candidate(f"{FP32}", FP32, path, graph_size_mib(path), fp32_value, BudgetCheck(0.0, "", 0.0, True, True, [], 0, []),
+                            SimpleNamespace(median_ms=by[(FP32, 1)].ms_per_batch) if (FP32, 1) in by else None)]
+    for v in evaluation.variants:
+        if v.name == FUSED or v.retrieval is None:
+            continue
+        chk = budget.budget_check(v.retrieval)
+        s = by.get((v.name, 1))
+        built = next(b for b in variants.variants if b.name == v.name)
+        cfg = dataclasses.replace(preset_config(built.preset), nodes_to_exclude=tuple(built.excluded_nodes)) if built.preset else None
+        scored = Scored(cfg, variants.path(v.name), graph_size_mib(variants.path(v.name)), v.retrieval.overall().variant[METRIC],
+                        v.retrieval.overall().variant[METRIC] - fp32_value, s.ms_per_batch if s else float("nan"),
+                        s.vs_fp32 if s else None, bool(speed.contended) if timed else False)
+        found.append(int8_candidate(v.name, FP32, scored, chk, min_speedup if timed else 0.0))
+    config = SearchConfig(candidates=(), min_speedup=min_speedup if timed else 0.0)
+    return choose(found, config, terms=embed_terms(budget), budgets=(1.0 - budget.min_ndcg_ratio, budget.max_slice_drop),
+                  metric=METRIC, notes=() if timed else ["not timed, so the speed guard was not applied"])
 
 
 def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:

@@ -30,6 +30,7 @@ class EmbedSpeed:
     hi: float
     floor_ms: Optional[float] = None  # per batch
     rounds: int = 0  # paired rounds behind the ratio (0: the base itself, or saved before it was kept)
+    vs_fp32: Optional[Ratio] = None  # the speed-up over the FP32 graph from the same rounds (None: it was not timed)
 
     @property
     def of_floor(self) -> Optional[float]:
@@ -76,11 +77,13 @@ def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int
 def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
                    graphs: Optional[Mapping[str, str]] = None, rounds: int = 15, repeats: int = 3, warmup: int = 3,
                    max_seconds: Optional[float] = 60.0, floors: bool = True, load_check: bool = True,
-                   retimes: Optional[int] = None, calm_wait_s: Optional[float] = None) -> EmbedSpeedRun:
+                   retimes: Optional[int] = None, calm_wait_s: Optional[float] = None, fp32: str = "fp32") -> EmbedSpeedRun:
     """Time the callables (name -> one encode call of a batch) per batch size in interleaved rounds;
     ratios against ``base``. ``graphs`` (name -> ONNX path) get a floor. Figures taken on a busy machine are
-    taken again (:func:`workbench.perf.speed.measure_quietly`; ``retimes``/``calm_wait_s``, default its own)."""
+    taken again (:func:`workbench.perf.speed.measure_quietly`; ``retimes``/``calm_wait_s``, default its own). Where
+    the FP32 graph (``fp32``) was timed too, each callable's speed-up over it comes from the same rounds."""
     from ..perf.machine_profile import machine_profile
+    from ..core.latency import paired_ratio
     from ..perf.speed import CALM_WAIT_S, RETIMES, graph_floors, time_interleaved
 
     for batch, fns in fns_by_batch.items():
@@ -95,8 +98,9 @@ def time_embedders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]
         floor = graph_floors(dict(graphs or {}), batch, tokens, profile if floors else None, timed.notes)
         for name, st in r.stats.items():
             ratio = r.ratios.get(name, Ratio(1.0, 1.0, 1.0, 0))
+            over = paired_ratio(r.stats[fp32].samples_ms, st.samples_ms) if fp32 in r.stats and name != fp32 else None
             speeds.append(EmbedSpeed(name, batch, tokens, st.median_ms / batch, st.median_ms, ratio.value, ratio.lo, ratio.hi,
-                                     floor.get(name), ratio.rounds))
+                                     floor.get(name), ratio.rounds, over))
     load = timed.load
     return EmbedSpeedRun(base=base, threads=threads, speeds=speeds, load=load.text() if load else "",
                          contended=timed.contended, cpu=profile.isa_text() if profile else "", notes=timed.notes)

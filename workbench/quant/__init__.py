@@ -24,7 +24,8 @@ Files, one idea each:
 - ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
 - ``rows.py``: one row per quantized variant (:func:`variant_row`), read by the CLI, the report and the panel.
 - ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.
-- ``search.py``: :class:`SearchConfig`, ``run_search``, :class:`SearchResult`.
+- ``search.py``: :class:`SearchConfig`, ``run_search`` (quantize, score and time every candidate), ``search_results``
+  (judge variants already quantized); ``choice.py``: the candidates, the choice among them and its message, for every task.
 - ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport` (slices and drift).
 - ``bootstrap.py``: metrics of one model and the paired bootstrap of their change.
 - ``flips.py``: predictions that changed, and accept/reject at confidence thresholds.

@@ -24,12 +24,17 @@ def _load_candidate(c, by_path: dict):
     return None
 
 
-def build_verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
-    """The verdict of what was evaluated; when a step failed it is ``incomplete`` (exit code 1)
+def build_verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None, budget_words: str = "",
+                  unjudged: str = "") -> dict:
+    """The verdict of what was evaluated, for every task; when a step failed it is ``incomplete`` (exit code 1)
     whatever the variants that did run show, so summary.json and the exit code always agree.
     ``machine`` (the profile as summary.json holds it) lets the verdict explain the speed by the
-    hardware; speeds timed on a busy machine are never stated as measured."""
-    v = _verdict_of_variants(inp, search, by_path, machine)
+    hardware; speeds timed on a busy machine are never stated as measured. ``budget_words``: the budget in
+    the task's terms (default: points of accuracy); ``unjudged``: why no variant could be held to a budget
+    (texts without labels: ``no_labels``, exit code 3)."""
+    if unjudged:
+        return {"status": "no_labels", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": unjudged}
+    v = _verdict_of_variants(inp, search, by_path, machine, budget_words)
     failed = [s for s in inp.stages if s.get("status") == "failed"]
     if failed and v["status"] != "incomplete":
         steps = "; ".join(f"{s['name']} ({s.get('message', '')})" for s in failed)
@@ -72,9 +77,9 @@ def _speed_words(r) -> str:
     return f"{1 / ratio.value:.2f}x slower ({ratio.lo:.2f}-{ratio.hi:.2f}x FP32's speed)"
 
 
-def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None) -> dict:
+def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None, budget_words: str = "") -> dict:
     bo, bs = inp.budget_overall, inp.budget_per_slice
-    budget_words = f"{_pts(bo)} overall and {_pts(bs)} on every slice"
+    budget_words = budget_words or f"{_pts(bo)} overall and {_pts(bs)} on every slice"
     failed = [s for s in inp.stages if s.get("status") == "failed"]
     int8 = [c for c in (search.candidates if search else []) if c.precision == "int8"]
     if not int8:
@@ -111,8 +116,11 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
                 "closest": closest.name, "reason": "accuracy"}
     r = _load_candidate(chosen, by_path)
     out = {"status": "meets_budget", "exit_code": EXIT_MEETS, "chosen": chosen.name}
-    if r is None:
+    if r is None:  # no quantization result to read (another task's variant): the candidate's own figures
         out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {search.message}." + busy_words
+        if chosen.speedup_lo is not None and not chosen.contended:
+            out.update(speedup=chosen.speedup, speedup_ci=[chosen.speedup_lo, chosen.speedup_hi])
+        out.update(accuracy_delta=chosen.accuracy_delta)
         return out
     pool = r.report.worst_slices(include_small=inp.include_small_slices)
     worst = next((d for d in pool if d.n > 0), None)

@@ -31,6 +31,7 @@ CONFIG_REFUSES = {
     "retimes": (-1, "retimes must be a whole number of at least 0, got -1"),
     "calibration_size": (0, "calibration_size must be a whole number of at least 1, got 0"),
     "max_excluded": (-1, "max_excluded must be 0 or more"),
+    "min_speedup": (-1, "min_speedup is a speed-up over the FP32 graph"),
     "queries": ("pairs.csv", "queries (a pairs file) needs the corpus it points into as data, got data='builtin'"),
 }
 # field: (config overrides on a corpus with pairs, words of the reason): refused when the data is read
@@ -47,6 +48,12 @@ SWITCHES = {"time_speed", "reference_check", "search"}  # either value is a vali
 
 def test_every_field_has_a_case():
     assert_every_field_has_a_case(EmbedAuditConfig, CONFIG_REFUSES, DATA_REFUSES, SWITCHES)
+
+
+def test_the_speed_guard_is_the_classifier_audits_by_default():
+    from workbench.quant.budget import DEFAULT_MIN_SPEEDUP
+
+    assert EmbedAuditConfig().min_speedup == DEFAULT_MIN_SPEEDUP
 
 
 @pytest.mark.parametrize("name", sorted(CONFIG_REFUSES))

@@ -673,7 +673,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     assert res.reused == ["model/dynamic-qint8", "model/dynamic-qint8-pc"]
     assert not (tmp_path / "search" / "model" / "baseline").exists()
     assert sorted(p.name for p in (tmp_path / "search" / "model").iterdir()) == ["dynamic-qint8-rr"]
-    assert [w.endswith(")") and "(reused" in w for w in steps] == [False, True, True, False], steps
+    assert [w.endswith(")") and "(reused" in w for w in steps] == [True, True, False, False], steps  # FP32 after its variants
     assert "reused 2 earlier results" in res.message
     for r, name in zip(presets, res.reused):
         c = res.candidate(name)
@@ -853,7 +853,7 @@ def test_the_static_preset_keeps_attention_products_fp32_and_quantizes_weights(q
     that multiply two activations (attention's Q·Kᵀ, softmax·V) left in FP32."""
     from workbench.quant import activation_matmuls
 
-    cfg = QuantConfig.preset("static", samples=32)
+    cfg = QuantConfig.preset("static", calibration={"samples": 32})
     assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
     assert cfg.label == f"static-minmax-32-constb-pc-worst{cfg.exclude_worst}"
     r = run_quantization(quant_tiny_baseline, cfg, tmp_path, evaluation=EvalConfig(n_boot=100, node_error_samples=0))

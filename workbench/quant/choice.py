@@ -1,0 +1,234 @@
+"""Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` (and its
+constructors :func:`int8_candidate`, :func:`fp32_candidate`), :func:`select_candidate`, the message in a
+task's terms (:class:`SearchTerms`, :func:`choice_message`), and :class:`SearchResult`
+(:func:`choose`). :mod:`workbench.quant.search` quantizes, scores and times the candidates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+from .budget import BudgetCheck, Objective, parse_objective, speed_guard
+from .config import QuantConfig
+from .run import RESULT_FILE, QuantResult
+
+if TYPE_CHECKING:
+    from .search import SearchConfig
+
+
+@dataclass(frozen=True)
+class SearchCandidate:
+    name: str
+    graph: str  # which FP32 graph it came from (key of the graphs searched)
+    precision: str  # "fp32" or "int8"
+    config: Optional[QuantConfig]
+    onnx_path: Path
+    result_path: Optional[Path]
+    latency_ms: float
+    size_mib: float
+    accuracy: float
+    accuracy_delta: float
+    check: BudgetCheck
+    feasible: bool  # within both accuracy budgets and (INT8) past the speed guard
+    reused: bool = False  # an earlier run's result with the same config and baseline, not re-quantized
+    # the speed-up over the FP32 graph, timed side by side (median of the paired rounds and its
+    # interval); None for the FP32 candidate and for results saved before intervals were kept
+    speedup: Optional[float] = None
+    speedup_lo: Optional[float] = None
+    speedup_hi: Optional[float] = None
+    fast_enough: bool = True  # past the speed guard (SearchConfig.min_speedup)
+    too_slow: str = ""  # why not, in words
+    contended: bool = False  # its speed was measured while something else used the CPU
+    floor_ms: Optional[float] = None
+    of_floor: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A quantized variant as the search judges it where no :class:`~workbench.quant.run.QuantResult` holds it
+    (an embedding model's): its configuration, graph, size, metric and change, and its speed-up over the FP32
+    graph from interleaved rounds (None: not timed)."""
+
+    config: Optional[QuantConfig]
+    quantized_path: Path
+    size_mib: float
+    accuracy: float
+    accuracy_delta: float
+    latency_ms: float = float("nan")
+    speedup_ratio: Any = None  # a workbench.core.latency.Ratio
+    contended: bool = False
+    out_dir: Optional[Path] = None  # no result file
+    latency: tuple = ()
+
+    @property
+    def speedup(self) -> float:
+        return self.speedup_ratio.value if self.speedup_ratio is not None else float("nan")
+
+
+def int8_candidate(name: str, graph: str, res: Union[QuantResult, Scored], check: BudgetCheck, min_speedup: float,
+                   reused: bool = False) -> SearchCandidate:
+    """A quantized variant (a :class:`QuantResult`, or :class:`Scored`) as a candidate: its metric judged by
+    ``check``, its speed by the guard (:func:`~workbench.quant.budget.speed_guard`: the lower end of its
+    speed-up's interval); it is feasible only when both hold. The one constructor every search uses."""
+    fast, why = speed_guard(res, min_speedup)
+    ratio = res.speedup_ratio
+    lat = res.latency[0] if res.latency else None
+    return SearchCandidate(
+        name=name, graph=graph, precision="int8", config=res.config, onnx_path=Path(res.quantized_path),
+        result_path=(Path(res.out_dir) / RESULT_FILE) if res.out_dir is not None else None, latency_ms=res.latency_ms,
+        size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
+        feasible=check.feasible and fast, reused=reused, speedup=res.speedup if res.speedup == res.speedup else None,
+        speedup_lo=ratio.lo if ratio else None, speedup_hi=ratio.hi if ratio else None, fast_enough=fast, too_slow=why,
+        contended=res.contended, floor_ms=lat.floor_ms if lat else None, of_floor=lat.of_floor if lat else None)
+
+
+def left_all_in_fp32(candidate) -> bool:
+    """Whether a candidate (a :class:`SearchCandidate` or its saved dict) is a quantization that left every
+    quantized node in FP32: an FP32 graph with a quantization configuration (scored, never timed or chosen)."""
+    get = candidate.get if isinstance(candidate, dict) else (lambda key: getattr(candidate, key))
+    return get("precision") == "fp32" and get("config") is not None
+
+
+@dataclass(frozen=True)
+class SearchTerms:
+    """How the search speaks of a task's metric and budget: ``metric`` (what ``SearchCandidate.accuracy``
+    holds), ``budget`` (the budget in words, after "no INT8 variant is"), ``advice`` (what to try when
+    nothing fits), how a value and a drop are written, ``of_fp32`` (a value as a share of FP32's too) and
+    ``all_fp32`` (what a quantization that left every quantized node in FP32 is, when there was one)."""
+
+    metric: str = "accuracy"
+    budget: str = ""
+    advice: str = "raise a budget or try per-channel, static calibration or excluding the worst nodes"
+    value: str = ".1%"
+    drop: str = "+.2%"
+    of_fp32: bool = False
+    all_fp32: str = ""
+
+    @classmethod
+    def accuracy(cls, budget_overall: float, budget_per_slice: float) -> "SearchTerms":
+        return cls(budget=f"within {budget_overall:.1%} overall and {budget_per_slice:.1%} per slice")
+
+    def figures(self, c: SearchCandidate) -> str:
+        """``c``'s metric and its change: "accuracy 91.2% (-0.40%)", "NDCG@10 0.8123 (99.60% of FP32's)"."""
+        fp32 = c.accuracy - c.accuracy_delta
+        change = f"{c.accuracy / max(fp32, 1e-12):.2%} of FP32's" if self.of_fp32 else f"{-c.check.overall_drop:{self.drop}}"
+        return f"{self.metric} {c.accuracy:{self.value}} ({change})"
+
+
+def _ratio_words(c: SearchCandidate) -> str:
+    return (f"{c.speedup:.2f}x the FP32 graph ({c.speedup_lo:.2f}-{c.speedup_hi:.2f})" if c.speedup_lo is not None
+            else f"{c.latency_ms:.2f} ms")
+
+
+def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandidate], terms: SearchTerms, min_speedup: float,
+                   notes: Sequence[str] = ()) -> str:
+    """What the search chose and why, or why nothing was, in the task's terms: accuracy first, then the speed guard."""
+    int8 = [c for c in found if c.precision == "int8"]
+    accurate = [c for c in int8 if c.check.feasible]
+    whole = [c for c in found if left_all_in_fp32(c)]
+    closest = min(int8, key=lambda c: (len(c.check.violations), c.check.worst_slice_drop)) if int8 else None
+    near = f"closest: {closest.name} ({'; '.join(closest.check.violations[:2])})" if closest else ""
+    keep = f"keep the FP32 graph{' (' + best.name + ')' if best is not None else ''}"
+    if best is not None and best.precision == "int8":
+        kept = list(best.config.nodes_to_exclude) if best.config is not None else []
+        message = (f"{best.name}: {_ratio_words(best)}, {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, {terms.figures(best)}, "
+                   f"worst slice {best.check.worst_slice or '-'} {-best.check.worst_slice_drop:{terms.drop}}"
+                   + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
+    elif accurate:  # within budget but none fast enough: keep the FP32 graph
+        quickest = max(accurate, key=lambda c: (c.speedup_lo if c.speedup_lo is not None else (c.speedup or 0.0)))
+        message = (f"{keep}: {len(accurate)} INT8 variant{'s are' if len(accurate) > 1 else ' is'} within the {terms.metric} "
+                   f"budget, but none is at least {min_speedup:.2f}x faster beyond doubt on this machine; the quickest, "
+                   f"{quickest.name}, runs at {quickest.too_slow}")
+    elif whole and terms.all_fp32:
+        message = (f"no INT8 variant fits the budget: {terms.all_fp32} ({', '.join(c.name for c in whole)}, scored, not timed). "
+                   f"Keep the FP32 graph, or {terms.advice}" + (f"; {near}" if near else ""))
+    elif int8:
+        message = f"no INT8 variant is {terms.budget}; {near}. {keep[0].upper() + keep[1:]}, {terms.advice}"
+    else:
+        message = "no quantized variant to choose from" + (f"; {best.name}" if best is not None else "")
+    message += "".join(f"; {n}" for n in notes)
+    busy = [c.name for c in int8 if c.contended]
+    if busy:
+        message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, so "
+                    "it is not stated as measured: time again on a quiet machine")
+    reused = [c.name for c in found if c.reused]
+    if reused:
+        message += f" (reused {len(reused)} earlier result{'s' if len(reused) > 1 else ''}: {', '.join(reused)})"
+    return message
+
+
+def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: BudgetCheck,
+                   latency: Any = None) -> SearchCandidate:
+    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``latency``
+    its :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
+    constructor every search uses."""
+    return SearchCandidate(
+        name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,
+        latency_ms=latency.median_ms if latency is not None else float("nan"), size_mib=size_mib, accuracy=value,
+        accuracy_delta=0.0, check=check, feasible=check.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
+        floor_ms=getattr(latency, "floor_ms", None), of_floor=getattr(latency, "of_floor", None))
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Every candidate (for the chart) and the fastest one within both budgets."""
+
+    candidates: list[SearchCandidate]
+    chosen: Optional[str]
+    budget_overall: float
+    budget_per_slice: float
+    objective: str
+    include_small_slices: bool
+    strict: bool
+    out_dir: Path
+    message: str
+    min_speedup: float = 0.0  # the speed guard applied (0 in searches saved before it existed)
+    # what ``accuracy`` of every candidate holds: "accuracy", or "ndcg@10" for a ScoredBaseline's search
+    # (its budgets are then the share of FP32's NDCG@10 that may be lost overall and the NDCG@10 lost per slice)
+    metric: str = "accuracy"
+
+    def candidate(self, name: str) -> SearchCandidate:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate {name!r}; candidates: {[c.name for c in self.candidates]}")
+
+    @property
+    def best(self) -> Optional[SearchCandidate]:
+        return self.candidate(self.chosen) if self.chosen else None
+
+    @property
+    def reused(self) -> list[str]:
+        """Names of the candidates taken from earlier results instead of quantized again."""
+        return [c.name for c in self.candidates if c.reused]
+
+
+def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
+                                                                             Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
+    """The feasible INT8 candidate with the highest speed-up over the FP32 graph (each measured beside
+    FP32 in its own interleaved rounds, so candidates timed at different moments still compare;
+    by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy. The
+    FP32 graph only when no INT8 candidate is feasible (within the budget and past the speed guard)."""
+    objective = parse_objective(objective)
+    feasible = [c for c in candidates if c.feasible]
+    ok = [c for c in feasible if c.precision == "int8"] or feasible
+    if not ok:
+        return None
+    if objective is Objective.LATENCY:
+        if all(c.speedup is not None for c in ok):
+            return min(ok, key=lambda c: (-c.speedup, -c.accuracy, c.name))
+        return min(ok, key=lambda c: (c.latency_ms, -c.accuracy, c.name))
+    return min(ok, key=lambda c: (c.size_mib, -c.accuracy, c.name))
+
+
+def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
+           budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
+    """The best of candidates already judged, and the message in ``terms`` (default: accuracy and ``config``'s
+    budgets); ``budgets`` and ``metric`` are what the result records (a task's own, e.g. NDCG@10's)."""
+    best = select_candidate(found, config.objective)
+    budgets = budgets or (config.budget_overall, config.budget_per_slice)
+    terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
+    message = choice_message(found, best, terms, config.min_speedup, notes)
+    return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
+                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup, metric)
