@@ -75,21 +75,46 @@ def test_a_tokenizer_4x_cannot_read_is_refused_in_one_line_naming_the_current_st
     assert not (tmp_path / "out" / "summary.json").exists()
 
 
-@pytest.mark.slow
-@pytest.mark.heavy  # 60-100 s on 2 cores (the whole audit: export, fusion, quantization, evaluation, report)
-def test_a_classifier_saved_by_transformers_5_is_audited_end_to_end(tmp_path):
-    """The generic fast tokenizer's folder, audited on this stack: report, summary.json, exit 0 or 3."""
+def _audited_folder(name: str, tmp_path: Path) -> Path:
+    """A committed folder, or ``additional_special_tokens``: the generic fast tokenizer's folder with its list of extra
+    special tokens under ``additional_special_tokens`` (the key transformers 4 writes) instead of ``extra_special_tokens``."""
+    if name != "additional_special_tokens":
+        return V5 / name
+    folder = tmp_path / name
+    shutil.copytree(V5 / "generic_fast", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["additional_special_tokens"] = config.pop("extra_special_tokens")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    return folder
+
+
+@pytest.mark.slow  # 10-25 s each on 2 cores (the whole quick audit: export, fusion, three presets, evaluation, report)
+@pytest.mark.parametrize("name", [*FOLDERS, "additional_special_tokens"])
+def test_every_default_preset_audits_a_classifier_saved_by_transformers_5(name, tmp_path):
+    """Each transformers 5 folder (BERT tokenizer; generic fast tokenizer with a list of extra special tokens; the
+    same list as additional_special_tokens), audited on this stack with the default presets: every preset's variant
+    is in summary.json and validated against the FP32 graph, and the exit code is 0 or 3, never 1 (a step failed).
+    The generic tokenizer gives no token_type_ids on transformers 5, and its static preset once stopped in ONNX
+    Runtime's symbolic shape inference ("unsupported broadcast between Min(128, sequence) sequence")."""
+    from workbench.audit.config import DEFAULT_PRESETS
     from workbench.cli import main
 
-    rows = [(t, "fresh" if i % 3 else "rotten") for i, t in enumerate(EXPECTED["texts"] * 30)]
+    folder = _audited_folder(name, tmp_path)
+    tok = load_tokenizer(folder)
+    if name != "bert_tokenizer":
+        assert tok.convert_tokens_to_ids("[ENT]") == 250 and "[ENT]" in tok.all_special_tokens
+    texts = [*EXPECTED["texts"], "a [ENT] film , not funny"]  # the extra special token read as one token
+    rows = [(t, "fresh" if i % 3 else "rotten") for i, t in enumerate(texts * 24)]
     data = tmp_path / "reviews.csv"
     data.write_text("text,label\n" + "\n".join(f'"{t}",{label}' for t, label in rows) + "\n")
     out = tmp_path / "audit"
-    code = main(["audit", "--model", str(V5 / "generic_fast"), "--data", str(data), "--out", str(out), "--quick",
-                 "--presets", "dynamic", "--min-speedup", "0"])
+    code = main(["audit", "--model", str(folder), "--data", str(data), "--out", str(out), "--quick", "--min-speedup", "0"])
     summary = json.loads((out / "summary.json").read_text())
     assert code in (0, 3) and summary["verdict"]["exit_code"] == code, summary["verdict"]
     assert summary["verdict"]["status"] != "incomplete" and (out / "report.html").is_file()
+    variants = {v["name"]: v for v in summary["quantization"]}
+    assert sorted(variants) == sorted(DEFAULT_PRESETS), summary["verdict"]
+    assert all(v["validation_passed"] for v in variants.values()), {k: v["validation"] for k, v in variants.items()}
 
 
 # ---- the exporters -------------------------------------------------------------------------------------------

@@ -66,8 +66,18 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
     The QDQ quantizer only quantizes tensors whose type it knows. On the *fused* graph ONNX's own
     shape inference knows nothing past the contrib ops (Attention, SkipLayerNormalization...), so
     ONNX Runtime's symbolic shape inference is needed (it handles them; measured here). On the
-    *exported* graph symbolic inference fails ("Incomplete symbolic shape inference")
-    and ONNX shape inference is enough, so it is skipped there.
+    *exported* graph ONNX shape inference is enough, so symbolic inference is skipped there.
+
+    Symbolic inference runs with ``auto_merge``: where it cannot prove two dims of a broadcast equal, it
+    takes them as equal instead of stopping ("Incomplete symbolic shape inference"). The dims it meets
+    are the exporter's: BERT's position ids are a slice of a buffer of ``max_position_embeddings`` rows,
+    ``Min(512, sequence)`` long; where the tokenizer gives no ``token_type_ids`` (transformers 5's generic
+    ``TokenizersBackend`` does not), transformers 5's BERT gathers its zero token types by those position
+    ids and expands them to ``sequence``, a broadcast between ``Min(512, sequence)`` and ``sequence`` that
+    the fused graph keeps in front of EmbedLayerNormalization. Both are the same length for every input the
+    model accepts (a longer one has no position embedding), and a graph without such a pair is inferred
+    exactly as without ``auto_merge``. The merged dims only annotate shapes: the quantized graph is still
+    validated against the FP32 graph's logits.
     """
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -81,7 +91,7 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
             # (`workbench audit --out out`) once resolved against the scratch folder.
             src_abs, tmp_abs = str(Path(fp32_path).resolve()), str(tmp.resolve())
             with _working_directory(scratch):
-                quant_pre_process(src_abs, tmp_abs, skip_symbolic_shape=not symbolic)
+                quant_pre_process(src_abs, tmp_abs, skip_symbolic_shape=not symbolic, auto_merge=symbolic)
         except Exception as exc:
             raise QuantizeError(
                 f"pre-processing {fp32_path} for static quantization failed "

@@ -814,22 +814,70 @@ def test_a_fusion_report_leads_to_its_export_wherever_the_folders_are(fused_tiny
 def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_tiny, tmp_path, monkeypatch):
     """ONNX Runtime's symbolic shape inference drops sym_shape_infer_temp.onnx into the current
     folder when it fails; pre-processing must run somewhere else."""
-    import shutil
-
     import pytest
+    from onnx import TensorProto, helper
 
     from workbench.quant import QuantizeError, preprocess_for_static
 
     monkeypatch.chdir(tmp_path)
     broken = tmp_path / "graphs" / "model_fused.onnx"  # named like a fused graph: symbolic inference runs
     broken.parent.mkdir()
-    shutil.copy(exported_tiny.onnx_path, broken)
+    model = onnx.load(str(exported_tiny.onnx_path))  # plus an operator no shape inference knows: it cannot finish
+    model.graph.node.append(helper.make_node("Mystery", ["logits"], ["mystery"], domain="com.example"))
+    model.graph.output.append(helper.make_tensor_value_info("mystery", TensorProto.FLOAT, None))
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    onnx.save(model, str(broken))
     import workbench.quant.quantize as q
 
     monkeypatch.setattr(q, "graph_kind", lambda p: "fused")
-    with pytest.raises(QuantizeError, match="with symbolic shape inference"):  # it fails on exported graphs
+    with pytest.raises(QuantizeError, match="with symbolic shape inference.*Incomplete symbolic shape inference"):
         preprocess_for_static(broken, tmp_path / "graphs" / "pre.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs"]
+
+
+def _sliced_buffer_graph(path: Path, positions: int = 16) -> Path:
+    """A fused-style graph (a contrib Gelu) with what a transformers 5 BERT export holds when the tokenizer gives
+    no token_type_ids: a buffer of ``positions`` rows sliced to the input's length, ``Min(positions, sequence)``
+    long to symbolic shape inference, added to a ``[batch, sequence]`` tensor."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Shape", ["input_ids"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["end"], axis=0),
+             helper.make_node("Slice", ["buffer", "zero", "end", "one"], ["positions"]),
+             helper.make_node("Add", ["input_ids", "positions"], ["sum"]),
+             helper.make_node("Cast", ["sum"], ["sum_f"], to=TensorProto.FLOAT),
+             helper.make_node("Gelu", ["sum_f"], ["out"], domain="com.microsoft")]
+    inits = [numpy_helper.from_array(np.arange(positions, dtype=np.int64)[None], "buffer"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "one")]
+    dims = ["batch", "sequence"]
+    graph = helper.make_graph(nodes, "sliced_buffer", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, dims)],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, dims)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8  # what onnxruntime 1.19.2 reads
+    onnx.save(model, str(path))
+    return path
+
+
+def test_static_preprocessing_takes_a_sliced_position_buffer_as_the_sequence_length(tmp_path):
+    """Symbolic shape inference cannot prove ``Min(16, sequence)`` equal to ``sequence`` ("unsupported broadcast",
+    then "Incomplete symbolic shape inference"); pre-processing merges the two, the sequence dim runs through to the
+    output, and the pre-processed graph computes what the graph did."""
+    import onnxruntime as ort
+
+    from workbench.quant import preprocess_for_static
+    from workbench.quant.baseline import graph_kind
+
+    src = _sliced_buffer_graph(tmp_path / "model_fused.onnx")
+    assert graph_kind(src) == "fused"
+    out = preprocess_for_static(src, tmp_path / "pre.onnx")
+    model = onnx.load(str(out))
+    shapes = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in [*model.graph.value_info,
+                                                                                                     *model.graph.output]}
+    assert shapes["positions"] == [1, "sequence"] and shapes["out"] == ["batch", "sequence"], shapes
+    ids = np.arange(12, dtype=np.int64).reshape(2, 6)
+    before, after = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, {"input_ids": ids})[0] for p in (src, out))
+    np.testing.assert_array_equal(before, after)
 
 
 def assert_weights_stay_fp32(r, nodes) -> None:
