@@ -37,15 +37,16 @@ def audited(tmp_path_factory):
     return out
 
 
-def audit_predictions(run: Path) -> tuple[list[str], list[str], str]:
-    """The scored texts, the chosen INT8 variant's label for each (as the audit scored them) and its name."""
+def audit_predictions(run: Path) -> tuple[list[str], list[str], np.ndarray]:
+    """The scored texts, the chosen INT8 variant's label for each (as the audit scored them) and its confidence
+    (the probability of that label)."""
     summary = json.loads((run / "summary.json").read_text())
     chosen = summary["verdict"]["chosen"]
     result = json.loads((run / "quantize" / chosen / "quantize.json").read_text())
     texts = [json.loads(line)["text"] for line in (run / "quantize" / "baseline" / "test_examples.jsonl").read_text().splitlines()]
     labels = [CLASSES[i] for i in result["report"]["candidate_pred"]]
     assert len(labels) == len(texts) == summary["data"]["rows_scored"]
-    return texts, labels, chosen
+    return texts, labels, np.asarray(result["report"]["candidate_confidence"])
 
 
 def load_predict(folder: Path):
@@ -81,11 +82,13 @@ def test_chosen_holds_the_int8_graph_and_what_it_needs(audited):
 
 
 def test_predict_py_gives_the_audits_int8_labels_in_this_process(audited):
-    texts, want, _ = audit_predictions(audited)
+    texts, want, confidence = audit_predictions(audited)
     predict = load_predict(audited / "chosen")
     rows = predict.predict(texts)
     assert [r["label"] for r in rows] == want
     assert all(abs(sum(r["probabilities"].values()) - 1) < 1e-6 for r in rows)
+    # the same numbers, not only the same labels: each label's probability as the audit scored it
+    np.testing.assert_allclose([r["probabilities"][r["label"]] for r in rows], confidence, atol=1e-4)
 
 
 def test_with_no_int8_variant_chosen_the_fp32_graph_is_shipped(audited, tmp_path):
@@ -102,8 +105,11 @@ def test_with_no_int8_variant_chosen_the_fp32_graph_is_shipped(audited, tmp_path
     assert "FP32 graph" in settings["note"] and settings["quantization"] is None
     assert (tmp_path / "chosen" / "model.onnx").read_bytes() == (audited / "fusion" / "model_fused.onnx").read_bytes()
     texts, _, _ = audit_predictions(audited)
-    fp32_labels = np.load(audited / "quantize" / "baseline" / "test_fp32_logits.npy").argmax(-1)
-    assert [r["label"] for r in load_predict(tmp_path / "chosen").predict(texts)] == [CLASSES[i] for i in fp32_labels]
+    fp32 = np.load(audited / "quantize" / "baseline" / "test_fp32_logits.npy")
+    rows = load_predict(tmp_path / "chosen").predict(texts)
+    assert [r["label"] for r in rows] == [CLASSES[i] for i in fp32.argmax(-1)]
+    probs = np.exp(fp32 - fp32.max(-1, keepdims=True))
+    np.testing.assert_allclose([list(r["probabilities"].values()) for r in rows], probs / probs.sum(-1, keepdims=True), atol=1e-4)
 
 
 @pytest.mark.slow
@@ -111,7 +117,7 @@ def test_with_no_int8_variant_chosen_the_fp32_graph_is_shipped(audited, tmp_path
 def test_predict_py_runs_with_only_onnxruntime_tokenizers_and_numpy(audited, tmp_path):
     """A fresh venv with onnxruntime (the version the audit ran), tokenizers and numpy, nothing else asked for: predict.py,
     fed the scored texts on stdin from another folder, prints the audit's INT8 label for each; torch is not there."""
-    texts, want, _ = audit_predictions(audited)
+    texts, want, confidence = audit_predictions(audited)
     settings = json.loads((audited / "chosen" / "settings.json").read_text())
     py = clean_venv(tmp_path / "venv")
     pip_install(py, f"onnxruntime=={settings['onnxruntime_version']}", "tokenizers", "numpy")
@@ -126,7 +132,9 @@ def test_predict_py_runs_with_only_onnxruntime_tokenizers_and_numpy(audited, tmp
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
     assert [line.split("\t")[0] for line in lines] == want
-    assert all(line.split("\t")[1].startswith(f"{CLASSES[0]}=") for line in lines)
+    printed = [dict(cell.split("=") for cell in line.split("\t")[1:]) for line in lines]
+    assert all(list(p) == list(CLASSES) for p in printed)
+    np.testing.assert_allclose([float(p[label]) for p, label in zip(printed, want)], confidence, atol=1.5e-4)
     one = subprocess.run([str(py), str(audited / "chosen" / "predict.py"), texts[0]], capture_output=True, text=True,
                          cwd=outside, env=env, timeout=300)
     assert one.returncode == 0 and one.stdout.split("\t")[0] in CLASSES, one.stderr[-3000:]
