@@ -154,7 +154,7 @@ def ship_graph(graph: str | os.PathLike, baseline, out_dir: str | os.PathLike, *
         "batch_size": int(baseline.batch_size), "batch_order": baseline.scoring_order if baseline.scoring_order == "length" else "file",
         "onnxruntime_version": onnxruntime.__version__, "opsets": facts["opsets"], "contrib_ops": facts["contrib_ops"],
         "contrib_domain": "com.microsoft" if facts["contrib_ops"] else None,
-        "unfused_export": os.path.relpath(unfused, root) if unfused is not None and Path(unfused).is_file() else None,
+        "unfused_export": _where(unfused, root),
         "tokenizer_checked_on": checked,
     }
     with runs.atomic_dir(out) as tmp:
@@ -170,6 +170,14 @@ def ship_graph(graph: str | os.PathLike, baseline, out_dir: str | os.PathLike, *
         (tmp / layout.SHIP_SETTINGS).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         (tmp / layout.SHIP_PREDICT).write_text(predict_template(), encoding="utf-8")
     return ShippedGraph(out, precision, variant, facts["contrib_ops"], settings)
+
+
+def _where(path: Optional[str | os.PathLike], root: Path) -> Optional[str]:
+    """``path`` relative to the run folder when it lies in it, else absolute; None when there is no such file."""
+    if path is None or not Path(path).is_file():
+        return None
+    path, root = Path(path).resolve(), root.resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def predict_template() -> str:
