@@ -28,6 +28,7 @@ from workbench.quant import (
     SearchResult,
     TimingConfig,
 )
+from workbench.quant.ship import ShippedGraph
 from workbench.runtime.device import DeviceError, normalize_device
 from workbench.sessions.quant import (  # noqa: F401  (as_quant_result, as_search_result: widgets.quant's names too)
     TIMINGS, GraphLike, QuantSession, as_quant_result, as_search_result, timing_config)
@@ -161,6 +162,9 @@ class QuantPanel(Panel):
                                                  tooltip="the same preset, leaving the worst_k nodes (lowest SQNR) in FP32")
         self.search_button = self.add_action("Search within budget", self.run_search, icon="search",
                                              tooltip="the fastest candidate whose drop fits both budgets")
+        self.ship_button = self.add_action("Ship the chosen graph", self.ship, icon="archive",
+                                           tooltip="the search's choice into chosen/ of the run folder, with its tokenizer, "
+                                                   "labels, settings.json and a predict.py that needs no PyTorch")
         self.controls["figure"].observe(lambda _c: self._draw_figure(), names="value")
         self.controls["golden"].observe(lambda _c: self._redraw_views(), names="value")
         if self.session.graph is None and self.options["saved"] is None:
@@ -223,9 +227,10 @@ class QuantPanel(Panel):
     def _build_views(self) -> list[W.Widget]:
         self.results_html = W.HTML("")
         self.search_html = W.HTML("")
+        self.ship_html = W.HTML("")
         self.figure = go.FigureWidget(layout=dict(height=460, template="plotly_white"))
         self.flips_html = W.HTML("")
-        return [self.results_html, self.search_html, self.controls["figure"], self.controls["golden"], self.figure,
+        return [self.results_html, self.search_html, self.ship_html, self.controls["figure"], self.controls["golden"], self.figure,
                 self.flips_html]
 
     def set_graph(self, graph: GraphLike, export: Optional[Any] = None, data: Any = None) -> None:
@@ -266,6 +271,17 @@ class QuantPanel(Panel):
                                        budget_per_slice=float(values["budget_per_slice"]), n_boot=int(values["n_boot"]),
                                        timing=self._timing(values))
         return self._execute(compute, self._draw_search, self._search_summary, self._search_colour, keep=self.session.keep_search)
+
+    def ship(self) -> ShippedGraph:
+        """The search's choice into ``chosen/`` of its run folder, ready to run without PyTorch (docs: Ship it)."""
+        return self._execute(lambda _values: self.session.ship(), self._draw_ship, lambda s: s.text,
+                             lambda s: OK_COLOUR if s.precision == "int8" else WARN_COLOUR, keep=lambda s: s)
+
+    def _draw_ship(self, s: ShippedGraph) -> None:
+        ops = ", ".join(s.contrib_ops) or "none"
+        self.ship_html.value = (f"<b>Shipped</b> {html.escape(s.variant)} ({html.escape(s.precision.upper())}) into "
+                                f"<code>{html.escape(str(s.out_dir))}</code>: run <code>python predict.py TEXT</code> there "
+                                f"(onnxruntime, tokenizers, numpy). ONNX Runtime's own operators: {html.escape(ops)}.")
 
     def show_search(self, search: Any) -> None:
         """Show a saved search without recomputing."""

@@ -55,6 +55,7 @@ def test_wheel_holds_every_subpackage(wheel):
     plots = {n for n in names if n.startswith("workbench/plots/") and n.endswith(".py")}
     assert {f"workbench/plots/{p.name}" for p in (REPO / "workbench" / "plots").glob("*.py")} == plots
     assert "workbench/resources/golden_reviews.jsonl" in names
+    assert "workbench/resources/ship_predict.py" in names  # the template of chosen/predict.py
     for package in ("audit", "report", "ondevice"):
         assert {f"workbench/{package}/{p.name}" for p in (REPO / "workbench" / package).glob("*.py")} <= names
     assert "widgets/workbench.py" in names

@@ -244,3 +244,40 @@ def test_results_table_shows_the_interval_the_floor_and_a_busy_machine(quant_tin
     busy = dataclasses.replace(r, load=dataclasses.replace(r.load, contended=True, reasons=["another process spins"]))
     shown = results_table([busy])
     assert "timed under load" in shown and "not a measured fact" in shown and f"({lo:.2f}-{hi:.2f})" not in shown
+
+
+def test_ship_writes_the_searchs_choice_into_chosen(searched: QuantPanel) -> None:
+    """The Ship button: the search's choice, its tokenizer, labels, settings and predict.py into chosen/ of the
+    search's run folder; predict.py (imported here) gives the labels that choice gave when it was scored."""
+    import importlib.util
+    import json
+
+    search = searched.search
+    shipped = searched.ship()
+    run = Path(search.out_dir).parent
+    assert shipped.out_dir == run / "chosen" and searched.session.shipped is shipped
+    settings = json.loads((run / "chosen" / "settings.json").read_text())
+    best = search.best
+    assert settings["variant"] == best.name and settings["precision"] == best.precision
+    assert (run / "chosen" / "model.onnx").read_bytes() == Path(best.onnx_path).read_bytes()
+    assert Path(settings["unfused_export"]).name == "model.onnx" and "Shipped" in searched.ship_html.value
+    from workbench.quant import load_baseline, load_quant_result
+
+    first = next(c for c in search.candidates if c.precision == "int8")
+    base = load_baseline(load_quant_result(first.result_path).baseline_path)
+    texts = [r["text"] for r in base.eval_sets[0].load_examples()]
+    if best.precision == "int8":
+        want = load_quant_result(best.result_path).report.candidate_pred
+    else:
+        want = base.eval_sets[0].fp32_logits().argmax(-1).tolist()
+    names = json.loads((run / "chosen" / "labels.json").read_text())
+    spec = importlib.util.spec_from_file_location("panel_shipped_predict", run / "chosen" / "predict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [r["label"] for r in module.predict(texts)] == [names[i] for i in want]
+
+
+def test_ship_before_a_search_says_what_to_do(quant_panel: QuantPanel) -> None:
+    panel = QuantPanel(saved=quant_panel.result.out_dir)  # a result, no search
+    with pytest.raises(Exception, match="nothing chosen yet: press Search within budget first"):
+        panel.ship()

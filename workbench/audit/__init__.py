@@ -6,7 +6,7 @@ checks alone, ``check_model`` and ``prepare_data`` parts of them):
 
     check the inputs (fast, nothing heavy) -> doctor (the environment) -> data (and its slices)
     -> export (validated) -> fuse -> quantize with the presets -> evaluate (per-slice drift)
-    -> search -> report
+    -> search -> ship (the chosen graph into chosen/) -> report
 
 (the stage registry's audit route, ``workbench.workflows.stages.AUDIT_STAGES``)
 
@@ -28,7 +28,9 @@ checks alone, ``check_model`` and ``prepare_data`` parts of them):
   graph is the reference, never a candidate.
 
 Everything lands in ``out_dir``: ``export/``, ``fusion/``, ``quantize/<preset>/``,
-``search/search.json``, ``audit.json`` (the config and data facts), and the report
+``search/search.json``, ``chosen/`` (the graph the verdict keeps, its tokenizer, labels, ``settings.json``
+and a ``predict.py`` that needs only onnxruntime, tokenizers and numpy: :mod:`workbench.quant.ship`),
+``audit.json`` (the config and data facts), and the report
 (:mod:`workbench.report`): ``report.html`` and ``summary.json``, written atomically at the end,
 so a re-run into the same folder leaves the previous report in place until the new one is done.
 

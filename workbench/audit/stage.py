@@ -97,7 +97,7 @@ class AuditStages:
 
     def bodies(self) -> dict:
         return {"doctor": self.doctor, "data": self.data, "export": self.export, "fuse": self.fuse, "quantize": self.quantize,
-                "evaluate": self.evaluate, "search": self.search, "report": self.report}
+                "evaluate": self.evaluate, "search": self.search, "ship": self.ship, "report": self.report}
 
     def doctor(self, st):
         from ..doctor.checks import run_doctor
@@ -220,6 +220,15 @@ class AuditStages:
         found = search_results(st.inputs["quantize"], self.cfg.search_config(), self.out / layout.SEARCH_DIR)
         self.log(f"      {found.message}")
         return found
+
+    def ship(self, st):
+        """The graph the verdict keeps (the chosen INT8 variant, else the FP32 graph measured) into chosen/,
+        with its tokenizer, labels, settings.json and a predict.py that needs no PyTorch."""
+        from ..quant.ship import ship_search
+
+        shipped = ship_search(st.inputs["search"], self.out / layout.CHOSEN_DIR, unfused=self.out / layout.EXPORTED_GRAPH)
+        self.log(f"      {shipped.text}")
+        return shipped
 
     def report(self, st):
         from ..report import ReportInputs, write_report

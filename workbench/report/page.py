@@ -105,6 +105,9 @@ def _heading(s: dict) -> list[str]:
     parts = [f"<h1>{_e(s.get('title'))}</h1>",
              f"<p class='muted'>{_e(s['kind'])} · written {_e(s['created_utc'])} · {_e(s.get('run_dir'))}</p>",
              f"<div class='verdict {_e(v['status'])}' id='verdict'><b>Verdict.</b> {_e(v['text'])}</div>"]
+    if any(x["name"] == "ship" and x["status"] == "ok" for x in s["stages"]):
+        parts.append("<p id='chosen'>The graph the verdict keeps is in <code>chosen/</code> beside this page, with its tokenizer, labels, "
+                     "settings.json and a predict.py that needs only onnxruntime, tokenizers and numpy (docs: Ship it).</p>")
     if s.get("contended"):
         parts.append("<p class='bad' id='contended'><b>Timed under load.</b> Other work used the CPU while these speed figures "
                      "were taken: they are written down, not stated as measured. " + _e("; ".join(s.get("contended_because") or []))

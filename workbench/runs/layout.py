@@ -9,6 +9,8 @@
       quantize/baseline/                           the FP32 baseline (scored once, shared by the presets)
       quantize/<name>/quantize.json                QuantResult of each preset (re-quantizations below it)
       search/search.json                           SearchResult (its candidates in search/<candidate>/)
+      chosen/                                      the graph to ship (the audit's verdict, a search's choice): the
+                                                   graph, tokenizer.json, labels.json, settings.json, predict.py
       inference/export.json                        an on-device run's inference graph (an export)
       web/index.html                               an on-device run's web page (onnxruntime-web trains there)
       browser/export.json, browser/browser.json    the page's trained parameters, imported: an export
@@ -46,6 +48,10 @@ QUANTIZE_FILE = "quantize.json"
 BASELINE_DIR = "baseline"
 SEARCH_DIR = "search"
 SEARCH_FILE = "search.json"
+CHOSEN_DIR = "chosen"  # the graph to ship, with what it needs to run without PyTorch (quant/ship.py)
+SHIP_SETTINGS = "settings.json"
+SHIP_LABELS = "labels.json"
+SHIP_PREDICT = "predict.py"
 INFERENCE_DIR = "inference"
 FIGURES_DIR = "figures"
 REPORT_FILE = "report.html"

@@ -6,6 +6,7 @@ and the FP32 baseline scored once and reused.
     s.quantize("dynamic", n_boot=1000)             # s.result, s.results["dynamic-qint8"] (kept by its name)
     s.requantize(worst_k=3)
     s.search(("dynamic", "static"))                # s.search_result: the fastest within the budgets
+    s.ship()                                       # that choice into <run>/chosen/, ready to run without PyTorch
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..data.load import DataConfig
 from ..graph import ExportResult, FusionReport
-from ..graph.sources import graph_file
+from ..graph.sources import export_of, graph_file
 from ..quant import (
     BASELINE_DIR,
     DEFAULT_BUDGET_OVERALL,
@@ -37,6 +38,7 @@ from ..quant import (
     run_quantization,
     run_search,
 )
+from ..quant.ship import ShippedGraph, ship_search
 from ..runs import layout
 from .base import DataInput, InputError, Session, as_saved
 
@@ -84,6 +86,7 @@ class QuantSession(DataInput, Session):
         self.data = data
         self.results: dict[str, QuantResult] = {}
         self.search_result: Optional[SearchResult] = None
+        self.shipped: Optional[ShippedGraph] = None
 
     # ---- inputs ------------------------------------------------------------------------------------
     @property
@@ -187,3 +190,16 @@ class QuantSession(DataInput, Session):
                 progress=lambda done, n, what: self.report(done, n, None, f"scored {what}"),
             )
         return self.keep_search(search)
+
+    def ship(self) -> ShippedGraph:
+        """The latest search's choice (its INT8 variant, else the FP32 graph it measured) into ``chosen/`` of the
+        run folder the search wrote into, with its tokenizer, labels, settings.json and a predict.py that needs
+        only onnxruntime, tokenizers and numpy (:mod:`workbench.quant.ship`)."""
+        search = self.search_result
+        if search is None:
+            raise InputError("nothing chosen yet: press Search within budget first (or open a saved search)")
+        run_dir = layout.root_by_name(search.out_dir) or self.resolve_run_dir()
+        export = export_of(self.graph, self.export) if self.graph is not None else None
+        with self.writing(run_dir):
+            self.shipped = ship_search(search, run_dir / layout.CHOSEN_DIR, unfused=export.onnx_path if export is not None else None)
+        return self.shipped

@@ -3,7 +3,7 @@ one table; the route each front runs through it; and the one builder of a front'
 
     from workbench.workflows.stages import STAGES, ROUTES, stages_for
     STAGES["quantize"].config           # QuantConfig
-    ROUTES["audit"].stages              # ("doctor", "data", "export", "fuse", "quantize", "evaluate", ...)
+    ROUTES["audit"].stages              # ("doctor", "data", "export", "fuse", "quantize", "evaluate", ..., "ship", "report")
     stages = stages_for("demo", {"doctor": do_doctor, "data": do_data, ...})   # [Stage, ...] for run_stages
 
 A **route** is the ordered registry names one front runs (the demo, the audit, the coverage run, the
@@ -88,6 +88,12 @@ def _build(*args, **kw):
     return build_tiny(*args, **kw)
 
 
+def _ship(*args, **kw):
+    from ..quant.ship import ship_search
+
+    return ship_search(*args, **kw)
+
+
 def _report(*args, **kw):
     from ..report import write_run_report
 
@@ -125,6 +131,8 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               skip_reason="needs the exported graph"),
     StageSpec("evaluate", "compare FP32 and INT8 slice by slice", EvalConfig, _evaluate, ("data", "quantize"),
               skip_reason="no quantized variant"),
+    StageSpec("ship", "write the chosen graph, its tokenizer, settings and predict.py into chosen/", None, _ship, ("search",),
+              (layout.CHOSEN_DIR,), skip_reason="no search result: nothing was chosen"),
     StageSpec("build", "build a tiny model of one architecture (the coverage run)", None, _build, (), ()),
     StageSpec("report", "write report.html and summary.json", None, _report, (), (layout.REPORT_FILE, layout.SUMMARY_FILE),
               finally_=True),
@@ -176,8 +184,8 @@ ROUTES: dict[str, Route] = {r.name: r for r in (
     Route("demo", "the walkthrough (workbench demo, workbench run PLAN)",
           ("doctor", "data", "fine-tune", "export", "fuse", "quantize", "search", "report"), optional=frozenset({"search"})),
     Route("audit", "the audit of a user's classifier (workbench audit)",
-          ("doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "report"),
-          needs={"export": ("doctor", "data"), "evaluate": ("quantize",), "search": ("quantize",)},
+          ("doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "ship", "report"),
+          needs={"export": ("doctor", "data"), "evaluate": ("quantize",), "search": ("quantize",), "ship": ("search",)},
           skip_reasons={"export": "the environment check or the data step failed", "fuse": _GRAPH_FAILED,
                         "quantize": _GRAPH_FAILED}),
     Route("coverage", "one architecture through every stage (the coverage matrix)",

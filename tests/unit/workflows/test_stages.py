@@ -132,7 +132,7 @@ def test_the_audit_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
                               data=SimpleNamespace(facts={"source": "rows.csv"}))
     run = lambda: stage.run_audit(tmp_path, AuditConfig(data="rows.csv"), tmp_path, log=lambda _: None, checked=checked)  # noqa: E731
     assert sequenced(monkeypatch, stage, run) == list(AUDIT_STAGES)
-    assert list(AUDIT_STAGES) == ["doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "report"]
+    assert list(AUDIT_STAGES) == ["doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "ship", "report"]
 
 
 def test_the_coverage_run_and_the_graph_panels_export_sequence_their_routes(monkeypatch, tmp_path: Path) -> None:
