@@ -1,12 +1,17 @@
-"""mkdocs hook: pages that cannot drift from the code.
+"""Pages that cannot drift from the code, and the mkdocs hook that includes files.
 
-- ``<!-- cli-reference -->`` becomes the ``--help`` of ``workbench`` and of every sub-command,
-  taken from the argparse parser the command line itself uses (``workbench.cli.app.build_parser``).
-- ``<!-- config-reference -->`` becomes one table per config the commands take (the keys of a
-  ``--config FILE``): each field's default and its help, read from the field's own metadata
+The command-line page (docs/cli.md) holds, between its markers, text generated from the code and
+committed, so it reads the same on the repository as on the site; ``python docs/hooks/generated.py``
+writes it again, and a test fails when the committed text is not what the code generates:
+
+- ``<!-- cli-reference -->`` ... ``<!-- /cli-reference -->``: the ``--help`` of ``workbench`` and of every
+  sub-command, taken from the argparse parser the command line itself uses (``workbench.cli.app.build_parser``).
+- ``<!-- config-reference -->`` ... ``<!-- /config-reference -->``: one table per config the commands take
+  (the keys of a ``--config FILE``): each field's default and its help, read from the field's own metadata
   (``workbench.core.options.config_fields_doc``); for ``QuantConfig``, the methods each field applies to.
-- ``<!-- include: PATH -->`` becomes the text of PATH (relative to the repository), so a page and a
-  file at the repository's root (CONTRIBUTING.md) say the same thing.
+
+The hook: ``<!-- include: PATH -->`` becomes the text of PATH (relative to the repository), so a page and a
+file at the repository's root (CONTRIBUTING.md) say the same thing.
 """
 
 from __future__ import annotations
@@ -17,8 +22,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CLI_MARKER = "<!-- cli-reference -->"
-CONFIG_MARKER = "<!-- config-reference -->"
+CLI_PAGE = REPO / "docs" / "cli.md"
 INCLUDE = re.compile(r"<!-- include: ([^ ]+) -->")
 
 
@@ -35,7 +39,7 @@ def _sub_parsers(parser: argparse.ArgumentParser, prefix: str = "workbench"):
 
 def cli_reference() -> str:
     """Markdown: the top-level help, then one section per sub-command with its summary and help."""
-    os.environ.setdefault("COLUMNS", "100")  # argparse wraps at the terminal's width: fix it
+    os.environ["COLUMNS"] = "100"  # argparse wraps at the terminal's width: fix it
     from workbench.cli.app import build_parser
 
     parser = build_parser()
@@ -96,9 +100,26 @@ def config_reference() -> str:
     return "\n".join(parts)
 
 
+def generated_blocks() -> dict[str, str]:
+    """{marker name: the text the code generates for it}."""
+    return {"cli-reference": cli_reference(), "config-reference": config_reference()}
+
+
+def with_blocks(page: str, blocks: dict[str, str]) -> str:
+    """``page`` with the text between each ``<!-- name -->`` and ``<!-- /name -->`` replaced by ``blocks[name]``."""
+    for name, text in blocks.items():
+        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+        if start not in page or end not in page:
+            raise ValueError(f"{CLI_PAGE.name} has no {start} ... {end} block")
+        head, rest = page.split(start, 1)
+        page = f"{head}{start}\n\n{text.strip()}\n\n{end}{rest.split(end, 1)[1]}"
+    return page
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    if CLI_MARKER in markdown:
-        markdown = markdown.replace(CLI_MARKER, cli_reference())
-    if CONFIG_MARKER in markdown:
-        markdown = markdown.replace(CONFIG_MARKER, config_reference())
     return INCLUDE.sub(lambda m: (REPO / m.group(1)).read_text(), markdown)
+
+
+if __name__ == "__main__":  # write the generated blocks of the command-line page again
+    CLI_PAGE.write_text(with_blocks(CLI_PAGE.read_text(), generated_blocks()))
+    print(f"wrote {CLI_PAGE.relative_to(REPO)}")

@@ -230,6 +230,20 @@ def test_the_site_builds_strictly_with_the_generated_command_line_page(tmp_path)
                 assert flag in cli, f"workbench {name} {flag} is missing from the generated page"
 
 
+def test_the_command_line_page_holds_what_the_parser_generates():
+    """docs/cli.md is committed with its reference generated from the parser and the configs, so it reads right on
+    the repository; a flag, a default or a help text changed without `python docs/hooks/generated.py` fails here."""
+    sys.path.insert(0, str(REPO / "docs" / "hooks"))
+    try:
+        import generated
+    finally:
+        sys.path.remove(str(REPO / "docs" / "hooks"))
+    page = generated.CLI_PAGE.read_text()
+    assert page == generated.with_blocks(page, generated.generated_blocks()), (
+        "docs/cli.md is not what the code generates: run `python docs/hooks/generated.py` and commit it")
+    assert "usage: workbench audit" in page and "| `budget_overall` |" in page
+
+
 @pytest.mark.skipif(not TOOLS_HERE["ruff"], reason="ruff is installed with the training stack's test tools (make setup-test)")
 def test_ruff_finds_nothing():
     """`make lint`: ruff check with the rules in pyproject.toml ([tool.ruff])."""
