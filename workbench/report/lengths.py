@@ -43,6 +43,16 @@ def slower_text(speedup, ci) -> str:
     return " <span class='bad'>slower than FP32</span>"
 
 
+def _fp32_cell(quantization: list[dict], shape: str, e: Callable[[Any], str], f: Callable[..., str]) -> str:
+    """The FP32 graph at ``shape``: as timed beside the first variant timed there (each variant's row has its own
+    FP32 figure in brackets, from its own rounds)."""
+    for x in quantization:
+        r = next((r for r in x.get("latency_by_shape", []) if r["shape"] == shape), None)
+        if r is not None:
+            return f"{f(r['fp32_ms'])} ms beside {e(x['name'])}; {f(r.get('fp32_of_floor'), '.0f', 100, '%')} of floor"
+    return "not timed at this shape"
+
+
 def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Callable[..., str]) -> str:
     """HTML of the part (empty when the baseline recorded no lengths: a run from before they were kept)."""
     d = s.get("data") or {}
@@ -62,7 +72,7 @@ def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Call
         for sh in shapes:
             r = by.get(sh)
             if r is None:
-                cells.append("–")
+                cells.append("not timed at this shape")
                 continue
             cells.append(f"{f(r['int8_ms'])} ms ({f(r['fp32_ms'])}); {f(r.get('speedup'), '.2f', suffix='x')}"
                          + slower_text(r.get("speedup"), r.get("speedup_ci"))
@@ -73,7 +83,7 @@ def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Call
         rows.append([f"<b>{e(x['name'])}</b>", *cells])
     fp = d.get("fp32_scoring") or {}
     if fp:
-        rows.insert(0, ["FP32", *["in brackets in each row"] * len(shapes),
+        rows.insert(0, ["FP32", *[_fp32_cell(s.get("quantization", []), sh, e, f) for sh in shapes],
                         f"{f(fp.get('rows_per_s'), '.0f')} rows/s; floor {f(fp.get('floor_rows_per_s'), '.0f')}; "
                         f"{f(fp.get('of_floor'), '.2g', 100, '%')} of it"])
     parts.append(table(["variant", *[f"{sh}: ms (FP32); speed-up; of floor" for sh in shapes], "scoring the data: rows/s vs floor"],

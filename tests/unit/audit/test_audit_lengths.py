@@ -72,6 +72,10 @@ def test_lengths_shapes_scoring_and_weight_only_in_the_summary_and_page(audited)
     page = (out / "report.html").read_text()
     assert "Speed at the data&#x27;s own lengths" in page or "Speed at the data's own lengths" in page
     assert f"1x{med}: ms (FP32)" in page and "rows/s" in page
+    # the FP32 row states its own figures at each shape (timed beside the first variant), not a pointer to other cells
+    first = s["quantization"][0]
+    fp32_at_med = next(r for r in first["latency_by_shape"] if r["shape"] == f"1x{med}")
+    assert f"{fp32_at_med['fp32_ms']:.2f} ms beside {first['name']}" in page and "in brackets in each row" not in page
 
 
 def test_the_table_says_when_a_variant_is_slower():
