@@ -20,6 +20,7 @@ ONDEVICE_FLAGS = (
 
 def _cmd_ondevice(args) -> int:
     from ..data.load import DataError
+    from ..models.hub import model_name
     from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
@@ -34,7 +35,7 @@ def _cmd_ondevice(args) -> int:
                 return fail("--serve serves the run's web page, which --no-web skips; drop one of them")
             if (missing := ort_web_missing()) is not None:
                 return fail(f"--serve: the web page cannot be written: {missing}")
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{model_name(args.model)}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
         lock = locked(run_dir, args, "ondevice")
         try:

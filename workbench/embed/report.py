@@ -41,11 +41,12 @@ def _verdict(evaluation, speed, export) -> dict:
 
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
+    from ..models.hub import model_name
     from ..report.environment import environment_facts
 
     summary = {
         "schema_version": SCHEMA_VERSION, "kind": "embedding",
-        "title": f"Embedding model audit: {info.folder.name}",
+        "title": f"Embedding model audit: {model_name(info.folder)}",
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
         "model": {"folder": str(info.folder), "modules": list(info.modules), "pooling": info.pooling,
                   "normalize": info.normalize, "dimension": info.output_dimension, "max_seq_length": info.max_seq_length},
