@@ -113,7 +113,8 @@ def add_graph(sub) -> None:
     from ..graph import ExportConfig, FusionConfig
 
     p = sub.add_parser("export", help="export a model to ONNX and validate it against PyTorch on real examples")
-    cli_only(p, "--model", default="minilm", help="'minilm', 'tiny' or a checkpoint / Hugging Face model folder")
+    cli_only(p, "--model", default="minilm", help="'minilm', 'tiny', a checkpoint / Hugging Face model folder, "
+                                                        "or a Hub id (ORG/NAME, read from the Hugging Face cache)")
     cli_only(p, "--preset", default="default", choices=["default", "quick", "strict"],
              help="starting point, whose values the flags below change (defaults shown are default's): default: opset 17, "
                   "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
