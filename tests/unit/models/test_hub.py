@@ -108,3 +108,18 @@ def test_online_a_failed_download_is_one_line_with_the_reason(tmp_path, monkeypa
         hub_folder("org/model", cache_dir=tmp_path)
     line = str(info.value)
     assert "\n" not in line and "'org/model'" in line and "Repository Not Found" in line and "hf auth login" in line
+
+
+def test_the_embedding_session_and_a_plan_file_take_the_cached_folder(offline_cache):
+    from workbench.sessions.base import InputError
+    from workbench.sessions.embed import EmbedSession
+    from workbench.workflows.plan import PlanError, plan_config
+
+    snapshot = str(offline_cache / "models--sentence-transformers--all-MiniLM-L6-v2" / "snapshots" / COMMIT)
+    assert EmbedSession(model=MINILM_ID).model == snapshot
+    with pytest.raises(InputError, match="hf download nobody/no-such-model"):
+        EmbedSession(model="nobody/no-such-model")
+    cfg, _ = plan_config({"quick": True, "config": {"fine-tune": {"model": MINILM_ID}}})
+    assert cfg.train.model == snapshot
+    with pytest.raises(PlanError, match=r"config\.fine-tune: model 'nobody/no-such-model' .*hf download"):
+        plan_config({"quick": True, "config": {"fine-tune": {"model": "nobody/no-such-model"}}})
