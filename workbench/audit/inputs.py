@@ -31,9 +31,13 @@ class ModelFacts:
 
 def check_model(folder: str) -> ModelFacts:
     """Is ``folder`` a local Hugging Face sequence classifier the exporter handles?"""
-    from ..models.load import SUPPORTED_MODEL_TYPES
+    from ..models.hub import model_source
+    from ..models.load import SUPPORTED_MODEL_TYPES, ModelError
 
-    path = Path(folder).expanduser()
+    try:
+        path = Path(model_source(folder)).expanduser()  # a Hugging Face Hub id: its folder in the local cache
+    except ModelError as exc:
+        raise AuditInputError(str(exc)) from exc
     if not path.exists():
         raise AuditInputError(f"model folder not found: {folder!r}; give a local Hugging Face model folder "
                               "(config.json, weights, tokenizer files), e.g. one written by save_pretrained")
@@ -231,13 +235,15 @@ def _check_max_length(model: ModelFacts, cfg: AuditConfig) -> None:
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
     """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
     raises :class:`AuditInputError` with one clear line."""
+    from ..models.hub import model_name
+
     model = check_model(str(model))
     _check_max_length(model, cfg)
     data = prepare_data(cfg, model)
-    out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model.folder.name}"
+    out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model_name(model.folder)}"
     try:
         if out_dir is None:  # runs/<timestamp>-audit-<model>, under the current folder (or $WORKBENCH_RUNS)
-            out = runs.new_run_dir(f"audit-{model.folder.name}")
+            out = runs.new_run_dir(f"audit-{model_name(model.folder)}")
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{time.time_ns()}"
         probe.write_text("")

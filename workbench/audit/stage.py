@@ -231,13 +231,14 @@ class AuditStages:
         return shipped
 
     def report(self, st):
+        from ..models.hub import model_name
         from ..report import ReportInputs, write_report
 
         cfg, out, done, model = self.cfg, self.out, st.inputs, _model_dict(self.model)
         stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in st.before]
         runs.atomic_write_json(out / AUDIT_FILE, {"config": self.settings, "model": model, "data": self.facts, "stages": stages})
         inputs = ReportInputs(
-            kind="audit", title=f"Audit of {self.model.folder.name} on {Path(cfg.data).name}", run_dir=out,
+            kind="audit", title=f"Audit of {model_name(self.model.folder)} on {Path(cfg.data).name}", run_dir=out,
             budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_slice, include_small_slices=cfg.include_small_slices,
             min_speedup=cfg.min_speedup, doctor=self.env.get("doctor"), data=dict(self.facts, eval_batch_size=cfg.eval_batch_size),
             model=model, export=done.get("export"), fusion=done.get("fuse"), quant=done.get("quantize") or [],

@@ -61,6 +61,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config_file_values(args)  # a --config file read and checked before the command does anything
     except ConfigFileError as exc:
         return fail(str(exc))
+    if isinstance(getattr(args, "model", None), str):  # a Hugging Face Hub id becomes its cached folder, before any stage
+        from ..models.hub import model_source
+        from ..models.load import ModelError
+
+        try:
+            args.model = model_source(args.model)
+        except ModelError as exc:
+            return fail(str(exc))
     code = 2
     try:
         code = int(args.func(args) or 0)

@@ -59,7 +59,9 @@ def add_audit(sub) -> None:
                     "accuracy-constrained search, and one report. Nothing is trained and the file is not split: every row "
                     "is scored, except a seeded calibration subset for static presets (named in the report).",
         epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli_only(p, "--model", required=True, help="Hugging Face model folder (config.json, weights, tokenizer): the audit's input")
+    cli_only(p, "--model", required=True, help="Hugging Face model folder (config.json, weights, tokenizer), or a Hub id "
+                                               "such as sentence-transformers/all-MiniLM-L6-v2 (read from the Hugging Face "
+                                               "cache): the audit's input")
     add_config_flags(p, AuditConfig, (
         Flag("data", required=True), "text_column", "label_column",
         Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),

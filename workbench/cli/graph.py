@@ -24,6 +24,7 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 def _cmd_export(args) -> int:
     from ..data.load import DataConfig, DataError, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
+    from ..models.hub import model_name
     from ..models.load import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
     from ..runs import RunError, layout, new_run_dir
 
@@ -48,7 +49,7 @@ def _cmd_export(args) -> int:
             say(note, args.json)
         data = load_data(DataConfig.quick(source=args.data) if args.preset == "quick" else DataConfig(source=args.data))
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
-                                                           new_run_dir(f"export-{Path(model).name}", args.runs))
+                                                           new_run_dir(f"export-{model_name(model)}", args.runs))
         out = stage_dir(run_dir, "export")
         will_write(out)
         with locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
@@ -112,7 +113,8 @@ def add_graph(sub) -> None:
     from ..graph import ExportConfig, FusionConfig
 
     p = sub.add_parser("export", help="export a model to ONNX and validate it against PyTorch on real examples")
-    cli_only(p, "--model", default="minilm", help="'minilm', 'tiny' or a checkpoint / Hugging Face model folder")
+    cli_only(p, "--model", default="minilm", help="'minilm', 'tiny', a checkpoint / Hugging Face model folder, "
+                                                        "or a Hub id (ORG/NAME, read from the Hugging Face cache)")
     cli_only(p, "--preset", default="default", choices=["default", "quick", "strict"],
              help="starting point, whose values the flags below change (defaults shown are default's): default: opset 17, "
                   "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")

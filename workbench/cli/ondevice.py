@@ -20,6 +20,7 @@ ONDEVICE_FLAGS = (
 
 def _cmd_ondevice(args) -> int:
     from ..data.load import DataError
+    from ..models.hub import model_name
     from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
@@ -34,7 +35,7 @@ def _cmd_ondevice(args) -> int:
                 return fail("--serve serves the run's web page, which --no-web skips; drop one of them")
             if (missing := ort_web_missing()) is not None:
                 return fail(f"--serve: the web page cannot be written: {missing}")
-        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{Path(args.model).name}", args.runs)
+        run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{model_name(args.model)}", args.runs)
         bar = None if args.json else TerminalProgress("on-device")
         lock = locked(run_dir, args, "ondevice")
         try:
@@ -139,9 +140,9 @@ def add_ondevice(sub) -> None:
                                    "the trained model to an inference graph (an export folder that `workbench fuse` and "
                                    "`workbench quantize` read). Exit 0: curves agree and the graph validates; 1: they do "
                                    "not; 2: bad input.")
-    cli_only(p, "--model", default="tiny", help="the stage's input: 'tiny', 'minilm' or a fine-tuned Hugging Face model "
-                                              "folder; defaults below are tiny's (for the others: last layer + head, "
-                                              "20 steps of 16, lr 1e-4) (default: tiny)")
+    cli_only(p, "--model", default="tiny", help="the stage's input: 'tiny', 'minilm', a fine-tuned Hugging Face model "
+                                              "folder or its Hub id (ORG/NAME, from the cache); defaults below are tiny's "
+                                              "(for the others: last layer + head, 20 steps of 16, lr 1e-4) (default: tiny)")
     add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
     cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     cli_only(p, "--run-dir", help="write into this folder instead of a new one")

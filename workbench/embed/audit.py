@@ -154,6 +154,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
     """Read the folder and the data, build the task; every problem an :class:`EmbedError` (one line),
     raised before anything is written."""
     from .. import runs
+    from ..models.hub import model_name
     from .retrieval import builtin_task, column_slices, length_slices, load_pairs_task
 
     folder = read_folder(model)
@@ -196,7 +197,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
             for c in cfg.slice_columns:
                 slices.update(column_slices(frame[c].tolist(), c))
             source = f"{cfg.data} ({len(texts)} texts, no labels)"
-    out = Path(out_dir) if out_dir is not None else runs.new_run_dir(f"audit-embed-{folder.folder.name}")
+    out = Path(out_dir) if out_dir is not None else runs.new_run_dir(f"audit-embed-{model_name(folder.folder)}")
     if out.exists() and not out.is_dir():
         raise EmbedError(f"output folder {str(out)!r} is a file; give a folder with --out")
     return CheckedEmbedInputs(folder, task, texts, slices, out, source)

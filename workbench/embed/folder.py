@@ -103,9 +103,13 @@ def check_task(task: Optional[str]) -> Optional[str]:
 def read_folder(folder: str | os.PathLike) -> EmbedFolder:
     """Read a sentence-transformers folder (see the module doc); an :class:`EmbedError` (one line)
     when it is not one, or when a module it lists cannot be reproduced in the graph."""
+    from ..models.hub import model_source
     from ..models.load import MINILM, minilm_path
 
-    folder = minilm_path() if str(folder) == MINILM else Path(folder).expanduser()
+    try:
+        folder = minilm_path() if str(folder) == MINILM else Path(model_source(folder)).expanduser()  # a Hub id: its cached folder
+    except ModelError as exc:
+        raise EmbedError(str(exc)) from exc
     if not folder.is_dir():
         raise EmbedError(f"model folder {str(folder)!r} does not exist; give a sentence-transformers folder "
                          "(saved with SentenceTransformer.save(folder))")
@@ -181,8 +185,12 @@ def check_task_of(model: str | os.PathLike, task: Optional[str] = None) -> str:
     task = check_task(task)
     if task is not None:
         return task
+    from ..models.hub import model_source
     from ..models.load import MINILM
 
     if str(model) == MINILM:
         return CLASSIFICATION
-    return task_of_folder(Path(str(model)).expanduser())
+    try:
+        return task_of_folder(Path(model_source(model)).expanduser())  # a Hub id: its cached folder
+    except ModelError as exc:
+        raise EmbedError(str(exc)) from exc

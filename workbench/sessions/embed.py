@@ -18,7 +18,7 @@ from typing import Any, Optional
 from ..embed.audit import BUILTIN, EmbedAuditConfig, EmbedQuantRun, run_embed_quantization
 from ..embed.folder import EmbedError, read_folder
 from ..quant import SearchResult
-from .base import InputError, Session
+from .base import InputError, Session, model_folder
 
 STEPS = ("export", "fusing", "encoding", "timing")
 SEARCH_STEP = re.compile(r"search (\d+)/(\d+): (.*)")
@@ -46,6 +46,9 @@ class EmbedSession(Session):
     @model.setter
     def model(self, value: Any) -> None:
         if value is not None:
+            if isinstance(value, (str, os.PathLike)):
+                folder = model_folder(value)  # a Hugging Face Hub id: its folder in the local cache
+                value = value if folder == os.fspath(value) else folder
             try:
                 read_folder(value)
             except EmbedError as exc:

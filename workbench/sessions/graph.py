@@ -17,7 +17,7 @@ from ..runs import layout
 from ..runtime.device import require_device
 from ..runtime.netron_view import NetronServer
 from ..workflows.stages import export_and_fuse
-from .base import DataInput, InputError, Session, as_saved
+from .base import DataInput, InputError, Session, as_saved, model_folder
 
 FusionLike = Union[FusionReport, str, os.PathLike]
 STAGE_WORDS = {"export": "exporting {model} (opset {opset}) and validating against PyTorch",
@@ -53,6 +53,7 @@ class GraphSession(DataInput, Session):
         model = str(model).strip()
         if not model:
             raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        model = model_folder(model)  # a Hugging Face Hub id: its folder in the local cache
         require_device(fusion_cfg.device)  # before exporting anything
         data = self.dataset()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..ondevice import OnDeviceConfig, OnDeviceResult, run_ondevice
-from .base import DataInput, InputError, Session
+from .base import DataInput, InputError, Session, model_folder
 
 
 class OnDeviceSession(DataInput, Session):
@@ -35,6 +35,7 @@ class OnDeviceSession(DataInput, Session):
         model = str(model).strip()
         if not model:
             raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
+        model = model_folder(model)  # a Hugging Face Hub id: its folder in the local cache
         data = self.dataset()
         self.start()
         with self.writing() as run_dir:

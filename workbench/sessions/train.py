@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Union
 from ..flow import handoffs as flow
 from ..runs import layout
 from ..train import CompareConfig, Comparison, Progress, TrainConfig, compare, load_comparison, run_comparison
-from .base import InputError, Session, as_saved
+from .base import InputError, Session, as_saved, model_folder
 
 ComparisonLike = Union[Comparison, str, os.PathLike]
 
@@ -40,6 +40,7 @@ class TrainSession(Session):
             raise TypeError(f"cfg must be a workbench.train.TrainConfig, got {type(cfg).__name__}")
         if not compare_cfg.backends:
             raise InputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
+        cfg = dataclasses.replace(cfg, model=model_folder(cfg.model))  # a Hugging Face Hub id: its folder in the local cache
         self.start()
         with self.writing() as run_dir:
             result = run_comparison(cfg, compare_cfg, run_dir / layout.TRAIN_DIR, progress=on_step or self._report_step,

@@ -111,7 +111,8 @@ class TrainConfig:
     ``max_steps`` set, ``epochs`` is ignored and the data is cycled as needed.
     """
 
-    model: str = field(default="tiny", metadata={"help": "'minilm', 'tiny' or a Hugging Face model folder"})
+    model: str = field(default="tiny", metadata={"help": "'minilm', 'tiny', a Hugging Face model folder or a Hub id "
+                                                             "(ORG/NAME, read from the Hugging Face cache)"})
     data: DataConfig = field(default_factory=DataConfig.quick, metadata={"help": "the data to train on (DataConfig)"})
     max_length: int = field(default=64, metadata={"help": "tokens per text (longer texts are truncated)"})
     pad_to_max: bool = field(default=False, metadata={"help": (

@@ -58,6 +58,17 @@ def _replace(where: str, obj: Any, values: dict, extra: tuple[str, ...] = ()) ->
         raise PlanError(f"{where}: {str(exc).splitlines()[0]}") from None
 
 
+def _model_source(where: str, model: str) -> str:
+    """The plan's model as a folder the stages read (a Hugging Face Hub id: its folder in the local cache)."""
+    from ..models.hub import model_source
+    from ..models.load import ModelError
+
+    try:
+        return model_source(model)
+    except ModelError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+
+
 def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str, ...]]:
     """A plan (parsed YAML/JSON) -> the DemoConfig it describes and its stage names."""
     if not isinstance(plan, dict):
@@ -93,6 +104,8 @@ def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str,
             for k in ("backends", "isolate"):
                 if k in values:
                     demo[k] = _tupled(values.pop(k))
+            if isinstance(values.get("model"), str):
+                values["model"] = _model_source(where, values["model"])
             demo["train"] = _replace(where, demo.get("train", cfg.train), values)
         elif name == "export":
             demo["export"] = _replace(where, cfg.export, values)
