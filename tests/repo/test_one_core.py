@@ -47,8 +47,8 @@ def test_one_search_for_every_task():
     # the search, its choice, its message and its candidates' constructors are written once; a task brings its terms
     one = _defined({"run_search", "search_results", "select_candidate", "choose", "choice_message", "fp32_candidate",
                     "int8_candidate", "search_over_results"})
-    home = {"run_search": "search", "search_results": "search"}
+    home = {"run_search": "search", "search_results": "search", "choose": "search"}
     assert one == {n: [f"workbench/quant/{home.get(n, 'choice')}.py"] for n in one if n != "search_over_results"} | {
         "search_over_results": []}, one
-    assert _calls("select_candidate") == {"workbench/quant/choice.py"}
+    assert _calls("select_candidate") == {"workbench/quant/search.py"}  # by choose, for every search
     assert _calls("SearchCandidate") <= {"workbench/quant/choice.py", "workbench/embed/search.py"}

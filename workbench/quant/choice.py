@@ -1,20 +1,17 @@
 """Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` (and its
 constructors :func:`int8_candidate`, :func:`fp32_candidate`), :func:`select_candidate`, the message in a
 task's terms (:class:`SearchTerms`, :func:`choice_message`), and :class:`SearchResult`
-(:func:`choose`). :mod:`workbench.quant.search` quantizes, scores and times the candidates."""
+(:func:`workbench.quant.search.choose` makes one). :mod:`workbench.quant.search` quantizes, scores and times the candidates."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from .budget import BudgetCheck, Objective, parse_objective, speed_guard
 from .config import QuantConfig
 from .run import RESULT_FILE, QuantResult
-
-if TYPE_CHECKING:
-    from .search import SearchConfig
 
 
 @dataclass(frozen=True)
@@ -220,15 +217,3 @@ def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str
             return min(ok, key=lambda c: (-c.speedup, -c.accuracy, c.name))
         return min(ok, key=lambda c: (c.latency_ms, -c.accuracy, c.name))
     return min(ok, key=lambda c: (c.size_mib, -c.accuracy, c.name))
-
-
-def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
-           budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
-    """The best of candidates already judged, and the message in ``terms`` (default: accuracy and ``config``'s
-    budgets); ``budgets`` and ``metric`` are what the result records (a task's own, e.g. NDCG@10's)."""
-    best = select_candidate(found, config.objective)
-    budgets = budgets or (config.budget_overall, config.budget_per_slice)
-    terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
-    message = choice_message(found, best, terms, config.min_speedup, notes)
-    return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
-                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup, metric)

@@ -32,7 +32,7 @@ from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_M
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig
 from .run import QuantResult, report_for, run_quantization
-from .choice import (SearchCandidate, SearchResult, SearchTerms, choice_message, choose, fp32_candidate,  # noqa: F401
+from .choice import (SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate,  # noqa: F401
                      int8_candidate, left_all_in_fp32, select_candidate, Scored)
 
 from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -236,6 +236,18 @@ def _result(found: list[SearchCandidate], scored: Optional[ScoredBaseline], conf
     if scored is None:
         return choose(found, config, out)
     return choose(found, config, out, scored.terms(), scored.budgets(), scored.metric, scored.notes)
+
+def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
+           budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
+    """The best of candidates already judged, and the message in ``terms`` (default: accuracy and ``config``'s
+    budgets); ``budgets`` and ``metric`` are what the result records (a task's own, e.g. NDCG@10's)."""
+    best = select_candidate(found, config.objective)
+    budgets = budgets or (config.budget_overall, config.budget_per_slice)
+    terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
+    message = choice_message(found, best, terms, config.min_speedup, notes)
+    return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
+                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup, metric)
+
 
 def _graphs(source) -> tuple[dict[str, Any], list[ScoredBaseline]]:
     """{name: graph} and those of them that are :class:`ScoredBaseline`s (all or none)."""
