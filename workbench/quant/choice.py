@@ -113,7 +113,12 @@ class SearchTerms:
         return f"{self.metric} {c.accuracy:{self.value}} ({change})"
 
 
+BUSY = "; the speed of "  # where a message starts to say which speeds were taken under load
+
+
 def _ratio_words(c: SearchCandidate) -> str:
+    if c.contended:  # never stated as measured: the message says why at its end
+        return "speed not measured (timed while other work used the CPU)"
     return (f"{c.speedup:.2f}x the FP32 graph ({c.speedup_lo:.2f}-{c.speedup_hi:.2f})" if c.speedup_lo is not None
             else f"{c.latency_ms:.2f} ms")
 
@@ -129,7 +134,8 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
     keep = f"keep the FP32 graph{' (' + best.name + ')' if best is not None else ''}"
     if best is not None and best.precision == "int8":
         kept = list(best.config.nodes_to_exclude) if best.config is not None else []
-        message = (f"{best.name}: {_ratio_words(best)}, {best.latency_ms:.2f} ms, {best.size_mib:.1f} MiB, {terms.figures(best)}, "
+        ms = "" if best.contended else f", {best.latency_ms:.2f} ms"
+        message = (f"{best.name}: {_ratio_words(best)}{ms}, {best.size_mib:.1f} MiB, {terms.figures(best)}, "
                    f"worst slice {best.check.worst_slice or '-'} {-best.check.worst_slice_drop:{terms.drop}}"
                    + (f"; {len(kept)} node(s) kept in FP32: {kept}" if kept else ""))
     elif accurate:  # within budget but none fast enough: keep the FP32 graph
@@ -147,7 +153,7 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
     message += "".join(f"; {n}" for n in notes)
     busy = [c.name for c in int8 if c.contended]
     if busy:
-        message += (f"; the speed of {', '.join(busy)} was taken while other work used the CPU, even after timing again, so "
+        message += (f"{BUSY}{', '.join(busy)} was taken while other work used the CPU, even after timing again, so "
                     "it is not stated as measured: time again on a quiet machine")
     reused = [c.name for c in found if c.reused]
     if reused:

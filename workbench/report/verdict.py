@@ -117,7 +117,10 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
     r = _load_candidate(chosen, by_path)
     out = {"status": "meets_budget", "exit_code": EXIT_MEETS, "chosen": chosen.name}
     if r is None:  # no quantization result to read (another task's variant): the candidate's own figures
-        out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {search.message}." + busy_words
+        from ..quant.choice import BUSY
+
+        said = search.message.split(BUSY)[0]  # which speeds were busy: the verdict's own words below, said once
+        out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {said}." + busy_words
         if chosen.speedup_lo is not None and not chosen.contended:
             out.update(speedup=chosen.speedup, speedup_ci=[chosen.speedup_lo, chosen.speedup_hi])
         out.update(accuracy_delta=chosen.accuracy_delta)

@@ -111,3 +111,9 @@ def test_the_verdict_names_only_the_variants_still_timed_under_load():
     inp = SimpleNamespace(budget_overall=0.01, budget_per_slice=0.02, stages=[], include_small_slices=False)
     v = build_verdict(inp, search, {})
     assert v["status"] == "meets_budget" and v["chosen"] == "fused/dynamic" and v["text"].endswith(words)
+    # with the search's own message (which names the busy variant too), the verdict still says it once
+    from workbench.quant.search import SearchTerms, choice_message
+
+    search.message = choice_message(found, found[1], SearchTerms.accuracy(0.01, 0.02), 1.05)
+    text = build_verdict(inp, search, {})["text"]
+    assert "fused/static was taken while other work used the CPU" in text and text.count("other work used the CPU") == 1
