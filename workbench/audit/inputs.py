@@ -231,6 +231,12 @@ def _check_max_length(model: ModelFacts, cfg: AuditConfig) -> None:
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
     """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
     raises :class:`AuditInputError` with one clear line."""
+    from ..runtime.engine import EngineError, check_engine
+
+    try:  # Ray installed and its cluster answering, for engine ray
+        check_engine(cfg.engine_config())
+    except EngineError as exc:
+        raise AuditInputError(str(exc)) from None
     model = check_model(str(model))
     _check_max_length(model, cfg)
     data = prepare_data(cfg, model)
