@@ -219,12 +219,10 @@ def test_a_bad_engine_or_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path,
 
     (tmp_path / "data.csv").write_text("text,label\na,b\n")
     out = tmp_path / "out"
-    t0 = time.perf_counter()
     code = main(["audit", "--model", str(tmp_path / "no-model"), "--data", str(tmp_path / "data.csv"), "--task", task,
                  "--out", str(out), *flags])
     err = capsys.readouterr().err.strip()
     assert code == 2 and says in err and len(err.splitlines()) == 1, err
-    assert time.perf_counter() - t0 < 15
     assert not out.exists()  # no stage ran: nothing written
 
 
