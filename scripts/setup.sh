@@ -89,7 +89,7 @@ else
   : > "$PIP_LOG"
   quiet_pip install -q --upgrade "pip>=24"
   EXTRAS="$VARIANT"
-  [ "$WITH_TEST" = 1 ] && EXTRAS="$EXTRAS,test,docs"
+  [ "$WITH_TEST" = 1 ] && EXTRAS="$EXTRAS,test,docs,scale"  # scale: Ray, for the audit's --engine ray tests
   if [ "$VARIANT" = gpu ]; then
     # the CUDA training build replaces the CPU one; they share the onnxruntime module
     "$VPY" -m pip uninstall -y -q onnxruntime-training-cpu onnxruntime onnxruntime-gpu 2>/dev/null || true

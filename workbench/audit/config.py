@@ -12,6 +12,7 @@ from ..graph import FusionConfig
 from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT,
                      BaselineConfig, EvalConfig, EvaluationError, QuantConfig, QuantizeError, TimingConfig, check_min_speedup)
 from ..quant.budget import check_budget_value
+from ..runtime.engine import EngineConfig, EngineError
 
 Log = Callable[[str], None]
 from ..runs.layout import AUDIT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -67,6 +68,13 @@ class AuditConfig:
     eval_batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": "rows per batch when scoring"})
     max_length: int = field(default=128, metadata={"help": "tokens per text (longer texts are truncated)"})
     node_error_samples: int = field(default=16, metadata={"help": "calibration rows fed to both graphs for per-node SQNR (0: skip)"})
+    engine: str = field(default="local", metadata={"help": (
+        "where the rows are scored with each graph: local (this process) or ray (a pool of Ray actors; the [scale] extra)")})
+    ray_address: Optional[str] = field(default=None, metadata={"help": (
+        "engine ray: the cluster to connect to (default: $RAY_ADDRESS, else a local Ray instance on 127.0.0.1 for the run)")})
+    ray_actors: Optional[int] = field(default=None, metadata={"help": (
+        "engine ray: actors scoring at once, each with the graph open (default: Ray's CPUs / ray_threads)")})
+    ray_threads: int = field(default=1, metadata={"help": "engine ray: ONNX Runtime threads (and Ray CPUs) of each actor"})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
@@ -93,11 +101,19 @@ class AuditConfig:
             raise AuditInputError(f"calibration_fraction must be in (0, 0.5], got {self.calibration_fraction}")
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:
             raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length!r}")
+        try:
+            self.engine_config()
+        except EngineError as exc:
+            raise AuditInputError(str(exc)) from None
         try:  # what the quantize stage would refuse after the export and the fusion, refused now
             self.eval_config()
             self.baseline_config(0, self.timing())
         except (QuantizeError, EvaluationError) as exc:
             raise AuditInputError(_audit_words(str(exc))) from None
+
+    def engine_config(self) -> EngineConfig:
+        """Where the rows are scored (:func:`workbench.runtime.engine.scoring_engine`)."""
+        return EngineConfig(self.engine, self.ray_address, self.ray_actors, self.ray_threads)
 
     def eval_config(self, node_error_samples: Optional[int] = None) -> EvalConfig:
         """The quantize stage's scoring: the audit's bootstrap, seed and per-node error texts."""

@@ -236,7 +236,12 @@ def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Pa
     """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
     raises :class:`AuditInputError` with one clear line."""
     from ..models.hub import model_name
+    from ..runtime.engine import EngineError, check_engine
 
+    try:  # Ray installed and its cluster answering, for engine ray
+        check_engine(cfg.engine_config())
+    except EngineError as exc:
+        raise AuditInputError(str(exc)) from None
     model = check_model(str(model))
     _check_max_length(model, cfg)
     data = prepare_data(cfg, model)

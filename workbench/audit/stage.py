@@ -13,6 +13,7 @@ from typing import Optional
 from .. import runs
 from ..runs import layout
 from ..flow.sequence import run_stages
+from ..runtime.engine import scoring_engine
 from ..workflows.stages import stages_for
 from .config import AUDIT_FILE, AUDIT_NEEDS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
@@ -71,7 +72,8 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
     log(f"writing into {checked.out_dir}")
     # what each stage takes from the one before is workbench.flow.handoffs's rule
     audit = AuditStages(cfg, checked, settings, log)
-    sequence = run_stages(stages_for("audit", audit.bodies()), log=log, style="steps", fatal=(AuditInputError,))
+    with scoring_engine(cfg.engine_config(), log=log):  # engine ray: the rows scored on a pool of actors, shut down after
+        sequence = run_stages(stages_for("audit", audit.bodies()), log=log, style="steps", fatal=(AuditInputError,))
     if "summary" not in audit.written:  # the report itself failed: nothing to decide the verdict with
         raise audit.written["error"]
     stages = [{"name": o.name, "status": o.status, "seconds": o.seconds, "message": o.message} for o in sequence.outcomes]

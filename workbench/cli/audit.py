@@ -75,4 +75,6 @@ def add_audit(sub) -> None:
     add_embed_audit_flags(p)
     add_config_flags(p, AuditConfig, (Flag("quick", negatable=False), "n_boot", "calibration_size", "max_length",
                                       "eval_batch_size", "seed"))
+    g = p.add_argument_group("where the rows are scored (docs/audit.md, \"Past one machine\")")
+    add_config_flags(p, AuditConfig, ("engine", "ray_address", "ray_actors", "ray_threads"), group=g)
     p.set_defaults(func=_cmd_audit)

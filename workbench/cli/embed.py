@@ -59,7 +59,8 @@ def cmd_embed_audit(args) -> int:
             timing_rounds=8 if g.get("quick") else 15, retimes=0 if g.get("quick") else 1,
             calibration_size=int(g.get("calibration_size", 128)), time_speed=not args.no_speed,
             min_speedup=g.get("min_speedup", EmbedAuditConfig.min_speedup),
-            search=args.search, max_excluded=args.max_excluded)
+            search=args.search, max_excluded=args.max_excluded, engine=g.get("engine", "local"),
+            ray_address=g.get("ray_address"), ray_actors=g.get("ray_actors"), ray_threads=int(g.get("ray_threads", 1)))
         checked = check_embed_inputs(args.model, cfg, args.out)
     except EmbedError as exc:
         return fail(str(exc), 2)

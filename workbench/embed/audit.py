@@ -82,6 +82,12 @@ class EmbedAuditConfig:
     max_excluded: int = _field(8, "search: most nodes a preset may leave in FP32")
     min_speedup: float = _field(1.05, "speed guard: the least speed-up over the FP32 graph at batch 1 (lower end of its interval) "
                                       "a variant needs to be chosen; 0 = off")
+    engine: str = _field("local", "where the texts are encoded with each graph: local (this process) or ray (a pool of Ray actors)")
+    ray_address: Optional[str] = _field(None, "engine ray: the cluster to connect to (default: $RAY_ADDRESS, else a local Ray "
+                                              "instance on 127.0.0.1 for the run)")
+    ray_actors: Optional[int] = _field(None, "engine ray: actors encoding at once, each with the graph open (default: Ray's CPUs "
+                                             "/ ray_threads)")
+    ray_threads: int = _field(1, "engine ray: ONNX Runtime threads (and Ray CPUs) of each actor")
 
     def __post_init__(self) -> None:
         from ..quant import QuantConfig, check_min_speedup
@@ -122,8 +128,20 @@ class EmbedAuditConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
                 raise EmbedError(f"{name} must be a whole number of at least {least}, got {v!r}")
+        from ..runtime.engine import EngineError
+
+        try:
+            self.engine_config()
+        except EngineError as exc:
+            raise EmbedError(str(exc)) from None
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
             raise EmbedError(f"threads must be a whole number of at least 1 (or unset: the machine's default), got {self.threads!r}")
+
+    def engine_config(self):
+        """Where the texts are encoded (:func:`workbench.runtime.engine.scoring_engine`)."""
+        from ..runtime.engine import EngineConfig
+
+        return EngineConfig(self.engine, self.ray_address, self.ray_actors, self.ray_threads)
 
     @property
     def budget(self) -> EmbedBudget:
@@ -155,8 +173,13 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
     raised before anything is written."""
     from .. import runs
     from ..models.hub import model_name
+    from ..runtime.engine import EngineError, check_engine
     from .retrieval import builtin_task, column_slices, length_slices, load_pairs_task
 
+    try:  # Ray installed and its cluster answering, for engine ray
+        check_engine(cfg.engine_config())
+    except EngineError as exc:
+        raise EmbedError(str(exc)) from None
     folder = read_folder(model)
     texts: list[str] = []
     slices: dict[str, list[int]] = {}
@@ -231,6 +254,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
     """Export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement) and
     time it against ``SentenceTransformer.encode``; the stages of the audit before its report."""
     from ..perf.machine_profile import default_threads
+    from ..runtime.engine import scoring_engine
     from .encode import OnnxEncoder
     from .evaluate import evaluate_embeddings
     from .export import run_embed_export
@@ -255,10 +279,11 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
         log(f"fusing and quantizing: {', '.join(cfg.presets)}")
         variants = build_variants(export, cfg.presets, out / "variants", calib, cfg.exclude_worst)
         tok = export.load_tokenizer()
-        encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads) for v in variants.variants}
-        evaluation = evaluate_embeddings(encoders, "fp32", checked.task, checked.texts, checked.text_slices or None,
-                                         cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
-                                         info.folder if cfg.reference_check else None, log)
+        with scoring_engine(cfg.engine_config(), log=log) as ray_pool:  # engine ray: the texts encoded on a pool, shut down after
+            encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads, pool=ray_pool) for v in variants.variants}
+            evaluation = evaluate_embeddings(encoders, "fp32", checked.task, checked.texts, checked.text_slices or None,
+                                             cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
+                                             info.folder if cfg.reference_check else None, log)
         if cfg.time_speed:
             from .speed import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_embedders
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
+    from ..runtime.engine import RayPool
     from .machine_profile import MachineProfile
 
 
@@ -86,10 +87,14 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
-                  note: str = "") -> tuple[np.ndarray, ScoringSpeed]:
+                  note: str = "", pool: Optional["RayPool"] = None) -> tuple[np.ndarray, ScoringSpeed]:
     """:func:`workbench.runtime.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
     graph's runs; the texts are tokenised before the clock starts), with the
-    floor of the same batches when a machine profile (or a ready ``curve``) is given."""
+    floor of the same batches when a machine profile (or a ready ``curve``) is given.
+
+    With a Ray ``pool`` (:func:`workbench.runtime.engine.active_pool`) the same batches run on its actors
+    (``graph_path`` is what they open): the time is the pool's wall clock, Ray's scheduling included, and
+    no floor is given (this machine's floor says nothing about the cluster's)."""
     import time
 
     from ..data.batches import encoded_rows
@@ -101,9 +106,12 @@ def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batc
     lengths = encoded_rows(tokenizer, dataset["text"], max_length).lengths
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
     t0 = time.perf_counter()
-    logits = predict_dataset(session, tokenizer, dataset, max_length, batch_size, order=order)
+    logits = predict_dataset(session if pool is None else graph_path, tokenizer, dataset, max_length, batch_size, order=order,
+                             pool=pool)
     seconds = time.perf_counter() - t0
     floor_s = None
+    if pool is not None:
+        profile, curve, note = None, None, "; ".join(n for n in (note, f"scored {pool.text}: no floor") if n)
     if curve is None and profile is not None and graph_path is not None:
         curve = floor_curve(graph_path, profile)
     if curve is not None:

@@ -30,6 +30,7 @@ Files, one idea each:
 - ``bootstrap.py``: metrics of one model and the paired bootstrap of their change.
 - ``flips.py``: predictions that changed, and accept/reject at confidence thresholds.
 - ``views.py``: a quantization and a search as text (what the CLI prints).
+- ``ship.py``: the chosen graph ready to ship (``chosen/``: the graph, its tokenizer, settings and a ``predict.py``).
 """
 
 from .config import (  # noqa: F401

@@ -426,9 +426,10 @@ class _Scorer:
 
         from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
         from ..perf.scoring import timed_scoring
+        from ..runtime.engine import active_pool
         from ..runtime.ortinfer import predict_dataset
 
-        cfg, tok, max_len = self.cfg, self.tok, self.max_len
+        cfg, tok, max_len, pool = self.cfg, self.tok, self.max_len, active_pool()  # a Ray pool: the same batches on it
         ds = datasets.Dataset.from_list([{"text": r["text"], "label": int(r["label"])} for r in examples])
         if not self.eval_sets:  # the evaluation split: its lengths, its work and its scoring speed
             lens = token_lengths(tok, ds["text"], max_len)
@@ -436,9 +437,10 @@ class _Scorer:
             self.scored["work"] = scoring_work(lens, cfg.batch_size)
             logits, self.scored["speed"] = timed_scoring(
                 self.session, self.src, tok, ds, max_len, cfg.batch_size, cfg.order, profile=cpu_profile(cfg.timing),
-                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE)
+                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE, pool=pool)
         else:
-            logits = predict_dataset(self.session, tok, ds, max_len, cfg.batch_size, order=cfg.order)
+            logits = predict_dataset(self.session if pool is None else self.src, tok, ds, max_len, cfg.batch_size, order=cfg.order,
+                                     pool=pool)
         masks = sset.membership(examples)
         out = self.out
         self.eval_sets.append(EvalSet(

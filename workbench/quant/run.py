@@ -227,9 +227,11 @@ def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: Eva
     evaluation split, timed like the FP32 graph's)."""
     import datasets
 
+    from ..runtime.engine import active_pool
     from ..runtime.ortinfer import make_session, predict_dataset
 
-    qsession = make_session(qpath)
+    pool = active_pool()  # a Ray pool (the audit's --engine ray): the same batches on its actors, which open qpath
+    qsession = make_session(qpath) if pool is None else qpath
     reports, scoring = {}, None
     for eset in baseline.eval_sets:
         ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
@@ -238,9 +240,10 @@ def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: Eva
 
             logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
                                             baseline.scoring_order, profile=cpu_profile(baseline.timing),
-                                            note=baseline.scoring_note)
+                                            note=baseline.scoring_note, pool=pool)
         else:
-            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order)
+            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order,
+                                     pool=pool)
         reports[eset.name] = (logits, report_for(eset, logits, baseline, name, evaluation))
     return reports, scoring
 

@@ -23,7 +23,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -37,6 +37,14 @@ if TYPE_CHECKING:
 KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
 
 SessionOrPath = Union[str, os.PathLike, Any]  # Any: an onnxruntime.InferenceSession
+
+
+class BatchPool(Protocol):
+    """Runs a graph's scoring batches somewhere else (:class:`workbench.runtime.engine.RayPool`)."""
+
+    text: str
+
+    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,7 @@ def predict_dataset(
     max_length: int,
     batch_size: int = 32,
     order: str = "length",
+    pool: Optional[BatchPool] = None,
 ) -> np.ndarray:
     """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order.
 
@@ -146,17 +155,24 @@ def predict_dataset(
     predictions depend on their batch-mates (see :data:`workbench.data.token_lengths.SORTED_NOTE`).
 
     The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next
-    graph scored on the same texts) and each batch is padded from that."""
+    graph scored on the same texts) and each batch is padded from that. ``pool``
+    (:func:`workbench.runtime.engine.active_pool`): the same padded batches run on a Ray pool instead
+    of in this process; the graph is then given as its path (each actor opens it)."""
     from ..data.batches import encoded_rows
 
-    session = as_session(session_or_path)
     if len(dataset) == 0:
         raise InferenceError("the dataset is empty: nothing to predict")
     rows = encoded_rows(tokenizer, dataset["text"], max_length)
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    if pool is not None:
+        if not isinstance(session_or_path, (str, os.PathLike)):
+            raise InferenceError("scoring on a Ray pool needs the graph's path (each actor opens it), not a session")
+        parts: Iterator[np.ndarray] = iter(pool.run(session_or_path, [rows.batch(idx) for idx in batches]))
+    else:
+        session = as_session(session_or_path)
+        parts = (predict_logits(session, rows.batch(idx)) for idx in batches)
     out: Optional[np.ndarray] = None
-    for idx in batches:
-        part = predict_logits(session, rows.batch(idx))
+    for idx, part in zip(batches, parts):
         if out is None:
             out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
         out[idx] = part

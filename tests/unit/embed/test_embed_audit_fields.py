@@ -32,6 +32,10 @@ CONFIG_REFUSES = {
     "calibration_size": (0, "calibration_size must be a whole number of at least 1, got 0"),
     "max_excluded": (-1, "max_excluded must be 0 or more"),
     "min_speedup": (-1, "min_speedup is a speed-up over the FP32 graph"),
+    "engine": ("spark", "engine must be one of local, ray, got 'spark'"),
+    "ray_address": ("127.0.0.1:1", "ray_address '127.0.0.1:1' is for engine ray"),
+    "ray_actors": (0, "ray_actors must be a whole number of at least 1, got 0"),
+    "ray_threads": (0, "ray_threads must be a whole number of at least 1, got 0"),
     "queries": ("pairs.csv", "queries (a pairs file) needs the corpus it points into as data, got data='builtin'"),
 }
 # field: (config overrides on a corpus with pairs, words of the reason): refused when the data is read

@@ -1,0 +1,208 @@
+"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool
+of Ray actors (engine ``ray``).
+
+The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
+sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
+same), built and padded here in the driver, so both engines feed the graph exactly the same arrays.
+With ``ray`` they go to ``ray.data.from_items(...).map_batches(GraphActor, ...)``: one item per
+scoring batch carrying its position, a pool of ``ray_actors`` actors that each open the graph once in one
+ONNX Runtime session with the ``ray_threads`` CPUs each is given, and the outputs sorted back by position.
+
+:func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
+``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
+shuts down what it started when the run ends, also on an exception or Ctrl-C. Inside it,
+:func:`active_pool` is the pool the scoring call sites hand to the scoring functions (None: local).
+Ray is imported only here, inside functions, and only for the ``ray`` engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+import numpy as np
+
+ENGINES = ("local", "ray")
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
+LOCAL_HOST = "127.0.0.1"
+RAY_INSTALL = "pip install 'ort-workbench[scale]' (ray[data])"
+
+
+class EngineError(ValueError):
+    """An engine setting that cannot be used (one line: what was given and what to do)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """``engine``: ``local`` (this process, today's scoring) or ``ray``. ``ray_address``: the cluster
+    to connect to (default: ``$RAY_ADDRESS``, else a local Ray instance for the run). ``ray_actors``: the
+    pool's size (default: the CPUs Ray has, divided by ``ray_threads``); ``ray_threads``: ONNX Runtime
+    intra-op threads (and Ray CPUs) of each actor."""
+
+    engine: str = field(default="local", metadata={"help": "local (this process) or ray (a pool of Ray actors)"})
+    ray_address: Optional[str] = field(default=None, metadata={"help": (
+        "the Ray cluster to connect to (default: $RAY_ADDRESS, else a local Ray instance on 127.0.0.1)")})
+    ray_actors: Optional[int] = field(default=None, metadata={"help": "actors in the pool (default: Ray's CPUs / ray_threads)"})
+    ray_threads: int = field(default=1, metadata={"help": "ONNX Runtime threads (and Ray CPUs) of each actor"})
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise EngineError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.ray_address is not None and self.engine != "ray":
+            raise EngineError(f"ray_address {self.ray_address!r} is for engine ray; the engine is {self.engine!r}")
+        for name, value in (("ray_actors", self.ray_actors), ("ray_threads", self.ray_threads)):
+            if value is None and name == "ray_actors":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EngineError(f"{name} must be a whole number of at least 1, got {value!r}")
+
+    def address(self) -> Optional[str]:
+        """The cluster to connect to: ``ray_address``, else ``$RAY_ADDRESS``, else None (a local instance)."""
+        if self.engine != "ray":
+            return None
+        return self.ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
+
+
+def host_port(address: str) -> Optional[tuple[str, int]]:
+    """``(host, port)`` of ``host:port`` or ``ray://host:port`` (None for ``auto`` and other forms Ray resolves itself)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
+    """What can be checked before any stage runs: Ray importable for ``ray``, and a cluster address
+    answering on its port (a TCP connection, nothing sent)."""
+    if cfg.engine != "ray":
+        return
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise EngineError(f"engine ray needs Ray, which is not installed: {RAY_INSTALL}") from None
+    address = cfg.address()
+    target = host_port(address) if address else None
+    if target is None:
+        return
+    try:
+        socket.create_connection(target, timeout=timeout).close()
+    except OSError as exc:
+        raise EngineError(f"ray_address {address!r}: nothing answers at {target[0]}:{target[1]} ({exc.strerror or exc}); "
+                          f"start the cluster (ray start --head) or leave the address out for a local Ray instance") from None
+
+
+class GraphActor:
+    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads) and
+    runs each scoring batch it is given, returning the graph's first output beside the batch's position."""
+
+    def __init__(self, graph: str, threads: int) -> None:
+        from .session import make_session
+
+        self.session = make_session(graph, threads=threads)
+        self.output = self.session.get_outputs()[0].name
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from .ortinfer import make_feed
+
+        names = [k for k in batch if k != "k"]
+        outs = [self.session.run([self.output], make_feed(self.session, {n: np.asarray(batch[n][j]) for n in names}))[0]
+                for j in range(len(batch["k"]))]
+        return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
+
+
+@dataclass(frozen=True)
+class RayPool:
+    """The ``ray`` engine inside :func:`scoring_engine`: ``actors`` actors of ``threads`` threads each."""
+
+    actors: int
+    threads: int
+
+    @property
+    def text(self) -> str:
+        return f"on Ray, {self.actors} actor(s) of {self.threads} thread(s)"
+
+    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+        """The graph's first output for each feed, in the order given: one Ray Data item per feed, mapped
+        by a pool of :class:`GraphActor`, the results put back in order by the position each carries."""
+        import ray
+
+        if not feeds:
+            return []
+        items = [{"k": k, **{n: np.asarray(v) for n, v in feed.items()}} for k, feed in enumerate(feeds)]
+        ds = ray.data.from_items(items).map_batches(
+            GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
+            compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
+            batch_size=1, batch_format="numpy")
+        out: list[Optional[np.ndarray]] = [None] * len(feeds)
+        for row in sorted(ds.take_all(), key=lambda r: int(r["k"])):
+            out[int(row["k"])] = np.asarray(row["out"])
+        missing = [k for k, o in enumerate(out) if o is None]
+        if missing:
+            from .session import InferenceError
+
+            raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {len(feeds)} batches")
+        return out  # type: ignore[return-value]
+
+
+_ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("workbench_scoring_pool", default=None)
+
+
+def active_pool() -> Optional[RayPool]:
+    """The Ray pool of the :func:`scoring_engine` this code runs in (None: score locally)."""
+    return _ACTIVE.get()
+
+
+def _quiet_ray_data() -> None:
+    """Ray Data's progress lines off the run's log (its warnings and errors stay)."""
+    import logging
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None] = lambda line: None) -> Iterator[Optional[RayPool]]:
+    """The run's scoring engine: None for ``local``; for ``ray``, the :class:`RayPool` (active for
+    :func:`active_pool` inside the block) on the cluster at ``cfg.address()`` or on a local Ray instance
+    started here (``num_cpus`` of the pool, bound to 127.0.0.1, no dashboard). What this started or
+    connected is shut down when the block ends, however it ends; a Ray already initialized in this
+    process (a notebook's) is used as it is and left running."""
+    cfg = cfg if cfg is not None else EngineConfig()
+    if cfg.engine == "local":
+        yield None
+        return
+    check_engine(cfg, timeout=3.0)
+    import logging
+
+    import ray
+
+    ours = not ray.is_initialized()
+    token = None
+    try:
+        if ours:
+            address = cfg.address()
+            if address:
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            else:
+                cpus = (cfg.ray_actors or max(1, (os.cpu_count() or 1) // cfg.ray_threads)) * cfg.ray_threads
+                ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address=LOCAL_HOST,
+                         logging_level=logging.WARNING, log_to_driver=False)
+        _quiet_ray_data()
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        pool = RayPool(actors=cfg.ray_actors or max(1, cpus // cfg.ray_threads), threads=cfg.ray_threads)
+        address = cfg.address()
+        where = ("the Ray already running in this process" if not ours else
+                 f"the cluster at {address}" if address else f"a local Ray instance on {LOCAL_HOST} ({cpus} CPUs, no dashboard)")
+        log(f"scoring {pool.text}, {where}")
+        token = _ACTIVE.set(pool)
+        yield pool
+    finally:
+        if token is not None:
+            _ACTIVE.reset(token)
+        if ours:
+            ray.shutdown()
