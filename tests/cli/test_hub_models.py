@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -32,15 +31,13 @@ def hf_home(tmp_path_factory) -> Path:
 
 def test_an_id_neither_cached_nor_reachable_is_one_line_and_exit_2_before_any_stage(hf_home, tmp_path):
     out = tmp_path / "audit"
-    began = time.monotonic()
     r = cli("audit", "--model", "nobody/no-such-model", "--data", "builtin", "--quick", "--out", out, env=hub_env(hf_home))
-    seconds = time.monotonic() - began
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and r.stdout == "", r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "'nobody/no-such-model'" in lines[0] and "hf download nobody/no-such-model" in lines[0], r.stderr
     assert str(hf_home / "hub") in lines[0] and "HF_HUB_OFFLINE" in lines[0]
-    assert not out.exists() and seconds < 60, seconds  # refused before the audit made anything (no stage, no export)
+    assert not out.exists()  # refused before the audit made anything (no stage, no export)
 
 
 @pytest.mark.slow

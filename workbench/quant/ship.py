@@ -32,7 +32,7 @@ from typing import Optional
 from .. import runs
 from ..runs import layout
 
-GRAPH_NAME = "model.onnx"
+GRAPH_NAME = layout.EXPORT_GRAPH  # the same file name as every graph of a run
 TOKENIZER_FILE = "tokenizer.json"
 SETTINGS_VERSION = 1
 # the operator domains of ONNX Runtime's own kernels (contrib ops): no other runtime implements them
@@ -181,8 +181,9 @@ def _where(path: Optional[str | os.PathLike], root: Path) -> Optional[str]:
 
 
 def predict_template() -> str:
-    """The text of ``predict.py`` (the package's ``resources/ship_predict.py``)."""
-    return resources.files("workbench.resources").joinpath("ship_predict.py").read_text(encoding="utf-8")
+    """The text of ``predict.py`` (the package's ``resources/ship_predict.py``, with the settings file's name)."""
+    text = resources.files("workbench.resources").joinpath("ship_predict.py").read_text(encoding="utf-8")
+    return text.replace("__SETTINGS_FILE__", layout.SHIP_SETTINGS)
 
 
 def ship_search(search, out_dir: str | os.PathLike, *, unfused: Optional[str | os.PathLike] = None) -> ShippedGraph:

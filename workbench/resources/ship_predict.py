@@ -22,7 +22,8 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 HERE = Path(__file__).resolve().parent
-SETTINGS = json.loads((HERE / "settings.json").read_text(encoding="utf-8"))
+SETTINGS_FILE = "__SETTINGS_FILE__"  # the workbench writes its name here when it ships the graph
+SETTINGS = json.loads((HERE / SETTINGS_FILE).read_text(encoding="utf-8"))
 LABELS = json.loads((HERE / SETTINGS["labels"]).read_text(encoding="utf-8"))
 _DTYPES = {"int64": np.int64, "int32": np.int32}
 _loaded: dict = {}
