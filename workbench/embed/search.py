@@ -172,7 +172,6 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     """The audit's quantized variants judged as search candidates (the verdict is built from them, as a
     classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
     interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
-    from ..quant.budget import BudgetCheck
     from ..quant.search import SearchConfig, choose
     from .variants import FP32, FUSED, graph_size_mib, preset_config
 
@@ -180,7 +179,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     by = {(s.name, s.batch): s for s in (speed.speeds if timed else [])}
     fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
     path = variants.path(FP32)
-    found = [fp32_candidate(f"{FP32}", FP32, path, graph_size_mib(path), fp32_value, BudgetCheck(0.0, "", 0.0, True, True, [], 0, []),
+    found = [fp32_candidate(f"{FP32}", FP32, path, graph_size_mib(path), fp32_value, None,
                             SimpleNamespace(median_ms=by[(FP32, 1)].ms_per_batch) if (FP32, 1) in by else None)]
     for v in evaluation.variants:
         if v.name == FUSED or v.retrieval is None:

@@ -161,11 +161,13 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
     return message
 
 
-def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: BudgetCheck,
+def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: Optional[BudgetCheck] = None,
                    latency: Any = None) -> SearchCandidate:
-    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``latency``
-    its :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
+    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``check`` its
+    budget check (None: the reference itself, no change), ``latency`` its
+    :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
     constructor every search uses."""
+    check = check if check is not None else BudgetCheck(0.0, "", 0.0, True, True, [], 0, [])
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,
         latency_ms=latency.median_ms if latency is not None else float("nan"), size_mib=size_mib, accuracy=value,

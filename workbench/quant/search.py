@@ -27,7 +27,7 @@ from ..runs import layout
 from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, BaselineConfig,
                        fp32_latency,
                        prepare_baseline)
-from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, BudgetCheck, Objective,
+from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, Objective,
                      check_budget, check_budget_value, check_min_speedup, parse_objective)
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import DEFAULT_N_BOOT, EvalConfig
@@ -289,9 +289,8 @@ def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir
     found = []
     if results and config.include_fp32:
         r0 = results[0]
-        same = BudgetCheck(0.0, "", 0.0, True, True, [], 0, [])  # the reference: no change
         found.append(fp32_candidate(f"{r0.graph_kind}/fp32", r0.graph_kind, r0.source_path, r0.fp32_size_mib,
-                                    r0.report.overall.reference.accuracy, same, r0.fp32_latency[0] if r0.fp32_latency else None))
+                                    r0.report.overall.reference.accuracy, None, r0.fp32_latency[0] if r0.fp32_latency else None))
     for r in results:
         reps = [r.report] + ([r.golden] if r.golden is not None else [])
         chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
