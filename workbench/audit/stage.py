@@ -148,16 +148,16 @@ class AuditStages:
         return fusion
 
     def quantize(self, st):
-        from ..quant import QuantConfig, machine_defaults, run_quantization
+        from ..quant import machine_preset, run_quantization
+        from ..quant.config import machine_defaults
 
         cfg, facts, log = self.cfg, self.facts, self.log
         base = self._baseline(st)
         results: list = []
         ev = cfg.eval_config(None if facts["calibration_count"] else 0)  # no calibration rows: no per-node error
-        machine = machine_defaults()  # the INT8 presets follow this CPU (each variant's notes say so)
-        log(f"      INT8 weights on this CPU: {machine.why}")
+        log(f"      INT8 weights on this CPU: {machine_defaults().why}")  # the presets follow it (each variant's notes say so)
         for name in cfg.presets:
-            qcfg = QuantConfig.preset(name, machine=machine, name=name)
+            qcfg = machine_preset(name, name=name)
             if qcfg.mode.value == "static":
                 qcfg = dataclasses.replace(qcfg, calibration=dataclasses.replace(qcfg.calibration, samples=facts["calibration_count"]))
             res = run_quantization(base, qcfg, self.out / layout.quantize_dir(name), evaluation=ev)

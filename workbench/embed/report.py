@@ -105,7 +105,8 @@ def _head_html(s: dict) -> list[str]:
             f"{_f(val['min_cosine'], '.6f')} (threshold {val['threshold']}), mean {_f(val['mean_cosine'], '.6f')}, largest "
             f"difference {_f(val['max_abs_diff'], '.2e')}.</p>",
             f"<p class='muted'>Budget: NDCG@10 at least {_f(b['min_ndcg_ratio'], '.1%', 1)} of FP32's over all queries, "
-            f"and at most {b['max_slice_drop']:g} NDCG@10 lost on any query slice of {b['min_slice_size']} queries or more.</p>"]
+            f"and at most {b['max_slice_drop']:g} NDCG@10 lost on any query slice of {b['min_slice_size']} queries or more.</p>",
+            *(f"<p class='muted' id='variant-notes'>{_e(n)}</p>" for n in ((s.get("variants") or {}).get("notes") or []))]
 
 
 def _retrieval_row(q: dict) -> list:

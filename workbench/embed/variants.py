@@ -112,12 +112,12 @@ def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: S
 
 
 def preset_config(name: str):
-    """``QuantConfig.preset(name)``, its refusal an :class:`EmbedError` (one line, with the reason)."""
-    from ..quant import QuantConfig
-    from ..quant.config import QuantizeError
+    """The preset ``name`` following this CPU (:func:`workbench.quant.config.machine_preset`), its refusal an
+    :class:`EmbedError` (one line, with the reason)."""
+    from ..quant.config import QuantizeError, machine_preset
 
     try:
-        return QuantConfig.preset(name)
+        return machine_preset(name)
     except QuantizeError as exc:
         raise EmbedError(str(exc)) from exc
 
@@ -137,7 +137,9 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     fused = fuse(export, out / layout.FUSED_GRAPH)
     built = [EmbedVariant(FP32, exported, "", size_mib=graph_size_mib(exported)),
              EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=graph_size_mib(fused))]
-    notes: list[str] = []
+    from ..quant.config import machine_defaults
+
+    notes = [f"INT8 weights on this CPU: {machine_defaults().why}"]  # the presets follow it (preset_config)
     quantizer = embed_quantizer(export, fused, calibration_texts)
     for name, cfg in configs.items():
         if nodes_to_exclude:

@@ -38,6 +38,7 @@ from .config import (  # noqa: F401
     PRESETS,
     MachineDefaults,
     machine_defaults,
+    machine_preset,
     CalibrationConfig,
     ValidationConfig,
     applies_to,

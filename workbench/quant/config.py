@@ -393,6 +393,11 @@ def machine_defaults(flags: Optional[Mapping[str, bool]] = None) -> MachineDefau
                                   "x86's AVX2 INT8 products does not apply")
 
 
+def machine_preset(name: str, /, **overrides: Any) -> "QuantConfig":
+    """The preset ``name`` as every front builds it: following this CPU (:func:`machine_defaults`), with ``overrides``."""
+    return QuantConfig.preset(name, machine=machine_defaults(), **overrides)
+
+
 def machine_note(cfg: "QuantConfig", defaults: Optional[MachineDefaults] = None) -> Optional[str]:
     """One sentence for a result's notes: the weight bits a u8s8 INT8 config used beside this machine's choice and its reason."""
     if cfg.mode.value not in INT8 or cfg.weight_type is not QType.QINT8 or cfg.activation_type is not QType.QUINT8:

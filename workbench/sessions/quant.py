@@ -25,7 +25,7 @@ from ..quant import (
     DEFAULT_N_BOOT,
     BaselineConfig,
     EvalConfig,
-    QuantConfig,
+    machine_preset,
     QuantResult,
     SearchConfig,
     SearchResult,
@@ -149,7 +149,7 @@ class QuantSession(DataInput, Session):
         """Quantize the graph with ``preset`` (a name from ``QuantConfig.presets()``), score every slice
         with ``n_boot`` bootstrap draws; the FP32 baseline is scored once, beside the first variant."""
         graph = self.fp32_graph()
-        cfg = QuantConfig.preset(preset)
+        cfg = machine_preset(preset)  # following this CPU, as the audit's and the demo's presets do
         timing = timing if timing is not None else timing_config()
         self.report(0, 1, None, f"quantizing with {preset}, scoring every slice ({n_boot} bootstrap draws), ranking nodes by SQNR")
         with self.writing() as run_dir:
@@ -174,7 +174,7 @@ class QuantSession(DataInput, Session):
                timing: Optional[TimingConfig] = None) -> SearchResult:
         """The fastest candidate preset whose accuracy drop stays within both budgets (FP32 included);
         presets already quantized here with the same settings are reused, the baseline too."""
-        configs = [QuantConfig.preset(name) for name in candidates]
+        configs = [machine_preset(name) for name in candidates]
         if not configs:
             raise InputError("search candidates is empty: select at least one preset (ctrl/cmd-click for several)")
         graph = self.fp32_graph()

@@ -264,7 +264,8 @@ class DemoStages:
         return fusion
 
     def quantize(self, st):
-        from ..quant import BaselineConfig, EvalConfig, machine_defaults, prepare_baseline, run_quantization
+        from ..quant import BaselineConfig, EvalConfig, machine_preset, prepare_baseline, run_quantization
+        from ..quant.config import machine_defaults
 
         cfg, run, log = self.cfg, self.run, self.log
         export, fusion, data = st.inputs["export"], st.inputs.get("fuse"), st.inputs["data"]
@@ -276,11 +277,10 @@ class DemoStages:
         log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
         results: list = []
         st.partial = (baseline, results)  # the search takes these even if a later preset fails: presets not redone
-        machine = machine_defaults()  # the INT8 presets follow this CPU (each variant's notes say so)
-        log(f"   INT8 weights on this CPU: {machine.why}")
+        log(f"   INT8 weights on this CPU: {machine_defaults().why}")  # the presets follow it (each variant's notes say so)
         for name in cfg.quant_presets:
             log(f"   {name} ...")
-            res = run_quantization(baseline, QuantConfig.preset(name, machine=machine), run / layout.quantize_dir(name),
+            res = run_quantization(baseline, machine_preset(name), run / layout.quantize_dir(name),
                                    evaluation=EvalConfig(n_boot=cfg.n_boot))
             results.append(res)
             drop = res.report.max_slice_drop()
