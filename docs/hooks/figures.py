@@ -148,6 +148,7 @@ def _settings() -> dict[str, Figure]:
         "audit.budget_overall.points": Figure(audit, lambda c: points(default(c, "budget_overall"))),
         "audit.budget_slice.points": Figure(audit, lambda c: points(default(c, "budget_slice"))),
         "audit.min_speedup": Figure(audit, lambda c: f"{default(c, 'min_speedup'):g}"),
+        "audit.calibration_size": Figure(audit, lambda c: str(default(c, "calibration_size"))),
         "audit.ray_threads": Figure(audit, lambda c: str(default(c, "ray_threads"))),
         "audit.min_slice_size": Figure("code:workbench.quant.evaluate:MIN_SLICE_SIZE", str),
         "embed.min_ndcg_ratio": Figure(embed, lambda c: f"{default(c, 'min_ndcg_ratio'):g}"),
