@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks doctor docs lint screenshots clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -101,6 +101,12 @@ bench-all: setup
 ## $(RUNS)/bench/stacks/ (benchmarks/bench_stacks.py; BENCH_ARGS passes more, e.g. --settings workbench no-spin).
 bench-stacks: setup setup-current
 	$(PY) benchmarks/bench_stacks.py --venvs .venv .venv-current --work $(RUNS)/bench/stacks --out $(RUNS)/bench/bench_stacks.json $(BENCH_ARGS)
+
+## The classifier's result file for the README's results table, from a demo run on a quiet machine:
+## make classifier-result RUN=runs/<time>-demo writes benchmarks/results/classifier_minilm_<machine>_<date>.json;
+## then `python docs/hooks/generated.py` puts it into the README.
+classifier-result: setup
+	$(PY) benchmarks/classifier_result.py $(RUN)
 
 ## The documentation site (mkdocs, Material theme) into site/; --strict: a broken link or a missing page fails.
 ## The command-line page is generated from the parser while it builds (docs/hooks/generated.py).

@@ -10,6 +10,9 @@ writes it again, and a test fails when the committed text is not what the code g
   (the keys of a ``--config FILE``): each field's default and its help, read from the field's own metadata
   (``workbench.core.options.config_fields_doc``); for ``QuantConfig``, the methods each field applies to.
 
+The figures every page quotes (``<!-- figure: NAME -->`` and ``<!-- results-table: NAME -->``) come from committed
+result files and the code by the same rule: ``docs/hooks/figures.py``, written again by the same command.
+
 The hook: ``<!-- include: PATH -->`` becomes the text of PATH (relative to the repository), so a page and a
 file at the repository's root (CONTRIBUTING.md) say the same thing.
 """
@@ -17,7 +20,9 @@ file at the repository's root (CONTRIBUTING.md) say the same thing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import sys
 import re
 from pathlib import Path
 
@@ -120,6 +125,18 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     return INCLUDE.sub(lambda m: (REPO / m.group(1)).read_text(), markdown)
 
 
-if __name__ == "__main__":  # write the generated blocks of the command-line page again
+def figures_module():
+    """docs/hooks/figures.py as a module (loaded by its path once: mkdocs and the tests load this file by path too)."""
+    if "workbench_doc_figures" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("workbench_doc_figures", Path(__file__).with_name("figures.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["workbench_doc_figures"]
+
+
+if __name__ == "__main__":  # write the generated blocks of the command-line page and every page's figures again
     CLI_PAGE.write_text(with_blocks(CLI_PAGE.read_text(), generated_blocks()))
     print(f"wrote {CLI_PAGE.relative_to(REPO)}")
+    for path in figures_module().write_figures():
+        print(f"wrote the figures of {path.relative_to(REPO)}")
