@@ -136,12 +136,15 @@ def test_a_session_leaves_out_the_fusion_the_graph_asks_it_to(exported_tiny, tmp
     from onnxruntime.quantization import quantize_dynamic
 
     from workbench.graph.build import transformer_variant
+    from workbench.graph.diagnose import attention_shape
     from workbench.runtime.graphmeta import disabled_optimizers, read_metadata
     from workbench.runtime.session import make_session
 
     fam = next(f for f in FAMILIES if f.candidate == "no_skip_layer_norm")
     path = tmp_path / layout.fusion_candidate(fam.candidate)
-    transformer_variant(exported_tiny.onnx_path, path, FusionConfig(), 0, 0, "bert", fam.options_off, fam.session_off)
+    heads, hidden = attention_shape(onnx.load(str(exported_tiny.onnx_path)))  # what the stage tells the optimizer
+    transformer_variant(exported_tiny.onnx_path, path, FusionConfig(), heads, hidden, "bert", fam.options_off, fam.session_off)
+    assert "Attention" in Counter(n.op_type for n in onnx.load(str(path)).graph.node)
     assert disabled_optimizers(path) == ("SkipLayerNormFusion",)
     assert read_metadata(path) == {p.key: p.value for p in onnx.load(str(path)).metadata_props}
     assert disabled_optimizers(exported_tiny.onnx_path) == ()
