@@ -60,7 +60,7 @@ from .fp16 import (  # noqa: F401
     fp16_structure,
     validate_fp16,
 )
-from .candidates import FAMILIES, FULL, FUSION_MARGIN, Candidate, FusionChoice, choose  # noqa: F401
+from .candidates import FAMILIES, FULL, FUSION_MARGIN, Candidate, FusionChoice, pick_fusion  # noqa: F401
 from .fusion import FUSION_FILE, FusionReport, VariantResult, load_fusion, run_fusion  # noqa: F401
 from .provenance import BOOKKEEPING_OPS, FusedNode, GraphIndex, OriginalNode, graph_diff, provenance  # noqa: F401
 from .trace import OPSET_RANGE, ExportError, explain_export_failure, without_ir_dump, export_onnx, standard_symbolics  # noqa: F401

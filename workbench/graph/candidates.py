@@ -10,7 +10,7 @@ fusion of that family disabled for every session that opens the graph, recorded 
 :mod:`workbench.runtime.graphmeta`), one per family the full fusion actually made. Each candidate is
 validated against the unfused graph's logits with the stage's tolerance; those that pass are timed side
 by side with the full fusion at the stage's shapes (:func:`workbench.perf.speed.time_side_by_side`,
-interleaved rounds, the load check), and :func:`choose` applies the one rule:
+interleaved rounds, the load check), and :func:`pick_fusion` applies the one rule:
 
     a candidate replaces the full fusion only when, at every timed shape, the low end of the 95% interval
     of its speed-up over the full fusion is at least ``1 + FUSION_MARGIN``; among those, the one with the
@@ -112,7 +112,7 @@ def geometric_mean(ratios: Sequence[Ratio]) -> float:
     return math.exp(sum(math.log(r.value) for r in ratios) / len(ratios)) if ratios else float("nan")
 
 
-def choose(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
+def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
     """The rule (see the module doc): ``ratios`` holds every validated candidate's speed-up over the full fusion
     per timed shape (name -> {"BxS": Ratio}). Returns (the chosen candidate's name, why, in one line)."""
     timed = {n: r for n, r in ratios.items() if r}
@@ -136,13 +136,14 @@ def choose(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MAR
                     f"over {len(timed[chosen])} shape(s)); its slowest, {r.text()} at {shape}, clears the {margin:.0%} margin")
 
 
-def graph_facts(path: Path) -> tuple[dict[str, int], dict[str, int], int]:
-    """(fused operators by type, every operator by type, node count) of the graph at ``path``."""
+def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
+    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (``model``: the
+    graph already parsed, so it is not parsed again)."""
     from collections import Counter
 
     from .facts import load_graph
 
-    nodes = load_graph(path).graph.node
+    nodes = (model if model is not None else load_graph(path)).graph.node
     ops = Counter(n.op_type for n in nodes)
     fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
     return dict(fused.most_common()), dict(ops.most_common()), len(nodes)
@@ -159,9 +160,9 @@ def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig
 
 
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
-               device: str, unfused: np.ndarray) -> Candidate:
+               device: str, unfused: np.ndarray, model=None) -> Candidate:
     """A built candidate's facts and its validation against the unfused graph's logits (the stage's tolerance)."""
-    fused, ops, nodes = graph_facts(path)
+    fused, ops, nodes = graph_facts(path, model)
     vcfg = inputs.validation_cfg
     logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
     validation = compare_logits(logits, unfused, vcfg.tolerance, vcfg.min_label_agreement, what=f"the {name} candidate")
@@ -169,11 +170,11 @@ def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str],
 
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
-                  unfused: np.ndarray, device: str) -> FusionChoice:
-    """Build, validate and time the candidates beside the fully fused graph at ``full_path`` and choose one
-    (module doc). ``shape``: (num_heads, hidden_size, the optimizer's model_type); ``unfused``: the unfused
-    graph's logits on the validation examples."""
-    full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused)
+                  unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
+    """Build, validate and time the candidates beside the fully fused graph at ``full_path`` (``full_model``: it
+    parsed already) and choose one (module doc). ``shape``: (num_heads, hidden_size, the optimizer's model_type);
+    ``unfused``: the unfused graph's logits on the validation examples."""
+    full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
     if cfg.fusion == "full":
         return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])
     why_untimed = ("full fusion kept: the candidates are timed only when the stage times (--latency)" if not cfg.measure_latency
@@ -191,7 +192,7 @@ def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out:
 
 
 def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
-    """Time the candidates that validated side by side with the full fusion, apply :func:`choose`, delete the
+    """Time the candidates that validated side by side with the full fusion, apply :func:`pick_fusion`, delete the
     candidate files not chosen."""
     import dataclasses
 
@@ -207,7 +208,7 @@ def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: Fus
                                  retimes=cfg.retimes)
         candidates = [dataclasses.replace(c, latency=side.latency.get(c.name, []),
                                           speed=[s for s in side.speeds if s.name == c.name]) for c in candidates]
-    chosen, reason = choose({c.name: c.ratios for c in candidates if c.name != FULL and c.speed},
+    chosen, reason = pick_fusion({c.name: c.ratios for c in candidates if c.name != FULL and c.speed},
                             contended=bool(side is not None and side.contended))
     kept = []
     for c in candidates:

@@ -199,8 +199,9 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     # 3b. CUDA only: where each variant's nodes ran, Memcpy nodes, and CUDA graphs where ONNX Runtime accepts them
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
     # 3c. the graph later stages take: the full fusion, or one with a fusion family left out that runs faster here
-    choice = (choose_fusion(built[Variant.TRANSFORMER].path.resolve(), inputs, cfg, out, (num_heads, hidden_size, model_type),
-                            unfused, device) if Variant.TRANSFORMER in built else None)
+    full = built.get(Variant.TRANSFORMER)
+    choice = (choose_fusion(full.path.resolve(), inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
+                            full.graph.model) if full is not None else None)
 
     # 4. diff and provenance against the exported graph, from the graphs parsed in step 1
     results = []

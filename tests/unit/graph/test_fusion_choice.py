@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from workbench.core.latency import Ratio
-from workbench.graph import FAMILIES, FULL, FUSION_MARGIN, FusionChoice, FusionConfig, choose, load_fusion, run_fusion
+from workbench.graph import FAMILIES, FULL, FUSION_MARGIN, FusionChoice, FusionConfig, load_fusion, pick_fusion, run_fusion
 from workbench.runs import layout
 
 TINY_FUSIONS = {"SkipLayerNormalization": 4, "Attention": 2, "BiasGelu": 2, "EmbedLayerNormalization": 1}
@@ -31,27 +31,27 @@ def test_the_fastest_candidate_whose_interval_clears_the_margin_at_every_shape_i
         "no_b": {"1x32": r(1.30, 1.20), "8x128": r(1.25, 1.10)},  # clears it, and faster: chosen
         "no_c": {"1x32": r(2.00, 1.50), "8x128": r(1.40, 1.01)},  # fastest by its medians, but not clear at 8x128
     }
-    chosen, reason = choose(figures)
+    chosen, reason = pick_fusion(figures)
     assert chosen == "no_b" and reason.startswith("no_b: ") and "8x128" in reason and "3%" in reason
     del figures["no_b"]
-    assert choose(figures)[0] == "no_a"
+    assert pick_fusion(figures)[0] == "no_a"
 
 
 def test_the_full_fusion_stays_when_no_interval_clears_the_margin():
     figures = {"no_a": {"1x32": r(1.20, 1.02)}, "no_b": {"1x32": r(0.80, 0.70)}}
-    chosen, reason = choose(figures)
+    chosen, reason = pick_fusion(figures)
     assert chosen == FULL and reason.startswith("full fusion kept") and "closest: no_a" in reason
     # the margin is on the interval's low end, inclusive
-    assert choose({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN)}})[0] == "no_a"
-    assert choose({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN - 1e-6)}})[0] == FULL
-    assert choose({"no_a": {"1x32": r(1.2, 1.05)}}, margin=0.10)[0] == FULL
+    assert pick_fusion({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN)}})[0] == "no_a"
+    assert pick_fusion({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN - 1e-6)}})[0] == FULL
+    assert pick_fusion({"no_a": {"1x32": r(1.2, 1.05)}}, margin=0.10)[0] == FULL
 
 
 def test_a_busy_machine_or_no_timing_keeps_the_full_fusion():
     clear = {"no_a": {"1x32": r(1.5, 1.4)}}
-    chosen, reason = choose(clear, contended=True)
+    chosen, reason = pick_fusion(clear, contended=True)
     assert chosen == FULL and "other work used the CPU" in reason
-    assert choose({})[0] == FULL and choose({"no_a": {}})[0] == FULL
+    assert pick_fusion({})[0] == FULL and pick_fusion({"no_a": {}})[0] == FULL
 
 
 def test_fusion_mode_is_checked():
@@ -82,7 +82,7 @@ def test_every_candidate_is_built_validated_and_recorded(fused_tiny):
     if choice.chosen != FULL:
         assert choice.path.name == layout.fusion_candidate(choice.chosen)
     # the chooser agrees with the recorded figures
-    assert choose({c.name: c.ratios for c in choice.candidates if c.name != FULL},
+    assert pick_fusion({c.name: c.ratios for c in choice.candidates if c.name != FULL},
                   contended=bool(choice.load and choice.load.contended))[0] == choice.chosen
 
 
