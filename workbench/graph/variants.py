@@ -91,7 +91,9 @@ class FusionConfig:
     ``num_heads``/``hidden_size`` (0: taken from the export, else detected by the optimizer)
     and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``;
     ``model_type="auto"`` picks the optimizer's type for the exported architecture
-    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder).
+    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder). ``fusion``: which fused graph later
+    stages take, ``"timed"`` (the fastest validated candidate by :func:`workbench.graph.candidates.pick_fusion`'s
+    rule, else the full fusion) or ``"full"`` (the full fusion, no candidate built).
 
     Frozen: derive a changed copy with ``dataclasses.replace(cfg, shapes=...)``.
     """

@@ -160,3 +160,22 @@ def test_a_session_leaves_out_the_fusion_the_graph_asks_it_to(exported_tiny, tmp
     int8 = tmp_path / "int8.onnx"
     quantize_dynamic(str(path), str(int8), extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     assert disabled_optimizers(int8) == ("SkipLayerNormFusion",)
+
+
+def test_the_report_shows_the_chosen_graph_beside_the_full_fusion(fused_tiny):
+    """summary.json's fusion section carries the choice, valid under its schema; the page shows the reason and
+    each candidate's fused operators and node count beside the full fusion's."""
+    from workbench.report import ReportInputs, render_html
+    from workbench.report.schema import validate_summary
+    from workbench.report.summary import build_summary
+
+    summary = build_summary(ReportInputs(kind="workbench", fusion=fused_tiny))
+    validate_summary(summary)
+    ch = summary["fusion"]["choice"]
+    assert ch["chosen"] == fused_tiny.choice.chosen and [c["name"] for c in ch["candidates"]] == CANDIDATES
+    assert ch["candidates"][0]["fused_ops"] == TINY_FUSIONS
+    page = render_html(summary)
+    assert "Graph the later stages take (timed)" in page and f"{ch['chosen']} <b>(taken)</b>" in page
+    for c in ch["candidates"]:
+        assert f"<td>{c['name']}" in page or f">{c['name']}" in page
+        assert f"<td>{c['node_count']}</td>" in page or f">{c['node_count']}<" in page
