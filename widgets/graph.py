@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from workbench.core.options import field_help
 from workbench.graph import BOOKKEEPING_OPS, ExportConfig, ExportResult, FusedNode, FusionConfig, FusionReport, Variant, VariantResult
+from workbench.graph import choice_summary
 from workbench.plots import graph as graph_plots
 from workbench.runtime.device import DeviceError, normalize_device
 from workbench.runtime.netron_view import NetronError, NetronServer, iframe_html, unavailable_html
@@ -91,6 +92,23 @@ def variants_table(report: FusionReport) -> str:
     return html_table(["variant", "session level", "nodes", "removed / added", "fused operators", "size",
                        f"latency{shape}, speed-up [95% CI], of this CPU's floor", "validation"],
                       rows, css_class="wb-table wb-variants")
+
+
+def choice_table(report: FusionReport) -> str:
+    """The graph later stages take and why, with each candidate's fused operators and node count beside the full
+    fusion's (empty for a fusion result written before the choice existed)."""
+    ch = choice_summary(report)
+    if ch is None:
+        return ""
+    shapes = sorted({k for c in ch["candidates"] for k in c["speedup_vs_full"]})
+    rows = [[c["name"] + (" (taken)" if c["name"] == ch["chosen"] else ""),
+             ", ".join(f"{k} {n}" for k, n in c["fused_ops"].items()) or "–", c["node_count"],
+             *[f"{fmt(r['value'], '.2f')}x [{fmt(r['lo'], '.2f')}, {fmt(r['hi'], '.2f')}]" if (r := c["speedup_vs_full"].get(k))
+               else "–" for k in shapes]] for c in ch["candidates"]]
+    return (f"<div>Graph the later stages take ({html.escape(ch['mode'])}): <b>{html.escape(ch['chosen'])}</b>. "
+            f"{html.escape(ch['reason'])}</div>"
+            + html_table(["candidate", "fused operators", "nodes", *[f"{k} vs full [95% CI]" for k in shapes]], rows,
+                         css_class="wb-table wb-fusion-choice"))
 
 
 def diagnoses_html(report: FusionReport) -> str:
@@ -297,7 +315,7 @@ class GraphPanel(Panel):
             )
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in report.notes)
         self.summary_html.value = (
-            export_line + variants_table(report) + placement_html(report) + diagnoses_html(report)
+            export_line + variants_table(report) + choice_table(report) + placement_html(report) + diagnoses_html(report)
             + (f'<ul class="wb-notes">{notes}</ul>' if notes else "")
         )
         self._draw_figure()
@@ -343,7 +361,8 @@ class GraphPanel(Panel):
         fused = ", ".join(f"{k} {v}" for k, v in report.fused_op_counts.items()) if report.fused_path else ""
         state = "all variants validated" if report.all_passed else "a variant FAILED validation"
         missing = f"; {len(report.diagnoses)} expected fusion(s) missing" if report.diagnoses else ""
-        return f"{state}; fused: {fused or 'nothing'}{missing}"
+        taken = f"; later stages take: {report.choice.chosen}" if report.choice is not None else ""
+        return f"{state}; fused: {fused or 'nothing'}{missing}{taken}"
 
     def _summary_colour(self, report: FusionReport) -> str:
         if not report.all_passed:

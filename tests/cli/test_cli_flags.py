@@ -315,6 +315,8 @@ def test_graph_and_quant_flags_build_their_configs():
     assert f.measure_latency and f.time_pytorch  # --latency turns both on, --no-latency both off
     f = build(FusionConfig, _parse("fuse", "src", "--no-latency"), base=FusionConfig.default())
     assert not f.measure_latency and not f.time_pytorch
+    assert f.fusion == "timed"  # the timed choice unless asked otherwise
+    assert build(FusionConfig, _parse("fuse", "src", "--fusion", "full"), base=FusionConfig.quick()) == FusionConfig.quick(fusion="full")
     a = _parse("quantize", "src", "--preset", "static-minmax", "--per-channel", "--op-types", "MatMul", "--exclude", "n1", "n2",
                "--quick", "--shapes", "1x8", "--repeats", "2")
     assert _quant_config(a) == dataclasses.replace(QuantConfig.preset("static-minmax"), per_channel=True, op_types=("MatMul",),
@@ -349,6 +351,7 @@ def test_demo_audit_ondevice_data_flags_build_their_configs():
     (["audit", "--data", "d.csv"], "the following arguments are required: --model"),
     (["export", "--opset", "seventeen"], "invalid int value: 'seventeen'"),
     (["fuse", "x", "--shapes", "1y8"], "shapes are BATCHxSEQ separated by commas"),
+    (["fuse", "x", "--fusion", "fastest"], "argument --fusion: invalid choice: 'fastest' (choose from"),
     (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
 ])
 def test_argparse_errors_are_one_line_with_exit_code_2(argv, expected, capsys):

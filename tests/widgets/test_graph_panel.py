@@ -38,7 +38,11 @@ def test_result_is_the_fusion_report_of_the_export(graph_panel: GraphPanel) -> N
 def test_summary_lists_every_variant_and_the_fusions(graph_panel: GraphPanel) -> None:
     report = graph_panel.result
     html = graph_panel.summary_html.value
-    assert html.count("<tr>") == 1 + len(report.variants)
+    # the variants' table, then the fusion choice's (the graph later stages take, beside the full fusion)
+    assert html.count("<tr>") == 1 + len(report.variants) + 1 + len(report.choice.candidates)
+    assert f"later stages take: {report.choice.chosen}" in graph_panel.status.value
+    for c in report.choice.candidates:
+        assert ", ".join(f"{k} {n}" for k, n in c.fused_ops.items()) in html
     for v in report.variants:
         assert f"<td style=\"padding:2px 8px\">{v.name.value}</td>" in html
     for op, n in report.fused_op_counts.items():

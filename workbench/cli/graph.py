@@ -16,7 +16,8 @@ FUSE_FLAGS = (
     "variants", Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "threads", "warmup", "repeats",
     Flag("measure_latency", "latency", also=("time_pytorch",)),
     Flag("transformer_session", choices=("disabled", "basic", "extended", "all")),
-    Flag("opt_level", choices=(0, 1, 2, 99)), "num_heads", "hidden_size", "tolerance", "device", "fp16", "cuda_graph",
+    Flag("opt_level", choices=(0, 1, 2, 99)), Flag("fusion", choices=("timed", "full")), "num_heads", "hidden_size",
+    "tolerance", "device", "fp16", "cuda_graph",
 )
 _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_only", "gpu": "gpu"}
 
@@ -105,7 +106,8 @@ def _cmd_fuse(args) -> int:
         print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})
     else:
         print(table(report))
-        print(f"\nsaved: {out_dir / layout.FUSION_FILE}   fused graph: {report.fused_path}")
+        taken = f"   taken by later stages: {report.chosen_path}" if report.chosen_path != report.fused_path else ""
+        print(f"\nsaved: {out_dir / layout.FUSION_FILE}   fused graph: {report.fused_path}{taken}")
     return 0 if report.all_passed else 1
 
 

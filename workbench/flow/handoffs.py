@@ -104,10 +104,10 @@ def fused_problem(fusion: Optional["FusionReport"]) -> Optional[str]:
     """Why ``fusion``'s fused graph cannot be quantized (None when it can)."""
     if fusion is None:
         return "no fusion result"
-    if not fusion.fused_path:
+    if not fusion.chosen_path:
         return "the fusion run built no fused graph"
-    if not Path(fusion.fused_path).is_file():
-        return f"the fused graph {fusion.fused_path} is missing"
+    if not Path(fusion.chosen_path).is_file():
+        return f"the fused graph {fusion.chosen_path} is missing"
     try:
         validation = fusion.fused.validation
     except (KeyError, ValueError, LookupError):
@@ -126,22 +126,23 @@ class FlowError(FileNotFoundError):
 
 def graph_to_quantize(export: Optional["ExportResult"] = None, fusion: Optional["FusionReport"] = None,
                       which: str = "auto") -> Optional[Pick]:
-    """The FP32 graph to quantize. ``which="auto"``: the fused graph when there is one that passed
-    validation, else the exported graph; None when there is neither. ``"fused"`` / ``"exported"``:
-    that graph, or a :class:`FlowError` saying why it cannot be had and what to run."""
+    """The FP32 graph to quantize. ``which="auto"``: the fused graph (the fusion stage's chosen one,
+    ``FusionReport.chosen_path``) when there is one that passed validation, else the exported graph;
+    None when there is neither. ``"fused"`` / ``"exported"``: that graph, or a :class:`FlowError` saying
+    why it cannot be had and what to run."""
     if which not in GRAPH_CHOICES:
         raise ValueError(f"which graph to quantize must be one of {list(GRAPH_CHOICES)}, got {which!r}")
     problem = fused_problem(fusion)
     if which == "fused":
         if problem is not None:
             raise FlowError(f"no fused graph to quantize: {problem}; run `workbench fuse` first, or use --graph exported")
-        return Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path} (--graph fused)")
+        return Pick(Path(fusion.chosen_path), "fused", f"quantizing the fused graph {fusion.chosen_path} (--graph fused)")
     if which == "exported":
         if export is None:
             raise FlowError("no exported graph to quantize: run `workbench export --model MODEL` first")
         return Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} (--graph exported)")
     if problem is None:
-        return Pick(Path(fusion.fused_path), "fused", f"quantizing the fused graph {fusion.fused_path}")
+        return Pick(Path(fusion.chosen_path), "fused", f"quantizing the fused graph {fusion.chosen_path}")
     if export is not None:
         why = "fuse first to quantize the fused graph" if fusion is None else problem
         return Pick(Path(export.onnx_path), "exported", f"quantizing the exported graph {export.onnx_path} ({why})")

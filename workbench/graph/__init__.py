@@ -6,7 +6,8 @@ Entry points (what a user calls):
 - ``run_export(model, ExportConfig(...), out_dir, *, data=None) -> ExportResult`` and
   ``load_export(path)``: the graph, its tokenizer, validation examples and PyTorch reference logits.
 - ``run_fusion(export, FusionConfig(...), out_dir, *, data=None, model=None) -> FusionReport`` and
-  ``load_fusion(path)``: every variant built, validated, diffed, traced back and timed.
+  ``load_fusion(path)``: every variant built, validated, diffed, traced back and timed, and the graph
+  later stages take chosen by timing (``report.choice``, ``report.chosen_path``).
 - ``summary(report)`` / ``table(report)``: a fusion report as JSON-ready data / plain text.
 - ``validate_onnx(graph, reference, tokenizer, data, cfg)`` and ``compare_logits``: validation,
   reused by quantization; ``convert_fp16`` / ``validate_fp16``: the FP16 variant.
@@ -23,6 +24,7 @@ Files (one idea each):
 ``variants.py``     the variants fusion builds (:class:`Variant`), :class:`FusionConfig`, file names
 ``sources.py``      what a fusion starts from: an export result or a bare ONNX file
 ``build.py``        building each variant's graph file, parsed once
+``candidates.py``   the fused graph later stages take: full fusion or one family left out, by timing
 ``provenance.py``   what was fused into what; nodes removed and added
 ``diagnose.py``     expected fusions, and why one is missing (:class:`Diagnosis`)
 ``fusion.py``       the fusion stage: :class:`VariantResult`, :class:`FusionReport`, ``run_fusion``
@@ -58,6 +60,7 @@ from .fp16 import (  # noqa: F401
     fp16_structure,
     validate_fp16,
 )
+from .candidates import FAMILIES, FULL, FUSION_MARGIN, Candidate, FusionChoice, pick_fusion  # noqa: F401
 from .fusion import FUSION_FILE, FusionReport, VariantResult, load_fusion, run_fusion  # noqa: F401
 from .provenance import BOOKKEEPING_OPS, FusedNode, GraphIndex, OriginalNode, graph_diff, provenance  # noqa: F401
 from .trace import OPSET_RANGE, ExportError, explain_export_failure, without_ir_dump, export_onnx, standard_symbolics  # noqa: F401
@@ -73,4 +76,4 @@ from .variants import (  # noqa: F401
     optimizer_model_type,
     variant_file,
 )
-from .views import export_text, summary, table  # noqa: F401
+from .views import choice_summary, export_text, summary, table  # noqa: F401

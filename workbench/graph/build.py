@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from .. import runs
 from .facts import load_graph
@@ -82,23 +82,40 @@ def _ort_variant(src: Path, level: str, dst: Path) -> None:
 
 
 def transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
-                         model_type: Optional[str] = None) -> None:
+                         model_type: Optional[str] = None, options_off: Sequence[str] = (),
+                         session_off: Sequence[str] = ()) -> None:
+    """The transformer optimizer's graph of ``src`` written to ``dst``. ``options_off``: ``FusionOptions`` flags
+    turned off (a fusion family left out); ``session_off``: the ONNX Runtime session optimizers the graph
+    records that its sessions must disable, so none fuses that family back (:mod:`workbench.runtime.graphmeta`)."""
     model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
     try:
+        from onnxruntime.transformers.fusion_options import FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:
         raise FusionError(
             f"onnxruntime.transformers.optimizer cannot be imported ({exc}); it needs 'coloredlogs' and "
             "'sympy' next to the onnxruntime-training wheel: run `make setup`"
         ) from exc
+    options = FusionOptions(model_type)
+    for flag in options_off:
+        if not hasattr(options, flag):
+            import onnxruntime
+
+            raise FusionError(f"FusionOptions has no flag {flag!r} in onnxruntime {onnxruntime.__version__}: this fusion "
+                              "family cannot be left out here; keep the full fusion (--fusion full)")
+        setattr(options, flag, False)
     try:
         optimizer = optimize_model(str(src), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
-                                   opt_level=cfg.opt_level, use_gpu=False)
+                                   opt_level=cfg.opt_level, use_gpu=False, optimization_options=options)
     except Exception as exc:
         raise FusionError(
             f"the transformer optimizer failed on {src} (model_type={model_type}, num_heads={num_heads}, "
             f"hidden_size={hidden_size}, opt_level={cfg.opt_level}): {type(exc).__name__}: {exc}. Try opt_level=0, "
             "or pass the model's num_heads and hidden_size"
         ) from exc
+    if session_off:
+        from ..runtime.graphmeta import mark_disabled_optimizers
+
+        mark_disabled_optimizers(optimizer.model, session_off)
     with runs.atomic_path(dst) as tmp:
         optimizer.save_model_to_file(str(tmp))

@@ -10,8 +10,11 @@ against PyTorch's logits on real examples (the reference saved at export, see
 (:mod:`workbench.graph.provenance`). When an expected fusion is missing, a
 :class:`~workbench.graph.diagnose.Diagnosis` says what was found, the likely cause and the fix
 (:mod:`workbench.graph.diagnose`). The transformer-optimized graph is
-:attr:`FusionReport.fused_path`: what quantization starts from (quantizing it needs
-``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2: the
+:attr:`FusionReport.fused_path`; what later stages take is :attr:`FusionReport.chosen_path`, the full
+fusion or, when one runs measurably faster here, the full fusion with one fusion family left out
+(:attr:`FusionReport.choice`, :mod:`workbench.graph.candidates`; ``FusionConfig(fusion="full")`` keeps the
+full fusion). Quantizing a fused graph needs
+``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2 (the
 contrib ops carry no type information for some weights).
 
 Each graph file is parsed once (:mod:`workbench.graph.build`): the parsed graph serves the
@@ -41,6 +44,7 @@ from ..core.metrics import Metric
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
+from .candidates import FusionChoice, choose_fusion, graph_logits
 from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
@@ -116,6 +120,9 @@ class FusionReport:
     # alternating rounds, with intervals; and whether the machine was busy meanwhile
     speed: list[Speed] = field(default_factory=list)
     load: Optional[LoadCheck] = None
+    # which fused graph later stages take, every candidate considered and why (workbench.graph.candidates);
+    # None in a fusion.json written before the choice existed (the full fusion was what later stages took)
+    choice: Optional[FusionChoice] = None
 
     def variant(self, name: Union[str, Variant]) -> VariantResult:
         key = to_variant(name)
@@ -128,6 +135,11 @@ class FusionReport:
     def fused(self) -> VariantResult:
         """The transformer-optimized variant (what quantization consumes)."""
         return self.variant(Variant.TRANSFORMER)
+
+    @property
+    def chosen_path(self) -> Optional[Path]:
+        """The fused graph later stages take: the timed choice's (:attr:`choice`), else the fully fused graph."""
+        return self.choice.path if self.choice is not None and self.choice.path is not None else self.fused_path
 
     @property
     def fused_op_counts(self) -> dict[str, int]:
@@ -177,7 +189,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     # 1. build every variant's graph file (each parsed once, right after it is written)
     built = build_variants(inputs.graph, cfg, out, num_heads, hidden_size, model_type)
     # 2. validate: every variant against PyTorch's logits from the export (or the unoptimized graph)
-    validations, reference_name = _validate(built, inputs, cfg, device, notes)
+    validations, reference_name, unfused = _validate(built, inputs, cfg, device, notes)
     # 3. time every variant side by side in alternating rounds (intervals; on the CPU floors, a load check
     # and PyTorch in the same rounds; on a GPU PyTorch and its peers first, with no ONNX Runtime session alive)
     side, pt_latency, pt_peers = None, [], {}
@@ -186,6 +198,10 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         pt_latency, pt_peers, latency, side = _time_side_by_side(built, inputs, cfg, device, model, notes)
     # 3b. CUDA only: where each variant's nodes ran, Memcpy nodes, and CUDA graphs where ONNX Runtime accepts them
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
+    # 3c. the graph later stages take: the full fusion, or one with a fusion family left out that runs faster here
+    full = built.get(Variant.TRANSFORMER)
+    choice = (choose_fusion(full.path.resolve(), inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
+                            full.graph.model) if full is not None else None)
 
     # 4. diff and provenance against the exported graph, from the graphs parsed in step 1
     results = []
@@ -224,7 +240,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
         expected_fusions=expected, diagnoses=diagnoses, fused_path=fused_path, shapes=list(cfg.shapes),
         reference=reference_name, notes=notes, config=cfg, device=device, placement=placement,
         cuda_graph_latency=graph_latency, pytorch_peers=pt_peers,
-        speed=list(side.speeds) if side is not None else [], load=side.load if side is not None else None,
+        speed=list(side.speeds) if side is not None else [], load=side.load if side is not None else None, choice=choice,
     )
     runs.save_result(report, out / FUSION_FILE)
     return report
@@ -251,20 +267,13 @@ def load_fusion(path: str | os.PathLike) -> FusionReport:
 
 
 def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str,
-              notes: list[str]) -> tuple[dict[Variant, Validation], str]:
+              notes: list[str]) -> tuple[dict[Variant, Validation], str, np.ndarray]:
     """Every variant's logits on the validation examples against the reference; (validations, what
-    the reference was). FP16 is held to FP16's tolerance, against the FP32 fused graph."""
-    from ..runtime.ortinfer import as_session, predict_dataset
-
+    the reference was, the unfused graph's logits). FP16 is held to FP16's tolerance, against the FP32 fused graph."""
     vcfg = inputs.validation_cfg
-    examples = inputs.examples.select(range(min(vcfg.validation_examples, len(inputs.examples))))
-    logits: dict[Variant, np.ndarray] = {}
-    for variant, b in built.items():
-        session = as_session(b.run_path, threads=cfg.threads, graph_optimization=b.session_optimization, device=device)
-        logits[variant] = predict_dataset(session, inputs.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
-        del session
+    logits = {variant: graph_logits(b.run_path, b.session_optimization, inputs, cfg, device) for variant, b in built.items()}
     if inputs.reference is not None:
-        reference = inputs.reference[: len(examples)]
+        reference = inputs.reference[: len(logits[Variant.UNOPTIMIZED])]
         reference_name = "PyTorch logits saved at export"
     else:
         reference = logits[Variant.UNOPTIMIZED]
@@ -280,7 +289,7 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
         if device == "cpu":
             notes.append("FP16 validated on the CPU provider: ONNX Runtime runs float16 nodes without a CPU kernel in "
                          "float32 between Casts, so this measures float16 storage, not the CUDA kernels' arithmetic")
-    return validations, reference_name
+    return validations, reference_name, logits[Variant.UNOPTIMIZED]
 
 
 def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,

@@ -49,13 +49,13 @@ class FusionSource:
 
 def graph_file(graph: Any) -> Path:
     """The ONNX file a graph argument names: a path as it is, an ``ExportResult``'s exported graph, a
-    ``FusionReport``'s fused graph (its exported one when nothing was fused)."""
+    ``FusionReport``'s chosen fused graph (its exported one when nothing was fused)."""
     if isinstance(graph, (str, os.PathLike)):
         return Path(graph)
     if isinstance(graph, ExportResult):
         return Path(graph.onnx_path)
     # a FusionReport (imported by name it would be an import circle: fusion reads this module)
-    for attr in ("fused_path", "source_path", "onnx_path"):
+    for attr in ("chosen_path", "fused_path", "source_path", "onnx_path"):
         if getattr(graph, attr, None) is not None:
             return Path(getattr(graph, attr))
     raise TypeError(f"expected the graph as an ONNX path, an ExportResult or a FusionReport, got {type(graph).__name__}")
@@ -88,8 +88,8 @@ def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
     if (path.parent / FUSION_FILE).is_file():
         fusion = runs.read_result_json(path.parent / FUSION_FILE)  # read as JSON: fusion.py imports this module
         named = fusion.get("export_path")
-        if named is not None and fusion.get("fused_path") and Path(fusion["fused_path"]).resolve() == path \
-                and Path(named).is_file():
+        graphs = [fusion.get("fused_path"), (fusion.get("choice") or {}).get("path")]
+        if named is not None and any(g and Path(g).resolve() == path for g in graphs) and Path(named).is_file():
             return load_export(named)
     return None
 

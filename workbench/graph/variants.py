@@ -30,6 +30,7 @@ from ..runtime.ortinfer import GRAPH_OPTIMIZATION_LEVELS, check_shapes
 
 from ..runs.layout import FUSED_GRAPH as FUSED_FILE  # noqa: E402, F401  (the run layout names every file)
 FUSED_FP16_FILE = "model_fused_fp16.onnx"
+FUSION_MODES = ("timed", "full")  # FusionConfig.fusion: the timed choice (workbench.graph.candidates) or every fusion
 
 
 class FusionError(RuntimeError):
@@ -90,7 +91,9 @@ class FusionConfig:
     ``num_heads``/``hidden_size`` (0: taken from the export, else detected by the optimizer)
     and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``;
     ``model_type="auto"`` picks the optimizer's type for the exported architecture
-    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder).
+    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder). ``fusion``: which fused graph later
+    stages take, ``"timed"`` (the fastest validated candidate by :func:`workbench.graph.candidates.pick_fusion`'s
+    rule, else the full fusion) or ``"full"`` (the full fusion, no candidate built).
 
     Frozen: derive a changed copy with ``dataclasses.replace(cfg, shapes=...)``.
     """
@@ -115,6 +118,9 @@ class FusionConfig:
     model_type: str = field(default="auto", metadata={"help": (
         "model_type passed to the transformer optimizer (auto: the type of the exported architecture)")})
     opt_level: int = field(default=1, metadata={"help": "transformer optimizer opt_level"})
+    fusion: str = field(default="timed", metadata={"help": (
+        "which fused graph later stages take: timed (the full fusion, or the full fusion with one fusion family left out "
+        "when that is measurably faster here: workbench.graph.candidates) or full (every fusion, as the optimizer makes it)")})
     num_heads: int = field(default=0, metadata={"help": "attention heads (0: from the export)"})
     hidden_size: int = field(default=0, metadata={"help": "hidden size (0: from the export)"})
     tolerance: Optional[float] = field(default=None, metadata={"help": (
@@ -168,6 +174,9 @@ class FusionConfig:
                 f"model_type must be one of {['auto', *OPTIMIZER_MODEL_TYPES]}, got {self.model_type!r}; "
                 "'auto' (the default) picks 'bert', which covers BERT, RoBERTa, DistilBERT, MiniLM and the other encoders"
             )
+        if self.fusion not in FUSION_MODES:
+            raise ValueError(f"fusion must be one of {list(FUSION_MODES)}, got {self.fusion!r}; 'timed' takes the fastest "
+                             "validated fusion on this machine, 'full' keeps every fusion")
         if self.opt_level not in (0, 1, 2, 99):
             raise ValueError(f"opt_level must be one of [0, 1, 2, 99], got {self.opt_level!r}; 1 is the default for BERT")
         if self.num_heads < 0 or self.hidden_size < 0:

@@ -3,6 +3,8 @@ and the benchmarks print them; the panels draw :mod:`workbench.plots.graph`)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .export import ExportResult
 from .fusion import FusionReport
 
@@ -38,7 +40,42 @@ def summary(report: FusionReport) -> dict:
                                  for name, lat in report.cuda_graph_latency.items()},
         "pytorch_peers_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
                                     for name, lat in report.pytorch_peers.items()},
+        "choice": choice_summary(report),
     }
+
+
+def choice_summary(report: FusionReport) -> Optional[dict]:
+    """The fusion choice, JSON-ready: the chosen candidate, why (one line), and every candidate with its fused
+    operators, node count, validation, median per shape and speed-up over the full fusion with its interval
+    (None for a report written before the choice existed)."""
+    c = report.choice
+    if c is None:
+        return None
+    return {"mode": c.mode, "chosen": c.chosen, "path": str(c.path) if c.path else None, "reason": c.reason,
+            "margin": c.margin, "contended": bool(c.load and c.load.contended),
+            "candidates": [{
+                "name": k.name, "left_out": k.left_out, "kept": k.path is not None, "fused_ops": dict(k.fused_ops),
+                "node_count": k.node_count, "session_disabled": list(k.session_disabled),
+                "validation_passed": bool(k.validation and k.validation.passed),
+                "max_abs_diff": k.validation.max_abs_diff if k.validation else None,
+                "median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in k.latency},
+                "speedup_vs_full": {shape: {"value": r.value, "lo": r.lo, "hi": r.hi} for shape, r in k.ratios.items()},
+            } for k in c.candidates]}
+
+
+def choice_lines(report: FusionReport) -> list[str]:
+    """The fusion choice as text: the reason, then one line per candidate (fused operators, nodes, speed-ups)."""
+    c = report.choice
+    if c is None:
+        return []
+    lines = [f"fusion choice ({c.mode}): {c.reason}"]
+    for k in c.candidates:
+        fused = ", ".join(f"{op} {n}" for op, n in k.fused_ops.items()) or "nothing fused"
+        speed = "; ".join(f"{shape} {r.text()}" for shape, r in k.ratios.items())
+        ok = "" if k.validation is None or k.validation.passed else ", FAILED validation"
+        lines.append(f"  {'*' if k.name == c.chosen else ' '} {k.name:<20} {k.node_count:>5} nodes{ok}: {fused}"
+                     + (f"; vs full {speed}" if speed else ""))
+    return lines
 
 
 def table(report: FusionReport) -> str:
@@ -85,6 +122,7 @@ def table(report: FusionReport) -> str:
     if report.fused_path is not None:
         counts = ", ".join(f"{k} {n}" for k, n in report.fused_op_counts.items()) or "none"
         lines.append(f"\nfused by the transformer optimizer: {counts}")
+    lines += choice_lines(report)
     if timed and report.pytorch_latency:
         lines.append("(ms: median per batch; x: speed-up over PyTorch eager measured in this run, interleaved rounds)")
     for sp in report.speed:

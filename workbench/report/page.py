@@ -221,7 +221,20 @@ def _fusion_section(fu: Optional[dict], figs: dict) -> list[str]:
     parts.append(_table(["graph", "nodes", "MiB", "validation", *[f"{k} (ms)" for k in shapes]], rows,
                         [1, 2, *range(4, 4 + len(shapes))]))
     parts.append(figs.get("latency", ""))
-    return parts
+    return parts + _choice_part(fu.get("choice"))
+
+
+def _choice_part(ch: Optional[dict]) -> list[str]:
+    """The fusion choice: why, and each candidate's fused operators and node count beside the full fusion's."""
+    if not ch:
+        return []
+    shapes = sorted({k for c in ch["candidates"] for k in c["speedup_vs_full"]})
+    rows = [[_e(c["name"]) + (" <b>(taken)</b>" if c["name"] == ch["chosen"] else ""),
+             _e(", ".join(f"{k} {n}" for k, n in c["fused_ops"].items()) or "nothing fused"), c["node_count"],
+             *[(f"{_f(r['value'], '.2f')}x [{_f(r['lo'], '.2f')}, {_f(r['hi'], '.2f')}]" if (r := c["speedup_vs_full"].get(k))
+                else "") for k in shapes]] for c in ch["candidates"]]
+    return [f"<p>Graph the later stages take ({_e(ch['mode'])}): {_e(ch['reason'])}.</p>",
+            _table(["candidate", "fused operators", "nodes", *[f"{k} vs full [95% CI]" for k in shapes]], rows, [2])]
 
 
 def _quantization_section(s: dict, figs: dict) -> list[str]:

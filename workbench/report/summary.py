@@ -146,6 +146,8 @@ def _export_summary(e) -> Optional[dict]:
 
 
 def _fusion_summary(f) -> Optional[dict]:
+    from ..graph.views import choice_summary
+
     if f is None:
         return None
     return {"fused_ops": dict(f.fused_op_counts) if any(v.name.value == "transformer" for v in f.variants) else {},
@@ -155,7 +157,7 @@ def _fusion_summary(f) -> Optional[dict]:
                           "size_mib": v.size_mib, "validation_passed": bool(v.validation.passed),
                           "max_abs_diff": v.validation.max_abs_diff, "latency_ms": latency_map(v.latency)}
                          for v in f.variants],
-            "threads": f.config.threads, "notes": list(f.notes)}
+            "threads": f.config.threads, "notes": list(f.notes), "choice": choice_summary(f)}
 
 
 def _search_summary(search) -> Optional[dict]:

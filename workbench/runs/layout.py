@@ -5,7 +5,8 @@
       train/compare.json                           Comparison of the backends
       train/<backend>/train.json, .../checkpoint/  each backend's TrainRun and its fine-tuned checkpoint
       export/export.json, export/model.onnx        ExportResult and the exported graph
-      fusion/fusion.json, fusion/model_fused.onnx  FusionReport and the fused graph
+      fusion/fusion.json, fusion/model_fused.onnx  FusionReport and the fully fused graph
+      fusion/model_fused_<candidate>.onnx          the timed choice when a fusion left out ran faster (fusion_candidate)
       quantize/baseline/                           the FP32 baseline (scored once, shared by the presets)
       quantize/<name>/quantize.json                QuantResult of each preset (re-quantizations below it)
       search/search.json                           SearchResult (its candidates in search/<candidate>/)
@@ -78,6 +79,12 @@ SEARCH = f"{SEARCH_DIR}/{SEARCH_FILE}"
 
 def checkpoint(backend: str) -> str:
     return f"{TRAIN_DIR}/{backend}/{CHECKPOINT_DIR}"
+
+
+def fusion_candidate(name: str) -> str:
+    """The file of the fusion stage's candidate ``name`` inside the fusion folder: the full fusion is
+    :data:`FUSED_GRAPH`, a candidate with a fusion family left out ``model_fused_<name>.onnx``."""
+    return FUSED_GRAPH if name == "full" else f"model_fused_{name}.onnx"
 
 
 def quantize_dir(name: str) -> str:

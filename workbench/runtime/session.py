@@ -1,5 +1,6 @@
 """Opening a graph in ONNX Runtime: :func:`make_session` (the graph-optimization level, threads,
-spinning, the device and its execution providers, the optimized graph written out, the profiler)
+spinning, the device and its execution providers, the optimized graph written out, the profiler, the
+session optimizers the graph asks to leave out)
 and :class:`InferenceError`, what a graph that cannot be opened or fed raises.
 
 :mod:`workbench.runtime.ortinfer` feeds and times the sessions opened here, and re-exports both
@@ -51,6 +52,7 @@ def make_session(
     device: str = "cpu",
     cuda_graph: bool = False,
     profile_prefix: Optional[str] = None,
+    disabled_optimizers: Optional[Sequence[str]] = None,
 ):
     """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
 
@@ -75,6 +77,9 @@ def make_session(
     fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
     ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
     JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
+    ``disabled_optimizers``: ONNX Runtime graph optimizers (by name, e.g. ``SkipLayerNormFusion``) the session
+    leaves out; None: those the graph itself asks for (:mod:`workbench.runtime.graphmeta`, a fusion left out
+    on purpose that the session must not put back), ``()``: none.
     """
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
@@ -98,9 +103,13 @@ def make_session(
             f"execution provider(s) {missing} are not available in this ONNX Runtime build; "
             f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
         )
+    if disabled_optimizers is None:
+        from .graphmeta import disabled_optimizers as asked
+
+        disabled_optimizers = asked(path)
     try:
         session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
-                                       provider_options=provider_options)
+                                       provider_options=provider_options, disabled_optimizers=list(disabled_optimizers) or None)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
     if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():

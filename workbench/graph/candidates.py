@@ -1,0 +1,220 @@
+"""The fusion stage's choice of graph: the full fusion, or the full fusion with one fusion family left out
+when that runs faster on this machine under this ONNX Runtime.
+
+Fusing is not always faster: a fused kernel is only as good as the runtime's implementation of it (one
+runtime's SkipLayerNormalization kernel can take twice another's, while the Add and LayerNormalization it
+replaces run as fast as ever). So with ``FusionConfig(fusion="timed")`` (the default; ``--fusion timed``)
+the stage builds **candidates** beside the fully fused graph: the transformer optimizer's graph with one
+family of :data:`FAMILIES` left out (its ``FusionOptions`` flags off, and ONNX Runtime's own session-level
+fusion of that family disabled for every session that opens the graph, recorded in the graph:
+:mod:`workbench.runtime.graphmeta`), one per family the full fusion actually made. Each candidate is
+validated against the unfused graph's logits with the stage's tolerance; those that pass are timed side
+by side with the full fusion at the stage's shapes (:func:`workbench.perf.speed.time_side_by_side`,
+interleaved rounds, the load check), and :func:`pick_fusion` applies the one rule:
+
+    a candidate replaces the full fusion only when, at every timed shape, the low end of the 95% interval
+    of its speed-up over the full fusion is at least ``1 + FUSION_MARGIN``; among those, the one with the
+    highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
+    machine, nothing could be timed) the full fusion stays.
+
+The chosen graph is what later stages take (:attr:`FusionReport.chosen_path`); the fully fused graph
+stays in the fusion folder under its layout name (``model_fused.onnx``) whatever is chosen, and a
+candidate not chosen is deleted (its figures stay in ``fusion.json``). ``FusionConfig(fusion="full")``
+(``--fusion full``) builds no candidate and keeps the full fusion, as before.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..core.latency import Ratio
+from ..perf.machine_profile import LoadCheck
+from ..perf.speed import Speed
+from ..runs.layout import fusion_candidate
+from ..runtime.ortinfer import ShapeLatency
+from .sources import FusionSource
+from .validate import Validation, compare_logits
+from .variants import FUSION_MODES, FusionConfig  # noqa: F401  (FUSION_MODES: the choice's modes)
+
+FULL = "full"  # the candidate with every fusion: the transformer optimizer's default graph
+FUSION_MARGIN = 0.03  # the speed-up's interval must clear 1 + this at every shape for a candidate to replace the full fusion
+FUSED_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib operators: what the optimizer's fusions make
+
+
+@dataclass(frozen=True)
+class Family:
+    """One fusion family the optimizer can leave out: its candidate's name, the operator it makes, the
+    ``FusionOptions`` flags that turn it off (the same names in onnxruntime 1.19 and 1.32) and the ONNX Runtime
+    session optimizers that would fuse it back when the graph is opened."""
+
+    candidate: str
+    op: str
+    options_off: tuple[str, ...]
+    session_off: tuple[str, ...]
+
+
+FAMILIES = (
+    Family("no_skip_layer_norm", "SkipLayerNormalization", ("enable_skip_layer_norm", "enable_bias_skip_layer_norm"),
+           ("SkipLayerNormFusion",)),
+    Family("no_attention", "Attention", ("enable_attention",), ("AttentionFusion",)),
+    # the GELU itself stays one Gelu node; the optimizer's GELU approximation (FastGelu) is off in every candidate
+    Family("no_bias_gelu", "BiasGelu", ("enable_bias_gelu",), ("BiasGeluFusion",)),
+    Family("no_embed_layer_norm", "EmbedLayerNormalization", ("enable_embed_layer_norm",), ("EmbedLayerNormFusion",)),
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One graph the choice considered: its fusions, its op counts, its validation against the unfused graph,
+    its timing per shape and its speed-up over the full fusion (with the interval) per shape."""
+
+    name: str
+    left_out: str  # the fused operator this candidate leaves out ("" for the full fusion)
+    path: Optional[Path]  # None once deleted (a candidate not chosen)
+    fused_ops: dict[str, int]  # ONNX Runtime's fused (contrib) operators by type
+    op_counts: dict[str, int]  # every operator by type
+    node_count: int
+    session_disabled: tuple[str, ...] = ()  # session optimizers the graph asks its sessions to leave out
+    validation: Optional[Validation] = None
+    latency: list[ShapeLatency] = field(default_factory=list)
+    speed: list[Speed] = field(default_factory=list)  # over the full fusion, per shape (empty for the full fusion)
+
+    @property
+    def ratios(self) -> dict[str, Ratio]:
+        return {f"{s.batch}x{s.seq}": s.ratio for s in self.speed}
+
+
+@dataclass(frozen=True)
+class FusionChoice:
+    """What the fusion stage chose and why, with every candidate it considered."""
+
+    mode: str  # "timed" or "full" (FusionConfig.fusion)
+    chosen: str  # a candidate's name: "full" or "no_<family>"
+    path: Optional[Path]  # the chosen graph
+    reason: str  # one line
+    candidates: list[Candidate] = field(default_factory=list)
+    margin: float = FUSION_MARGIN
+    load: Optional[LoadCheck] = None
+
+    def candidate(self, name: str) -> Candidate:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no fusion candidate {name!r}; considered: {[c.name for c in self.candidates]}")
+
+
+def geometric_mean(ratios: Sequence[Ratio]) -> float:
+    return math.exp(sum(math.log(r.value) for r in ratios) / len(ratios)) if ratios else float("nan")
+
+
+def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
+    """The rule (see the module doc): ``ratios`` holds every validated candidate's speed-up over the full fusion
+    per timed shape (name -> {"BxS": Ratio}). Returns (the chosen candidate's name, why, in one line)."""
+    timed = {n: r for n, r in ratios.items() if r}
+    if not timed:
+        return FULL, "full fusion kept: no candidate with a fusion left out validated and was timed"
+    if contended:
+        return FULL, "full fusion kept: the candidates were timed while other work used the CPU; time again on a quiet machine"
+
+    def worst(name: str) -> tuple[str, Ratio]:
+        return min(timed[name].items(), key=lambda kv: kv[1].lo)
+
+    qualified = [n for n in timed if worst(n)[1].lo >= 1 + margin]
+    if not qualified:
+        best = max(timed, key=lambda n: worst(n)[1].lo)
+        shape, r = worst(best)
+        return FULL, (f"full fusion kept: no candidate beat it by {margin:.0%} at every shape (closest: {best}, "
+                      f"{r.text()} at {shape})")
+    chosen = max(qualified, key=lambda n: geometric_mean(list(timed[n].values())))
+    shape, r = worst(chosen)
+    return chosen, (f"{chosen}: {geometric_mean(list(timed[chosen].values())):.2f}x the full fusion's speed (geometric mean "
+                    f"over {len(timed[chosen])} shape(s)); its slowest, {r.text()} at {shape}, clears the {margin:.0%} margin")
+
+
+def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
+    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (``model``: the
+    graph already parsed, so it is not parsed again)."""
+    from collections import Counter
+
+    from .facts import load_graph
+
+    nodes = (model if model is not None else load_graph(path)).graph.node
+    ops = Counter(n.op_type for n in nodes)
+    fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
+    return dict(fused.most_common()), dict(ops.most_common()), len(nodes)
+
+
+def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig, device: str) -> np.ndarray:
+    """The logits of the graph at ``path`` (opened at session level ``level``) on the stage's validation examples."""
+    from ..runtime.ortinfer import as_session, predict_dataset
+
+    vcfg = inputs.validation_cfg
+    examples = inputs.examples.select(range(min(vcfg.validation_examples, len(inputs.examples))))
+    session = as_session(path, threads=cfg.threads, graph_optimization=level, device=device)
+    return predict_dataset(session, inputs.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
+
+
+def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
+               device: str, unfused: np.ndarray, model=None) -> Candidate:
+    """A built candidate's facts and its validation against the unfused graph's logits (the stage's tolerance)."""
+    fused, ops, nodes = graph_facts(path, model)
+    vcfg = inputs.validation_cfg
+    logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
+    validation = compare_logits(logits, unfused, vcfg.tolerance, vcfg.min_label_agreement, what=f"the {name} candidate")
+    return Candidate(name, left_out, path, fused, ops, nodes, tuple(session_off), validation)
+
+
+def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
+                  unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
+    """Build, validate and time the candidates beside the fully fused graph at ``full_path`` (``full_model``: it
+    parsed already) and choose one (module doc). ``shape``: (num_heads, hidden_size, the optimizer's model_type);
+    ``unfused``: the unfused graph's logits on the validation examples."""
+    full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
+    if cfg.fusion == "full":
+        return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])
+    why_untimed = ("full fusion kept: the candidates are timed only when the stage times (--latency)" if not cfg.measure_latency
+                   else f"full fusion kept: the timed choice runs on the CPU; this run is on {device}" if device != "cpu" else "")
+    if why_untimed:
+        return FusionChoice("timed", FULL, full_path, why_untimed, [full])
+    from .build import transformer_variant
+
+    candidates = [full]
+    for fam in (f for f in FAMILIES if full.fused_ops.get(f.op)):  # only the families the full fusion made
+        path = out / fusion_candidate(fam.candidate)
+        transformer_variant(inputs.source, path, cfg, shape[0], shape[1], shape[2], fam.options_off, fam.session_off)
+        candidates.append(_candidate(fam.candidate, fam.op, path, fam.session_off, inputs, cfg, device, unfused))
+    return _time_and_choose(candidates, inputs, cfg)
+
+
+def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
+    """Time the candidates that validated side by side with the full fusion, apply :func:`pick_fusion`, delete the
+    candidate files not chosen."""
+    import dataclasses
+
+    from ..perf.speed import time_side_by_side
+
+    valid = [c for c in candidates if c.name == FULL or (c.validation is not None and c.validation.passed)]
+    side = None
+    if len(valid) > 1:
+        graphs = {c.name: c.path for c in valid}
+        side = time_side_by_side(graphs, FULL, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
+                                 threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
+                                 floors=False, graph_optimization={n: cfg.transformer_session for n in graphs},
+                                 retimes=cfg.retimes)
+        candidates = [dataclasses.replace(c, latency=side.latency.get(c.name, []),
+                                          speed=[s for s in side.speeds if s.name == c.name]) for c in candidates]
+    chosen, reason = pick_fusion({c.name: c.ratios for c in candidates if c.name != FULL and c.speed},
+                            contended=bool(side is not None and side.contended))
+    kept = []
+    for c in candidates:
+        if c.name not in (FULL, chosen) and c.path is not None:
+            c.path.unlink(missing_ok=True)
+            c = dataclasses.replace(c, path=None)
+        kept.append(c)
+    path = next(c.path for c in kept if c.name == chosen)
+    return FusionChoice("timed", chosen, path, reason, kept, load=side.load if side is not None else None)
