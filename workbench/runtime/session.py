@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 from ..core.threads import cap_session_threads
 
 GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+EXECUTION_MODES = ("sequential", "parallel")
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 
 
@@ -51,6 +52,9 @@ def make_session(
     device: str = "cpu",
     cuda_graph: bool = False,
     profile_prefix: Optional[str] = None,
+    memory_pattern: bool = True,
+    cpu_arena: bool = True,
+    execution_mode: str = "sequential",
 ):
     """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
 
@@ -75,6 +79,14 @@ def make_session(
     fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
     ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
     JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
+
+    Memory and scheduling, each ONNX Runtime's own default unless told otherwise (what
+    ``benchmarks/bench_small_batch.py`` compares at batch 1): ``memory_pattern`` (plan the
+    intermediate buffers of a shape once and reuse the plan), ``cpu_arena`` (take intermediate
+    buffers from ONNX Runtime's arena rather than from the system allocator each run),
+    ``execution_mode`` (``"sequential"``: one node at a time, each split over the intra-op threads;
+    ``"parallel"``: independent branches at once, on as many inter-op threads as intra-op ones and at least two,
+    since with one ONNX Runtime quietly runs sequentially).
     """
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
@@ -87,6 +99,7 @@ def make_session(
         raise InferenceError(f"threads must be a positive number, got {threads}; "
                              "leave it unset for OMP_NUM_THREADS where it is set, otherwise ONNX Runtime's default (one per core)")
     opts = _session_options(ort, graph_optimization, threads, allow_spinning, keep_spinning, optimized_model_path, profile_prefix)
+    _memory_and_mode(ort, opts, memory_pattern, cpu_arena, execution_mode)
     provider_options = None
     if is_cuda(device) or cuda_graph:
         providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
@@ -130,6 +143,20 @@ def _session_options(ort, graph_optimization: str, threads: Optional[int], allow
     if profile_prefix is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = str(profile_prefix)
+    return opts
+
+
+def _memory_and_mode(ort, opts, memory_pattern: bool, cpu_arena: bool, execution_mode: str):
+    """``opts`` with the memory pattern, the CPU arena and the execution mode :func:`make_session` was given."""
+    modes = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}
+    if execution_mode not in modes:
+        raise InferenceError(f"execution_mode must be one of {list(EXECUTION_MODES)}, got {execution_mode!r}; "
+                             "'sequential' (ONNX Runtime's default) runs one node at a time")
+    opts.execution_mode = modes[execution_mode]
+    if execution_mode == "parallel":  # with one inter-op thread ONNX Runtime quietly runs sequentially
+        opts.inter_op_num_threads = max(2, opts.intra_op_num_threads)
+    opts.enable_mem_pattern = bool(memory_pattern)
+    opts.enable_cpu_mem_arena = bool(cpu_arena)
     return opts
 
 
