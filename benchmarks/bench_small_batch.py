@@ -80,7 +80,8 @@ def _args(argv=None):
     p.add_argument("--settings", nargs="+", default=list(DEFAULT_SETTINGS), choices=list(SETTINGS),
                    help=f"what to compare ({BASE} is always timed: the ratios are against it)")
     p.add_argument("--no-profile", action="store_true", help="leave the profiler's part out")
-    p.add_argument("--quick", action="store_true", help="few rounds and profiled runs, 1x26 only (a smoke run)")
+    p.add_argument("--quick", action="store_true", help="few rounds and profiled runs, 1x26 only, no retime on a busy "
+                   "machine (a smoke run)")
     p.add_argument("--out", default="runs/bench/bench_small_batch.json", help="JSON file to write")
     a = p.parse_args(argv)
     if a.quick:
@@ -148,7 +149,7 @@ def runner(session, feed: dict, io_binding: bool):
 def time_settings(a, graphs: dict[str, str], shapes) -> tuple[list[dict], list[str], str]:
     """Per graph and shape, every setting in the same interleaved rounds; one row each (the base's row too)."""
     from workbench.perf.machine_profile import machine_profile
-    from workbench.perf.speed import graph_floor, time_interleaved
+    from workbench.perf.speed import RETIMES, graph_floor, time_interleaved
     from workbench.runtime.ortinfer import make_feed, synthetic_batch
     from workbench.runtime.session import make_session
 
@@ -162,7 +163,7 @@ def time_settings(a, graphs: dict[str, str], shapes) -> tuple[list[dict], list[s
             groups[(batch, seq)] = {s: runner(sess, make_feed(sess, arrays), s == "io-binding") for s, sess in sessions.items()}
         print(f"timing {label}: {len(a.settings)} settings x {len(shapes)} shapes, {a.rounds} rounds", flush=True)
         timed = time_interleaved(groups, BASE, rounds=a.rounds, repeats=a.repeats, warmup=a.warmup,
-                                 profile=profiles[a.threads], notes=notes)
+                                 profile=profiles[a.threads], notes=notes, retimes=0 if a.quick else RETIMES)
         load = timed.load.text() if timed.load else ""
         for (batch, seq), r in timed.groups.items():
             for s in a.settings:
