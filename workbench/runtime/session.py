@@ -1,6 +1,6 @@
 """Opening a graph in ONNX Runtime: :func:`make_session` (the graph-optimization level, threads,
-spinning, the device and its execution providers, the optimized graph written out, the profiler)
-and :class:`InferenceError`, what a graph that cannot be opened or fed raises.
+spinning, memory planning and the execution mode, the device and its execution providers, the optimized graph
+written out, the profiler) and :class:`InferenceError`, what a graph that cannot be opened or fed raises.
 
 :mod:`workbench.runtime.ortinfer` feeds and times the sessions opened here, and re-exports both
 names. Heavy imports (onnxruntime) happen inside the functions.
@@ -80,13 +80,9 @@ def make_session(
     ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
     JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
 
-    Memory and scheduling, each ONNX Runtime's own default unless told otherwise (what
-    ``benchmarks/bench_small_batch.py`` compares at batch 1): ``memory_pattern`` (plan the
-    intermediate buffers of a shape once and reuse the plan), ``cpu_arena`` (take intermediate
-    buffers from ONNX Runtime's arena rather than from the system allocator each run),
-    ``execution_mode`` (``"sequential"``: one node at a time, each split over the intra-op threads;
-    ``"parallel"``: independent branches at once, on as many inter-op threads as intra-op ones and at least two,
-    since with one ONNX Runtime quietly runs sequentially).
+    ``memory_pattern``, ``cpu_arena``: plan a shape's intermediate buffers once, take them from ONNX Runtime's
+    arena (both its defaults); ``execution_mode``: ``"sequential"`` (its default) or ``"parallel"`` (independent
+    branches at once, on as many inter-op threads as intra-op ones and at least two: with one it runs sequentially).
     """
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
