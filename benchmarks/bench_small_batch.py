@@ -59,6 +59,7 @@ SETTINGS: dict[str, dict] = {
 # keep-spinning leaves its workers spinning after a run returns, on the cores the next setting of the round runs on:
 # it is there to be asked for (--settings), not in the default list
 DEFAULT_SETTINGS = tuple(s for s in SETTINGS if s != "keep-spinning")
+SHAPES = ("1x26", "1x128")  # batch 1 at about the median review's length, and at 128 tokens
 QUICK = {"rounds": 3, "repeats": 2, "warmup": 1, "profile_runs": 3}
 GEMM_OPS = {"MatMul", "FusedMatMul", "Gemm", "Attention", "QAttention", "DynamicQuantizeMatMul", "MatMulInteger",
             "QLinearMatMul", "MatMulIntegerToFloat", "QGemm"}
@@ -70,7 +71,8 @@ def _args(argv=None):
     p.add_argument("--model", default="minilm", help="what the graphs are built from without --graphs: 'minilm', 'tiny' "
                    "or a checkpoint folder")
     p.add_argument("--work", default="runs/bench/stacks", help="where the built graphs go (and are found again)")
-    p.add_argument("--shapes", nargs="+", default=["1x26", "1x128"], help="BATCHxSEQ shapes the settings are timed at")
+    p.add_argument("--shapes", nargs="+", help=f"BATCHxSEQ shapes the settings are timed at (default: {' '.join(SHAPES)}; "
+                   f"with --quick {SHAPES[0]})")
     p.add_argument("--profile-batch", type=int, default=32, help="the batch profiled beside batch 1, per sequence length")
     p.add_argument("--threads", type=int, default=2, help="intra-op threads of every setting but threads-1")
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds per graph and shape")
@@ -86,7 +88,7 @@ def _args(argv=None):
     a = p.parse_args(argv)
     if a.quick:
         a.rounds, a.repeats, a.warmup, a.profile_runs = (min(getattr(a, k), v) for k, v in QUICK.items())
-        a.shapes = a.shapes[:1] if a.shapes != p.get_default("shapes") else ["1x26"]
+    a.shapes = a.shapes or (list(SHAPES[:1]) if a.quick else list(SHAPES))
     a.settings = [BASE, *dict.fromkeys(s for s in a.settings if s != BASE)]
     return a
 
