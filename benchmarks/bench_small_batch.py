@@ -36,6 +36,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import bench_stacks  # builds (or finds again) the graphs timed without --graphs
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
@@ -115,8 +117,6 @@ def bad_input(a) -> str:
 def graphs_to_time(a) -> tuple[dict[str, str], dict | None]:
     if a.graphs:
         return {Path(g).stem: str(Path(g).resolve()) for g in a.graphs}, None
-    import bench_stacks
-
     work = Path(a.work).resolve()
     built = bench_stacks.build_graphs(a.model, work)
     return {label: str(work / rel) for label, rel in built["graphs"].items()}, built
