@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
+.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current setup-openvino bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -49,6 +49,11 @@ workshop: setup
 ## from requirements/constraints-current.txt: everything but ORTModule training and on-device training artifacts.
 setup-current:
 	bash scripts/setup_current.sh
+
+## The embedding benchmark's OpenVINO rows (benchmarks/bench_embed.py): sentence-transformers' OpenVINO backend and
+## its static INT8 in .venv-openvino (optimum-intel, openvino, nncf, transformers 5), from requirements/constraints-openvino.txt.
+setup-openvino:
+	bash scripts/setup_openvino_env.sh
 
 CURRENT_PY := .venv-current/bin/python
 CURRENT_QUICK := not train and not slow and not heavy and not ui

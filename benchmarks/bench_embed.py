@@ -17,10 +17,17 @@ the reviews of their movie).
 4. Speed: texts of the corpus's median token length, batch 1 and 32, interleaved rounds in one
    process, paired ratios over ``SentenceTransformer.encode`` with intervals, each graph's floor, a
    load check before and after.
+5. OpenVINO: sentence-transformers' ``backend="openvino"`` (FP32) and its static INT8
+   (``export_static_quantized_openvino_model``, calibrated on the corpus's first documents, as the
+   workbench's variants are) in the OpenVINO environment (scripts/setup_openvino_env.sh): a worker
+   process there (benchmarks/openvino_embed.py) exports both and encodes on request, so both rows are
+   scored on the same task and timed in the same interleaved rounds (the same texts, batch sizes and
+   threads; each call includes one pipe round trip, whose median is recorded). Without that
+   environment the rows are left out with one line saying so.
 
 Prints tables and writes JSON to --out. A benchmark, not a test: nothing is asserted.
 
-    .venv/bin/python benchmarks/bench_embed.py --out runs/bench/bench_embed.json [--quick]
+    .venv/bin/python benchmarks/bench_embed.py --out runs/bench/bench_embed.json [--quick] [--no-openvino]
 """
 
 from __future__ import annotations
@@ -32,10 +39,15 @@ import sys
 import time
 from pathlib import Path
 
+import openvino_embed
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ANCHOR = "sentence-transformers INT8 ONNX"
+OV_FP32 = "sentence-transformers OpenVINO FP32"
+OV_INT8 = "sentence-transformers OpenVINO INT8 (static)"
+NOT_WORKBENCH = ("fused", ANCHOR, OV_FP32, OV_INT8)  # rows beside the workbench's own variants
 DEFAULT_PRESETS = ("dynamic-per-channel", "dynamic", "dynamic-fp32-embeddings")
 
 
@@ -58,12 +70,17 @@ def _args(argv=None):
                    help="the anchor environment's Python (scripts/setup_anchor_env.sh)")
     p.add_argument("--no-anchor", action="store_true", help="leave sentence-transformers' INT8 export out")
     p.add_argument("--anchor-own-timing", action="store_true", help="also time the anchor in its own environment (another process)")
+    p.add_argument("--openvino-python", default=str(ROOT / ".venv-openvino" / "bin" / "python"),
+                   help="the OpenVINO environment's Python (scripts/setup_openvino_env.sh)")
+    p.add_argument("--no-openvino", action="store_true", help="leave sentence-transformers' OpenVINO FP32 and INT8 out")
+    p.add_argument("--openvino-samples", type=int, default=128, help="calibration texts for OpenVINO's static INT8")
     p.add_argument("--skip-quality", action="store_true", help="time only")
     p.add_argument("--skip-speed", action="store_true", help="score only")
     p.add_argument("--quick", action="store_true", help="a small task and few rounds (a smoke run)")
     a = p.parse_args(argv)
     if a.quick:
         a.max_queries, a.max_docs, a.rounds, a.n_boot = a.max_queries or 12, a.max_docs or 300, min(a.rounds, 5), min(a.n_boot, 200)
+        a.openvino_samples = min(a.openvino_samples, 16)
     return a
 
 
@@ -84,13 +101,30 @@ def _anchor(a, folder: Path, work: Path, texts: list[str]) -> dict:
     return json.loads((work / "anchor" / "anchor.json").read_text())
 
 
+def _openvino(a, folder: Path, work: Path, calibration: list[str]):
+    """The OpenVINO worker (benchmarks/openvino_embed.py in the OpenVINO environment), or None with one line
+    saying why its rows are left out: the environment is not set up, or the worker could not export."""
+    if a.no_openvino:
+        return None
+    py = Path(a.openvino_python)
+    if not py.is_file():
+        print(f"bench_embed: OpenVINO rows left out: no OpenVINO environment at {py}; set it up with "
+              "`bash scripts/setup_openvino_env.sh` (or pass --no-openvino to say so)", flush=True)
+        return None
+    print(f"openvino: exporting and quantizing in {py.parent.parent} (calibrated on {len(calibration)} texts)", flush=True)
+    try:
+        return openvino_embed.OpenVinoWorker.start(py, folder, work / "openvino", calibration, a.threads)
+    except (openvino_embed.OpenVinoError, OSError) as exc:
+        print(f"bench_embed: OpenVINO rows left out: {exc}", flush=True)
+        return None
+
+
 def main(argv=None) -> int:
     a = _args(argv)
     from workbench.embed.encode import OnnxEncoder, TokenGraphEncoder
-    from workbench.embed.evaluate import evaluate_embeddings
     from workbench.embed.export import run_embed_export
     from workbench.embed.retrieval import builtin_task
-    from workbench.embed.speed import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_embedders
+    from workbench.embed.speed import median_length_texts
     from workbench.embed.variants import build_variants
     from workbench.perf.machine_profile import cpu_model_and_flags
     from workbench.models.load import minilm_path
@@ -113,47 +147,24 @@ def main(argv=None) -> int:
         encoders[ANCHOR] = TokenGraphEncoder(anchor["int8_graph"], tok, export.max_length, a.threads)
     payload: dict = {"task": task.description, "validation": export.validation.text(), "threads": a.threads,
                      "variants": {v.name: {"path": str(v.path), "size_mib": v.size_mib, "excluded": list(v.excluded_nodes)}
-                                  for v in variants.variants}, "anchor": anchor, "notes": variants.notes}
+                                  for v in variants.variants}, "anchor": anchor, "openvino": None, "notes": variants.notes}
     model, flags = cpu_model_and_flags()
     payload["machine"] = {"cpu_model": model, "flags": sorted(k for k, v in flags.items() if v)}
-    quality = None
-    if not a.skip_quality:
-        quality = evaluate_embeddings(encoders, "fp32", task, n_boot=a.n_boot, reference_folder=folder,
-                                      log=lambda line: print(line, flush=True))
-        from workbench.core import serial
-
-        q = serial.to_dict(quality)
-        for v in q["variants"]:
-            v["agreement"].pop("cosines", None)
-        payload["quality"] = q
-        print("\nFP32 graph: " + ", ".join(f"{k} {v:.4f}" for k, v in quality.fp32_metrics.items())
-              + "; SentenceTransformer.encode: " + ", ".join(f"{k} {v:.4f}" for k, v in (quality.reference_metrics or {}).items()))
-        print(f"{'variant':<34}{'NDCG@10':>9}{'of FP32':>9}{'worst slice drop':>34}{'top10 kept':>11}{'cosine':>9}  budget")
-        for v in quality.variants:
-            r = v.retrieval
-            worst = max((s for s in r.slices if s.name != "all"), key=lambda s: s.fp32["ndcg@10"] - s.variant["ndcg@10"], default=None)
-            wtxt = f"{worst.fp32['ndcg@10'] - worst.variant['ndcg@10']:+.4f} {worst.name[:20]}" if worst else "-"
-            print(f"{v.name:<34}{r.overall().variant['ndcg@10']:>9.4f}{r.ndcg_ratio:>9.2%}{wtxt:>34}"
-                  f"{r.overall().overlap_at_10:>11.3f}{v.agreement.overall().cosine.value:>9.5f}  "
-                  f"{'meets' if v.meets_budget else 'misses: ' + '; '.join(v.budget_reasons)}")
-    if not a.skip_speed:
-        st = st_encoder(folder, a.threads)
-        fns = encode_fns({k: v for k, v in encoders.items()}, st, {1: batch32[:1], 32: batch32})
-        graphs = {v.name: str(v.path) for v in variants.variants}
-        print(f"\ntiming at the corpus's median length ({med} tokens), batch 1 and 32, {a.threads} threads, {a.rounds} rounds",
-              flush=True)
-        speed = time_embedders(fns, ST_ENCODE, med, a.threads, graphs, rounds=a.rounds, repeats=a.repeats, max_seconds=None)
-        from workbench.core import serial
-
-        payload["speed"] = serial.to_dict(speed)
-        print(f"{speed.load}; {speed.cpu}")
-        print(f"{'variant':<44}{'batch':>6}{'ms/text':>10}{'speed-up [95%]':>24}{'of floor':>10}")
-        for s in speed.speeds:
-            of = f"{s.of_floor:.0%}" if s.of_floor else "-"
-            print(f"{s.name:<44}{s.batch:>6}{s.ms_per_text:>10.3f}{f'{s.speedup:.2f}x [{s.lo:.2f}, {s.hi:.2f}]':>24}{of:>10}")
-        if quality is not None:
-            payload["targets"] = _targets(quality, speed)
-            print("\n" + "\n".join(payload["targets"]["lines"]))
+    ov = _openvino(a, folder, work, task.docs[:a.openvino_samples])
+    try:
+        if ov is not None:
+            encoders[OV_FP32], encoders[OV_INT8] = ov.encoder(openvino_embed.FP32), ov.encoder(openvino_embed.INT8)
+            payload["openvino"] = {k: v for k, v in ov.info.items() if k != "ok"}
+        quality = None if a.skip_quality else _quality(a, encoders, task, folder, payload)
+        if not a.skip_speed:
+            graphs = {v.name: str(v.path) for v in variants.variants}
+            _speed(a, encoders, folder, {1: batch32[:1], 32: batch32}, med, graphs, payload, quality)
+        if ov is not None:
+            payload["openvino"]["round_trip_ms"] = rt = ov.round_trip_ms()
+            print(f"the OpenVINO rows' calls each include a pipe round trip to their worker: {rt:.3f} ms (median of 200)")
+    finally:
+        if ov is not None:
+            ov.close()
     payload["seconds"] = time.perf_counter() - t_start
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -162,13 +173,62 @@ def main(argv=None) -> int:
     return 0
 
 
+def _quality(a, encoders: dict, task, folder: Path, payload: dict):
+    """Every encoder scored on the task against the FP32 graph; the table printed, the evaluation in ``payload``."""
+    from workbench.core import serial
+    from workbench.embed.evaluate import evaluate_embeddings
+
+    quality = evaluate_embeddings(encoders, "fp32", task, n_boot=a.n_boot, reference_folder=folder,
+                                  log=lambda line: print(line, flush=True))
+    q = serial.to_dict(quality)
+    for v in q["variants"]:
+        v["agreement"].pop("cosines", None)
+    payload["quality"] = q
+    print("\nFP32 graph: " + ", ".join(f"{k} {v:.4f}" for k, v in quality.fp32_metrics.items())
+          + "; SentenceTransformer.encode: " + ", ".join(f"{k} {v:.4f}" for k, v in (quality.reference_metrics or {}).items()))
+    print(f"{'variant':<46}{'NDCG@10':>9}{'of FP32':>9}{'worst slice drop':>34}{'top10 kept':>11}{'cosine':>9}  budget")
+    for v in quality.variants:
+        r = v.retrieval
+        worst = max((s for s in r.slices if s.name != "all"), key=lambda s: s.fp32["ndcg@10"] - s.variant["ndcg@10"], default=None)
+        wtxt = f"{worst.fp32['ndcg@10'] - worst.variant['ndcg@10']:+.4f} {worst.name[:20]}" if worst else "-"
+        print(f"{v.name:<46}{r.overall().variant['ndcg@10']:>9.4f}{r.ndcg_ratio:>9.2%}{wtxt:>34}"
+              f"{r.overall().overlap_at_10:>11.3f}{v.agreement.overall().cosine.value:>9.5f}  "
+              f"{'meets' if v.meets_budget else 'misses: ' + '; '.join(v.budget_reasons)}")
+    return quality
+
+
+def _speed(a, encoders: dict, folder: Path, texts_by_batch: dict, med: int, graphs: dict, payload: dict, quality) -> None:
+    """Every encoder and ``SentenceTransformer.encode`` in the same interleaved rounds; the table printed, the run in
+    ``payload``. The OpenVINO FP32 row's floor is the FP32 graph's (the same multiply-adds); its INT8 row has none
+    (floors are counted from ONNX graphs)."""
+    from workbench.core import serial
+    from workbench.embed.speed import ST_ENCODE, encode_fns, st_encoder, time_embedders
+
+    st = st_encoder(folder, a.threads)
+    fns = encode_fns(dict(encoders), st, texts_by_batch)
+    if OV_FP32 in encoders and "fp32" in graphs:
+        graphs = {**graphs, OV_FP32: graphs["fp32"]}
+    print(f"\ntiming at the corpus's median length ({med} tokens), batch 1 and 32, {a.threads} threads, {a.rounds} rounds",
+          flush=True)
+    speed = time_embedders(fns, ST_ENCODE, med, a.threads, graphs, rounds=a.rounds, repeats=a.repeats, max_seconds=None)
+    payload["speed"] = serial.to_dict(speed)
+    print(f"{speed.load}; {speed.cpu}")
+    print(f"{'variant':<46}{'batch':>6}{'ms/text':>10}{'speed-up [95%]':>24}{'of floor':>10}")
+    for s in speed.speeds:
+        of = f"{s.of_floor:.0%}" if s.of_floor else "-"
+        print(f"{s.name:<46}{s.batch:>6}{s.ms_per_text:>10.3f}{f'{s.speedup:.2f}x [{s.lo:.2f}, {s.hi:.2f}]':>24}{of:>10}")
+    if quality is not None:
+        payload["targets"] = _targets(quality, speed)
+        print("\n" + "\n".join(payload["targets"]["lines"]))
+
+
 def _targets(quality, speed) -> dict:
     """The workbench's best variant (meets the NDCG@10 budget, fastest at batch 1) against the targets,
-    beside the anchor."""
-    ok = [v for v in quality.variants if v.meets_budget and v.name not in ("fused", ANCHOR)]
+    beside the anchor and OpenVINO's INT8."""
+    ok = [v for v in quality.variants if v.meets_budget and v.name not in NOT_WORKBENCH]
     lines = []
     best = max(ok, key=lambda v: speed.get(v.name, 1).speedup) if ok else None
-    rows = ([best.name] if best else []) + ([ANCHOR] if any(v.name == ANCHOR for v in quality.variants) else [])
+    rows = ([best.name] if best else []) + [n for n in (ANCHOR, OV_INT8) if any(v.name == n for v in quality.variants)]
     for name in rows:
         v = quality.variant(name)
         b1, b32 = speed.get(name, 1), speed.get(name, 32)

@@ -1,7 +1,7 @@
 """Opening a graph in ONNX Runtime: :func:`make_session` (the graph-optimization level, threads,
-spinning, the device and its execution providers, the optimized graph written out, the profiler, the
-session optimizers the graph asks to leave out)
-and :class:`InferenceError`, what a graph that cannot be opened or fed raises.
+spinning, memory planning and the execution mode, the device and its execution providers, the optimized graph
+written out, the profiler, the session optimizers the graph asks to leave out) and :class:`InferenceError`, what a
+graph that cannot be opened or fed raises.
 
 :mod:`workbench.runtime.ortinfer` feeds and times the sessions opened here, and re-exports both
 names. Heavy imports (onnxruntime) happen inside the functions.
@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 from ..core.threads import cap_session_threads
 
 GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+EXECUTION_MODES = ("sequential", "parallel")
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 
 
@@ -53,6 +54,9 @@ def make_session(
     cuda_graph: bool = False,
     profile_prefix: Optional[str] = None,
     disabled_optimizers: Optional[Sequence[str]] = None,
+    memory_pattern: bool = True,
+    cpu_arena: bool = True,
+    execution_mode: str = "sequential",
 ):
     """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
 
@@ -80,6 +84,10 @@ def make_session(
     ``disabled_optimizers``: ONNX Runtime graph optimizers (by name, e.g. ``SkipLayerNormFusion``) the session
     leaves out; None: those the graph itself asks for (:mod:`workbench.runtime.graphmeta`, a fusion left out
     on purpose that the session must not put back), ``()``: none.
+
+    ``memory_pattern``, ``cpu_arena``: plan a shape's intermediate buffers once, take them from ONNX Runtime's
+    arena (both its defaults); ``execution_mode``: ``"sequential"`` (its default) or ``"parallel"`` (independent
+    branches at once, on as many inter-op threads as intra-op ones and at least two: with one it runs sequentially).
     """
     from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
     import onnxruntime as ort
@@ -92,6 +100,7 @@ def make_session(
         raise InferenceError(f"threads must be a positive number, got {threads}; "
                              "leave it unset for OMP_NUM_THREADS where it is set, otherwise ONNX Runtime's default (one per core)")
     opts = _session_options(ort, graph_optimization, threads, allow_spinning, keep_spinning, optimized_model_path, profile_prefix)
+    _memory_and_mode(ort, opts, memory_pattern, cpu_arena, execution_mode)
     provider_options = None
     if is_cuda(device) or cuda_graph:
         providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
@@ -139,6 +148,20 @@ def _session_options(ort, graph_optimization: str, threads: Optional[int], allow
     if profile_prefix is not None:
         opts.enable_profiling = True
         opts.profile_file_prefix = str(profile_prefix)
+    return opts
+
+
+def _memory_and_mode(ort, opts, memory_pattern: bool, cpu_arena: bool, execution_mode: str):
+    """``opts`` with the memory pattern, the CPU arena and the execution mode :func:`make_session` was given."""
+    modes = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}
+    if execution_mode not in modes:
+        raise InferenceError(f"execution_mode must be one of {list(EXECUTION_MODES)}, got {execution_mode!r}; "
+                             "'sequential' (ONNX Runtime's default) runs one node at a time")
+    opts.execution_mode = modes[execution_mode]
+    if execution_mode == "parallel":  # with one inter-op thread ONNX Runtime quietly runs sequentially
+        opts.inter_op_num_threads = max(2, opts.intra_op_num_threads)
+    opts.enable_mem_pattern = bool(memory_pattern)
+    opts.enable_cpu_mem_arena = bool(cpu_arena)
     return opts
 
 
