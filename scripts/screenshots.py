@@ -7,8 +7,8 @@
 2. Its ``report.html`` is opened from disk in headless Chromium, offline: ``report.png`` is the verdict and
    the quantization section (the sections between them folded away), ``report-slices.png`` the accuracy
    change by slice with each slice's interval.
-3. JupyterLab (127.0.0.1, a temporary HOME, a copy of ``notebooks/``) runs the tour notebook with the run
-   opened (``OPEN_RUN``): ``workbench-lab.png`` is the fine-tune step (the loss curves of eager PyTorch and
+3. JupyterLab (127.0.0.1, a temporary HOME, a copy of ``notebooks/``) runs the tour notebook and opens the run
+   from its *saved run* list: ``workbench-lab.png`` is the fine-tune step (the loss curves of eager PyTorch and
    ORTModule, and the training verdict, which must be the like-for-like figure), ``panel-graph.png`` and
    ``panel-quant.png`` the Export-and-fuse and Quantize steps, all shown from the run without recomputing.
 4. In the same JupyterLab, every other notebook runs top to bottom with small parameters (the tiny
@@ -234,8 +234,22 @@ def shoot_notebook(page, url: str, stem: str, shot: NotebookShot, out: Path) -> 
 
 
 def tour_parameters(run: Path) -> dict[str, Any]:
-    """The tour's parameters: the run opened (nothing recomputed)."""
-    return {"OPEN_RUN": str(run.resolve())}
+    """The tour's parameters: its saved-run list is the folder holding the run (opened with the Open button once the
+    Workbench is on screen, as a person does; nothing is recomputed)."""
+    return {"RUNS": str(run.resolve().parent)}
+
+
+def open_step(page, workbench, title: str, panel: str):
+    """Open the Workbench's step ``title`` (once its title says so), unless it is open already: a click on an open
+    step's title closes it. Its panel."""
+    from playwright.sync_api import expect
+
+    expect(workbench.get_by_text(title)).to_be_visible()
+    shown = page.locator(panel)
+    if not shown.is_visible():
+        workbench.get_by_text(title).click()
+    expect(shown).to_be_visible()
+    return shown
 
 
 def shoot_tour(page, url: str, facts: RunFacts, shots: dict[str, Path]) -> None:
@@ -248,8 +262,10 @@ def shoot_tour(page, url: str, facts: RunFacts, shots: dict[str, Path]) -> None:
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
     workbench = page.locator(".wb-workbench")
-    workbench.get_by_text("2. Fine-tune — done").click()
-    train = page.locator(".wb-trainpanel")
+    open_step(page, workbench, "2. Fine-tune — ready", ".wb-trainpanel")  # on screen while the run's results arrive
+    workbench.locator("select").first.select_option(label=facts.run)
+    workbench.get_by_role("button", name="Open").click()
+    train = open_step(page, workbench, "2. Fine-tune — done", ".wb-trainpanel")
     expect(train.locator(".wb-status")).to_contain_text("ortmodule ok")
     expect(train.locator(".js-plotly-plot .scatterlayer .trace")).not_to_have_count(0)
     verdict = train.locator(".wb-train-verdict").first
@@ -265,8 +281,7 @@ def shoot_tour(page, url: str, facts: RunFacts, shots: dict[str, Path]) -> None:
                                ("5. Quantize — done", ".wb-quantpanel", "panel-quant.png")):
         if name not in shots:
             continue
-        workbench.get_by_text(title).click()
-        shown = page.locator(panel)
+        shown = open_step(page, workbench, title, panel)
         expect(shown.locator(".wb-status")).to_contain_text("opened:")
         expect(shown.locator(".js-plotly-plot .trace").first).to_be_visible()
         page.mouse.move(0, 0)
@@ -280,7 +295,7 @@ def shoot_lab(browser, tmp: Path, home: Path, run: Path, facts: RunFacts, shots:
     expect.set_options(timeout=TIMEOUT_MS)
     root = tmp / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    set_parameters(root / TOUR, {**tour_parameters(run), "RUNS": str(tmp / "lab-runs")})
+    set_parameters(root / TOUR, tour_parameters(run))
     for stem, shot in NOTEBOOK_SHOTS.items():
         set_parameters(root / f"{stem}.ipynb", {**shot.parameters, "RUNS": str(tmp / "lab-runs")})
     lab_home = tmp / "lab-home"
@@ -293,10 +308,16 @@ def shoot_lab(browser, tmp: Path, home: Path, run: Path, facts: RunFacts, shots:
         context = browser.new_context(viewport=LAB_VIEWPORT)
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        shoot_tour(page, server.url, facts, shots)
-        for stem, shot in NOTEBOOK_SHOTS.items():
-            if notebook_picture(stem) in shots:
-                shoot_notebook(page, server.url, stem, shot, shots[notebook_picture(stem)])
+        try:
+            shoot_tour(page, server.url, facts, shots)
+            for stem, shot in NOTEBOOK_SHOTS.items():
+                if notebook_picture(stem) in shots:
+                    shoot_notebook(page, server.url, stem, shot, shots[notebook_picture(stem)])
+        except BaseException:
+            failed = Path(tempfile.gettempdir()) / "wb-screenshots-failed.png"
+            page.screenshot(path=str(failed))
+            print(f"screenshots: what JupyterLab showed when it failed: {failed}", file=sys.stderr, flush=True)
+            raise
     finally:
         if context is not None:
             context.close()
@@ -411,14 +432,15 @@ def main(argv=None) -> int:
                                 "caption": notebook_caption(shot.shows, _jsonable(shot.parameters), machine_now, made[:10]),
                                 "notebook": stem, "parameters": _jsonable(shot.parameters)}
             if name == TOUR_PICTURE:
-                images[name].update(notebook=TOUR.removesuffix(".ipynb"), parameters={"OPEN_RUN": shown_path(run)})
+                images[name].update(notebook=TOUR.removesuffix(".ipynb"), parameters={"RUNS": shown_path(run.parent),
+                                                                                       "opened": run.name})
     manifest = {
         "workbench_version": workbench.__version__,
         "run": run_id,
         "run_facts": facts.as_dict(),
         "made_by": "make screenshots (scripts/screenshots.py)",
         "demo": "workbench demo --quick" if facts.quick else "workbench demo",
-        "tour_parameters": {"OPEN_RUN": shown_path(run)},
+        "tour_parameters": {"RUNS": shown_path(run.parent), "opened": run.name},
         "created_utc": made,
         "images": images,
     }
