@@ -395,7 +395,7 @@ def main(argv=None) -> int:
         tmp = Path(t)
         home = tmp / "home"
         try:
-            run = Path(args.run) if args.run else demo_run(tmp / "runs" if args.quick else Path(args.runs), args.quick, home)
+            run = Path(args.run) if args.run else demo_run(tmp / "runs" if args.quick else Path(args.runs).resolve(), args.quick, home)
             facts = run_facts(run)
             why = None if args.quick else refusal(facts, json.loads((run / "summary.json").read_text()))
         except (RunRefused, subprocess.CalledProcessError) as exc:
