@@ -122,10 +122,12 @@ docs: setup-test
 lint: setup-test
 	$(PY) -m ruff check .
 
-## The documentation's pictures from a real run: workbench demo --quick, then JupyterLab with the tour
-## notebook and report.html in headless Chromium; PNGs and manifest.json in docs/img/.
+## The documentation's pictures from a real run: a MiniLM `workbench demo` into $(RUNS) (about 10 min on 2 quiet cores;
+## RUN=runs/<time>-demo shoots one already made instead: make the demo once on a quiet machine), then report.html and
+## JupyterLab with the tour notebook (the run opened) and the other notebooks in headless Chromium; PNGs and manifest.json
+## in docs/img/, and the README's picture block, with captions naming the run's machine and date.
 screenshots: setup-test
-	$(PY) scripts/screenshots.py --out docs/img
+	$(PY) scripts/screenshots.py --out docs/img --runs $(RUNS) $(if $(RUN),--run $(RUN))
 
 clean:
 	rm -rf .venv .pytest_cache test-output site

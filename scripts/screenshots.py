@@ -1,22 +1,34 @@
 """The documentation's pictures, made from a real run (``make screenshots``):
 
-1. ``workbench demo --quick`` (the tiny model, every stage, about a minute) writes a run folder; its
-   ``report.html`` is opened from disk in headless Chromium, offline, and its quantization section saved as
-   ``docs/img/report.png``.
-2. JupyterLab (127.0.0.1, a temporary HOME, a copy of ``notebooks/``) runs the tour notebook with
-   small parameters; the Workbench's Train, Export-and-fuse and Quantize buttons are pressed and
-   each panel is saved once it has drawn its figure: ``workbench-lab.png`` (JupyterLab with the
-   Workbench after training), ``panel-graph.png``, ``panel-quant.png``.
-3. In the same JupyterLab, every other notebook runs top to bottom with small parameters (the tiny
+1. A MiniLM ``workbench demo`` run (the walkthrough ``make demo`` runs: every stage, about 10 minutes on 2
+   quiet cores) writes a run folder under ``--runs``; ``--run runs/<time>-demo`` reuses one already made (make
+   the demo once on a quiet machine, then shoot). A run of the tiny model, one whose speed figures were taken
+   under load, or one whose fine-tune was timed one after the other is refused: the README shows this run.
+2. Its ``report.html`` is opened from disk in headless Chromium, offline: ``report.png`` is the verdict and
+   the quantization section (the sections between them folded away), ``report-slices.png`` the accuracy
+   change by slice with each slice's interval.
+3. JupyterLab (127.0.0.1, a temporary HOME, a copy of ``notebooks/``) runs the tour notebook and opens the run
+   from its *saved run* list: ``workbench-lab.png`` is the fine-tune step (the loss curves of eager PyTorch and
+   ORTModule, and the training verdict, which must be the like-for-like figure), ``panel-graph.png`` and
+   ``panel-quant.png`` the Export-and-fuse and Quantize steps, all shown from the run without recomputing.
+4. In the same JupyterLab, every other notebook runs top to bottom with small parameters (the tiny
    model, a few steps; notebook 07 MiniLM on a few queries) and its main panel is saved once it
    shows its result: ``docs/img/<notebook>.png``. Each notebook's second cell shows its picture
    (``workbench-lab.png`` for the tour), so a notebook shows what it does before it is run.
 
 Each PNG carries the workbench version and the run's id in a ``tEXt`` chunk, and
-``docs/img/manifest.json`` lists every picture with its SHA-256, the version, the run and, for a
-notebook's picture, the notebook and its parameters;
-``tests/repo/test_docs.py`` checks that every picture the documentation names was made this way by
-the current version. Chromium: ``$WORKBENCH_CHROMIUM`` or ``/usr/bin/chromium`` (``make setup-test``).
+``docs/img/manifest.json`` lists every picture with its SHA-256, the version, the run, its caption and,
+for a notebook's picture, the notebook and its parameters. The captions name the machine (CPU model and
+instruction sets, from the run's machine profile in ``summary.json``) and the run's date: written from the
+run's files, as is the README's picture block (between its ``<!-- pictures`` markers), which this script
+rewrites when ``--out`` is ``docs/img`` (elsewhere it writes ``README-pictures.md`` beside the pictures).
+``tests/repo/test_docs.py`` checks that every picture the documentation names was made this way by the
+current version, and that the README's captions are the manifest's.
+
+``--quick`` shoots a ``workbench demo --quick`` run (the tiny model, about a minute) to try the pipeline
+end to end; its pictures are refused for ``docs/img``. ``--readme-only`` shoots the README's three pictures
+alone (also refused for ``docs/img``, whose manifest lists every picture). Chromium:
+``$WORKBENCH_CHROMIUM`` or ``/usr/bin/chromium`` (``make setup-test``).
 """
 
 from __future__ import annotations
@@ -43,12 +55,30 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 from helpers.labtools import CHROMIUM, CHROMIUM_ARGS, LabServer, set_parameters  # noqa: E402
+from picture_captions import (  # noqa: E402  (scripts/, beside this file)
+    LIKE_FOR_LIKE,
+    README_END,
+    README_PICTURES,
+    README_SHOWS,
+    README_START,
+    RunFacts,
+    RunRefused,
+    caption,
+    notebook_caption,
+    readme_block,
+    readme_block_in,
+    readme_shows,
+    refusal,
+    run_facts,
+    this_machine,
+    with_readme_block,
+)
 
 IMG = REPO / "docs" / "img"
 MANIFEST = IMG / "manifest.json"
+README = REPO / "README.md"
 TOUR = "00_tour.ipynb"
-TOUR_PARAMETERS = {"MODEL": "tiny", "PRESET": "quick", "MAX_STEPS": 12, "BACKENDS": ("eager", "ortmodule"), "N_BOOT": 200}
-VIEWPORT = {"width": 1400, "height": 900}  # report.html's first screen
+VIEWPORT = {"width": 1400, "height": 1100}  # report.html: the verdict and the quantization table
 LAB_VIEWPORT = {"width": 1400, "height": 1050}
 TIMEOUT_MS = 180_000
 NOTEBOOK_TIMEOUT_MS = 600_000  # one notebook, top to bottom (a guard: about a minute each on 2 quiet cores)
@@ -119,29 +149,48 @@ def png_text(data: bytes) -> dict[str, str]:
     return out
 
 
-def quick_run(runs: Path, home: Path) -> Path:
-    """``workbench demo --quick`` into ``runs``; the run folder."""
-    env = {**os.environ, "WORKBENCH_HOME": str(home)}
-    cmd = [sys.executable, "-m", "workbench.cli", "demo", "--quick", "--runs", str(runs)]
+def demo_run(runs: Path, quick: bool, home: Path) -> Path:
+    """``workbench demo`` (``--quick``: the tiny model, with its own temporary home) into a new folder under
+    ``runs``; the run folder."""
+    env = {**os.environ, "WORKBENCH_HOME": str(home)} if quick else dict(os.environ)
+    cmd = [sys.executable, "-m", "workbench.cli", "demo", *(["--quick"] if quick else []), "--runs", str(runs)]
     print("screenshots: " + " ".join(["workbench", *cmd[3:]]), flush=True)
+    runs.mkdir(parents=True, exist_ok=True)
+    before = {p.name for p in runs.iterdir()}
     subprocess.run(cmd, cwd=REPO, env=env, check=True)
-    (run,) = [p for p in runs.iterdir() if p.is_dir()]
-    if not (run / "report.html").exists():
-        raise SystemExit(f"screenshots: the demo wrote no report.html in {run}")
-    return run
+    made = sorted(p for p in runs.iterdir() if p.is_dir() and p.name not in before)
+    if len(made) != 1:
+        raise SystemExit(f"screenshots: the demo made {len(made)} run folders in {runs}, expected one: {[p.name for p in made]}")
+    return made[0]
 
 
-def shoot_report(browser, report: Path, out: Path) -> None:
+# report.html's sections between the verdict's heading part and the quantization section, folded away for report.png
+FOLD_BETWEEN = """() => {
+  let hide = false;
+  for (const el of Array.from(document.body.children)) {
+    if (el.id === 'environment') hide = true;
+    if (el.id === 'quantization') hide = false;
+    if (hide) el.style.display = 'none';
+  }
+}"""
+
+
+def shoot_report(browser, report: Path, outs: dict[str, Path]) -> None:
+    """``report.png``: the verdict and the quantization table; ``report-slices.png``: the accuracy change by slice
+    (the overview figure of every variant, with each slice's interval)."""
     context = browser.new_context(viewport=VIEWPORT, offline=True)
     page = context.new_page()
     try:
         page.goto(report.resolve().as_uri())
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=TIMEOUT_MS)
-        # the quantization section at the top of the window: each INT8 variant's speed (with its interval)
-        # and accuracy against FP32, what the verdict above it is drawn from
-        _to_top(page.locator("#quantization"))
+        page.wait_for_selector("#fig-drift .main-svg", timeout=TIMEOUT_MS)
+        page.evaluate(FOLD_BETWEEN)
+        page.evaluate("() => window.scrollTo(0, 0)")
         page.wait_for_timeout(300)
-        page.screenshot(path=str(out))
+        page.screenshot(path=str(outs["report.png"]))
+        page.evaluate("() => { for (const el of document.body.children) el.style.display = ''; }")
+        page.locator("#fig-drift").scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        page.locator("#fig-drift").screenshot(path=str(outs["report-slices.png"]))
     finally:
         context.close()
 
@@ -184,13 +233,69 @@ def shoot_notebook(page, url: str, stem: str, shot: NotebookShot, out: Path) -> 
     print(f"screenshots: {stem}: {panel.locator('.wb-status').inner_text()[:160]}", flush=True)
 
 
-def shoot_lab(browser, tmp: Path, home: Path, shots: dict[str, Path]) -> None:
+def tour_parameters(run: Path) -> dict[str, Any]:
+    """The tour's parameters: its saved-run list is the folder holding the run (opened with the Open button once the
+    Workbench is on screen, as a person does; nothing is recomputed)."""
+    return {"RUNS": str(run.resolve().parent)}
+
+
+def show_step(page, workbench, title: str, panel: str, run_name: str):
+    """Open the Workbench's step ``title`` (unless it is open: a click on an open step's title closes it), then open
+    the run from the saved-run list with the step on screen: a figure drawn into a closed step reaches the browser
+    without its traces, so each step is shown open while the run's results arrive. The step's panel."""
+    from playwright.sync_api import expect
+
+    shown = page.locator(panel)
+    if not shown.is_visible():
+        workbench.get_by_text(title).click()
+    expect(shown).to_be_visible()
+    workbench.locator("select").first.select_option(label=run_name)
+    workbench.get_by_role("button", name="Open").click()
+    expect(shown.locator(".wb-status")).to_contain_text("opened:")
+    expect(shown.locator(".js-plotly-plot .trace").first).to_be_visible()
+    expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible()  # every panel drawn
+    return shown
+
+
+def shoot_tour(page, url: str, facts: RunFacts, shots: dict[str, Path]) -> None:
+    """The tour with the run opened from its saved-run list: the fine-tune step (loss curves and the training
+    verdict), then the Export-and-fuse and Quantize steps, each from the run's saved results."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/lab/tree/{TOUR}")
+    expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    workbench = page.locator(".wb-workbench")
+    expect(workbench.get_by_text("2. Fine-tune —")).to_be_visible()
+    train = show_step(page, workbench, "2. Fine-tune —", ".wb-trainpanel", facts.run)
+    expect(train.locator(".wb-status")).to_contain_text("ortmodule ok")
+    verdict = train.locator(".wb-train-verdict").first
+    expect(verdict).to_contain_text("ORTModule")
+    said = verdict.inner_text()
+    if not facts.quick and not said.removeprefix("Verdict:").strip().lower().startswith(LIKE_FOR_LIKE):
+        raise SystemExit(f"screenshots: the Lab's training verdict is not the like-for-like figure: {said[:300]}")
+    page.mouse.move(0, 0)  # no hover label over the curves
+    _to_top(train.locator(".wb-status"))
+    page.screenshot(path=str(shots["workbench-lab.png"]))
+    print(f"screenshots: the tour's training verdict: {said[:200]}", flush=True)
+    for title, panel, name in (("4. Export and fuse —", ".wb-graphpanel", "panel-graph.png"),
+                               ("5. Quantize —", ".wb-quantpanel", "panel-quant.png")):
+        if name not in shots:
+            continue
+        shown = show_step(page, workbench, title, panel, facts.run)
+        page.mouse.move(0, 0)
+        _to_top(shown.locator(".wb-status"))
+        page.screenshot(path=str(shots[name]))
+
+
+def shoot_lab(browser, tmp: Path, home: Path, run: Path, facts: RunFacts, shots: dict[str, Path]) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     root = tmp / "notebooks"
     shutil.copytree(REPO / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    set_parameters(root / TOUR, {**TOUR_PARAMETERS, "RUNS": str(tmp / "lab-runs")})
+    set_parameters(root / TOUR, tour_parameters(run))
     for stem, shot in NOTEBOOK_SHOTS.items():
         set_parameters(root / f"{stem}.ipynb", {**shot.parameters, "RUNS": str(tmp / "lab-runs")})
     lab_home = tmp / "lab-home"
@@ -203,43 +308,16 @@ def shoot_lab(browser, tmp: Path, home: Path, shots: dict[str, Path]) -> None:
         context = browser.new_context(viewport=LAB_VIEWPORT)
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        page.goto(f"{server.url}/lab/tree/{TOUR}")
-        expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible()
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_text("Run All Cells", exact=True).click()
-
-        workbench = page.locator(".wb-workbench")
-        train = page.locator(".wb-trainpanel")
-        button = train.locator("button.wb-run")
-        expect(button).to_be_enabled()
-        button.click()
-        expect(train.locator(".wb-status")).to_contain_text("ortmodule ok")
-        expect(train.locator(".js-plotly-plot .scatterlayer .trace")).to_have_count(4)
-        expect(workbench.get_by_text("2. Fine-tune — done")).to_be_visible()
-        page.mouse.move(0, 0)  # no hover label over the curves
-        _to_top(train)
-        page.screenshot(path=str(shots["workbench-lab.png"]))
-
-        workbench.get_by_text("4. Export and fuse — ready").click()
-        graph = page.locator(".wb-graphpanel")
-        graph.locator("button.wb-run").click()
-        expect(graph.locator(".wb-status")).to_contain_text("all variants validated")
-        expect(graph.locator(".js-plotly-plot .trace").first).to_be_visible()
-        page.mouse.move(0, 0)
-        _to_top(graph)
-        page.screenshot(path=str(shots["panel-graph.png"]))
-
-        workbench.get_by_text("5. Quantize — ready").click()
-        quant = page.locator(".wb-quantpanel")
-        quant.locator("button.wb-run").click()
-        expect(quant.locator(".wb-status")).to_contain_text("x FP32 speed")
-        expect(quant.locator(".js-plotly-plot .trace").first).to_be_visible()
-        page.mouse.move(0, 0)
-        _to_top(quant.locator(".wb-status"))
-        page.screenshot(path=str(shots["panel-quant.png"]))
-
-        for stem, shot in NOTEBOOK_SHOTS.items():
-            shoot_notebook(page, server.url, stem, shot, shots[notebook_picture(stem)])
+        try:
+            shoot_tour(page, server.url, facts, shots)
+            for stem, shot in NOTEBOOK_SHOTS.items():
+                if notebook_picture(stem) in shots:
+                    shoot_notebook(page, server.url, stem, shot, shots[notebook_picture(stem)])
+        except BaseException:
+            failed = Path(tempfile.gettempdir()) / "wb-screenshots-failed.png"
+            page.screenshot(path=str(failed))
+            print(f"screenshots: what JupyterLab showed when it failed: {failed}", file=sys.stderr, flush=True)
+            raise
     finally:
         if context is not None:
             context.close()
@@ -250,13 +328,62 @@ def _jsonable(parameters: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in parameters.items()}
 
 
-def main(argv=None) -> int:
+RUN_SHOWS = {  # the pictures of the run (the README's three and the tour's other two steps)
+    **README_SHOWS,
+    "panel-graph.png": "notebook 00_tour with the run opened: the Export-and-fuse step",
+    "panel-quant.png": "notebook 00_tour with the run opened: the Quantize step",
+}
+
+
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(IMG), help="folder for the PNGs and manifest.json (default docs/img)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--run", help="a run folder `workbench demo` already wrote (runs/<time>-demo): shoot it instead of "
+                                      "making the demo again (make it once on a quiet machine)")
+    parser.add_argument("--runs", default=os.environ.get("WORKBENCH_RUNS", "runs"),
+                        help="where a new demo run goes when --run is not given (default $WORKBENCH_RUNS or runs)")
+    parser.add_argument("--quick", action="store_true", help="try the pipeline: `workbench demo --quick` (the tiny model) "
+                                                             "into a temporary folder, or --run such a run; refused for docs/img")
+    parser.add_argument("--readme-only", action="store_true", help="only the README's three pictures (refused for docs/img, "
+                                                                   "whose manifest lists every picture)")
+    return parser.parse_args(argv)
+
+
+def bad_input(args) -> str:
+    """One line naming the value, the reason and the fix; "" when the arguments are good."""
+    out = Path(args.out).resolve()
+    if out == IMG.resolve() and args.quick:
+        return ("screenshots: --quick with --out docs/img: the tiny model's pictures are not the documentation's; give --out "
+                "a scratch folder (e.g. --out /tmp/shots), or drop --quick")
+    if out == IMG.resolve() and args.readme_only:
+        return ("screenshots: --readme-only with --out docs/img: its manifest lists every picture of one run; give --out a "
+                "scratch folder, or drop --readme-only")
+    if out == IMG.resolve() and readme_block_in(README.read_text()) is None:
+        return (f"screenshots: README.md has no picture block to write the captions into: put the lines {README_START!r} "
+                f"and {README_END!r} around its pictures")
+    if args.run is not None and not Path(args.run).is_dir():
+        return f"screenshots: --run {args.run} is not a folder: give a run folder `workbench demo` wrote (runs/<time>-demo)"
     if not CHROMIUM.exists():
-        print(f"screenshots: no chromium at {CHROMIUM}: run `make setup-test` (it installs Debian's chromium) "
-              "or set WORKBENCH_CHROMIUM", file=sys.stderr)
+        return (f"screenshots: no chromium at {CHROMIUM}: run `make setup-test` (it installs Debian's chromium) "
+                "or set WORKBENCH_CHROMIUM")
+    return ""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def shown_path(run: Path) -> str:
+    """The run folder as the manifest records it: relative to the repository when it lies in it."""
+    return str(run.resolve().relative_to(REPO)) if run.resolve().is_relative_to(REPO) else str(run.resolve())
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if (why := bad_input(args)):
+        print(why, file=sys.stderr)
         return 2
     import workbench
     from playwright.sync_api import sync_playwright
@@ -267,48 +394,66 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="wb-screenshots-") as t:
         tmp = Path(t)
         home = tmp / "home"
-        run = quick_run(tmp / "runs", home)
-        summary = json.loads((run / "summary.json").read_text())
-        run_id = f"{run.name} ({summary.get('created_utc', '')})"
-        names = ["report.png", "workbench-lab.png", "panel-graph.png", "panel-quant.png", *map(notebook_picture, NOTEBOOK_SHOTS)]
+        try:
+            run = Path(args.run) if args.run else demo_run(tmp / "runs" if args.quick else Path(args.runs).resolve(), args.quick, home)
+            facts = run_facts(run)
+            why = None if args.quick else refusal(facts, json.loads((run / "summary.json").read_text()))
+        except (RunRefused, subprocess.CalledProcessError) as exc:
+            print(f"screenshots: {exc}", file=sys.stderr)
+            return 2
+        if why:
+            print(f"screenshots: {why}", file=sys.stderr)
+            return 2
+        run_id = f"{run.name} ({facts.written_utc})"
+        names = [name for name, _, _ in README_PICTURES]
+        if not args.readme_only:
+            names += ["panel-graph.png", "panel-quant.png", *(notebook_picture(stem) for stem in NOTEBOOK_SHOTS)]
         raw = {name: tmp / name for name in names}
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
             try:
-                shoot_report(browser, run / "report.html", raw["report.png"])
-                shoot_lab(browser, tmp, home, raw)
+                shoot_report(browser, run / "report.html", raw)
+                shoot_lab(browser, tmp, home, run, facts, raw)
             finally:
                 browser.close()
-        shows = {
-            "report.png": "report.html of `workbench demo --quick`, its quantization section",
-            "workbench-lab.png": "JupyterLab, notebook 00_tour: the Workbench after the fine-tune step",
-            "panel-graph.png": "notebook 00_tour: the Export-and-fuse step",
-            "panel-quant.png": "notebook 00_tour: the Quantize step",
-            **{notebook_picture(stem): shot.shows for stem, shot in NOTEBOOK_SHOTS.items()},
-        }
-        notebooks = {notebook_picture(stem): (stem, shot.parameters) for stem, shot in NOTEBOOK_SHOTS.items()}
-        notebooks[TOUR_PICTURE] = (TOUR.removesuffix(".ipynb"), TOUR_PARAMETERS)
+        made = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        machine_now = this_machine()
         images = {}
         for name, path in raw.items():
             data = png_with_text(path.read_bytes(), {"workbench-version": workbench.__version__, "workbench-run": run_id})
-            (out / name).write_bytes(data)
-            images[name] = {"sha256": hashlib.sha256(data).hexdigest(), "shows": shows[name]}
-            if name in notebooks:
-                stem, parameters = notebooks[name]
-                images[name].update(notebook=stem, parameters=_jsonable(parameters))
+            write_atomic(out / name, data)
+            stem = next((stem for stem in NOTEBOOK_SHOTS if notebook_picture(stem) == name), None)
+            if stem is None:
+                shows = readme_shows(name, facts) if name in README_SHOWS else RUN_SHOWS[name]
+                images[name] = {"sha256": hashlib.sha256(data).hexdigest(), "shows": shows, "caption": caption(shows, facts)}
+            else:
+                shot = NOTEBOOK_SHOTS[stem]
+                images[name] = {"sha256": hashlib.sha256(data).hexdigest(), "shows": shot.shows,
+                                "caption": notebook_caption(shot.shows, _jsonable(shot.parameters), machine_now, made[:10]),
+                                "notebook": stem, "parameters": _jsonable(shot.parameters)}
+            if name == TOUR_PICTURE:
+                images[name].update(notebook=TOUR.removesuffix(".ipynb"), parameters={"RUNS": shown_path(run.parent),
+                                                                                       "opened": run.name})
     manifest = {
         "workbench_version": workbench.__version__,
         "run": run_id,
+        "run_facts": facts.as_dict(),
         "made_by": "make screenshots (scripts/screenshots.py)",
-        "demo": "workbench demo --quick",
-        "tour_parameters": _jsonable(TOUR_PARAMETERS),
-        "created_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "demo": "workbench demo --quick" if facts.quick else "workbench demo",
+        "tour_parameters": {"RUNS": shown_path(run.parent), "opened": run.name},
+        "created_utc": made,
         "images": images,
     }
-    tmp_manifest = out / ".manifest.json.tmp"
-    tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp_manifest, out / "manifest.json")
-    print(f"screenshots: {len(images)} pictures in {out} ({time.monotonic() - started:.0f} s)")
+    write_atomic(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+    block = readme_block(manifest)
+    if out.resolve() == IMG.resolve():
+        write_atomic(README, with_readme_block(README.read_text(), block).encode())
+        where = "README.md's picture block"
+    else:
+        write_atomic(out / "README-pictures.md", (block + "\n").encode())
+        where = out / "README-pictures.md"
+    print(f"screenshots: {len(images)} pictures of {run.name} in {out}, captions in {where} "
+          f"({time.monotonic() - started:.0f} s)")
     return 0
 
 

@@ -101,6 +101,32 @@ def check_made_by_this_version(path: Path, manifest: dict, where: str) -> dict:
     return entry
 
 
+def test_the_readme_picture_captions_are_the_manifest_s():
+    """The README's picture block is what `make screenshots` writes from docs/img/manifest.json: each picture's
+    caption names the run's machine (CPU model and instruction sets from its machine profile) and date, and the run
+    is MiniLM's demo, not the tiny model's; a caption edited by hand, or pictures made again without the README,
+    fail here."""
+    import html
+
+    captions = load_script("picture_captions")
+    manifest = json.loads(MANIFEST.read_text())
+    block = captions.readme_block_in(README.read_text())
+    assert block is not None, f"README.md has no picture block ({captions.README_START})"
+    assert "run_facts" in manifest, (
+        "docs/img/manifest.json records no run facts (made before the captions were written from the run): run "
+        "`make screenshots` on a quiet machine")
+    facts = manifest["run_facts"]
+    assert not facts["quick"] and facts["model"] == captions.MODEL_NAMES["minilm"], facts
+    assert facts["training"] == captions.LIKE_FOR_LIKE and not facts["contended"], facts
+    for name, _, _ in captions.README_PICTURES:
+        said = manifest["images"][name]["caption"]
+        assert facts["machine"] in said and facts["date"] in said, (name, said)
+        assert f'<img src="docs/img/{name}"' in block and f'alt="{html.escape(said, quote=True)}"' in block, name
+    assert f"{facts['machine']}." in block and facts["date"] in block
+    assert block == captions.readme_block(manifest), (
+        "README.md's picture block is not what docs/img/manifest.json gives: run `make screenshots` (it writes both)")
+
+
 def notebook_picture(nb) -> list[str]:
     """The pictures a notebook shows in its first three cells (before its code)."""
     return [name for c in nb.cells[:3] if c.cell_type == "markdown" for name in NOTEBOOK_PICTURE.findall(c.source)]

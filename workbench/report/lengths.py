@@ -43,51 +43,86 @@ def slower_text(speedup, ci) -> str:
     return " <span class='bad'>slower than FP32</span>"
 
 
+def _shape_header(shape: str, shapes: list[str]) -> str:
+    """A column's header: the shape in words and which of the data's lengths it is."""
+    batch, _, seq = shape.partition("x")
+    which = ("the median and 95th percentile" if len(shapes) == 1 else
+             {0: "the median", 1: "the 95th percentile"}.get(shapes.index(shape), "")) if shape in shapes else ""
+    return f"batch {batch} x {seq} tokens ({which})" if which else f"batch {batch} x {seq} tokens"
+
+
+def _variant_cell(x: dict, shape: str, e: Callable[[Any], str], f: Callable[..., str]) -> str:
+    """One variant at one of the data's shapes: its milliseconds, FP32's from the same rounds in brackets, the
+    speed-up with its interval, its share of the floor; or why a figure is missing. Never a bare placeholder."""
+    timed = [r["shape"] for r in x.get("latency_by_shape", [])]
+    r = next((r for r in x.get("latency_by_shape", []) if r["shape"] == shape), None)
+    if r is None:
+        return (f"not timed at {e(shape)}: this run timed {e(x['name'])} at {e(', '.join(timed))} only" if timed
+                else f"not timed: this run recorded no latency for {e(x['name'])}")
+    sp, ci = r.get("speedup"), r.get("speedup_ci")
+    if x.get("contended"):
+        return (f"{f(r['int8_ms'])} ms ({f(r['fp32_ms'])} ms); <span class='bad'>timed under load: no speed-up stated</span> "
+                "(other work used the CPU while it was timed, even after timing again)")
+    if sp is None:
+        speed = "no speed-up: the two graphs were not timed in paired rounds at this shape"
+    else:
+        interval = f" [{f(ci[0], '.2f')}-{f(ci[1], '.2f')}]" if ci and None not in ci else " (no interval recorded)"
+        speed = f"{f(sp, '.2f', suffix='x')}{interval}{slower_text(sp, ci)}"
+    floor = (f"{f(r['of_floor'], '.0f', 100, '%')} of floor" if r.get("of_floor") is not None
+             else "no floor (no machine profile for this timing)")
+    return f"{f(r['int8_ms'])} ms ({f(r['fp32_ms'])} ms); {speed}; {floor}"
+
+
 def _fp32_cell(quantization: list[dict], shape: str, e: Callable[[Any], str], f: Callable[..., str]) -> str:
     """The FP32 graph at ``shape``: as timed beside the first variant timed there (each variant's row has its own
     FP32 figure in brackets, from its own rounds)."""
     for x in quantization:
         r = next((r for r in x.get("latency_by_shape", []) if r["shape"] == shape), None)
         if r is not None:
-            return f"{f(r['fp32_ms'])} ms beside {e(x['name'])}; {f(r.get('fp32_of_floor'), '.0f', 100, '%')} of floor"
-    return "not timed at this shape"
+            floor = (f"{f(r['fp32_of_floor'], '.0f', 100, '%')} of floor" if r.get("fp32_of_floor") is not None
+                     else "no floor (no machine profile for this timing)")
+            return f"{f(r['fp32_ms'])} ms beside {e(x['name'])}; {floor}"
+    return f"not timed at {e(shape)}: no variant was timed there"
+
+
+def _scoring_cell(sc: Optional[dict], f: Callable[..., str], why_not: str) -> str:
+    if not sc or sc.get("rows_per_s") is None:
+        return why_not
+    floor = (f"floor {f(sc['floor_rows_per_s'], '.0f')}; {f(sc.get('of_floor'), '.2g', 100, '%')} of it"
+             if sc.get("floor_rows_per_s") is not None else "no floor (no machine profile)")
+    return f"{f(sc['rows_per_s'], '.0f')} rows/s; {floor}"
 
 
 def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Callable[..., str]) -> str:
-    """HTML of the part (empty when the baseline recorded no lengths: a run from before they were kept)."""
+    """HTML of the part (empty when the baseline recorded no lengths: a run from before they were kept). A shape no
+    variant was timed at gets no column: the paragraph says which shapes the run timed instead."""
     d = s.get("data") or {}
     lengths = d.get("lengths")
     if not lengths:
         return ""
-    parts = ["<h2 id='lengths'>Speed at the data's own lengths</h2>"]
-    parts.append(f"<p>{lengths['n']} rows: median {f(lengths['median'], 'g')} tokens, 95th percentile "
-                 f"{f(lengths['p95'], 'g')}, longest {lengths['max']} (truncated at {lengths['max_length']}). Each variant "
-                 f"is timed at batch 1 x the median and the 95th percentile ({e(', '.join(d.get('length_shapes', [])))}) beside "
-                 "the fixed shapes.</p>")
+    q = s.get("quantization", [])
     shapes = d.get("length_shapes", [])
-    rows = []
-    for x in s.get("quantization", []):
-        by = {r["shape"]: r for r in x.get("latency_by_shape", [])}
-        cells = []
-        for sh in shapes:
-            r = by.get(sh)
-            if r is None:
-                cells.append("not timed at this shape")
-                continue
-            cells.append(f"{f(r['int8_ms'])} ms ({f(r['fp32_ms'])}); {f(r.get('speedup'), '.2f', suffix='x')}"
-                         + slower_text(r.get("speedup"), r.get("speedup_ci"))
-                         + f"; {f(r.get('of_floor'), '.0f', 100, '%')} of floor")
-        sc = x.get("scoring") or {}
-        cells.append(f"{f(sc.get('rows_per_s'), '.0f')} rows/s; floor {f(sc.get('floor_rows_per_s'), '.0f')}; "
-                     f"{f(sc.get('of_floor'), '.2g', 100, '%')} of it" if sc else "–")
-        rows.append([f"<b>{e(x['name'])}</b>", *cells])
-    fp = d.get("fp32_scoring") or {}
-    if fp:
-        rows.insert(0, ["FP32", *[_fp32_cell(s.get("quantization", []), sh, e, f) for sh in shapes],
-                        f"{f(fp.get('rows_per_s'), '.0f')} rows/s; floor {f(fp.get('floor_rows_per_s'), '.0f')}; "
-                        f"{f(fp.get('of_floor'), '.2g', 100, '%')} of it"])
-    parts.append(table(["variant", *[f"{sh}: ms (FP32); speed-up; of floor" for sh in shapes], "scoring the data: rows/s vs floor"],
-                       rows))
+    timed = [sh for sh in shapes if any(r["shape"] == sh for x in q for r in x.get("latency_by_shape", []))]
+    parts = ["<h2 id='lengths'>Speed at the data's own lengths</h2>"]
+    said = (f"{lengths['n']} rows: median {f(lengths['median'], 'g')} tokens, 95th percentile {f(lengths['p95'], 'g')}, "
+            f"longest {lengths['max']} (truncated at {lengths['max_length']}). ")
+    if timed:
+        said += (f"Each variant is timed at batch 1 x the median and the 95th percentile ({e(', '.join(timed))}) beside the "
+                 "fixed shapes. In each cell at a shape: the variant's median latency, then in brackets the FP32 graph's, "
+                 "taken in the same interleaved rounds; the speed-up over FP32 with its 95% interval in square brackets; "
+                 "the share of its floor (the matrix-multiply work at this machine's measured throughput) it reached.")
+    fixed = sorted({r["shape"] for x in q for r in x.get("latency_by_shape", [])} - set(shapes))
+    if [sh for sh in shapes if sh not in timed]:
+        said += (f" This run did not time the variants at {e(', '.join(sh for sh in shapes if sh not in timed))}"
+                 + (f" (it timed them at {e(', '.join(fixed))}: the quantization table above shows the first)" if fixed else "")
+                 + "; <code>workbench audit</code> times every variant at the data's lengths too.")
+    parts.append(f"<p>{said}</p>")
+    no_scoring = "not timed: this run scored the data without timing it"
+    rows = [["FP32", *[_fp32_cell(q, sh, e, f) for sh in timed], _scoring_cell(d.get("fp32_scoring"), f, no_scoring)]]
+    for x in q:
+        rows.append([f"<b>{e(x['name'])}</b>", *[_variant_cell(x, sh, e, f) for sh in timed],
+                     _scoring_cell(x.get("scoring"), f, no_scoring)])
+    parts.append(table(["variant", *[_shape_header(sh, shapes) for sh in timed], "scoring the data: rows/s vs floor"], rows))
     w = d.get("scoring_work")
     if w:
         parts.append(f"<p class='muted'>Scoring {w['n']} rows in batches of {w['batch_size']}: file order would pad to "

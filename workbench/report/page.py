@@ -152,7 +152,8 @@ def _training_section(t: dict, figs: dict) -> list[str]:
                     [[_e(r["backend"]), _e(r["status"]), r["steps"], _f(r["median_step_ms"], ".0f"), _f(r["samples_per_s"], ".1f"),
                       _f(r["startup_s"], ".1f"), _f(r["peak_memory_mib"], ".0f"), _f(r["final_accuracy"], ".3f"),
                       _e(r["executed_in_onnxruntime"])] for r in t["runs"]], [2, 3, 4, 5, 6, 7])]
-    look = {"gain": "meets_budget", "loss": "no_candidate_meets_budget", "no gain": "no_candidate_meets_budget"}
+    look = {"gain": "meets_budget", "loss": "no_candidate_meets_budget", "no gain": "no_candidate_meets_budget",
+            "one after the other": "no_candidate_meets_budget"}
     for v in t.get("verdicts") or []:
         parts.append(f"<div class='verdict {look.get(v['outcome'], 'incomplete')}' id='training-verdict-{_e(v['backend'])}'>"
                      f"<b>Training verdict.</b> {_e(v['text'])}</div>")

@@ -2,14 +2,18 @@
 
 One sentence a person can act on, built from a :class:`~workbench.train.Comparison`:
 
-    ORTModule trains at 0.98x (0.95-1.01) of eager with the same settings (AdamW (fused), eager
-    attention, dropout off, fp32, batch 16x64) on this CPU (AMD EPYC, AVX2 FMA): no gain here.
+    Like for like (steps taken in turns): ORTModule trains at 0.98x (0.95-1.01) of eager PyTorch with
+    the same settings (AdamW (fused), eager attention, dropout off, fp32, batch 16x64) on this CPU
+    (AMD EPYC, AVX2 FMA): no gain here
 
 The rules: the two sides must share every setting but the backend's own knobs (else no verdict);
-the interval comes from steps timed in turns (:mod:`workbench.train.lockstep`); a figure taken
-while other work ran is not a verdict; a gain needs the whole interval above 1.0, a loss the whole
-interval below it. Where the backend does not pay, the verdict says where it is reported to
-(published figures, labelled as theirs) and what to try next.
+the interval comes from steps timed in turns (:mod:`workbench.train.lockstep`), the like-for-like
+figure the sentence starts with; runs timed one after the other (minutes apart, under whatever load
+each met) give a point figure that the sentence labels "One after the other, not like for like" and
+does not judge (outcome ``one after the other``); a figure taken while other work ran is not a
+verdict; a gain needs the whole interval above 1.0, a loss the whole interval below it. Where the
+backend does not pay, the verdict says where it is reported to (published figures, labelled as
+theirs) and what to try next.
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ NEXT_STEPS = (
     "ORTModule's memory optimizer (memory_optimizer_level 1 or 2) when memory, not time, is the limit",
 )
 BACKEND_NAMES = {Backend.ORTMODULE: "ORTModule", Backend.COMPILE: "torch.compile", Backend.EAGER: "eager PyTorch"}
+# how a verdict's sentence starts: which comparison its figure comes from
+LIKE_FOR_LIKE = "Like for like (steps taken in turns)"
+ONE_AFTER_THE_OTHER = "One after the other, not like for like"
 
 
 @dataclass(frozen=True)
 class TrainVerdict:
     backend: str
     baseline: str
-    outcome: str  # "gain", "loss", "no gain", "unmeasured" (busy machine), "not like for like", "no ratio"
+    # "gain", "loss", "no gain", "one after the other" (timed apart: a point figure, not judged), "unmeasured" (busy
+    # machine), "not like for like" (other settings differ too), "no ratio"
+    outcome: str
     text: str
     ratio: Optional[float] = None  # steady-state speed, >1: the backend is faster
     lo: Optional[float] = None  # the 95% interval, when the steps were timed in turns
@@ -81,25 +90,27 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(outcome="not like for like", text=(
             f"{name} against {base_name}: no verdict, the runs differ in {', '.join(r.differs_in)} as well as the "
             "backend; compare them with the same settings"), **common)
-    measured = f"{name} trains at {r.speed_text()} of {base_name} with the same settings ({r.baseline_settings}){where}"
+    has_interval = r.interleaved and r.throughput_lo is not None and r.throughput_hi is not None
+    measured = (f"{LIKE_FOR_LIKE if has_interval else ONE_AFTER_THE_OTHER}: {name} "
+                f"{'trains' if has_interval else 'trained'} at {r.speed_text()} of {base_name} with the same settings "
+                f"({r.baseline_settings}){where}")
     if load is not None and load.contended:
         return TrainVerdict(outcome="unmeasured", text=(
             f"{measured}, but the machine was busy while it trained ({load_text}): not a verdict; run it again on a "
             "quiet machine"), **common)
-    has_interval = r.throughput_lo is not None and r.throughput_hi is not None
     if has_interval and r.throughput_lo > 1.0:
         outcome, tail = "gain", f"{(r.throughput - 1) * 100:.0f}% more samples per second here"
     elif has_interval and r.throughput_hi < 1.0:
         outcome, tail = "loss", "no gain here: slower than eager"
     elif has_interval:
         outcome, tail = "no gain", "no gain here (the interval includes 1.00x)"
-    else:  # timed apart: a point figure only
-        outcome = "gain" if r.throughput > 1.05 else ("loss" if r.throughput < 0.95 else "no gain")
-        tail = ("timed one after the other, without an interval: train with isolate and interleave for one; "
-                + ("faster here" if outcome == "gain" else "no gain here"))
+    else:  # timed apart, minutes apart under whatever load each run met: a point figure, not judged
+        outcome, tail = "one after the other", (
+            "a point figure without an interval, not a verdict; train with isolate (each backend in its own process, "
+            "taking turns step by step) for the like-for-like figure")
     text = f"{measured}: {tail}"
     extra = {}
-    if outcome != "gain" and backend is Backend.ORTMODULE:
+    if outcome in ("loss", "no gain") and backend is Backend.ORTMODULE:  # judged, and it does not pay: where it does
         extra = {"where_it_pays": PUBLISHED, "next_steps": list(NEXT_STEPS)}
     return TrainVerdict(outcome=outcome, text=text, **common, **extra)
 

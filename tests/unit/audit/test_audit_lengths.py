@@ -71,7 +71,8 @@ def test_lengths_shapes_scoring_and_weight_only_in_the_summary_and_page(audited)
     assert any("32 sorted by length and batch 32 in file order" in n for n in s["method"]["notes"])
     page = (out / "report.html").read_text()
     assert "Speed at the data&#x27;s own lengths" in page or "Speed at the data's own lengths" in page
-    assert f"1x{med}: ms (FP32)" in page and "rows/s" in page
+    assert f"batch 1 x {med} tokens (the median)" in page and f"batch 1 x {p95} tokens (the 95th percentile)" in page
+    assert "rows/s" in page and "then in brackets the FP32 graph" in page
     # the FP32 row states its own figures at each shape (timed beside the first variant), not a pointer to other cells
     first = s["quantization"][0]
     fp32_at_med = next(r for r in first["latency_by_shape"] if r["shape"] == f"1x{med}")

@@ -121,6 +121,7 @@ def test_runs_in_turns_get_an_interval_and_a_verdict(comparison):
     quiet = LoadCheck(contended=False, reasons=[], loadavg_1m=0.1, probe_fp32_gops=200.0, probe_fraction=0.97, at="t", cpus=2)
     v = training_verdict(c, "ortmodule", machine="AMD EPYC, AVX2 + FMA", load=quiet)
     assert v.outcome in ("loss", "no gain") and "of eager PyTorch with the same settings" in v.text
+    assert v.text.startswith("Like for like (steps taken in turns): ORTModule trains at ")  # the headline says which figure
     assert f"{r.throughput:.2f}x ({r.throughput_lo:.2f}-{r.throughput_hi:.2f})" in v.text
     assert "AMD EPYC" in v.text and "no gain here" in v.text
     assert "GPUs" in v.where_it_pays and v.next_steps  # where it is reported to pay, labelled as theirs
@@ -137,6 +138,22 @@ def test_runs_timed_apart_have_no_interval(comparison):
     r = c.ratio("ortmodule")
     assert not r.interleaved and r.throughput_lo is None and r.throughput_hi is None
     assert "without an interval" in training_verdict(c, "ortmodule").text
+
+
+def test_a_figure_timed_one_after_the_other_is_labelled_and_never_a_gain(comparison):
+    """Runs trained one after the other, ORTModule's steps at a fifth of eager's (the 4.60x kind of figure a tiny
+    model gives): the headline says it is the one-after-the-other figure, not like for like, and judges nothing;
+    the same steps taken in turns give the like-for-like headline and its judgement."""
+    base, fast = [900] + [500] * 9, [3000] + [100] * 9
+    apart = training_verdict(compare(_runs_in_turns(comparison, base, fast, group="")), "ortmodule", machine="AMD EPYC, AVX2")
+    assert apart.text.startswith("One after the other, not like for like: ORTModule trained at 5.00x of eager PyTorch "
+                                 "with the same settings (")
+    assert "on this CPU (AMD EPYC, AVX2)" in apart.text and "Like for like" not in apart.text
+    assert apart.outcome == "one after the other" and not apart.pays and not apart.interleaved
+    assert "not a verdict" in apart.text and "isolate" in apart.text and not apart.where_it_pays
+    turns = training_verdict(compare(_runs_in_turns(comparison, base, fast)), "ortmodule")
+    assert turns.text.startswith("Like for like (steps taken in turns): ORTModule trains at 5.00x (")
+    assert turns.outcome == "gain" and turns.pays and turns.interleaved and "One after the other" not in turns.text
 
 
 def test_a_shared_setting_difference_is_no_verdict(comparison):
