@@ -106,7 +106,7 @@ def download(out: Path, python: str, lock: Path, extras: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     common = ["download", "-d", str(out), "-c", str(lock), *target_args(python), "--progress-bar", "off"]
     print(f"wheelhouse: downloading the pinned set for CPython {python} on Linux x86_64 into {out} "
-          "(about 3.9 GB the first time; pip's cache and the wheels already there are reused)", flush=True)
+          "(about 3.4 GB the first time; wheels already in the folder are kept)", flush=True)
     pip(*common, *requirements(extras), *BUILD_NEEDS)
     pip(*common, "--no-deps", *NO_DEPS)
 

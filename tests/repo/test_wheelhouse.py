@@ -3,7 +3,7 @@ installs, and ``WHEELHOUSE=DIR make setup`` installs the training stack from tha
 
 The heavy test builds the wheelhouse (into ``$WORKBENCH_TEST_WHEELHOUSE`` or
 ``test-output/wheelhouse``, kept between runs: pip skips the wheels already there, so only the first
-run downloads the 3.9 GB), then runs scripts/setup.sh into a fresh virtual environment with no
+run downloads the 3.4 GB), then runs scripts/setup.sh into a fresh virtual environment with no
 network: in a network namespace of its own where ``unshare`` allows one (nothing but a down loopback),
 and always with ``PIP_NO_INDEX`` and a proxy that answers nothing. In that environment, still
 offline, ORTModule's extension has been compiled, the doctor passes and ORTModule trains the tiny
