@@ -4,13 +4,20 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test setup-web setup-gpu setup-gpu-infer setup-current setup-openvino bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
+.PHONY: setup setup-test wheelhouse setup-web setup-gpu setup-gpu-infer setup-current setup-openvino bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
 
 setup-test:
 	bash scripts/setup.sh --test
+
+## Every wheel `make setup` installs (the lock's pins, CPython 3.11, Linux x86_64) in one folder with manifest.json,
+## checked to resolve with no index: a room with poor internet then runs WHEELHOUSE=DIR make setup (docs/workshop.md).
+## WHEELHOUSE=DIR (default wheelhouse/); WHEELHOUSE_ARGS passes more (--python 3.12, --extras cpu,test,docs,scale, --check).
+WHEELHOUSE_PY ?= $(shell command -v python3.11 || command -v python3)
+wheelhouse:
+	$(WHEELHOUSE_PY) scripts/wheelhouse.py --out $(or $(WHEELHOUSE),wheelhouse) $(WHEELHOUSE_ARGS)
 
 ## onnxruntime-web 1.19.2 (web/package-lock.json) for `workbench ondevice`'s web page: node and npm from
 ## Debian when missing, then npm ci --ignore-scripts in web/ (make setup-test does this too).

@@ -4,6 +4,8 @@
 # onnxruntime-web for the on-device page (--web alone: only that step: node and npm from Debian when
 # missing, then `npm ci --ignore-scripts` in web/ from its lock file).
 # Idempotent: a second run with unchanged pins installs and compiles nothing.
+# WHEELHOUSE=DIR: install from DIR only (`make wheelhouse` fills it), no index, no network; ORTModule's
+# extension still compiles here (gcc and the Python headers). VENV=DIR: another folder than .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,7 +63,14 @@ if [ "$VARIANT" = gpu ]; then
     echo "setup-gpu: the CUDA training build onnxruntime-training 1.19.2 has wheels for Python 3.10 and 3.11 only, not $("$PY" -V 2>&1); use PYTHON=python3.11 make setup-gpu, or for GPU inference without ORTModule: make setup-gpu-infer" >&2; exit 1; }
 fi
 
-VENV=.venv
+VENV=${VENV:-.venv}
+if [ -n "${WHEELHOUSE:-}" ]; then
+  [ -d "$WHEELHOUSE" ] || { echo "setup: WHEELHOUSE=$WHEELHOUSE is not a folder; make one with make wheelhouse (or unset WHEELHOUSE to use the package index)" >&2; exit 2; }
+  # every pip call below, and the editable install's build environment, read these: the folder and nothing else
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS
+  PIP_FIND_LINKS=$(cd "$WHEELHOUSE" && pwd)
+  echo "setup: installing from the wheelhouse $PIP_FIND_LINKS only (no package index)"
+fi
 [ -x "$VENV/bin/python" ] || { echo "setup: creating $VENV with $("$PY" -V)"; "$PY" -m venv "$VENV"; }
 VPY="$VENV/bin/python"
 
@@ -78,6 +87,7 @@ quiet_pip() {
   if ! "$VPY" -m pip "$@" >> "$PIP_LOG" 2>&1; then
     echo "setup: pip $* failed; the end of $PIP_LOG:" >&2
     tail -40 "$PIP_LOG" >&2
+    [ -z "${WHEELHOUSE:-}" ] || echo "setup: the wheelhouse $WHEELHOUSE lacks a wheel pip needs: build it again with make wheelhouse (same lock, Python $("$VPY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'))" >&2
     exit 1
   fi
 }
@@ -117,7 +127,9 @@ if ls "$EXT_DIR"/*.so >/dev/null 2>&1 && [ "$(cat "$EXT_DIR/.built-for-torch" 2>
   echo "setup: ORTModule extensions already built for torch $TORCH_V"
 else
   echo "setup: compiling ORTModule's C++ extensions for torch $TORCH_V (about 2-3 minutes on 2 cores)"
-  "$VPY" -m onnxruntime.training.ortmodule.torch_cpp_extensions.install > "$VENV/ortmodule-extensions-build.log" 2>&1 || {
+  # the venv's bin first on PATH: torch's extension builder runs `ninja`, and the pinned one is there (a laptop may have none)
+  PATH="$(cd "$VENV" && pwd)/bin:$PATH" "$VPY" -m onnxruntime.training.ortmodule.torch_cpp_extensions.install \
+    > "$VENV/ortmodule-extensions-build.log" 2>&1 || {
     echo "setup: compiling the extensions failed; the log is $VENV/ortmodule-extensions-build.log (needs gcc and Python headers)" >&2
     tail -20 "$VENV/ortmodule-extensions-build.log" >&2; exit 1; }
   echo "$TORCH_V" > "$EXT_DIR/.built-for-torch"
