@@ -179,7 +179,8 @@ def stack() -> str:
     import onnxruntime
     import torch
 
-    return "onnxruntime {} torch {}".format(*(".".join(v.split("+")[0].split(".")[:2]) for v in (onnxruntime.__version__, torch.__version__)))
+    ort, pt = (".".join(v.split("+")[0].split(".")[:2]) for v in (onnxruntime.__version__, torch.__version__))
+    return f"onnxruntime {ort} torch {pt}"
 
 
 def audit_figures(tmp: Path) -> dict[str, Any]:

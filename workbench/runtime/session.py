@@ -67,8 +67,7 @@ def make_session(
 
     Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
     the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
-    and stop the moment the run returns
-    (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
+    and stop the moment the run returns (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
     the process (another session timed beside it, PyTorch) or from other processes.
     ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
     after a run); ``allow_spinning=False`` never spins (workers sleep between nodes too).
@@ -89,7 +88,7 @@ def make_session(
     arena (both its defaults); ``execution_mode``: ``"sequential"`` (its default) or ``"parallel"`` (independent
     branches at once, on as many inter-op threads as intra-op ones and at least two: with one it runs sequentially).
     """
-    from .device import CUDA_PROVIDER, is_cuda, require_device, session_providers
+    from .device import is_cuda, require_device, session_providers
     import onnxruntime as ort
 
     device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
@@ -121,6 +120,14 @@ def make_session(
                                        provider_options=provider_options, disabled_optimizers=list(disabled_optimizers) or None)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
+    _check_opened_on(session, device, path)
+    return session
+
+
+def _check_opened_on(session, device: str, path: Path) -> None:
+    """A CUDA session that ONNX Runtime quietly opened on the CPU alone is an error, never a silent fallback."""
+    from .device import CUDA_PROVIDER, is_cuda
+
     if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
         raise InferenceError(
             f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
@@ -128,7 +135,6 @@ def make_session(
             "Install the CUDA libraries onnxruntime-gpu was built for (torch's nvidia-* wheels provide them: the "
             "workbench imports torch first), or use --device cpu"
         )
-    return session
 
 
 def _session_options(ort, graph_optimization: str, threads: Optional[int], allow_spinning: bool, keep_spinning: bool,
