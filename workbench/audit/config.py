@@ -68,6 +68,9 @@ class AuditConfig:
     eval_batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": "rows per batch when scoring"})
     max_length: int = field(default=128, metadata={"help": "tokens per text (longer texts are truncated)"})
     node_error_samples: int = field(default=16, metadata={"help": "calibration rows fed to both graphs for per-node SQNR (0: skip)"})
+    fusion: Optional[str] = field(default=None, metadata={"help": (
+        "which fused graph is quantized: timed (the full fusion, or one with a fusion family left out where that is "
+        "measurably faster on this machine) or full (every fusion); default timed, full with --quick")})
     engine: str = field(default="local", metadata={"help": (
         "where the rows are scored with each graph: local (this process) or ray (a pool of Ray actors; the [scale] extra)")})
     ray_address: Optional[str] = field(default=None, metadata={"help": (
@@ -105,6 +108,10 @@ class AuditConfig:
             self.engine_config()
         except EngineError as exc:
             raise AuditInputError(str(exc)) from None
+        try:
+            self.fusion_config()
+        except ValueError as exc:
+            raise AuditInputError(_audit_words(str(exc))) from None
         try:  # what the quantize stage would refuse after the export and the fusion, refused now
             self.eval_config()
             self.baseline_config(0, self.timing())
@@ -141,9 +148,11 @@ class AuditConfig:
                             validation_examples=32 if self.quick else 64)
 
     def fusion_config(self) -> FusionConfig:
+        chosen = {"fusion": self.fusion} if self.fusion is not None else {}
         if self.quick:
-            return FusionConfig.quick(variants=("unoptimized", "ort_all", "transformer"))
-        return FusionConfig(variants=("unoptimized", "ort_all", "transformer"), shapes=((1, self.max_length), (8, self.max_length)))
+            return FusionConfig.quick(variants=("unoptimized", "ort_all", "transformer"), **chosen)
+        return FusionConfig(variants=("unoptimized", "ort_all", "transformer"), shapes=((1, self.max_length), (8, self.max_length)),
+                            **chosen)
 
     def timing(self) -> TimingConfig:
         return TimingConfig.quick() if self.quick else TimingConfig(shapes=((1, self.max_length),))

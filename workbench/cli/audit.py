@@ -67,7 +67,7 @@ def add_audit(sub) -> None:
         Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),
         Flag("presets", nargs="+", metavar="P",  # words or a comma list
              help=f"quantization presets, each one of {', '.join(QuantConfig.presets())}"),
-        "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup",
+        "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup", "fusion",
     ))
     cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
     from .embed import add_embed_audit_flags

@@ -36,6 +36,12 @@ def add_embed_audit_flags(p) -> None:
     cli_only(g, "--max-excluded", type=int, default=8, help="embedding, --search: most nodes a preset may leave in FP32 (default 8)")
 
 
+# the audit's flags that only a classifier's audit reads: given for an embedding model, refused rather than ignored
+CLASSIFIER_ONLY = {"label_column": "--label-column", "budget_overall": "--budget-overall", "budget_slice": "--budget-slice",
+                   "include_small_slices": "--include-small", "fusion": "--fusion", "max_length": "--max-length",
+                   "eval_batch_size": "--eval-batch-size"}
+
+
 def cmd_embed_audit(args) -> int:
     from ..audit import AuditConfig
     from ..embed import EmbedError
@@ -44,6 +50,10 @@ def cmd_embed_audit(args) -> int:
     from .flags import given
 
     g = given(AuditConfig, args)
+    for_classifiers = [CLASSIFIER_ONLY[k] for k in g if k in CLASSIFIER_ONLY]
+    if for_classifiers:
+        return fail(f"{', '.join(for_classifiers)}: for a classifier's audit, and {args.model} is an embedding model; leave "
+                    f"{'it' if len(for_classifiers) == 1 else 'them'} out (its budget: --min-ndcg-ratio, --max-slice-drop)", 2)
     presets = tuple(p for item in g.get("presets", DEFAULT_PRESETS) for p in str(item).split(",") if p)
     data = g.get("data", args.data)  # on the command line or in the --config file
     try:

@@ -193,9 +193,10 @@ class FusionConfig:
 
     @classmethod
     def quick(cls, **kw) -> "FusionConfig":
-        """Every variant, two small shapes, 1 + 3 runs, one thread: tests and workshops."""
+        """Every variant, two small shapes, 1 + 3 runs, one thread, the full fusion (a smoke run's few runs cannot
+        choose between fusions): tests and workshops."""
         return cls(**{"shapes": ((1, 16), (2, 32)), "warmup": 1, "repeats": 3, "threads": 1,
-                      "max_seconds_per_shape": 5.0, "retimes": 0, **kw})
+                      "max_seconds_per_shape": 5.0, "retimes": 0, "fusion": "full", **kw})
 
     @classmethod
     def gpu(cls, **kw) -> "FusionConfig":

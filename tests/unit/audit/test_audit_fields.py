@@ -26,6 +26,7 @@ ON_THE_COMMAND_LINE = {
     "calibration_size": (("--calibration-size", "4"), "--calibration-size must be from 8 to 100000 rows, got 4"),
     "max_length": (("--max-length", "5"), "--max-length must be from 8 to 4096 tokens, got 5"),
     "eval_batch_size": (("--eval-batch-size", "0"), "--eval-batch-size must be >= 1"),
+    "fusion": (("--fusion", "fastest"), "--fusion must be one of ['timed', 'full'], got 'fastest'"),
     "engine": (("--engine", "spark"), "engine must be one of local, ray, got 'spark'"),
     "ray_address": (("--ray-address", "127.0.0.1:1"), "--ray-address '127.0.0.1:1' is for engine ray"),
     "ray_threads": (("--ray-threads", "0"), "--ray-threads must be a whole number of at least 1, got 0"),

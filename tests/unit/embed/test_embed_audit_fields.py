@@ -96,3 +96,16 @@ def test_the_command_line_refuses_n_boot_50_with_exit_2_before_the_export(corpus
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--n-boot must be at least 100" in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags", [["--fusion", "full"], ["--budget-overall", "0.1", "--max-length", "64"]])
+def test_a_classifier_audit_flag_given_for_an_embedding_model_is_refused_not_ignored(flags, corpus, tmp_path, capsys):
+    from workbench.cli import main
+
+    folder, tmp = corpus
+    out = tmp_path / "audit"
+    code = main(["audit", "--model", str(folder), "--data", str(tmp / "corpus.csv"), *flags, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    named = [f for f in flags if f.startswith("--")]
+    assert code == 2 and len(err.splitlines()) == 1 and all(f in err for f in named) and "embedding model" in err, err
+    assert not out.exists()

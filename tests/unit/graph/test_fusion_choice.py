@@ -24,6 +24,14 @@ def r(value: float, lo: float, hi: float | None = None) -> Ratio:
     return Ratio(value=value, lo=lo, hi=hi if hi is not None else value + 0.05, rounds=10)
 
 
+@pytest.fixture(scope="module")
+def timed_tiny(tmp_path_factory, exported_tiny):
+    """The tiny export fused with the timed choice (quick timings; FusionConfig.quick() alone keeps the full fusion)."""
+    from workbench.graph import FusionConfig, run_fusion
+
+    return run_fusion(exported_tiny, FusionConfig.quick(fusion="timed"), tmp_path_factory.mktemp("timed_tiny"))
+
+
 # ---- the rule, on figures the test gives -------------------------------------------------------------------------
 def test_the_fastest_candidate_whose_interval_clears_the_margin_at_every_shape_is_chosen():
     figures = {
@@ -61,12 +69,12 @@ def test_fusion_mode_is_checked():
 
 
 # ---- the stage on the tiny model ---------------------------------------------------------------------------------
-def test_every_candidate_is_built_validated_and_recorded(fused_tiny):
-    choice = fused_tiny.choice
+def test_every_candidate_is_built_validated_and_recorded(timed_tiny):
+    choice = timed_tiny.choice
     assert choice is not None and choice.mode == "timed"
     assert [c.name for c in choice.candidates] == CANDIDATES  # every family the full fusion made
     full = choice.candidate(FULL)
-    assert full.fused_ops == TINY_FUSIONS == fused_tiny.fused_op_counts and full.path == fused_tiny.fused_path
+    assert full.fused_ops == TINY_FUSIONS == timed_tiny.fused_op_counts and full.path == timed_tiny.fused_path
     shapes = [f"{b}x{s}" for b, s in FusionConfig.quick().shapes]
     for fam in FAMILIES:
         c = choice.candidate(fam.candidate)
@@ -77,8 +85,8 @@ def test_every_candidate_is_built_validated_and_recorded(fused_tiny):
         # a candidate not taken is deleted; the one taken lies beside the fully fused graph under its layout name
         assert (c.path is not None) == (c.name == choice.chosen)
     assert choice.chosen in CANDIDATES and choice.reason
-    assert fused_tiny.chosen_path == choice.path and choice.path.is_file()
-    assert fused_tiny.fused_path.name == layout.FUSED_GRAPH and fused_tiny.fused_path.is_file()
+    assert timed_tiny.chosen_path == choice.path and choice.path.is_file()
+    assert timed_tiny.fused_path.name == layout.FUSED_GRAPH and timed_tiny.fused_path.is_file()
     if choice.chosen != FULL:
         assert choice.path.name == layout.fusion_candidate(choice.chosen)
     # the chooser agrees with the recorded figures
@@ -86,8 +94,8 @@ def test_every_candidate_is_built_validated_and_recorded(fused_tiny):
                   contended=bool(choice.load and choice.load.contended))[0] == choice.chosen
 
 
-def test_fusion_json_records_the_choice(fused_tiny):
-    folder = fused_tiny.fused_path.parent
+def test_fusion_json_records_the_choice(timed_tiny):
+    folder = timed_tiny.fused_path.parent
     raw = json.loads((folder / layout.FUSION_FILE).read_text())["choice"]
     assert {"mode", "chosen", "path", "reason", "candidates", "margin", "load"} <= set(raw)
     assert raw["margin"] == FUSION_MARGIN and "\n" not in raw["reason"]
@@ -96,11 +104,11 @@ def test_fusion_json_records_the_choice(fused_tiny):
                 "latency", "speed"} <= set(c)
         for s in c["speed"]:
             assert s["base"] == FULL and {"value", "lo", "hi"} <= set(s["ratio"])
-    assert load_fusion(folder).choice == fused_tiny.choice
+    assert load_fusion(folder).choice == timed_tiny.choice
     from workbench.graph import summary
 
-    js = summary(fused_tiny)["choice"]
-    assert js["chosen"] == fused_tiny.choice.chosen and [c["name"] for c in js["candidates"]] == CANDIDATES
+    js = summary(timed_tiny)["choice"]
+    assert js["chosen"] == timed_tiny.choice.chosen and [c["name"] for c in js["candidates"]] == CANDIDATES
 
 
 def test_full_fusion_keeps_todays_graph_and_op_counts(exported_tiny, tmp_path):
@@ -117,14 +125,14 @@ def test_full_fusion_keeps_todays_graph_and_op_counts(exported_tiny, tmp_path):
     assert graph_to_quantize(fusion=report).path == report.fused_path
 
 
-def test_later_stages_take_the_chosen_graph(fused_tiny, tmp_path):
+def test_later_stages_take_the_chosen_graph(timed_tiny, tmp_path):
     """A choice of a candidate: the quantization hand-off and graph_file take it; the fully fused graph stays."""
     from workbench.flow.handoffs import graph_to_quantize
     from workbench.graph.sources import graph_file
 
     taken = tmp_path / layout.fusion_candidate("no_skip_layer_norm")
-    shutil.copy(fused_tiny.fused_path, taken)
-    report = dataclasses.replace(fused_tiny, choice=FusionChoice("timed", "no_skip_layer_norm", taken, "given"))
+    shutil.copy(timed_tiny.fused_path, taken)
+    report = dataclasses.replace(timed_tiny, choice=FusionChoice("timed", "no_skip_layer_norm", taken, "given"))
     assert report.chosen_path == taken and report.fused_path != taken
     assert graph_to_quantize(fusion=report).path == taken and graph_file(report) == taken
 
@@ -162,17 +170,17 @@ def test_a_session_leaves_out_the_fusion_the_graph_asks_it_to(exported_tiny, tmp
     assert disabled_optimizers(int8) == ("SkipLayerNormFusion",)
 
 
-def test_the_report_shows_the_chosen_graph_beside_the_full_fusion(fused_tiny):
+def test_the_report_shows_the_chosen_graph_beside_the_full_fusion(timed_tiny):
     """summary.json's fusion section carries the choice, valid under its schema; the page shows the reason and
     each candidate's fused operators and node count beside the full fusion's."""
     from workbench.report import ReportInputs, render_html
     from workbench.report.schema import validate_summary
     from workbench.report.summary import build_summary
 
-    summary = build_summary(ReportInputs(kind="workbench", fusion=fused_tiny))
+    summary = build_summary(ReportInputs(kind="workbench", fusion=timed_tiny))
     validate_summary(summary)
     ch = summary["fusion"]["choice"]
-    assert ch["chosen"] == fused_tiny.choice.chosen and [c["name"] for c in ch["candidates"]] == CANDIDATES
+    assert ch["chosen"] == timed_tiny.choice.chosen and [c["name"] for c in ch["candidates"]] == CANDIDATES
     assert ch["candidates"][0]["fused_ops"] == TINY_FUSIONS
     page = render_html(summary)
     assert "Graph the later stages take (timed)" in page and f"{ch['chosen']} <b>(taken)</b>" in page
