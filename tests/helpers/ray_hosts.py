@@ -138,9 +138,11 @@ class RayHosts:
     def _ray_start(self, host: Host) -> None:
         host.temp_dir.mkdir(parents=True, exist_ok=True)
         common = [f"--node-ip-address={host.ip}", f"--temp-dir={host.temp_dir}", "--object-store-memory=100000000",
-                  "--disable-usage-stats"]
+                  "--disable-usage-stats",
+                  "--include-log-monitor=false"]  # fewer processes to start: the audit sends no worker logs to the driver
         if host.role == "head":
-            argv = [self.ray(), "start", "--head", f"--port={RAY_PORT}", "--include-dashboard=false", "--num-cpus=0", *common]
+            argv = [self.ray(), "start", "--head", f"--port={RAY_PORT}", "--include-dashboard=false", "--num-cpus=0", "--no-monitor",
+                    *common]
         else:
             argv = [self.ray(), "start", f"--address={self.address}", f"--num-cpus={NODE_CPUS}", *common]
         # Ray 2.60's raylet gives its Python agents 15 s to start, then stops ("timed out during startup"); on a

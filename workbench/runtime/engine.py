@@ -188,6 +188,24 @@ def _quiet_ray_data() -> None:
     logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
+def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
+    """``ray.init`` for the run: the cluster at ``cfg.address()``, else a local instance; one line if it fails."""
+    address = cfg.address()
+    try:
+        if address:
+            ray.init(address=address, logging_level=level, log_to_driver=False)
+        else:
+            cpus = (cfg.ray_actors or max(1, (os.cpu_count() or 1) // cfg.ray_threads)) * cfg.ray_threads
+            ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address=LOCAL_HOST, logging_level=level,
+                     log_to_driver=False)
+    except Exception as exc:  # Ray says why in many types (a node that did not start in time, a refused token, ...)
+        ray.shutdown()  # what it started before failing
+        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        where = f"connect to the cluster at {address}" if address else f"start a local Ray instance on {LOCAL_HOST}"
+        raise EngineError(f"engine ray could not {where}: {type(exc).__name__}: {said[:300]}; run again (a busy "
+                          "machine can make Ray's start time out), check the cluster (ray status) or use --engine local") from None
+
+
 @contextlib.contextmanager
 def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None] = lambda line: None) -> Iterator[Optional[RayPool]]:
     """The run's scoring engine: None for ``local``; for ``ray``, the :class:`RayPool` (active for
@@ -208,13 +226,7 @@ def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None
     token = None
     try:
         if ours:
-            address = cfg.address()
-            if address:
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-            else:
-                cpus = (cfg.ray_actors or max(1, (os.cpu_count() or 1) // cfg.ray_threads)) * cfg.ray_threads
-                ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address=LOCAL_HOST,
-                         logging_level=logging.WARNING, log_to_driver=False)
+            _start_or_connect(ray, cfg, logging.WARNING)
         _quiet_ray_data()
         cpus = int(ray.cluster_resources().get("CPU", 1))
         pool = RayPool(actors=cfg.ray_actors or max(1, cpus // cfg.ray_threads), threads=cfg.ray_threads)

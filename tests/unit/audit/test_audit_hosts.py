@@ -125,14 +125,16 @@ def test_the_audit_on_a_head_and_two_worker_hosts_scores_every_row_as_here(hosts
     assert ran_on == {w.ip for w in hosts.worker_hosts}, ran_on
 
 
+def _title(proc: psutil.Process) -> str:
+    """A process's command line as it shows it now (Ray's workers put their actor's name there); "" once gone."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def _actor_on(host) -> bool:
-    for pid in host.pids():
-        try:
-            if ACTOR in " ".join(psutil.Process(pid).cmdline()):
-                return True
-        except psutil.Error:
-            continue
-    return False
+    return any(ACTOR in _title(psutil.Process(pid)) for pid in host.pids() if psutil.pid_exists(pid))
 
 
 def _wait_for(condition, proc: subprocess.Popen, seconds: float) -> bool:
@@ -200,8 +202,10 @@ def test_ctrl_c_during_an_audit_on_a_local_ray_instance_leaves_no_ray_process_an
     tmp = inputs[0]
     out = tmp / "interrupted"
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **_env()}
+    log = tmp / "interrupted.log"
+    sink = open(log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", *_argv(inputs, out, "--engine", "ray", "--ray-actors", "2")],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # its own process group: Ctrl-C in a terminal reaches the whole group
     family: dict[int, psutil.Process] = {}
 
@@ -211,18 +215,19 @@ def test_ctrl_c_during_an_audit_on_a_local_ray_instance_leaves_no_ray_process_an
         except psutil.Error:
             return False
         family.update({k.pid: k for k in kids})
-        return any(ACTOR in " ".join(k.cmdline()) for k in kids if k.is_running())
+        return any(ACTOR in _title(k) for k in kids)
 
     try:
-        assert _wait_for(scoring, proc, 600), "the audit ended before its Ray actors started: " + (proc.stdout.read() or "")[-3000:]
-        ray_daemons = [p for p in family.values() if any(n in p.name() for n in ("raylet", "gcs_server"))]
+        assert _wait_for(scoring, proc, 600), "the audit ended before its Ray actors started: " + log.read_text()[-3000:]
+        ray_daemons = [p for p in family.values() if any(n in _title(p) for n in ("raylet", "gcs_server"))]
         assert ray_daemons, "no raylet or gcs_server among the audit's processes: the check below would prove nothing"
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
+        sink.close()
+    assert proc.returncode != 0, log.read_text()[-3000:]
     alive = _still_running(family.values(), 60)
     assert not alive, f"left running after Ctrl-C: {alive}"
     assert not (out / "summary.json").exists() and not (out / "report.html").exists()

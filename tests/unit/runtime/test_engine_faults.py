@@ -75,3 +75,27 @@ def test_a_batch_returned_twice_is_refused(fake_ray):
     fake_ray.rows = [{"k": k, "out": np.zeros((2, 2), np.float32)} for k in (0, 1, 1, 2)]
     with pytest.raises(InferenceError, match="returned batch 1 of 3 twice"):
         RayPool(actors=2, threads=1).run("g.onnx", FEEDS)
+
+
+@pytest.mark.parametrize("address", [None, "10.0.0.5:6379"])
+def test_ray_that_does_not_start_or_answer_is_one_line_and_what_it_started_is_shut_down(fake_ray, monkeypatch, address):
+    from workbench.runtime import engine
+
+    calls = []
+
+    def init(**kw):
+        calls.append("init")
+        raise Exception("The current node timed out during startup. This could happen because ...\nTraceback: more")
+
+    ray = sys.modules["ray"]
+    ray.init, ray.is_initialized, ray.shutdown = init, lambda: False, lambda: calls.append("shutdown")
+    monkeypatch.setattr(engine, "check_engine", lambda cfg, timeout=3.0: None)  # nothing listens at the address
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(engine.EngineError) as err:
+        with engine.scoring_engine(engine.EngineConfig("ray", ray_address=address)):
+            pytest.fail("the block ran without Ray")
+    text = str(err.value)
+    assert len(text.splitlines()) == 1 and "The current node timed out during startup." in text and "Traceback" not in text
+    assert ("the cluster at 10.0.0.5:6379" if address else "a local Ray instance on 127.0.0.1") in text
+    assert "--engine local" in text
+    assert calls[0] == "init" and "shutdown" in calls
