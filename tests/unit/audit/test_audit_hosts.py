@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -174,6 +175,8 @@ def test_a_worker_host_lost_while_scoring_ends_with_every_row_once_or_one_line(h
             hosts.restart(lost)  # the other tests of the module have their two workers again
     text = log.read_text()
     _no_half_written(out)
+    assert lost.ip in {a["ip"] for a in hosts.actors(ACTOR)}  # the pool had an actor on the host that was lost
+    print(f"after losing {lost.name} while scoring, the audit ended with exit code {code}")
     if code == 0:
         _same_scores(local_run, recorded_audit.calls(record), json.loads((out / "summary.json").read_text()))
     else:
@@ -198,15 +201,22 @@ def _still_running(procs, seconds: float) -> list[tuple[int, str]]:
         time.sleep(0.5)
 
 
+def _ended(proc: subprocess.Popen, sink, log: Path) -> str:
+    """What an audit that has ended wrote ("" while it runs)."""
+    if proc.poll() is None:
+        return ""
+    sink.close()
+    return log.read_text()
+
+
+START_TRIES = 3
+
+
 def test_ctrl_c_during_an_audit_on_a_local_ray_instance_leaves_no_ray_process_and_no_report(inputs):
     tmp = inputs[0]
     out = tmp / "interrupted"
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, **_env()}
     log = tmp / "interrupted.log"
-    sink = open(log, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", *_argv(inputs, out, "--engine", "ray", "--ray-actors", "2")],
-                            cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # its own process group: Ctrl-C in a terminal reaches the whole group
     family: dict[int, psutil.Process] = {}
 
     def scoring() -> bool:
@@ -217,8 +227,16 @@ def test_ctrl_c_during_an_audit_on_a_local_ray_instance_leaves_no_ray_process_an
         family.update({k.pid: k for k in kids})
         return any(ACTOR in _title(k) for k in kids)
 
+    argv = [sys.executable, "-m", "workbench.cli", *_argv(inputs, out, "--engine", "ray", "--ray-actors", "2")]
+    for _ in range(START_TRIES):
+        sink = open(log, "w")
+        # its own process group: Ctrl-C in a terminal reaches the whole group
+        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        if _wait_for(scoring, proc, 600) or "could not start a local Ray instance" not in _ended(proc, sink, log):
+            break  # scoring on the pool, or the audit ended for a reason other than Ray's start timing out on a busy machine
+        shutil.rmtree(out, ignore_errors=True)
     try:
-        assert _wait_for(scoring, proc, 600), "the audit ended before its Ray actors started: " + log.read_text()[-3000:]
+        assert proc.poll() is None, "the audit ended before its Ray actors started: " + log.read_text()[-3000:]
         ray_daemons = [p for p in family.values() if any(n in _title(p) for n in ("raylet", "gcs_server"))]
         assert ray_daemons, "no raylet or gcs_server among the audit's processes: the check below would prove nothing"
         os.killpg(proc.pid, signal.SIGINT)
