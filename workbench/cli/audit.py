@@ -26,6 +26,7 @@ end, so a re-run into the same --out keeps the previous report until the new one
 def _cmd_audit(args) -> int:
     from ..audit import AuditConfig, AuditInputError, check_inputs, run_audit
     from ..embed import EMBEDDING, EmbedError, check_task_of
+    from ..runtime.engine import EngineError
 
     try:
         task = check_task_of(args.model, args.task)  # the kind read from the folder; --task overrides
@@ -42,7 +43,10 @@ def _cmd_audit(args) -> int:
     except AuditInputError as exc:
         return fail(str(exc), 2)
     with locked(checked.out_dir, args, "audit"):
-        result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+        try:
+            result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+        except EngineError as exc:  # Ray did not start or answer: one line, nothing reported
+            return fail(str(exc), 1)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code
 

@@ -46,6 +46,7 @@ def cmd_embed_audit(args) -> int:
     from ..audit import AuditConfig
     from ..embed import EmbedError
     from ..embed.audit import BUILTIN, DEFAULT_PRESETS, EmbedAuditConfig, check_embed_inputs, run_embed_audit
+    from ..runtime.engine import EngineError
     from ..embed.evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO
     from .flags import given
 
@@ -75,6 +76,9 @@ def cmd_embed_audit(args) -> int:
     except EmbedError as exc:
         return fail(str(exc), 2)
     with locked(checked.out_dir, args, "audit"):
-        result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+        try:
+            result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+        except EngineError as exc:  # Ray did not start or answer: one line, nothing reported
+            return fail(str(exc), 1)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code

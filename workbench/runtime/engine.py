@@ -22,6 +22,7 @@ import contextvars
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -116,6 +117,21 @@ class GraphActor:
         return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
 
 
+# An actor that dies (its node lost, its process killed) is started again on a node with room, and the batches
+# it held are run again there: at most this many times per actor and per batch, so a pool that keeps losing
+# actors fails in one line instead of retrying for ever (Ray Data's own default is no limit).
+ACTOR_RESTARTS = 4
+TASK_RETRIES = 4
+
+
+def pool_failure(graph: str | os.PathLike, exc: BaseException) -> str:
+    """One line for a pool that could not score ``graph``: what Ray said (its first line) and what to do."""
+    said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return (f"the Ray pool stopped while scoring {Path(graph).name}: {type(exc).__name__}: {said[:300]}; "
+            f"a node or actor was lost more often than the pool retries ({TASK_RETRIES} times per batch) or the graph "
+            "failed on the actors: check the cluster (ray status) and run again, or score here with --engine local")
+
+
 @dataclass(frozen=True)
 class RayPool:
     """The ``ray`` engine inside :func:`scoring_engine`: ``actors`` actors of ``threads`` threads each."""
@@ -134,18 +150,25 @@ class RayPool:
 
         if not feeds:
             return []
+        from .session import InferenceError
+
         items = [{"k": k, **{n: np.asarray(v) for n, v in feed.items()}} for k, feed in enumerate(feeds)]
         ds = ray.data.from_items(items).map_batches(
             GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
             compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
-            batch_size=1, batch_format="numpy")
+            batch_size=1, batch_format="numpy", max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
+        try:
+            rows = ds.take_all()
+        except (ray.exceptions.RayError, ray.data.exceptions.SystemException) as exc:  # a lost actor, node or graph
+            raise InferenceError(pool_failure(graph, exc)) from exc
         out: list[Optional[np.ndarray]] = [None] * len(feeds)
-        for row in sorted(ds.take_all(), key=lambda r: int(r["k"])):
-            out[int(row["k"])] = np.asarray(row["out"])
+        for row in rows:
+            k = int(row["k"])
+            if out[k] is not None:
+                raise InferenceError(f"the Ray pool returned batch {k} of {len(feeds)} twice: its results are not used")
+            out[k] = np.asarray(row["out"])
         missing = [k for k, o in enumerate(out) if o is None]
         if missing:
-            from .session import InferenceError
-
             raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {len(feeds)} batches")
         return out  # type: ignore[return-value]
 
@@ -163,6 +186,24 @@ def _quiet_ray_data() -> None:
     import logging
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
+    """``ray.init`` for the run: the cluster at ``cfg.address()``, else a local instance; one line if it fails."""
+    address = cfg.address()
+    try:
+        if address:
+            ray.init(address=address, logging_level=level, log_to_driver=False)
+        else:
+            cpus = (cfg.ray_actors or max(1, (os.cpu_count() or 1) // cfg.ray_threads)) * cfg.ray_threads
+            ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address=LOCAL_HOST, logging_level=level,
+                     log_to_driver=False)
+    except Exception as exc:  # Ray says why in many types (a node that did not start in time, a refused token, ...)
+        ray.shutdown()  # what it started before failing
+        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        where = f"connect to the cluster at {address}" if address else f"start a local Ray instance on {LOCAL_HOST}"
+        raise EngineError(f"engine ray could not {where}: {type(exc).__name__}: {said[:300]}; run again (a busy "
+                          "machine can make Ray's start time out), check the cluster (ray status) or use --engine local") from None
 
 
 @contextlib.contextmanager
@@ -185,13 +226,7 @@ def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None
     token = None
     try:
         if ours:
-            address = cfg.address()
-            if address:
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-            else:
-                cpus = (cfg.ray_actors or max(1, (os.cpu_count() or 1) // cfg.ray_threads)) * cfg.ray_threads
-                ray.init(num_cpus=cpus, include_dashboard=False, _node_ip_address=LOCAL_HOST,
-                         logging_level=logging.WARNING, log_to_driver=False)
+            _start_or_connect(ray, cfg, logging.WARNING)
         _quiet_ray_data()
         cpus = int(ray.cluster_resources().get("CPU", 1))
         pool = RayPool(actors=cfg.ray_actors or max(1, cpus // cfg.ray_threads), threads=cfg.ray_threads)

@@ -1,0 +1,58 @@
+"""``workbench audit`` in a process of its own, each scoring call's output saved: what the tests of the
+engine on several hosts run as the driver (in a namespace, ``ip netns exec``) and locally, to compare the
+two row by row.
+
+    python -m helpers.recorded_audit RECORD_DIR classifier|embedding -- audit ARGS...
+
+Each call of the classifier's ``predict_dataset`` (or the embedding encoder's ``encode``) is saved as
+``RECORD_DIR/NNN-pool.npy`` or ``NNN-here.npy`` (scored on a Ray pool or in this process); the exit code
+is the audit's. Needs ``tests/`` on ``PYTHONPATH`` beside the repository.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def _recorded(fn, pooled, folder: Path):
+    calls = [0]
+
+    def recorded(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        where = "pool" if pooled(args, kwargs) else "here"
+        np.save(folder / f"{calls[0]:03d}-{where}.npy", np.asarray(out))
+        calls[0] += 1
+        return out
+
+    return recorded
+
+
+def main(argv: list[str]) -> int:
+    folder, task, sep, *audit = argv
+    assert sep == "--", "usage: RECORD_DIR classifier|embedding -- audit ARGS..."
+    folder_path = Path(folder)
+    folder_path.mkdir(parents=True, exist_ok=True)
+    if task == "classifier":
+        from workbench.runtime import ortinfer as target
+
+        attr, pooled = "predict_dataset", lambda a, k: k.get("pool") is not None
+    else:
+        from workbench.embed import encode
+
+        target, attr, pooled = encode.OnnxEncoder, "encode", lambda a, k: a[0].pool is not None
+    setattr(target, attr, _recorded(getattr(target, attr), pooled, folder_path))
+    from workbench.cli import main as cli
+
+    return cli(audit)
+
+
+def calls(folder: Path) -> list[tuple[bool, np.ndarray]]:
+    """The recorded calls in order: (scored on a pool, output)."""
+    return [(p.stem.endswith("-pool"), np.load(p)) for p in sorted(Path(folder).glob("*.npy"))]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
