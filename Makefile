@@ -4,7 +4,7 @@ RUNS ?= runs
 PORT ?= 8888
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-test wheelhouse setup-web setup-gpu setup-gpu-infer setup-current setup-openvino bench-gpu demo lab workshop test test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
+.PHONY: setup setup-test wheelhouse setup-web setup-gpu setup-gpu-infer setup-current setup-openvino bench-gpu demo lab workshop test test-room test-current test-current-quick test-fast bench bench-all bench-stacks classifier-result doctor docs lint screenshots clean
 
 setup:
 	bash scripts/setup.sh
@@ -65,7 +65,7 @@ setup-openvino:
 CURRENT_PY := .venv-current/bin/python
 CURRENT_QUICK := not train and not slow and not heavy and not ui
 ## What `make test` and `make test-current` run on the current stack: every test that does not train.
-CURRENT_ALL := not train
+CURRENT_ALL := not train and not hosts and not room
 ## pytest-xdist workers for `make test` (2 on a 2-core machine; TEST_WORKERS=0 runs in one process). With
 ## --dist loadgroup the tests that share a module's fixture run on one worker, so it is built once.
 TEST_WORKERS ?= 2
@@ -78,12 +78,17 @@ TEST_WORKERS ?= 2
 test:
 	@$(MAKE) --no-print-directory -j2 setup-test setup-current  # side by side: one's pip unpacks while the other compiles
 	@rc=0; t0=$$(date +%s); \
-	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
+	$(PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup -m "not room" --durations=25 $(PYTEST_ARGS) || rc=1; t1=$$(date +%s); \
 	echo "make test: the training stack's run is done (exit $$rc); now the current stack's tests in .venv-current"; \
 	$(CURRENT_PY) -m pytest -q -ra -p randomly -n $(TEST_WORKERS) --dist loadgroup -m "$(CURRENT_ALL)" --durations=15 $(PYTEST_ARGS) || rc=1; \
 	t2=$$(date +%s); \
 	echo "make test: training stack $$((t1 - t0)) s, current stack $$((t2 - t1)) s (exit $$rc)"; \
 	exit $$rc
+
+## The workshop room's test (marker `room`): make wheelhouse, then the training stack installed from it with no
+## network in a fresh environment, its doctor and two ORTModule steps (downloads 3.4 GB once; minutes).
+test-room: setup-test
+	$(PY) -m pytest -q -ra -p no:randomly -m room --durations=5 $(PYTEST_ARGS)
 
 ## Every test that does not train (marker `train`), on the current stack in .venv-current.
 test-current: setup-current

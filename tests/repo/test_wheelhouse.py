@@ -100,6 +100,7 @@ def _run(cmd: list[str], env: dict[str, str], log: Path, timeout: float) -> subp
 
 
 @pytest.mark.slow
+@pytest.mark.room  # make test-room: make test leaves it out
 @pytest.mark.heavy  # the set-up of a 7 GiB environment and the extension's compile: minutes on 2 cores
 @pytest.mark.timeout(3600)
 def test_setup_installs_the_training_stack_from_the_wheelhouse_with_no_network(tmp_path: Path, output_dir: Path) -> None:

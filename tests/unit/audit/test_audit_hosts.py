@@ -35,7 +35,7 @@ TOL = 1e-5  # float32 rounding of the same graph on the same arrays in two proce
 ACTOR = "MapWorker"  # Ray Data's actor around GraphActor: its class name and its processes' title
 POOL_ERROR = "the Ray pool stopped while scoring"
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.hosts,
               pytest.mark.heavy,  # a three-node cluster started on 2 cores and two audits take minutes
               pytest.mark.timeout(1200)]
 
