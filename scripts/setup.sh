@@ -56,8 +56,8 @@ fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
-"$PY" -c 'import sys; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,12) else 1)' || {
-  echo "setup: Python 3.10-3.12 is needed (onnxruntime-training 1.19.2 has no wheels for $("$PY" -V))" >&2; exit 1; }
+"$PY" -c 'import sys; sys.exit(0 if (3,11,5) <= sys.version_info[:3] and sys.version_info[:2] <= (3,12) else 1)' || {
+  echo "setup: Python 3.11.5 to 3.12 is needed (onnxruntime-training 1.19.2 has wheels up to 3.12; the lock's numpy needs 3.11, its soupsieve 3.11.5), not $("$PY" -V 2>&1); use PYTHON=python3.11 make ..." >&2; exit 1; }
 if [ "$VARIANT" = gpu ]; then
   "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] in ((3,10), (3,11)) else 1)' || {
     echo "setup-gpu: the CUDA training build onnxruntime-training 1.19.2 has wheels for Python 3.10 and 3.11 only, not $("$PY" -V 2>&1); use PYTHON=python3.11 make setup-gpu, or for GPU inference without ORTModule: make setup-gpu-infer" >&2; exit 1; }
