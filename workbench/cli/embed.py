@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .common import fail, locked
 from .flags import cli_only
+from .progress import ScoringBar
 
 
 def add_embed_audit_flags(p) -> None:
@@ -65,6 +66,7 @@ def cmd_embed_audit(args) -> int:
     except EmbedError as exc:
         return fail(str(exc), 2)
     with locked(checked.out_dir, args, "audit"):
-        result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+        result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True),
+                                 checked=checked, progress=ScoringBar())
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
     return result.exit_code

@@ -26,6 +26,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
+from .progress import RowCounter, graph_label
+
 ENGINES = ("local", "ray")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
 LOCAL_HOST = "127.0.0.1"
@@ -127,7 +129,7 @@ class RayPool:
     def text(self) -> str:
         return f"on Ray, {self.actors} actor(s) of {self.threads} thread(s)"
 
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
         """The graph's first output for each feed, in the order given: one Ray Data item per feed, mapped
         by a pool of :class:`GraphActor`, the results put back in order by the position each carries."""
         import ray
@@ -139,15 +141,68 @@ class RayPool:
             GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
             compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
             batch_size=1, batch_format="numpy")
-        out: list[Optional[np.ndarray]] = [None] * len(feeds)
-        for row in sorted(ds.take_all(), key=lambda r: int(r["k"])):
-            out[int(row["k"])] = np.asarray(row["out"])
-        missing = [k for k, o in enumerate(out) if o is None]
-        if missing:
-            from .session import InferenceError
+        return gather_in_order(ds, len(feeds), RowCounter(graph_label(graph, label), sum(len(next(iter(f.values()))) for f in feeds),
+                                                           min(self.actors, len(items))))
 
-            raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {len(feeds)} batches")
-        return out  # type: ignore[return-value]
+    def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
+                  featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
+        """The graph's first output for each batch of texts, in the order given: see :func:`run_text_batches`."""
+        return run_text_batches(self, graph, texts, tokenizer, max_length, featurize, label)
+
+
+class TextGraphActor(GraphActor):
+    """A :class:`GraphActor` that is given texts: each scoring batch's texts are tokenized and padded here,
+    on the worker, by ``featurize(tokenizer, texts, max_length)`` (the same function the local path pads
+    its batches with), so the driver never builds the padded feeds."""
+
+    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
+                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
+        super().__init__(graph, threads)
+        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from .ortinfer import make_feed
+
+        outs = []
+        for j in range(len(batch["k"])):
+            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
+            outs.append(self.session.run([self.output], feed)[0])
+        return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
+
+
+def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None) -> list[np.ndarray]:
+    """The outputs of a scoring dataset (rows ``{"k": position, "out": batch output}``) streamed back as Ray
+    hands them over, each put at its position and counted (``counter``: rows, for the progress line)."""
+    out: list[Optional[np.ndarray]] = [None] * n
+    for row in ds.iter_rows():
+        part = np.asarray(row["out"])
+        out[int(row["k"])] = part
+        if counter is not None:
+            counter.add(len(part))
+    missing = [k for k, o in enumerate(out) if o is None]
+    if missing:
+        from .session import InferenceError
+
+        raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {n} batches")
+    return out  # type: ignore[return-value]
+
+
+def run_text_batches(pool: RayPool, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
+                     featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
+    """Score batches of texts on ``pool``: one Ray Data item per batch (its position and its texts), mapped by
+    :class:`TextGraphActor` (tokenized, padded and run on the workers), the outputs streamed back and put
+    in order. Only the texts go out and only the graph's outputs come back."""
+    import ray
+
+    if not texts:
+        return []
+    items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
+    actors = min(pool.actors, len(items))
+    ds = ray.data.from_items(items).map_batches(
+        TextGraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": pool.threads, "tokenizer": tokenizer,
+                                               "max_length": int(max_length), "featurize": featurize},
+        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=pool.threads, batch_size=1, batch_format="numpy")
+    return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors))
 
 
 _ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("workbench_scoring_pool", default=None)
