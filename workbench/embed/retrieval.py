@@ -228,8 +228,8 @@ def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optio
     """Indices of each query's ``k`` most similar documents by cosine, best first (equal scores: the
     lower document index first). Exact, in blocks: ``chunk`` queries against ``doc_chunk`` documents at
     a time, each query's best ``k`` so far kept across the document blocks, so the scores held at once
-    are at most ``chunk x doc_chunk`` float64 (16 MiB at the defaults) and ``chunk x (doc_chunk + k)`` float32,
-    beside the unit-length copies of the embeddings. Each score is summed in float64 and rounded to float32,
+    are at most ``chunk x doc_chunk`` float64 and ``chunk x (doc_chunk + k)`` float32 with their int64 indices
+    (about 40 MiB at the defaults), beside the unit-length copies of the embeddings. Each score is summed in float64 and rounded to float32,
     so it does not depend on the block shapes (a float32 matrix product's rounding does)."""
     q, d = _unit(query_emb), _unit(doc_emb)
     k = min(k, len(d) - (1 if exclude is not None and any(e >= 0 for e in exclude) else 0))

@@ -3,10 +3,13 @@ of Ray actors (engine ``ray``).
 
 The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
 sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
-same), built and padded here in the driver, so both engines feed the graph exactly the same arrays.
-With ``ray`` they go to ``ray.data.from_items(...).map_batches(GraphActor, ...)``: one item per
-scoring batch carrying its position, a pool of ``ray_actors`` actors that each open the graph once in one
-ONNX Runtime session with the ``ray_threads`` CPUs each is given, and the outputs sorted back by position.
+same). With ``ray`` the driver cuts the same batches (from the rows' token lengths) and sends only each
+batch's texts and position to ``ray.data.from_items(...).map_batches(TextGraphActor, ...)``: a pool of
+``ray_actors`` actors that each open the graph once in one ONNX Runtime session with the ``ray_threads``
+CPUs each is given, tokenize and pad each batch with the local path's own function, and run it, so both
+engines feed the graph exactly the same arrays. The outputs stream back (:func:`gather_in_order`, rows
+counted for the progress lines of :mod:`workbench.runtime.progress`) and are put back by position.
+:meth:`RayPool.run` still takes padded feeds built by the caller.
 
 :func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
 ``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
