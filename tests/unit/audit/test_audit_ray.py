@@ -168,7 +168,8 @@ def test_ray_is_started_on_127_0_0_1_without_a_dashboard_and_stopped_after(class
     assert classifier_runs["local"]["inits"] == []  # local never touches Ray
 
 
-@pytest.mark.slow  # a local Ray instance started and stopped
+@pytest.mark.slow
+@pytest.mark.heavy  # a local Ray instance started and stopped, the tiny graph scored on it and here: over 60 s on 2 cores
 @pytest.mark.timeout(600)
 def test_the_pool_pads_text_batches_on_its_workers_and_streams_back_progress(exported_tiny, quick_data, monkeypatch):
     from workbench.embed.encode import OnnxEncoder
