@@ -40,8 +40,12 @@ def test_bad_options_name_the_fix(tmp_path):
 def test_panel_runs_and_draws(tmp_path):
     panel = EmbedQuantPanel(model=minilm_path(), presets=("dynamic-per-channel",), max_queries=4, max_docs=30, n_boot=100,
                             time_speed=False, run_dir=tmp_path, background=False)
+    labels: list = []
+    panel.progress.label.observe(lambda change: labels.append(change["new"]), names="value")
     r = panel.run()
     assert panel.error is None and r.evaluation is not None
+    # while a graph encoded, the bar's line said its rows, rows per second and where
+    assert any(v.startswith("step 3/4 · scoring dynamic-per-channel: ") and " rows/s, this process" in v for v in labels), labels
     assert [v.name for v in r.evaluation.variants] == ["fused", "dynamic-per-channel"]
     assert "dynamic-per-channel" in panel.table_html.value
     assert {t.name for t in panel.figure.data} == {"fused", "dynamic-per-channel"}

@@ -14,6 +14,7 @@ from .. import runs
 from ..runs import layout
 from ..flow.sequence import run_stages
 from ..runtime.engine import scoring_engine
+from ..runtime.progress import ProgressHook, scoring_progress
 from ..workflows.stages import stages_for
 from .config import AUDIT_FILE, AUDIT_NEEDS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
@@ -37,8 +38,8 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
 
     ds = examples.select(range(min(limit, len(examples))))
     session = make_session(qpath)
-    a = predict_dataset(session, tokenizer, ds, max_length, 1).argmax(-1)
-    b = predict_dataset(session, tokenizer, ds, max_length, batch_size).argmax(-1)
+    a = predict_dataset(session, tokenizer, ds, max_length, 1, label=f"{qpath.parent.name}, one row at a time").argmax(-1)
+    b = predict_dataset(session, tokenizer, ds, max_length, batch_size, label=f"{qpath.parent.name}, batches again").argmax(-1)
     return int((a != b).sum())
 
 
@@ -49,17 +50,20 @@ def order_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
 
     ds = examples.select(range(min(limit, len(examples))))
     session = make_session(qpath)
-    a = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="file").argmax(-1)
-    b = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="length").argmax(-1)
+    a = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="file",
+                        label=f"{qpath.parent.name}, file order").argmax(-1)
+    b = predict_dataset(session, tokenizer, ds, max_length, batch_size, order="length",
+                        label=f"{qpath.parent.name}, length order").argmax(-1)
     return int((a != b).sum())
 
 
 def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None, *, log: Log = print,
-              checked: Optional[CheckedInputs] = None) -> AuditResult:
+              checked: Optional[CheckedInputs] = None, progress: Optional[ProgressHook] = None) -> AuditResult:
     """Audit the classifier in the folder ``model`` on ``cfg.data`` into ``out_dir`` (default
     ``runs/<stamp>-audit-<model>``); see the package doc. ``log`` receives every line of progress;
     ``checked`` is what :func:`check_inputs` returned for the same arguments, when the caller checked
-    first (the CLI does, to exit 2 before anything else).
+    first (the CLI does, to exit 2 before anything else). ``progress`` hears each graph's rows as they are
+    scored, on either engine (:mod:`workbench.runtime.progress`).
 
     The stages are the registry's audit route (:data:`workbench.workflows.stages.AUDIT_STAGES`).
     Raises :class:`AuditInputError` for bad input, before anything heavy. A stage that fails
@@ -72,7 +76,8 @@ def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path]
     log(f"writing into {checked.out_dir}")
     # what each stage takes from the one before is workbench.flow.handoffs's rule
     audit = AuditStages(cfg, checked, settings, log)
-    with scoring_engine(cfg.engine_config(), log=log):  # engine ray: the rows scored on a pool of actors, shut down after
+    # engine ray: the rows scored on a pool of actors, shut down after; each graph's rows reported to ``progress``
+    with scoring_engine(cfg.engine_config(), log=log), scoring_progress(progress):
         sequence = run_stages(stages_for("audit", audit.bodies()), log=log, style="steps", fatal=(AuditInputError,))
     if "summary" not in audit.written:  # the report itself failed: nothing to decide the verdict with
         raise audit.written["error"]

@@ -7,6 +7,7 @@ import argparse
 
 from .common import fail, locked
 from .flags import Flag, add_config_flags, build, cli_only, given
+from .progress import ScoringBar
 
 AUDIT_EXIT_CODES = """exit codes:
   0  a quantized (INT8) variant meets both budgets and the speed guard (the verdict names the fastest)
@@ -44,7 +45,8 @@ def _cmd_audit(args) -> int:
         return fail(str(exc), 2)
     with locked(checked.out_dir, args, "audit"):
         try:
-            result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+            result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked,
+                               progress=ScoringBar())
         except EngineError as exc:  # Ray did not start or answer: one line, nothing reported
             return fail(str(exc), 1)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .common import fail, locked
 from .flags import cli_only
+from .progress import ScoringBar
 
 
 def add_embed_audit_flags(p) -> None:
@@ -77,7 +78,8 @@ def cmd_embed_audit(args) -> int:
         return fail(str(exc), 2)
     with locked(checked.out_dir, args, "audit"):
         try:
-            result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked)
+            result = run_embed_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked,
+                                     progress=ScoringBar())
         except EngineError as exc:  # Ray did not start or answer: one line, nothing reported
             return fail(str(exc), 1)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")

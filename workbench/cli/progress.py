@@ -56,6 +56,37 @@ class TrainProgressBar:
             bar.close()
 
 
+class ScoringBar:
+    """Draws :class:`workbench.runtime.progress.ScoringProgress` on stderr, one bar per graph:
+    ``scoring dynamic [###############...............] 600/1200 rows, 850 rows/s, 2 Ray actor(s)``.
+    On a terminal the bar is redrawn in place; in a log, a line at the start, at each quarter and at the end."""
+
+    def __init__(self, stream=None, width: int = 30):
+        self.stream, self.width = stream, width
+        self.quarters: dict[str, int] = {}
+        self._last_len = 0
+
+    def line(self, p) -> str:
+        filled = int(self.width * min(p.rows, p.total) / max(p.total, 1))
+        rate = p.rows_per_second
+        where = f"{p.actors} Ray actor(s)" if p.actors is not None else "this process"
+        return (f"      scoring {p.graph} [{'#' * filled}{'.' * (self.width - filled)}] {p.rows}/{p.total} rows, "
+                + (f"{rate:.0f} rows/s, " if rate is not None else "") + where)
+
+    def __call__(self, p) -> None:
+        stream = self.stream or sys.stderr
+        line = self.line(p)
+        if stream.isatty():
+            stream.write("\r" + line + " " * max(0, self._last_len - len(line)) + ("\n" if p.done else ""))
+            self._last_len = 0 if p.done else len(line)
+        else:
+            quarter = 4 * p.rows // max(p.total, 1)
+            if p.rows == 0 or p.done or quarter > self.quarters.get(p.graph, 0):
+                stream.write(line + "\n")
+            self.quarters[p.graph] = 0 if p.done else quarter
+        stream.flush()
+
+
 def stop_on_sigint():
     """A threading.Event set by the first Ctrl-C, so the run stops cleanly between steps."""
     import signal

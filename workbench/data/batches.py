@@ -73,6 +73,12 @@ class EncodedRows:
         return out
 
 
+def padded_batch(tokenizer, texts: Sequence[str], max_length: int) -> dict[str, np.ndarray]:
+    """One scoring batch of ``texts`` padded to its longest row, exactly as :meth:`EncodedRows.batch` pads
+    it from rows tokenized with the rest (what a Ray worker builds from the batch's texts alone)."""
+    return EncodedRows(tokenizer, texts, max_length).batch(np.arange(len(texts)))
+
+
 # tokenizer -> [(max_length, texts, EncodedRows), ...], newest last; a tokenizer's entries go with it
 _ENCODED_CACHE: "weakref.WeakKeyDictionary[object, list]" = weakref.WeakKeyDictionary()
 _ENCODED_PER_TOKENIZER = 4

@@ -18,12 +18,15 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..runs import layout
 from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
 from .folder import EmbedError, EmbedFolder, read_folder
 from .retrieval import QUERY_KINDS, RetrievalTask
+
+if TYPE_CHECKING:
+    from ..runtime.progress import ProgressHook
 
 BUILTIN = "builtin"
 DEFAULT_PRESETS = ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings")
@@ -250,11 +253,13 @@ class EmbedQuantRun:
 
 
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
-                           checked: Optional[CheckedEmbedInputs] = None) -> EmbedQuantRun:
+                           checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedQuantRun:
     """Export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement) and
-    time it against ``SentenceTransformer.encode``; the stages of the audit before its report."""
+    time it against ``SentenceTransformer.encode``; the stages of the audit before its report.
+    ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`)."""
     from ..perf.machine_profile import default_threads
     from ..runtime.engine import scoring_engine
+    from ..runtime.progress import scoring_progress
     from .encode import OnnxEncoder
     from .evaluate import evaluate_embeddings
     from .export import run_embed_export
@@ -279,8 +284,10 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
         log(f"fusing and quantizing: {', '.join(cfg.presets)}")
         variants = build_variants(export, cfg.presets, out / "variants", calib, cfg.exclude_worst)
         tok = export.load_tokenizer()
-        with scoring_engine(cfg.engine_config(), log=log) as ray_pool:  # engine ray: the texts encoded on a pool, shut down after
-            encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads, pool=ray_pool) for v in variants.variants}
+        # engine ray: the texts encoded on a pool, shut down after; each graph's rows reported to ``progress``
+        with scoring_engine(cfg.engine_config(), log=log) as ray_pool, scoring_progress(progress):
+            encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads, pool=ray_pool, label=v.name)
+                        for v in variants.variants}
             evaluation = evaluate_embeddings(encoders, "fp32", checked.task, checked.texts, checked.text_slices or None,
                                              cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
                                              info.folder if cfg.reference_check else None, log)
@@ -320,7 +327,7 @@ def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig
 
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
-                    checked: Optional[CheckedEmbedInputs] = None) -> EmbedAuditResult:
+                    checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
     """The audit (see the module doc): :func:`run_embed_quantization`, then report.html and
     summary.json written as one unit."""
     from ..core import serial
@@ -329,7 +336,7 @@ def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None,
 
     cfg = cfg or EmbedAuditConfig()
     t0 = time.perf_counter()
-    run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked)
+    run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress)
     summary = build_embed_summary(run.folder, run.export, run.variants, run.evaluation, run.speed, cfg, run.source,
                                   time.perf_counter() - t0, run.search)
     page = render_embed_html(summary, run.evaluation, run.speed)

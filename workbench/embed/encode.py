@@ -20,16 +20,24 @@ def length_order(tokenizer, texts: Sequence[str], max_length: int) -> np.ndarray
     return np.argsort(-np.asarray(lengths), kind="stable")
 
 
+def longest_padded(tokenizer, texts: Sequence[str], max_length: int) -> dict:
+    """One batch's tokenizer outputs, padded to its longest text (NumPy): what the encoder feeds the graph,
+    here or on a Ray worker."""
+    return dict(tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="np"))
+
+
 class OnnxEncoder:
     """One ONNX Runtime session over an embedding graph, with its tokenizer.
 
     ``encode(texts, batch_size)`` returns one row per text, in the order given. ``threads``: intra-op
     threads (None: ONNX Runtime's default). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
-    ``encode`` runs the same padded batches on that Ray pool's actors, each with ``graph`` open;
-    ``encode_batch`` (what the timing calls) always runs here."""
+    ``encode`` sends the same batches' texts to that Ray pool's actors, each with ``graph`` open, which
+    tokenize and pad them as :meth:`feed` does (the graph's output is the embedding);
+    ``encode_batch`` (what the timing calls) always runs here. ``label``: the graph's name on the
+    progress lines (:mod:`workbench.runtime.progress`)."""
 
     def __init__(self, graph: str | os.PathLike, tokenizer, max_length: int, threads: Optional[int] = None,
-                 session=None, pool: Optional["RayPool"] = None) -> None:
+                 session=None, pool: Optional["RayPool"] = None, label: Optional[str] = None) -> None:
         from ..runtime.ortinfer import make_session
 
         self.graph = graph
@@ -38,12 +46,12 @@ class OnnxEncoder:
         self.session = session if session is not None else make_session(graph, threads=threads)
         self.output = self.session.get_outputs()[0].name
         self.pool = pool
+        self.label = label
 
     def feed(self, texts: Sequence[str]) -> dict:
         from ..runtime.ortinfer import make_feed
 
-        enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length, padding="longest", return_tensors="np")
-        return make_feed(self.session, enc)
+        return make_feed(self.session, longest_padded(self.tokenizer, texts, self.max_length))
 
     def encode_batch(self, texts: Sequence[str]) -> np.ndarray:
         feed = self.feed(texts)
@@ -54,22 +62,30 @@ class OnnxEncoder:
         return out
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        from ..runtime.progress import RowCounter, graph_label
+
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = length_order(self.tokenizer, texts, self.max_length)
         batches = [order[start:start + batch_size] for start in range(0, len(texts), batch_size)]
-        pairs: Iterable[tuple[dict, np.ndarray]]  # (feed, the graph's output) per batch, in the batches' order
+        outs: Iterable[np.ndarray]  # the embeddings of each batch, in the batches' order
         if self.pool is not None:
-            feeds = [self.feed([texts[i] for i in idx]) for idx in batches]
-            pairs = zip(feeds, self.pool.run(self.graph, feeds))
+            outs = self.pool.run_texts(self.graph, [[texts[i] for i in idx] for idx in batches], self.tokenizer, self.max_length,
+                                       longest_padded, label=self.label)
         else:
-            pairs = ((feed, self.session.run([self.output], feed)[0]) for feed in (self.feed([texts[i] for i in idx]) for idx in batches))
+            counter = RowCounter(graph_label(self.graph, self.label), len(texts))
+            outs = (self._counted(self.feed([texts[i] for i in idx]), counter) for idx in batches)
         rows: list[Optional[np.ndarray]] = [None] * len(texts)
-        for idx, (feed, out) in zip(batches, pairs):
-            for i, row in zip(idx, self.finish(feed, out)):
+        for idx, out in zip(batches, outs):
+            for i, row in zip(idx, out):
                 rows[i] = row
         return np.stack(rows).astype(np.float32, copy=False)
+
+    def _counted(self, feed: dict, counter) -> np.ndarray:
+        out = self.finish(feed, self.session.run([self.output], feed)[0])
+        counter.add(len(out))
+        return out
 
 
 class TokenGraphEncoder(OnnxEncoder):

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .export import cosine_rows
-from .retrieval import Interval, mean_interval, top_k
+from .retrieval import DOC_CHUNK, QUERY_CHUNK, Interval, mean_interval, top_k
 
 COSINE_QUANTILES = (0.01, 0.05, 0.5)
 
@@ -44,15 +44,17 @@ class AgreementReport:
         return next(s for s in self.slices if s.name == "all")
 
 
-def neighbour_overlap(fp32: np.ndarray, variant: np.ndarray, k: int = 10) -> np.ndarray:
+def neighbour_overlap(fp32: np.ndarray, variant: np.ndarray, k: int = 10, chunk: int = QUERY_CHUNK,
+                      doc_chunk: int = DOC_CHUNK) -> np.ndarray:
     """For each text, the share of its ``k`` nearest neighbours (itself left out) that the FP32 and the
-    variant embeddings have in common."""
+    variant embeddings have in common; the exact search in blocks of ``chunk`` texts against ``doc_chunk``
+    texts (:func:`workbench.embed.retrieval.top_k`)."""
     n = len(fp32)
     if n < 2:
         return np.ones(n)
     exclude = list(range(n))
-    a = top_k(fp32, fp32, k, exclude)
-    b = top_k(variant, variant, k, exclude)
+    a = top_k(fp32, fp32, k, exclude, chunk, doc_chunk)
+    b = top_k(variant, variant, k, exclude, chunk, doc_chunk)
     return np.array([len(set(x.tolist()) & set(y.tolist())) / a.shape[1] for x, y in zip(a, b)])
 
 

@@ -219,22 +219,48 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
+QUERY_CHUNK = 256   # queries scored at once
+DOC_CHUNK = 8192    # documents each query chunk is scored against at once
+
+
 def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optional[Sequence[int]] = None,
-          chunk: int = 256) -> np.ndarray:
-    """Indices of each query's ``k`` most similar documents by cosine, best first."""
+          chunk: int = QUERY_CHUNK, doc_chunk: int = DOC_CHUNK) -> np.ndarray:
+    """Indices of each query's ``k`` most similar documents by cosine, best first (equal scores: the
+    lower document index first). Exact, in blocks: ``chunk`` queries against ``doc_chunk`` documents at
+    a time, each query's best ``k`` so far kept across the document blocks, so the scores held at once
+    are at most ``chunk x doc_chunk`` float64 and ``chunk x (doc_chunk + k)`` float32 with their int64 indices
+    (about 40 MiB at the defaults), beside the unit-length copies of the embeddings. Each score is summed in float64 and rounded to float32,
+    so it does not depend on the block shapes (a float32 matrix product's rounding does)."""
     q, d = _unit(query_emb), _unit(doc_emb)
     k = min(k, len(d) - (1 if exclude is not None and any(e >= 0 for e in exclude) else 0))
     out = np.empty((len(q), k), dtype=np.int64)
     for s in range(0, len(q), chunk):
-        scores = q[s:s + chunk] @ d.T
-        if exclude is not None:
-            for j, e in enumerate(exclude[s:s + chunk]):
-                if e >= 0:
-                    scores[j, e] = -np.inf
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        order = np.argsort(-np.take_along_axis(scores, part, axis=1), axis=1, kind="stable")
-        out[s:s + chunk] = np.take_along_axis(part, order, axis=1)
+        qs = q[s:s + chunk]
+        ex = None if exclude is None else np.asarray(exclude[s:s + chunk], dtype=np.int64)
+        best_s, best_i = np.empty((len(qs), 0), dtype=np.float32), np.empty((len(qs), 0), dtype=np.int64)
+        for t in range(0, len(d), doc_chunk):
+            scores = (qs.astype(np.float64) @ d[t:t + doc_chunk].T.astype(np.float64)).astype(np.float32)
+            if ex is not None:
+                rows = np.flatnonzero((ex >= t) & (ex < t + scores.shape[1]))
+                scores[rows, ex[rows] - t] = -np.inf
+            ids = np.broadcast_to(np.arange(t, t + scores.shape[1], dtype=np.int64), scores.shape)
+            best_s, best_i = best_of(np.concatenate([best_s, scores], axis=1), np.concatenate([best_i, ids], axis=1), k)
+        out[s:s + chunk] = best_i
     return out
+
+
+def best_of(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` highest ``scores`` with their ``ids``, best first; equal scores by the lower id
+    (so the result does not depend on how the candidates were cut into blocks)."""
+    if scores.shape[1] > k:
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        tied = np.flatnonzero((scores >= kth).sum(axis=1) > k)  # a tie across the k-th place: choose by id
+        for r in tied:
+            part[r] = np.lexsort((ids[r], -scores[r]))[:k]
+        scores, ids = np.take_along_axis(scores, part, axis=1), np.take_along_axis(ids, part, axis=1)
+    order = np.lexsort((ids, -scores), axis=1)
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
 
 
 def per_query_metrics(ranked: np.ndarray, relevant: Sequence[Sequence[int]], k: int = K) -> dict[str, np.ndarray]:

@@ -87,27 +87,27 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
-                  note: str = "", pool: Optional["RayPool"] = None) -> tuple[np.ndarray, ScoringSpeed]:
+                  note: str = "", pool: Optional["RayPool"] = None, label: Optional[str] = None) -> tuple[np.ndarray, ScoringSpeed]:
     """:func:`workbench.runtime.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
     graph's runs; the texts are tokenised before the clock starts), with the
     floor of the same batches when a machine profile (or a ready ``curve``) is given.
 
     With a Ray ``pool`` (:func:`workbench.runtime.engine.active_pool`) the same batches run on its actors
     (``graph_path`` is what they open): the time is the pool's wall clock, Ray's scheduling included, and
-    no floor is given (this machine's floor says nothing about the cluster's)."""
+    no floor is given (this machine's floor says nothing about the cluster's). ``label``: the graph's name on the
+    progress lines (:mod:`workbench.runtime.progress`)."""
     import time
 
-    from ..data.batches import encoded_rows
     from ..data.token_lengths import padded_tokens
-    from ..runtime.ortinfer import predict_dataset, scoring_batches
+    from ..runtime.ortinfer import predict_dataset, row_lengths, scoring_batches
 
     # tokenised once before the clock starts (and shared with the other graphs scored on these
-    # texts): the time is the graph's, not the tokenizer's
-    lengths = encoded_rows(tokenizer, dataset["text"], max_length).lengths
-    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    # texts; on a Ray pool only the lengths are kept, the workers pad): the time is the graph's, not the tokenizer's
+    lengths = row_lengths(tokenizer, dataset["text"], max_length, pool)
+    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order, lengths=lengths)
     t0 = time.perf_counter()
     logits = predict_dataset(session if pool is None else graph_path, tokenizer, dataset, max_length, batch_size, order=order,
-                             pool=pool)
+                             pool=pool, label=label, batches=batches)
     seconds = time.perf_counter() - t0
     floor_s = None
     if pool is not None:

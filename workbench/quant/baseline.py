@@ -437,10 +437,10 @@ class _Scorer:
             self.scored["work"] = scoring_work(lens, cfg.batch_size)
             logits, self.scored["speed"] = timed_scoring(
                 self.session, self.src, tok, ds, max_len, cfg.batch_size, cfg.order, profile=cpu_profile(cfg.timing),
-                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE, pool=pool)
+                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE, pool=pool, label="FP32")
         else:
             logits = predict_dataset(self.session if pool is None else self.src, tok, ds, max_len, cfg.batch_size, order=cfg.order,
-                                     pool=pool)
+                                     pool=pool, label=f"FP32, {set_name}")
         masks = sset.membership(examples)
         out = self.out
         self.eval_sets.append(EvalSet(

@@ -240,10 +240,10 @@ def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: Eva
 
             logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
                                             baseline.scoring_order, profile=cpu_profile(baseline.timing),
-                                            note=baseline.scoring_note, pool=pool)
+                                            note=baseline.scoring_note, pool=pool, label=name)
         else:
             logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order,
-                                     pool=pool)
+                                     pool=pool, label=f"{name}, {eset.name}" if len(baseline.eval_sets) > 1 else name)
         reports[eset.name] = (logits, report_for(eset, logits, baseline, name, evaluation))
     return reports, scoring
 

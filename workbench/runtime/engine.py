@@ -3,10 +3,13 @@ of Ray actors (engine ``ray``).
 
 The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
 sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
-same), built and padded here in the driver, so both engines feed the graph exactly the same arrays.
-With ``ray`` they go to ``ray.data.from_items(...).map_batches(GraphActor, ...)``: one item per
-scoring batch carrying its position, a pool of ``ray_actors`` actors that each open the graph once in one
-ONNX Runtime session with the ``ray_threads`` CPUs each is given, and the outputs sorted back by position.
+same). With ``ray`` the driver cuts the same batches (from the rows' token lengths) and sends only each
+batch's texts and position to ``ray.data.from_items(...).map_batches(TextGraphActor, ...)``: a pool of
+``ray_actors`` actors that each open the graph once in one ONNX Runtime session with the ``ray_threads``
+CPUs each is given, tokenize and pad each batch with the local path's own function, and run it, so both
+engines feed the graph exactly the same arrays. The outputs stream back (:func:`gather_in_order`, rows
+counted for the progress lines of :mod:`workbench.runtime.progress`) and are put back by position.
+:meth:`RayPool.run` still takes padded feeds built by the caller.
 
 :func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
 ``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
+
+from .progress import RowCounter, graph_label
 
 ENGINES = ("local", "ray")
 RAY_ADDRESS_ENV = "RAY_ADDRESS"
@@ -143,34 +148,90 @@ class RayPool:
     def text(self) -> str:
         return f"on Ray, {self.actors} actor(s) of {self.threads} thread(s)"
 
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]:
+    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
         """The graph's first output for each feed, in the order given: one Ray Data item per feed, mapped
         by a pool of :class:`GraphActor`, the results put back in order by the position each carries."""
         import ray
 
         if not feeds:
             return []
-        from .session import InferenceError
 
         items = [{"k": k, **{n: np.asarray(v) for n, v in feed.items()}} for k, feed in enumerate(feeds)]
         ds = ray.data.from_items(items).map_batches(
             GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
             compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
             batch_size=1, batch_format="numpy", max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
-        try:
-            rows = ds.take_all()
-        except (ray.exceptions.RayError, ray.data.exceptions.SystemException) as exc:  # a lost actor, node or graph
-            raise InferenceError(pool_failure(graph, exc)) from exc
-        out: list[Optional[np.ndarray]] = [None] * len(feeds)
-        for row in rows:
-            k = int(row["k"])
+        return gather_in_order(ds, len(feeds), RowCounter(graph_label(graph, label), sum(len(next(iter(f.values()))) for f in feeds),
+                                                           min(self.actors, len(items))), graph)
+
+    def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
+                  featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
+        """The graph's first output for each batch of texts, in the order given: see :func:`run_text_batches`."""
+        return run_text_batches(self, graph, texts, tokenizer, max_length, featurize, label)
+
+
+class TextGraphActor(GraphActor):
+    """A :class:`GraphActor` that is given texts: each scoring batch's texts are tokenized and padded here,
+    on the worker, by ``featurize(tokenizer, texts, max_length)`` (the same function the local path pads
+    its batches with), so the driver never builds the padded feeds."""
+
+    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
+                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
+        super().__init__(graph, threads)
+        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        from .ortinfer import make_feed
+
+        outs = []
+        for j in range(len(batch["k"])):
+            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
+            outs.append(self.session.run([self.output], feed)[0])
+        return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
+
+
+def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph: str | os.PathLike = "") -> list[np.ndarray]:
+    """The outputs of a scoring dataset (rows ``{"k": position, "out": batch output}``) streamed back as Ray
+    hands them over, each put at its position and counted (``counter``: rows, for the progress line). A batch
+    returned twice, one never returned, or a pool that failed past its retries is one :class:`InferenceError` line."""
+    import ray
+
+    from .session import InferenceError
+
+    out: list[Optional[np.ndarray]] = [None] * n
+    try:
+        for row in ds.iter_rows():
+            k, part = int(row["k"]), np.asarray(row["out"])
             if out[k] is not None:
-                raise InferenceError(f"the Ray pool returned batch {k} of {len(feeds)} twice: its results are not used")
-            out[k] = np.asarray(row["out"])
-        missing = [k for k, o in enumerate(out) if o is None]
-        if missing:
-            raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {len(feeds)} batches")
-        return out  # type: ignore[return-value]
+                raise InferenceError(f"the Ray pool returned batch {k} of {n} twice: its results are not used")
+            out[k] = part
+            if counter is not None:
+                counter.add(len(part))
+    except (ray.exceptions.RayError, ray.data.exceptions.SystemException) as exc:  # a lost actor, node or graph
+        raise InferenceError(pool_failure(graph, exc)) from exc
+    missing = [k for k, o in enumerate(out) if o is None]
+    if missing:
+        raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {n} batches")
+    return out  # type: ignore[return-value]
+
+
+def run_text_batches(pool: RayPool, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
+                     featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
+    """Score batches of texts on ``pool``: one Ray Data item per batch (its position and its texts), mapped by
+    :class:`TextGraphActor` (tokenized, padded and run on the workers), the outputs streamed back and put
+    in order. Only the texts go out and only the graph's outputs come back."""
+    import ray
+
+    if not texts:
+        return []
+    items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
+    actors = min(pool.actors, len(items))
+    ds = ray.data.from_items(items).map_batches(
+        TextGraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": pool.threads, "tokenizer": tokenizer,
+                                               "max_length": int(max_length), "featurize": featurize},
+        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=pool.threads, batch_size=1, batch_format="numpy",
+        max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
+    return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors), graph)
 
 
 _ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("workbench_scoring_pool", default=None)

@@ -44,7 +44,11 @@ class BatchPool(Protocol):
 
     text: str
 
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[np.ndarray]: ...
+    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None
+            ) -> list[np.ndarray]: ...
+
+    def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
+                  featurize: Any, label: Optional[str] = None) -> list[np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -119,11 +123,13 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
     return np.asarray(out)
 
 
-def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length") -> list[np.ndarray]:
+def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
+                    lengths: Optional[np.ndarray] = None) -> list[np.ndarray]:
     """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts
     rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
     consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
-    same data (FP32 and INT8) always see the same batches."""
+    same data (FP32 and INT8) always see the same batches. ``lengths``: the rows' token lengths when
+    known (:func:`row_lengths`), else they are counted here."""
     from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
@@ -132,9 +138,22 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
         raise InferenceError(f"batch_size must be at least 1, got {batch_size}")
     if order == "file" or batch_size == 1:
         return file_order_batches(len(dataset), batch_size)
+    if lengths is None:
+        lengths = row_lengths(tokenizer, dataset["text"], max_length)
+    return length_sorted_batches(lengths, batch_size)
+
+
+def row_lengths(tokenizer, texts, max_length: int, pool: Optional[BatchPool] = None) -> np.ndarray:
+    """Each text's token length: from the rows tokenized once and kept for padding here
+    (:func:`workbench.data.batches.encoded_rows`), or, when a Ray ``pool`` pads the batches on its
+    workers, counted alone (one number per row kept, no tokens)."""
+    if pool is not None:
+        from ..data.token_lengths import token_lengths
+
+        return token_lengths(tokenizer, texts, max_length)
     from ..data.batches import encoded_rows
 
-    return length_sorted_batches(encoded_rows(tokenizer, dataset["text"], max_length).lengths, batch_size)
+    return encoded_rows(tokenizer, texts, max_length).lengths
 
 
 def predict_dataset(
@@ -145,6 +164,8 @@ def predict_dataset(
     batch_size: int = 32,
     order: str = "length",
     pool: Optional[BatchPool] = None,
+    label: Optional[str] = None,
+    batches: Optional[Sequence[np.ndarray]] = None,
 ) -> np.ndarray:
     """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order.
 
@@ -156,27 +177,41 @@ def predict_dataset(
 
     The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next
     graph scored on the same texts) and each batch is padded from that. ``pool``
-    (:func:`workbench.runtime.engine.active_pool`): the same padded batches run on a Ray pool instead
-    of in this process; the graph is then given as its path (each actor opens it)."""
-    from ..data.batches import encoded_rows
+    (:func:`workbench.runtime.engine.active_pool`): the same batches run on a Ray pool instead: only
+    their texts go to the workers, which tokenize and pad each batch as it is padded here
+    (:func:`workbench.data.batches.padded_batch`); the graph is then given as its path (each actor opens
+    it). Rows scored are reported to the active :func:`workbench.runtime.progress.scoring_progress`
+    hook as each batch comes back (``label``: the graph's name there). ``batches``: what
+    :func:`scoring_batches` gives for these arguments, when the caller has it already."""
+    from ..data.batches import encoded_rows, padded_batch
+    from .progress import RowCounter, graph_label
 
     if len(dataset) == 0:
         raise InferenceError("the dataset is empty: nothing to predict")
-    rows = encoded_rows(tokenizer, dataset["text"], max_length)
-    batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
+    texts = list(dataset["text"])
+    if batches is None:
+        batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order,
+                                  lengths=row_lengths(tokenizer, texts, max_length, pool) if order == "length" else None)
     if pool is not None:
         if not isinstance(session_or_path, (str, os.PathLike)):
             raise InferenceError("scoring on a Ray pool needs the graph's path (each actor opens it), not a session")
-        parts: Iterator[np.ndarray] = iter(pool.run(session_or_path, [rows.batch(idx) for idx in batches]))
+        parts: Iterator[np.ndarray] = iter(pool.run_texts(session_or_path, [[texts[i] for i in idx] for idx in batches],
+                                                          tokenizer, max_length, padded_batch, label=label))
     else:
-        session = as_session(session_or_path)
-        parts = (predict_logits(session, rows.batch(idx)) for idx in batches)
+        session, rows = as_session(session_or_path), encoded_rows(tokenizer, texts, max_length)
+        counter = RowCounter(graph_label(session_or_path, label), len(dataset))
+        parts = (_counted(predict_logits(session, rows.batch(idx)), counter) for idx in batches)
     out: Optional[np.ndarray] = None
     for idx, part in zip(batches, parts):
         if out is None:
             out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
         out[idx] = part
     return out
+
+
+def _counted(part: np.ndarray, counter) -> np.ndarray:
+    counter.add(len(part))
+    return part
 
 
 def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size: int = 32, order: str = "length") -> np.ndarray:

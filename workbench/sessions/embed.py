@@ -91,7 +91,8 @@ class EmbedSession(Session):
 
     def _run(self, cfg: EmbedAuditConfig, total: int) -> EmbedQuantRun:
         """:func:`~workbench.embed.audit.run_embed_quantization` into ``<run_dir>/embed`` under the run folder's
-        lock, its stages reported as progress (the search's candidates one by one)."""
+        lock, its stages reported as progress (the search's candidates one by one; while a graph encodes, its
+        rows scored, rows per second and Ray actors, from :mod:`workbench.runtime.progress`)."""
         folder = self._folder()
 
         def log(line: str) -> None:
@@ -104,11 +105,14 @@ class EmbedSession(Session):
             if done is not None:
                 self.report(done + 1, total, None, line[:80])
 
+        def rows(p) -> None:  # while a graph encodes: its rows, rows per second and (on Ray) actors, at the encoding step
+            self.report(STEPS.index("encoding") + 1, total, p.eta_s, p.text())
+
         run_dir = self.run_dir() if callable(self.run_dir) else self.run_dir
         if run_dir is None:
-            run = run_embed_quantization(folder, cfg, None, log=log)
+            run = run_embed_quantization(folder, cfg, None, log=log, progress=rows)
         else:
             with self.writing(Path(run_dir)):
-                run = run_embed_quantization(folder, cfg, Path(run_dir) / "embed", log=log)
+                run = run_embed_quantization(folder, cfg, Path(run_dir) / "embed", log=log, progress=rows)
         self.report(total, total, None, "done")  # timing left out or skipped: the bar still ends full
         return run

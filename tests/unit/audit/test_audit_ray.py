@@ -48,7 +48,10 @@ def _recorder(fn, pooled, calls: list):
 
 def _run_recorded(argv: list[str], target, attr: str, pooled):
     """``workbench`` with ``argv``, ``target.attr`` recorded; ray.init's keyword arguments recorded too.
-    Returns (exit code, recorded calls, ray.init calls, raylet pids that appeared during the run)."""
+    Returns (exit code, recorded calls, ray.init calls, raylet pids that appeared during the run, stderr)."""
+    import contextlib
+    import io
+
     import ray
 
     from workbench.cli import main
@@ -68,19 +71,27 @@ def _run_recorded(argv: list[str], target, attr: str, pooled):
         mp.setattr(target, attr, _recorder(getattr(target, attr), pooled, calls))
         mp.setattr(ray, "init", spy_init)
         mp.delenv("RAY_ADDRESS", raising=False)
-        code = main(argv)
-    return code, calls, inits, seen
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(argv)
+    return code, calls, inits, seen, err.getvalue()
 
 
 # ---- the classifier's audit -------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def classifier_runs(tmp_path_factory):
-    """The same audit (one dynamic preset, loose budgets, speed guard off) run locally and with --engine ray."""
+@pytest.fixture(scope="module", params=["csv", "parquet"])
+def classifier_runs(tmp_path_factory, request):
+    """The same audit (one dynamic preset, loose budgets, speed guard off) run locally and with --engine ray,
+    on the rows as a CSV file and as a Parquet file."""
+    import pandas as pd
+
     from workbench.runtime import ortinfer
 
     tmp = tmp_path_factory.mktemp("audit-ray")
     model = train_tiny_classifier(tmp / "classifier")
     data = write_csv(tmp / "reviews.csv", make_rows(120, seed=7))
+    if request.param == "parquet":
+        data = tmp / "reviews.parquet"
+        pd.read_csv(tmp / "reviews.csv").to_parquet(data, index=False)
     runs = {}
     for engine in ("local", "ray"):
         out = tmp / engine
@@ -89,8 +100,8 @@ def classifier_runs(tmp_path_factory):
                 "--budget-slice", "0.99", "--min-speedup", "0", "--engine", engine]
         if engine == "ray":
             argv += ["--ray-actors", "2"]
-        code, calls, inits, seen = _run_recorded(argv, ortinfer, "predict_dataset", lambda a, k: k.get("pool") is not None)
-        runs[engine] = {"code": code, "calls": calls, "inits": inits, "raylets": seen,
+        code, calls, inits, seen, err = _run_recorded(argv, ortinfer, "predict_dataset", lambda a, k: k.get("pool") is not None)
+        runs[engine] = {"code": code, "calls": calls, "inits": inits, "raylets": seen, "stderr": err,
                         "summary": json.loads((out / "summary.json").read_text())}
     return runs
 
@@ -130,6 +141,19 @@ def test_ray_gives_the_same_slices_and_verdict(classifier_runs):
 @pytest.mark.slow
 @pytest.mark.heavy  # the module's two audits (one on a Ray instance started for it) take over 60 s on 2 cores
 @pytest.mark.timeout(900)
+def test_both_engines_draw_each_graphs_rows_rate_and_actors(classifier_runs):
+    n = classifier_runs["local"]["summary"]["data"]["rows_scored"]
+    for engine, where in (("local", "this process"), ("ray", "2 Ray actor(s)")):
+        lines = classifier_runs[engine]["stderr"].splitlines()
+        for graph in ("FP32", "dynamic"):
+            done = [ln for ln in lines if ln.strip().startswith(f"scoring {graph} [") and f"] {n}/{n} rows, " in ln]
+            assert done and done[-1].endswith(f" rows/s, {where}"), (engine, graph, lines)
+            assert any(f"scoring {graph} [" in ln and f"] 0/{n} rows, " in ln for ln in lines), (engine, graph)
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # the module's two audits (one on a Ray instance started for it) take over 60 s on 2 cores
+@pytest.mark.timeout(900)
 def test_ray_is_started_on_127_0_0_1_without_a_dashboard_and_stopped_after(classifier_runs):
     import ray
 
@@ -142,6 +166,40 @@ def test_ray_is_started_on_127_0_0_1_without_a_dashboard_and_stopped_after(class
     assert not ray.is_initialized()
     assert not _wait_gone(run["raylets"]), "a raylet the audit started is still running"
     assert classifier_runs["local"]["inits"] == []  # local never touches Ray
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # a local Ray instance started and stopped, the tiny graph scored on it and here: over 60 s on 2 cores
+@pytest.mark.timeout(600)
+def test_the_pool_pads_text_batches_on_its_workers_and_streams_back_progress(exported_tiny, quick_data, monkeypatch):
+    from workbench.embed.encode import OnnxEncoder
+    from workbench.runtime import engine
+    from workbench.runtime.ortinfer import predict_dataset, scoring_batches
+    from workbench.runtime.progress import scoring_progress
+
+    def no_feeds(*args, **kwargs):
+        raise AssertionError("padded feeds were built in the driver and sent to the pool")
+
+    monkeypatch.setattr(engine.RayPool, "run", no_feeds)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    tok, ds, path = exported_tiny.load_tokenizer(), quick_data["test"], exported_tiny.onnx_path
+    texts = list(ds["text"])
+    seen: list = []
+    with engine.scoring_engine(engine.EngineConfig("ray", ray_actors=2)) as pool, scoring_progress(seen.append, every_s=0):
+        on_ray = predict_dataset(path, tok, ds, 128, 16, pool=pool, label="FP32")
+        emb_ray = OnnxEncoder(path, tok, 128, pool=pool, label="enc").encode(texts, 8)
+    here = predict_dataset(path, tok, ds, 128, 16)
+    emb_here = OnnxEncoder(path, tok, 128).encode(texts, 8)
+    assert (on_ray.argmax(-1) == here.argmax(-1)).all()
+    np.testing.assert_allclose(on_ray, here, rtol=0, atol=TOL)
+    np.testing.assert_allclose(emb_ray, emb_here, rtol=0, atol=TOL)
+    fp32 = [p for p in seen if p.graph == "FP32"]
+    rows = [p.rows for p in fp32]
+    assert rows[0] == 0 and rows[-1] == len(ds) and rows == sorted(rows)
+    # the batches come back in any order, each counted once: the steps are the batches' sizes
+    assert sorted(np.diff(rows).tolist()) == sorted(len(b) for b in scoring_batches(tok, ds, 128, 16))
+    assert all(p.actors == 2 and p.total == len(ds) for p in fp32)
+    assert [p.rows for p in seen if p.graph == "enc"][-1] == len(texts)
 
 
 # ---- the embedding model's audit ----------------------------------------------------------------
@@ -162,8 +220,8 @@ def embedding_runs(tmp_path_factory):
         out = tmp / engine
         argv = ["audit", "--model", str(folder), "--data", str(tmp / "corpus.csv"), "--slice-column", "channel",
                 "--presets", "dynamic", "--no-speed", "--quick", "--out", str(out), "--engine", engine]
-        code, calls, inits, seen = _run_recorded(argv, encode.OnnxEncoder, "encode", lambda a, k: a[0].pool is not None)
-        runs[engine] = {"code": code, "calls": calls, "inits": inits, "raylets": seen,
+        code, calls, inits, seen, err = _run_recorded(argv, encode.OnnxEncoder, "encode", lambda a, k: a[0].pool is not None)
+        runs[engine] = {"code": code, "calls": calls, "inits": inits, "raylets": seen, "stderr": err,
                         "summary": json.loads((out / "summary.json").read_text())}
     return runs
 

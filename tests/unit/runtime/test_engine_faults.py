@@ -26,10 +26,10 @@ def fake_ray(monkeypatch):
             state.kwargs = kwargs
             return self
 
-        def take_all(self):
+        def iter_rows(self):  # the rows as Ray hands them over, or the pool's failure part-way
             if state.error is not None:
                 raise state.error
-            return state.rows
+            yield from state.rows
 
     ray = types.ModuleType("ray")
     ray.exceptions = types.SimpleNamespace(RayError=_Died)

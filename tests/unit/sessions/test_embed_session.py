@@ -34,7 +34,7 @@ def test_quantize_keeps_the_run_written_into_the_run_folder(tiny_folder: Path, t
     steps = []
     run_dir = tmp_path / "run"
     s = EmbedSession(model=tiny_folder, run_dir=lambda: run_dir,  # given as a function, as a notebook Workbench shares it
-                     progress=lambda done, total, eta, detail: steps.append((done, total)))
+                     progress=lambda done, total, eta, detail: steps.append((done, total, detail)))
     run = s.quantize(QUICK)
     assert isinstance(run, EmbedQuantRun) and s.result is run and s.history == [run]
     assert run.out_dir == run_dir / "embed" and run.export.validation.passed
@@ -43,9 +43,16 @@ def test_quantize_keeps_the_run_written_into_the_run_folder(tiny_folder: Path, t
     assert [v.name for v in run.evaluation.variants] == ["fused", "dynamic"]
     assert all(Path(v.path).is_file() and Path(v.path).resolve().is_relative_to(embed) for v in run.variants.variants)
     assert (run_dir / LOCK_FILE).read_text() == "", "the run folder's lock is released after the run"
-    done = [d for d, total in steps if total == len(STEPS)]
+    done = [d for d, total, _ in steps if total == len(STEPS)]
     assert len(done) == len(steps) >= 2 and done == sorted(done) and done[0] == 1 and done[-1] == len(STEPS), \
         f"the stages reached, in order, from the export to the end: {steps}"
+    # while each graph encodes: its rows, rows per second and where, at the encoding step
+    rows = [(d, detail) for d, _, detail in steps if detail.startswith("scoring dynamic: ")]
+    assert rows and all(d == STEPS.index("encoding") + 1 for d, _ in rows), steps
+    last = rows[-1][1]
+    total = int(last.split(": ")[1].split("/")[1].split(" ")[0])
+    assert last.startswith(f"scoring dynamic: {total}/{total} rows, ") and " rows/s, " in last and last.endswith("this process")
+
     saved = json.loads((Path(run.export.onnx_path).parent / "embed_export.json").read_text())
     assert saved["validation"]["min_cosine"] >= saved["validation"]["threshold"], "the export is saved beside its graph"
 
