@@ -60,7 +60,9 @@ def classifier_result(summary: dict, run: str) -> dict:
     transformer = [v for v in fusion.get("variants", []) if v["name"] == "transformer"]
     if not fusion.get("pytorch_latency_ms") or not transformer or not search:
         raise ResultError(f"{run}: summary.json has no fusion timing or no search; run the whole demo, not a part of it")
-    shape = next(iter(fusion["pytorch_latency_ms"]))
+    # every row at the shape the search timed the INT8 variants at (the fusion stage timed eager and FP32 there too)
+    timed = ((summary.get("method") or {}).get("timing") or {}).get("shapes") or []
+    shape = timed[0] if timed and timed[0] in fusion["pytorch_latency_ms"] else next(iter(fusion["pytorch_latency_ms"]))
     eager_ms = fusion["pytorch_latency_ms"][shape]
     fused_ms = _at_shape(transformer[0]["latency_ms"], shape)
     rows = [{"variant": "PyTorch eager", "ms": eager_ms, "speed": 1.0, "against": "eager", "shape": shape,
@@ -70,11 +72,10 @@ def classifier_result(summary: dict, run: str) -> dict:
     picked = [c for c in search["candidates"] if c["name"] == chosen]
     if picked:
         c = picked[0]
-        (q,) = [q for q in summary["quantization"] if q["name"] == chosen] or [{}]
         lo, hi = c["speedup_ci"] or (None, None)
         rows.append({"variant": f"INT8 chosen: `{chosen}`", "ms": c["latency_ms"], "speed": c["speedup"],
                      "against": "FP32 graph", "lo": lo, "hi": hi,
-                     "shape": (q.get("latency_by_shape") or [{"shape": shape}])[0]["shape"],
+                     "shape": timed[0] if timed else shape,
                      "size_mib": c["size_mib"], "accuracy_delta": c["accuracy_delta"]})
     machine = summary.get("machine") or {}
     export = summary.get("export") or {}

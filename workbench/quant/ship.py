@@ -139,6 +139,8 @@ def ship_graph(graph: str | os.PathLike, baseline, out_dir: str | os.PathLike, *
     unknown = [i["name"] for i in facts["inputs"] if i["name"] not in INPUTS_FED or i["dtype"] not in ("int64", "int32")]
     if unknown:
         raise ShipError(f"the graph {graph.name} takes input(s) {unknown} that predict.py cannot feed (it feeds {list(INPUTS_FED)})")
+    from ..runtime.graphmeta import disabled_optimizers
+
     tokenizer_dir = Path(baseline.tokenizer_dir)
     hf = baseline.load_tokenizer()
     tok_settings = tokenizer_settings(hf, baseline.max_length)
@@ -154,6 +156,8 @@ def ship_graph(graph: str | os.PathLike, baseline, out_dir: str | os.PathLike, *
         "batch_size": int(baseline.batch_size), "batch_order": baseline.scoring_order if baseline.scoring_order == "length" else "file",
         "onnxruntime_version": onnxruntime.__version__, "opsets": facts["opsets"], "contrib_ops": facts["contrib_ops"],
         "contrib_domain": "com.microsoft" if facts["contrib_ops"] else None,
+        # a fusion left out on purpose (the fusion stage's timed choice): the session must not put it back
+        "disabled_optimizers": list(disabled_optimizers(graph)),
         "unfused_export": _where(unfused, root),
         "tokenizer_checked_on": checked,
     }

@@ -37,7 +37,8 @@ def load():
         cut = SETTINGS["truncation"]
         tokenizer.enable_truncation(cut["max_length"], direction=cut["side"])
         _loaded["tokenizer"] = tokenizer
-        _loaded["session"] = ort.InferenceSession(str(HERE / SETTINGS["graph"]), providers=["CPUExecutionProvider"])
+        _loaded["session"] = ort.InferenceSession(str(HERE / SETTINGS["graph"]), providers=["CPUExecutionProvider"],
+                                                  disabled_optimizers=SETTINGS.get("disabled_optimizers") or None)
     return _loaded["tokenizer"], _loaded["session"]
 
 

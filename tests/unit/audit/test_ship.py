@@ -70,6 +70,11 @@ def test_chosen_holds_the_int8_graph_and_what_it_needs(audited):
     assert [i["name"] for i in settings["inputs"]] == [i.name for i in onnx.load(str(chosen / "model.onnx")).graph.input]
     assert all(i["dtype"] == "int64" for i in settings["inputs"])
     assert settings["padding"]["side"] == "right" and settings["truncation"]["max_length"] == 128
+    # the session optimizers the graph asks to leave out (a fusion left out on purpose), which predict.py passes on
+    from workbench.runtime.graphmeta import disabled_optimizers
+
+    assert settings["disabled_optimizers"] == list(disabled_optimizers(chosen / "model.onnx"))
+    assert 'disabled_optimizers=SETTINGS.get("disabled_optimizers")' in (chosen / "predict.py").read_text()
     # the ONNX Runtime operators, as the graph has them; the unfused export has none
     graph = onnx.load(str(chosen / "model.onnx"))
     own = sorted({n.op_type for n in graph.graph.node if n.domain == "com.microsoft"})
