@@ -374,8 +374,11 @@ class MachineDefaults:
 
 
 def machine_defaults(flags: Optional[Mapping[str, bool]] = None) -> MachineDefaults:
-    """7-bit weights where ONNX Runtime advises them: u8s8 products on x86 without VNNI (AVX2's ``vpmaddubsw``
-    adds pairs into int16, which can saturate; VNNI's ``vpdpbusd`` adds into int32 and does not). ``flags``: a
+    """The weight bits of the u8s8 INT8 presets on this CPU, and why. 8 bits everywhere: with VNNI (``vpdpbusd`` adds
+    into int32) nothing saturates; on x86 with AVX2 but no VNNI, ``vpmaddubsw`` adds pairs of products into int16,
+    which can saturate, and ONNX Runtime suggests 7-bit weights (``reduce_range``, the ``dynamic-reduce-range``
+    preset) when accuracy drops there; measured on such a CPU (2-core AMD EPYC), 7-bit weights lost more than 8-bit
+    ones on both of the workbench's models (docs/measuring.md), so they stay a preset to try, not the default. ``flags``: a
     :class:`workbench.perf.machine_profile.MachineProfile`'s ``flags`` (default: this CPU's, read by
     :func:`workbench.perf.machine_profile.cpu_model_and_flags`)."""
     if flags is None:
@@ -387,8 +390,9 @@ def machine_defaults(flags: Optional[Mapping[str, bool]] = None) -> MachineDefau
         return MachineDefaults(False, f"8-bit weights: this CPU has {vnni[0]}, whose INT8 products of uint8 activations and "
                                       "int8 weights do not saturate")
     if flags.get("avx2") or flags.get("avx512f"):
-        return MachineDefaults(True, "7-bit weights (reduce_range): this CPU has AVX2 but no VNNI, where INT8 products of uint8 "
-                                     "activations and int8 weights can saturate, ONNX Runtime's advice for such CPUs")
+        return MachineDefaults(False, "8-bit weights: this CPU has AVX2 but no VNNI, where INT8 products of uint8 activations and "
+                                      "int8 weights can saturate; 7-bit weights (preset dynamic-reduce-range, ONNX Runtime's "
+                                      "suggestion when accuracy drops) lost more accuracy on such a CPU (docs/measuring.md)")
     return MachineDefaults(False, "8-bit weights: this CPU shows no AVX2 or VNNI flag (not x86?), so the saturation of "
                                   "x86's AVX2 INT8 products does not apply")
 

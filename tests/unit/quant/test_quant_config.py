@@ -119,20 +119,25 @@ def test_machine_defaults_follow_the_cpu_flags_and_the_presets_take_them():
     avx2 = machine_defaults({"avx2": True, "avx512f": False, "avx512_vnni": False, "avx_vnni": False, "amx": False})
     vnni = machine_defaults({"avx2": True, "avx512f": True, "avx512_vnni": True})
     arm = machine_defaults({})
-    assert avx2.reduce_range and "AVX2 but no VNNI" in avx2.why and "ONNX Runtime" in avx2.why
+    # on AVX2 without VNNI 8-bit weights too: 7-bit ones were measured to lose more there; the reason names the preset to try
+    assert not avx2.reduce_range and "AVX2 but no VNNI" in avx2.why and "dynamic-reduce-range" in avx2.why
     assert not vnni.reduce_range and "avx512_vnni" in vnni.why and not arm.reduce_range and "no AVX2 or VNNI" in arm.why
     assert machine_defaults().reduce_range in (True, False)  # this CPU's flags, read by the machine profile's reader
     for d in (avx2, vnni, arm):
         assert "\n" not in d.why and d.why.count(". ") == 0  # one sentence
     # the u8s8 INT8 presets take the machine's choice; the fixed presets, u8u8 and weight-only do not change
-    assert QuantConfig.preset("dynamic", machine=avx2).reduce_range and QuantConfig.preset("static", machine=avx2).reduce_range
+    seven = dataclasses.replace(avx2, reduce_range=True)  # a machine whose default were 7-bit weights
+    assert QuantConfig.preset("dynamic", machine=seven).reduce_range and QuantConfig.preset("static", machine=seven).reduce_range
+    assert not QuantConfig.preset("dynamic", machine=avx2).reduce_range
     assert QuantConfig.preset("dynamic") == QuantConfig() and not QuantConfig.preset("dynamic", machine=vnni).reduce_range
     assert QuantConfig.preset("dynamic-reduce-range", machine=vnni).reduce_range
-    assert not QuantConfig.preset("dynamic-uint8", machine=avx2).reduce_range
-    assert not QuantConfig.preset("dynamic", machine=avx2, reduce_range=False).reduce_range
+    assert not QuantConfig.preset("dynamic-uint8", machine=seven).reduce_range
+    assert not QuantConfig.preset("dynamic", machine=seven, reduce_range=False).reduce_range
     assert QuantConfig.preset("weight-only-int4", machine=avx2) == QuantConfig.preset("weight-only-int4")
     # the result's note says which choice was taken and why
-    assert machine_note(QuantConfig.preset("dynamic", machine=avx2), avx2) == f"reduce_range=True (as this machine's default: {avx2.why})"
-    assert machine_note(QuantConfig.preset("dynamic"), avx2) == f"reduce_range=False (not this machine's default: {avx2.why})"
+    seventh = QuantConfig.preset("dynamic", machine=seven)
+    assert machine_note(seventh, seven) == f"reduce_range=True (as this machine's default: {seven.why})"
+    assert machine_note(QuantConfig.preset("dynamic"), seven) == f"reduce_range=False (not this machine's default: {seven.why})"
+    assert machine_note(QuantConfig.preset("dynamic"), avx2) == f"reduce_range=False (as this machine's default: {avx2.why})"
     assert machine_note(QuantConfig.preset("weight-only-int4"), avx2) is None
     assert machine_note(QuantConfig.preset("dynamic-uint8"), avx2) is None
