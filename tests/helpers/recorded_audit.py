@@ -49,6 +49,17 @@ def main(argv: list[str]) -> int:
     return cli(audit)
 
 
+def assert_same_figures(a: dict, b: dict) -> None:
+    """Two classifier audits' summary.json give the same figures: slices, each variant's per-slice drift, flips and
+    budget checks, and the verdict."""
+    assert a["slices"] == b["slices"]
+    for qa, qb in zip(a["quantization"], b["quantization"], strict=True):
+        for key in ("name", "overall", "slices", "n_flips", "flips", "within_budget", "violations", "worst_slice"):
+            assert qa[key] == qb[key], key
+    for key in ("status", "chosen", "exit_code"):
+        assert a["verdict"][key] == b["verdict"][key], key
+
+
 def calls(folder: Path) -> list[tuple[bool, np.ndarray]]:
     """The recorded calls in order: (scored on a pool, output)."""
     return [(p.stem.endswith("-pool"), np.load(p)) for p in sorted(Path(folder).glob("*.npy"))]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import recorded_audit
 from helpers.audit_fixtures import make_rows, train_tiny_classifier, write_csv
 
 TOL = 1e-5
@@ -129,12 +130,7 @@ def test_ray_scores_every_row_as_the_local_engine_does(classifier_runs):
 @pytest.mark.timeout(900)
 def test_ray_gives_the_same_slices_and_verdict(classifier_runs):
     a, b = classifier_runs["local"]["summary"], classifier_runs["ray"]["summary"]
-    assert a["slices"] == b["slices"]
-    for qa, qb in zip(a["quantization"], b["quantization"], strict=True):
-        for key in ("name", "overall", "slices", "n_flips", "flips", "within_budget", "violations", "worst_slice"):
-            assert qa[key] == qb[key], key
-    for key in ("status", "chosen", "exit_code"):
-        assert a["verdict"][key] == b["verdict"][key], key
+    recorded_audit.assert_same_figures(a, b)
     assert "on Ray" in b["quantization"][0]["scoring"]["note"]
 
 
