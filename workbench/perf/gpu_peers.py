@@ -10,11 +10,7 @@ peer               what a PyTorch user would deploy instead
 =================  ==========================================================================
 
 Every call is followed by ``torch.cuda.synchronize()`` inside the timed function, so a figure is
-the kernels' time and not the launch's. torch.compile's compilation happens in the warm-up
-(:func:`compile_warmup_s` reports it separately: it is start-up cost). Works with the training
-lock (torch 2.6, transformers 4.57) and the GPU inference lock (newer torch and transformers):
-the SDPA model is loaded with ``from_pretrained(..., attn_implementation=...)`` through
-:func:`workbench.models.load.load_model`, which both transformers series accept.
+the kernels' time and not the launch's. torch.compile's compilation is timed apart (start-up cost).
 """
 
 from __future__ import annotations
@@ -27,19 +23,13 @@ from ..data.batches import model_inputs
 from ..runtime.ortinfer import ShapeLatency, check_shapes, synthetic_batch
 
 PEERS = ("eager_fp32", "sdpa_fp16", "compile_fp16")
-PEER_LABELS = {"eager_fp32": "PyTorch eager FP32", "sdpa_fp16": "PyTorch SDPA FP16",
-               "compile_fp16": "torch.compile reduce-overhead FP16 (CUDA graphs)"}
 
 
 def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cuda", peers: Sequence[str] = PEERS,
                       warmup: int = 10, repeats: int = 100, max_seconds: Optional[float] = None, vocab_size: int = 1000,
                       sdpa_loader: Optional[Callable[[], object]] = None) -> tuple[dict[str, list[ShapeLatency]], list[str]]:
-    """``({peer: [ShapeLatency per shape]}, notes)`` on ``device`` (a CUDA device).
-
-    ``model``: the eager-attention model (a ``LoadedModel`` or ``nn.Module``); ``sdpa_loader``
-    returns the same weights loaded with SDPA attention (None: the FP16 peers are skipped with a
-    note). The models are moved to the device here and released afterwards.
-    """
+    """``({peer: [ShapeLatency per shape]}, notes)`` on a CUDA ``device``. ``sdpa_loader`` returns the
+    same weights loaded with SDPA attention (None: the FP16 peers are skipped with a note)."""
     import torch
 
     from ..runtime.device import require_device

@@ -2,26 +2,15 @@
 that the machine is not busy with other work right now.
 
 Why through ONNX Runtime: the floor of a graph (:mod:`workbench.perf.work`) is its multiply-adds over
-what the *kernels the graph runs* can do here. A NumPy or PyTorch GEMM peak would measure other
-kernels. So the profile times small graphs of the ops a transformer's graphs run:
-
-- ``MatMul`` (FP32: exported and fused graphs),
-- ``DynamicQuantizeMatMul`` (dynamic INT8: what ONNX Runtime turns ``DynamicQuantizeLinear`` +
-  ``MatMulInteger`` into),
-- ``QLinearMatMul`` (static QDQ INT8: what ``DequantizeLinear -> MatMul -> QuantizeLinear`` becomes),
-
-each as a chain of MiniLM/BERT-shaped GEMMs (K x N = 384x384, 384x1536, 1536x384, distinct weights
-per layer as in a real model) at M = batch*seq rows of 16, 32, 128 and 1024, with the workbench's
-thread count (the chains: :mod:`workbench.perf.gemm`). A kernel runs slower on few rows (the
-fixed costs of each call weigh more: on a VNNI EPYC its INT8 kernel gave about half its 1024-row
-figure at 16-32 rows), so the floor of a shape takes the figure at its own row count (:meth:`MachineProfile.gops_at`), not the best one. The
-profile is cached as JSON per (CPU model + flags, threads, ORT version) under
-``$WORKBENCH_HOME/machine/``.
+what the *kernels the graph runs* can do here; a NumPy or PyTorch GEMM peak would measure other
+kernels. So the profile times chains of MiniLM-shaped GEMMs (:mod:`workbench.perf.gemm`) of each
+kernel kind at 16, 32, 128 and 1024 rows. A kernel runs slower on few rows (on a VNNI EPYC its INT8
+kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape takes the figure
+at its own row count (:meth:`MachineProfile.gops_at`). The profile is cached as JSON per (CPU model
++ flags, threads, ORT version) under ``$WORKBENCH_HOME/machine/``.
 
 Other work on the CPU lowers the figures (one process spinning on one of two cores takes about a
-third of the FP32 throughput: docs/measuring.md). That drop is what :func:`check_load` looks for: a
-short probe against the cached profile, plus the count of other runnable processes, plus the load
-average.
+third of the FP32 throughput: docs/measuring.md); :func:`check_load` looks for that drop.
 """
 
 from __future__ import annotations
@@ -41,16 +30,13 @@ from typing import Optional
 import psutil
 
 from ..core.threads import requested_threads
-from .gemm import (CHAIN_LAYERS, KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed,  # noqa: F401
-                   gemm_session, measure_gops)  # CHAIN_LAYERS, LAYER_GEMMS: importable from here too
+from .gemm import KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed, gemm_session, measure_gops
 
 PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
 CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
 STEAL_THRESHOLD = 0.05  # a slow probe with 5% or more of the CPU time stolen is blamed on the host
 FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
-# M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128. A kernel runs slower on few
-# rows (its fixed costs weigh more), so the floor of a shape takes the throughput at its own row count
-# (MachineProfile.gops_at)
+# M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128
 PROFILE_TOKENS = (16, 32, 128, 1024)
 PROBE_TOKENS = 128
 
@@ -93,10 +79,7 @@ def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
 
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask; a container's CPU set)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return len(psutil.Process().cpu_affinity()) or 1
 
 
 def default_threads() -> int:
@@ -127,7 +110,7 @@ class MachineProfile:
     qdq_int8_gops: Optional[float]
     measured_at: str
     shapes: list[list[int]]
-    # extra: GOP/s per kernel per token count M ({"fp32": {"128": ..}}); fp32_gops etc. are the best of these
+    # GOP/s per kernel per token count M ({"fp32": {"128": ..}}); fp32_gops etc. are the best of these
     by_tokens: dict[str, dict[str, float]] = field(default_factory=dict)
     # other work was runnable while it was measured: used, never cached (it would lower every floor)
     measured_under_load: bool = False
@@ -163,10 +146,8 @@ class MachineProfile:
         return text + ("; no " + ", no ".join(lack) if lack else "")
 
     def gops_at(self, kernel: str, rows: int) -> float:
-        """This profile's throughput of ``kernel`` ("fp32", "int8" or "qdq_int8") for a matrix
-        multiply of ``rows`` rows (M = batch x tokens): interpolated in log(rows) between the row
-        counts measured (``by_tokens``); below the fewest measured, that count's figure; above the
-        most, the kernel's best figure. A profile without per-row figures gives the best figure."""
+        """Throughput of ``kernel`` for a matrix multiply of ``rows`` rows: interpolated in log(rows)
+        between the row counts measured; clamped to the fewest measured below, the best figure above."""
         best = {"fp32": self.fp32_gops, "int8": self.int8_gops, "qdq_int8": self.qdq_int8_gops}
         if kernel not in best:
             raise MachineError(f"kernel must be one of {list(best)}, got {kernel!r}")
@@ -186,8 +167,7 @@ class MachineProfile:
         raise AssertionError("unreachable: rows lies between the measured row counts")
 
     def probe_reference_gops(self) -> float:
-        """What :func:`check_load`'s probe compares with: this profile's FP32 throughput at the
-        probe's shape (M = 128), else ``fp32_gops``."""
+        """What :func:`check_load`'s probe compares with: FP32 throughput at the probe's shape."""
         return float(self.by_tokens.get("fp32", {}).get(str(PROBE_TOKENS)) or self.fp32_gops)
 
     def text(self) -> str:
@@ -223,9 +203,8 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
 
 
 def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROFILE_TOKENS) -> MachineProfile:
-    """Measure this machine now (a few seconds; no cache). Each kernel kind at each M in ``tokens``,
-    taken in rotation so a burst of load hits them alike; the profile's figure per kernel is the
-    best M (the floor is what the hardware allows)."""
+    """Measure this machine now (a few seconds; no cache). Kernel kinds in rotation at each M, so a
+    burst of load hits them alike; each kernel's figure is its best M."""
     import onnxruntime as ort
 
     threads = _check_threads(threads)
@@ -267,9 +246,8 @@ def read_cached(path: Path) -> Optional[MachineProfile]:
 
 def machine_profile(threads: Optional[int] = None, refresh: bool = False,
                     cache_dir: Optional[Path] = None) -> MachineProfile:
-    """This machine's profile for ``threads`` (default: :func:`default_threads`): read from the
-    cache when it is there for this CPU, flags, threads and ONNX Runtime version; measured (and
-    written) when missing or when ``refresh``."""
+    """This machine's profile for ``threads``: from the cache for this CPU, flags, threads and ONNX
+    Runtime version, else (or with ``refresh``) measured and written."""
     import onnxruntime as ort
 
     from ..core import serial
@@ -301,7 +279,6 @@ class LoadCheck:
     at: str
     others_running: Optional[int] = None  # other runnable threads/processes seen (from /proc/loadavg)
     cpus: int = 0
-    # share of the CPU time the hypervisor gave to others while the probe ran (the CPUs' "steal" time)
     steal_fraction: Optional[float] = None
 
     def text(self) -> str:
@@ -316,8 +293,7 @@ _PROBE_LOCK = threading.Lock()
 
 
 def probe_gops(threads: int, seconds: float = 0.25) -> float:
-    """A short FP32 GEMM probe (the profile's M=128 chain, one layer group repeated) in GOP/s:
-    the median of as many runs as fit in ``seconds``."""
+    """A short FP32 GEMM probe (the profile's M=128 chain) in GOP/s: the median of the runs that fit in ``seconds``."""
     import statistics as st
 
     with _PROBE_LOCK:
@@ -368,13 +344,10 @@ def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.Pat
 def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: float,
                others_running: Optional[int], cpus: Optional[int] = None,
                steal_fraction: Optional[float] = None) -> LoadCheck:
-    """The verdict from readings already taken (pure; :func:`check_load` takes the readings).
-
-    Contended when any of: the probe is below ``CONTENTION_THRESHOLD`` of the profile; other
-    runnable work plus our threads exceed the CPUs (another process competes for a core now); the
-    1-minute load average is kept in the record but is no reason by itself: it counts our own work too.
-    ``steal_fraction`` (the CPU time a virtual machine's host gave to others during the probe) is
-    recorded too, and names the cause of a slow probe; by itself it is no reason either."""
+    """The verdict from readings already taken (:func:`check_load` takes them). Contended when the
+    probe is below ``CONTENTION_THRESHOLD`` of the profile, or other runnable work plus our threads
+    exceed the CPUs. The load average (it counts our own work too) and the steal share (it names the
+    cause of a slow probe) are recorded, no reason by themselves."""
     cpus = int(cpus or usable_cpus())
     reasons = []
     fraction = None
@@ -395,8 +368,6 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
     if others_running is not None and others_running + profile.threads > cpus:
         reasons.append(f"{others_running} other runnable process(es)/thread(s) beside this one's {profile.threads} "
                        f"thread(s) on {cpus} CPUs: another process competes for the cores")
-    # the load average is recorded, not judged: it counts this process's own recent work (the demo's
-    # fine-tuning keeps it near the CPU count for minutes on a quiet machine)
     return LoadCheck(contended=bool(reasons), reasons=reasons, loadavg_1m=round(float(loadavg_1m), 2),
                      probe_fp32_gops=None if probe is None else round(probe, 2),
                      probe_fraction=None if fraction is None else round(fraction, 3), at=_now(),
@@ -405,10 +376,9 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
 
 
 def cpu_times() -> Optional[tuple[float, float]]:
-    """(steal, total) CPU seconds of all CPUs so far, from ``psutil.cpu_times`` (guest time left out of
-    the total: user and nice count it already); None where it cannot be read or has no steal (only
-    Linux reports it). Steal is the time a virtual machine's CPUs were ready to run but the host ran
-    something else: the load no process list here can show."""
+    """(steal, total) CPU seconds of all CPUs so far (guest time left out: user and nice count it
+    already); None without steal (only Linux has it). Steal is the time a virtual machine's CPUs were
+    ready to run but the host ran something else: the load no process list here can show."""
     try:
         t = psutil.cpu_times()
     except OSError:  # no /proc
@@ -417,15 +387,15 @@ def cpu_times() -> Optional[tuple[float, float]]:
 
 
 def steal_between(before: Optional[tuple[float, float]], after: Optional[tuple[float, float]]) -> Optional[float]:
-    """The share of CPU time stolen between two :func:`cpu_times` readings (None without both)."""
+    """The share of CPU time stolen between two :func:`cpu_times` readings."""
     if before is None or after is None or after[1] <= before[1]:
         return None
     return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
 
 
 def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
-    """Is the machine busy now? Reads the runnable count and load average, and (``probe``) runs a
-    short FP32 GEMM probe (about 0.3 s) against ``profile``. See :func:`judge_load` for the rules."""
+    """Is the machine busy now? The runnable count, the load average and (``probe``) a short FP32
+    GEMM probe against ``profile``, judged by :func:`judge_load`."""
     others = runnable_others()  # before the probe: our own probe threads would count
     t0 = cpu_times()
     gops = probe_gops(profile.threads) if probe else None
@@ -434,8 +404,7 @@ def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
 
 
 def wait_for_calm(profile: MachineProfile, max_seconds: float, poll_s: float = 1.0) -> LoadCheck:
-    """Check the load until a check finds the machine quiet or ``max_seconds`` have passed (one check at
-    least); the last check."""
+    """Check the load until the machine is quiet or ``max_seconds`` have passed; the last check."""
     deadline = time.monotonic() + max(0.0, float(max_seconds))
     while True:
         check = check_load(profile)

@@ -1,14 +1,11 @@
 """Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
 machine could do the same batches (:mod:`workbench.perf.work`, :mod:`workbench.perf.machine_profile`).
 
-The work of a batch of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``: every matrix
-product of an encoder scales with the batch, its projections and feed-forward layers with ``s`` and
-its two attention products with ``s^2``; the pooler and classifier do not grow with ``s``. So
-``work(1, s)`` (FP32, dynamic INT8 and static INT8 apart) is a quadratic in ``s``, fitted exactly
-from the graph's counted work at three lengths (:func:`floor_curve`). The batch's floor is that work
-at this machine's throughput for matrix multiplies of ``b x s`` rows (the kernels run slower on few
-rows: :meth:`~workbench.perf.machine_profile.MachineProfile.gops_at`), and the floor of a whole scoring pass is
-the sum over its batches.
+The work of a batch of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``, and ``work(1, s)``
+is a quadratic in ``s`` (projections and feed-forward layers grow with ``s``, the two attention
+products with ``s^2``), fitted exactly from the graph's counted work at three lengths
+(:func:`floor_curve`). A scoring pass's floor is the sum over its batches, each at the throughput
+for ``b x s`` rows.
 """
 
 from __future__ import annotations
@@ -59,9 +56,7 @@ class ScoringSpeed:
 
 def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Sequence[int] = (8, 32, 64)
                 ) -> Callable[..., float]:
-    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens for ``graph``
-    on ``profile``'s machine: the graph's work per row as quadratics through its counted work at
-    three lengths (exact: see the module doc), at the throughput for ``batch x s`` rows."""
+    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens for ``graph``."""
     from .work import floor_seconds, graph_work
 
     seqs = sorted({int(s) for s in seqs})
@@ -88,21 +83,15 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
                   note: str = "", pool: Optional["RayPool"] = None, label: Optional[str] = None) -> tuple[np.ndarray, ScoringSpeed]:
-    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (wall clock: padding the batches and the
-    graph's runs; the texts are tokenised before the clock starts), with the
-    floor of the same batches when a machine profile (or a ready ``curve``) is given.
-
-    With a Ray ``pool`` (:func:`workbench.runtime.engine.active_pool`) the same batches run on its actors
-    (``graph_path`` is what they open): the time is the pool's wall clock, Ray's scheduling included, and
-    no floor is given (this machine's floor says nothing about the cluster's). ``label``: the graph's name on the
-    progress lines (:mod:`workbench.runtime.progress`)."""
+    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (the texts are tokenised before the clock
+    starts), with the floor of the same batches when a machine profile (or a ready ``curve``) is given.
+    On a Ray ``pool`` the time is the pool's wall clock and no floor is given (this machine's says nothing
+    about the cluster's)."""
     import time
 
     from ..data.token_lengths import padded_tokens
     from ..runtime.ortinfer import predict_dataset, row_lengths, scoring_batches
 
-    # tokenised once before the clock starts (and shared with the other graphs scored on these
-    # texts; on a Ray pool only the lengths are kept, the workers pad): the time is the graph's, not the tokenizer's
     lengths = row_lengths(tokenizer, dataset["text"], max_length, pool)
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order, lengths=lengths)
     t0 = time.perf_counter()

@@ -2,19 +2,11 @@
 this machine's floor, with a check that nothing else was using the CPU.
 
 :func:`time_interleaved` is the one timing primitive: named callables (a graph's session run, a PyTorch
-forward, an ``encode``) in interleaved rounds, the load check and the retime built in, per-callable
-medians and every speed-up against a named reference as one :class:`~workbench.core.latency.Ratio`.
-Graphs (:func:`time_side_by_side`) and embedding encoders (:func:`workbench.embed.speed.time_embedders`)
-are timed through it.
-
-``time_side_by_side({"fp32": path, "int8": path}, base="fp32", shapes=...)`` opens every graph (and
-any PyTorch model given), then per shape times them in alternating rounds in one process
-(:func:`workbench.core.latency.interleaved`), so load that comes and goes hits every variant alike.
-Every variant's speed-up over ``base`` is a :class:`~workbench.core.latency.Ratio` with its bootstrap
-interval over the paired rounds; every latency carries its floor (the graph's multiply-adds at this
-machine's measured throughput, :mod:`workbench.perf.work`, :mod:`workbench.perf.machine_profile`) and how close it
-came (``of_floor``); a load check before and after says whether the figures were taken on a busy
-machine (:class:`~workbench.perf.machine_profile.LoadCheck`).
+forward, an ``encode``) in interleaved rounds in one process, so load that comes and goes hits every
+variant alike; the load check and the retime built in; every speed-up against a named reference is one
+:class:`~workbench.core.latency.Ratio` over the paired rounds. Graphs (:func:`time_side_by_side`, each
+latency with its floor: :mod:`workbench.perf.work`) and embedding encoders
+(:func:`workbench.embed.speed.time_embedders`) are timed through it.
 """
 
 from __future__ import annotations
@@ -39,9 +31,8 @@ T = TypeVar("T")
 def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile], notes: list[str], *, what: str = "the timing",
                     retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S) -> tuple[T, Optional[LoadCheck]]:
     """``measure()`` between two load checks (none without ``profile``). When they find other work on the CPU,
-    wait up to ``calm_wait_s`` for the machine to calm down and measure again, ``retimes`` more times at most;
-    every try is a line in ``notes``. Returns the last measurement and its load, contended only when the last
-    try was too: a busy moment costs a wait, not the figures."""
+    wait up to ``calm_wait_s`` for calm and measure again, ``retimes`` more times at most; every try is a line
+    in ``notes``. The last measurement and its load: a busy moment costs a wait, not the figures."""
     if profile is None:
         return measure(), None
     before = check_load(profile)
@@ -65,8 +56,7 @@ def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile],
 
 @dataclass(frozen=True)
 class Rounds:
-    """One group's interleaved rounds (one shape, one batch size): every callable's timing, and each one's
-    speed-up over the reference from the rounds they shared."""
+    """One group's interleaved rounds (one shape): every callable's timing and speed-up over the reference."""
 
     stats: dict[str, LatencyStats]
     ratios: dict[str, Ratio]  # name -> base / it, every name but the base
@@ -77,8 +67,7 @@ class Rounds:
 
 @dataclass(frozen=True)
 class Timed:
-    """What :func:`time_interleaved` measured: per group its :class:`Rounds`, the load while the last try
-    ran (None without a load check) and what the tries said."""
+    """Per group its :class:`Rounds`, the load while the last try ran and what the tries said."""
 
     groups: dict[Any, Rounds]
     load: Optional[LoadCheck]
@@ -93,13 +82,8 @@ def time_interleaved(groups: Mapping[Any, Mapping[str, Callable[[], Any]]], base
                      warmup: int = 3, max_seconds: Optional[float] = None, profile: Optional[MachineProfile] = None,
                      retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S, pytorch_threads: Optional[int] = None,
                      notes: Optional[list[str]] = None) -> Timed:
-    """The one way the workbench times: per group (key -> name -> one call: an ONNX Runtime session's run, a
-    PyTorch forward, an ``encode``), interleaved rounds of its callables in one process
-    (:func:`workbench.core.latency.interleaved`, at least :data:`MIN_ROUNDS`: an interval needs pairs), PyTorch
-    held to ``pytorch_threads`` threads; every callable's speed-up over ``base`` is a
-    :class:`~workbench.core.latency.Ratio` over the paired rounds. With ``profile``, a load check before and
-    after; figures it finds taken on a busy machine are taken again (:func:`measure_quietly`: ``retimes``,
-    ``calm_wait_s``). ``notes`` (default: a new list) receives what the tries said."""
+    """Per group (key -> name -> one call), interleaved rounds of its callables (at least :data:`MIN_ROUNDS`),
+    PyTorch held to ``pytorch_threads`` threads; with ``profile``, timed under :func:`measure_quietly`."""
     from ..runtime.ortinfer import torch_threads
 
     notes = notes if notes is not None else []
@@ -139,10 +123,6 @@ class Speed:
     def of_floor(self) -> Optional[float]:
         return self.floor_ms / self.ms if self.floor_ms and self.ms > 0 else None
 
-    @property
-    def base_of_floor(self) -> Optional[float]:
-        return self.base_floor_ms / self.base_ms if self.base_floor_ms and self.base_ms > 0 else None
-
 
 @dataclass(frozen=True)
 class SpeedRun:
@@ -164,15 +144,13 @@ class SpeedRun:
 
 
 def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional[float]:
-    """The floor of the graph at ``path`` for ``batch`` x ``seq`` on ``profile``'s machine (ms)."""
     from .work import floor_for, graph_work
 
     return floor_for(graph_work(path, batch, seq), profile).floor_ms
 
 
 def graph_floors(graphs: Mapping[str, Any], batch: int, seq: int, profile: Optional[MachineProfile], notes: list[str]) -> dict[str, float]:
-    """Each graph's floor (name -> ONNX path) at ``batch`` x ``seq`` on ``profile`` (none without one); a floor
-    that cannot be counted is a line in ``notes``."""
+    """Each graph's floor in ms (none without ``profile``); one that cannot be counted is a line in ``notes``."""
     out = {}
     for n, path in graphs.items() if profile is not None else ():
         try:
@@ -202,12 +180,9 @@ def time_side_by_side(
     retimes: int = RETIMES,
     calm_wait_s: float = CALM_WAIT_S,
 ) -> SpeedRun:
-    """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model, eager,
-    inference mode) side by side, interleaved, per shape; see the module doc. ``base`` names the
-    variant every ratio is taken against. ``max_seconds`` bounds each shape's rounds (at least 3).
-    Floors and the load check are for the CPU (a GPU device gets neither: the profile is the CPU's).
-    ``graph_optimization``: ONNX Runtime's optimization level per graph name (default "all"). Figures the load
-    check finds taken on a busy machine are taken again (``retimes``, ``calm_wait_s``: :func:`measure_quietly`)."""
+    """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model) side by side,
+    interleaved, per shape, every ratio against ``base``. Floors and the load check are for the CPU only
+    (the profile is the CPU's). ``graph_optimization``: ONNX Runtime's level per graph name (default "all")."""
     import gc
 
     from ..runtime.device import normalize_device
@@ -255,16 +230,14 @@ def time_side_by_side(
 
 
 def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: str) -> dict[str, Callable[[], Any]]:
-    """One call per ONNX Runtime session running it on ``batch_arrays``: its first output on the
-    CPU, every output bound to the device elsewhere (:class:`BoundRunner`)."""
+    """One call per session: its first output on the CPU, every output bound to the device elsewhere."""
     from ..runtime.ortinfer import BoundRunner, make_feed
 
     fns: dict[str, Callable[[], Any]] = {}
     for n, session in sessions.items():
         feed = make_feed(session, batch_arrays)
         if device != "cpu":
-            runner = BoundRunner(session, feed, device)
-            fns[n] = runner.run
+            fns[n] = BoundRunner(session, feed, device).run
         else:
             out_name = session.get_outputs()[0].name
             fns[n] = (lambda s=session, f=feed, o=out_name: s.run([o], f))
@@ -272,7 +245,6 @@ def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: st
 
 
 def _torch_runners(torch_models: Mapping[str, Any], batch_arrays: dict) -> dict[str, Callable[[], Any]]:
-    """One call per PyTorch model running it on ``batch_arrays`` (eval mode, inference mode)."""
     fns: dict[str, Callable[[], Any]] = {}
     if not torch_models:
         return fns

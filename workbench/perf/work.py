@@ -28,13 +28,12 @@ if TYPE_CHECKING:
     from .machine_profile import MachineProfile
 
 FP32, INT8 = "fp32", "int8"
-# INT8 kernels ONNX Runtime runs for dynamic quantization (the profile's int8_gops)
-DYNAMIC_INT8_OPS = ("DynamicQuantizeMatMul", "MatMulInteger", "MatMulIntegerToFloat", "QAttention", "DynamicQuantizeLSTM")
 # INT8 kernels of static QDQ graphs (the profile's qdq_int8_gops when measured)
 STATIC_INT8_OPS = ("QLinearMatMul", "QGemm", "MatMul(QDQ)", "Gemm(QDQ)")
 MATMUL_OPS = ("MatMul", "FusedMatMul", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul",
               "MatMulNBits", "MatMulBnb4", "MatMulFpQ4")
 ATTENTION_OPS = ("Attention", "QAttention", "MultiHeadAttention")
+INT8_MATMUL_OPS = ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul")
 
 
 class WorkError(ValueError):
@@ -190,10 +189,10 @@ def _attr(node, name, default=None):
     return default
 
 
-def _matmul_k(node, a_shape, out_shape) -> Optional[int]:
+def _matmul_k(node, a_shape) -> Optional[int]:
     if node.op_type == "MatMulNBits":
         return int(_attr(node, "K"))
-    if a_shape is None or not a_shape:
+    if not a_shape:
         return None
     if node.op_type == "FusedMatMul" and _attr(node, "transA", 0) and len(a_shape) >= 2:
         return a_shape[-2]
@@ -235,16 +234,12 @@ def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int)
         op = node.op_type
         out = shapes.get(node.output[0]) if node.output else None
         if op in MATMUL_OPS:
-            a_name = node.input[0]
-            a = shapes.get(a_name)
-            k = _matmul_k(node, a, out)
+            k = _matmul_k(node, shapes.get(node.input[0]))
             if out is None or k is None:
                 uncounted.append(f"{op} {node.name}")
                 continue
             macs = math.prod(out) * k
-            if op in ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"):
-                add(op, INT8, macs)
-            elif op == "QLinearMatMul":
+            if op in INT8_MATMUL_OPS:
                 add(op, INT8, macs)
             elif op == "MatMulNBits":
                 add(op, INT8 if _attr(node, "accuracy_level", 0) == 4 else FP32, macs)
@@ -280,7 +275,7 @@ def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int)
 
 
 def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
-    """(projection, QK^T + AV) multiply-adds of an Attention / QAttention / MultiHeadAttention node."""
+    """(projection, QK^T + AV) multiply-adds of an attention node."""
     x = shapes.get(node.input[0])
     if node.op_type == "MultiHeadAttention":
         # query [B, S, Dq], key [B, L, Dk] (or packed forms: not counted), value [B, L, Dv]
@@ -289,9 +284,8 @@ def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
         if x is None or len(x) != 3 or key is None or len(key) != 3:
             return None
         b, s, d = x
-        length = key[1]
         dv = value[2] if value is not None and len(value) == 3 else d
-        return 0, b * s * length * d + b * s * length * dv
+        return 0, b * s * key[1] * (d + dv)
     w = shapes.get(node.input[1]) if len(node.input) > 1 else None
     if x is None or w is None or len(x) != 3 or len(w) != 2:
         return None
@@ -303,8 +297,7 @@ def _attention_macs(node, shapes) -> Optional[tuple[int, int]]:
     else:
         dq = dv = w[1] // 3
     # past state (a decoder's cache) would add to the key length; encoder graphs have none
-    length = s
-    return proj, b * s * length * dq + b * s * length * dv
+    return proj, b * s * s * (dq + dv)
 
 
 @dataclass(frozen=True)
@@ -345,13 +338,9 @@ def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: 
 
 
 def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
-    """The fastest this graph could run here: INT8 work / INT8 throughput + FP32 work / FP32
-    throughput (2 operations per multiply-add), each kernel's throughput taken at the graph's row
-    count (batch x seq: :meth:`~workbench.perf.machine_profile.MachineProfile.gops_at`), since no graph runs a
-    matrix multiply faster than ONNX Runtime's kernel runs it alone at that size. Static QDQ INT8
-    work (QLinearMatMul and kin) goes at the profile's QLinearMatMul figure where it was measured
-    (the kernel those graphs run), the rest of the INT8 work at DynamicQuantizeMatMul's.
-    ``peak_floor_ms`` is the same at each kernel's best figure."""
+    """The fastest this graph could run here: each precision's work over its kernel's throughput at
+    the graph's row count (batch x seq), since no graph runs a matrix multiply faster than ONNX
+    Runtime's kernel runs it alone at that size. ``peak_floor_ms``: at each kernel's best figure."""
     args = (work.fp32_macs, work.int8_macs - work.static_int8_macs, work.static_int8_macs)
     seconds = floor_seconds(*args, rows=work.batch * work.seq, profile=profile)
     peak = floor_seconds(*args, rows=None, profile=profile)
@@ -365,13 +354,3 @@ def of_floor(measured_ms: float, floor_ms: float) -> float:
         raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
     return floor_ms / measured_ms
 
-
-def config_macs(hidden: int, intermediate: int, layers: int, batch: int, seq: int, num_labels: int = 2,
-                pooler: bool = True) -> int:
-    """Multiply-adds of a BERT-like encoder classifier from its config (what :func:`graph_work`
-    must find in its graph): per layer Q, K, V, O projections, the FFN, QK^T and AV; the pooler
-    (on the first token) and the classifier."""
-    tokens = batch * seq
-    per_layer = tokens * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * batch * seq * seq * hidden
-    head = (batch * hidden * hidden if pooler else 0) + batch * hidden * num_labels
-    return layers * per_layer + head

@@ -96,7 +96,7 @@ def test_quick_bench_has_every_row_measured_or_explained(quick_json):
 @pytest.mark.timeout(1800)
 def test_quick_bench_floor_and_training(quick_json):
     from workbench.models.load import TINY_CONFIG
-    from workbench.perf.work import config_macs
+    from helpers.macs import config_macs
 
     prof, fl = quick_json["machine_profile"], quick_json["floor"]
     assert prof["fp32_gops"] > 0 and prof["int8_gops"] > 0 and prof["isa"]

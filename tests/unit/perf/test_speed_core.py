@@ -20,7 +20,8 @@ from workbench.perf import machine_profile as machine
 from workbench.core.latency import Ratio, interleaved, paired_ratio
 from workbench.perf.machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, judge_load, machine_profile
 from workbench.models.load import TINY_CONFIG
-from workbench.perf.work import GraphWork, WorkError, config_macs, floor_for, graph_work, of_floor
+from helpers.macs import config_macs
+from workbench.perf.work import GraphWork, WorkError, floor_for, graph_work, of_floor
 
 
 def profile(fp32=100.0, int8=200.0, qdq=None, threads=2, **kw) -> MachineProfile:
