@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from workbench.teaching.agenda import AGENDA, HOUR_MINUTES, agenda_notebooks
+from workbench.teaching.agenda import AGENDA, HOUR_MINUTES
 from workbench.teaching.answers import KEY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,8 @@ def test_the_times_table_is_made_from_the_json_and_names_what_was_not_measured()
 
 def test_the_hour_adds_up_and_every_setting_is_a_parameter_of_its_notebook() -> None:
     assert sum(slot.minutes for slot in AGENDA) == HOUR_MINUTES
-    assert agenda_notebooks() == sorted(agenda_notebooks()), "the lessons in the notebooks' order"
+    notebooks = [slot.notebook for slot in AGENDA if slot.notebook]
+    assert notebooks == sorted(notebooks), "the lessons in the notebooks' order"
     for slot in AGENDA:
         if not slot.notebook:
             assert not slot.parameters

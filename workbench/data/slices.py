@@ -39,8 +39,7 @@ def words(text: str) -> list[str]:
 
 
 def has_negation(text: str) -> bool:
-    toks = words(text)
-    return any(t in NEGATION_WORDS or t.endswith("n't") for t in toks)
+    return any(t in NEGATION_WORDS or t.endswith("n't") for t in words(text))
 
 
 def has_contrast(text: str) -> bool:
@@ -100,9 +99,6 @@ class SliceSet:
         """For each slice, a boolean mask over ``examples`` (a list of dicts or a datasets.Dataset)."""
         rows = _rows(examples)
         return {s.name: np.fromiter((s.contains(r) for r in rows), dtype=bool, count=len(rows)) for s in self.slices}
-
-    def slices_of(self, example: Example) -> list[str]:
-        return [s.name for s in self.slices if s.contains(example)]
 
 
 def _rows(examples) -> list[Example]:

@@ -71,11 +71,7 @@ def _version(dist: str) -> Optional[str]:
 
 
 def _vtuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits or 0))
-    return tuple(out)
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in v.split("+")[0].split(".")[:3])
 
 
 def check_python() -> Check:
@@ -149,8 +145,7 @@ TRAINING_ENV_HINT = ("ORTModule (the ortmodule backend) needs the training envir
 
 
 def training_build() -> Optional[str]:
-    """``"cpu"`` or ``"cuda"`` for the installed ONNX Runtime *training* build, None when there is
-    none (the inference GPU environment: onnxruntime-gpu has no ``onnxruntime.training``)."""
+    """``"cpu"`` or ``"cuda"`` for the installed ONNX Runtime *training* build, None when there is none."""
     if _version("onnxruntime-training"):
         return "cuda"  # the CUDA 12 build; the CPU one is onnxruntime-training-cpu
     if _version("onnxruntime-training-cpu"):
@@ -159,10 +154,7 @@ def training_build() -> Optional[str]:
 
 
 def stack() -> str:
-    """Which of the workbench's environments this is, read off the ONNX Runtime package installed:
-    ``"training"`` (an onnxruntime-training build: ORTModule; `make setup`), ``"current"`` (onnxruntime:
-    today's transformers, torch and ONNX Runtime, no training; `make setup-current`), ``"gpu-infer"``
-    (onnxruntime-gpu; `make setup-gpu-infer`) or ``"none"`` (no ONNX Runtime)."""
+    """Which of the workbench's environments this is (:data:`STACK_CAN`), read off the ONNX Runtime package installed."""
     if training_build() is not None:
         return "training"
     if _version("onnxruntime-gpu") is not None:
@@ -173,8 +165,7 @@ def stack() -> str:
 
 
 def inference_only() -> bool:
-    """True in an environment without a training build: the inference GPU environment
-    (onnxruntime-gpu) or the current stack (onnxruntime)."""
+    """True in an environment without a training build."""
     return stack() in ("gpu-infer", "current")
 
 
@@ -307,8 +298,7 @@ def check_accelerators() -> Check:
 
 
 def check_gpu() -> Check:
-    """The GPU, ONNX Runtime's CUDA provider and whether the training build is a CUDA build (never
-    required: every stage runs on the CPU; ``--device cuda`` needs the first two)."""
+    """The GPU, ONNX Runtime's CUDA provider and the training build's kind (never required)."""
     from ..runtime.device import CUDA_PROVIDER, cuda_facts, cuda_problem
 
     facts = cuda_facts()
@@ -325,7 +315,6 @@ def check_gpu() -> Check:
              None: "training build: none (inference-only environment; ORTModule needs the training environment)"}[build]
     value = f"{gpu}; {provider}; {train}"
     if facts.device_count and cuda_problem(facts) is not None:
-        # a GPU is here but the inference stages cannot use it: say what to install
         return Check("gpu", False, value, cuda_problem(facts), required=False)
     if facts.device_count and build == "cpu":
         return Check("gpu", False, value, "training runs on this GPU only with the CUDA training build: `make setup-gpu` "
@@ -335,8 +324,7 @@ def check_gpu() -> Check:
 
 
 def check_machine() -> Check:
-    """This machine's profile (:func:`workbench.perf.machine_profile.machine_profile`): cached, measured once
-    (a few seconds) when missing. Not required: it informs the floor, it does not gate anything."""
+    """This machine's profile; not required: it informs the floor, it does not gate anything."""
     try:
         from ..perf.machine_profile import machine_profile
 
@@ -371,32 +359,29 @@ CHECKS: list[Callable[[], Check]] = [
 TRAINING_ONLY_CHECKS = ("torch", "transformers", "onnxruntime", "ortmodule extensions")
 
 
-TRAINING_ORT_VERSION = ORT_VERSION
 SLOWER_BY = 0.15  # a runtime is called slower here when a kernel kind's throughput is this much below the other's
 
 
 def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
-    """On the current stack: one line when this machine's profile measured with the training stack's onnxruntime
-    1.19.2 (same CPU, flags and threads; cached by `workbench machine` there) shows faster matrix-multiply
-    kernels than this runtime's by more than :data:`SLOWER_BY`. Without such a profile, the measurement of
-    :data:`workbench.doctor.runtimes.RUNTIME_RATIOS` for this CPU's class speaks, saying where it was taken, when it found 1.19.2 faster;
-    None otherwise (and on the training stack)."""
+    """On the current stack: one line when the training stack's onnxruntime (its cached profile of this CPU,
+    flags and threads, else the published measurement for this CPU's class) ran matrix multiplies faster by
+    more than :data:`SLOWER_BY`; None otherwise."""
     if stack() != "current" or profile is None or profile.ort_version.startswith("1.19."):
         return None
     from ..perf.machine_profile import read_cached, cache_root, profile_key
 
-    key = profile_key(profile.cpu_model, profile.flags, profile.threads, TRAINING_ORT_VERSION)
+    key = profile_key(profile.cpu_model, profile.flags, profile.threads, ORT_VERSION)
     old = read_cached(cache_root(cache_dir) / f"{key}.json")
     if old is None:
         from .runtimes import published_note
 
-        return published_note(profile, TRAINING_ORT_VERSION)
+        return published_note(profile, ORT_VERSION)
     kinds = [("FP32", profile.fp32_gops, old.fp32_gops, "GFLOP/s"), ("INT8", profile.int8_gops, old.int8_gops, "GOP/s")]
     slower = [(name, new, was, unit) for name, new, was, unit in kinds if was > 0 and new < (1 - SLOWER_BY) * was]
     if not slower:
         return None
     said = ", ".join(f"{name} {new:.0f} vs {was:.0f} {unit}" for name, new, was, unit in slower)
-    return (f"onnxruntime {profile.ort_version} is slower than {TRAINING_ORT_VERSION} on this machine ({profile.cpu_model}, "
+    return (f"onnxruntime {profile.ort_version} is slower than {ORT_VERSION} on this machine ({profile.cpu_model}, "
             f"{profile.isa_text()}, {profile.threads} threads): its measured matrix-multiply throughput is {said} "
             f"(profiles of {profile.measured_at[:10]} and {old.measured_at[:10]}); the training stack (`make setup`) runs the "
             "same graphs faster here")

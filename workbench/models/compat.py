@@ -25,7 +25,6 @@ from typing import Any
 
 CURRENT_STACK_HINT = ("set up the current stack with `make setup-current` and run the same command with "
                       ".venv-current/bin/workbench")
-GENERIC_FAST_CLASS = "TokenizersBackend"  # transformers 5's name for a tokenizer.json-only fast tokenizer
 
 
 class NewerTransformersError(ValueError):
@@ -69,12 +68,8 @@ def v5_overrides(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_tokenizer(folder: str | os.PathLike):
-    """``AutoTokenizer.from_pretrained(folder)`` offline, reading folders saved by transformers 5 on 4.x.
-
-    Raises :class:`NewerTransformersError` (one line: what needs transformers 5, and the command for
-    the current stack) where 4.x cannot read the folder; any other failure propagates as
-    transformers raised it.
-    """
+    """``AutoTokenizer.from_pretrained(folder)`` offline, reading folders saved by transformers 5 on 4.x;
+    :class:`NewerTransformersError` where 4.x cannot read the folder."""
     from transformers import AutoTokenizer
 
     path = Path(folder)

@@ -32,9 +32,8 @@ def is_hub_id(name: str) -> bool:
 
 
 def model_source(name: str | os.PathLike) -> str:
-    """``name`` as a model the workbench can read: a built-in name, an existing path, or anything not
-    written like a Hub id comes back unchanged (the caller's folder checks then speak); a Hub id comes
-    back as its snapshot folder (:func:`hub_folder`), or a :class:`ModelError` in one line."""
+    """``name`` as a model the workbench can read: a Hub id as its snapshot folder (:func:`hub_folder`),
+    anything else unchanged (the caller's folder checks then speak)."""
     text = str(name)
     if text in BUILTIN_MODELS or not is_hub_id(text) or Path(text).expanduser().exists():
         return text
@@ -42,8 +41,7 @@ def model_source(name: str | os.PathLike) -> str:
 
 
 def hub_offline() -> bool:
-    """Whether the Hub may not be reached: ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) as huggingface_hub
-    read it, or as the environment says now."""
+    """Whether the Hub may not be reached (``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``, then or now)."""
     from huggingface_hub import constants
 
     now = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
@@ -51,8 +49,7 @@ def hub_offline() -> bool:
 
 
 def hub_folder(repo_id: str, cache_dir: Optional[str | os.PathLike] = None) -> Path:
-    """The snapshot folder of ``repo_id`` (its default branch) in the Hugging Face cache ``cache_dir``
-    (default ``$HF_HUB_CACHE``): the cached one, else downloaded when :func:`hub_offline` is false."""
+    """The snapshot folder of ``repo_id`` in the Hugging Face cache: the cached one, else downloaded unless offline."""
     from huggingface_hub import constants, snapshot_download
 
     cache = Path(cache_dir if cache_dir is not None else constants.HF_HUB_CACHE).expanduser()

@@ -86,18 +86,22 @@ def resolve_model_path(name: str) -> Optional[Path]:
     return path
 
 
-def check_model_type(folder: str | os.PathLike) -> str:
-    """The ``model_type`` in ``folder/config.json``, or a :class:`ModelError` (one line) naming the
-    types that work when it is not one of them. Read from the file, before transformers is asked
-    to build anything, so an unknown or unsupported architecture fails the same clear way."""
+def _config_json(folder: str | os.PathLike) -> dict[str, Any]:
     import json
 
     path = Path(folder) / "config.json"
-    check_weights(folder)
     try:
-        model_type = json.loads(path.read_text()).get("model_type")
+        return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot read {path}: {exc}; save the model with model.save_pretrained(folder)") from exc
+
+
+def check_model_type(folder: str | os.PathLike) -> str:
+    """The ``model_type`` in ``folder/config.json`` (read before transformers builds anything), or a
+    :class:`ModelError` naming the types that work."""
+    path = Path(folder) / "config.json"
+    check_weights(folder)
+    model_type = _config_json(folder).get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(
             f"model type {model_type!r} in {path} is not supported; the types that work end to end are "
@@ -108,8 +112,8 @@ def check_model_type(folder: str | os.PathLike) -> str:
 
 
 def check_weights(folder: str | os.PathLike) -> None:
-    """Every ``*.safetensors`` file in ``folder`` opens and is as long as its header says; else a
-    :class:`ModelError` naming the file (a truncated copy fails here, not deep inside transformers)."""
+    """Every ``*.safetensors`` file in ``folder`` opens and is as long as its header says (a truncated
+    copy fails here, not deep inside transformers)."""
     folder = Path(folder)
     for f in sorted(folder.glob("*.safetensors")):
         try:
@@ -135,16 +139,9 @@ def check_weights(folder: str | os.PathLike) -> None:
 
 
 def check_classifier(folder: str | os.PathLike) -> None:
-    """The checkpoint in ``folder`` has a trained sequence-classification head; else a :class:`ModelError`.
-    Exporting a base or masked-LM checkpoint would give a randomly initialised head, and every figure
-    measured on it would be noise."""
-    import json
-
-    path = Path(folder) / "config.json"
-    try:
-        archs = [str(a) for a in (json.loads(path.read_text()).get("architectures") or [])]
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot read {path}: {exc}; save the model with model.save_pretrained(folder)") from exc
+    """The checkpoint in ``folder`` has a trained sequence-classification head: a base or masked-LM
+    checkpoint would get a randomly initialised one, and every figure measured on it would be noise."""
+    archs = [str(a) for a in (_config_json(folder).get("architectures") or [])]
     if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
         raise ModelError(f"{folder}: this checkpoint has no classification head (config.json names {', '.join(archs)}); "
                          "fine-tune it first (`workbench train --model FOLDER`) or pass a *ForSequenceClassification model")
@@ -189,13 +186,9 @@ def load_model(
     seed: int = 0,
     id2label: Optional[dict[int, str]] = None,
 ) -> LoadedModel:
-    """Load a sequence classifier and its tokenizer, offline.
-
-    ``name``: ``"minilm"``, ``"tiny"``, a local model folder or a Hub id (its folder in the cache).
-    ``num_labels``: the size of the classifier head; None keeps a folder's own (its config.json) and means 2 for the built-in
-    models. ``dropout=False`` sets every dropout probability to 0, which makes eager and ORTModule
-    loss curves comparable step by step.
-    """
+    """Load a sequence classifier and its tokenizer, offline. ``num_labels``: None keeps a folder's own
+    (2 for the built-in models). ``dropout=False`` zeroes every dropout probability, which makes eager
+    and ORTModule loss curves comparable step by step."""
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 

@@ -52,11 +52,8 @@ def _holder(path: Path) -> tuple[Optional[int], str]:
 
 
 class run_lock:
-    """Context manager: hold the exclusive lock of ``folder`` (created here when missing) while writing.
-
-    ``command`` is how the holder is named to a second writer (``workbench audit``); ``flag`` is the
-    flag that picks another folder, named in the refusal (``--out``, ``--run-dir``).
-    """
+    """Context manager: hold the exclusive lock of ``folder`` (created when missing) while writing.
+    ``command`` names the holder to a second writer; ``flag`` (``--out``, ``--run-dir``) is named in its refusal."""
 
     def __init__(self, folder: str | os.PathLike, command: str = "workbench", flag: str = "--run-dir",
                  clean: bool = True):
@@ -101,9 +98,6 @@ class run_lock:
         if old_pid is not None and old_pid != os.getpid() and not pid_alive(old_pid):
             self.note = (f"took over the lock of {self.folder} left by PID {old_pid}"
                          f"{f' ({old_what})' if old_what else ''}, which is no longer running")
-        elif old_pid is not None and old_pid != os.getpid():
-            # the lock was free yet names a live process: the PID was reused, or that process let go
-            self.note = None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{self.command}\n".encode(), 0)
         self._fd = fd
@@ -161,7 +155,7 @@ def drop_if_empty(folder: str | os.PathLike) -> bool:
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         return False
-    for dirpath, _dirs, files in os.walk(folder):
+    for _dir, _dirs, files in os.walk(folder):
         if any(f != LOCK_FILE and not _is_temporary(f) for f in files):
             return False
     shutil.rmtree(folder, ignore_errors=True)
@@ -177,9 +171,7 @@ def drop_created_if_empty() -> list[Path]:
 
 def _is_temporary(name: str) -> bool:
     """Names :mod:`.atomic` and the report writer give their temporaries."""
-    if not name.startswith("."):
-        return False
-    return ".tmp" in name or name.endswith(".old")
+    return name.startswith(".") and (".tmp" in name or name.endswith(".old"))
 
 
 def clean_stale(folder: str | os.PathLike, max_depth: int = 4) -> list[Path]:
@@ -187,8 +179,7 @@ def clean_stale(folder: str | os.PathLike, max_depth: int = 4) -> list[Path]:
     from .atomic import clean_report_generations
 
     folder = Path(folder)
-    removed: list[Path] = []
-    removed += clean_report_generations(folder)
+    removed = clean_report_generations(folder)
 
     def walk(d: Path, depth: int) -> None:
         try:

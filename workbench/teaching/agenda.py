@@ -42,7 +42,3 @@ AGENDA: tuple[Slot, ...] = (
 
 HOUR_MINUTES = 60
 
-
-def agenda_notebooks() -> list[str]:
-    """The notebooks of the hour, in order."""
-    return [slot.notebook for slot in AGENDA if slot.notebook]

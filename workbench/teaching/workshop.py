@@ -33,6 +33,7 @@ from typing import Callable, Iterator, Optional
 from ..core.home import HOME_ENV, workbench_home  # noqa: F401  (the cache folder, shared with the machine profile)
 from .. import runs
 from ..core import serial
+from ..runs.atomic import current_umask
 from ..train import Progress, TrainConfig
 
 FINETUNED_DIR = "finetuned"
@@ -66,9 +67,7 @@ class FinetunedInfo:
 
 
 def workshop_recipe(model: str = "minilm") -> TrainConfig:
-    """The demo's training recipe (``DemoConfig.default().train``) applied to ``model``.
-
-    Training graphs are not kept (they are notebook 01's subject, not the checkpoint's)."""
+    """The demo's training recipe applied to ``model``, without its training graphs (notebook 01's subject)."""
     from ..workflows.demo import DemoConfig
 
     return DemoConfig.default().train.replace(model=model, save_graphs=False)
@@ -108,7 +107,6 @@ def cache_dir(recipe: TrainConfig, backend: str = DEFAULT_BACKEND, home: str | o
 
 
 def load_info(folder: str | os.PathLike) -> FinetunedInfo:
-    """The ``finetuned.json`` of a cached checkpoint."""
     return runs.load_result(FinetunedInfo, folder, INFO_FILE)
 
 
@@ -118,7 +116,7 @@ def is_cached(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (fcntl; released when the process exits, even on a crash)."""
+    """An exclusive flock on ``path`` (released when the process exits, even on a crash)."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,11 +150,9 @@ class _ProgressLines:
 
 
 def _readable_by_all(folder: Path) -> None:
-    """The usual permissions (0666 / 0777 less the umask) on the checkpoint and its files: the
-    safetensors writer makes its weights file 0600, which locks out the other accounts of a room
-    that shares one ``WORKBENCH_HOME``."""
-    mask = os.umask(0)
-    os.umask(mask)
+    """The usual permissions on the checkpoint and its files: the safetensors writer makes its weights
+    file 0600, which locks out the other accounts of a room that shares one ``WORKBENCH_HOME``."""
+    mask = current_umask()
     folder.chmod(0o777 & ~mask)
     for path in folder.iterdir():
         if path.is_file():
@@ -172,14 +168,9 @@ def ensure_finetuned(
     log: Optional[Log] = print,
     progress: Optional[Callable[[Progress], None]] = None,
 ) -> Path:
-    """The folder of ``model`` fine-tuned with ``recipe``: from the cache, or trained now and cached.
-
-    ``model``: "minilm" (default), "tiny" or a Hugging Face folder. ``recipe``: a ``TrainConfig``
-    (default: :func:`workshop_recipe`, the demo's); its ``model`` must agree with ``model`` when
-    both are given. ``log`` gets a few lines (where the checkpoint is, training progress);
-    ``progress`` every training ``Progress`` (the CLI draws a bar). The returned folder loads with
-    ``workbench.models.load.load_model(str(folder))`` and exports with ``run_export(str(folder), ...)``.
-    """
+    """The folder of ``model`` ("minilm", "tiny" or a Hugging Face folder) fine-tuned with ``recipe``
+    (default: :func:`workshop_recipe`): from the cache, or trained now and cached. ``log`` gets a few
+    lines; ``progress`` every training ``Progress``."""
     if recipe is None:
         recipe = workshop_recipe(model or "minilm")
     elif not isinstance(recipe, TrainConfig):

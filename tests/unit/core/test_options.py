@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from workbench.core.options import config_fields_doc, field_help, field_meta
+from workbench.core.options import config_fields_doc, field_help
 
 
 def _stage_configs() -> list[type]:
@@ -37,7 +37,6 @@ class Sample:
 
 def test_field_help_reads_the_metadata_and_names_a_missing_field():
     assert field_help(Sample, "size") == "how big" and field_help(Sample, "name") == ""
-    assert field_meta(Sample, "size", "unit") == "cm" and field_meta(Sample, "name", "unit", "none") == "none"
     assert [(d.name, d.default, d.help) for d in config_fields_doc(Sample)] == [("size", "3", "how big"), ("name", "'x'", "")]
     with pytest.raises(KeyError, match=r"Sample has no field 'sise'; its fields: \['size', 'name'\]"):
         field_help(Sample, "sise")
