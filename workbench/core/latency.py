@@ -72,11 +72,8 @@ def summarize(samples_ms, warmup: int = 0) -> LatencyStats:
 
 
 def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_seconds: float | None = None) -> LatencyStats:
-    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed.
-
-    ``max_seconds`` stops the timed loop early (after at least 3 repeats) so a slow variant
-    cannot hold a notebook hostage; the number actually taken is reported.
-    """
+    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed; ``max_seconds`` stops
+    early (after at least 3 repeats) so a slow variant cannot hold a notebook hostage."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     for _ in range(max(0, warmup)):
@@ -97,16 +94,11 @@ def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repea
                 max_seconds: Optional[float] = None, order: Optional[list] = None,
                 runs: Optional[dict] = None) -> dict[str, LatencyStats]:
     """Time several variants in alternating rounds in one process, so load that comes and goes hits
-    them alike (pyperf's and Google Benchmark's discipline).
-
-    Each variant is warmed up ``warmup`` times (in turn), then every round runs each variant
-    ``repeats`` times back to back, the order rotating round by round (A B C, B C A, C A B, ...).
-    ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats, so sample ``i`` of
-    two variants was taken in the same round: the pairs :func:`paired_ratio` needs.
-    ``max_seconds`` stops after the round in which it ran out (at least 3 rounds). ``order``, when
-    given, receives the name of each timed call in sequence (for tests); ``runs``, when given,
-    receives every timed run per variant (name -> list of ms), for quantiles over all runs.
-    """
+    them alike (pyperf's and Google Benchmark's discipline). Every round runs each variant ``repeats``
+    times back to back, the order rotating round by round; ``samples_ms[i]`` of every variant is the
+    median of round ``i``'s repeats: the pairs :func:`paired_ratio` needs. ``max_seconds`` stops after
+    the round in which it ran out (at least 3 rounds). ``order`` receives the name of each timed call in
+    sequence (for tests); ``runs`` every timed run per variant."""
     names = list(fns)
     if not names:
         raise ValueError("interleaved needs at least one variant to time")
@@ -160,9 +152,8 @@ class Ratio:
 
 def paired_ratio(base_ms: Sequence[float], variant_ms: Sequence[float], n_boot: int = 2000, seed: int = 0,
                  level: float = 0.95) -> Ratio:
-    """``base / variant`` over paired rounds (sample ``i`` of both from the same round of
-    :func:`interleaved`): the median of the per-round ratios, and a percentile bootstrap interval
-    (resampling rounds) at ``level``. A ratio whose interval includes 1.0 is no gain."""
+    """``base / variant`` over paired rounds of :func:`interleaved`: the median of the per-round ratios,
+    and a percentile bootstrap interval (resampling rounds) at ``level``."""
     import numpy as np
 
     base, var = np.asarray(base_ms, dtype=float), np.asarray(variant_ms, dtype=float)

@@ -1,23 +1,14 @@
 """Library messages a learner should not see, stopped at their source (each with the reason).
 
-**"No CUDA runtime is found, using CUDA_HOME='...'"** (stderr, once per process). PyPI's torch for
-Linux is a CUDA build; when ``torch.utils.cpp_extension`` is imported it looks for a CUDA toolkit
-(``$CUDA_HOME``, then ``nvcc`` on the PATH, then ``/usr/local/cuda``) and, if it finds one on a
-machine without a GPU, prints that line. Nothing here builds CUDA extensions, and the training
-wheel's ``import onnxruntime`` imports ``onnxruntime.training.ortmodule``, which imports
-``torch.utils.cpp_extension``: so *every* first ``import onnxruntime`` printed it (a red box at
-the top of a notebook's first ONNX Runtime cell). :func:`install` adds an import hook that runs
-that one module's import with stderr captured and writes back everything except that exact line.
-It costs nothing until the module is imported and changes nothing else about the import.
-
-The other one, ONNX Runtime's "Please consider to run pre-processing before quantization", is
-handled where dynamic quantization is called (``workbench.quant.quantize.quantize_graph``).
+**"No CUDA runtime is found, using CUDA_HOME='...'"** (stderr). PyPI's torch for Linux is a CUDA
+build; importing ``torch.utils.cpp_extension`` on a machine with a CUDA toolkit but no GPU prints that
+line, and the training wheel's ``import onnxruntime`` imports it: so *every* first ``import
+onnxruntime`` printed it (a red box in a notebook). :func:`install` adds an import hook that runs that
+one module's import with stderr captured and writes back everything except that exact line.
 
 **The histogram calibrators' progress prints** ("Collecting tensor data and making histogram ...",
-"Finding optimal threshold ...", "Number of tensors : 40", ...): onnxruntime 1.19.2's entropy and
-percentile calibrators ``print()`` them to stdout, between the workbench's own progress lines in
-``make demo``, the audit and every notebook cell that calibrates. :func:`calibrator_prints` drops
-exactly those lines (anything else printed meanwhile is written back).
+...): onnxruntime 1.19.2's entropy and percentile calibrators ``print()`` them between the
+workbench's own progress lines. :func:`calibrator_prints` drops exactly those lines.
 """
 
 from __future__ import annotations
@@ -117,11 +108,9 @@ class _NewHeadWarning:
 
 @contextlib.contextmanager
 def new_classifier_head_expected():
-    """Within this block, loading a pre-trained encoder with a fresh classification head does not
-    print transformers' "Some weights ... are newly initialized ... You should probably TRAIN this
-    model" warning (a red stderr box in every fine-tuning notebook). Only used where the workbench
-    is about to train that head: the warning says what is already happening. Any other missing
-    weight (an encoder layer, a renamed key) still gets the warning."""
+    """Within this block, transformers' "Some weights ... are newly initialized ... You should probably
+    TRAIN this model" warning is dropped when only the classification head is new (used where the
+    workbench is about to train that head). Any other missing weight still gets the warning."""
     import logging
 
     logger = logging.getLogger("transformers.modeling_utils")
@@ -134,16 +123,9 @@ def new_classifier_head_expected():
 
 
 def ortmodule_warnings() -> None:
-    """Ignore two Python warnings that every ORTModule run raises and a learner can do nothing about
-    (each filter names the message, the category and the module issuing it; idempotent):
-
-    - ``UserWarning: DeepSpeed import error No module named 'deepspeed'``, from
-      ``onnxruntime.training.utils.hooks._zero_offload_subscriber``: ORTModule tries DeepSpeed for
-      its ZeRO stage-3 offload support, an optional multi-GPU feature the workbench does not use.
-    - ``FutureWarning: Setting `training` to something other than default is deprecated``, from
-      ``torch.onnx.utils``: ORTModule 1.19.2 itself calls ``torch.onnx.export(training=TRAINING)``
-      on its first step (its code, frozen with the training package, not ours to change).
-    """
+    """Ignore two warnings every ORTModule run raises and a learner can do nothing about: DeepSpeed's
+    import error (ORTModule tries it for ZeRO offload, unused here) and torch.onnx's deprecation of
+    ``training=``, which ORTModule 1.19.2 itself passes (frozen code, not ours to change)."""
     import warnings
 
     warnings.filterwarnings("ignore", message="DeepSpeed import error", category=UserWarning,
@@ -154,8 +136,7 @@ def ortmodule_warnings() -> None:
 
 @contextlib.contextmanager
 def calibrator_prints():
-    """Within this block, stdout goes through a buffer and comes back without onnxruntime's
-    calibrator progress lines (:data:`CALIBRATOR_LINES`); everything else is written back at the end."""
+    """Within this block, stdout comes back without :data:`CALIBRATOR_LINES`."""
     real = sys.stdout
     buffer = io.StringIO()
     try:

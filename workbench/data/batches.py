@@ -26,13 +26,10 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = 
 
 
 class EncodedRows:
-    """Every row of a text list tokenised once (truncated to ``max_length``, unpadded), kept as one
-    flat int32 array per tokenizer output with row offsets; :meth:`batch` pads any subset of rows
-    exactly as ``encode(tokenizer, texts, max_length)`` would (same pad values, same side).
-
-    Scoring tokenises a dataset once this way and cuts its batches from it, instead of tokenising
-    the texts again for the lengths and once more per batch; :func:`encoded_rows` keeps the last few
-    per tokenizer, so the FP32 graph and every quantized graph scored on the same data share it."""
+    """Every row of a text list tokenised once (truncated, unpadded) as one flat int32 array per tokenizer
+    output with row offsets; :meth:`batch` pads any subset of rows exactly as ``encode`` would. Scoring
+    cuts its batches from it; :func:`encoded_rows` keeps the last few per tokenizer, so every graph
+    scored on the same data shares it."""
 
     def __init__(self, tokenizer, texts: Sequence[str], max_length: int, chunk: int = 2048):
         self.max_length = int(max_length)
@@ -74,8 +71,7 @@ class EncodedRows:
 
 
 def padded_batch(tokenizer, texts: Sequence[str], max_length: int) -> dict[str, np.ndarray]:
-    """One scoring batch of ``texts`` padded to its longest row, exactly as :meth:`EncodedRows.batch` pads
-    it from rows tokenized with the rest (what a Ray worker builds from the batch's texts alone)."""
+    """One scoring batch of ``texts`` padded as :meth:`EncodedRows.batch` pads it (a Ray worker's batch)."""
     return EncodedRows(tokenizer, texts, max_length).batch(np.arange(len(texts)))
 
 
@@ -103,9 +99,8 @@ def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRow
 
 
 def forward_parameters(model) -> Optional[tuple[str, ...]]:
-    """The keyword arguments ``model.forward`` takes, in signature order; None when it takes
-    ``**kwargs`` (then any input is accepted). Wrappers (ORTModule, DDP, torch.compile) are seen
-    through to the model they wrap."""
+    """The keyword arguments ``model.forward`` takes (seen through ORTModule, DDP and torch.compile);
+    None when it takes only ``**kwargs``."""
     for attr in ("_orig_mod", "module"):  # torch.compile's OptimizedModule; DDP and ORTModule
         inner = getattr(model, attr, None)
         if inner is not None and hasattr(inner, "forward") and inner is not model:
@@ -119,15 +114,9 @@ def forward_parameters(model) -> Optional[tuple[str, ...]]:
 
 
 def model_inputs(model, encoded: Mapping) -> dict:
-    """The tokenizer's outputs that ``model.forward`` accepts, in the order of its signature.
-
-    Inputs follow the model, not the tokenizer: DistilBERT, MPNet and ModernBERT take no
-    ``token_type_ids``, yet a BERT tokenizer saved beside them produces them ("forward() got an
-    unexpected keyword argument 'token_type_ids'"). The workbench encodes single sentences, so
-    token types are all zero and leaving them out changes nothing. Inputs the model needs but the
-    tokenizer did not produce are the model's business (it fills its defaults, as BERT does with
-    zero token types).
-    """
+    """The tokenizer's outputs that ``model.forward`` accepts, in the order of its signature: DistilBERT,
+    MPNet and ModernBERT take no ``token_type_ids``, yet a BERT tokenizer saved beside them produces them
+    (single sentences: all zero, so leaving them out changes nothing)."""
     accepted = forward_parameters(model)
     if accepted is None:
         return {k: v for k, v in encoded.items() if k not in _NOT_MODEL_INPUTS}
@@ -150,10 +139,8 @@ def batch_indices(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int 
 def iter_encoded(dataset, tokenizer, batch_size: int, max_length: int, shuffle: bool = False, seed: int = 0, epoch: int = 0,
                  pad_to_max: bool = False, batches: Optional[Sequence[np.ndarray]] = None,
                  ) -> Iterator[tuple[dict, "np.ndarray", np.ndarray]]:
-    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``.
-
-    ``batches``: the index batches to use (e.g. :func:`workbench.data.token_lengths.length_sorted_batches`)
-    instead of consecutive (or shuffled) runs of ``batch_size``."""
+    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``, in ``batches``
+    when given (e.g. sorted by length), else in runs of ``batch_size``."""
     import torch
 
     texts = dataset["text"]

@@ -1,19 +1,12 @@
 """The data's own lengths: how many tokens its rows really have, and batches sorted by length.
 
 Fixed timing shapes (1x32, 1x128, 8x128) say little about a user's texts, which are short and
-uneven. :func:`length_stats` gives the token-length distribution of a dataset split under a
-tokenizer (median, 95th percentile, max, a histogram); the bench, the audit and the report time
-each variant at batch 1 x the median and the 95th-percentile length beside the fixed shapes.
+uneven: the bench, the audit and the report also time each variant at batch 1 x the median and the
+95th-percentile length (:func:`length_stats`, on the lengths the model sees, rounded up).
 
 Scoring in file order pads every batch to its longest row; on short, uneven reviews that is about
-twice the work of the texts themselves. :func:`length_sorted_batches` groups rows of similar
-length (each batch padded only to its own longest row); :func:`padded_tokens` counts the work of
-any batching, so both orders can be compared.
-
-Percentiles are numpy's default (linear interpolation between the two nearest ranks), computed on
-the lengths the model sees: special tokens included, truncated at ``max_length``. A length to time
-at is a whole number of tokens: :attr:`LengthStats.median_tokens` / :attr:`LengthStats.p95_tokens`
-round up.
+twice the work of the texts themselves. :func:`length_sorted_batches` groups rows of similar length;
+:func:`padded_tokens` counts the work of any batching.
 """
 
 from __future__ import annotations
@@ -53,8 +46,7 @@ class LengthStats:
 
     @property
     def median_tokens(self) -> int:
-        """The median as a whole number of tokens to time at (rounded up)."""
-        return int(math.ceil(self.median))
+            return int(math.ceil(self.median))
 
     @property
     def p95_tokens(self) -> int:
@@ -73,8 +65,7 @@ class LengthStats:
 
 
 def token_lengths(tokenizer, texts: Sequence[str], max_length: int, chunk: int = 1024) -> np.ndarray:
-    """The number of tokens the model sees for each text (special tokens included, at most
-    ``max_length``), as int64, in the order given."""
+    """The number of tokens the model sees for each text (special tokens included, at most ``max_length``)."""
     if max_length < 1:
         raise LengthError(f"max_length must be at least 1 token, got {max_length}")
     texts = list(texts)
@@ -95,7 +86,6 @@ def _untruncated_over(tokenizer, texts: Sequence[str], max_length: int, chunk: i
 
 
 def stats_from_lengths(lengths: Sequence[int], max_length: int, truncated: int = 0, bins: int = 20) -> LengthStats:
-    """:class:`LengthStats` of lengths already counted (what :func:`length_stats` does after tokenising)."""
     arr = np.asarray(lengths, dtype=np.int64)
     if arr.size == 0:
         raise LengthError("no rows: the token-length distribution of an empty split is undefined")
@@ -112,10 +102,8 @@ def stats_from_lengths(lengths: Sequence[int], max_length: int, truncated: int =
 
 def length_stats(data, tokenizer, max_length: int, split: Optional[str] = None, text_column: str = "text",
                  bins: int = 20) -> LengthStats:
-    """The token-length distribution of a dataset split under ``tokenizer``.
-
-    ``data``: a ``datasets.Dataset``, a ``DatasetDict`` (with ``split``, default ``"test"``) or a
-    list of texts."""
+    """The token-length distribution of a ``datasets.Dataset``, a ``DatasetDict``'s ``split`` (default
+    ``"test"``) or a list of texts under ``tokenizer``."""
     if isinstance(data, dict):  # a DatasetDict is a dict of splits
         split = split or "test"
         if split not in data:
@@ -133,8 +121,7 @@ def length_stats(data, tokenizer, max_length: int, split: Optional[str] = None, 
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Row indices in batches of ``batch_size``, rows sorted by length (stable: equal lengths keep
-    their file order), so each batch pads only to its own longest row."""
+    """Row indices in batches of ``batch_size``, rows sorted by length (stable: equal lengths keep file order)."""
     if batch_size < 1:
         raise LengthError(f"batch_size must be at least 1, got {batch_size}")
     order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
@@ -156,8 +143,7 @@ def padded_tokens(lengths: Sequence[int], batches: Sequence[np.ndarray]) -> int:
 
 @dataclass(frozen=True)
 class ScoringWork:
-    """The work of scoring ``n`` rows in batches of ``batch_size``: real tokens, and padded tokens
-    in file order and sorted by length (the ratio to the real tokens is the padding overhead)."""
+    """The tokens of scoring ``n`` rows in batches of ``batch_size``: real, and padded in file order and sorted."""
 
     n: int
     batch_size: int
@@ -188,8 +174,7 @@ def scoring_work(lengths: Sequence[int], batch_size: int) -> ScoringWork:
 
 
 def with_data_shapes(shapes: Sequence[Sequence[int]], stats: LengthStats) -> tuple[tuple[int, int], ...]:
-    """``shapes`` followed by batch 1 at the data's median and 95th-percentile lengths (those not
-    already there): the fixed shapes first, so whatever reads the first shape reads the same one."""
+    """``shapes`` followed by batch 1 at the data's median and 95th-percentile lengths (those not already there)."""
     out = [tuple(int(x) for x in s) for s in shapes]
     for s in stats.shapes():
         if s not in out:

@@ -1,12 +1,5 @@
 """Figures for embedding models: an :class:`~workbench.embed.EmbedEvaluation` or
-:class:`~workbench.embed.speed.EmbedSpeedRun` in, ``go.Figure`` out.
-
-- :func:`retrieval_drift`: NDCG@10 change per query slice for every variant, with its 95% paired
-  bootstrap interval and the per-slice budget as a line.
-- :func:`cosine_distribution`: each text's cosine between its FP32 and quantized embedding.
-- :func:`neighbour_overlap`: overlap@10 of nearest neighbours per slice, with intervals.
-- :func:`embed_speed`: milliseconds per text by variant at each batch size, with the speed-up.
-"""
+:class:`~workbench.embed.speed.EmbedSpeedRun` in, ``go.Figure`` out."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """Figures for export and fusion: a :class:`~workbench.graph.fusion.FusionReport` in, a
-``plotly.graph_objects.Figure`` out.
-
-- :func:`op_counts`: operator histogram of the exported graph beside an optimized variant;
-- :func:`fused_ops`: fused operators per variant, with what the BERT pattern should give;
-- :func:`latency`: median latency by variant and shape, PyTorch eager included, speed-ups on the bars;
-- :func:`size_on_disk`: graph size per variant;
-- :func:`fused_node_drawing`: one fused node beside the exported subgraph it replaced, drawn from
-  the provenance (layered top to bottom, like Netron).
-
-Variants keep the same colour in every figure.
+``plotly.graph_objects.Figure`` out. Variants keep the same colour in every figure.
 """
 
 from __future__ import annotations
@@ -159,7 +150,7 @@ def pick_fused_node(report: FusionReport, variant: Union[str, Variant] = Variant
     return max(candidates, key=lambda f: len(f.replaced))
 
 
-def _layers(nodes, sources: set[str]) -> dict[int, int]:
+def _layers(nodes) -> dict[int, int]:
     """Longest-path depth of each node (by index) from the subgraph's inputs."""
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs}
     depth: dict[int, int] = {}
@@ -207,7 +198,7 @@ def _subgraph_layout(replaced: list, boundary: list[str]) -> tuple[dict[int, int
                                                                   dict[str, tuple[float, float]]]:
     """(each replaced node's layer, its position, each boundary input's position): layers from the
     boundary inputs (top, y=0) down, the nodes of a layer centred side by side."""
-    depth = _layers(replaced, set(boundary))
+    depth = _layers(replaced)
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, d in sorted(depth.items(), key=lambda kv: (kv[1], kv[0])):
         by_layer[d].append(i)

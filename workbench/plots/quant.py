@@ -1,17 +1,6 @@
 """Figures for quantization: a :class:`~workbench.quant.evaluate.SliceReport`,
 :class:`~workbench.quant.QuantResult` or :class:`~workbench.quant.SearchResult` in, a
 ``plotly.graph_objects.Figure`` out.
-
-- :func:`drift_bars`: change per slice with its 95% paired bootstrap interval, worst first;
-  significant drops red, significant gains green, the rest grey; slices too small to judge are
-  drawn pale and labelled, not hidden;
-- :func:`confidence_scatter`: FP32 confidence against INT8 confidence per example, flips coloured
-  by kind (broken, fixed, changed), the flip's text on hover;
-- :func:`threshold_curves`: coverage and selective accuracy of both models against the
-  accept/reject threshold;
-- :func:`tradeoff`: search candidates, latency (or size) against accuracy, feasible ones filled,
-  the chosen one ringed, the budget as a line;
-- :func:`node_errors`: per-node SQNR, lowest (worst) first.
 """
 
 from __future__ import annotations

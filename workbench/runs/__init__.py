@@ -1,15 +1,5 @@
-"""Run folders: where every stage writes, atomically, and how a run is opened again from any of its folders.
-
-Entry points:
-    find_root(path)             the run root of a stage folder or result file (opening a run with
-                                its results and hand-offs is ``workbench.flow.handoffs.open_run``: runs/
-                                imports no stage)
-    layout                      where every stage writes, relative to the run root
-    save_result / load_result   a result dataclass as JSON; paths inside the run stored relative
-    new_run_dir, list_runs, find_results
-    atomic_write_json / _text / _bytes / _npy, atomic_copy, atomic_path, atomic_dir
-    atomic_write_set            several files replaced as one unit (the report pair)
-    run_lock(folder, command)   one writer per run folder (a second one gets RunLocked at once)
+"""Run folders: where every stage writes, atomically, and how a run is opened again from any of its
+folders (opening a run with its results is ``workbench.flow.handoffs.open_run``: runs/ imports no stage).
 
 Files:
     atomic.py     atomic writes (file, JSON, array, copy, a path a library writes, a folder, a set of files)
@@ -75,10 +65,7 @@ def new_run_dir(label: str = "run", root: str | os.PathLike | None = None) -> Pa
 
 
 def find_results(run_dir: str | os.PathLike) -> dict[str, Path]:
-    """``{stage: path of its newest saved result}`` under the run root ``run_dir``, in the layout's
-    places and the older ones (:mod:`workbench.runs.layout`); reading them is each stage's
-    ``load_*`` (or :func:`open_run`). Raises ``FileNotFoundError`` when ``run_dir`` is not a folder.
-    """
+    """``{stage: path of its newest saved result}`` under the run root ``run_dir`` (:mod:`workbench.runs.layout`)."""
     root = Path(run_dir)
     if not root.is_dir():
         raise FileNotFoundError(
@@ -96,8 +83,7 @@ class RunInfo:
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
-    """Run folders under ``root``, newest first, with the stage results each holds (top-level
-    JSON files and the stage results of :func:`find_results`)."""
+    """Run folders under ``root``, newest first, with the stage results each holds."""
     root = Path(root) if root is not None else DEFAULT_ROOT
     if not root.is_dir():
         return []

@@ -65,14 +65,8 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
 
 
 class atomic_path:
-    """Context manager giving a temporary path that is renamed to ``path`` on success.
-
-    For libraries that insist on writing a file themselves (``torch.onnx.export``,
-    ``onnx.save``, ``quantize_dynamic``)::
-
-        with atomic_path(run / layout.EXPORTED_GRAPH) as tmp:
-            torch.onnx.export(model, args, tmp)
-    """
+    """Context manager giving a temporary path that is renamed to ``path`` on success (for libraries
+    that write a file themselves: ``torch.onnx.export``, ``onnx.save``, ``quantize_dynamic``)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -91,17 +85,8 @@ class atomic_path:
 
 
 class atomic_dir:
-    """Context manager giving a temporary folder that replaces ``path`` on success.
-
-    For ``save_pretrained`` and anything else that writes a whole folder::
-
-        with atomic_dir(run / "checkpoint") as tmp:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-
-    An existing ``path`` is swapped out only after the new folder is complete; on an error the
-    temporary folder is removed and ``path`` is left as it was.
-    """
+    """Context manager giving a temporary folder that replaces ``path`` once complete (``save_pretrained``);
+    on an error ``path`` is left as it was."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -134,11 +119,8 @@ _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
 def exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported.
-
-    Replacing a folder with ``os.replace`` needs two renames (old out of the way, new in), and a
-    process killed between them leaves no folder at all: a test SIGKILLs a writer there.
-    """
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported. Two
+    ``os.replace`` calls would leave no folder at all to a process killed between them."""
     import ctypes
     import sys
 
@@ -244,15 +226,11 @@ def pause_at(point: str) -> None:
 
 
 def atomic_write_set(folder: str | os.PathLike, files: dict[str, bytes], link: str = GENERATION_LINK) -> dict[str, Path]:
-    """Replace several files of ``folder`` as one unit: a reader sees all of them old or all new, never a mix.
+    """Replace several files of ``folder`` as one unit: a reader sees all of them old or all new.
 
-    Each ``folder/<name>`` is a relative symlink to ``<link>/<name>``, and ``folder/<link>`` is a
-    symlink to a hidden generation folder holding the whole set. A new set is written into a new
-    generation folder, then the one ``<link>`` is renamed over (one system call), so every name
-    switches at once. A process killed at any point leaves the old set or the new one, and at worst
-    a ``.tmp`` folder that :func:`clean_report_generations` (or taking the run lock) removes.
-    Regular files left by older versions are first moved into a generation of their own, unchanged.
-    Returns ``{name: folder/name}``.
+    Each ``folder/<name>`` is a relative symlink to ``<link>/<name>``, and ``folder/<link>`` a symlink
+    to a hidden generation folder holding the whole set; a new set goes into a new generation, then the
+    one ``<link>`` is renamed over, so every name switches at once. Returns ``{name: folder/name}``.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -271,8 +249,7 @@ def atomic_write_set(folder: str | os.PathLike, files: dict[str, bytes], link: s
 
 
 def _adopt_regular_files(folder: Path, names: list[str], link: str) -> None:
-    """Files of the set that are still plain files (an older writer) become a generation of their own,
-    with the same contents, before the first swap: no moment shows a new file beside an old one."""
+    """Plain files of the set (an older writer) become a generation of their own before the first swap."""
     plain = [n for n in names if (folder / n).is_file() and not (folder / n).is_symlink()]
     if not plain:
         return

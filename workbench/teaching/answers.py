@@ -49,21 +49,11 @@ def preset_within_budget(results: Iterable[Any] | Mapping[str, Any], budget: flo
     whose speed-up's lower end reaches this machine's goal and that was timed on a quiet machine (the
     one with the highest lower end); ``None`` when none does yet (then: Re-quantize with the worst
     nodes kept in FP32, or another preset, and ask again)."""
-    if min_speedup is None:
-        if profile is None:
-            from ..perf.machine_profile import machine_profile
-
-            profile = machine_profile()
-        min_speedup = ex.exercise_speed_target(profile)
+    min_speedup, _ = ex.speed_goal(min_speedup, profile)
     pool = list(results.values()) if isinstance(results, Mapping) else list(results or [])
-
-    def lower_end(r: Any) -> float:
-        ratio = getattr(r, "speedup_ratio", None)
-        return ratio.lo if ratio is not None else r.speedup
-
     fits = [r for r in pool if r.report.max_slice_drop() <= budget and r.accuracy_delta >= -budget
-            and lower_end(r) >= min_speedup and not getattr(r, "contended", False)]
-    return max(fits, key=lower_end).name if fits else None
+            and ex.lower_end(r) >= min_speedup and not getattr(r, "contended", False)]
+    return max(fits, key=ex.lower_end).name if fits else None
 
 
 def most_hurt_class(quant_result: Any) -> str:
