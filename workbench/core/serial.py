@@ -23,11 +23,8 @@ class OutdatedKey(ValueError):
 
 
 def to_dict(obj: Any) -> Any:
-    """Recursively convert dataclasses, enums, paths, tuples and numpy scalars to JSON types.
-
-    Non-finite floats become ``None`` so the output is strict JSON (a NaN loss is recorded
-    separately, as a status, by the stage that saw it).
-    """
+    """Recursively convert dataclasses, enums, paths, tuples and numpy scalars to JSON types; non-finite
+    floats become ``None`` (strict JSON)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
@@ -51,12 +48,8 @@ def to_dict(obj: Any) -> Any:
     raise TypeError(f"cannot serialise {type(obj).__name__} to JSON: {obj!r}")
 
 
-def from_dict(cls: type[T], data: Any) -> T:
-    """Rebuild an instance of ``cls`` (usually a dataclass) from ``to_dict`` output."""
-    return _build(cls, data)
-
-
-def _build(tp: Any, data: Any) -> Any:
+def from_dict(tp: type[T], data: Any) -> T:
+    """Rebuild an instance of ``tp`` (usually a dataclass) from ``to_dict`` output."""
     if tp is Any:
         return data
     origin = typing.get_origin(tp)
@@ -68,7 +61,7 @@ def _build(tp: Any, data: Any) -> Any:
         last_error: Exception | None = None
         for arg in non_none:
             try:
-                return _build(arg, data)
+                return from_dict(arg, data)
             except OutdatedKey:
                 raise
             except (TypeError, ValueError, KeyError) as exc:
@@ -76,16 +69,16 @@ def _build(tp: Any, data: Any) -> Any:
         raise TypeError(f"value {data!r} matches none of {tp}") from last_error
     if origin in (list, typing.List):
         (item,) = args or (Any,)
-        return [_build(item, v) for v in data]
+        return [from_dict(item, v) for v in data]
     if origin in (tuple, typing.Tuple):
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], v) for v in data)
+            return tuple(from_dict(args[0], v) for v in data)
         if args:
-            return tuple(_build(a, v) for a, v in zip(args, data))
+            return tuple(from_dict(a, v) for a, v in zip(args, data))
         return tuple(data)
     if origin in (dict, typing.Dict):
         key_t, val_t = args or (Any, Any)
-        return {_build(key_t, k): _build(val_t, v) for k, v in data.items()}
+        return {from_dict(key_t, k): from_dict(val_t, v) for k, v in data.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
@@ -102,7 +95,7 @@ def _build(tp: Any, data: Any) -> Any:
             if not f.init:
                 continue
             if f.name in data:
-                kwargs[f.name] = _build(hints[f.name], data[f.name])
+                kwargs[f.name] = from_dict(hints[f.name], data[f.name])
         return tp(**kwargs)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(data)
