@@ -1,6 +1,6 @@
 """Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
 
-- :func:`normalize_device` / :func:`require_device` / :func:`available_devices`: the device choice
+- :func:`normalize_device` / :func:`require_device`: the device choice
   every stage, panel and CLI command shares (``"cpu"``, ``"cuda"`` or ``"cuda:N"``). Asking for CUDA
   where it is absent raises :class:`DeviceError` with one message that says which piece is missing
   (the CUDA execution provider, i.e. the ``onnxruntime-gpu`` package, or a visible CUDA device) and
@@ -150,15 +150,6 @@ def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
         return (f"CUDA device {idx} was asked for but only {facts.device_count} device(s) are visible: "
                 f"use cuda:0..cuda:{facts.device_count - 1}")
     return None
-
-
-def available_devices(facts: Optional[CudaFacts] = None) -> list[str]:
-    """The devices that exist here: ``"cpu"`` always, ``"cuda"`` (and ``"cuda:N"`` for further
-    devices) when ONNX Runtime's CUDA provider and a CUDA device are both present."""
-    facts = facts if facts is not None else cuda_facts()
-    if cuda_problem(facts) is not None:
-        return ["cpu"]
-    return ["cpu", "cuda"] + [f"cuda:{i}" for i in range(1, facts.device_count)]
 
 
 def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:

@@ -4,12 +4,11 @@ of Ray actors (engine ``ray``).
 The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
 sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
 same). With ``ray`` the driver cuts the same batches (from the rows' token lengths) and sends only each
-batch's texts and position to ``ray.data.from_items(...).map_batches(TextGraphActor, ...)``: a pool of
+batch's texts and position to ``ray.data.from_items(...).map_batches(GraphActor, ...)``: a pool of
 ``ray_actors`` actors that each open the graph once in one ONNX Runtime session with the ``ray_threads``
 CPUs each is given, tokenize and pad each batch with the local path's own function, and run it, so both
 engines feed the graph exactly the same arrays. The outputs stream back (:func:`gather_in_order`, rows
 counted for the progress lines of :mod:`workbench.runtime.progress`) and are put back by position.
-:meth:`RayPool.run` still takes padded feeds built by the caller.
 
 :func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
 ``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
@@ -103,22 +102,26 @@ def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
 
 
 class GraphActor:
-    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads) and
-    runs each scoring batch it is given, returning the graph's first output beside the batch's position."""
+    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads), then tokenizes
+    and pads each scoring batch's texts with ``featurize(tokenizer, texts, max_length)`` (the function the local
+    path pads with, so the driver never builds the feeds) and returns the graph's first output beside the
+    batch's position."""
 
-    def __init__(self, graph: str, threads: int) -> None:
+    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
+                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
         from .session import make_session
 
         self.session = make_session(graph, threads=threads)
         self.output = self.session.get_outputs()[0].name
-        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from .ortinfer import make_feed
 
-        names = [k for k in batch if k != "k"]
-        outs = [self.session.run([self.output], make_feed(self.session, {n: np.asarray(batch[n][j]) for n in names}))[0]
-                for j in range(len(batch["k"]))]
+        outs = []
+        for j in range(len(batch["k"])):
+            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
+            outs.append(self.session.run([self.output], feed)[0])
         return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
 
 
@@ -148,46 +151,23 @@ class RayPool:
     def text(self) -> str:
         return f"on Ray, {self.actors} actor(s) of {self.threads} thread(s)"
 
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-        """The graph's first output for each feed, in the order given: one Ray Data item per feed, mapped
-        by a pool of :class:`GraphActor`, the results put back in order by the position each carries."""
-        import ray
-
-        if not feeds:
-            return []
-
-        items = [{"k": k, **{n: np.asarray(v) for n, v in feed.items()}} for k, feed in enumerate(feeds)]
-        ds = ray.data.from_items(items).map_batches(
-            GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
-            compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
-            batch_size=1, batch_format="numpy", max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
-        return gather_in_order(ds, len(feeds), RowCounter(graph_label(graph, label), sum(len(next(iter(f.values()))) for f in feeds),
-                                                           min(self.actors, len(items))), graph)
-
     def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
                   featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-        """The graph's first output for each batch of texts, in the order given: see :func:`run_text_batches`."""
-        return run_text_batches(self, graph, texts, tokenizer, max_length, featurize, label)
+        """The graph's first output for each batch of texts, in the order given: one Ray Data item per batch (its
+        position and its texts), mapped by :class:`GraphActor`, the outputs streamed back and put in order. Only
+        the texts go out and only the graph's outputs come back."""
+        import ray
 
-
-class TextGraphActor(GraphActor):
-    """A :class:`GraphActor` that is given texts: each scoring batch's texts are tokenized and padded here,
-    on the worker, by ``featurize(tokenizer, texts, max_length)`` (the same function the local path pads
-    its batches with), so the driver never builds the padded feeds."""
-
-    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
-                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
-        super().__init__(graph, threads)
-        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
-
-    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from .ortinfer import make_feed
-
-        outs = []
-        for j in range(len(batch["k"])):
-            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
-            outs.append(self.session.run([self.output], feed)[0])
-        return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
+        if not texts:
+            return []
+        items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
+        actors = min(self.actors, len(items))
+        ds = ray.data.from_items(items).map_batches(
+            GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads, "tokenizer": tokenizer,
+                                               "max_length": int(max_length), "featurize": featurize},
+            compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=self.threads, batch_size=1, batch_format="numpy",
+            max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
+        return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors), graph)
 
 
 def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph: str | os.PathLike = "") -> list[np.ndarray]:
@@ -213,25 +193,6 @@ def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph
     if missing:
         raise InferenceError(f"the Ray pool returned no output for {len(missing)} of {n} batches")
     return out  # type: ignore[return-value]
-
-
-def run_text_batches(pool: RayPool, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
-                     featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-    """Score batches of texts on ``pool``: one Ray Data item per batch (its position and its texts), mapped by
-    :class:`TextGraphActor` (tokenized, padded and run on the workers), the outputs streamed back and put
-    in order. Only the texts go out and only the graph's outputs come back."""
-    import ray
-
-    if not texts:
-        return []
-    items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
-    actors = min(pool.actors, len(items))
-    ds = ray.data.from_items(items).map_batches(
-        TextGraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": pool.threads, "tokenizer": tokenizer,
-                                               "max_length": int(max_length), "featurize": featurize},
-        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=pool.threads, batch_size=1, batch_format="numpy",
-        max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
-    return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors), graph)
 
 
 _ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("workbench_scoring_pool", default=None)
