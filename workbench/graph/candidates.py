@@ -70,8 +70,7 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One graph the choice considered: its fusions, its op counts, its validation against the unfused graph,
-    its timing per shape and its speed-up over the full fusion (with the interval) per shape."""
+    """One graph the choice considered."""
 
     name: str
     left_out: str  # the fused operator this candidate leaves out ("" for the full fusion)
@@ -91,7 +90,6 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FusionChoice:
-    """What the fusion stage chose and why, with every candidate it considered."""
 
     mode: str  # "timed" or "full" (FusionConfig.fusion)
     chosen: str  # a candidate's name: "full" or "no_<family>"
@@ -137,8 +135,7 @@ def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSIO
 
 
 def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
-    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (``model``: the
-    graph already parsed, so it is not parsed again)."""
+    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (or ``model``)."""
     from collections import Counter
 
     from .facts import load_graph
@@ -150,7 +147,6 @@ def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int],
 
 
 def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig, device: str) -> np.ndarray:
-    """The logits of the graph at ``path`` (opened at session level ``level``) on the stage's validation examples."""
     from ..runtime.ortinfer import as_session, predict_dataset
 
     vcfg = inputs.validation_cfg
@@ -161,7 +157,6 @@ def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig
 
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
                device: str, unfused: np.ndarray, model=None) -> Candidate:
-    """A built candidate's facts and its validation against the unfused graph's logits (the stage's tolerance)."""
     fused, ops, nodes = graph_facts(path, model)
     vcfg = inputs.validation_cfg
     logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
@@ -171,9 +166,8 @@ def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str],
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
                   unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
-    """Build, validate and time the candidates beside the fully fused graph at ``full_path`` (``full_model``: it
-    parsed already) and choose one (module doc). ``shape``: (num_heads, hidden_size, the optimizer's model_type);
-    ``unfused``: the unfused graph's logits on the validation examples."""
+    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc). ``shape``:
+    (num_heads, hidden_size, the optimizer's model_type); ``unfused``: the unfused graph's logits."""
     full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
     if cfg.fusion == "full":
         return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])
@@ -192,8 +186,7 @@ def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out:
 
 
 def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
-    """Time the candidates that validated side by side with the full fusion, apply :func:`pick_fusion`, delete the
-    candidate files not chosen."""
+    """Time the validated candidates beside the full fusion, pick one, delete the files not chosen."""
     import dataclasses
 
     from ..perf.speed import time_side_by_side

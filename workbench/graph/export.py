@@ -1,7 +1,6 @@
 """Export a sequence classifier to ONNX and prove the graph computes what the model computes.
 
-The export stage: its configuration (:class:`ExportConfig`), its result (:class:`ExportResult`),
-and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
+``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
 
 - ``model.onnx``: the graph, dynamic ``batch`` and ``sequence`` axes, the chosen opset. Written by
   torch's TorchScript exporter (``dynamo=False``) while torch ships it: its graphs are the ones ONNX
@@ -13,13 +12,8 @@ and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` w
   their graphs against *the same PyTorch reference* without reloading the model;
 - ``export.json``: the :class:`ExportResult`.
 
-Validation (:func:`workbench.graph.validate.validate_onnx`, reused by fusion and quantization)
-feeds real batches from the data through ONNX Runtime and compares logits with the reference:
-largest and mean absolute difference, agreement of predicted labels, pass/fail against a
-tolerance the user sets. Tracing itself (torch's exporter and its quirks) is in
-:mod:`workbench.graph.trace`.
-
-Attention matters here: load models with ``attn_implementation="eager"`` (the default in
+Validation is :mod:`workbench.graph.validate`; tracing (torch's exporters and their quirks)
+:mod:`workbench.graph.trace`. Attention matters here: load models with ``attn_implementation="eager"`` (the default in
 :func:`workbench.models.load.load_model`). An SDPA export works, but ONNX Runtime's transformer
 optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.graph.fusion`).
 """

@@ -59,10 +59,6 @@ class Fp16Structure:
     def ok(self) -> bool:
         return not self.problems
 
-    @property
-    def float16_initializers(self) -> int:
-        return self.initializer_types.get(FLOAT16, 0)
-
 
 def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
     """Check the keep-io-types contract: no float16 graph input or output (float inputs/outputs of

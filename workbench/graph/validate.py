@@ -1,11 +1,7 @@
-"""Does a graph compute what the model computes? Logits on real examples against a reference.
-
-:func:`validate_onnx` (used by export, fusion and quantization) feeds real batches from the data
-through ONNX Runtime and compares the logits with a reference: PyTorch's, computed on the same
-batches, or the array saved at export. :func:`compare_logits` is its pure-NumPy core: largest and
-mean absolute difference, agreement of predicted labels, pass/fail against a tolerance the user
-sets, and a message that says by how much and what to do. The examples a graph was validated on
-are saved beside it (:func:`write_examples`) so later stages feed the same ones.
+"""Does a graph compute what the model computes? Its logits on real examples against a reference (PyTorch's
+on the same batches, or the array saved at export): largest and mean absolute difference, agreement of
+predicted labels, pass/fail against a tolerance, and a message that says by how much and what to do. The
+examples are saved beside the graph (:func:`write_examples`) so later stages feed the same ones.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
-"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool
-of Ray actors (engine ``ray``).
+"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool of Ray
+actors (engine ``ray``).
 
-The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
-sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
-same). With ``ray`` the driver cuts the same batches (from the rows' token lengths) and sends only each
-batch's texts and position to ``ray.data.from_items(...).map_batches(GraphActor, ...)``: a pool of
-``ray_actors`` actors that each open the graph once in one ONNX Runtime session with the ``ray_threads``
-CPUs each is given, tokenize and pad each batch with the local path's own function, and run it, so both
-engines feed the graph exactly the same arrays. The outputs stream back (:func:`gather_in_order`, rows
-counted for the progress lines of :mod:`workbench.runtime.progress`) and are put back by position.
-
-:func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
-``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
-shuts down what it started when the run ends, also on an exception or Ctrl-C. Inside it,
-:func:`active_pool` is the pool the scoring call sites hand to the scoring functions (None: local).
-Ray is imported only here, inside functions, and only for the ``ray`` engine.
+With ``ray`` the driver cuts the batches the local path scores and sends only each batch's texts and
+position to a pool of :class:`GraphActor`; each tokenizes and pads with the local path's own function, so
+both engines feed the graph the same arrays. The outputs stream back, counted for the progress lines, and
+are put back by position. :func:`scoring_engine` is the run's context: it connects to ``ray_address`` (or
+``$RAY_ADDRESS``) or starts a local Ray instance on 127.0.0.1 with no dashboard, and shuts down what it
+started however the run ends; inside it :func:`active_pool` is the pool (None: local). Ray is imported only
+here, inside functions.
 """
 
 from __future__ import annotations
@@ -43,10 +36,7 @@ class EngineError(ValueError):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """``engine``: ``local`` (this process, today's scoring) or ``ray``. ``ray_address``: the cluster
-    to connect to (default: ``$RAY_ADDRESS``, else a local Ray instance for the run). ``ray_actors``: the
-    pool's size (default: the CPUs Ray has, divided by ``ray_threads``); ``ray_threads``: ONNX Runtime
-    intra-op threads (and Ray CPUs) of each actor."""
+    """Where scoring runs (each field's help says how)."""
 
     engine: str = field(default="local", metadata={"help": "local (this process) or ray (a pool of Ray actors)"})
     ray_address: Optional[str] = field(default=None, metadata={"help": (
@@ -66,7 +56,6 @@ class EngineConfig:
                 raise EngineError(f"{name} must be a whole number of at least 1, got {value!r}")
 
     def address(self) -> Optional[str]:
-        """The cluster to connect to: ``ray_address``, else ``$RAY_ADDRESS``, else None (a local instance)."""
         if self.engine != "ray":
             return None
         return self.ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
@@ -199,15 +188,7 @@ _ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("wor
 
 
 def active_pool() -> Optional[RayPool]:
-    """The Ray pool of the :func:`scoring_engine` this code runs in (None: score locally)."""
     return _ACTIVE.get()
-
-
-def _quiet_ray_data() -> None:
-    """Ray Data's progress lines off the run's log (its warnings and errors stay)."""
-    import logging
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
@@ -230,11 +211,8 @@ def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
 
 @contextlib.contextmanager
 def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None] = lambda line: None) -> Iterator[Optional[RayPool]]:
-    """The run's scoring engine: None for ``local``; for ``ray``, the :class:`RayPool` (active for
-    :func:`active_pool` inside the block) on the cluster at ``cfg.address()`` or on a local Ray instance
-    started here (``num_cpus`` of the pool, bound to 127.0.0.1, no dashboard). What this started or
-    connected is shut down when the block ends, however it ends; a Ray already initialized in this
-    process (a notebook's) is used as it is and left running."""
+    """The run's scoring engine (module doc): None for ``local``, else the :class:`RayPool`; a Ray already
+    initialized in this process (a notebook's) is used as it is and left running."""
     cfg = cfg if cfg is not None else EngineConfig()
     if cfg.engine == "local":
         yield None
@@ -249,7 +227,7 @@ def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None
     try:
         if ours:
             _start_or_connect(ray, cfg, logging.WARNING)
-        _quiet_ray_data()
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # its progress lines off the run's log
         cpus = int(ray.cluster_resources().get("CPU", 1))
         pool = RayPool(actors=cfg.ray_actors or max(1, cpus // cfg.ray_threads), threads=cfg.ray_threads)
         address = cfg.address()

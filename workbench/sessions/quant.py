@@ -47,17 +47,14 @@ TIMINGS = ("quick", "default")
 
 
 def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
-    """A QuantResult, or the one in ``quantize.json`` / the folder holding it / any folder of a run (its newest)."""
     return as_saved(value, QuantResult, load_quant_result, "quantization", layout.QUANTIZE_FILE, "quantization")
 
 
 def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
-    """A SearchResult, or the one in ``search.json`` / the folder holding it / any folder of a run."""
     return as_saved(value, SearchResult, load_search, "search", layout.SEARCH_FILE, "search result")
 
 
 def timing_config(name: str = "quick", device: str = "cpu") -> TimingConfig:
-    """``TimingConfig.quick`` or the default ``TimingConfig``, on ``device``."""
     if name not in TIMINGS:
         raise InputError(f"timing must be one of {list(TIMINGS)}, got {name!r}")
     return TimingConfig.quick(device=device) if name == "quick" else TimingConfig(device=device)
@@ -100,7 +97,6 @@ class QuantSession(DataInput, Session):
         self._export = value
 
     def set_graph(self, graph: GraphLike, export: Any = None, data: Any = None) -> None:
-        """The FP32 graph to quantize (and its export and data, when given)."""
         self.graph = graph
         if export is not None:
             self.export = export
