@@ -30,7 +30,6 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import runs
-from ..core.metrics import Metric
 from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
 from .config import ExportConfig
 from .trace import OPSET_RANGE, ExportError, export_onnx, resolve_exporter
@@ -81,11 +80,6 @@ class ExportResult:
     @property
     def out_dir(self) -> Path:
         return Path(self.onnx_path).parent
-
-    def metrics(self) -> list[Metric]:
-        return [Metric("size on disk", self.size_mib, "MiB", higher_is_better=False),
-                Metric("export time", self.export_seconds, "s", higher_is_better=False),
-                *self.validation.metrics()]
 
     def load_tokenizer(self):
         from ..models.compat import load_tokenizer as _load_tokenizer

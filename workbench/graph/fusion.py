@@ -29,7 +29,6 @@ import numpy as np
 from .. import runs
 from ..runtime.device import PlacementReport
 from ..perf.machine_profile import LoadCheck
-from ..core.metrics import Metric
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
@@ -68,13 +67,6 @@ class VariantResult:
             if (s.batch, s.seq) == (batch, seq):
                 return s.stats.median_ms
         raise KeyError(f"shape ({batch}, {seq}) was not timed; timed: {[(s.batch, s.seq) for s in self.latency]}")
-
-    def metrics(self) -> list[Metric]:
-        """Size, node count and median latency per timed shape, with units and directions."""
-        out = [Metric("size on disk", self.size_mib, "MiB", higher_is_better=False),
-               Metric("nodes", float(self.node_count), "", higher_is_better=False)]
-        out += [Metric(f"latency {s.batch}x{s.seq}", s.stats.median_ms, "ms", higher_is_better=False) for s in self.latency]
-        return out + self.validation.metrics()
 
     def fused_node(self, name: str) -> FusedNode:
         for f in self.provenance:

@@ -15,7 +15,6 @@ from typing import Optional
 import numpy as np
 
 from .. import runs
-from ..core.metrics import Metric
 from .config import ExportConfig
 
 
@@ -34,14 +33,6 @@ class Validation:
     worst_example: int = -1  # index (within the validation examples) of the largest difference
     reference_scale: float = 0.0  # largest |reference logit|: what a difference is small against
     relative_diff: float = 0.0  # max_abs_diff / reference_scale
-
-    def metrics(self) -> list[Metric]:
-        return [
-            Metric("max |Δ logit|", self.max_abs_diff, "", higher_is_better=False),
-            Metric("mean |Δ logit|", self.mean_abs_diff, "", higher_is_better=False),
-            Metric("max |Δ logit| / max |logit|", 100.0 * self.relative_diff, "%", higher_is_better=False),
-            Metric("label agreement", 100.0 * self.label_agreement, "%", higher_is_better=True),
-        ]
 
 
 def compare_logits(candidate: np.ndarray, reference: np.ndarray, tolerance: float,

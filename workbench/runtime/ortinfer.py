@@ -77,11 +77,8 @@ def _to_int64(value) -> np.ndarray:
 
 
 def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The feed dict for ``session``: only the inputs the graph declares, as int64.
-
-    A graph that declares ``token_type_ids`` fed by a tokenizer that produces none gets zeros
-    (what BERT uses when the argument is omitted); any other missing input is an error.
-    """
+    """The feed dict for ``session``: only the inputs the graph declares, as int64; ``token_type_ids`` a
+    tokenizer does not produce are zeros (what BERT uses when the argument is omitted)."""
     feed = {}
     for name in input_names(session):
         if name in encoded:
@@ -105,11 +102,9 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
 
 def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                     lengths: Optional[np.ndarray] = None) -> list[np.ndarray]:
-    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts
-    rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
-    consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
-    same data (FP32 and INT8) always see the same batches. ``lengths``: the rows' token lengths when
-    known (:func:`row_lengths`), else they are counted here."""
+    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts rows by token
+    length (each batch padded only to its own longest row), ``"file"`` keeps consecutive rows. Deterministic, so
+    FP32 and INT8 scored on the same data see the same batches. ``lengths``: the rows' token lengths when known."""
     from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
@@ -124,9 +119,8 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
 
 
 def row_lengths(tokenizer, texts, max_length: int, pool: Optional[BatchPool] = None) -> np.ndarray:
-    """Each text's token length: from the rows tokenized once and kept for padding here
-    (:func:`workbench.data.batches.encoded_rows`), or, when a Ray ``pool`` pads the batches on its
-    workers, counted alone (one number per row kept, no tokens)."""
+    """Each text's token length: from the rows tokenized once and kept for padding here, or counted alone when a
+    Ray ``pool`` pads the batches on its workers (no tokens kept)."""
     if pool is not None:
         from ..data.token_lengths import token_lengths
 
@@ -174,14 +168,17 @@ def predict_dataset(
     else:
         session, rows = as_session(session_or_path), encoded_rows(tokenizer, texts, max_length)
         counter = RowCounter(graph_label(session_or_path, label), len(dataset))
-        parts = (predict_logits(session, rows.batch(idx)) for idx in batches)
+        parts = (counter.counted(predict_logits(session, rows.batch(idx))) for idx in batches)
+    return in_row_order(len(dataset), zip(batches, parts))
+
+
+def in_row_order(n: int, parts) -> np.ndarray:
+    """The rows of ``(row indices, outputs)`` batches put back in row order."""
     out: Optional[np.ndarray] = None
-    for idx, part in zip(batches, parts):
+    for idx, part in parts:
         if out is None:
-            out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+            out = np.empty((n,) + part.shape[1:], dtype=part.dtype)
         out[idx] = part
-        if pool is None:
-            counter.add(len(part))
     return out
 
 
@@ -193,14 +190,10 @@ def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size
 
     model.eval()
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
-    out: Optional[np.ndarray] = None
     with torch.inference_mode():
-        for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
-            part = model(**model_inputs(model, enc)).logits.float().cpu().numpy()
-            if out is None:
-                out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
-            out[idx] = part
-    return out
+        return in_row_order(len(dataset), ((idx, model(**model_inputs(model, enc)).logits.float().cpu().numpy())
+                                           for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length,
+                                                                           batches=batches)))
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -266,8 +259,7 @@ class BoundRunner:
 
 
 def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
-    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence
-    (what a classifier's logits ``[batch, labels]`` and hidden states ``[batch, seq, hidden]`` use)."""
+    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence."""
     first = next(iter(feed.values()))
     dims = []
     for i, d in enumerate(out.shape):
@@ -330,7 +322,7 @@ def latency_by_shape(
 
 @contextlib.contextmanager
 def torch_threads(threads: Optional[int]) -> Iterator[None]:
-    """Temporarily set PyTorch's intra-op thread count (None: leave it)."""
+    """PyTorch's intra-op thread count set for the block (None: left as it is)."""
     import torch
 
     if threads is None:
@@ -346,12 +338,8 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
 
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
                     graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
-    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
-    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
-
-    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
-    whether ONNX Runtime accepted it, with the classified reason when it did not.
-    """
+    """Run ``feed`` once through ``onnx_path`` on ``device`` (profiled, the optimized graph saved): where every
+    node ran, the Memcpy nodes inserted and (``try_graph_capture``, CUDA) whether a CUDA graph was accepted."""
     import json
     import tempfile
 

@@ -89,6 +89,11 @@ class RowCounter:
         self.rows += int(rows)
         self._report(force=self.rows >= self.total)
 
+    def counted(self, part):
+        """``part`` (one batch's output), its rows counted."""
+        self.add(len(part))
+        return part
+
     def _report(self, force: bool) -> None:
         if self.hook is None:
             return
