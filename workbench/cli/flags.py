@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ..core.options import field_help
-from .config_fields import (ConfigFlagError, config_value, field_default, field_type, registry_key,  # noqa: F401  (re-exported)
-                            strip_optional)
+from .config_fields import ConfigFlagError, config_value, field_default, field_type, registry_key
 from .config_file import add_config_file_flag, config_file_values, register_class
 
 

@@ -155,6 +155,14 @@ def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig
     return predict_dataset(session, inputs.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
 
 
+def time_graphs(graphs: Mapping[str, Path], base: str, inputs: FusionSource, cfg: FusionConfig, **kw):
+    """``graphs`` timed side by side against ``base`` at the stage's shapes, rounds and threads (a SpeedRun)."""
+    from ..perf.speed import time_side_by_side
+
+    return time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3, threads=cfg.threads,
+                             max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size, retimes=cfg.retimes, **kw)
+
+
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
                device: str, unfused: np.ndarray, model=None) -> Candidate:
     fused, ops, nodes = graph_facts(path, model)
@@ -189,16 +197,11 @@ def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: Fus
     """Time the validated candidates beside the full fusion, pick one, delete the files not chosen."""
     import dataclasses
 
-    from ..perf.speed import time_side_by_side
-
     valid = [c for c in candidates if c.name == FULL or (c.validation is not None and c.validation.passed)]
     side = None
     if len(valid) > 1:
         graphs = {c.name: c.path for c in valid}
-        side = time_side_by_side(graphs, FULL, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
-                                 threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                                 floors=False, graph_optimization={n: cfg.transformer_session for n in graphs},
-                                 retimes=cfg.retimes)
+        side = time_graphs(graphs, FULL, inputs, cfg, floors=False, graph_optimization={n: cfg.transformer_session for n in graphs})
         candidates = [dataclasses.replace(c, latency=side.latency.get(c.name, []),
                                           speed=[s for s in side.speeds if s.name == c.name]) for c in candidates]
     chosen, reason = pick_fusion({c.name: c.ratios for c in candidates if c.name != FULL and c.speed},

@@ -150,13 +150,9 @@ def model_info(loaded) -> ModelInfo:
 
 def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike | None = None,
                *, data=None) -> ExportResult:
-    """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to
-    ``out_dir/model.onnx``, validate it against PyTorch on real examples and save ``export.json``.
-
-    ``data`` (runtime only, not recorded) is a ``DatasetDict``/``Dataset`` to validate on
-    (default: the quick slice of the built-in reviews). A failed validation does not raise:
-    ``result.validation.passed`` is False and its message says by how much and what to do.
-    """
+    """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to ``out_dir/model.onnx``,
+    validate it against PyTorch on ``data`` (not recorded; default the quick reviews) and save ``export.json``.
+    A failed validation does not raise: ``result.validation.passed`` is False and its message says why."""
     import onnx
 
     from ..data.load import DataConfig, load_data

@@ -32,7 +32,7 @@ from ..perf.machine_profile import LoadCheck
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
-from .candidates import FusionChoice, choose_fusion, graph_logits
+from .candidates import FusionChoice, choose_fusion, graph_logits, time_graphs
 from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
@@ -269,8 +269,6 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
                        notes: list[str]):
     """(PyTorch latency, PyTorch's GPU peers, each variant's latency, SpeedRun): every variant interleaved, the
     ratios against PyTorch (else the first graph); on a GPU PyTorch and its peers timed first (module doc)."""
-    from ..perf.speed import time_side_by_side
-
     torch_models, pt_latency, pt_peers = {}, [], {}
     if cfg.time_pytorch:
         pt_model, why = pytorch_model(inputs, model)
@@ -291,9 +289,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
     graphs = {v.value: b.run_path for v, b in built.items()}
     levels = {v.value: b.session_optimization for v, b in built.items()}
     base = "pytorch" if torch_models else next(iter(graphs))
-    side = time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
-                             threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                             device=device, torch_models=torch_models, graph_optimization=levels, retimes=cfg.retimes)
+    side = time_graphs(graphs, base, inputs, cfg, device=device, torch_models=torch_models, graph_optimization=levels)
     notes.extend(side.notes)
     if side.contended:
         notes.append(f"timing {side.load.text()}: the speed-ups are not measured facts; time again on a quiet machine")

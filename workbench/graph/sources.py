@@ -58,13 +58,9 @@ def graph_file(graph: Any) -> Path:
 
 
 def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
-    """The export a graph came from, found the one way every stage and panel uses:
-
-    ``export`` when given (an ``ExportResult``, its folder or its ``export.json``); the graph itself
-    when it is an ``ExportResult``; the export a ``FusionReport`` names (``export_path``); for an ONNX
-    file, the ``export.json`` beside it when that export's graph is this file, or the export that the
-    ``fusion.json`` beside it recorded when its fused graph is this file. No guessing from folder
-    positions: a graph described by none of these has no export (None)."""
+    """The export a graph came from: ``export`` when given; the one the graph is or names; for an ONNX file,
+    the ``export.json`` beside it whose graph it is, or the export that the ``fusion.json`` beside it recorded
+    when its fused graph is this file. No guessing from folder positions: otherwise None."""
     if isinstance(export, ExportResult):
         return export
     if export is not None:

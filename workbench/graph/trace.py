@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import runs
 from .config import OPSET_RANGE
-from ..runtime.exporters import torchscript_available, torchscript_registration  # noqa: F401 (torchscript_available: re-exported)
+from ..runtime.exporters import torchscript_available, torchscript_registration
 
 if TYPE_CHECKING:
     from .config import ExportConfig
@@ -190,10 +190,7 @@ def without_ir_dump():
 
 
 def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Trace ``loaded.model`` on a real batch and write the graph to ``path`` (atomically).
-
-    Returns the graph's input and output names. Raises :class:`ExportError` with options.
-    """
+    """Trace ``loaded.model`` on a real batch, write the graph to ``path``; (input names, output names)."""
     import torch
 
     from ..data.batches import encode, model_inputs

@@ -84,8 +84,7 @@ def compare_logits(candidate: np.ndarray, reference: np.ndarray, tolerance: floa
 
 
 def select_examples(data, cfg: "ExportConfig"):
-    """The first ``cfg.validation_examples`` examples of ``cfg.validation_split`` (a
-    ``DatasetDict``) or of the ``Dataset`` given. Real data, a fixed order."""
+    """The first ``cfg.validation_examples`` examples of ``cfg.validation_split`` (or of the ``Dataset`` given)."""
     import datasets
 
     ds = data
@@ -114,14 +113,8 @@ def validate_onnx(
     what: str = "the graph",
     device: Optional[str] = None,
 ) -> Validation:
-    """Validate a graph (path or session) on real examples against a reference.
-
-    ``reference`` is a :class:`workbench.models.load.LoadedModel` (PyTorch logits are computed on the
-    same batches) or an array of reference logits for the examples. ``dataset`` is a
-    ``DatasetDict`` (``cfg.validation_split`` is used) or a ``Dataset``; the first
-    ``cfg.validation_examples`` examples are fed. ``tokenizer`` may be None when the reference is
-    a LoadedModel (its tokenizer is used).
-    """
+    """Validate a graph (path or session) on :func:`select_examples` of ``dataset`` against ``reference``: a
+    ``LoadedModel`` (PyTorch on the same batches; its tokenizer serves when ``tokenizer`` is None) or logits."""
     from ..runtime.ortinfer import as_session, predict_dataset, torch_predict_dataset
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)

@@ -66,10 +66,6 @@ def as_session(session_or_path: SessionOrPath, **kw):
     return session_or_path
 
 
-def input_names(session) -> list[str]:
-    return [i.name for i in session.get_inputs()]
-
-
 def _to_int64(value) -> np.ndarray:
     if hasattr(value, "detach"):  # torch tensor
         value = value.detach().cpu().numpy()
@@ -80,7 +76,7 @@ def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """The feed dict for ``session``: only the inputs the graph declares, as int64; ``token_type_ids`` a
     tokenizer does not produce are zeros (what BERT uses when the argument is omitted)."""
     feed = {}
-    for name in input_names(session):
+    for name in (i.name for i in session.get_inputs()):
         if name in encoded:
             feed[name] = _to_int64(encoded[name])
         elif name == "token_type_ids" and "input_ids" in encoded:

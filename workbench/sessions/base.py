@@ -1,15 +1,7 @@
-"""The session every stage's session is built on: what a notebook panel works with, held in plain
-Python so that it runs and is tested without a widget.
-
-A session holds a stage's inputs (set by the caller, checked when set), its results (``result``,
-the latest, and ``history``, every one kept, oldest first), its caches, its servers (started on
-127.0.0.1, stopped by :meth:`Session.close`), its run folder, the stop event the library reads and
-the progress callback it reports to. Each stage session runs its stage through the library
-(``run_x(input, XConfig, out)``); a panel in ``widgets/`` only binds controls to it.
-
-    session = QuantSession(graph=fusion_report, data=DataConfig.quick())
-    result = session.quantize("dynamic")        # a QuantResult, kept on session.result
-    session.close()                             # servers stopped (a ``with`` block does it too)
+"""The session every stage's session is built on: a stage's inputs (checked when set), its results
+(``result``, the latest, and ``history``), caches, servers on 127.0.0.1 (stopped by :meth:`Session.close` or a
+``with`` block), run folder, the stop event the library reads and the progress callback it reports to; held in
+plain Python so that it runs and is tested without a widget.
 """
 
 from __future__ import annotations
@@ -44,19 +36,15 @@ class Session:
         self.run_dir = run_dir
         self.progress: Progress = progress or no_progress
         self.stop_event = threading.Event()
-        #: The latest result (None until the stage ran or a saved result was opened).
-        self.result: Any = None
-        #: Every result kept, oldest first.
-        self.history: list[Any] = []
+        self.result: Any = None  # the latest (computed here or opened from a saved run)
+        self.history: list[Any] = []  # every result kept, oldest first
 
-    # ---- results -------------------------------------------------------------------------------
     def keep(self, result: Any) -> Any:
         if result is not self.result:
             self.result = result
             self.history.append(result)
         return result
 
-    # ---- the run folder --------------------------------------------------------------------------
     def resolve_run_dir(self) -> Path:
         """Where this session writes: ``run_dir`` (called when a function), else a new run folder, kept."""
         given = self.run_dir() if callable(self.run_dir) else self.run_dir
@@ -72,7 +60,6 @@ class Session:
         with runs.run_lock(folder, f"{self.COMMAND} ({self.LABEL})", flag="run_dir"):
             yield folder
 
-    # ---- long work ---------------------------------------------------------------------------------
     def start(self) -> None:
         self.stop_event.clear()
 

@@ -29,13 +29,8 @@ def as_fusion_report(value: FusionLike) -> FusionReport:
 
 
 class GraphSession(DataInput, Session):
-    """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result``
-    the :class:`~workbench.graph.ExportResult` it was built from; ``netron`` the graph viewer's server.
-
-    Inputs: ``data`` (a ``DataConfig`` or ``DatasetDict`` to validate on; default the quick reviews;
-    a ``DataConfig`` is loaded once and kept), ``run_dir`` (export goes to ``<run_dir>/export``,
-    fusion to ``<run_dir>/fusion``).
-    """
+    """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result`` the export it
+    was built from, ``netron`` the graph viewer's server. Inputs: ``data`` to validate on, ``run_dir``."""
 
     INPUTS = ("data", "run_dir")
     LABEL = "graph"

@@ -61,14 +61,9 @@ def timing_config(name: str = "quick", device: str = "cpu") -> TimingConfig:
 
 
 class QuantSession(DataInput, Session):
-    """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`,
-    ``results`` every one by name, ``search_result`` the latest :class:`~workbench.quant.SearchResult`.
-
-    Inputs: ``graph`` (a ``FusionReport``, an ``ExportResult`` or an ONNX path), ``export`` (the
-    ``ExportResult`` or export folder the graph came from, when
-    :func:`workbench.graph.sources.export_of` cannot find it), ``data`` (a ``DataConfig``, loaded once
-    and kept, or a ``DatasetDict``; default the quick reviews), ``run_dir``.
-    """
+    """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`, ``results`` every
+    one by name, ``search_result`` the latest search. Inputs: ``graph`` (a ``FusionReport``, an ``ExportResult`` or
+    an ONNX path), ``export`` (where :func:`workbench.graph.sources.export_of` cannot find it), ``data``, ``run_dir``."""
 
     INPUTS = ("graph", "export", "data", "run_dir")
     LABEL = "quantize"
