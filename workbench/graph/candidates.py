@@ -17,10 +17,8 @@ interleaved rounds, the load check), and :func:`pick_fusion` applies the one rul
     highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
     machine, nothing could be timed) the full fusion stays.
 
-The chosen graph is what later stages take (:attr:`FusionReport.chosen_path`); the fully fused graph
-stays in the fusion folder under its layout name (``model_fused.onnx``) whatever is chosen, and a
-candidate not chosen is deleted (its figures stay in ``fusion.json``). ``FusionConfig(fusion="full")``
-(``--fusion full``) builds no candidate and keeps the full fusion, as before.
+The fully fused graph stays in the fusion folder (``model_fused.onnx``) whatever is chosen; a candidate not
+chosen is deleted (its figures stay in ``fusion.json``). ``--fusion full`` builds no candidate.
 """
 
 from __future__ import annotations

@@ -247,12 +247,9 @@ ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 
 def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,
              input_names: Sequence[str], num_heads: int, hidden_size: int, architecture: str = "") -> list[Diagnosis]:
-    """A :class:`Diagnosis` for every expected fusion that fell short.
-
-    ``architecture`` is the Hugging Face ``config.model_type`` when known: for the architectures
-    whose attention or embeddings the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), the
-    cause names the part of the architecture that prevents it (after the general causes such as
-    an SDPA export, which a re-export fixes)."""
+    """A :class:`Diagnosis` for every expected fusion that fell short. ``architecture`` (``config.model_type``)
+    names the part of an architecture the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), after the
+    general causes a re-export fixes (an SDPA export)."""
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"

@@ -148,9 +148,8 @@ def _memory_and_mode(ort, opts, memory_pattern: bool, cpu_arena: bool, execution
 
 
 def _load_cuda_libraries(ort) -> None:
-    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
-    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
-    has ``preload_dlls`` for the same purpose."""
+    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the nvidia-*
+    wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 has ``preload_dlls`` too."""
     try:
         import torch  # noqa: F401
     except ImportError:
