@@ -50,9 +50,7 @@ class EngineConfig:
         if self.ray_address is not None and self.engine != "ray":
             raise EngineError(f"ray_address {self.ray_address!r} is for engine ray; the engine is {self.engine!r}")
         for name, value in (("ray_actors", self.ray_actors), ("ray_threads", self.ray_threads)):
-            if value is None and name == "ray_actors":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if (value is not None or name == "ray_threads") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise EngineError(f"{name} must be a whole number of at least 1, got {value!r}")
 
     def address(self) -> Optional[str]:
