@@ -163,19 +163,6 @@ def test_declaration_mistakes_are_found_when_the_parser_is_built():
         build(Toy, argparse.Namespace())
 
 
-@dataclass(frozen=True)
-class Lazy:
-    """A config whose annotation names something its module does not define at run time."""
-
-    limit: NotImportedHere = field(default=3, metadata={"help": "a limit"})  # noqa: F821 - the point
-
-
-def test_an_annotation_that_cannot_be_resolved_falls_back_to_the_default_type():
-    p = OneLineErrors(prog="lazy")
-    add_config_flags(p, Lazy, ["limit"])
-    assert build(Lazy, p.parse_args(["--limit", "7"])) == Lazy(limit=7)
-
-
 # ---- the real commands -------------------------------------------------------------------------
 def _config_classes() -> dict[str, type]:
     from workbench.audit import AuditConfig
@@ -197,7 +184,7 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def _resolve(cls: type, path: str) -> None:
-    from workbench.cli.flags import field_type
+    from workbench.cli.config_fields import field_type
 
     field_type(cls, path)  # raises ConfigFlagError for a field the config does not have
 
@@ -225,7 +212,7 @@ def test_every_flag_sets_a_real_config_field_or_is_marked_command_line_only():
 
 
 def _leaf(cls: type, path: str) -> tuple[type, str]:
-    from workbench.cli.flags import field_type
+    from workbench.cli.config_fields import field_type
 
     leaf_cls, name, _ = field_type(cls, path)
     return leaf_cls, name

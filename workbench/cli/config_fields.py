@@ -5,7 +5,6 @@ reach into nested configs), its default, and where a command keeps the flags it 
 from __future__ import annotations
 
 import dataclasses
-import sys
 import types
 import typing
 from typing import Any, Union
@@ -13,29 +12,6 @@ from typing import Any, Union
 
 class ConfigFlagError(TypeError):
     """A command declares a flag the config cannot have (a programming error, found when the parser is built)."""
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """The resolved annotations of a dataclass; a field whose annotation cannot be evaluated falls
-    back to the type of its default (the class may live in a module that imports names lazily)."""
-    try:
-        return typing.get_type_hints(cls)
-    except (NameError, TypeError, AttributeError):  # one unresolvable name: resolve field by field below
-        pass
-    module = vars(sys.modules.get(cls.__module__, types.ModuleType("empty")))
-    out = {}
-    for f in dataclasses.fields(cls):
-        t = f.type
-        if isinstance(t, str):
-            try:
-                t = eval(t, {**vars(typing), **module})  # noqa: S307 - annotation text of our own dataclass
-            except (NameError, TypeError, AttributeError, SyntaxError):
-                pass
-        if isinstance(t, str):  # still text: judge by the default
-            value = field_default(cls, f.name)
-            t = type(value) if value is not None else str
-        out[f.name] = t
-    return out
 
 
 def field_default(cls: type, name: str) -> Any:
@@ -63,7 +39,7 @@ def field_type(cls: type, path: str) -> tuple[type, str, Any]:
     if not dataclasses.is_dataclass(cls) or head not in {f.name for f in dataclasses.fields(cls)}:
         fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
         raise ConfigFlagError(f"{cls.__name__} has no field {head!r}; its fields: {fields}")
-    t = strip_optional(_hints(cls)[head])
+    t = strip_optional(typing.get_type_hints(cls)[head])
     if rest:
         return field_type(t, rest)
     return cls, head, t

@@ -45,11 +45,10 @@ def _run_demo(cfg, args, name: str) -> int:
         where = args.run_dir or args.runs
         return fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
     bar = TrainProgressBar()
-    lock = locked(run_dir, args, "demo")
     try:
-        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
+        with locked(run_dir, args, "demo"):
+            result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
     finally:
-        lock.release()
         bar.close()
     return 0 if result.ok else 1
 

@@ -1,26 +1,14 @@
 """Command-line flags derived from a config dataclass, and the config built back from them.
 
-A command names the fields it exposes (:class:`Flag`, or just the field name) and
-:func:`add_config_flags` adds one ``--field-name`` flag per field, its kind read from the
-field's annotation:
-
-- ``bool``: ``--name`` / ``--no-name`` (giving both is an error), or only ``--name`` with
-  ``negatable=False``;
-- an enum: its values are the choices shown; the config checks the value (``parse_choice``), so a
-  wrong one gets the same one-line message and exit code 2 as any other bad setting;
-- ``int`` / ``float`` / ``str`` (``Optional`` or not): that type (``choices`` where the field has a
-  fixed set that is not an enum);
-- ``tuple[X, ...]``: a comma list, repeatable (``--x a,b --x c``), or several words with
-  ``nargs``; ``tuple[X, Y]``: exactly that many comma-separated values.
-
-The help text is the field's own description (its ``metadata["help"]``, read by
-:func:`workbench.core.options.field_help`) followed by the default, read from the config the
-command starts from. A flag that is not given leaves the field alone: :func:`build` applies only
-the flags on the command line, onto a base config (a preset) or onto the class's own defaults, with
-the fields of a ``--config FILE`` (:mod:`workbench.cli.config_file`) between the two: flags win.
-Dotted fields (``train.max_steps``) reach into nested configs. Flags that set no config field
-(``--json``, ``--run-dir``) are added with :func:`cli_only`, so that every flag of every command is
-accounted for (the tests check it).
+A command names the fields it exposes (:class:`Flag`, or just the field name); :func:`add_config_flags`
+adds one ``--field-name`` flag per field, its kind read from the annotation: ``bool`` is ``--name`` /
+``--no-name``; an enum's value is passed on as text for the config to check (``parse_choice``), so a wrong
+one gets the config's one-line message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable;
+``tuple[X, Y]`` exactly that many comma-separated values. The help is the field's ``metadata["help"]``
+and the default of the config the command starts from. :func:`build` applies only the flags given, onto
+a base config (a preset), with a ``--config FILE``'s fields (:mod:`workbench.cli.config_file`) between
+the two. Dotted fields (``train.max_steps``) reach into nested configs. Flags that set no config field
+are added with :func:`cli_only`, so that every flag of every command is accounted for (the tests check it).
 """
 
 from __future__ import annotations
@@ -34,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ..core.options import field_help
-from .config_fields import (ConfigFlagError, config_value, field_default, field_type, registry_key,  # noqa: F401  (re-exported)
-                            strip_optional)
+from .config_fields import ConfigFlagError, config_value, field_default, field_type, registry_key
 from .config_file import add_config_file_flag, config_file_values, register_class
 
 
@@ -44,16 +31,9 @@ _UNSET = object()
 
 @dataclass(frozen=True)
 class Flag:
-    """One config field as a command-line flag.
-
-    ``field`` is the field (dotted for a nested config); ``name`` the flag without dashes (default:
-    the field's name with ``-`` for ``_``); ``help`` replaces the field's description for this
-    command; ``also`` are further fields set to the same value; ``choices`` restricts a plain
-    ``str``/``int`` field; ``type`` converts a value the annotation cannot (``--shapes``);
-    ``nargs`` (``"*"``/``"+"``) makes a tuple take several words, ``split=False`` keeps commas
-    inside items; ``negatable=False`` drops a bool's ``--no-`` form; ``default`` is kept as the
-    argparse default (so the flag is always applied) and ``required`` makes it mandatory.
-    """
+    """One config field (dotted for a nested config) as a command-line flag: ``name`` without dashes (default:
+    the field's), ``also`` further fields set to the same value, ``type`` a converter the annotation cannot give
+    (``--shapes``), ``split=False`` keeps commas inside items, ``default`` an argparse default (always applied)."""
 
     field: str
     name: Optional[str] = None
@@ -82,9 +62,7 @@ def _is_enum(t: Any) -> bool:
 
 
 def _scalar(t: Any) -> Optional[Callable[[str], Any]]:
-    """The converter for one value of type ``t`` (None: not a scalar the CLI can parse). An enum's
-    value is passed on as text: the config parses it (``parse_choice``), so a wrong one gets the
-    config's message, exit code 2 and one line like every other bad setting."""
+    """The converter for one value of type ``t`` (None: not a scalar); an enum's stays text (module doc)."""
     if _is_enum(t):
         return str
     if t in (int, float, str):
@@ -204,9 +182,8 @@ def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any]
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence[FlagSpec], *, base: Any = None,
                      group: Any = None) -> list[argparse.Action]:
-    """Add one flag per spec to ``parser`` (or to ``group``, an argument group of it) and remember
-    them, so that :func:`build` can make a ``cls`` from the parsed arguments. ``base`` is the
-    config the command starts from when no preset is chosen (its values are the defaults shown)."""
+    """Add one flag per spec to ``parser`` (or ``group``) and register them for :func:`build`; ``base``: the
+    config whose values are the defaults shown."""
     target = group if group is not None else parser
     added, entries = [], []
     for spec in specs:
@@ -233,8 +210,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
 
 
 def cli_only(target: Any, *names: str, **kw) -> argparse.Action:
-    """Add a flag that sets no config field (where to write, output format, a runtime choice);
-    marked so the tests can tell it from a derived one. It must say what it does."""
+    """Add a flag that sets no config field, marked so the tests can tell it from a derived one."""
     if not kw.get("help"):
         raise ConfigFlagError(f"command-line-only flag {names} needs a help text")
     action = target.add_argument(*names, **kw)
@@ -243,13 +219,12 @@ def cli_only(target: Any, *names: str, **kw) -> argparse.Action:
 
 
 def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` set by the ``--config`` file and on the command line (dotted paths), with
-    their values; a flag given wins over the file."""
+    """The fields of ``cls`` set by the ``--config`` file and the flags (which win), by dotted path."""
     return {**config_file_values(args).get(cls.__name__, {}), **on_command_line(cls, args)}
 
 
 def on_command_line(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` set by flags on the command line (dotted paths), with their values."""
+    """The fields of ``cls`` set by flags on the command line, by dotted path."""
     entries = getattr(args, registry_key(cls), None)
     if entries is None:
         raise ConfigFlagError(f"this command has no flags of {cls.__name__} (add_config_flags was not called)")
@@ -285,9 +260,8 @@ def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
 
 
 def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any) -> Any:
-    """``cls`` from ``base`` (a preset; None: the class's own defaults) changed by ``defaults``
-    and then by every flag given on the command line. The config's own checks run as usual, so a
-    bad value raises the config's error with its message, in the command line's terms: the field
+    """``cls`` from ``base`` (a preset; None: the class's defaults) changed by ``defaults``, then by the
+    ``--config`` file and the flags. A config's own error is raised in the command line's terms: the field
     names it mentions become the flags that set them (``max_length`` -> ``--max-length``)."""
     from_file = config_file_values(args).get(cls.__name__, {})
     try:

@@ -110,11 +110,8 @@ def _cmd_import(args) -> int:
     from ..runs import RunError
 
     try:
-        lock = locked(run_root(args.run), args, "ondevice import")
-        try:
+        with locked(run_root(args.run), args, "ondevice import"):
             record = import_parameters(args.run, args.file)
-        finally:
-            lock.release()
     except (OnDeviceError, ModelError, DataError, ValueError) as exc:
         return fail(" ".join(str(exc).split()))
     except RunError as exc:  # the run folder is locked by another writer

@@ -5,6 +5,11 @@ from __future__ import annotations
 import sys
 
 
+def bar(done: int, total: int, width: int) -> str:
+    filled = int(width * min(done, total) / max(total, 1))
+    return "#" * filled + "." * (width - filled)
+
+
 class TerminalProgress:
     """A one-line progress bar on stderr: ``[#####.....] 50/100 loss 0.41 eta 12s``."""
 
@@ -14,8 +19,7 @@ class TerminalProgress:
 
     def update(self, done: int, total: int, extra: str = "") -> None:
         total = max(total, 1)
-        filled = int(self.width * min(done, total) / total)
-        line = f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {extra}".rstrip()
+        line = f"{self.label} [{bar(done, total, self.width)}] {done}/{total} {extra}".rstrip()
         pad = " " * max(0, self._last_len - len(line))
         if self.stream.isatty():
             self.stream.write("\r" + line + pad)
@@ -67,10 +71,9 @@ class ScoringBar:
         self._last_len = 0
 
     def line(self, p) -> str:
-        filled = int(self.width * min(p.rows, p.total) / max(p.total, 1))
         rate = p.rows_per_second
         where = f"{p.actors} Ray actor(s)" if p.actors is not None else "this process"
-        return (f"      scoring {p.graph} [{'#' * filled}{'.' * (self.width - filled)}] {p.rows}/{p.total} rows, "
+        return (f"      scoring {p.graph} [{bar(p.rows, p.total, self.width)}] {p.rows}/{p.total} rows, "
                 + (f"{rate:.0f} rows/s, " if rate is not None else "") + where)
 
     def __call__(self, p) -> None:

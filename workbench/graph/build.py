@@ -1,11 +1,5 @@
-"""Building each variant's graph file, and parsing it once.
-
-:func:`build_variants` writes every variant the config asks for into the fusion folder
-(:func:`workbench.graph.variants.variant_file` names the files): ONNX Runtime's session levels
-save their optimized graph, the transformer optimizer writes the fused graph, and the FP16
-conversion starts from the fused one. Each file is parsed once, right after it is written, and
-the :class:`BuiltVariant` carries the parsed graph to validation, diffs, provenance and counts.
-"""
+"""Building each variant's graph file into the fusion folder, each parsed once right after it is written
+(:class:`BuiltVariant` carries the parsed graph to validation, diffs, provenance and counts)."""
 
 from __future__ import annotations
 
@@ -22,8 +16,6 @@ from .variants import ORT_LEVEL, FusionConfig, FusionError, Variant, variant_fil
 
 @dataclass(frozen=True)
 class BuiltVariant:
-    """A variant's graph file, the session level it runs at, how long it took to build, and the
-    graph parsed once."""
 
     variant: Variant
     path: Path
@@ -41,8 +33,7 @@ class BuiltVariant:
 
 def build_variants(source: GraphIndex, cfg: FusionConfig, out: Path, num_heads: int, hidden_size: int,
                    model_type: str) -> dict[Variant, BuiltVariant]:
-    """Build every variant of ``cfg.variants`` from the exported graph ``source`` (parsed, with its
-    path) into ``out``; the unoptimized variant is ``source`` itself (nothing written, nothing parsed)."""
+    """Every variant of ``cfg.variants`` built from ``source`` into ``out`` (the unoptimized one is ``source``)."""
     src = source.path
     if src is None:
         raise ValueError("build_variants needs the exported graph's path (GraphIndex(model, path))")

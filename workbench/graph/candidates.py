@@ -17,10 +17,8 @@ interleaved rounds, the load check), and :func:`pick_fusion` applies the one rul
     highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
     machine, nothing could be timed) the full fusion stays.
 
-The chosen graph is what later stages take (:attr:`FusionReport.chosen_path`); the fully fused graph
-stays in the fusion folder under its layout name (``model_fused.onnx``) whatever is chosen, and a
-candidate not chosen is deleted (its figures stay in ``fusion.json``). ``FusionConfig(fusion="full")``
-(``--fusion full``) builds no candidate and keeps the full fusion, as before.
+The fully fused graph stays in the fusion folder (``model_fused.onnx``) whatever is chosen; a candidate not
+chosen is deleted (its figures stay in ``fusion.json``). ``--fusion full`` builds no candidate.
 """
 
 from __future__ import annotations
@@ -70,8 +68,7 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One graph the choice considered: its fusions, its op counts, its validation against the unfused graph,
-    its timing per shape and its speed-up over the full fusion (with the interval) per shape."""
+    """One graph the choice considered."""
 
     name: str
     left_out: str  # the fused operator this candidate leaves out ("" for the full fusion)
@@ -91,7 +88,6 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FusionChoice:
-    """What the fusion stage chose and why, with every candidate it considered."""
 
     mode: str  # "timed" or "full" (FusionConfig.fusion)
     chosen: str  # a candidate's name: "full" or "no_<family>"
@@ -137,8 +133,7 @@ def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSIO
 
 
 def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
-    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (``model``: the
-    graph already parsed, so it is not parsed again)."""
+    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (or ``model``)."""
     from collections import Counter
 
     from .facts import load_graph
@@ -150,7 +145,6 @@ def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int],
 
 
 def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig, device: str) -> np.ndarray:
-    """The logits of the graph at ``path`` (opened at session level ``level``) on the stage's validation examples."""
     from ..runtime.ortinfer import as_session, predict_dataset
 
     vcfg = inputs.validation_cfg
@@ -159,9 +153,16 @@ def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig
     return predict_dataset(session, inputs.tokenizer, examples, vcfg.max_length, vcfg.validation_batch_size)
 
 
+def time_graphs(graphs: Mapping[str, Path], base: str, inputs: FusionSource, cfg: FusionConfig, **kw):
+    """``graphs`` timed side by side against ``base`` at the stage's shapes, rounds and threads (a SpeedRun)."""
+    from ..perf.speed import time_side_by_side
+
+    return time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3, threads=cfg.threads,
+                             max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size, retimes=cfg.retimes, **kw)
+
+
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
                device: str, unfused: np.ndarray, model=None) -> Candidate:
-    """A built candidate's facts and its validation against the unfused graph's logits (the stage's tolerance)."""
     fused, ops, nodes = graph_facts(path, model)
     vcfg = inputs.validation_cfg
     logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
@@ -171,9 +172,8 @@ def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str],
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
                   unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
-    """Build, validate and time the candidates beside the fully fused graph at ``full_path`` (``full_model``: it
-    parsed already) and choose one (module doc). ``shape``: (num_heads, hidden_size, the optimizer's model_type);
-    ``unfused``: the unfused graph's logits on the validation examples."""
+    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc). ``shape``:
+    (num_heads, hidden_size, the optimizer's model_type); ``unfused``: the unfused graph's logits."""
     full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
     if cfg.fusion == "full":
         return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])
@@ -192,20 +192,14 @@ def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out:
 
 
 def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
-    """Time the candidates that validated side by side with the full fusion, apply :func:`pick_fusion`, delete the
-    candidate files not chosen."""
+    """Time the validated candidates beside the full fusion, pick one, delete the files not chosen."""
     import dataclasses
-
-    from ..perf.speed import time_side_by_side
 
     valid = [c for c in candidates if c.name == FULL or (c.validation is not None and c.validation.passed)]
     side = None
     if len(valid) > 1:
         graphs = {c.name: c.path for c in valid}
-        side = time_side_by_side(graphs, FULL, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
-                                 threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                                 floors=False, graph_optimization={n: cfg.transformer_session for n in graphs},
-                                 retimes=cfg.retimes)
+        side = time_graphs(graphs, FULL, inputs, cfg, floors=False, graph_optimization={n: cfg.transformer_session for n in graphs})
         candidates = [dataclasses.replace(c, latency=side.latency.get(c.name, []),
                                           speed=[s for s in side.speeds if s.name == c.name]) for c in candidates]
     chosen, reason = pick_fusion({c.name: c.ratios for c in candidates if c.name != FULL and c.speed},

@@ -25,18 +25,10 @@ class Attention(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ExportConfig:
-    """How to export and how strictly to validate.
-
-    ``tolerance`` is the largest absolute difference of logits allowed between the graph and
-    PyTorch; ``min_label_agreement`` the smallest fraction of predicted labels that must agree.
-    FP32 exports differ from PyTorch by about 1e-6; fused graphs by about 1e-5; INT8 graphs by
-    much more (quantization sets its own tolerance). The tolerance is absolute, so read it
-    against the size of the logits (``Validation.reference_scale``): an untrained tiny model's
-    logits are about 0.02, where 1e-3 is already 5%.
-    ``attn_implementation`` applies when the model is given by name or folder; a ``LoadedModel``
-    is exported with the attention it was loaded with.
-
-    Frozen: derive a changed copy with ``dataclasses.replace(cfg, tolerance=...)``.
+    """How to export and how strictly to validate. FP32 exports differ from PyTorch by about 1e-6, fused graphs
+    by about 1e-5. The tolerance is absolute, so read it against the size of the logits
+    (``Validation.reference_scale``): an untrained tiny model's are about 0.02, where 1e-3 is already 5%.
+    ``attn_implementation`` applies when the model is given by name or folder (a ``LoadedModel`` keeps its own).
     """
 
     opset: int = field(default=17, metadata={"help": "ONNX opset (11-20; 17 writes LayerNormalization as one op)"})
@@ -51,11 +43,8 @@ class ExportConfig:
     tolerance: float = field(default=1e-3, metadata={"help": "largest |logit difference| allowed against PyTorch"})
     min_label_agreement: float = field(default=1.0, metadata={"help": "least share of predicted labels that must agree with PyTorch"})
     do_constant_folding: bool = field(default=True, metadata={"help": "fold constant subgraphs while exporting"})
-    # where ONNX Runtime runs the validation: "cpu", "cuda" or "cuda:N" (export itself is on the CPU)
     device: str = field(default="cpu", metadata={"help": (
         "where ONNX Runtime runs the validation: cpu, cuda or cuda:N (CUDA needs onnxruntime-gpu: make setup-gpu-infer)")})
-    # "auto": TorchScript while torch ships it (what ONNX Runtime's BERT fusions match), else dynamo;
-    # "torchscript" or "dynamo" to choose (torch >= 2.9 defaults to dynamo, whose graphs fuse no Attention)
     exporter: str = field(default="auto", metadata={"help": (
         "torch's ONNX exporter: auto (TorchScript while torch ships it: its graphs keep ONNX Runtime's Attention fusion; else "
         "dynamo), torchscript, or dynamo (same logits, no Attention fusion)")})

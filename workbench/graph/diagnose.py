@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Optional, Sequence
 
 from ..models.architectures import ARCHITECTURES
 from .provenance import GraphIndex
@@ -100,21 +100,27 @@ def _concat_tail(g: GraphIndex, tensor: str) -> list[int]:
     return []
 
 
+def _first_block(model) -> tuple[GraphIndex, Optional[Any], Optional[Any]]:
+    """(the graph indexed, its first Softmax, the Reshape that brings Q or K into that attention block's scores)."""
+    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
+    softmax = next((n for n in g.nodes if n.op_type == "Softmax"), None)
+    scores = _scores_matmul(g, softmax) if softmax is not None else None
+    if scores is None:
+        return g, softmax, None
+    node, hops = g.producer.get(scores.input[0]), 0
+    while node is not None and node.op_type != "Reshape" and hops < 4:
+        node, hops = g.producer.get(node.input[0]), hops + 1
+    return g, softmax, node if node is not None and node.op_type == "Reshape" else None
+
+
 def attention_shape(model) -> tuple[int, int]:
     """``(num_heads, hidden_size)`` read off the first attention block of an exported graph, ``(0, 0)`` when
     its pattern is not found. The Q projection's Reshape target ends in ``(heads, head_size)``; transformers 5
     writes ``(-1, head_size)`` there, so the head count is the projection's width (its weight's second
     dimension) divided by the head size. ONNX Runtime's optimizer reads only the constant head count and
     finds no Attention in such a graph unless it is told both numbers."""
-    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
-    softmax = next((n for n in g.nodes if n.op_type == "Softmax"), None)
-    scores = _scores_matmul(g, softmax) if softmax is not None else None
-    if scores is None:
-        return 0, 0
-    node, hops = g.producer.get(scores.input[0]), 0
-    while node is not None and node.op_type != "Reshape" and hops < 4:
-        node, hops = g.producer.get(node.input[0]), hops + 1
-    if node is None or node.op_type != "Reshape":
+    g, _, node = _first_block(model)
+    if node is None:
         return 0, 0
     tail = _concat_tail(g, node.input[1])
     if len(tail) != 2 or tail[1] <= 0:
@@ -140,16 +146,11 @@ def transformers5_attention(model) -> list[str]:
     """What in the first attention block is the form transformers 5's eager attention exports to ([] when neither
     is there): Q, K and V reshaped to ``(batch, seq, -1, head_size)`` (no head count in the graph), and the padding
     mask added to the scores from a Where (transformers 4 subtracts and scales it: Sub, Mul)."""
-    g = model if isinstance(model, GraphIndex) else GraphIndex(model)
-    softmax = next((n for n in g.nodes if n.op_type == "Softmax"), None)
-    scores = _scores_matmul(g, softmax) if softmax is not None else None
-    if scores is None:
+    g, softmax, node = _first_block(model)
+    if softmax is None or _scores_matmul(g, softmax) is None:
         return []
     found = []
-    node, hops = g.producer.get(scores.input[0]), 0
-    while node is not None and node.op_type != "Reshape" and hops < 4:
-        node, hops = g.producer.get(node.input[0]), hops + 1
-    if node is not None and node.op_type == "Reshape" and (tail := _concat_tail(g, node.input[1])) and tail[0] == -1:
+    if node is not None and (tail := _concat_tail(g, node.input[1])) and tail[0] == -1:
         found.append("its Q, K and V reshapes carry no head count (-1)")
     add = g.producer.get(softmax.input[0])
     if add is not None and add.op_type == "Add":
@@ -246,12 +247,9 @@ ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 
 def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,
              input_names: Sequence[str], num_heads: int, hidden_size: int, architecture: str = "") -> list[Diagnosis]:
-    """A :class:`Diagnosis` for every expected fusion that fell short.
-
-    ``architecture`` is the Hugging Face ``config.model_type`` when known: for the architectures
-    whose attention or embeddings the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), the
-    cause names the part of the architecture that prevents it (after the general causes such as
-    an SDPA export, which a re-export fixes)."""
+    """A :class:`Diagnosis` for every expected fusion that fell short. ``architecture`` (``config.model_type``)
+    names the part of an architecture the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), after the
+    general causes a re-export fixes (an SDPA export)."""
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"

@@ -1,7 +1,6 @@
 """Export a sequence classifier to ONNX and prove the graph computes what the model computes.
 
-The export stage: its configuration (:class:`ExportConfig`), its result (:class:`ExportResult`),
-and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
+``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
 
 - ``model.onnx``: the graph, dynamic ``batch`` and ``sequence`` axes, the chosen opset. Written by
   torch's TorchScript exporter (``dynamo=False``) while torch ships it: its graphs are the ones ONNX
@@ -13,13 +12,8 @@ and the run. ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` w
   their graphs against *the same PyTorch reference* without reloading the model;
 - ``export.json``: the :class:`ExportResult`.
 
-Validation (:func:`workbench.graph.validate.validate_onnx`, reused by fusion and quantization)
-feeds real batches from the data through ONNX Runtime and compares logits with the reference:
-largest and mean absolute difference, agreement of predicted labels, pass/fail against a
-tolerance the user sets. Tracing itself (torch's exporter and its quirks) is in
-:mod:`workbench.graph.trace`.
-
-Attention matters here: load models with ``attn_implementation="eager"`` (the default in
+Validation is :mod:`workbench.graph.validate`; tracing (torch's exporters and their quirks)
+:mod:`workbench.graph.trace`. Attention matters here: load models with ``attn_implementation="eager"`` (the default in
 :func:`workbench.models.load.load_model`). An SDPA export works, but ONNX Runtime's transformer
 optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.graph.fusion`).
 """
@@ -36,7 +30,6 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import runs
-from ..core.metrics import Metric
 from .facts import file_size_mib, graph_inputs, load_graph, op_histogram
 from .config import ExportConfig
 from .trace import OPSET_RANGE, ExportError, export_onnx, resolve_exporter
@@ -87,11 +80,6 @@ class ExportResult:
     @property
     def out_dir(self) -> Path:
         return Path(self.onnx_path).parent
-
-    def metrics(self) -> list[Metric]:
-        return [Metric("size on disk", self.size_mib, "MiB", higher_is_better=False),
-                Metric("export time", self.export_seconds, "s", higher_is_better=False),
-                *self.validation.metrics()]
 
     def load_tokenizer(self):
         from ..models.compat import load_tokenizer as _load_tokenizer
@@ -162,13 +150,9 @@ def model_info(loaded) -> ModelInfo:
 
 def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike | None = None,
                *, data=None) -> ExportResult:
-    """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to
-    ``out_dir/model.onnx``, validate it against PyTorch on real examples and save ``export.json``.
-
-    ``data`` (runtime only, not recorded) is a ``DatasetDict``/``Dataset`` to validate on
-    (default: the quick slice of the built-in reviews). A failed validation does not raise:
-    ``result.validation.passed`` is False and its message says by how much and what to do.
-    """
+    """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to ``out_dir/model.onnx``,
+    validate it against PyTorch on ``data`` (not recorded; default the quick reviews) and save ``export.json``.
+    A failed validation does not raise: ``result.validation.passed`` is False and its message says why."""
     import onnx
 
     from ..data.load import DataConfig, load_data

@@ -1,10 +1,5 @@
-"""Facts about an ONNX graph read off its file: the parsed model, operator counts, inputs, size.
-
-:func:`load_graph` is the one place the graph stage parses an ONNX file (weights left on disk:
-``load_external_data=False``). Everything else takes the parsed ``ModelProto``, so a stage
-parses each file once and passes the model along (:func:`op_histogram` and friends still accept
-a path for callers that have nothing parsed).
-"""
+"""Facts about an ONNX graph: :func:`load_graph` is the one place the graph stage parses a file (weights left
+on disk), so a stage parses each file once and passes the model along; operator counts, inputs, size."""
 
 from __future__ import annotations
 
@@ -35,7 +30,6 @@ def load_graph(path: str | os.PathLike):
 
 
 def as_model(model_or_path):
-    """A ``ModelProto`` as given, or the one parsed from a path."""
     if isinstance(model_or_path, (str, os.PathLike)):
         return load_graph(model_or_path)
     return model_or_path

@@ -59,10 +59,6 @@ class Fp16Structure:
     def ok(self) -> bool:
         return not self.problems
 
-    @property
-    def float16_initializers(self) -> int:
-        return self.initializer_types.get(FLOAT16, 0)
-
 
 def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
     """Check the keep-io-types contract: no float16 graph input or output (float inputs/outputs of
@@ -94,11 +90,8 @@ def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
 
 def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_type: str = "bert",
                  num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True, *, fp32_model=None) -> Fp16Structure:
-    """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure.
-
-    ``use_gpu=True`` lets the optimizer keep the fusions meant for the CUDA provider.
-    ``fp32_model``: the fused graph already parsed (its inputs and outputs are what the FP16 graph
-    must keep); without it, ``fused_path`` is parsed for the check."""
+    """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure. ``use_gpu=True``
+    keeps the fusions meant for the CUDA provider; ``fp32_model``: the fused graph already parsed."""
     try:
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:

@@ -1,31 +1,20 @@
 """The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same thing,
 and what it bought.
 
-``run_fusion(export_result_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` builds
-each *variant* of the exported graph (:mod:`workbench.graph.variants` lists them) and measures
-it the same way: the graph file, its operator histogram and node count, size on disk, validation
-against PyTorch's logits on real examples (the reference saved at export, see
-:mod:`workbench.graph.export`), latency by shape, the nodes removed and added, and the
-**provenance** of every fused node: the original nodes it replaced
-(:mod:`workbench.graph.provenance`). When an expected fusion is missing, a
-:class:`~workbench.graph.diagnose.Diagnosis` says what was found, the likely cause and the fix
-(:mod:`workbench.graph.diagnose`). The transformer-optimized graph is
-:attr:`FusionReport.fused_path`; what later stages take is :attr:`FusionReport.chosen_path`, the full
-fusion or, when one runs measurably faster here, the full fusion with one fusion family left out
-(:attr:`FusionReport.choice`, :mod:`workbench.graph.candidates`; ``FusionConfig(fusion="full")`` keeps the
-full fusion). Quantizing a fused graph needs
-``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2 (the
-contrib ops carry no type information for some weights).
+``run_fusion(export_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` builds each variant
+(:mod:`workbench.graph.variants`; each file parsed once, :mod:`workbench.graph.build`) and measures it
+the same way: operator counts, size, validation against PyTorch's logits saved at export, latency by
+shape, the nodes removed and added, and the provenance of every fused node
+(:mod:`workbench.graph.provenance`). A missing expected fusion gets a :class:`Diagnosis` (cause and
+fix). What later stages take is :attr:`FusionReport.chosen_path`: the full fusion, or one with a fusion
+family left out when that runs measurably faster here (:mod:`workbench.graph.candidates`). Quantizing a
+fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2
+(the contrib ops carry no type information for some weights).
 
-Each graph file is parsed once (:mod:`workbench.graph.build`): the parsed graph serves the
-counts, the diff, the provenance and the diagnoses.
-
-Timing: PyTorch and every variant side by side, in alternating rounds, with the same synthetic
-batches and ``cfg.threads`` (:func:`workbench.perf.speed.time_side_by_side`; the sessions spin only
-while they run, so none takes a core from the one timed next). Ratios carry their interval over
-the paired rounds, latencies their floor, and a load check says whether the machine was busy. On a
-GPU the variants are timed the same way; PyTorch and its peers go first, on their own, so no ONNX
-Runtime session holds device memory while they run (:mod:`workbench.perf.gpu_peers`).
+Timing: PyTorch and every variant side by side in alternating rounds on the same synthetic batches
+(:func:`workbench.perf.speed.time_side_by_side`: ratios with intervals, floors, a load check). On a GPU,
+PyTorch and its peers go first, on their own, so no ONNX Runtime session holds device memory while they
+run (:mod:`workbench.perf.gpu_peers`).
 """
 
 from __future__ import annotations
@@ -40,11 +29,10 @@ import numpy as np
 from .. import runs
 from ..runtime.device import PlacementReport
 from ..perf.machine_profile import LoadCheck
-from ..core.metrics import Metric
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.speed import Speed
 from .build import BuiltVariant, build_variants
-from .candidates import FusionChoice, choose_fusion, graph_logits
+from .candidates import FusionChoice, choose_fusion, graph_logits, time_graphs
 from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
@@ -80,13 +68,6 @@ class VariantResult:
                 return s.stats.median_ms
         raise KeyError(f"shape ({batch}, {seq}) was not timed; timed: {[(s.batch, s.seq) for s in self.latency]}")
 
-    def metrics(self) -> list[Metric]:
-        """Size, node count and median latency per timed shape, with units and directions."""
-        out = [Metric("size on disk", self.size_mib, "MiB", higher_is_better=False),
-               Metric("nodes", float(self.node_count), "", higher_is_better=False)]
-        out += [Metric(f"latency {s.batch}x{s.seq}", s.stats.median_ms, "ms", higher_is_better=False) for s in self.latency]
-        return out + self.validation.metrics()
-
     def fused_node(self, name: str) -> FusedNode:
         for f in self.provenance:
             if f.name == name:
@@ -116,12 +97,10 @@ class FusionReport:
     cuda_graph_latency: dict[str, list[ShapeLatency]] = field(default_factory=dict)
     # PyTorch's GPU peers timed in the same run: sdpa_fp16, compile_fp16 (reduce-overhead: CUDA graphs)
     pytorch_peers: dict[str, list[ShapeLatency]] = field(default_factory=dict)
-    # CPU: every variant against PyTorch (else the unoptimized graph), timed side by side in
-    # alternating rounds, with intervals; and whether the machine was busy meanwhile
+    # CPU: every variant against PyTorch (else the unoptimized graph), interleaved, and the load check
     speed: list[Speed] = field(default_factory=list)
     load: Optional[LoadCheck] = None
-    # which fused graph later stages take, every candidate considered and why (workbench.graph.candidates);
-    # None in a fusion.json written before the choice existed (the full fusion was what later stages took)
+    # which fused graph later stages take and why (workbench.graph.candidates); None in an older fusion.json
     choice: Optional[FusionChoice] = None
 
     def variant(self, name: Union[str, Variant]) -> VariantResult:
@@ -133,12 +112,11 @@ class FusionReport:
 
     @property
     def fused(self) -> VariantResult:
-        """The transformer-optimized variant (what quantization consumes)."""
         return self.variant(Variant.TRANSFORMER)
 
     @property
     def chosen_path(self) -> Optional[Path]:
-        """The fused graph later stages take: the timed choice's (:attr:`choice`), else the fully fused graph."""
+        """The fused graph later stages take: the timed choice's, else the fully fused graph."""
         return self.choice.path if self.choice is not None and self.choice.path is not None else self.fused_path
 
     @property
@@ -168,13 +146,9 @@ class FusionReport:
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
                out_dir: str | os.PathLike | None = None, *, data=None, model=None) -> FusionReport:
-    """Build, validate, diff and time every variant of an exported graph; save ``fusion.json``.
-
-    ``source``: an :class:`ExportResult`, a folder holding ``export.json``, or an ONNX file.
-    Runtime only (not recorded): ``data``, used only for a bare ONNX file (an export carries its
-    validation examples); ``model``, the PyTorch model to time as the eager reference (default:
-    reloaded from the export).
-    """
+    """Build, validate, diff and time every variant of an export (its result, folder or ``export.json``) or an
+    ONNX file; save ``fusion.json``. Not recorded: ``data`` (a bare ONNX file's validation examples) and ``model``
+    (the PyTorch model timed as the eager reference; default: reloaded from the export)."""
     from ..runtime.device import require_device
 
     cfg = cfg or FusionConfig()
@@ -190,8 +164,7 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     built = build_variants(inputs.graph, cfg, out, num_heads, hidden_size, model_type)
     # 2. validate: every variant against PyTorch's logits from the export (or the unoptimized graph)
     validations, reference_name, unfused = _validate(built, inputs, cfg, device, notes)
-    # 3. time every variant side by side in alternating rounds (intervals; on the CPU floors, a load check
-    # and PyTorch in the same rounds; on a GPU PyTorch and its peers first, with no ONNX Runtime session alive)
+    # 3. time every variant side by side (module doc)
     side, pt_latency, pt_peers = None, [], {}
     latency: dict[Variant, list[ShapeLatency]] = {v: [] for v in built}
     if cfg.measure_latency:
@@ -268,8 +241,8 @@ def load_fusion(path: str | os.PathLike) -> FusionReport:
 
 def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str,
               notes: list[str]) -> tuple[dict[Variant, Validation], str, np.ndarray]:
-    """Every variant's logits on the validation examples against the reference; (validations, what
-    the reference was, the unfused graph's logits). FP16 is held to FP16's tolerance, against the FP32 fused graph."""
+    """(validations, what the reference was, the unfused graph's logits): every variant's logits against the
+    reference; FP16 against the FP32 fused graph, with FP16's tolerance."""
     vcfg = inputs.validation_cfg
     logits = {variant: graph_logits(b.run_path, b.session_optimization, inputs, cfg, device) for variant, b in built.items()}
     if inputs.reference is not None:
@@ -294,13 +267,8 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
 
 def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,
                        notes: list[str]):
-    """Every variant side by side in alternating rounds (load hits them alike), every ratio against PyTorch
-    (else the unoptimized graph) with its interval; on the CPU each graph with its floor, PyTorch eager in the
-    same rounds and a load check before and after; on a GPU PyTorch (and its peers) timed first, before any
-    ONNX Runtime session holds device memory, and the ratios against the first graph.
-    (PyTorch latency, PyTorch's GPU peers, each variant's latency, SpeedRun)."""
-    from ..perf.speed import time_side_by_side
-
+    """(PyTorch latency, PyTorch's GPU peers, each variant's latency, SpeedRun): every variant interleaved, the
+    ratios against PyTorch (else the first graph); on a GPU PyTorch and its peers timed first (module doc)."""
     torch_models, pt_latency, pt_peers = {}, [], {}
     if cfg.time_pytorch:
         pt_model, why = pytorch_model(inputs, model)
@@ -321,9 +289,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
     graphs = {v.value: b.run_path for v, b in built.items()}
     levels = {v.value: b.session_optimization for v, b in built.items()}
     base = "pytorch" if torch_models else next(iter(graphs))
-    side = time_side_by_side(graphs, base, cfg.shapes, warmup=cfg.warmup, rounds=cfg.repeats, repeats=3,
-                             threads=cfg.threads, max_seconds=cfg.max_seconds_per_shape, vocab_size=inputs.vocab_size,
-                             device=device, torch_models=torch_models, graph_optimization=levels, retimes=cfg.retimes)
+    side = time_graphs(graphs, base, inputs, cfg, device=device, torch_models=torch_models, graph_optimization=levels)
     notes.extend(side.notes)
     if side.contended:
         notes.append(f"timing {side.load.text()}: the speed-ups are not measured facts; time again on a quiet machine")

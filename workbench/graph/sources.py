@@ -1,10 +1,7 @@
-"""What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch
-reference logits) or a bare ONNX file (a tokenizer beside it or MiniLM's, the data given, the
-unoptimized graph as its own reference), and the PyTorch model to time as the eager baseline.
-
-:func:`resolve_source` parses the exported graph once; :class:`FusionSource` carries it on.
-:func:`export_of` is the one way to find the export a graph came from (quantization and the panels'
-sessions use it too); :func:`graph_file` the ONNX file a graph argument names.
+"""What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch reference logits)
+or a bare ONNX file (a tokenizer beside it or MiniLM's, the data given, the unoptimized graph as its own
+reference), and the PyTorch model timed as the eager baseline. :func:`export_of` is the one way to find the
+export a graph came from (quantization and the sessions use it too).
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from .variants import FusionConfig
 
 @dataclass(frozen=True)
 class FusionSource:
-    """Everything :func:`workbench.graph.fusion.run_fusion` needs from what it was given."""
 
     source: Path  # the exported graph
     graph: GraphIndex  # ... parsed once
@@ -62,13 +58,9 @@ def graph_file(graph: Any) -> Path:
 
 
 def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
-    """The export a graph came from, found the one way every stage and panel uses:
-
-    ``export`` when given (an ``ExportResult``, its folder or its ``export.json``); the graph itself
-    when it is an ``ExportResult``; the export a ``FusionReport`` names (``export_path``); for an ONNX
-    file, the ``export.json`` beside it when that export's graph is this file, or the export that the
-    ``fusion.json`` beside it recorded when its fused graph is this file. No guessing from folder
-    positions: a graph described by none of these has no export (None)."""
+    """The export a graph came from: ``export`` when given; the one the graph is or names; for an ONNX file,
+    the ``export.json`` beside it whose graph it is, or the export that the ``fusion.json`` beside it recorded
+    when its fused graph is this file. No guessing from folder positions: otherwise None."""
     if isinstance(export, ExportResult):
         return export
     if export is not None:
@@ -95,7 +87,7 @@ def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
 
 
 def _source_of(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Path]]:
-    """(export result, its export.json, the bare ONNX path when there is no export result)."""
+    """(export result, its export.json, the bare ONNX path when there is none)."""
     if isinstance(src, ExportResult):
         return src, Path(src.out_dir) / EXPORT_FILE, None
     if not isinstance(src, (str, os.PathLike)):
@@ -112,8 +104,7 @@ def _source_of(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Pa
 
 
 def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
-    """An :class:`ExportResult`, a folder holding ``export.json``, or an ONNX file, as a
-    :class:`FusionSource` (``data`` is used only for a bare ONNX file)."""
+    """An export (result, folder or ``export.json``) or an ONNX file as a :class:`FusionSource`."""
     export, export_path, bare = _source_of(src)
     if export is not None:
         source = Path(export.onnx_path)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from .. import runs
 from .config import OPSET_RANGE
-from ..runtime.exporters import torchscript_available, torchscript_registration  # noqa: F401 (torchscript_available: re-exported)
+from ..runtime.exporters import torchscript_available, torchscript_registration
 
 if TYPE_CHECKING:
     from .config import ExportConfig
@@ -94,15 +94,10 @@ def resolve_exporter(asked: str) -> str:
 
 @contextlib.contextmanager
 def standard_symbolics():
-    """Export with torch's own ONNX symbolics, not the ones ORTModule registers for training.
-
-    Building an ``ORTModule`` registers custom symbolics process-wide (``embedding`` as a
-    ``com.microsoft::ATen`` node, ``gelu`` as the contrib ``Gelu``, ...) and never removes them.
-    An inference export made afterwards in the same process (a notebook that fine-tunes with
-    ORTModule, then exports) would then hold ATen nodes: the transformer optimizer cannot fuse
-    EmbedLayerNormalization, and the graph needs ORTModule's ATen executor to run at all. While
-    our export runs, those overrides are taken out of torch's registry; they are put back after.
-    """
+    """Export with torch's own ONNX symbolics: building an ``ORTModule`` registers symbolics process-wide
+    (``embedding`` as a ``com.microsoft::ATen`` node, ...) and never removes them, so an export made later in the
+    same process would hold ATen nodes (no EmbedLayerNormalization fusion; ORTModule's ATen executor needed to
+    run). They are taken out of torch's registry while the export runs and put back after."""
     registration = torchscript_registration()
     if registration is None:  # no TorchScript exporter in this torch: nothing of ORTModule's to take out
         yield []
@@ -123,16 +118,11 @@ def standard_symbolics():
 
 @contextlib.contextmanager
 def torchscript_export_warnings():
-    """The warnings a TorchScript export of an encoder raises that say nothing about this graph, left out
-    (every other warning still shows). One place for the classifier and the embedding exports:
-
-    - torch 2.9 and later call the TorchScript exporter deprecated: chosen here on purpose (it keeps
-      ONNX Runtime's fusions);
-    - transformers 5's mask indexing warns that negative indices would export wrongly: it uses none,
-      and the validation against PyTorch that follows every export is what catches a wrong graph;
-    - transformers 5's mask builder (``transformers.masking_utils``) asks whether the mask needs padding
-      to the key length, a Python bool the tracer fixes once: in an encoder the mask always has the
-      keys' length, so the traced answer holds at every shape (the validation runs other lengths)."""
+    """The warnings a TorchScript export of an encoder raises that say nothing about this graph, left out (for the
+    classifier and the embedding exports): torch >= 2.9 calls the exporter deprecated (chosen on purpose: it keeps
+    ONNX Runtime's fusions); transformers 5's mask indexing warns about negative indices it does not use; its mask
+    builder's padding question is a Python bool the tracer fixes once, and in an encoder the mask always has the
+    keys' length. The validation against PyTorch after every export catches a wrong graph."""
     import torch
 
     with warnings.catch_warnings():
@@ -144,14 +134,9 @@ def torchscript_export_warnings():
 
 @contextlib.contextmanager
 def without_ir_dump():
-    """Keep torch 2.6 from printing the whole TorchScript IR graph when an export fails.
-
-    torch 2.6's ``torch.onnx.utils.setup_onnx_logging`` tests the *function*
-    ``_C._jit_is_onnx_log_enabled`` instead of calling it, so ONNX logging is always switched on
-    during an export, and a failed export prints its IR graph (hundreds of lines, on stdout)
-    before raising. While our export runs, that helper is replaced by one that calls the function;
-    logging then stays as the user set it (off by default). The exception is untouched.
-    """
+    """Keep torch 2.6 from printing the whole IR graph when an export fails: its ``setup_onnx_logging`` tests the
+    *function* ``_C._jit_is_onnx_log_enabled`` instead of calling it, so ONNX logging is always on during an
+    export. While ours runs, that helper is replaced by one that calls it; the exception is untouched."""
     import importlib
 
     import torch
@@ -190,10 +175,7 @@ def without_ir_dump():
 
 
 def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Trace ``loaded.model`` on a real batch and write the graph to ``path`` (atomically).
-
-    Returns the graph's input and output names. Raises :class:`ExportError` with options.
-    """
+    """Trace ``loaded.model`` on a real batch, write the graph to ``path``; (input names, output names)."""
     import torch
 
     from ..data.batches import encode, model_inputs
@@ -233,11 +215,8 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
 
 
 def _export_dynamo(model, enc, names: list[str], path: Path, cfg: "ExportConfig") -> None:
-    """torch's dynamo exporter (``torch.export``, the default from torch 2.9): one file, no external data.
-
-    It writes opset 18 and converts down to ``cfg.opset``; the model's outputs are the same as
-    TorchScript's (logits within 1e-7 on MiniLM), but the graph's attention is shaped differently
-    and ONNX Runtime's BERT fusions do not find it (:mod:`workbench.graph.diagnose` says so)."""
+    """torch's dynamo exporter (the default from torch 2.9), one file: the logits TorchScript's give (within 1e-7
+    on MiniLM), but an attention ONNX Runtime's BERT fusions do not find (:mod:`workbench.graph.diagnose` says so)."""
     import io
     import logging
 

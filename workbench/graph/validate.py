@@ -1,11 +1,7 @@
-"""Does a graph compute what the model computes? Logits on real examples against a reference.
-
-:func:`validate_onnx` (used by export, fusion and quantization) feeds real batches from the data
-through ONNX Runtime and compares the logits with a reference: PyTorch's, computed on the same
-batches, or the array saved at export. :func:`compare_logits` is its pure-NumPy core: largest and
-mean absolute difference, agreement of predicted labels, pass/fail against a tolerance the user
-sets, and a message that says by how much and what to do. The examples a graph was validated on
-are saved beside it (:func:`write_examples`) so later stages feed the same ones.
+"""Does a graph compute what the model computes? Its logits on real examples against a reference (PyTorch's
+on the same batches, or the array saved at export): largest and mean absolute difference, agreement of
+predicted labels, pass/fail against a tolerance, and a message that says by how much and what to do. The
+examples are saved beside the graph (:func:`write_examples`) so later stages feed the same ones.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from typing import Optional
 import numpy as np
 
 from .. import runs
-from ..core.metrics import Metric
 from .config import ExportConfig
 
 
@@ -38,14 +33,6 @@ class Validation:
     worst_example: int = -1  # index (within the validation examples) of the largest difference
     reference_scale: float = 0.0  # largest |reference logit|: what a difference is small against
     relative_diff: float = 0.0  # max_abs_diff / reference_scale
-
-    def metrics(self) -> list[Metric]:
-        return [
-            Metric("max |Δ logit|", self.max_abs_diff, "", higher_is_better=False),
-            Metric("mean |Δ logit|", self.mean_abs_diff, "", higher_is_better=False),
-            Metric("max |Δ logit| / max |logit|", 100.0 * self.relative_diff, "%", higher_is_better=False),
-            Metric("label agreement", 100.0 * self.label_agreement, "%", higher_is_better=True),
-        ]
 
 
 def compare_logits(candidate: np.ndarray, reference: np.ndarray, tolerance: float,
@@ -97,8 +84,7 @@ def compare_logits(candidate: np.ndarray, reference: np.ndarray, tolerance: floa
 
 
 def select_examples(data, cfg: "ExportConfig"):
-    """The first ``cfg.validation_examples`` examples of ``cfg.validation_split`` (a
-    ``DatasetDict``) or of the ``Dataset`` given. Real data, a fixed order."""
+    """The first ``cfg.validation_examples`` examples of ``cfg.validation_split`` (or of the ``Dataset`` given)."""
     import datasets
 
     ds = data
@@ -127,14 +113,8 @@ def validate_onnx(
     what: str = "the graph",
     device: Optional[str] = None,
 ) -> Validation:
-    """Validate a graph (path or session) on real examples against a reference.
-
-    ``reference`` is a :class:`workbench.models.load.LoadedModel` (PyTorch logits are computed on the
-    same batches) or an array of reference logits for the examples. ``dataset`` is a
-    ``DatasetDict`` (``cfg.validation_split`` is used) or a ``Dataset``; the first
-    ``cfg.validation_examples`` examples are fed. ``tokenizer`` may be None when the reference is
-    a LoadedModel (its tokenizer is used).
-    """
+    """Validate a graph (path or session) on :func:`select_examples` of ``dataset`` against ``reference``: a
+    ``LoadedModel`` (PyTorch on the same batches; its tokenizer serves when ``tokenizer`` is None) or logits."""
     from ..runtime.ortinfer import as_session, predict_dataset, torch_predict_dataset
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)

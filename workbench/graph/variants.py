@@ -53,13 +53,11 @@ ALL_VARIANTS = tuple(v for v in Variant if v is not Variant.TRANSFORMER_FP16)
 
 
 def to_variant(v) -> Variant:
-    """A :class:`Variant` from a member or its name; otherwise a ValueError listing the variants."""
     return parse_choice(Variant, v, "variant", ValueError, "e.g. FusionConfig(variants=('unoptimized', 'transformer'))")
 
 
 def variant_file(variant: Variant) -> Optional[str]:
-    """The file a variant's graph is written to inside the fusion folder (None for the unoptimized
-    graph: it is the exported file itself)."""
+    """The file a variant's graph is written to in the fusion folder (None: the exported file itself)."""
     variant = to_variant(variant)
     if variant is Variant.UNOPTIMIZED:
         return None
@@ -77,26 +75,13 @@ ARCH_OPTIMIZER_TYPE = {a.model_type: a.optimizer_model_type for a in ARCHITECTUR
 
 
 def optimizer_model_type(architecture: str) -> str:
-    """The transformer optimizer's ``model_type`` for a Hugging Face ``config.model_type``."""
     return ARCH_OPTIMIZER_TYPE.get(architecture, "bert")
 
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """Which variants to build and how to time them.
-
-    ``shapes`` are the ``(batch, sequence)`` shapes timed; ``threads`` the intra-op threads for
-    both ONNX Runtime and PyTorch (None: each runtime's default). ``tolerance`` overrides the
-    export's validation tolerance (fused kernels reorder float sums: about 1e-5 on MiniLM).
-    ``num_heads``/``hidden_size`` (0: taken from the export, else detected by the optimizer)
-    and ``model_type``/``opt_level`` are passed to ``onnxruntime.transformers.optimizer``;
-    ``model_type="auto"`` picks the optimizer's type for the exported architecture
-    (:data:`ARCH_OPTIMIZER_TYPE`: "bert" for every supported encoder). ``fusion``: which fused graph later
-    stages take, ``"timed"`` (the fastest validated candidate by :func:`workbench.graph.candidates.pick_fusion`'s
-    rule, else the full fusion) or ``"full"`` (the full fusion, no candidate built).
-
-    Frozen: derive a changed copy with ``dataclasses.replace(cfg, shapes=...)``.
-    """
+    """Which variants to build and how to time them (each field's help says what it does). ``tolerance``
+    overrides the export's: fused kernels reorder float sums (about 1e-5 on MiniLM)."""
 
     variants: tuple[Variant, ...] = field(default=ALL_VARIANTS, metadata={"help": (
         "comma-separated variants to build (unoptimized, the baseline, is always built)")})
@@ -188,7 +173,6 @@ class FusionConfig:
 
     @classmethod
     def default(cls, **kw) -> "FusionConfig":
-        """Every variant, three shapes, 3 warm-up + 20 timed runs each."""
         return cls(**kw)
 
     @classmethod

@@ -9,6 +9,10 @@ from .export import ExportResult
 from .fusion import FusionReport
 
 
+def _ms(latency) -> dict[str, float]:
+    return {f"{s.batch}x{s.seq}": s.stats.median_ms for s in latency}
+
+
 def summary(report: FusionReport) -> dict:
     """A compact, JSON-ready summary (the full report, provenance included, is in fusion.json)."""
     speed = report.speedups() if report.pytorch_latency else {}
@@ -24,10 +28,10 @@ def summary(report: FusionReport) -> dict:
             "nodes_removed": v.nodes_removed, "nodes_added": v.nodes_added,
             "validation": {"passed": v.validation.passed, "max_abs_diff": v.validation.max_abs_diff,
                            "label_agreement": v.validation.label_agreement, "message": v.validation.message},
-            "median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in v.latency},
+            "median_ms": _ms(v.latency),
             "speedup_vs_pytorch": speed.get(v.name.value, {}),
         } for v in report.variants],
-        "pytorch_median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in report.pytorch_latency},
+        "pytorch_median_ms": _ms(report.pytorch_latency),
         "diagnoses": [{"fusion": d.fusion, "expected": d.expected, "found": d.found, "cause": d.cause, "fix": d.fix}
                       for d in report.diagnoses],
         "notes": report.notes,
@@ -36,18 +40,14 @@ def summary(report: FusionReport) -> dict:
                              "memcpy_nodes": p.memcpy_nodes, "graph_capture": p.graph_capture,
                              "capture_refusal": (p.capture_refusal.kind + ": " + p.capture_refusal.reason)
                              if p.capture_refusal else None} for name, p in report.placement.items()},
-        "cuda_graph_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
-                                 for name, lat in report.cuda_graph_latency.items()},
-        "pytorch_peers_median_ms": {name: {f"{s.batch}x{s.seq}": s.stats.median_ms for s in lat}
-                                    for name, lat in report.pytorch_peers.items()},
+        "cuda_graph_median_ms": {name: _ms(lat) for name, lat in report.cuda_graph_latency.items()},
+        "pytorch_peers_median_ms": {name: _ms(lat) for name, lat in report.pytorch_peers.items()},
         "choice": choice_summary(report),
     }
 
 
 def choice_summary(report: FusionReport) -> Optional[dict]:
-    """The fusion choice, JSON-ready: the chosen candidate, why (one line), and every candidate with its fused
-    operators, node count, validation, median per shape and speed-up over the full fusion with its interval
-    (None for a report written before the choice existed)."""
+    """The fusion choice, JSON-ready, every candidate with it (None for a report written before the choice existed)."""
     c = report.choice
     if c is None:
         return None
@@ -58,13 +58,13 @@ def choice_summary(report: FusionReport) -> Optional[dict]:
                 "node_count": k.node_count, "session_disabled": list(k.session_disabled),
                 "validation_passed": bool(k.validation and k.validation.passed),
                 "max_abs_diff": k.validation.max_abs_diff if k.validation else None,
-                "median_ms": {f"{s.batch}x{s.seq}": s.stats.median_ms for s in k.latency},
+                "median_ms": _ms(k.latency),
                 "speedup_vs_full": {shape: {"value": r.value, "lo": r.lo, "hi": r.hi} for shape, r in k.ratios.items()},
             } for k in c.candidates]}
 
 
 def choice_lines(report: FusionReport) -> list[str]:
-    """The fusion choice as text: the reason, then one line per candidate (fused operators, nodes, speed-ups)."""
+    """The fusion choice as text: the reason, then one line per candidate."""
     c = report.choice
     if c is None:
         return []

@@ -1,22 +1,11 @@
 """Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
 
-- :func:`normalize_device` / :func:`require_device` / :func:`available_devices`: the device choice
-  every stage, panel and CLI command shares (``"cpu"``, ``"cuda"`` or ``"cuda:N"``). Asking for CUDA
-  where it is absent raises :class:`DeviceError` with one message that says which piece is missing
-  (the CUDA execution provider, i.e. the ``onnxruntime-gpu`` package, or a visible CUDA device) and
-  what to install. :func:`cuda_problem` is the pure core: facts in, message (or None) out.
-- :func:`session_providers`: the provider list and options for a device (with ``enable_cuda_graph``).
-- Placement analysis, testable on constructed inputs: :func:`placements_from_profile` reads ONNX
-  Runtime's session profile (each kernel event names its provider: that is the reliable record of
-  where every node ran; verbose logging prints the same to stderr, which Python cannot capture
-  cleanly), :func:`memcpy_counts` counts the MemcpyToHost/MemcpyFromHost nodes ONNX Runtime inserted
-  (they are in the optimized graph written with ``optimized_model_filepath``),
-  :func:`analyze_placement` turns both into a :class:`PlacementReport`, and
-  :func:`classify_capture_error` says why CUDA-graph capture was refused (from ONNX Runtime's
-  error text: ``inference_session.cc`` refuses graphs whose compute nodes are not all on the CUDA EP,
-  and graphs with control-flow nodes).
-
-Nothing here imports onnxruntime or torch at module level.
+:func:`require_device` is the device choice every front shares; asking for CUDA where it is absent is one
+:class:`DeviceError` naming the missing piece (:func:`cuda_problem`: facts in, message out). Placement is read
+from ONNX Runtime's profile (each kernel event names its provider: the reliable record; verbose logging goes to
+stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph;
+:func:`classify_capture_error` reads why CUDA-graph capture was refused (``inference_session.cc`` refuses
+compute nodes off the CUDA EP and control flow).
 """
 
 from __future__ import annotations
@@ -90,7 +79,6 @@ def _dist_version(name: str) -> Optional[str]:
 
 
 def cuda_facts() -> CudaFacts:
-    """Ask the installed onnxruntime and torch (both imported here; cheap once loaded)."""
     dists = {d: v for d in ORT_DISTS if (v := _dist_version(d))}
     providers: tuple[str, ...] = ()
     ort_error = ""
@@ -117,13 +105,8 @@ def cuda_facts() -> CudaFacts:
 
 
 def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
-    """Why ``device`` (a CUDA device) cannot be used with these facts, or None when it can.
-
-    Two pieces are needed: ONNX Runtime's CUDA execution provider (only the ``onnxruntime-gpu``
-    package and the CUDA training build ``onnxruntime-training`` have it; ``onnxruntime`` and
-    ``onnxruntime-training-cpu`` are CPU builds) and a CUDA device that the CUDA runtime can see
-    (checked through torch, which both environments have).
-    """
+    """Why ``device`` cannot be used with these facts (None: it can): it needs ONNX Runtime's CUDA provider
+    (``onnxruntime-gpu`` or ``onnxruntime-training``) and a CUDA device visible to torch."""
     if facts.ort_import_error:
         return f"CUDA was asked for ({device}) but onnxruntime does not import ({facts.ort_import_error}); {GPU_INFER_HINT}"
     installed = ", ".join(f"{d} {v}" for d, v in facts.ort_dists.items()) or "no onnxruntime package"
@@ -152,17 +135,7 @@ def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
     return None
 
 
-def available_devices(facts: Optional[CudaFacts] = None) -> list[str]:
-    """The devices that exist here: ``"cpu"`` always, ``"cuda"`` (and ``"cuda:N"`` for further
-    devices) when ONNX Runtime's CUDA provider and a CUDA device are both present."""
-    facts = facts if facts is not None else cuda_facts()
-    if cuda_problem(facts) is not None:
-        return ["cpu"]
-    return ["cpu", "cuda"] + [f"cuda:{i}" for i in range(1, facts.device_count)]
-
-
 def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:
-    """The normalized device, or :class:`DeviceError` saying what is missing for it."""
     d = normalize_device(device)
     if d == "cpu":
         return d
@@ -173,14 +146,8 @@ def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:
 
 
 def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str], list[dict]]:
-    """(providers, provider_options) for ``onnxruntime.InferenceSession`` on ``device``.
-
-    CUDA sessions list the CPU provider second: nodes the CUDA EP has no kernel for (and the shape
-    nodes it prefers to leave on the host) run there, with Memcpy nodes in between.
-    ``cuda_graph=True`` adds ``enable_cuda_graph``: the session captures the whole run as one CUDA
-    graph on the first ``run_with_iobinding`` and replays it after; it needs I/O binding with
-    fixed input and output buffers and fixed shapes.
-    """
+    """(providers, provider_options) on ``device``: CUDA first, the CPU second for nodes CUDA has no kernel
+    for; ``cuda_graph`` adds ``enable_cuda_graph`` (needs I/O binding with fixed buffers and shapes)."""
     d = normalize_device(device)
     if d == "cpu":
         if cuda_graph:
@@ -193,7 +160,6 @@ def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str],
 
 
 def ort_device(device: Any) -> tuple[str, int]:
-    """(device type, id) as ``OrtValue.ortvalue_from_numpy`` and ``IOBinding.bind_output`` take them."""
     d = normalize_device(device)
     return ("cpu", 0) if d == "cpu" else ("cuda", device_index(d))
 
@@ -254,11 +220,7 @@ class PlacementReport:
 
 
 def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
-    """Node placements from ONNX Runtime's profile (the list ``end_profiling()`` writes as JSON).
-
-    Each executed kernel is an event with ``cat == "Node"``, a name ending in ``_kernel_time`` and
-    ``args.op_name`` / ``args.provider``; a node appears once per run, so repeats are folded.
-    """
+    """Node placements from ONNX Runtime's profile events (``cat == "Node"``, ``<node>_kernel_time``), once each."""
     seen: dict[str, NodePlacement] = {}
     for ev in events:
         if ev.get("cat") != "Node":
@@ -274,7 +236,6 @@ def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePla
 
 
 def memcpy_counts(model_or_path: Any) -> dict[str, int]:
-    """MemcpyToHost / MemcpyFromHost nodes in an ONNX model (a ModelProto or a file)."""
     if isinstance(model_or_path, (str, os.PathLike)):
         import onnx
 
@@ -284,7 +245,6 @@ def memcpy_counts(model_or_path: Any) -> dict[str, int]:
 
 
 def classify_capture_error(text: str) -> CaptureRefusal:
-    """What ONNX Runtime's CUDA-graph error means and what to do about it."""
     t = text.lower()
     if "control flow" in t:
         return CaptureRefusal("control_flow", "the graph has control-flow nodes (If/Loop/Scan), which CUDA graphs cannot hold",
@@ -310,8 +270,7 @@ def classify_capture_error(text: str) -> CaptureRefusal:
 def analyze_placement(placements: Sequence[NodePlacement], device: Any, session_providers: Sequence[str] = (),
                       memcpy: Optional[Mapping[str, int]] = None, capture_error: Optional[str] = None,
                       captured: Optional[bool] = None) -> PlacementReport:
-    """The report for one session from its placements (:func:`placements_from_profile`), the
-    Memcpy counts of its optimized graph and, when CUDA-graph capture was tried, its outcome."""
+    """The report for one session from its placements, Memcpy counts and CUDA-graph capture outcome."""
     d = normalize_device(device)
     by_provider = dict(Counter(p.provider for p in placements).most_common())
     cpu_nodes = [p for p in placements if p.provider == CPU_PROVIDER] if d != "cpu" else []

@@ -1,21 +1,13 @@
-"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool
-of Ray actors (engine ``ray``).
+"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool of Ray
+actors (engine ``ray``).
 
-The batches are the ones the local path scores (:func:`workbench.runtime.ortinfer.predict_dataset`
-sorts rows by token length and pads each batch to its longest row; the embedding encoder does the
-same). With ``ray`` the driver cuts the same batches (from the rows' token lengths) and sends only each
-batch's texts and position to ``ray.data.from_items(...).map_batches(TextGraphActor, ...)``: a pool of
-``ray_actors`` actors that each open the graph once in one ONNX Runtime session with the ``ray_threads``
-CPUs each is given, tokenize and pad each batch with the local path's own function, and run it, so both
-engines feed the graph exactly the same arrays. The outputs stream back (:func:`gather_in_order`, rows
-counted for the progress lines of :mod:`workbench.runtime.progress`) and are put back by position.
-:meth:`RayPool.run` still takes padded feeds built by the caller.
-
-:func:`scoring_engine` is the run's context: for ``ray`` it connects to ``ray_address`` (or
-``$RAY_ADDRESS``) or else starts a local Ray instance bound to 127.0.0.1 with no dashboard, and
-shuts down what it started when the run ends, also on an exception or Ctrl-C. Inside it,
-:func:`active_pool` is the pool the scoring call sites hand to the scoring functions (None: local).
-Ray is imported only here, inside functions, and only for the ``ray`` engine.
+With ``ray`` the driver cuts the batches the local path scores and sends only each batch's texts and
+position to a pool of :class:`GraphActor`; each tokenizes and pads with the local path's own function, so
+both engines feed the graph the same arrays. The outputs stream back, counted for the progress lines, and
+are put back by position. :func:`scoring_engine` is the run's context: it connects to ``ray_address`` (or
+``$RAY_ADDRESS``) or starts a local Ray instance on 127.0.0.1 with no dashboard, and shuts down what it
+started however the run ends; inside it :func:`active_pool` is the pool (None: local). Ray is imported only
+here, inside functions.
 """
 
 from __future__ import annotations
@@ -44,10 +36,7 @@ class EngineError(ValueError):
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """``engine``: ``local`` (this process, today's scoring) or ``ray``. ``ray_address``: the cluster
-    to connect to (default: ``$RAY_ADDRESS``, else a local Ray instance for the run). ``ray_actors``: the
-    pool's size (default: the CPUs Ray has, divided by ``ray_threads``); ``ray_threads``: ONNX Runtime
-    intra-op threads (and Ray CPUs) of each actor."""
+    """Where scoring runs (each field's help says how)."""
 
     engine: str = field(default="local", metadata={"help": "local (this process) or ray (a pool of Ray actors)"})
     ray_address: Optional[str] = field(default=None, metadata={"help": (
@@ -61,13 +50,10 @@ class EngineConfig:
         if self.ray_address is not None and self.engine != "ray":
             raise EngineError(f"ray_address {self.ray_address!r} is for engine ray; the engine is {self.engine!r}")
         for name, value in (("ray_actors", self.ray_actors), ("ray_threads", self.ray_threads)):
-            if value is None and name == "ray_actors":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if (value is not None or name == "ray_threads") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise EngineError(f"{name} must be a whole number of at least 1, got {value!r}")
 
     def address(self) -> Optional[str]:
-        """The cluster to connect to: ``ray_address``, else ``$RAY_ADDRESS``, else None (a local instance)."""
         if self.engine != "ray":
             return None
         return self.ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
@@ -103,22 +89,26 @@ def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
 
 
 class GraphActor:
-    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads) and
-    runs each scoring batch it is given, returning the graph's first output beside the batch's position."""
+    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads), then tokenizes
+    and pads each scoring batch's texts with ``featurize(tokenizer, texts, max_length)`` (the function the local
+    path pads with, so the driver never builds the feeds) and returns the graph's first output beside the
+    batch's position."""
 
-    def __init__(self, graph: str, threads: int) -> None:
+    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
+                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
         from .session import make_session
 
         self.session = make_session(graph, threads=threads)
         self.output = self.session.get_outputs()[0].name
-        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
         from .ortinfer import make_feed
 
-        names = [k for k in batch if k != "k"]
-        outs = [self.session.run([self.output], make_feed(self.session, {n: np.asarray(batch[n][j]) for n in names}))[0]
-                for j in range(len(batch["k"]))]
+        outs = []
+        for j in range(len(batch["k"])):
+            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
+            outs.append(self.session.run([self.output], feed)[0])
         return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
 
 
@@ -148,46 +138,23 @@ class RayPool:
     def text(self) -> str:
         return f"on Ray, {self.actors} actor(s) of {self.threads} thread(s)"
 
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-        """The graph's first output for each feed, in the order given: one Ray Data item per feed, mapped
-        by a pool of :class:`GraphActor`, the results put back in order by the position each carries."""
-        import ray
-
-        if not feeds:
-            return []
-
-        items = [{"k": k, **{n: np.asarray(v) for n, v in feed.items()}} for k, feed in enumerate(feeds)]
-        ds = ray.data.from_items(items).map_batches(
-            GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads},
-            compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.threads,
-            batch_size=1, batch_format="numpy", max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
-        return gather_in_order(ds, len(feeds), RowCounter(graph_label(graph, label), sum(len(next(iter(f.values()))) for f in feeds),
-                                                           min(self.actors, len(items))), graph)
-
     def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
                   featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-        """The graph's first output for each batch of texts, in the order given: see :func:`run_text_batches`."""
-        return run_text_batches(self, graph, texts, tokenizer, max_length, featurize, label)
+        """The graph's first output for each batch of texts, in the order given: one Ray Data item per batch (its
+        position and its texts), mapped by :class:`GraphActor`, the outputs streamed back and put in order. Only
+        the texts go out and only the graph's outputs come back."""
+        import ray
 
-
-class TextGraphActor(GraphActor):
-    """A :class:`GraphActor` that is given texts: each scoring batch's texts are tokenized and padded here,
-    on the worker, by ``featurize(tokenizer, texts, max_length)`` (the same function the local path pads
-    its batches with), so the driver never builds the padded feeds."""
-
-    def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
-                 featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
-        super().__init__(graph, threads)
-        self.tokenizer, self.max_length, self.featurize = tokenizer, int(max_length), featurize
-
-    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        from .ortinfer import make_feed
-
-        outs = []
-        for j in range(len(batch["k"])):
-            feed = make_feed(self.session, self.featurize(self.tokenizer, [str(t) for t in batch["text"][j]], self.max_length))
-            outs.append(self.session.run([self.output], feed)[0])
-        return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
+        if not texts:
+            return []
+        items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
+        actors = min(self.actors, len(items))
+        ds = ray.data.from_items(items).map_batches(
+            GraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": self.threads, "tokenizer": tokenizer,
+                                               "max_length": int(max_length), "featurize": featurize},
+            compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=self.threads, batch_size=1, batch_format="numpy",
+            max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
+        return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors), graph)
 
 
 def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph: str | os.PathLike = "") -> list[np.ndarray]:
@@ -215,38 +182,11 @@ def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph
     return out  # type: ignore[return-value]
 
 
-def run_text_batches(pool: RayPool, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
-                     featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-    """Score batches of texts on ``pool``: one Ray Data item per batch (its position and its texts), mapped by
-    :class:`TextGraphActor` (tokenized, padded and run on the workers), the outputs streamed back and put
-    in order. Only the texts go out and only the graph's outputs come back."""
-    import ray
-
-    if not texts:
-        return []
-    items = [{"k": k, "text": [str(t) for t in batch]} for k, batch in enumerate(texts)]
-    actors = min(pool.actors, len(items))
-    ds = ray.data.from_items(items).map_batches(
-        TextGraphActor, fn_constructor_kwargs={"graph": str(graph), "threads": pool.threads, "tokenizer": tokenizer,
-                                               "max_length": int(max_length), "featurize": featurize},
-        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=pool.threads, batch_size=1, batch_format="numpy",
-        max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES)
-    return gather_in_order(ds, len(items), RowCounter(graph_label(graph, label), sum(len(b) for b in texts), actors), graph)
-
-
 _ACTIVE: contextvars.ContextVar[Optional[RayPool]] = contextvars.ContextVar("workbench_scoring_pool", default=None)
 
 
 def active_pool() -> Optional[RayPool]:
-    """The Ray pool of the :func:`scoring_engine` this code runs in (None: score locally)."""
     return _ACTIVE.get()
-
-
-def _quiet_ray_data() -> None:
-    """Ray Data's progress lines off the run's log (its warnings and errors stay)."""
-    import logging
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
@@ -269,11 +209,8 @@ def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
 
 @contextlib.contextmanager
 def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None] = lambda line: None) -> Iterator[Optional[RayPool]]:
-    """The run's scoring engine: None for ``local``; for ``ray``, the :class:`RayPool` (active for
-    :func:`active_pool` inside the block) on the cluster at ``cfg.address()`` or on a local Ray instance
-    started here (``num_cpus`` of the pool, bound to 127.0.0.1, no dashboard). What this started or
-    connected is shut down when the block ends, however it ends; a Ray already initialized in this
-    process (a notebook's) is used as it is and left running."""
+    """The run's scoring engine (module doc): None for ``local``, else the :class:`RayPool`; a Ray already
+    initialized in this process (a notebook's) is used as it is and left running."""
     cfg = cfg if cfg is not None else EngineConfig()
     if cfg.engine == "local":
         yield None
@@ -288,7 +225,7 @@ def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None
     try:
         if ours:
             _start_or_connect(ray, cfg, logging.WARNING)
-        _quiet_ray_data()
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # its progress lines off the run's log
         cpus = int(ray.cluster_resources().get("CPU", 1))
         pool = RayPool(actors=cfg.ray_actors or max(1, cpus // cfg.ray_threads), threads=cfg.ray_threads)
         address = cfg.address()

@@ -1,15 +1,7 @@
-"""Netron, the graph viewer, served from this process on 127.0.0.1 for any ONNX file.
-
-    with NetronServer() as server:
-        url = server.start(report.fused_path)      # http://127.0.0.1:<free port>
-        html = iframe_html(url)                     # the widget displays this
-
-The server runs in a background thread of the kernel (the ``netron`` package's own HTTP
-server), bound to 127.0.0.1 only, on a free port. The iframe therefore works when the browser
-runs on the same machine as the kernel (JupyterLab on a laptop, or a tunnelled port); elsewhere,
-open the file in https://netron.app instead. When Netron cannot start, :class:`NetronError`
-says why; :func:`unavailable_html` renders that message in place of the viewer so the rest of
-the panel keeps working.
+"""Netron, the graph viewer, served from a background thread of this process on 127.0.0.1 only, on a free
+port: the iframe works when the browser runs on the kernel's machine (or through a tunnelled port); elsewhere
+open the file in https://netron.app. When Netron cannot start, :class:`NetronError` says why and
+:func:`unavailable_html` shows it in place of the viewer, so the rest of the panel keeps working.
 """
 
 from __future__ import annotations
@@ -38,11 +30,7 @@ def _free_port(host: str = HOST) -> int:
 
 
 class NetronServer:
-    """One Netron server for one graph at a time. ``start(path)`` again switches graphs.
-
-    ``port=0`` picks a free port. ``start_timeout`` is how long to wait for the server to answer
-    before giving up with a :class:`NetronError`.
-    """
+    """One Netron server for one graph at a time (``start(path)`` again switches graphs; ``port=0``: a free one)."""
 
     def __init__(self, host: str = HOST, port: int = 0, start_timeout: float = 10.0):
         if host not in ("127.0.0.1", "localhost"):
@@ -68,7 +56,6 @@ class NetronServer:
         return bool(netron.status(self.address))
 
     def start(self, path: str | os.PathLike) -> str:
-        """Serve ``path`` and return its URL; raises :class:`NetronError` when that fails."""
         try:
             import netron
         except ImportError as exc:
@@ -113,7 +100,6 @@ class NetronServer:
                           "open the .onnx file in https://netron.app instead")
 
     def stop(self) -> None:
-        """Stop serving (idempotent). The port is released once the server thread exits."""
         if self.address is None:
             return
         try:
@@ -140,7 +126,6 @@ class NetronServer:
 
 
 def iframe_html(url: str, height: int = 640, title: str = "Netron graph viewer") -> str:
-    """An HTML iframe snippet for a Netron URL (the widget displays it; nothing is imported here)."""
     if not str(url).startswith(("http://127.0.0.1:", "http://localhost:")):
         raise NetronError(f"expected a Netron URL on 127.0.0.1, got {url!r}")
     if height < 100:
@@ -151,6 +136,5 @@ def iframe_html(url: str, height: int = 640, title: str = "Netron graph viewer")
 
 
 def unavailable_html(message: str) -> str:
-    """What to show instead of the viewer when Netron cannot start."""
     return ('<div style="padding: 8px 12px; border-left: 4px solid #d9822b; background: #fff8f0;">'
             f'<b>Graph viewer unavailable.</b> {html.escape(str(message))}</div>')

@@ -1,20 +1,9 @@
-"""Inference with ONNX Runtime, and timing that is the same for every stage.
-
-Every stage that runs a graph (export validation, fusion variants, quantized models, slice
-evaluation) goes through these functions, so "ONNX Runtime was faster" always means the same
-session settings, the same inputs and the same timing discipline (:func:`workbench.core.latency.measure`):
-
-- :func:`make_session` (:mod:`workbench.runtime.session`, importable from here too) opens a graph
-  on the CPU execution provider with a chosen graph-optimization
-  level (``"disabled"``, ``"basic"``, ``"extended"``, ``"all"``), optionally saving the graph as
-  ONNX Runtime optimized it (that saved file is what fusion inspects).
-- :func:`predict_logits` / :func:`predict_dataset` feed exactly the inputs the graph declares, as
-  int64, and return logits as NumPy.
-- :func:`latency_by_shape` times one graph on synthetic batches of the given ``(batch, sequence)``
-  shapes (a CUDA graph's replays, I/O binding); variants compared are timed side by side
-  (:func:`workbench.perf.speed.time_side_by_side`).
-
-Heavy imports (onnxruntime, torch) happen inside the functions.
+"""Inference with ONNX Runtime, the same for every stage that runs a graph (export validation, fusion
+variants, quantized models, slice evaluation): the same session settings (:func:`make_session`), the same
+int64 feeds of exactly the inputs a graph declares, the same timing discipline
+(:func:`workbench.core.latency.measure`). Variants compared are timed side by side
+(:func:`workbench.perf.speed.time_side_by_side`); :func:`latency_by_shape` times one graph alone (a CUDA
+graph's replays). Heavy imports (onnxruntime, torch) happen inside the functions.
 """
 
 from __future__ import annotations
@@ -33,9 +22,6 @@ from .session import DEFAULT_PROVIDERS, GRAPH_OPTIMIZATION_LEVELS, InferenceErro
 if TYPE_CHECKING:
     from .device import PlacementReport
 
-# Inputs a BERT-like graph may declare; anything else must be given explicitly.
-KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
-
 SessionOrPath = Union[str, os.PathLike, Any]  # Any: an onnxruntime.InferenceSession
 
 
@@ -43,9 +29,6 @@ class BatchPool(Protocol):
     """Runs a graph's scoring batches somewhere else (:class:`workbench.runtime.engine.RayPool`)."""
 
     text: str
-
-    def run(self, graph: str | os.PathLike, feeds: Sequence[Mapping[str, np.ndarray]], label: Optional[str] = None
-            ) -> list[np.ndarray]: ...
 
     def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
                   featurize: Any, label: Optional[str] = None) -> list[np.ndarray]: ...
@@ -83,10 +66,6 @@ def as_session(session_or_path: SessionOrPath, **kw):
     return session_or_path
 
 
-def input_names(session) -> list[str]:
-    return [i.name for i in session.get_inputs()]
-
-
 def _to_int64(value) -> np.ndarray:
     if hasattr(value, "detach"):  # torch tensor
         value = value.detach().cpu().numpy()
@@ -94,13 +73,10 @@ def _to_int64(value) -> np.ndarray:
 
 
 def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The feed dict for ``session``: only the inputs the graph declares, as int64.
-
-    A graph that declares ``token_type_ids`` fed by a tokenizer that produces none gets zeros
-    (what BERT uses when the argument is omitted); any other missing input is an error.
-    """
+    """The feed dict for ``session``: only the inputs the graph declares, as int64; ``token_type_ids`` a
+    tokenizer does not produce are zeros (what BERT uses when the argument is omitted)."""
     feed = {}
-    for name in input_names(session):
+    for name in (i.name for i in session.get_inputs()):
         if name in encoded:
             feed[name] = _to_int64(encoded[name])
         elif name == "token_type_ids" and "input_ids" in encoded:
@@ -114,10 +90,7 @@ def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -> np.ndarray:
-    """Logits (first graph output) for one encoded batch (torch tensors or NumPy arrays).
-
-    A path opens a new session on every call; pass a session (``make_session``) when predicting
-    more than once."""
+    """Logits (first graph output) for one encoded batch (torch tensors or NumPy arrays)."""
     session = as_session(session_or_path)
     out = session.run([session.get_outputs()[0].name], make_feed(session, encoded))[0]
     return np.asarray(out)
@@ -125,11 +98,9 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
 
 def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                     lengths: Optional[np.ndarray] = None) -> list[np.ndarray]:
-    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts
-    rows by token length (each batch padded only to its own longest row), ``"file"`` keeps
-    consecutive rows. Deterministic for a given tokenizer and texts, so two graphs scored on the
-    same data (FP32 and INT8) always see the same batches. ``lengths``: the rows' token lengths when
-    known (:func:`row_lengths`), else they are counted here."""
+    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts rows by token
+    length (each batch padded only to its own longest row), ``"file"`` keeps consecutive rows. Deterministic, so
+    FP32 and INT8 scored on the same data see the same batches. ``lengths``: the rows' token lengths when known."""
     from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
@@ -144,9 +115,8 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
 
 
 def row_lengths(tokenizer, texts, max_length: int, pool: Optional[BatchPool] = None) -> np.ndarray:
-    """Each text's token length: from the rows tokenized once and kept for padding here
-    (:func:`workbench.data.batches.encoded_rows`), or, when a Ray ``pool`` pads the batches on its
-    workers, counted alone (one number per row kept, no tokens)."""
+    """Each text's token length: from the rows tokenized once and kept for padding here, or counted alone when a
+    Ray ``pool`` pads the batches on its workers (no tokens kept)."""
     if pool is not None:
         from ..data.token_lengths import token_lengths
 
@@ -167,22 +137,16 @@ def predict_dataset(
     label: Optional[str] = None,
     batches: Optional[Sequence[np.ndarray]] = None,
 ) -> np.ndarray:
-    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order.
+    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order, scored in
+    :func:`scoring_batches` (``batches``: those, when the caller has them already). Dynamic INT8 computes its
+    activation scales per batch, so its predictions depend on their batch-mates
+    (:data:`workbench.data.token_lengths.SORTED_NOTE`).
 
-    Rows are scored in batches sorted by token length (``order="length"``, the default; each batch
-    padded only to its own longest row) or in file order (``order="file"``); either way the logits
-    come back in the dataset's row order. For FP32 and static INT8 graphs the order changes the
-    logits only by float rounding; dynamic INT8 computes its activation scales per batch, so its
-    predictions depend on their batch-mates (see :data:`workbench.data.token_lengths.SORTED_NOTE`).
-
-    The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next
-    graph scored on the same texts) and each batch is padded from that. ``pool``
-    (:func:`workbench.runtime.engine.active_pool`): the same batches run on a Ray pool instead: only
-    their texts go to the workers, which tokenize and pad each batch as it is padded here
-    (:func:`workbench.data.batches.padded_batch`); the graph is then given as its path (each actor opens
-    it). Rows scored are reported to the active :func:`workbench.runtime.progress.scoring_progress`
-    hook as each batch comes back (``label``: the graph's name there). ``batches``: what
-    :func:`scoring_batches` gives for these arguments, when the caller has it already."""
+    The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next graph
+    scored on the same texts). ``pool`` (:func:`workbench.runtime.engine.active_pool`): the same batches run on
+    a Ray pool, whose workers tokenize and pad them as here; the graph is then given as its path. Rows scored
+    are reported to the active :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's
+    name there)."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -200,18 +164,18 @@ def predict_dataset(
     else:
         session, rows = as_session(session_or_path), encoded_rows(tokenizer, texts, max_length)
         counter = RowCounter(graph_label(session_or_path, label), len(dataset))
-        parts = (_counted(predict_logits(session, rows.batch(idx)), counter) for idx in batches)
+        parts = (counter.counted(predict_logits(session, rows.batch(idx))) for idx in batches)
+    return in_row_order(len(dataset), zip(batches, parts))
+
+
+def in_row_order(n: int, parts) -> np.ndarray:
+    """The rows of ``(row indices, outputs)`` batches put back in row order."""
     out: Optional[np.ndarray] = None
-    for idx, part in zip(batches, parts):
+    for idx, part in parts:
         if out is None:
-            out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
+            out = np.empty((n,) + part.shape[1:], dtype=part.dtype)
         out[idx] = part
     return out
-
-
-def _counted(part: np.ndarray, counter) -> np.ndarray:
-    counter.add(len(part))
-    return part
 
 
 def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size: int = 32, order: str = "length") -> np.ndarray:
@@ -222,24 +186,16 @@ def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size
 
     model.eval()
     batches = scoring_batches(tokenizer, dataset, max_length, batch_size, order)
-    out: Optional[np.ndarray] = None
     with torch.inference_mode():
-        for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length, batches=batches):
-            part = model(**model_inputs(model, enc)).logits.float().cpu().numpy()
-            if out is None:
-                out = np.empty((len(dataset),) + part.shape[1:], dtype=part.dtype)
-            out[idx] = part
-    return out
+        return in_row_order(len(dataset), ((idx, model(**model_inputs(model, enc)).logits.float().cpu().numpy())
+                                           for enc, _, idx in iter_encoded(dataset, tokenizer, batch_size, max_length,
+                                                                           batches=batches)))
 
 
 # ---- timing ------------------------------------------------------------------------------------
 def synthetic_batch(batch: int, seq: int, vocab_size: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-    """A deterministic batch of shape ``(batch, seq)`` for timing: random token ids below
-    ``vocab_size`` framed by [CLS]=101 ... [SEP]=102, a full attention mask, zero token types.
-
-    Latency depends on the shape, not on which tokens are fed; the same arrays go to PyTorch and
-    to every graph so the comparison is like for like.
-    """
+    """A deterministic batch of shape ``(batch, seq)`` for timing (latency depends on the shape, not on the
+    tokens): random token ids below ``vocab_size`` framed by [CLS]=101 ... [SEP]=102, a full attention mask."""
     if batch < 1 or seq < 2:
         raise InferenceError(f"a timing shape needs batch >= 1 and seq >= 2, got ({batch}, {seq})")
     if vocab_size < 200:
@@ -263,14 +219,10 @@ def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]
 
 
 class BoundRunner:
-    """One graph run through I/O binding: inputs copied to ``device`` once, outputs kept there.
-
-    On a CUDA device this is what a GPU deployment does (no host-device copies inside the timed
-    call); on the CPU it is the same code path with CPU buffers. With ``cuda_graph=True`` (a
-    session opened with ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated on the
-    device at fixed addresses, as CUDA-graph replay requires: the first :meth:`run` captures the
-    graph, later ones replay it. One runner serves one input shape.
-    """
+    """One graph run through I/O binding for one input shape: inputs copied to ``device`` once, outputs kept
+    there (no host-device copies inside the timed call). With ``cuda_graph=True`` (a session opened with
+    ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated at fixed addresses, as CUDA-graph
+    replay requires: the first :meth:`run` captures the graph, later ones replay it."""
 
     def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False,
                  output_shapes: Optional[Mapping[str, Sequence[int]]] = None):
@@ -301,14 +253,9 @@ class BoundRunner:
         except Exception as exc:  # onnxruntime's own error types; the text says what failed
             raise InferenceError(f"ONNX Runtime failed to run with I/O binding on {self.device}: {exc}") from exc
 
-    def first_output(self) -> np.ndarray:
-        """The first output, copied to the host."""
-        return np.asarray(self.binding.copy_outputs_to_cpu()[0])
-
 
 def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
-    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence
-    (what a classifier's logits ``[batch, labels]`` and hidden states ``[batch, seq, hidden]`` use)."""
+    """A graph output's concrete shape for a feed: symbolic leading dims are batch, then sequence."""
     first = next(iter(feed.values()))
     dims = []
     for i, d in enumerate(out.shape):
@@ -335,16 +282,10 @@ def latency_by_shape(
     io_binding: Optional[bool] = None,
     cuda_graph: bool = False,
 ) -> list[ShapeLatency]:
-    """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`).
-
-    A path is opened with ``make_session(threads=..., graph_optimization=..., device=...)``; a
-    session is used as it is (its own settings apply).
-
-    ``io_binding`` (default: on for CUDA, off for the CPU) times ``run_with_iobinding`` with inputs
-    and outputs on the device, so a GPU figure is the graph's time, not the host copies'.
-    ``cuda_graph=True`` (CUDA, a path) opens one session per shape with ``enable_cuda_graph``,
-    captures on the first warm-up run and times the replays; the shapes are fixed per session.
-    """
+    """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`); a session is used
+    with its own settings. ``io_binding`` (default: on for CUDA) times ``run_with_iobinding``, so a GPU figure is
+    the graph's time, not the host copies'. ``cuda_graph=True`` (CUDA, a path) opens one session per shape with
+    ``enable_cuda_graph``, captures on the first warm-up run and times the replays."""
     from .device import normalize_device
 
     device = normalize_device(device)
@@ -377,7 +318,7 @@ def latency_by_shape(
 
 @contextlib.contextmanager
 def torch_threads(threads: Optional[int]) -> Iterator[None]:
-    """Temporarily set PyTorch's intra-op thread count (None: leave it)."""
+    """PyTorch's intra-op thread count set for the block (None: left as it is)."""
     import torch
 
     if threads is None:
@@ -393,12 +334,8 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
 
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
                     graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
-    """Open ``onnx_path`` on ``device`` with profiling on and the optimized graph saved, run
-    ``feed`` once, and report where every node ran and how many Memcpy nodes were inserted.
-
-    ``try_graph_capture`` (CUDA only) also opens a session with ``enable_cuda_graph`` and records
-    whether ONNX Runtime accepted it, with the classified reason when it did not.
-    """
+    """Run ``feed`` once through ``onnx_path`` on ``device`` (profiled, the optimized graph saved): where every
+    node ran, the Memcpy nodes inserted and (``try_graph_capture``, CUDA) whether a CUDA graph was accepted."""
     import json
     import tempfile
 
@@ -439,11 +376,9 @@ class OpTime(NamedTuple):
 def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
                 runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
                 graph_optimization: str = "all") -> list[OpTime]:
-    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's own profiler
-    (``SessionOptions.enable_profiling``) over ``runs`` runs after ``warmup``, node kernel times
-    summed by op type (the ops as the session runs them, after its fusions), largest first. Each
-    entry is ``(op_type, ms, share)``. Shares sum to 1 over the nodes'
-    time (the gaps between nodes are not in it)."""
+    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's profiler over ``runs`` runs after
+    ``warmup``, node kernel times summed by op type (after the session's fusions), largest first; shares sum
+    to 1 over the nodes' time (the gaps between nodes are not in it)."""
     import json as _json
     import tempfile
 

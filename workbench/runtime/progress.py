@@ -1,11 +1,6 @@
-"""How far a graph's scoring is: rows scored, rows per second and, on Ray, the actors scoring.
-
-Both engines count rows as each scoring batch comes back (here: after each ``session.run``; on Ray:
-as the dataset's output is iterated, batch by batch) and report a :class:`ScoringProgress` to the hook
-of the :func:`scoring_progress` block they run in: the command line draws it as a bar
-(:class:`workbench.cli.progress.ScoringBar`), a session passes it to its panel's progress bar. With no
-hook nothing is reported. Reports are at most ``every_s`` apart, the first (0 rows) and the last
-(every row) always.
+"""How far a graph's scoring is: both engines count rows as each batch comes back and report a
+:class:`ScoringProgress` to the hook of the :func:`scoring_progress` block they run in (the command line's
+bar, a panel's progress bar), at most ``every_s`` apart, the first (0 rows) and the last always.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ class ScoringProgress:
         return (self.total - self.rows) / rate if rate else None
 
     def text(self) -> str:
-        """``scoring fp32: 512/1200 rows, 850 rows/s, 2 Ray actors``."""
         rate = self.rows_per_second
         parts = [f"scoring {self.graph}: {self.rows}/{self.total} rows"]
         if rate is not None:
@@ -94,6 +88,11 @@ class RowCounter:
     def add(self, rows: int) -> None:
         self.rows += int(rows)
         self._report(force=self.rows >= self.total)
+
+    def counted(self, part):
+        """``part`` (one batch's output), its rows counted."""
+        self.add(len(part))
+        return part
 
     def _report(self, force: bool) -> None:
         if self.hook is None:

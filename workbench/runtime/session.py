@@ -1,11 +1,5 @@
-"""Opening a graph in ONNX Runtime: :func:`make_session` (the graph-optimization level, threads,
-spinning, memory planning and the execution mode, the device and its execution providers, the optimized graph
-written out, the profiler, the session optimizers the graph asks to leave out) and :class:`InferenceError`, what a
-graph that cannot be opened or fed raises.
-
-:mod:`workbench.runtime.ortinfer` feeds and times the sessions opened here, and re-exports both
-names. Heavy imports (onnxruntime) happen inside the functions.
-"""
+"""Opening a graph in ONNX Runtime (:func:`make_session`), and :class:`InferenceError`, what a graph that
+cannot be opened or fed raises; :mod:`workbench.runtime.ortinfer` feeds and times the sessions."""
 
 from __future__ import annotations
 
@@ -58,35 +52,20 @@ def make_session(
     cpu_arena: bool = True,
     execution_mode: str = "sequential",
 ):
-    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``.
+    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``. ``optimized_model_path``: where ONNX Runtime
+    writes the graph after its optimizations (how the session levels become files to diff).
 
-    ``threads`` sets the intra-op thread count (None: ONNX Runtime's default, one per physical
-    core). ``graph_optimization`` is the session's graph-optimization level. With
-    ``optimized_model_path`` ONNX Runtime writes the graph *after* its optimizations there, which
-    is how the session levels become files that can be inspected and diffed.
+    Spinning: by default worker threads busy-wait *during* a run (which matters most for small graphs;
+    figures: docs/benchmarks/index.md) and stop the moment it returns (``session.force_spinning_stop``), so an
+    idle session takes no core from what runs next. ``keep_spinning=True`` is ONNX Runtime's own default;
+    ``allow_spinning=False`` never spins.
 
-    Spinning: by default a session's worker threads busy-wait *during* a run (handing each node to
-    the next without sleeping, which matters most for small graphs; figures: docs/benchmarks/index.md)
-    and stop the moment the run returns (``session.force_spinning_stop``), so an idle session takes no core from whatever runs next in
-    the process (another session timed beside it, PyTorch) or from other processes.
-    ``keep_spinning=True`` is ONNX Runtime's own default (idle workers go on spinning for a while
-    after a run); ``allow_spinning=False`` never spins (workers sleep between nodes too).
-
-    ``device``: ``"cpu"`` (the default; ``providers`` apply) or ``"cuda"``/``"cuda:N"`` (the CUDA
-    execution provider first, the CPU provider for what CUDA has no kernel for; see
-    :mod:`workbench.runtime.device`). Asking for CUDA where it is absent raises
-    :class:`~workbench.runtime.device.DeviceError` saying what to install; a CUDA session that ONNX Runtime
-    quietly opened on the CPU alone (CUDA libraries not found) is an error too, never a silent
-    fallback. ``cuda_graph`` adds ``enable_cuda_graph`` (run it through :class:`BoundRunner`).
-    ``profile_prefix`` turns on ONNX Runtime's profiler (``session.end_profiling()`` writes the
-    JSON that :func:`workbench.runtime.device.placements_from_profile` reads).
-    ``disabled_optimizers``: ONNX Runtime graph optimizers (by name, e.g. ``SkipLayerNormFusion``) the session
-    leaves out; None: those the graph itself asks for (:mod:`workbench.runtime.graphmeta`, a fusion left out
-    on purpose that the session must not put back), ``()``: none.
-
-    ``memory_pattern``, ``cpu_arena``: plan a shape's intermediate buffers once, take them from ONNX Runtime's
-    arena (both its defaults); ``execution_mode``: ``"sequential"`` (its default) or ``"parallel"`` (independent
-    branches at once, on as many inter-op threads as intra-op ones and at least two: with one it runs sequentially).
+    ``device`` ``"cuda"``/``"cuda:N"``: the CUDA provider first, the CPU provider for what CUDA has no kernel
+    for; CUDA absent raises :class:`~workbench.runtime.device.DeviceError`, and a CUDA session that ONNX Runtime
+    quietly opened on the CPU alone is an error too, never a silent fallback. ``profile_prefix`` turns on the
+    profiler. ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`: a
+    fusion left out on purpose that the session must not put back). ``execution_mode="parallel"`` runs on at
+    least two inter-op threads (with one, ONNX Runtime quietly runs sequentially).
     """
     from .device import is_cuda, require_device, session_providers
     import onnxruntime as ort
@@ -139,8 +118,6 @@ def _check_opened_on(session, device: str, path: Path) -> None:
 
 def _session_options(ort, graph_optimization: str, threads: Optional[int], allow_spinning: bool, keep_spinning: bool,
                      optimized_model_path: str | os.PathLike | None, profile_prefix: Optional[str]):
-    """The ``SessionOptions`` :func:`make_session` describes: optimization level, threads,
-    spinning, where to write the optimized graph, the profiler; errors-only logging."""
     opts = ort.SessionOptions()
     opts.graph_optimization_level = _ort_level(graph_optimization)
     opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
@@ -158,7 +135,6 @@ def _session_options(ort, graph_optimization: str, threads: Optional[int], allow
 
 
 def _memory_and_mode(ort, opts, memory_pattern: bool, cpu_arena: bool, execution_mode: str):
-    """``opts`` with the memory pattern, the CPU arena and the execution mode :func:`make_session` was given."""
     modes = {"sequential": ort.ExecutionMode.ORT_SEQUENTIAL, "parallel": ort.ExecutionMode.ORT_PARALLEL}
     if execution_mode not in modes:
         raise InferenceError(f"execution_mode must be one of {list(EXECUTION_MODES)}, got {execution_mode!r}; "
@@ -172,9 +148,8 @@ def _memory_and_mode(ort, opts, memory_pattern: bool, cpu_arena: bool, execution
 
 
 def _load_cuda_libraries(ort) -> None:
-    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the
-    nvidia-* wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 also
-    has ``preload_dlls`` for the same purpose."""
+    """Make the CUDA/cuDNN libraries visible before a CUDA session opens: importing torch loads the nvidia-*
+    wheels' libraries (checked on an H100 machine); onnxruntime >= 1.21 has ``preload_dlls`` too."""
     try:
         import torch  # noqa: F401
     except ImportError:

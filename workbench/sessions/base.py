@@ -1,15 +1,7 @@
-"""The session every stage's session is built on: what a notebook panel works with, held in plain
-Python so that it runs and is tested without a widget.
-
-A session holds a stage's inputs (set by the caller, checked when set), its results (``result``,
-the latest, and ``history``, every one kept, oldest first), its caches, its servers (started on
-127.0.0.1, stopped by :meth:`Session.close`), its run folder, the stop event the library reads and
-the progress callback it reports to. Each stage session runs its stage through the library
-(``run_x(input, XConfig, out)``); a panel in ``widgets/`` only binds controls to it.
-
-    session = QuantSession(graph=fusion_report, data=DataConfig.quick())
-    result = session.quantize("dynamic")        # a QuantResult, kept on session.result
-    session.close()                             # servers stopped (a ``with`` block does it too)
+"""The session every stage's session is built on: a stage's inputs (checked when set), its results
+(``result``, the latest, and ``history``), caches, servers on 127.0.0.1 (stopped by :meth:`Session.close` or a
+``with`` block), run folder, the stop event the library reads and the progress callback it reports to; held in
+plain Python so that it runs and is tested without a widget.
 """
 
 from __future__ import annotations
@@ -30,12 +22,8 @@ def no_progress(done: int, total: int, eta_s: Optional[float] = None, detail: st
 
 
 class Session:
-    """One stage's state: inputs, results, caches, servers, run folder, stop event, progress.
-
-    ``run_dir``: the folder the stage writes into: a folder, a function returning one (a notebook
-    Workbench shares its run folder this way), or None for a new folder under ``runs/`` made on the
-    first write and kept for the session's life. ``progress``: a :data:`Progress` callback.
-    """
+    """One stage's state. ``run_dir``: a folder, a function returning one (a notebook Workbench shares its
+    run folder this way), or None for a new folder under ``runs/`` made on the first write."""
 
     #: The inputs a caller may set by name (a panel's options of these names are the session's).
     INPUTS: ClassVar[tuple[str, ...]] = ("run_dir",)
@@ -48,23 +36,17 @@ class Session:
         self.run_dir = run_dir
         self.progress: Progress = progress or no_progress
         self.stop_event = threading.Event()
-        #: The latest result (None until the stage ran or a saved result was opened).
-        self.result: Any = None
-        #: Every result kept, oldest first.
-        self.history: list[Any] = []
+        self.result: Any = None  # the latest (computed here or opened from a saved run)
+        self.history: list[Any] = []  # every result kept, oldest first
 
-    # ---- results -------------------------------------------------------------------------------
     def keep(self, result: Any) -> Any:
-        """Make ``result`` the latest (a result computed here, or opened from a saved run); returns it."""
         if result is not self.result:
             self.result = result
             self.history.append(result)
         return result
 
-    # ---- the run folder --------------------------------------------------------------------------
     def resolve_run_dir(self) -> Path:
-        """Where this session writes: ``run_dir`` (called when it is a function), else a new run
-        folder made now and kept in ``run_dir`` for the session's life."""
+        """Where this session writes: ``run_dir`` (called when a function), else a new run folder, kept."""
         given = self.run_dir() if callable(self.run_dir) else self.run_dir
         if given is None:
             given = self.run_dir = runs.new_run_dir(self.LABEL)
@@ -78,9 +60,7 @@ class Session:
         with runs.run_lock(folder, f"{self.COMMAND} ({self.LABEL})", flag="run_dir"):
             yield folder
 
-    # ---- long work ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Clear the stop request before a new piece of work."""
         self.stop_event.clear()
 
     def stop(self) -> None:
@@ -88,12 +68,10 @@ class Session:
         self.stop_event.set()
 
     def report(self, done: int, total: int, eta_s: Optional[float] = None, detail: str = "") -> None:
-        """Report progress to whoever watches (a panel's progress bar, a log)."""
         self.progress(done, total, eta_s, detail)
 
-    # ---- servers ---------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop every server this session started (a session without servers has nothing to do)."""
+        """Stop every server this session started."""
 
     def __enter__(self) -> "Session":
         return self
@@ -135,6 +113,9 @@ def model_folder(model: Any) -> str:
     from ..models.hub import model_source
     from ..models.load import ModelError
 
+    model = str(model).strip()
+    if not model:
+        raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
     try:
         return model_source(model)
     except ModelError as exc:
@@ -161,7 +142,6 @@ class DataInput:
         self._data_cache = None
 
     def dataset(self) -> Any:
-        """The data to work on: a ``DataConfig`` loaded once and kept, or what was given."""
         from ..data.load import DataConfig, load_data
 
         data = self._data if self._data is not None else self.DEFAULT_DATA

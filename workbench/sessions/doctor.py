@@ -13,16 +13,13 @@ class DoctorSession(Session):
     LABEL = "doctor"
 
     def check(self) -> DoctorReport:
-        """Run every check now (:func:`workbench.doctor.checks.run_doctor`) and keep the report."""
         return self.keep(run_doctor())
 
     def open(self, report: DoctorReport) -> DoctorReport:
-        """Keep a report computed elsewhere."""
         if not isinstance(report, DoctorReport):
             raise TypeError(f"report must be a workbench.doctor.checks.DoctorReport, got {type(report).__name__}")
         return self.keep(report)
 
     @property
     def ok(self) -> bool:
-        """Whether every required check passed in the last report (False before any)."""
         return bool(self.result is not None and self.result.ok)

@@ -25,18 +25,12 @@ STAGE_WORDS = {"export": "exporting {model} (opset {opset}) and validating again
 
 
 def as_fusion_report(value: FusionLike) -> FusionReport:
-    """A FusionReport, or the one in ``fusion.json`` / the folder holding it / any folder of a run."""
     return as_saved(value, FusionReport, load_fusion, "fusion", layout.FUSION_FILE, "fusion result")
 
 
 class GraphSession(DataInput, Session):
-    """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result``
-    the :class:`~workbench.graph.ExportResult` it was built from; ``netron`` the graph viewer's server.
-
-    Inputs: ``data`` (a ``DataConfig`` or ``DatasetDict`` to validate on; default the quick reviews;
-    a ``DataConfig`` is loaded once and kept), ``run_dir`` (export goes to ``<run_dir>/export``,
-    fusion to ``<run_dir>/fusion``).
-    """
+    """Export and fuse: ``result`` is the :class:`~workbench.graph.FusionReport`, ``export_result`` the export it
+    was built from, ``netron`` the graph viewer's server. Inputs: ``data`` to validate on, ``run_dir``."""
 
     INPUTS = ("data", "run_dir")
     LABEL = "graph"
@@ -50,10 +44,7 @@ class GraphSession(DataInput, Session):
     def export_and_fuse(self, model: str, export_cfg: ExportConfig, fusion_cfg: FusionConfig) -> FusionReport:
         """Export ``model`` ("tiny", "minilm" or a checkpoint folder) and fuse it into the run folder
         (:func:`workbench.workflows.stages.export_and_fuse`); keeps and returns the fusion report."""
-        model = str(model).strip()
-        if not model:
-            raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
-        model = model_folder(model)  # a Hugging Face Hub id: its folder in the local cache
+        model = model_folder(model)
         require_device(fusion_cfg.device)  # before exporting anything
         data = self.dataset()
 
@@ -68,7 +59,7 @@ class GraphSession(DataInput, Session):
         return self.keep(report)
 
     def open(self, saved: FusionLike) -> FusionReport:
-        """Keep a saved fusion report (and the export it names) without recomputing."""
+        """Keep a saved fusion report and the export it names."""
         report = as_fusion_report(saved)
         if report.export_path is not None and Path(report.export_path).is_file():
             self.export_result = load_export(report.export_path)
@@ -89,5 +80,4 @@ class GraphSession(DataInput, Session):
     def stop_netron(self) -> None:
         self.netron.stop()
 
-    def close(self) -> None:
-        self.netron.stop()
+    close = stop_netron

@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..ondevice import OnDeviceConfig, OnDeviceResult, run_ondevice
-from .base import DataInput, InputError, Session, model_folder
+from .base import DataInput, Session, model_folder
 
 
 class OnDeviceSession(DataInput, Session):
-    """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web
-    page server (``workbench.ondevice.web.PageServer`` on 127.0.0.1) once :meth:`serve_page` ran.
-
-    Inputs: ``data`` (a ``DatasetDict`` or a ``DataConfig``, checked when set; default the reviews), ``run_dir``."""
+    """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web page server on
+    127.0.0.1 once :meth:`serve_page` ran. Inputs: ``data``, ``run_dir``."""
 
     INPUTS = ("data", "run_dir")
     LABEL = "ondevice"
@@ -32,10 +30,7 @@ class OnDeviceSession(DataInput, Session):
     def train(self, model: str, cfg: OnDeviceConfig) -> OnDeviceResult:
         """Build the artifacts of ``model``, train on the device and in PyTorch eager, export and
         validate the inference graph (:func:`workbench.ondevice.run_ondevice`); keeps the result."""
-        model = str(model).strip()
-        if not model:
-            raise InputError("model is empty: choose 'tiny', 'minilm' or a checkpoint folder (a training run's checkpoint/)")
-        model = model_folder(model)  # a Hugging Face Hub id: its folder in the local cache
+        model = model_folder(model)
         data = self.dataset()
         self.start()
         with self.writing() as run_dir:
@@ -44,7 +39,6 @@ class OnDeviceSession(DataInput, Session):
         return self.keep(result)
 
     def page_dir(self) -> Optional[Path]:
-        """The run folder whose web page can be served (None when the run wrote none)."""
         page = getattr(self.result, "web_page", None)
         return Path(page).parents[1] if page is not None else None
 
@@ -61,7 +55,6 @@ class OnDeviceSession(DataInput, Session):
         return self.page_server.url
 
     def stop_page(self) -> None:
-        """Stop serving the web page (idempotent)."""
         if self.page_server is not None:
             self.page_server.stop()
             self.page_server = None

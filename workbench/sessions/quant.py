@@ -47,31 +47,23 @@ TIMINGS = ("quick", "default")
 
 
 def as_quant_result(value: Union[QuantResult, str, os.PathLike]) -> QuantResult:
-    """A QuantResult, or the one in ``quantize.json`` / the folder holding it / any folder of a run (its newest)."""
     return as_saved(value, QuantResult, load_quant_result, "quantization", layout.QUANTIZE_FILE, "quantization")
 
 
 def as_search_result(value: Union[SearchResult, str, os.PathLike]) -> SearchResult:
-    """A SearchResult, or the one in ``search.json`` / the folder holding it / any folder of a run."""
     return as_saved(value, SearchResult, load_search, "search", layout.SEARCH_FILE, "search result")
 
 
 def timing_config(name: str = "quick", device: str = "cpu") -> TimingConfig:
-    """``TimingConfig.quick`` or the default ``TimingConfig``, on ``device``."""
     if name not in TIMINGS:
         raise InputError(f"timing must be one of {list(TIMINGS)}, got {name!r}")
     return TimingConfig.quick(device=device) if name == "quick" else TimingConfig(device=device)
 
 
 class QuantSession(DataInput, Session):
-    """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`,
-    ``results`` every one by name, ``search_result`` the latest :class:`~workbench.quant.SearchResult`.
-
-    Inputs: ``graph`` (a ``FusionReport``, an ``ExportResult`` or an ONNX path), ``export`` (the
-    ``ExportResult`` or export folder the graph came from, when
-    :func:`workbench.graph.sources.export_of` cannot find it), ``data`` (a ``DataConfig``, loaded once
-    and kept, or a ``DatasetDict``; default the quick reviews), ``run_dir``.
-    """
+    """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`, ``results`` every
+    one by name, ``search_result`` the latest search. Inputs: ``graph`` (a ``FusionReport``, an ``ExportResult`` or
+    an ONNX path), ``export`` (where :func:`workbench.graph.sources.export_of` cannot find it), ``data``, ``run_dir``."""
 
     INPUTS = ("graph", "export", "data", "run_dir")
     LABEL = "quantize"
@@ -100,7 +92,6 @@ class QuantSession(DataInput, Session):
         self._export = value
 
     def set_graph(self, graph: GraphLike, export: Any = None, data: Any = None) -> None:
-        """The FP32 graph to quantize (and its export and data, when given)."""
         self.graph = graph
         if export is not None:
             self.export = export

@@ -22,7 +22,6 @@ ComparisonLike = Union[Comparison, str, os.PathLike]
 
 
 def as_comparison(value: ComparisonLike) -> Comparison:
-    """A Comparison, or the one in ``compare.json`` / the folder holding it / any folder of a run."""
     return as_saved(value, Comparison, load_comparison, "comparison", layout.COMPARE_FILE, "comparison")
 
 
@@ -40,7 +39,7 @@ class TrainSession(Session):
             raise TypeError(f"cfg must be a workbench.train.TrainConfig, got {type(cfg).__name__}")
         if not compare_cfg.backends:
             raise InputError("backends is empty: select at least one of eager, ortmodule, compile (ctrl/cmd-click for several)")
-        cfg = dataclasses.replace(cfg, model=model_folder(cfg.model))  # a Hugging Face Hub id: its folder in the local cache
+        cfg = dataclasses.replace(cfg, model=model_folder(cfg.model))
         self.start()
         with self.writing() as run_dir:
             result = run_comparison(cfg, compare_cfg, run_dir / layout.TRAIN_DIR, progress=on_step or self._report_step,
@@ -51,7 +50,6 @@ class TrainSession(Session):
         self.report(p.step, p.total_steps, p.eta_s, f"{getattr(p.backend, 'value', p.backend)}: {p.phase}")
 
     def open(self, saved: ComparisonLike) -> Comparison:
-        """Keep a saved comparison without training."""
         return self.keep(as_comparison(saved))
 
     def checkpoints(self) -> dict[str, str]:
@@ -74,7 +72,6 @@ class CompareSession(Session):
             self.set_input(comparison)
 
     def set_input(self, comparison: ComparisonLike) -> Comparison:
-        """Take the runs to compare and keep them as they were compared when trained."""
         self.input = as_comparison(comparison)
         return self.keep(self.input)
 

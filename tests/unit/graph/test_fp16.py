@@ -13,8 +13,9 @@ import pytest
 
 from workbench.runtime.device import placements_from_profile
 from workbench.runtime.ortinfer import probe_placement
-from workbench.graph import (
+from workbench.graph.fp16 import (
     FLOAT,
+    FLOAT16,
     FP16_TOLERANCE,
     Fp16Error,
     convert_fp16,
@@ -38,7 +39,7 @@ def test_conversion_keeps_io_types_and_halves_the_weights(fp16_graph, fused_tiny
     fp32 = onnx.load(str(fused_tiny.fused_path))
     assert s.input_types == {i.name: i.type.tensor_type.elem_type for i in fp32.graph.input}  # int64 ids stay int64
     assert set(s.output_types.values()) == {FLOAT}  # logits stay float32
-    assert s.float16_initializers > 0 and FLOAT not in s.initializer_types
+    assert s.initializer_types.get(FLOAT16, 0) > 0 and FLOAT not in s.initializer_types
     assert s.cast_nodes >= 1  # the float16 -> float32 cast before the logits
     assert path.stat().st_size < 0.6 * fused_tiny.fused_path.stat().st_size  # weights take half the bytes
 

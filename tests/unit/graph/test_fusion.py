@@ -70,10 +70,6 @@ def test_every_variant_is_built_validated_and_timed(fused_tiny, exported_tiny):
     unopt = r.variant("unoptimized")
     assert unopt.path == exported_tiny.onnx_path and unopt.nodes_removed == 0 and unopt.provenance == []
     assert r.variant("ort_basic").node_count < unopt.node_count
-    metrics = {m.name: m for m in r.fused.metrics()}
-    assert metrics["size on disk"].unit == "MiB" and not metrics["size on disk"].higher_is_better
-    assert metrics[f"latency {shapes[0][0]}x{shapes[0][1]}"].unit == "ms"
-    assert metrics["label agreement"].higher_is_better
 
 
 def test_transformer_fusions_on_the_tiny_model(fused_tiny):

@@ -39,14 +39,20 @@ def fake_ray(monkeypatch):
     return state
 
 
-FEEDS = [{"input_ids": np.ones((2, 3), np.int64)} for _ in range(3)]
+TEXTS = [["a", "b"] for _ in range(3)]  # three batches of two texts
+
+
+def _score(path="g.onnx"):
+    from workbench.runtime.engine import RayPool
+
+    return RayPool(actors=2, threads=1).run_texts(path, TEXTS, tokenizer=None, max_length=8, featurize=None)
 
 
 def test_lost_actors_are_started_again_and_their_batches_run_again_a_bounded_number_of_times(fake_ray):
-    from workbench.runtime.engine import ACTOR_RESTARTS, TASK_RETRIES, RayPool
+    from workbench.runtime.engine import ACTOR_RESTARTS, TASK_RETRIES
 
     fake_ray.rows = [{"k": k, "out": np.full((2, 2), k, np.float32)} for k in (2, 0, 1)]
-    out = RayPool(actors=2, threads=1).run("g.onnx", FEEDS)
+    out = _score()
     assert [float(o[0, 0]) for o in out] == [0.0, 1.0, 2.0]  # back in order
     kw = fake_ray.kwargs
     # Ray Data's defaults are -1 (for ever): a pool that keeps losing actors would never fail
@@ -56,12 +62,11 @@ def test_lost_actors_are_started_again_and_their_batches_run_again_a_bounded_num
 
 
 def test_a_pool_that_still_fails_is_one_line_naming_the_graph_and_what_to_do(fake_ray):
-    from workbench.runtime.engine import RayPool
     from workbench.runtime.session import InferenceError
 
     fake_ray.error = _Died("The actor died unexpectedly before finishing this task.\n\tclass_name: MapWorker\n\tpid: 42")
     with pytest.raises(InferenceError) as err:
-        RayPool(actors=2, threads=1).run("/runs/a/quantize/model.onnx", FEEDS)
+        _score("/runs/a/quantize/model.onnx")
     text = str(err.value)
     assert len(text.splitlines()) == 1
     assert "scoring model.onnx" in text and "_Died: The actor died unexpectedly before finishing this task." in text
@@ -69,12 +74,11 @@ def test_a_pool_that_still_fails_is_one_line_naming_the_graph_and_what_to_do(fak
 
 
 def test_a_batch_returned_twice_is_refused(fake_ray):
-    from workbench.runtime.engine import RayPool
     from workbench.runtime.session import InferenceError
 
     fake_ray.rows = [{"k": k, "out": np.zeros((2, 2), np.float32)} for k in (0, 1, 1, 2)]
     with pytest.raises(InferenceError, match="returned batch 1 of 3 twice"):
-        RayPool(actors=2, threads=1).run("g.onnx", FEEDS)
+        _score()
 
 
 @pytest.mark.parametrize("address", [None, "10.0.0.5:6379"])
