@@ -156,7 +156,7 @@ def test_each_entry_has_its_config_type_and_a_run_function() -> None:
 
 def test_a_plan_sets_each_stages_config() -> None:
     cfg, stages = plan_config({"quick": True, "stages": [s for s in DEMO_STAGES if s != "search"],
-                               "config": {"fine-tune": {"max_steps": 3, "backends": ["eager"]}, "train": {"lr": 1e-4},
+                               "config": {"fine-tune": {"max_steps": 3, "backends": ["eager"], "lr": 1e-4},
                                           "data": {"test_fraction": 0.2}, "export": {"opset": 16},
                                           "quantize": {"presets": ["dynamic"], "repeats": 2}}})
     quick = DemoConfig.quick()
