@@ -298,8 +298,7 @@ def build_onnx(model_dir: str, data, work: Path, max_length: int, threads: int, 
             row.reason = f"quantization failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             rows[name] = row
             continue
-        reps = [res.report] + ([res.golden] if res.golden is not None else [])
-        chk = check_budget(reps, BUDGET_OVERALL, BUDGET_SLICE)
+        chk = check_budget(res.reports, BUDGET_OVERALL, BUDGET_SLICE)
         row.path, row.size_mib = str(res.quantized_path), res.size_mib
         row.accuracy = {"accuracy": res.accuracy, "fp32_accuracy": res.accuracy - res.accuracy_delta,
                         "delta": res.accuracy_delta, "worst_slice": chk.worst_slice, "worst_slice_drop": chk.worst_slice_drop,

@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     from workbench.graph import ExportConfig, run_export
     from workbench.runs import layout
     from workbench.graph import FusionConfig, run_fusion
-    from workbench.quant import SearchConfig, TimingConfig, requantize_excluding, run_quantization, run_search
+    from workbench.quant import BaselineConfig, EvalConfig, SearchConfig, TimingConfig, requantize_excluding, run_quantization, run_search
 
     quick = args.quick
     max_length = 64 if quick else 128
@@ -136,8 +136,8 @@ def main(argv=None) -> int:
     # 3. quantize and score every configuration on every graph
     t0 = time.perf_counter()
     search_cfg = SearchConfig(candidates=tuple(_configs(quick)), budget_overall=args.budget_overall,
-                              budget_per_slice=args.budget_slice, n_boot=n_boot,
-                              timing=TimingConfig(shapes=(shapes[0],), warmup=1, repeats=3, max_seconds=5.0))
+                              budget_per_slice=args.budget_slice, evaluation=EvalConfig(n_boot=n_boot),
+                              baseline=BaselineConfig(timing=TimingConfig(shapes=(shapes[0],), warmup=1, repeats=3, max_seconds=5.0)))
     search = run_search(graphs, search_cfg, work / layout.SEARCH_DIR, data=dd, export=exported,
                         progress=lambda d, t, name: print(f"  [{d}/{t}] {name}", file=sys.stderr, flush=True))
     phases["search"] = time.perf_counter() - t0

@@ -21,13 +21,12 @@ from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.embed.retrieval import QUERY_KINDS
 from workbench.embed.search import left_all_in_fp32
 from workbench.plots import embed as embed_plots
-from workbench.quant import QuantConfig, SearchResult
+from workbench.quant import PRESETS, SearchResult
 from workbench.sessions.embed import EmbedSession
 
 from .base import (FAIL_COLOUR, OK_COLOUR, WARN_COLOUR, Panel, check_choice, check_range, coloured, config_default, fmt, html_table,
                    replace_figure)
 
-PRESETS = tuple(QuantConfig.presets())
 FIGURES = ("retrieval drift", "cosine", "neighbour overlap", "speed")
 # the EmbedAuditConfig field a control stands for, where its name differs
 CONFIG_FIELD = {"queries": "builtin_queries"}
@@ -37,7 +36,7 @@ class EmbedQuantPanel(Panel):
     """Quantize an embedding model and see what it does to search, slice by slice.
 
     Options: ``model`` (a sentence-transformers folder), ``presets`` (names from
-    ``QuantConfig.presets()``), ``queries`` (the built-in task's queries: plots or reviews),
+    ``workbench.quant.PRESETS``), ``queries`` (the built-in task's queries: plots or reviews),
     ``max_queries`` / ``max_docs`` (0: all), ``n_boot``, ``min_ndcg_ratio`` / ``max_slice_drop`` (the
     budget, of the scores and of the search), ``exclude_worst`` (also re-quantize with that many worst
     nodes left in FP32), ``max_excluded`` (the search: most nodes a preset may leave in FP32),

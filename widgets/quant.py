@@ -22,6 +22,7 @@ from workbench.quant import (
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_N_BOOT,
     EvalConfig,
+    PRESETS,
     QuantConfig,
     QuantResult,
     SearchConfig,
@@ -49,7 +50,6 @@ from .base import (
     replace_figure,
 )
 
-PRESETS = tuple(QuantConfig.presets())
 FIGURES = ("slice drift", "confidence", "thresholds", "node errors", "search trade-off")
 FLIP_ROWS = 40
 
@@ -113,7 +113,7 @@ class QuantPanel(Panel):
     or an ONNX path; the graph step's result in the Workbench), ``export`` (the ``ExportResult``
     the graph came from, for its tokenizer; found beside the graph when not given), ``data`` (a
     ``DataConfig`` or ``DatasetDict``: test split scored, training split calibrates; default the
-    quick reviews), ``preset`` (a name from ``QuantConfig.presets()``), ``timing`` (quick, default),
+    quick reviews), ``preset`` (a name from ``workbench.quant.PRESETS``), ``timing`` (quick, default),
     ``n_boot`` (bootstrap replicates), ``worst_k`` (nodes left in FP32 by "Re-quantize"),
     ``budget_overall`` / ``budget_per_slice`` (accuracy drops allowed by the search, as fractions),
     ``candidates`` (presets the search tries), ``run_dir``, ``saved`` (a ``QuantResult`` or

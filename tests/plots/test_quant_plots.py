@@ -89,9 +89,9 @@ def _search(report) -> SearchResult:
     ok = check_budget([make_report()], budget_overall=0.1, budget_per_slice=0.2)
     bad = check_budget([make_report()], budget_overall=0.1, budget_per_slice=0.05)
     cands = [
-        SearchCandidate("g/fp32", "g", "fp32", None, Path("a"), None, 20.0, 80.0, 0.97, 0.0, ok, True),
-        SearchCandidate("g/dyn", "g", "int8", None, Path("b"), None, 8.0, 25.0, 0.95, -0.02, ok, True),
-        SearchCandidate("g/static", "g", "int8", None, Path("c"), None, 6.0, 40.0, 0.90, -0.07, bad, False),
+        SearchCandidate("g/fp32", "g", "fp32", None, Path("a"), None, 20.0, 80.0, 0.97, 0.0, ok),
+        SearchCandidate("g/dyn", "g", "int8", None, Path("b"), None, 8.0, 25.0, 0.95, -0.02, ok),
+        SearchCandidate("g/static", "g", "int8", None, Path("c"), None, 6.0, 40.0, 0.90, -0.07, bad),
     ]
     return SearchResult(cands, "g/dyn", 0.1, 0.05, "latency", False, False, Path("."), "g/dyn")
 

@@ -9,10 +9,10 @@ from typing import Callable, Optional
 
 from ..graph import ExportConfig
 from ..graph import FusionConfig
-from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT,
-                     BaselineConfig, EvalConfig, EvaluationError, QuantConfig, QuantizeError, TimingConfig, check_min_speedup)
-from ..quant.budget import check_budget_value
-from ..runtime.engine import EngineConfig, EngineError
+from ..quant import (PRESET_TABLE, DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_EVAL_BATCH_SIZE, DEFAULT_MIN_SPEEDUP,
+                     DEFAULT_N_BOOT, BaselineConfig, EvalConfig, QuantConfig, QuantizeError, SearchConfig, TimingConfig)
+from ..quant.config import available_presets
+from ..runtime.engine import EngineConfig
 
 Log = Callable[[str], None]
 from ..runs.layout import AUDIT_FILE  # noqa: E402, F401  (the run layout names every file)
@@ -82,41 +82,31 @@ class AuditConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
         object.__setattr__(self, "presets", tuple(self.presets))
-        known = QuantConfig.available_presets() if "weight-only-int8" in self.presets else QuantConfig.presets()
+        bad = [p for p in self.presets if p not in PRESET_TABLE]
+        if bad or not self.presets:
+            raise AuditInputError(f"unknown quantization preset(s) {bad or '(none given)'}; presets: {list(available_presets())}")
         for p in self.presets:
             try:
                 QuantConfig.preset(p)  # a preset asked for that onnxruntime 1.19.2 cannot build: its reason
             except QuantizeError as exc:
-                if p in known or "no quantization preset" not in str(exc):
-                    raise AuditInputError(f"--presets {p}: {exc}") from None
-        bad = [p for p in self.presets if p not in known]
-        if bad or not self.presets:
-            raise AuditInputError(f"unknown quantization preset(s) {bad or '(none given)'}; presets: {list(known)}")
-        try:  # the search's rules, in its words
-            for name in ("budget_overall", "budget_slice"):
-                object.__setattr__(self, name, check_budget_value(name, getattr(self, name)))
-            object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup, "min_speedup"))
-        except QuantizeError as exc:
-            raise AuditInputError(str(exc)) from None
+                raise AuditInputError(f"--presets {p}: {exc}") from None
         if not 8 <= self.calibration_size <= 100_000:
             raise AuditInputError(f"calibration_size must be from 8 to 100000 rows, got {self.calibration_size}")
         if not 0.0 < self.calibration_fraction <= 0.5:
             raise AuditInputError(f"calibration_fraction must be in (0, 0.5], got {self.calibration_fraction}")
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 4096:
             raise AuditInputError(f"max_length must be from 8 to 4096 tokens, got {self.max_length!r}")
-        try:
+        try:  # what a stage would refuse after the export and the fusion, refused now by its own rules, in the audit's words
             self.engine_config()
-        except EngineError as exc:
-            raise AuditInputError(str(exc)) from None
-        try:
             self.fusion_config()
-        except ValueError as exc:
-            raise AuditInputError(_audit_words(str(exc))) from None
-        try:  # what the quantize stage would refuse after the export and the fusion, refused now
             self.eval_config()
             self.baseline_config(0, self.timing())
-        except (QuantizeError, EvaluationError) as exc:
+            search = self.search_config()
+        except ValueError as exc:  # EngineError, QuantizeError and EvaluationError are ValueErrors
             raise AuditInputError(_audit_words(str(exc))) from None
+        for name, value in (("budget_overall", search.budget_overall), ("budget_slice", search.budget_per_slice),
+                            ("min_speedup", search.min_speedup)):
+            object.__setattr__(self, name, value)
 
     def engine_config(self) -> EngineConfig:
         """Where the rows are scored (:func:`workbench.runtime.engine.scoring_engine`)."""
@@ -132,10 +122,8 @@ class AuditConfig:
         return BaselineConfig(golden=False, calibration_samples=calibration_samples, timing=timing,
                               batch_size=self.eval_batch_size, max_length=self.max_length)
 
-    def search_config(self):
+    def search_config(self) -> SearchConfig:
         """The search over the audit's variants: its budgets and speed guard (the variants are already quantized)."""
-        from ..quant.search import SearchConfig
-
         return SearchConfig(candidates=(), budget_overall=self.budget_overall, budget_per_slice=self.budget_slice,
                             include_small_slices=self.include_small_slices, min_speedup=self.min_speedup)
 

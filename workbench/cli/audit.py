@@ -55,7 +55,7 @@ def _cmd_audit(args) -> int:
 
 def add_audit(sub) -> None:
     from ..audit import AuditConfig
-    from ..quant import QuantConfig
+    from ..quant import PRESETS
 
     p = sub.add_parser(
         "audit", help="audit a fine-tuned classifier on all of your data: export, fuse, INT8 presets, slice drift, "
@@ -72,7 +72,7 @@ def add_audit(sub) -> None:
         Flag("data", required=True), "text_column", "label_column",
         Flag("slice_columns", "slice-column", nargs="+", split=False, metavar="C"),
         Flag("presets", nargs="+", metavar="P",  # words or a comma list
-             help=f"quantization presets, each one of {', '.join(QuantConfig.presets())}"),
+             help=f"quantization presets, each one of {', '.join(PRESETS)}"),
         "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup", "fusion",
     ))
     cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")

@@ -78,7 +78,7 @@ def _cmd_quantize(args) -> int:
         tok = args.tokenizer
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
-            search = build(SearchConfig, args, n_boot=evaluation.n_boot, timing=timing, eval_batch_size=scoring.batch_size)
+            search = build(SearchConfig, args, evaluation=evaluation, baseline=dataclasses.replace(scoring, seed=evaluation.seed))
             will_write(out)
             with locked(layout.root_by_name(out) or out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,

@@ -311,7 +311,7 @@ def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig
     if checked.task is None:
         log("search skipped: it holds each candidate to an NDCG@10 budget, and texts without queries have no labels")
         return None
-    from ..quant import SearchConfig, run_search
+    from ..quant import EvalConfig, SearchConfig, run_search
     from .search import prepare_embed_search
     from .variants import FUSED, preset_config
 
@@ -319,8 +319,8 @@ def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig
     base = prepare_embed_search(export, checked.task, out / layout.SEARCH_DIR, cfg.budget,
                                 list(checked.task.docs)[: cfg.calibration_size], threads, cfg.max_excluded,
                                 rounds=cfg.timing_rounds, fused=variants.path(FUSED), retimes=cfg.retimes)
-    found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets), n_boot=cfg.n_boot,
-                                          seed=cfg.seed), out / layout.SEARCH_DIR,
+    found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets),
+                                          evaluation=EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed)), out / layout.SEARCH_DIR,
                        progress=lambda done, total, what: log(f"search {done}/{total}: {what}"))
     log(found.message)
     return found

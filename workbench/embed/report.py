@@ -188,7 +188,7 @@ def _search_html(se: dict) -> list[str]:
     rows = [[_e(c["name"]), _f(c["accuracy"], ".4f"), f"{c['accuracy_delta']:+.4f}",
              f"{_e(c['check']['worst_slice'] or '-')} -{c['check']['worst_slice_drop']:.4f}",
              len((c.get("config") or {}).get("nodes_to_exclude") or ()), speed(c),
-             "<span class='ok'>yes</span>" if c["feasible"] else why_not(c)]
+             "<span class='ok'>yes</span>" if c["fast_enough"] and not c["check"]["violations"] else why_not(c)]
             for c in se["candidates"]]
     return ["<h2 id='search'>Search: which nodes to keep in FP32</h2>",
             f"<p>{_e(se['message'])}</p>",

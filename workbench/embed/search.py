@@ -89,7 +89,7 @@ class EmbedSearchBaseline:
     def fp32_search_candidate(self, name: str, config):
         from .variants import graph_size_mib
 
-        cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.n_boot, config.seed)
+        cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
         return fp32_candidate(name, name.split("/")[0], path, graph_size_mib(path), self.fp32_metrics[METRIC],
                               self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
@@ -126,13 +126,13 @@ class EmbedSearchBaseline:
 
         enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
-        cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.n_boot, config.seed)
+        cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.evaluation.n_boot, config.evaluation.seed)
         chk = self.budget.budget_check(cmp, config.strict)
         if all_fp32:  # the FP32 graph under another name: a speed-up over FP32 would be timing noise
             return SearchCandidate(
                 name=name, graph=name.split("/")[0], precision="fp32", config=cfg, onnx_path=qpath, result_path=None,
                 latency_ms=float("nan"), size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
-                accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, feasible=False, fast_enough=False,
+                accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, fast_enough=False,
                 too_slow=f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)")
         timed = self._time({name: enc}, name)[name]
         return int8_candidate(name, name.split("/")[0], Scored(cfg, qpath, graph_size_mib(qpath), metrics[METRIC],

@@ -125,7 +125,7 @@ def preset_config(name: str):
 def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,
                    calibration_texts: Sequence[str] = (), exclude_worst: int = 0,
                    nodes_to_exclude: Sequence[str] = ()) -> EmbedVariants:
-    """``fp32`` (the export), ``fused`` and one graph per preset name (``QuantConfig.presets()``) in
+    """``fp32`` (the export), ``fused`` and one graph per preset name (``workbench.quant.PRESETS``) in
     ``out_dir``. ``exclude_worst``: per preset, also build ``<preset>+exclude<k>``, with the ``k``
     quantized nodes of the lowest local SQNR on the calibration texts left in FP32.
     ``nodes_to_exclude``: nodes every preset leaves in FP32."""

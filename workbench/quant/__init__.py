@@ -36,19 +36,13 @@ Files, one idea each:
 from .config import (  # noqa: F401
     PRESET_TABLE,
     PRESETS,
-    MachineDefaults,
     machine_defaults,
     machine_preset,
     CalibrationConfig,
     ValidationConfig,
     applies_to,
     DYNAMIC_OP_TYPES,
-    STATIC_DEFAULT_OP_TYPES,
     STATIC_OP_TYPES,
-    WEIGHT_ONLY_OP_TYPES,
-    Calibration,
-    QFormat,
-    QType,
     QuantConfig,
     QuantizeError,
     QuantMode,
@@ -56,18 +50,12 @@ from .config import (  # noqa: F401
 )
 from .baseline import (  # noqa: F401
     BASELINE_DIR,
-    BASELINE_FILE,
-    DEFAULT_CALIBRATION_TEXTS,
     DEFAULT_EVAL_BATCH_SIZE,
     Baseline,
     BaselineConfig,
-    EvalSet,
-    SliceInfo,
     fp32_latency,
-    graph_kind,
     load_baseline,
     prepare_baseline,
-    time_beside_fp32,
 )
 from .quantize import (  # noqa: F401
     encoded_feeds,
@@ -78,22 +66,20 @@ from .quantize import (  # noqa: F401
     quantize_graph,
     quantized_nodes,
 )
-from .sqnr import NodeError, RankBy, node_errors, worst_nodes  # noqa: F401
-from .run import QUANTIZED_FILE, RESULT_FILE, QuantResult, load_quant_result, requantize_excluding, run_quantization  # noqa: F401
-from .rows import VariantRow, variant_row  # noqa: F401
+from .sqnr import NodeError, node_errors, worst_nodes  # noqa: F401
+from .run import QuantResult, load_quant_result, requantize_excluding, run_quantization  # noqa: F401
+from .rows import variant_row  # noqa: F401
 from .budget import (  # noqa: F401
     DEFAULT_BUDGET_OVERALL,
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_MIN_SPEEDUP,
     check_min_speedup,
     speed_guard,
-    OBJECTIVES,
     BudgetCheck,
     Objective,
     check_budget,
 )
 from .search import (  # noqa: F401
-    SEARCH_FILE,
     SearchCandidate,
     SearchConfig,
     SearchResult,
@@ -104,15 +90,14 @@ from .search import (  # noqa: F401
     select_candidate,
 )
 from .views import result_text, search_text  # noqa: F401
-from .bootstrap import METRICS, EvaluationError, MetricDelta, SliceMetrics, Preds, weighted_metrics, slice_metrics  # noqa: F401
-from .flips import DEFAULT_THRESHOLDS, Flip, FlipKind, ThresholdPoint, sort_flips, threshold_analysis  # noqa: F401
+from .bootstrap import METRICS, EvaluationError, Preds, weighted_metrics, slice_metrics  # noqa: F401
+from .flips import Flip, FlipKind, sort_flips  # noqa: F401
 from .evaluate import (  # noqa: F401
     DEFAULT_N_BOOT,
     MIN_SLICE_SIZE,
     EvalConfig,
     SliceDrift,
     SliceReport,
-    bootstrap_coverage,
     evaluate_slices,
     softmax,
 )

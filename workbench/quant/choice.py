@@ -27,7 +27,6 @@ class SearchCandidate:
     accuracy: float
     accuracy_delta: float
     check: BudgetCheck
-    feasible: bool  # within both accuracy budgets and (INT8) past the speed guard
     reused: bool = False  # an earlier run's result with the same config and baseline, not re-quantized
     # the speed-up over the FP32 graph, timed side by side (median of the paired rounds and its
     # interval); None for the FP32 candidate and for results saved before intervals were kept
@@ -39,6 +38,11 @@ class SearchCandidate:
     contended: bool = False  # its speed was measured while something else used the CPU
     floor_ms: Optional[float] = None
     of_floor: Optional[float] = None
+
+    @property
+    def feasible(self) -> bool:
+        """Within both accuracy budgets and past the speed guard."""
+        return self.check.feasible and self.fast_enough
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,9 @@ def int8_candidate(name: str, graph: str, res: Union[QuantResult, Scored], check
     return SearchCandidate(
         name=name, graph=graph, precision="int8", config=res.config, onnx_path=Path(res.quantized_path),
         result_path=(Path(res.out_dir) / RESULT_FILE) if res.out_dir is not None else None, latency_ms=res.latency_ms,
-        size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
-        feasible=check.feasible and fast, reused=reused, speedup=res.speedup if res.speedup == res.speedup else None,
-        speedup_lo=ratio.lo if ratio else None, speedup_hi=ratio.hi if ratio else None, fast_enough=fast, too_slow=why,
+        size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check, reused=reused,
+        speedup=res.speedup if res.speedup == res.speedup else None, speedup_lo=ratio.lo if ratio else None,
+        speedup_hi=ratio.hi if ratio else None, fast_enough=fast, too_slow=why,
         contended=res.contended, floor_ms=lat.floor_ms if lat else None, of_floor=lat.of_floor if lat else None)
 
 
@@ -171,7 +175,7 @@ def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: fl
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,
         latency_ms=latency.median_ms if latency is not None else float("nan"), size_mib=size_mib, accuracy=value,
-        accuracy_delta=0.0, check=check, feasible=check.feasible, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
+        accuracy_delta=0.0, check=check, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0,
         floor_ms=getattr(latency, "floor_ms", None), of_floor=getattr(latency, "of_floor", None))
 
 

@@ -274,16 +274,6 @@ class QuantConfig:
         except (QuantizeError, TypeError) as exc:  # 8 bits on onnxruntime 1.19.2, an override refused, an unknown nested field
             raise QuantizeError(f"preset {name!r}: {exc}") from None
 
-    @classmethod
-    def presets(cls) -> dict[str, "QuantConfig"]:
-        """The fixed presets (:data:`PRESETS`), as a view or the CLI lists them: ``{name: QuantConfig.preset(name)}``."""
-        return {name: cls.preset(name) for name in PRESETS}
-
-    @classmethod
-    def available_presets(cls) -> dict[str, "QuantConfig"]:
-        """:meth:`presets` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
-        return {**cls.presets(), **({n: cls.preset(n) for n in NEWER_ORT_PRESETS} if 8 in runnable_bits()[0] else {})}
-
     @property
     def label(self) -> str:
         """``name`` if given, else a short description (``dynamic-qint8-pc``, ``static-entropy-128``)."""
@@ -353,7 +343,12 @@ PRESET_TABLE: dict[str, tuple[str, dict[str, Any]]] = {
 }
 # presets onnxruntime 1.19.2 cannot build (QuantConfig.preset says why there; newer ones build them)
 NEWER_ORT_PRESETS = ("weight-only-int8",)
-PRESETS = tuple(n for n in PRESET_TABLE if n not in NEWER_ORT_PRESETS)
+PRESETS = tuple(n for n in PRESET_TABLE if n not in NEWER_ORT_PRESETS)  # the names views and the CLI list
+
+
+def available_presets() -> tuple[str, ...]:
+    """:data:`PRESETS` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
+    return PRESETS + (NEWER_ORT_PRESETS if 8 in runnable_bits()[0] else ())
 
 
 def _u8s8(fields: dict[str, Any]) -> bool:

@@ -116,7 +116,7 @@ class SliceDrift:
     """What the candidate changed on one slice.
 
     ``deltas`` holds every metric of :data:`METRICS`; ``delta``/``ci_low``/``ci_high``/
-    ``significant`` repeat the accuracy entry, the headline number of a slice.
+    ``significant`` read the accuracy entry, the headline number of a slice.
     """
 
     slice: str
@@ -128,10 +128,11 @@ class SliceDrift:
     candidate: SliceMetrics
     deltas: dict[str, MetricDelta]
     flips: int  # examples of this slice whose predicted label changed
-    delta: float
-    ci_low: float
-    ci_high: float
-    significant: bool
+
+    delta = property(lambda self: self.deltas["accuracy"].delta)
+    ci_low = property(lambda self: self.deltas["accuracy"].ci_low)
+    ci_high = property(lambda self: self.deltas["accuracy"].ci_high)
+    significant = property(lambda self: self.deltas["accuracy"].significant)
 
     def delta_of(self, metric: str) -> MetricDelta:
         if metric not in self.deltas:
@@ -232,12 +233,8 @@ def _drift(
             lo, hi = (float(np.quantile(b, alpha)), float(np.quantile(b, 1.0 - alpha))) if len(b) else (float("nan"),) * 2
         sig = bool(n > 0 and not math.isnan(lo) and (lo > 0 or hi < 0))
         deltas[k] = MetricDelta(k, rv, cv, cv - rv, lo, hi, sig, unit, hib)
-    acc = deltas["accuracy"]
-    return SliceDrift(
-        slice=name, n=n, description=description, group=group, too_small=n < min_size,
-        reference=rm, candidate=cm, deltas=deltas, flips=int((ref.pred != cand.pred).sum()),
-        delta=acc.delta, ci_low=acc.ci_low, ci_high=acc.ci_high, significant=acc.significant,
-    )
+    return SliceDrift(slice=name, n=n, description=description, group=group, too_small=n < min_size,
+                      reference=rm, candidate=cm, deltas=deltas, flips=int((ref.pred != cand.pred).sum()))
 
 
 

@@ -90,6 +90,11 @@ class QuantResult:
     scoring: Optional[ScoringSpeed] = None
 
     @property
+    def reports(self) -> list[SliceReport]:
+        """The evaluation split's report, then the golden set's when there is one."""
+        return [self.report] + ([self.golden] if self.golden is not None else [])
+
+    @property
     def latency_ms(self) -> float:
         return self.latency[0].median_ms if self.latency else float("nan")
 

@@ -24,13 +24,11 @@ from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, Union, 
 
 from .. import runs
 from ..runs import layout
-from .baseline import (BASELINE_DIR, BASELINE_FILE, DEFAULT_CALIBRATION_TEXTS, DEFAULT_EVAL_BATCH_SIZE, Baseline, BaselineConfig,
-                       fp32_latency,
-                       prepare_baseline)
-from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, Objective,
+from .baseline import BASELINE_DIR, BASELINE_FILE, Baseline, BaselineConfig, fp32_latency, prepare_baseline
+from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, BudgetCheck, Objective,
                      check_budget, check_budget_value, check_min_speedup, parse_objective)
 from .config import QuantConfig, QuantizeError, TimingConfig
-from .evaluate import DEFAULT_N_BOOT, EvalConfig
+from .evaluate import EvalConfig, SliceReport
 from .run import QuantResult, report_for, run_quantization
 from .choice import (SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate,  # noqa: F401
                      int8_candidate, left_all_in_fp32, select_candidate, Scored)
@@ -66,10 +64,9 @@ class SearchConfig:
     - ``min_speedup``: the speed guard: an INT8 candidate must be at least this many times faster
       than the FP32 graph at the lower end of its interval (paired, interleaved rounds) to be
       chosen, however accurate; 0 turns it off. When none passes, the FP32 graph is the answer.
-    - ``n_boot`` / ``seed``: the paired bootstrap of every candidate's slice report.
-    - ``timing``: how latency is measured (``None``: the baseline's; given a graph instead of a
-      baseline, the baseline is prepared with it). ``eval_batch_size``: scoring batch of a baseline
-      prepared here.
+    - ``evaluation``: the paired bootstrap of every candidate's slice report (its ``n_boot`` and ``seed``).
+    - ``baseline``: how a baseline prepared here scores and times the FP32 graph, and the timing of every
+      candidate (``None``: a given baseline's own timing; a graph is then scored with ``BaselineConfig()``).
     """
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
@@ -87,12 +84,10 @@ class SearchConfig:
         "search: the FP32 graph is a candidate (the answer when no INT8 variant fits)")})
     min_speedup: float = field(default=DEFAULT_MIN_SPEEDUP, metadata={"help": (
         "search: speed guard, the least speed-up over FP32 (lower end of its interval) a variant needs; 0 = off")})
-    n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "search: bootstrap replicates of every candidate's slice report"})
-    seed: int = field(default=0, metadata={"help": "search: random seed of the bootstrap"})
-    timing: Optional[TimingConfig] = field(default=None, metadata={"help": (
-        "search: how latency is measured (default: the baseline's)")})
-    eval_batch_size: int = field(default=DEFAULT_EVAL_BATCH_SIZE, metadata={"help": (
-        "search: scoring batch of a baseline prepared by the search")})
+    evaluation: EvalConfig = field(default_factory=EvalConfig, metadata={"help": (
+        "search: the bootstrap of every candidate's slice report")})
+    baseline: Optional[BaselineConfig] = field(default=None, metadata={"help": (
+        "search: how the FP32 graph is scored and every candidate timed (default: a given baseline's own)")})
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", parse_objective(self.objective))
@@ -110,12 +105,13 @@ class SearchConfig:
         object.__setattr__(self, "candidates", cands)
         if not cands and not self.include_fp32:
             raise QuantizeError("nothing to search: give at least one candidate or include_fp32=True")
-        if not isinstance(self.eval_batch_size, int) or self.eval_batch_size < 1:
-            raise QuantizeError(f"eval_batch_size must be a positive integer, got {self.eval_batch_size!r}")
-        self.evaluation()  # n_boot and seed checked once, with EvalConfig's message
+        for name, cls in (("evaluation", EvalConfig), ("baseline", BaselineConfig)):
+            if not isinstance(getattr(self, name), cls) and (name == "evaluation" or self.baseline is not None):
+                raise QuantizeError(f"{name} must be given as {cls.__name__}(...), got {type(getattr(self, name)).__name__}")
 
-    def evaluation(self) -> EvalConfig:
-        return EvalConfig(n_boot=self.n_boot, seed=self.seed)
+    def judge(self, reports: Sequence[SliceReport]) -> BudgetCheck:
+        """A candidate's slice reports (the evaluation split's first) against the budgets."""
+        return check_budget(reports, self.budget_overall, self.budget_per_slice, self.include_small_slices, self.strict)
 
 
 @runtime_checkable
@@ -185,7 +181,7 @@ def run_search(
     if bad:
         raise QuantizeError(f"previous must be QuantResults (from run_quantization or load_quant_result), got {bad}")
     configs = list(config.candidates)
-    ev = config.evaluation()
+    ev = config.evaluation
     out = Path(out_dir) if out_dir is not None else runs.default_out(layout.SEARCH_DIR)
     out.mkdir(parents=True, exist_ok=True)
     total = len(graphs) * (len(configs) + (1 if config.include_fp32 else 0))
@@ -206,11 +202,12 @@ def run_search(
         if isinstance(graph, Baseline):
             base = graph
         else:
-            bcfg = BaselineConfig(timing=config.timing, seed=config.seed, batch_size=config.eval_batch_size,
-                                  calibration_samples=max([DEFAULT_CALIBRATION_TEXTS, *(c.calibration.samples for c in configs)]))
+            bcfg = config.baseline or BaselineConfig()
+            bcfg = dataclasses.replace(bcfg, calibration_samples=max([bcfg.calibration_samples,
+                                                                     *(c.calibration.samples for c in configs)]))
             base = prepare_baseline(graph, data, gdir / BASELINE_DIR, bcfg, tokenizer=tokenizer, export=export, slices=slices,
                                     predicates=predicates)
-        timing = config.timing if config.timing is not None else base.timing
+        timing = config.baseline.timing if config.baseline is not None else base.timing
         first = len(found)
         for cfg in configs:
             res = reusable_result(previous, cfg, base, timing, ev.n_boot, ev.seed)
@@ -218,10 +215,8 @@ def run_search(
             if res is None:
                 res = run_quantization(base, cfg, gdir / cfg.label, evaluation=dataclasses.replace(ev, node_error_samples=0),
                                        timing=None if timing == base.timing else timing)
-            reps = [res.report] + ([res.golden] if res.golden is not None else [])
-            chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices,
-                               config.strict)
-            found.append(int8_candidate(f"{gname}/{cfg.label}", gname, res, chk, config.min_speedup, reused=reused))
+            found.append(int8_candidate(f"{gname}/{cfg.label}", gname, res, config.judge(res.reports), config.min_speedup,
+                                        reused=reused))
             step(f"{gname}/{cfg.label}" + (f" (reused {res.out_dir})" if reused else ""))
         if config.include_fp32:  # after the variants: its latency is the FP32 side of the first one's interleaved rounds
             found.insert(first, _fp32_candidate(gname, base, config, timing, ev))
@@ -277,9 +272,8 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
     """The FP32 graph as a candidate: its latency the FP32 side of the first variant's interleaved rounds
     with ``timing`` (:func:`~workbench.quant.baseline.fp32_latency`), scored against itself (no drop)."""
     reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
-    chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
-    return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy, chk,
-                          fp32_latency(base, timing)[0])
+    return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy,
+                          config.judge(reps), fp32_latency(base, timing)[0])
 
 
 def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
@@ -292,9 +286,7 @@ def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir
         found.append(fp32_candidate(f"{r0.graph_kind}/fp32", r0.graph_kind, r0.source_path, r0.fp32_size_mib,
                                     r0.report.overall.reference.accuracy, None, r0.fp32_latency[0] if r0.fp32_latency else None))
     for r in results:
-        reps = [r.report] + ([r.golden] if r.golden is not None else [])
-        chk = check_budget(reps, config.budget_overall, config.budget_per_slice, config.include_small_slices, config.strict)
-        found.append(int8_candidate(r.name, r.graph_kind, r, chk, config.min_speedup))
+        found.append(int8_candidate(r.name, r.graph_kind, r, config.judge(r.reports), config.min_speedup))
     result = _result(found, None, config, Path(out_dir) if out_dir is not None else Path("."))
     if out_dir is not None:
         runs.save_result(result, Path(out_dir) / SEARCH_FILE)

@@ -137,7 +137,7 @@ class QuantSession(DataInput, Session):
 
     # ---- the stage ---------------------------------------------------------------------------------
     def quantize(self, preset: str, *, n_boot: int = DEFAULT_N_BOOT, timing: Optional[TimingConfig] = None) -> QuantResult:
-        """Quantize the graph with ``preset`` (a name from ``QuantConfig.presets()``), score every slice
+        """Quantize the graph with ``preset`` (a name from ``workbench.quant.PRESETS``), score every slice
         with ``n_boot`` bootstrap draws; the FP32 baseline is scored once, beside the first variant."""
         graph = self.fp32_graph()
         cfg = machine_preset(preset)  # following this CPU, as the audit's and the demo's presets do
@@ -172,7 +172,8 @@ class QuantSession(DataInput, Session):
         baseline = self.baseline()  # scored once: not again for the search
         self.report(0, len(configs) + 1, None, "scoring the FP32 graph" if baseline is None else "FP32 graph: the saved baseline")
         cfg = SearchConfig(candidates=tuple(configs), budget_overall=float(budget_overall), budget_per_slice=float(budget_per_slice),
-                           n_boot=int(n_boot), timing=timing if timing is not None else timing_config())
+                           evaluation=EvalConfig(n_boot=int(n_boot)),
+                           baseline=BaselineConfig(timing=timing if timing is not None else timing_config()))
         with self.writing() as run_dir:
             search = run_search(
                 baseline if baseline is not None else graph, cfg, run_dir / layout.SEARCH_DIR,

@@ -24,8 +24,8 @@ from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig
 from ..graph import FusionConfig
-from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, QuantConfig, SearchConfig,
-                     TimingConfig)
+from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, PRESETS, BaselineConfig,
+                     EvalConfig, SearchConfig, TimingConfig)
 from ..flow.sequence import StageOutcome, run_stages
 from ..train import DEFAULT_BACKENDS, TrainConfig
 from .stages import stages_for
@@ -35,7 +35,7 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """What the walkthrough runs. ``quant_presets`` are names from ``QuantConfig.presets()``."""
+    """What the walkthrough runs. ``quant_presets`` are names from :data:`workbench.quant.PRESETS`."""
 
     train: TrainConfig = field(default_factory=TrainConfig.demo, metadata={"help": "how each backend fine-tunes the model"})
     backends: tuple[str, ...] = field(default=tuple(b.value for b in DEFAULT_BACKENDS), metadata={"help": (
@@ -45,7 +45,7 @@ class DemoConfig:
     export: ExportConfig = field(default_factory=ExportConfig, metadata={"help": "how the fine-tuned model is exported to ONNX"})
     fusion: FusionConfig = field(default_factory=FusionConfig, metadata={"help": "which graph variants are built and how they are timed"})
     quant_presets: tuple[str, ...] = field(default=("dynamic", "dynamic-per-channel", "static"), metadata={"help": (
-        "quantization presets to build (names from QuantConfig.presets())")})
+        "quantization presets to build (names from workbench.quant.PRESETS)")})
     search: bool = field(default=True, metadata={"help": "the accuracy-constrained quantization search (--no-search skips it)"})
     # the search's own fields, so their help is SearchConfig's
     budget_overall: float = field(default=DEFAULT_BUDGET_OVERALL, metadata={"help": field_help(SearchConfig, "budget_overall")})
@@ -57,7 +57,7 @@ class DemoConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "backends", tuple(self.backends))
         object.__setattr__(self, "quant_presets", tuple(self.quant_presets))
-        known = QuantConfig.presets()
+        known = PRESETS
         bad = [p for p in self.quant_presets if p not in known]
         if bad:
             raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
@@ -70,10 +70,11 @@ class DemoConfig:
         if unknown:
             raise ValueError(f"backends must each be one of {', '.join(valid)}; {', '.join(map(str, unknown))} is not "
                              f"(given: {','.join(map(str, self.backends))}): e.g. eager,ortmodule")
-        for name in ("budget_overall", "budget_per_slice"):
-            v = getattr(self, name)
-            if not 0 <= v < 1:
-                raise ValueError(f"{name} is a fraction of accuracy (0.01 = one point), got {v}")
+        self.search_config()  # the budgets, the speed guard and n_boot: refused by the search's own rules, before anything runs
+
+    def search_config(self) -> SearchConfig:
+        return SearchConfig(budget_overall=self.budget_overall, budget_per_slice=self.budget_per_slice, min_speedup=self.min_speedup,
+                            evaluation=EvalConfig(n_boot=self.n_boot), baseline=BaselineConfig(timing=self.timing))
 
     @classmethod
     def default(cls, **kw) -> "DemoConfig":
@@ -264,7 +265,7 @@ class DemoStages:
         return fusion
 
     def quantize(self, st):
-        from ..quant import BaselineConfig, EvalConfig, machine_preset, prepare_baseline, run_quantization
+        from ..quant import machine_preset, prepare_baseline, run_quantization
         from ..quant.config import machine_defaults
 
         cfg, run, log = self.cfg, self.run, self.log
@@ -306,14 +307,12 @@ class DemoStages:
 
     def search(self, st):
         from ..plots import quant as quant_plots
-        from ..quant import SearchConfig, run_search
+        from ..quant import run_search
 
         cfg = self.cfg
         baseline, results = st.inputs.get("quantize") or (None, [])
         graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
-        search = SearchConfig(budget_overall=cfg.budget_overall, budget_per_slice=cfg.budget_per_slice,
-                              min_speedup=cfg.min_speedup, n_boot=cfg.n_boot, timing=cfg.timing)
-        found = run_search(graph, search, self.run / layout.SEARCH_DIR, data=st.inputs["data"],
+        found = run_search(graph, cfg.search_config(), self.run / layout.SEARCH_DIR, data=st.inputs["data"],
                            export=st.inputs["export"], previous=results,
                            progress=lambda i, n, what: self.log(f"   candidate {i}/{n}: {what}"))
         st.result_path = str(self.run / layout.SEARCH)

@@ -16,8 +16,8 @@ A plan file::
       quantize: {presets: [dynamic], repeats: 10}     # presets, budgets, n_boot, TimingConfig fields
       search: {min_speedup: 1.1}
 
-Stage names are the registry's (:mod:`workbench.workflows.stages`); the other names fronts once
-used (``train``, ``environment``, ``graph``, ...) are read through its ``ALIASES``.
+Stage names are the registry's (:mod:`workbench.workflows.stages`); any other name is refused in one
+line that lists them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .demo import DemoConfig
-from .stages import ALIASES, DEMO_STAGES, ROUTES, STAGES, canonical
+from .stages import DEMO_STAGES, ROUTES, STAGES
 
 
 class PlanError(ValueError):
@@ -77,10 +77,9 @@ def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str,
     if unknown:
         raise PlanError(f"{source}: unknown key {unknown[0]!r}; a plan has quick, stages, config")
     stages = tuple(plan.get("stages") or DEMO_STAGES)
-    bad = [s for s in stages if not isinstance(s, str) or ALIASES.get(s, s) not in STAGES]
+    bad = [s for s in stages if not isinstance(s, str) or s not in STAGES]
     if bad:
         raise PlanError(f"{source}: stages: unknown stage {bad[0]!r}; stages: {', '.join(STAGES)}")
-    stages = tuple(canonical(s) for s in stages)
     required = tuple(s for s in DEMO_STAGES if s not in OPTIONAL_IN_DEMO)
     if tuple(s for s in stages if s not in OPTIONAL_IN_DEMO) != required or len(set(stages)) != len(stages):
         raise PlanError(f"{source}: stages: a plan runs the demo's stages in order ({', '.join(DEMO_STAGES)}); "
@@ -90,9 +89,8 @@ def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str,
         raise PlanError(f"{source}: config: a mapping of stage name to its fields; got {type(configs).__name__}")
     cfg = DemoConfig.quick() if plan.get("quick", False) else DemoConfig.default()
     demo: dict[str, Any] = {"search": "search" in stages}
-    for key, values in configs.items():
-        name = ALIASES.get(key, key)
-        where = f"{source}: config.{key}"
+    for name, values in configs.items():
+        where = f"{source}: config.{name}"
         if name not in STAGES:
             raise PlanError(f"{where}: no such stage; stages: {', '.join(STAGES)}")
         if not isinstance(values, dict):

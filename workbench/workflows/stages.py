@@ -15,8 +15,7 @@ which stages run even after a stop (the report). A front supplies only the body 
 (its glue: logging, figures, headlines) and, where it has them, resume loaders.
 
 The registry's names are the ones every front records (``demo.json``, ``audit.json``,
-``summary.json``, the logs); the other names fronts once used for the same stages (``train``,
-``environment``, ``graph``, ...) are :data:`ALIASES` of them. Plans (``workbench run plan.yaml``) are
+``summary.json``, the logs). Plans (``workbench run plan.yaml``) are
 :mod:`workbench.workflows.plan`.
 """
 
@@ -138,13 +137,6 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
               finally_=True),
 )}
 
-# the names fronts once showed for the same stages (read from older run folders and plans)
-ALIASES: dict[str, str] = {
-    "environment": "doctor", "train": "fine-tune", "fusion": "fuse", "graph": "fuse",
-    "data and slices": "data", "export and validate": "export", "slice drift": "evaluate",
-}
-
-
 @dataclass(frozen=True)
 class Route:
     """The stages one front runs, in order. ``needs`` and ``skip_reasons`` are where the front's
@@ -204,14 +196,6 @@ AUDIT_STAGES = ROUTES["audit"].stages
 COVERAGE_STAGES = ROUTES["coverage"].stages
 WORKBENCH_STAGES = ROUTES["workbench"].stages
 EXPORT_AND_FUSE = ROUTES["export-and-fuse"].stages
-
-
-def canonical(name: str) -> str:
-    """The registry's name for a stage name any front uses; KeyError for an unknown one."""
-    name = ALIASES.get(name, name)
-    if name not in STAGES:
-        raise KeyError(name)
-    return name
 
 
 def stages_for(route: str | Route, bodies: Mapping[str, Callable[[Any], Any]], *,

@@ -61,12 +61,13 @@ def tiny(tmp_path_factory):
 
 def _search(tiny, budget, candidates, max_excluded, name, strict=False):
     from workbench.embed.search import prepare_embed_search
-    from workbench.quant import SearchConfig, run_search
+    from workbench.quant import EvalConfig, SearchConfig, run_search
 
     export, task, tmp = tiny
     base = prepare_embed_search(export, task, tmp / name / "base", budget, threads=1, max_excluded=max_excluded, rounds=3,
                                 load_check=False)
-    return run_search(base, SearchConfig(candidates=candidates, n_boot=100, min_speedup=0, strict=strict), tmp / name / "search")
+    search = SearchConfig(candidates=candidates, evaluation=EvalConfig(n_boot=100), min_speedup=0, strict=strict)
+    return run_search(base, search, tmp / name / "search")
 
 
 def test_with_the_speed_guard_off_an_accurate_variant_is_chosen_even_when_slower_and_its_speed_is_said():
@@ -82,7 +83,7 @@ def test_with_the_speed_guard_off_an_accurate_variant_is_chosen_even_when_slower
 
     def candidate(name, precision, speedup, lo, hi, ok=True):
         return SearchCandidate(name, "model", precision, None, Path("m.onnx"), None, 1.0, 1.0, 0.5, 0.0,
-                               BudgetCheck(0.0, "", 0.0, ok, ok, [] if ok else ["NDCG@10 at 99.00% of FP32's"], 1, []), ok,
+                               BudgetCheck(0.0, "", 0.0, ok, ok, [] if ok else ["NDCG@10 at 99.00% of FP32's"], 1, []),
                                speedup=speedup, speedup_lo=lo, speedup_hi=hi)
 
     found = [candidate("model/fp32", "fp32", 1.0, 1.0, 1.0), candidate("model/dynamic", "int8", 0.85, 0.80, 0.90)]
@@ -217,12 +218,12 @@ def test_search_with_a_loose_budget_takes_the_preset_as_it_is(tiny):
 
 def test_search_refuses_to_mix_metrics(tiny, tmp_path):
     from workbench.embed.search import prepare_embed_search
-    from workbench.quant import QuantizeError, SearchConfig, run_search
+    from workbench.quant import EvalConfig, QuantizeError, SearchConfig, run_search
 
     export, task, _ = tiny
     base = prepare_embed_search(export, task, tmp_path / "base", threads=1, rounds=3, load_check=False)
     with pytest.raises(QuantizeError, match="one metric at a time"):
-        run_search({"embed": base, "classifier": tmp_path / "model.onnx"}, SearchConfig(n_boot=100), tmp_path / "s")
+        run_search({"embed": base, "classifier": tmp_path / "model.onnx"}, SearchConfig(evaluation=EvalConfig(n_boot=100)), tmp_path / "s")
     assert not (tmp_path / "s").exists()
     with pytest.raises(EmbedError, match="max_excluded"):
         prepare_embed_search(export, task, tmp_path / "base2", threads=1, max_excluded=-1, load_check=False)

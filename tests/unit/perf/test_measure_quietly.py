@@ -98,7 +98,7 @@ def test_the_verdict_names_only_the_variants_still_timed_under_load():
 
     def candidate(name, precision, contended):
         return SearchCandidate(name, "fused", precision, None, Path("m.onnx"), None, 1.0, 1.0, 0.8, 0.0,
-                               BudgetCheck(0.0, "", 0.0, True, True, [], 1, []), True, speedup=2.0, speedup_lo=1.9,
+                               BudgetCheck(0.0, "", 0.0, True, True, [], 1, []), speedup=2.0, speedup_lo=1.9,
                                speedup_hi=2.1, contended=contended)
 
     found = [candidate("fused/fp32", "fp32", False), candidate("fused/dynamic", "int8", False),

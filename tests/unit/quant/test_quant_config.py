@@ -62,12 +62,11 @@ def test_calibration_and_validation_are_given_only_as_their_own_configs():
 
 
 def test_presets_are_one_table_and_overrides_name_nested_fields_as_dicts():
-    presets = QuantConfig.presets()
-    assert tuple(presets) == PRESETS == tuple(n for n in PRESET_TABLE if n != "weight-only-int8")
+    assert PRESETS == tuple(n for n in PRESET_TABLE if n != "weight-only-int8")
     for name, (text, fields) in PRESET_TABLE.items():
         assert text and "\n" not in text, name
         if name in PRESETS:
-            assert presets[name] == QuantConfig.preset(name), name
+            assert isinstance(QuantConfig.preset(name), QuantConfig), name
     assert QuantConfig.preset("dynamic") == QuantConfig()
     best = QuantConfig.preset("static")
     assert (best.mode, best.per_channel, best.matmul_const_b_only, best.exclude_worst) == (QuantMode.STATIC, True, True, 6)

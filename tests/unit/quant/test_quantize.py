@@ -21,6 +21,7 @@ from workbench.quant import EvalConfig, EvaluationError, evaluate_slices, softma
 from workbench.quant.baseline import FP32_TIMINGS_FILE
 from workbench.quant import (
     DYNAMIC_OP_TYPES,
+    PRESETS,
     STATIC_OP_TYPES,
     Baseline,
     BaselineConfig,
@@ -68,7 +69,7 @@ def test_presets_and_string_conversion():
     assert QuantConfig.preset("dynamic-uint8").label == "dynamic-quint8"
     assert QuantConfig.preset("static-percentile", calibration={"samples": 64}).label == "static-percentile-64"
     assert QuantConfig.preset("static-minmax").op_types == ("MatMul", "Gemm")
-    assert set(QuantConfig.presets()) >= {"dynamic", "static-minmax", "static-entropy", "static-percentile"}
+    assert set(PRESETS) >= {"dynamic", "static-minmax", "static-entropy", "static-percentile"}
     back = serial.from_dict(QuantConfig, json.loads(json.dumps(serial.to_dict(cfg))))
     assert back == cfg
 
@@ -409,8 +410,7 @@ def test_check_budget_per_slice():
 
 
 def _cand(name, latency, check: BudgetCheck, size=10.0, acc=0.9):
-    return SearchCandidate(name, "g", "int8", None, Path(name), None, latency, size, acc, -check.overall_drop, check,
-                           check.feasible)
+    return SearchCandidate(name, "g", "int8", None, Path(name), None, latency, size, acc, -check.overall_drop, check)
 
 
 def test_selection_skips_faster_candidates_that_break_a_slice():
@@ -426,8 +426,8 @@ def test_run_search_respects_the_per_slice_budget(exported_tiny, quick_data, tmp
     res = run_search(
         exported_tiny,
         SearchConfig(candidates=(QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel")),
-                     budget_overall=0.0, budget_per_slice=0.0, timing=TimingConfig.quick(repeats=3),
-                     include_small_slices=True, n_boot=100, min_speedup=0),  # accuracy alone (the guard: below)
+                     budget_overall=0.0, budget_per_slice=0.0, baseline=BaselineConfig(timing=TimingConfig.quick(repeats=3)),
+                     include_small_slices=True, evaluation=EvalConfig(n_boot=100), min_speedup=0),  # accuracy alone (the guard: below)
         tmp_path, data=quick_data,
     )
     assert [c.name for c in res.candidates] == ["model/fp32", "model/dynamic-qint8", "model/dynamic-qint8-pc"]
@@ -529,7 +529,8 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
     budget_overall = min(max(hand["overall"], 0.0) + 0.01, 0.99)
 
     search = SearchConfig(candidates=(QuantConfig.preset("dynamic"),), budget_overall=budget_overall, budget_per_slice=budget_slice,
-                          timing=TimingConfig.quick(repeats=2), n_boot=100, min_speedup=0)
+                          baseline=BaselineConfig(timing=TimingConfig.quick(repeats=2)),
+                          evaluation=EvalConfig(n_boot=100), min_speedup=0)
     res = run_search(export, search, tmp_path / "search", data=data, slices=slices)
     fp32, int8 = res.candidates
     assert (fp32.precision, int8.precision) == ("fp32", "int8")
@@ -551,7 +552,7 @@ def test_search_rejects_a_candidate_because_of_one_slice(quick_data, tmp_path):
 
 
 def test_search_config_refuses_bad_knobs(exported_tiny, tmp_path):
-    from workbench.quant import EvaluationError, Objective
+    from workbench.quant import Objective
 
     with pytest.raises(QuantizeError, match="fraction of accuracy"):
         SearchConfig(budget_per_slice=2.0)
@@ -563,8 +564,10 @@ def test_search_config_refuses_bad_knobs(exported_tiny, tmp_path):
         SearchConfig(candidates=("dynamic",))
     with pytest.raises(QuantizeError, match="nothing to search"):
         SearchConfig(candidates=(), include_fp32=False)
-    with pytest.raises(EvaluationError, match="n_boot must be at least 100"):
-        SearchConfig(n_boot=10)
+    with pytest.raises(QuantizeError, match=r"evaluation must be given as EvalConfig\(...\), got dict"):
+        SearchConfig(evaluation={"n_boot": 100})
+    with pytest.raises(QuantizeError, match=r"baseline must be given as BaselineConfig\(...\), got TimingConfig"):
+        SearchConfig(baseline=TimingConfig())
     cfg = SearchConfig(objective="SIZE", candidates=[QuantConfig.preset("dynamic")])
     assert cfg.objective is Objective.SIZE and cfg.candidates == (QuantConfig.preset("dynamic"),)
     assert len(SearchConfig().candidates) >= 4  # None: the default candidates
@@ -668,7 +671,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
 
     steps: list[str] = []
     cands = (QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel"), QuantConfig.preset("dynamic-reduce-range"))
-    res = run_search(base, SearchConfig(candidates=cands, n_boot=100), tmp_path / "search", previous=presets,
+    res = run_search(base, SearchConfig(candidates=cands, evaluation=EvalConfig(n_boot=100)), tmp_path / "search", previous=presets,
                      progress=lambda i, n, what: steps.append(what))
     assert count.fp32_scored == len(base.eval_sets)  # the baseline, not a second one
     assert count.others_timed == 3 and count.fp32_timed == 3  # only the reduce-range candidate was quantized and timed
@@ -687,7 +690,7 @@ def test_fp32_is_timed_and_scored_once_and_the_search_reuses_earlier_results(exp
     assert load_search(tmp_path / "search").reused == res.reused
 
     # reused only when the scoring would be the same: other bootstrap settings quantize again
-    other = run_search({"exported": base}, SearchConfig(candidates=cands[:1], n_boot=200, include_fp32=False),
+    other = run_search({"exported": base}, SearchConfig(candidates=cands[:1], evaluation=EvalConfig(n_boot=200), include_fp32=False),
                        tmp_path / "search-200", previous=presets)
     assert other.reused == [] and count.others_timed == 4 and count.fp32_timed == 4
     # other timing settings time the FP32 graph again, with those settings (a comparison needs both)
@@ -989,7 +992,7 @@ def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
 
     fp32 = SearchCandidate(name="model/fp32", graph="model", precision="fp32", config=None, onnx_path=Path("/x/m.onnx"),
                            result_path=None, latency_ms=10.0, size_mib=87.0, accuracy=0.8, accuracy_delta=0.0,
-                           check=_check(True), feasible=True, speedup=1.0, speedup_lo=1.0, speedup_hi=1.0)
+                           check=_check(True), speedup=1.0, speedup_lo=1.0, speedup_hi=1.0)
     exact_but_slow = int8_candidate("exact", "model", _timed("exact", 0.0, 0.98, 1.04, 1.10), _check(True), 1.05)
     quick = int8_candidate("quick", "model", _timed("quick", -0.004, 1.55, 1.70, 1.82), _check(True), 1.05)
     assert not exact_but_slow.feasible and exact_but_slow.check.feasible and "0.98x is under the 1.05x" in exact_but_slow.too_slow

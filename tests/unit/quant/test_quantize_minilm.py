@@ -134,7 +134,8 @@ def test_search_respects_the_per_slice_budget(minilm_export, quick_data, tmp_pat
     res = run_search(
         minilm_export,
         SearchConfig(candidates=(QuantConfig.preset("dynamic"), QuantConfig.preset("dynamic-per-channel")),
-                     budget_overall=0.02, budget_per_slice=0.02, timing=TimingConfig.quick(repeats=2), n_boot=200,
+                     budget_overall=0.02, budget_per_slice=0.02, baseline=BaselineConfig(timing=TimingConfig.quick(repeats=2)),
+                     evaluation=EvalConfig(n_boot=200),
                      min_speedup=0),  # accuracy alone: the guard is tested in test_quantize
         tmp_path, data=quick_data,
     )

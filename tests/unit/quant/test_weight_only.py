@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.quant import QuantConfig, QuantizeError
-from workbench.quant.config import runnable_bits
+from workbench.quant import PRESETS, QuantConfig, QuantizeError
+from workbench.quant.config import available_presets, runnable_bits
 from workbench.quant.weightonly import EIGHT_BIT_REFUSAL, dequantize_nbits, quantize_weight_only
 
 
@@ -72,14 +72,14 @@ def test_eight_bits_and_bad_options_refused_in_one_line():
         with pytest.raises(QuantizeError, match=match) as e:
             QuantConfig(**kw)
         assert "\n" not in str(e.value)
-    assert "weight-only-int8" not in QuantConfig.presets()
+    assert "weight-only-int8" not in PRESETS
     if 8 in runnable_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
-        assert QuantConfig.preset("weight-only-int8").bits == 8 and "weight-only-int8" in QuantConfig.available_presets()
+        assert QuantConfig.preset("weight-only-int8").bits == 8 and "weight-only-int8" in available_presets()
         return
     with pytest.raises(QuantizeError, match="preset 'weight-only-int8'") as e:
         QuantConfig.preset("weight-only-int8")
     assert EIGHT_BIT_REFUSAL in str(e.value)
-    assert {"weight-only-int4", "weight-only-int4-acc4"} <= set(QuantConfig.presets())
+    assert {"weight-only-int4", "weight-only-int4-acc4"} <= set(PRESETS)
 
 
 def test_weight_only_preset_builds_validates_and_is_scored(quant_tiny_baseline, tmp_path):

@@ -17,8 +17,8 @@ from workbench.quant import QuantConfig
 from workbench.train import TrainConfig
 from workbench.workflows.demo import DemoConfig
 from workbench.workflows.plan import PlanError, load_plan, plan_config
-from workbench.workflows.stages import (ALIASES, AUDIT_STAGES, COVERAGE_STAGES, DEMO_STAGES, EXPORT_AND_FUSE, ROUTES, STAGES,
-                                        WORKBENCH_STAGES, canonical, stages_for)
+from workbench.workflows.stages import (AUDIT_STAGES, COVERAGE_STAGES, DEMO_STAGES, EXPORT_AND_FUSE, ROUTES, STAGES,
+                                        WORKBENCH_STAGES, stages_for)
 
 REPO = Path(__file__).resolve().parents[3]
 # the one place a Stage is constructed: the registry's builder
@@ -146,11 +146,6 @@ def test_the_coverage_run_and_the_graph_panels_export_sequence_their_routes(monk
     assert sequenced(monkeypatch, stages, run) == list(EXPORT_AND_FUSE) == ["export", "fuse"]
 
 
-def test_older_names_are_aliases_of_the_registrys() -> None:
-    assert [canonical(n) for n in ("train", "environment", "graph", "slice drift")] == ["fine-tune", "doctor", "fuse", "evaluate"]
-    assert all(v in STAGES and k not in STAGES for k, v in ALIASES.items())
-    with pytest.raises(KeyError):
-        canonical("no-such-stage")
 
 
 def test_each_entry_has_its_config_type_and_a_run_function() -> None:
@@ -161,7 +156,7 @@ def test_each_entry_has_its_config_type_and_a_run_function() -> None:
 
 def test_a_plan_sets_each_stages_config() -> None:
     cfg, stages = plan_config({"quick": True, "stages": [s for s in DEMO_STAGES if s != "search"],
-                               "config": {"fine-tune": {"max_steps": 3, "backends": ["eager"]}, "train": {"lr": 1e-4},
+                               "config": {"fine-tune": {"max_steps": 3, "backends": ["eager"], "lr": 1e-4},
                                           "data": {"test_fraction": 0.2}, "export": {"opset": 16},
                                           "quantize": {"presets": ["dynamic"], "repeats": 2}}})
     quick = DemoConfig.quick()
@@ -174,6 +169,10 @@ def test_a_plan_sets_each_stages_config() -> None:
 
 @pytest.mark.parametrize("plan, words", [
     ({"stages": ["doctor", "bogus"]}, "unknown stage 'bogus'"),
+    ({"stages": ["environment", "data"]}, "unknown stage 'environment'; stages: doctor, data, fine-tune"),  # a name fronts once showed
+    ({"config": {"train": {"max_steps": 4}}}, "config.train: no such stage; stages: doctor, data, fine-tune"),
+    ({"config": {"quantize": {"n_boot": 50}}}, "n_boot must be at least 100"),  # what the search would refuse, before anything runs
+    ({"config": {"search": {"min_speedup": -1}}}, "min_speedup is a speed-up over the FP32 graph between 0 (off) and 100"),
     ({"stages": ["doctor", "data"]}, "only search may be left out"),
     ({"config": {"export": {"opsett": 1}}}, "ExportConfig has no field 'opsett'"),
     ({"config": {"fine-tune": {"backends": ["nope"]}}}, "backends must each be one of"),
