@@ -125,8 +125,8 @@ ROUTES: dict[str, Route] = {r.name: r for r in (
           ("build", "fine-tune", "export", "fuse", "quantize"), optional=frozenset({"fine-tune"}),
           needs={"fine-tune": ("build",), "export": ("build",), "quantize": ("export", "fuse")}),
     Route("workbench", "the notebook Workbench's Run all (its graph step exports and fuses)",
-          ("doctor", "fine-tune", "fuse", "quantize"), needs={"quantize": ("fuse",)},
-          skip_reasons={"fuse": "", "quantize": ""}),
+          ("doctor", "fine-tune", "export", "fuse", "quantize"), needs={"quantize": ("fuse",)},
+          skip_reasons={"export": "", "fuse": "", "quantize": ""}),
     Route("export-and-fuse", "the graph panel: export a checkpoint, fuse the export", ("export", "fuse"),
           skip_reasons={"fuse": ""}),
 )}
@@ -171,7 +171,10 @@ def stages_for(route: str | Route, job: Job, *, resume: Optional[Mapping[str, Ca
 
 def run_stage(name: str, record: StageRecord, job: Job) -> Any:
     """The registry's run of stage ``name`` with its config, then the front's hook with the result."""
-    result = STAGES[name].run(job.configs.get(name), record, job)
+    def run() -> Any:
+        return STAGES[name].run(job.configs.get(name), record, job)
+
+    result = job.around(name, run) if job.around is not None else run()
     if name in job.hooks:
         job.hooks[name](record, result)
     return result

@@ -78,9 +78,9 @@ def test_needs_and_skip_reasons_come_from_the_registry() -> None:
     audit = {s.name: s for s in stages_for("audit", job)}
     assert audit["export"].needs == ("doctor", "data") and audit["search"].needs == ("quantize",)
     assert audit["fuse"].skip_reason == "needs an exported graph that passed validation"
-    # the Workbench's graph step exports and fuses: it needs the fine-tune step (export's own input)
+    # the Workbench's graph step exports and fuses: export needs the fine-tune step (its data comes from the training config)
     wb = {s.name: s for s in stages_for("workbench", job)}
-    assert wb["fuse"].needs == ("fine-tune",) and wb["quantize"].needs == ("fuse",) and wb["fuse"].skip_reason == ""
+    assert wb["export"].needs == ("fine-tune",) and wb["quantize"].needs == ("fuse",) and wb["fuse"].skip_reason == ""
     cov = {s.name: s for s in stages_for("coverage", job, leave_out=("fine-tune",))}
     assert list(cov) == ["build", "export", "fuse", "quantize"] and cov["export"].needs == ("build",)
 
