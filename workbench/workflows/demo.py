@@ -152,7 +152,7 @@ def run_demo(
     log(f"run folder: {run}")
     report = {"kind": "demo", "title": f"ORT Workbench demo report: {run.name}", "budget_overall": cfg.budget_overall,
               "budget_per_slice": cfg.budget_per_slice, "min_speedup": cfg.min_speedup}
-    job = Job(run, demo_configs(cfg), log=log, hooks=DemoHooks(run, cfg.train.data.source, report, log).hooks(), progress=progress,
+    job = Job(run, demo_configs(cfg), log=log, hooks=DemoHooks(cfg, run, report, log).hooks(), progress=progress,
               stop=stop, report=report)
     sequence = run_stages(stages_for("demo", job, leave_out=() if cfg.search else ("search",)), log=log, on_stage=on_stage, stop=stop)
     return _finish(run, cfg, list(sequence.outcomes), log)
@@ -177,8 +177,9 @@ class DemoHooks:
     """What the demo adds after its stages: the doctor's text, the data's facts (into the report's
     inputs, ``report``), headlines and figures."""
 
-    def __init__(self, run: Path, source: str, report: dict, log: Log = print) -> None:
-        self.run, self.source, self.report, self.log, self.figs = run, source, report, log, run / layout.FIGURES_DIR
+    def __init__(self, cfg: DemoConfig, run: Path, report: dict, log: Log = print) -> None:
+        self.run, self.source, self.presets, self.report, self.log = run, cfg.train.data.source, cfg.quant_presets, report, log
+        self.figs = run / layout.FIGURES_DIR
 
     def hooks(self) -> dict[str, Callable]:
         return {"doctor": self.doctor, "data": self.data, "fine-tune": self.fine_tune, "export": self.export,
@@ -236,8 +237,8 @@ class DemoHooks:
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         self.log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
-        for res in results:
-            name, figs = res.name, self.figs
+        figs = self.figs
+        for name, res in zip(self.presets, results):
             st.figures += [write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
                            write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
                            write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html")]

@@ -140,6 +140,9 @@ def fine_tune(cfg: FineTuneStep, st: StageRecord, job: Job):
     """Each backend fine-tuned in turn and compared (``train/compare.json``), with the verdicts."""
     from ..train import comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
 
+    t = cfg.train
+    job.log(f"   {t.model}, {t.max_steps or t.epochs} {'steps' if t.max_steps else 'epochs'} of {t.examples_per_step}, "
+            f"backends {', '.join(b.value for b in cfg.compare.backends)}")
     profile, before = load_check()
     comparison = run_comparison(cfg.train, cfg.compare, job.run_dir / layout.TRAIN_DIR, progress=job.progress, stop=job.stop)
     st.result_path = str(job.run_dir / layout.COMPARE)
