@@ -287,6 +287,11 @@ class GraphPanel(Panel):
 
     # ---- running -----------------------------------------------------------------------------
     def _compute(self, values: dict[str, Any]) -> FusionReport:
+        return self.session.export_and_fuse(values["model"], *self.configs(values))
+
+    def configs(self, values: Optional[dict[str, Any]] = None) -> tuple[ExportConfig, FusionConfig]:
+        """The export and fusion configs the controls describe."""
+        values = values or self.values()
         device = values["device"]
         # the gpu preset is CUDA whatever the dropdown says: asking for it where CUDA is absent is the clear error
         fusion_kw = {"device": device} if values["fusion_preset"] != "gpu" or device != "cpu" else {}
@@ -295,7 +300,7 @@ class GraphPanel(Panel):
         fusion_cfg = getattr(FusionConfig, values["fusion_preset"])(**fusion_kw)
         export_cfg = getattr(ExportConfig, values["export_preset"])(
             opset=int(values["opset"]), attn_implementation=values["attn_implementation"], device=fusion_cfg.device)
-        return self.session.export_and_fuse(values["model"], export_cfg, fusion_cfg)
+        return export_cfg, fusion_cfg
 
     def _open(self, result: Any) -> FusionReport:
         return self.session.open(result)

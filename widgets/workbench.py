@@ -27,6 +27,7 @@ from workbench import runs
 from workbench.flow import handoffs as flow
 from workbench.flow.sequence import run_stages
 from workbench.workflows.stages import stages_for
+from workbench.workflows.steps import DoctorStep, FineTuneStep, Job, QuantizeStep
 
 from .base import MUTED_COLOUR, Panel, check_kwargs, error_html
 from .doctor import DoctorBanner
@@ -267,16 +268,47 @@ class Workbench(W.VBox):
     # ---- everything at once --------------------------------------------------------------------
     def run_all(self, resume: bool = False) -> dict[str, Any]:
         """Run every step in order with the current controls (synchronously), through the one
-        sequencer (:func:`workbench.flow.sequence.run_stages`) with the registry's workbench route;
+        sequencer (:func:`workbench.flow.sequence.run_stages`) with the registry's workbench route:
+        each stage is the registry's run, inside its panel (busy state, progress, the result shown);
         stops at the first error, which its panel shows, and raises it. ``resume=True`` keeps the
         steps that already have a result (a saved run opened, a step run by hand) and runs the rest.
         Returns ``{step: result}``, keyed by the stage names (and ``compare``)."""
-        panels = {"doctor": self.doctor, "fine-tune": self.train, "fuse": self.graph, "quantize": self.quant}
-        bodies = {name: (lambda _record, p=panel: p.run()) for name, panel in panels.items()}
-        kept = {name: (lambda p=panel: p.result) for name, panel in panels.items() if name != "doctor"}
-        done = run_stages(stages_for("workbench", bodies, resume=kept), log=lambda _line: None, fail_fast=True, resume=resume)
+        panels = {"doctor": self.doctor, "fine-tune": self.train, "export": self.graph, "fuse": self.graph, "quantize": self.quant}
+        kept = {"fine-tune": lambda: self.train.result, "export": lambda: self.graph.export_result,
+                "fuse": lambda: self.graph.result, "quantize": lambda: self.quant.result}
+        done = run_stages(stages_for("workbench", self._job(), resume=kept), log=lambda _line: None, fail_fast=True, resume=resume)
         failed = next((o for o in done.outcomes if o.status == "failed"), None)
         if failed is not None:
             error = panels[failed.name].error
             raise error if error is not None else RuntimeError(f"{failed.name}: {failed.message}")
         return {s.key: s.panel.result for s in self.steps}
+
+    def _job(self) -> Job:
+        """The workbench route's configs from the panels' controls; each stage runs in its panel."""
+        from workbench.sessions.base import model_folder
+        from workbench.quant import BaselineConfig, EvalConfig, machine_preset
+        from workbench.train import CompareConfig
+
+        t, q = self.train.values(), self.quant.values()
+        train = self.train.config(t)
+        train = train.replace(model=model_folder(train.model))  # a Hugging Face Hub id: its folder in the local cache
+        export, fusion = self.graph.configs()
+        configs = {"doctor": DoctorStep(frozenset()),  # the Doctor panel shows what fails; the steps go on
+                   "fine-tune": FineTuneStep(train, CompareConfig(backends=tuple(t["backends"]), isolate=bool(t["isolate"])),
+                                             all_must_finish=False),
+                   "export": export, "fuse": fusion,
+                   "quantize": QuantizeStep(BaselineConfig(timing=self.quant._timing(q)), {q["preset"]: machine_preset(q["preset"])},
+                                            EvalConfig(n_boot=int(q["n_boot"])))}
+        return Job(self.run_dir, configs, log=lambda _line: None, data=train.data, around=self._in_panel,
+                   progress=self.train._on_progress, stop=self.train.session.stop_event)
+
+    def _in_panel(self, name: str, run: Callable[[], Any]) -> Any:
+        """Stage ``name``'s run inside its panel's run protocol; the session keeps what the panel shows."""
+        if name == "fine-tune":
+            self.train._start_live(list(self.train.values()["backends"]))
+        panel = {"doctor": self.doctor, "fine-tune": self.train, "export": self.graph, "fuse": self.graph, "quantize": self.quant}[name]
+        if name == "export":
+            return panel._execute(lambda _values: run(), lambda _r: None, lambda r: f"exported {r.onnx_path}", lambda _r: MUTED_COLOUR,
+                                  keep=lambda r: r)
+        keep = {"fuse": self.graph.session.open, "quantize": lambda q: self.quant.session.keep(q[1][0])}.get(name)
+        return panel._execute(lambda _values: run(), panel._draw, panel._summary, panel._summary_colour, keep=keep)

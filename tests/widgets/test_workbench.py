@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 import workbench.graph as workbench_graph
+import workbench.quant as workbench_quant
+import workbench.train as workbench_train
 import workbench.sessions.quant as quant_module  # the sessions run the stages
 import workbench.sessions.train as train_module
 from widgets import Workbench
@@ -32,7 +34,7 @@ def test_steps_wait_for_their_inputs(tmp_path: Path) -> None:
     t = titles(wb)
     # the registry's names (its workbench route), and the compare view after the fine-tune step
     assert [s.key for s in wb.steps] == ["doctor", "fine-tune", "compare", "fuse", "quantize"]
-    assert [s.key for s in wb.steps if s.key != "compare"] == list(WORKBENCH_STAGES)
+    assert [s.key for s in wb.steps if s.key != "compare"] == [n for n in WORKBENCH_STAGES if n != "export"]  # the graph step exports
     assert wb.doctor.ok, wb.doctor.result.as_text()  # the test environment is set up: the doctor passes
     assert t[0].startswith(f"{DONE} 1. Environment")
     assert "2. Fine-tune — ready" in t[1]
@@ -105,8 +107,8 @@ def test_run_all_resumes_an_opened_run_and_stops_at_the_first_error(finished: Wo
     def no(*a, **k):
         raise AssertionError("a resumed step must not recompute")
 
-    for module, names in ((train_module, ("run_comparison",)), (workbench_graph, ("run_export", "run_fusion")),
-                          (quant_module, ("run_quantization",))):
+    for module, names in ((workbench_train, ("run_comparison",)), (workbench_graph, ("run_export", "run_fusion")),
+                          (workbench_quant, ("run_quantization",))):  # what the registry's stages call
         for name in names:
             monkeypatch.setattr(module, name, no)
     # a copy of the finished run, in a runs folder of its own: the run without resume below starts a
@@ -129,7 +131,8 @@ def test_run_all_sequences_the_registrys_workbench_route(tmp_path: Path, monkeyp
     monkeypatch.setattr(workbench_module, "run_stages", lambda stages, **kw: given.extend(stages) or SequenceResult([], {}))
     Workbench(runs_root=tmp_path, background=False).run_all()
     assert [s.name for s in given] == list(WORKBENCH_STAGES)
-    assert {s.name: s.needs for s in given} == {"doctor": (), "fine-tune": (), "fuse": ("fine-tune",), "quantize": ("fuse",)}
+    assert {s.name: s.needs for s in given} == {"doctor": (), "fine-tune": (), "export": ("fine-tune",), "fuse": ("export",),
+                                                "quantize": ("fuse",)}
 
 
 def test_opening_a_folder_without_results_is_shown(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ Files:
 - ``config.py``: :class:`AuditConfig`, :class:`AuditInputError`, the presets and file names
 - ``inputs.py``: checking the inputs against the run asked for (model folder, labels, columns,
   calibration rows, slices, output folder): ``check_model``, ``prepare_data``, ``check_inputs``
-- ``stage.py``: :func:`run_audit`, :class:`AuditResult`, the stages' bodies (:class:`AuditStages`), and the
+- ``stage.py``: :func:`run_audit`, :class:`AuditResult`, the audit route's configs and hooks, and the
   batch-dependence measurement
 """
 

@@ -7,17 +7,12 @@ object every front opens a run folder with (:func:`open_run`).
     fuse -> quantize:      the fused graph when there is one and it passed validation, else the
                            exported graph (:func:`graph_to_quantize`)
 
-The demo (``workbench.workflows.demo``), the notebook ``Workbench``, the CLI and :class:`Run` all call
-these, so every front hands the same thing on. Each choice comes with a one-line note saying what
-was taken and why, for the front to print::
+Every front (the stage registry's runs, the notebook panels, the CLI) calls these, and each choice
+comes with a one-line note saying what was taken and why::
 
     run = open_run("runs/20261123-demo/export")   # the root, any stage folder or a result file
-    pick = run.graph_to_quantize()      # the fused graph when there is one, else the exported one
+    pick = run.graph_to_quantize()
     print(pick.note)                    # "quantizing the fused graph .../fusion/model_fused.onnx"
-    run.stage_dir("quantize", "dynamic")  # where the next quantization writes
-
-This module sits above the stages (it reads their results); ``workbench.runs`` below them keeps
-only the layout and atomic writing and imports no stage.
 """
 
 from __future__ import annotations
@@ -156,11 +151,6 @@ class Run:
     root: Path
     opened: Path  # what was given to open_run
     _cache: dict = field(default_factory=dict, repr=False)
-
-    # ---- where things are ---------------------------------------------------------------------
-    def path(self, rel: str) -> Path:
-        """A path of the layout (``layout.EXPORT``, ...) inside this run."""
-        return self.root / rel
 
     def stage_dir(self, stage: str, name: Optional[str] = None) -> Path:
         """The folder ``stage`` writes into (``quantize`` and ``train`` take a preset or backend name)."""

@@ -1,32 +1,22 @@
-"""The one stage sequencer: every front that runs stages in order (the demo, the audit, the notebook
-``Workbench``, the architecture coverage, the graph panel's export and fuse) gets its list of
-:class:`Stage` from the stage registry's builder (``workbench.workflows.stages.stages_for``: the
-names, order, needs, skip reasons and ``finally_`` of the front's route; the front gives the
-bodies) and calls :func:`run_stages`.
+"""The one stage sequencer: every front that runs stages in order gets its list of :class:`Stage`
+from the stage registry (``workbench.workflows.stages.stages_for``) and calls :func:`run_stages`.
 
-    stages = stages_for("demo", {"doctor": do_doctor, ...})   # [Stage("doctor", do_doctor), ...]
-    done = run_stages(stages, log=print, stop=stop_event, resume=True)
+    done = run_stages(stages_for("demo", job), log=print, stop=stop_event, resume=True)
     done.results["fuse"], done.outcomes
 
 What it does for every front alike:
 
-- **order and hand-offs**: a stage runs after the ones before it; ``needs`` names the earlier stages
-  whose result it takes. When one of them failed, was skipped or returned nothing, the stage is
-  skipped with the reason, and the stages that do not need it still run. *What* a stage takes from
-  the one before is not decided here nor in the fronts: the stage's function asks
-  :mod:`workbench.flow.handoffs` (``flow.checkpoint_to_export``, ``flow.graph_to_quantize``, a ``Run``'s
-  typed methods).
-- **failures recorded, not fatal**: an exception in a stage is recorded with its message (and the
-  end of its traceback in the log), so what was already written survives it; ``fatal`` exception
-  types (bad input found late, an interrupt) propagate, and ``fail_fast`` stops the sequence at the
-  first failure (the ``Workbench``'s Run-all).
-- **progress**: ``on_stage(index, total, name, status)`` before and after each stage (the CLI draws
-  it; the ``Workbench`` refreshes its step titles); log lines in the front's ``style``.
+- **hand-offs**: ``needs`` names the earlier stages whose result a stage takes; when one of them
+  failed, was skipped or returned nothing, the stage is skipped with the reason and the stages that
+  do not need it still run. *What* it takes is :mod:`workbench.flow.handoffs`'s rule.
+- **failures recorded, not fatal**: an exception is recorded with its message (the end of its
+  traceback in the log), so what was written survives it; ``fatal`` exception types propagate, and
+  ``fail_fast`` stops the sequence at the first failure (the ``Workbench``'s Run all).
+- **progress**: ``on_stage(index, total, name, status)`` before and after each stage.
 - **stop**: a set ``stop`` event ends the sequence between stages; the rest are recorded as stopped.
-- **resume**: with ``resume=True`` a stage whose ``resume`` loader finds its saved result in the run
-  folder is not run again (status ``resumed``); the stages after it take that result.
-- **the report at the end**: ``finally_`` stages (the report) run whatever happened before them,
-  stopped or not, with what there is.
+- **resume**: with ``resume=True`` a stage whose ``resume`` loader finds its saved result is not
+  run again (status ``resumed``).
+- **the report at the end**: ``finally_`` stages run whatever happened before them, stopped or not.
 """
 
 from __future__ import annotations
@@ -78,12 +68,8 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a front's list (built by the registry's ``stages_for``, not by hand).
-
-    ``run(record)`` does the work and returns the stage's result (what later stages ``need``);
-    ``needs`` are earlier stages whose results it takes; ``resume()`` returns the result a finished
-    earlier run saved (None: not there, run it); ``finally_`` stages run even after a stop.
-    """
+    """One step of a front's list (built by the registry's ``stages_for``, not by hand): ``run(record)``
+    returns the stage's result; ``resume()`` the result an earlier run saved (None: run it)."""
 
     name: str
     run: Callable[[StageRecord], Any]

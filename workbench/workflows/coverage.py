@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..flow.sequence import run_stages
-from ..runs import layout
 from .stages import stages_for
+from .steps import FineTuneStep, Job, QuantizeStep
 from .tiny import (BPE_ROBERTA, UNIGRAM_XLMR, WORDPIECE_BERT, ZOO, ZOO_TYPES, build_tiny, build_tokenizer,  # noqa: F401
                    train_backend, training_texts, zoo_entry)
 
@@ -61,49 +61,33 @@ def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: i
     import time
 
     from ..data.load import DataConfig, load_data
-    from ..graph import ExportConfig, run_export
-    from ..graph import FusionConfig, optimizer_model_type, run_fusion
-    from ..flow.handoffs import graph_to_quantize
-    from ..quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig, prepare_baseline, run_quantization
+    from ..graph import ExportConfig, FusionConfig, optimizer_model_type
+    from ..quant import BaselineConfig, EvalConfig, QuantConfig, TimingConfig
+    from ..train import CompareConfig, TrainConfig
 
     t0 = time.perf_counter()
     out = Path(out_dir)
-    data = data if data is not None else load_data(DataConfig.quick())
     lines: list[str] = []
-
-    def build(st):
-        return build_tiny(model_type, out / "model", seed=seed)
-
-    def fine_tune(st):
-        from ..train import TrainConfig, run_training
-
-        # the quick reviews (TrainConfig.quick's data); fallback to PyTorch is disabled by default
-        cfg = TrainConfig.quick(model=str(st.inputs["build"]), max_steps=train_steps, eval_every=train_steps, save_graphs=False)
-        run = run_training(cfg, "ortmodule", run_dir=out / layout.TRAIN_DIR)
-        return "ok" if run.ok and run.executed_in_onnxruntime else f"failed: {run.reason}"
-
-    def export_stage(st):
-        return run_export(str(st.inputs["build"]), ExportConfig.quick(), out / layout.EXPORT_DIR, data=data)
-
-    def fuse(st):
-        return run_fusion(st.inputs["export"], FusionConfig.inspect_only(variants=("unoptimized", "transformer")),
-                          out / layout.FUSION_DIR)
-
-    def quantize(st):
-        # the graph to quantize by flow's rule: the fused graph only when it passed validation
-        pick = graph_to_quantize(st.inputs["export"], st.inputs.get("fuse"))
-        baseline = prepare_baseline(pick.path, data, out / layout.BASELINE,
-                                    BaselineConfig(golden=False, timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8),
-                                    export=st.inputs["export"])
-        return run_quantization(baseline, QuantConfig.preset("dynamic"), out / layout.quantize_dir("dynamic"),
-                                evaluation=EvalConfig(n_boot=100, node_error_samples=4))
-
+    # the quick reviews (TrainConfig.quick's data) on the model the build stage writes; fallback to PyTorch is disabled by default
+    steps = max(train_steps, 1)
+    train = TrainConfig.quick(model=str(out / "model"), max_steps=steps, eval_every=steps, save_graphs=False)
+    configs = {
+        "build": {"model_type": model_type, "seed": seed},
+        "fine-tune": FineTuneStep(train, CompareConfig(backends=("ortmodule",), isolate=False), all_must_finish=False),
+        "export": ExportConfig.quick(),
+        "fuse": FusionConfig.inspect_only(variants=("unoptimized", "transformer")),
+        "quantize": QuantizeStep(BaselineConfig(golden=False, timing=TimingConfig.quick(repeats=1, warmup=0), calibration_samples=8),
+                                 {"dynamic": QuantConfig.preset("dynamic")}, EvalConfig(n_boot=100, node_error_samples=4)),
+    }
+    job = Job(out, configs, log=lines.append, data=data if data is not None else load_data(DataConfig.quick()))
     # the coverage route, through the one sequencer; a stage that fails raises as it is (the row needs every stage)
-    bodies = {"build": build, "fine-tune": fine_tune, "export": export_stage, "fuse": fuse, "quantize": quantize}
-    stages = stages_for("coverage", bodies, leave_out=() if train_steps > 0 else ("fine-tune",))
-    done = run_stages(stages, log=lines.append, fatal=(Exception,))
-    export, fusion, quant = done.results["export"], done.results["fuse"], done.results["quantize"]
-    ortmodule = done.results.get("fine-tune", "not run")
+    done = run_stages(stages_for("coverage", job, leave_out=() if train_steps > 0 else ("fine-tune",)), log=lines.append,
+                      fatal=(Exception,))
+    export, fusion, quant = done.results["export"], done.results["fuse"], done.results["quantize"][1][0]
+    ortmodule = "not run"
+    if "fine-tune" in done.results:  # ok when the steps ran in ONNX Runtime
+        run = done.results["fine-tune"].runs[0]
+        ortmodule = "ok" if run.status.value == "ok" and run.executed_in_onnxruntime else f"failed: {run.reason}"
     return CoverageRow(
         model_type=model_type,
         tokenizer_class=type(export.load_tokenizer()).__name__,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..core.options import field_help
-from ..flow import handoffs as flow
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig
@@ -29,6 +28,7 @@ from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_M
 from ..flow.sequence import StageOutcome, run_stages
 from ..train import DEFAULT_BACKENDS, TrainConfig
 from .stages import stages_for
+from .steps import FineTuneStep, Job, QuantizeStep
 
 Log = Callable[[str], None]
 
@@ -151,108 +151,73 @@ def run_demo(
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
     run.mkdir(parents=True, exist_ok=True)
     log(f"run folder: {run}")
-    # what each stage takes from the one before is workbench.flow.handoffs's rule
-    stages = stages_for("demo", DemoStages(cfg, run, log, progress, stop).bodies(), leave_out=() if cfg.search else ("search",))
-    sequence = run_stages(stages, log=log, on_stage=on_stage, stop=stop)
+    report = {"kind": "demo", "title": f"ORT Workbench demo report: {run.name}", "budget_overall": cfg.budget_overall,
+              "budget_per_slice": cfg.budget_per_slice, "min_speedup": cfg.min_speedup}
+    job = Job(run, demo_configs(cfg), log=log, hooks=DemoHooks(cfg, run, report, log).hooks(), progress=progress,
+              stop=stop, report=report)
+    sequence = run_stages(stages_for("demo", job, leave_out=() if cfg.search else ("search",)), log=log, on_stage=on_stage, stop=stop)
     return _finish(run, cfg, list(sequence.outcomes), log)
 
 
-class DemoStages:
-    """The bodies of the demo's stages over one run folder (``body(record) -> result``, the demo
-    route of :mod:`workbench.workflows.stages`); ``facts`` keeps what the report takes besides the
-    stages' results (the doctor's report, the data's facts, the budgets)."""
+def demo_configs(cfg: DemoConfig) -> dict:
+    """Each stage's config of the demo route."""
+    from ..quant import BaselineConfig, EvalConfig, machine_preset
+    from ..train import CompareConfig
 
-    def __init__(self, cfg: DemoConfig, run: Path, log: Log = print, progress=None, stop=None) -> None:
-        self.cfg, self.run, self.log, self.progress, self.stop = cfg, run, log, progress, stop
+    compare = CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate)
+    presets = {n: machine_preset(n) for n in cfg.quant_presets}
+    configs = {"data": cfg.train.data, "fine-tune": FineTuneStep(cfg.train, compare), "export": cfg.export, "fuse": cfg.fusion,
+               "quantize": QuantizeStep(BaselineConfig(timing=cfg.timing), presets, EvalConfig(n_boot=cfg.n_boot))}
+    if cfg.search:
+        configs["search"] = cfg.search_config()
+    return configs
+
+
+class DemoHooks:
+    """What the demo adds after its stages: the doctor's text, the data's facts (into the report's
+    inputs, ``report``), headlines and figures."""
+
+    def __init__(self, cfg: DemoConfig, run: Path, report: dict, log: Log = print) -> None:
+        self.run, self.source, self.presets, self.report, self.log = run, cfg.train.data.source, cfg.quant_presets, report, log
         self.figs = run / layout.FIGURES_DIR
-        self.facts: dict = {"budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_per_slice}
 
-    def bodies(self) -> dict[str, Callable]:
+    def hooks(self) -> dict[str, Callable]:
         return {"doctor": self.doctor, "data": self.data, "fine-tune": self.fine_tune, "export": self.export,
-                "fuse": self.fuse, "quantize": self.quantize, "search": self.search, "report": self.report}
+                "fuse": self.fuse, "quantize": self.quantize, "search": self.search}
 
-    def doctor(self, st):
-        from ..doctor.checks import run_doctor
-
-        report = self.facts["doctor"] = run_doctor()
-        runs.atomic_write_text(self.run / layout.DOCTOR_FILE, report.as_text() + "\n")
-        st.result_path = str(self.run / layout.DOCTOR_FILE)
+    def doctor(self, st, report) -> None:
         self.log(report.as_text())
-        if not report.ok:
-            raise RuntimeError("the environment is incomplete (see the fixes above); run `make setup`")
-        return report
 
-    def data(self, st):
-        from ..data.load import load_data, summarize_data
+    def data(self, st, data) -> None:
+        from ..data.load import summarize_data
 
-        cfg, run = self.cfg, self.run
-        data = load_data(cfg.train.data)
-        summary = summarize_data(data, cfg.train.data.source)
-        self.facts["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
-        runs.save_result(summary, run / layout.DATA_FILE)
-        st.result_path = str(run / layout.DATA_FILE)
+        summary = summarize_data(data, self.source)
+        self.report["data"] = {"source": summary.source, "split_sizes": summary.split_sizes, "class_names": summary.classes}
+        runs.save_result(summary, self.run / layout.DATA_FILE)
+        st.result_path = str(self.run / layout.DATA_FILE)
         st.headline = {"splits": ", ".join(f"{k} {v}" for k, v in summary.split_sizes.items()), "classes": ", ".join(summary.classes)}
-        self.log(f"   {cfg.train.data.source}: {st.headline['splits']}; classes {summary.classes}")
-        return data
+        self.log(f"   {summary.source}: {st.headline['splits']}; classes {summary.classes}")
 
-    def fine_tune(self, st):
+    def fine_tune(self, st, comparison) -> None:
         from ..plots import train as train_plots
-        from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
 
-        cfg, run, log, figs = self.cfg, self.run, self.log, self.figs
-        log(f"   {cfg.train.model}, {cfg.train.max_steps or cfg.train.epochs} {'steps' if cfg.train.max_steps else 'epochs'} "
-            f"of {cfg.train.examples_per_step}, backends {', '.join(cfg.backends)}")
-        # writes train/compare.json and train/<backend>/ (the run layout); with isolate, the backends'
-        # processes take turns step by step, so the speed ratios pair steps and carry an interval
-        profile, before = load_check()
-        comparison = run_comparison(cfg.train, CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate),
-                                    run / layout.TRAIN_DIR, progress=self.progress, stop=self.stop)
-        st.result_path = str(run / layout.COMPARE)
-        log(comparison_table(comparison))
-        load = load_check(profile, before)[1]
-        verdicts = verdicts_for(comparison, profile=profile, load=load)
-        save_verdicts(verdicts, run / layout.TRAIN_DIR)
-        for v in verdicts.verdicts:
-            for line in verdict_lines(v):
-                log(f"   {line}")
         st.figures += [
-            write_figure(train_plots.loss_curves(comparison), figs / "train_loss_curves.html"),
-            write_figure(train_plots.step_time_distribution(comparison), figs / "train_step_times.html"),
-            write_figure(train_plots.throughput_memory_bars(comparison), figs / "train_throughput_memory.html"),
+            write_figure(train_plots.loss_curves(comparison), self.figs / "train_loss_curves.html"),
+            write_figure(train_plots.step_time_distribution(comparison), self.figs / "train_step_times.html"),
+            write_figure(train_plots.throughput_memory_bars(comparison), self.figs / "train_throughput_memory.html"),
         ]
-        st.headline = {**_train_headline(comparison), **{f"verdict ({v.backend})": v.text for v in verdicts.verdicts}}
-        not_ok = [f"{r.backend.value} {r.status.value}: {r.reason}" for r in comparison.runs if r.status.value != "ok"]
-        if not_ok:  # recorded as a failed stage; export still takes a backend that finished (flow's rule)
-            if flow.checkpoint_to_export(comparison) is not None:
-                st.partial = comparison
-            raise RuntimeError("; ".join(not_ok))
-        return comparison
+        st.headline = {**_train_headline(comparison), **st.headline}
 
-    def export(self, st):
-        from ..graph import run_export
-
-        pick = flow.checkpoint_to_export(st.inputs["fine-tune"])
-        if pick is None:
-            raise RuntimeError("no backend finished training with a checkpoint to export")
-        self.log(f"   {pick.note}")
-        export = run_export(pick.path, self.cfg.export, self.run / layout.EXPORT_DIR, data=st.inputs["data"])
-        st.result_path = str(self.run / layout.EXPORT)
+    def export(self, st, export) -> None:
         v = export.validation
-        st.headline = {"checkpoint": str(pick.path), "nodes": str(export.node_count),
+        st.headline = {"checkpoint": export.model_source, "nodes": str(export.node_count),
                        "validation": f"{'passed' if v.passed else 'FAILED'}: max |dlogit| {v.max_abs_diff:.2e}, labels agree "
                                      f"{v.label_agreement:.1%}"}
-        self.log(f"   {export.onnx_path}: {export.node_count} nodes, {export.size_mib:.1f} MiB; validation {st.headline['validation']}")
-        return export
 
-    def fuse(self, st):
-        from ..graph import run_fusion
-        from ..graph import table as fusion_table
+    def fuse(self, st, fusion) -> None:
         from ..plots import graph as graph_plots
 
         figs = self.figs
-        fusion = run_fusion(st.inputs["export"], self.cfg.fusion, self.run / layout.FUSION_DIR)
-        st.result_path = str(self.run / layout.FUSION)
-        self.log(fusion_table(fusion))  # includes the diagnoses of any missing fusion
         st.figures += [
             write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
             write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
@@ -262,79 +227,29 @@ class DemoStages:
         if fusion.fused_op_counts:
             st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
         st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
-        return fusion
 
-    def quantize(self, st):
-        from ..quant import machine_preset, prepare_baseline, run_quantization
-        from ..quant.config import machine_defaults
+    def quantize(self, st, quantized) -> None:
+        from ..plots import quant as quant_plots
 
-        cfg, run, log = self.cfg, self.run, self.log
-        export, fusion, data = st.inputs["export"], st.inputs.get("fuse"), st.inputs["data"]
-        graph_pick = flow.graph_to_quantize(export, fusion)
-        log(f"   FP32 graph: {graph_pick.note}")
-        baseline = prepare_baseline(graph_pick.path, data, run / layout.BASELINE, BaselineConfig(timing=cfg.timing), export=export)
+        if quantized is None:
+            return
+        baseline, results = quantized
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
-        log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
-        results: list = []
-        st.partial = (baseline, results)  # the search takes these even if a later preset fails: presets not redone
-        log(f"   INT8 weights on this CPU: {machine_defaults().why}")  # the presets follow it (each variant's notes say so)
-        for name in cfg.quant_presets:
-            log(f"   {name} ...")
-            res = run_quantization(baseline, machine_preset(name), run / layout.quantize_dir(name),
-                                   evaluation=EvalConfig(n_boot=cfg.n_boot))
-            results.append(res)
-            drop = res.report.max_slice_drop()
-            log(f"   {name}: accuracy {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} points), "
-                f"largest slice drop {100 * drop:.1f} points, {res.speedup:.2f}x FP32 speed, {res.size_mib:.1f} MiB "
-                f"(FP32 {res.fp32_size_mib:.1f}), {len(res.report.flips)} flipped predictions")
-            st.figures += self._quant_figures(name, res)
-            st.headline[name] = (f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), "
-                                 f"{res.speedup:.2f}x, {res.size_mib:.1f} MiB")
-        st.result_path = str(run / layout.QUANTIZE_DIR)
-        return baseline, results
-
-    def _quant_figures(self, name: str, res) -> list[str]:
-        from ..plots import quant as quant_plots
-
+        self.log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
         figs = self.figs
-        out = [write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
-               write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
-               write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html")]
-        if res.node_errors:
-            out.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
-        return out
+        for name, res in zip(self.presets, results):
+            st.figures += [write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
+                           write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
+                           write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html")]
+            if res.node_errors:
+                st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+            st.headline[name] = f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), {res.speedup:.2f}x, {res.size_mib:.1f} MiB"
 
-    def search(self, st):
+    def search(self, st, found) -> None:
         from ..plots import quant as quant_plots
-        from ..quant import run_search
 
-        cfg = self.cfg
-        baseline, results = st.inputs.get("quantize") or (None, [])
-        graph = baseline if baseline is not None else flow.graph_to_quantize(st.inputs["export"], st.inputs.get("fuse")).path
-        found = run_search(graph, cfg.search_config(), self.run / layout.SEARCH_DIR, data=st.inputs["data"],
-                           export=st.inputs["export"], previous=results,
-                           progress=lambda i, n, what: self.log(f"   candidate {i}/{n}: {what}"))
-        st.result_path = str(self.run / layout.SEARCH)
         st.figures.append(write_figure(quant_plots.tradeoff(found), self.figs / "quant_search.html"))
-        st.headline = {"best": found.message}
-        self.log(f"   {st.headline['best']}")
-        return found
-
-    def report(self, st):
-        """The last stage: report.html + summary.json (what ``workbench audit`` writes), run whatever
-        happened before it."""
-        from ..report import write_run_report
-
-        facts, cfg = self.facts, self.cfg
-        stages = [{"name": s.name, "status": s.status, "seconds": s.seconds, "message": s.message} for s in st.before]
-        page, _, summary = write_run_report(self.run, kind="demo", doctor=facts.get("doctor"), data=dict(facts.get("data") or {}),
-                                            stages=stages, budget_overall=facts.get("budget_overall", cfg.budget_overall),
-                                            budget_per_slice=facts.get("budget_per_slice", cfg.budget_per_slice))
-        st.result_path = str(page)
-        st.headline = {"verdict": summary["verdict"]["text"]}
-        self.log(f"   {page}\n   verdict: {summary['verdict']['text']}")
-        return page
 
 
 def fp32_test_accuracy(baseline) -> tuple[float, int]:

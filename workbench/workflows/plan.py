@@ -36,6 +36,13 @@ class PlanError(ValueError):
 
 
 OPTIONAL_IN_DEMO = ROUTES["demo"].optional
+# a stage's plan entry: the DemoConfig fields its keys name ({key: field}), and the DemoConfig config its other keys are fields of
+PLAN_FIELDS: dict[str, tuple[dict[str, str], str | None]] = {
+    "fine-tune": ({"backends": "backends", "isolate": "isolate"}, "train"), "export": ({}, "export"), "fuse": ({}, "fusion"),
+    "quantize": ({"presets": "quant_presets", "budget_overall": "budget_overall", "budget_per_slice": "budget_per_slice",
+                  "n_boot": "n_boot"}, "timing"),
+    "search": ({"min_speedup": "min_speedup"}, None),
+}
 
 
 def _tupled(value: Any) -> Any:
@@ -96,32 +103,16 @@ def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str,
         if not isinstance(values, dict):
             raise PlanError(f"{where}: a mapping of field to value; got {type(values).__name__}")
         values = dict(values)
-        if name == "data":
-            demo["train"] = _replace(where, demo.get("train", cfg.train), {"data": _replace(where, cfg.train.data, values)})
-        elif name == "fine-tune":
-            for k in ("backends", "isolate"):
-                if k in values:
-                    demo[k] = _tupled(values.pop(k))
-            if isinstance(values.get("model"), str):
-                values["model"] = _model_source(where, values["model"])
-            demo["train"] = _replace(where, demo.get("train", cfg.train), values)
-        elif name == "export":
-            demo["export"] = _replace(where, cfg.export, values)
-        elif name == "fuse":
-            demo["fusion"] = _replace(where, cfg.fusion, values)
-        elif name == "quantize":
-            own = {"presets": "quant_presets", "budget_overall": "budget_overall",
-                   "budget_per_slice": "budget_per_slice", "n_boot": "n_boot"}
-            for k, field in own.items():
-                if k in values:
-                    demo[field] = _tupled(values.pop(k))
-            demo["timing"] = _replace(where, cfg.timing, values)
-        elif name == "search":
-            if set(values) - {"min_speedup"}:
-                raise PlanError(f"{where}: the demo's search takes min_speedup only; got {sorted(values)}")
-            demo.update(values)
+        if name == "data":  # the data's config is the training config's
+            name, values = "fine-tune", {"data": _replace(where, cfg.train.data, values)}
+        own, home = PLAN_FIELDS.get(name, ({}, None))
+        demo.update({own[k]: _tupled(values.pop(k)) for k in list(values) if k in own})
+        if isinstance(values.get("model"), str):
+            values["model"] = _model_source(where, values["model"])
+        if home is not None:
+            demo[home] = _replace(where, demo.get(home, getattr(cfg, home)), values)
         elif values:
-            raise PlanError(f"{where}: the {name} stage takes no config; remove it")
+            raise PlanError(f"{where}: the {name} stage takes {', '.join(own) or 'no config'}; remove {', '.join(sorted(values))}")
     try:
         return dataclasses.replace(cfg, **demo), stages
     except (TypeError, ValueError) as exc:

@@ -2,17 +2,17 @@
 one table; the route each front runs through it; and the one builder of a front's list of stages.
 
     from workbench.workflows.stages import STAGES, ROUTES, stages_for
-    STAGES["quantize"].config           # QuantConfig
+    STAGES["quantize"].run              # steps.quantize(config, record, job)
     ROUTES["audit"].stages              # ("doctor", "data", "export", "fuse", "quantize", "evaluate", ..., "ship", "report")
-    stages = stages_for("demo", {"doctor": do_doctor, "data": do_data, ...})   # [Stage, ...] for run_stages
+    stages = stages_for("demo", Job(run_dir, {"data": DataConfig(), ...}, hooks={"fuse": draw_figures}))
 
 A **route** is the ordered registry names one front runs (the demo, the audit, the coverage run, the
-notebook ``Workbench``, the graph panel's export and fuse). What a front's list says besides its
-bodies comes from here: the names and their order, what each stage ``needs`` (the registry's
-``inputs`` that the route runs, or the nearest stages in the route they come from; a route declares
-its own where its stage takes something else), why a stage is skipped when a need is missing, and
-which stages run even after a stop (the report). A front supplies only the body of each stage
-(its glue: logging, figures, headlines) and, where it has them, resume loaders.
+notebook ``Workbench``, the graph panel's export and fuse): their order, what each stage ``needs``
+(the registry's ``inputs`` that the route runs, or the nearest stages in the route they come from;
+a route declares its own where its stage takes something else), why a stage is skipped when a need
+is missing, and which stages run even after a stop (the report). Every stage runs the registry's
+run function (:mod:`workbench.workflows.steps`) with the config the front gives; a front adds
+hooks (headlines, figures, log lines) and resume loaders, never a body.
 
 The registry's names are the ones every front records (``demo.json``, ``audit.json``,
 ``summary.json``, the logs). Plans (``workbench run plan.yaml``) are
@@ -26,82 +26,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ..data.load import DataConfig
-from ..flow.sequence import Stage, run_stages
+from ..flow.sequence import Stage, StageRecord, run_stages
 from ..graph import ExportConfig, FusionConfig
-from ..quant import EvalConfig, QuantConfig, SearchConfig
+from ..quant import SearchConfig
 from ..runs import layout
-from ..train import TrainConfig
-
-
-def _doctor(*args, **kw):
-    from ..doctor.checks import run_doctor
-
-    return run_doctor(*args, **kw)
-
-
-def _load_data(*args, **kw):
-    from ..data.load import load_data
-
-    return load_data(*args, **kw)
-
-
-def _train(*args, **kw):
-    from ..train import run_comparison
-
-    return run_comparison(*args, **kw)
-
-
-def _export(*args, **kw):
-    from ..graph import run_export
-
-    return run_export(*args, **kw)
-
-
-def _fuse(*args, **kw):
-    from ..graph import run_fusion
-
-    return run_fusion(*args, **kw)
-
-
-def _quantize(*args, **kw):
-    from ..quant import run_quantization
-
-    return run_quantization(*args, **kw)
-
-
-def _search(*args, **kw):
-    from ..quant import run_search
-
-    return run_search(*args, **kw)
-
-
-def _evaluate(*args, **kw):
-    from ..quant import evaluate_slices
-
-    return evaluate_slices(*args, **kw)
-
-
-def _build(*args, **kw):
-    from .tiny import build_tiny
-
-    return build_tiny(*args, **kw)
-
-
-def _ship(*args, **kw):
-    from ..quant.ship import ship_search
-
-    return ship_search(*args, **kw)
-
-
-def _report(*args, **kw):
-    from ..report import write_run_report
-
-    return write_run_report(*args, **kw)
+from . import steps
+from .steps import DoctorStep, FineTuneStep, Job, QuantizeStep
 
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One stage: ``run(input, config, out)``; ``inputs`` are the stages whose results it reads,
+    """One stage: ``run(config, record, job)`` (:mod:`workbench.workflows.steps`); ``inputs`` are the stages whose results it reads,
     ``outputs`` the run-layout names it writes; ``skip_reason`` says why it is skipped when an input
     is missing (empty: the sequencer's "needs the <stage> result"); ``finally_`` stages run whatever
     happened before them, stopped or not (the report)."""
@@ -117,23 +52,23 @@ class StageSpec:
 
 
 STAGES: dict[str, StageSpec] = {s.name: s for s in (
-    StageSpec("doctor", "check the environment", None, _doctor, (), (layout.DOCTOR_FILE,)),
-    StageSpec("data", "load the data and its slices", DataConfig, _load_data, (), (layout.DATA_FILE,)),
-    StageSpec("fine-tune", "fine-tune with each backend", TrainConfig, _train, ("data",), (layout.TRAIN_DIR,)),
-    StageSpec("export", "export to ONNX and validate", ExportConfig, _export, ("data", "fine-tune"), (layout.EXPORT_DIR,),
+    StageSpec("doctor", "check the environment", DoctorStep, steps.doctor, (), (layout.DOCTOR_FILE,)),
+    StageSpec("data", "load the data and its slices", DataConfig, steps.data, (), (layout.DATA_FILE,)),
+    StageSpec("fine-tune", "fine-tune with each backend", FineTuneStep, steps.fine_tune, ("data",), (layout.TRAIN_DIR,)),
+    StageSpec("export", "export to ONNX and validate", ExportConfig, steps.export, ("data", "fine-tune"), (layout.EXPORT_DIR,),
               skip_reason="no backend finished training with a checkpoint to export"),
-    StageSpec("fuse", "fuse with the transformer optimizer", FusionConfig, _fuse, ("export",), (layout.FUSION_DIR,),
+    StageSpec("fuse", "fuse with the transformer optimizer", FusionConfig, steps.fuse, ("export",), (layout.FUSION_DIR,),
               skip_reason="needs the exported graph"),
-    StageSpec("quantize", "quantize to INT8 and compare slices", QuantConfig, _quantize, ("data", "export"),
+    StageSpec("quantize", "quantize to INT8 and compare slices", QuantizeStep, steps.quantize, ("data", "export"),
               (layout.QUANTIZE_DIR,), skip_reason="needs the exported graph"),
-    StageSpec("search", "search for nodes to keep in FP32", SearchConfig, _search, ("data", "export"), (layout.SEARCH_DIR,),
+    StageSpec("search", "search for nodes to keep in FP32", SearchConfig, steps.search, ("data", "export"), (layout.SEARCH_DIR,),
               skip_reason="needs the exported graph"),
-    StageSpec("evaluate", "compare FP32 and INT8 slice by slice", EvalConfig, _evaluate, ("data", "quantize"),
+    StageSpec("evaluate", "compare FP32 and INT8 slice by slice", bool, steps.evaluate, ("data", "quantize"),
               skip_reason="no quantized variant"),
-    StageSpec("ship", "write the chosen graph, its tokenizer, settings and predict.py into chosen/", None, _ship, ("search",),
+    StageSpec("ship", "write the chosen graph, its tokenizer, settings and predict.py into chosen/", None, steps.ship, ("search",),
               (layout.CHOSEN_DIR,), skip_reason="no search result: nothing was chosen"),
-    StageSpec("build", "build a tiny model of one architecture (the coverage run)", None, _build, (), ()),
-    StageSpec("report", "write report.html and summary.json", None, _report, (), (layout.REPORT_FILE, layout.SUMMARY_FILE),
+    StageSpec("build", "build a tiny model of one architecture (the coverage run)", dict, steps.build, (), ()),
+    StageSpec("report", "write report.html and summary.json", dict, steps.report, (), (layout.REPORT_FILE, layout.SUMMARY_FILE),
               finally_=True),
 )}
 
@@ -184,8 +119,8 @@ ROUTES: dict[str, Route] = {r.name: r for r in (
           ("build", "fine-tune", "export", "fuse", "quantize"), optional=frozenset({"fine-tune"}),
           needs={"fine-tune": ("build",), "export": ("build",), "quantize": ("export", "fuse")}),
     Route("workbench", "the notebook Workbench's Run all (its graph step exports and fuses)",
-          ("doctor", "fine-tune", "fuse", "quantize"), needs={"quantize": ("fuse",)},
-          skip_reasons={"fuse": "", "quantize": ""}),
+          ("doctor", "fine-tune", "export", "fuse", "quantize"), needs={"quantize": ("fuse",)},
+          skip_reasons={"export": "", "fuse": "", "quantize": ""}),
     Route("export-and-fuse", "the graph panel: export a checkpoint, fuse the export", ("export", "fuse"),
           skip_reasons={"fuse": ""}),
 )}
@@ -198,13 +133,13 @@ WORKBENCH_STAGES = ROUTES["workbench"].stages
 EXPORT_AND_FUSE = ROUTES["export-and-fuse"].stages
 
 
-def stages_for(route: str | Route, bodies: Mapping[str, Callable[[Any], Any]], *,
-               resume: Optional[Mapping[str, Callable[[], Any]]] = None, leave_out: Iterable[str] = ()) -> list[Stage]:
+def stages_for(route: str | Route, job: Job, *, resume: Optional[Mapping[str, Callable[[], Any]]] = None,
+               leave_out: Iterable[str] = ()) -> list[Stage]:
     """The list of :class:`~workbench.flow.sequence.Stage` a front gives ``run_stages``: the
-    route's stages in order (less ``leave_out``, each one of its ``optional``), each running
-    ``bodies[name]`` (``body(record) -> result``), with the registry's needs, skip reasons and
-    ``finally_``; ``resume[name]`` loads a stage's saved result. A body or loader for a stage the
-    route does not have, or a stage it runs without a body, is a ``ValueError`` naming it."""
+    route's stages in order (less ``leave_out``, each one of its ``optional``), each calling the
+    registry's ``run(job.configs[name], record, job)`` and then the front's ``job.hooks[name]``,
+    with the registry's needs, skip reasons and ``finally_``; ``resume[name]`` loads a stage's saved
+    result. A config, hook or loader for a stage the route does not have is a ``ValueError`` naming it."""
     r = ROUTES[route] if isinstance(route, str) else route
     resume = dict(resume or {})
     dropped = set(leave_out)
@@ -212,15 +147,23 @@ def stages_for(route: str | Route, bodies: Mapping[str, Callable[[Any], Any]], *
         raise ValueError(f"the {r.name} route cannot leave out {sorted(dropped - r.optional)}; "
                          f"optional: {sorted(r.optional) or 'none'}")
     running = [n for n in r.stages if n not in dropped]
-    extra = sorted((set(bodies) | set(resume)) - set(r.stages))
-    missing = [n for n in running if n not in bodies]
+    extra = sorted((set(job.configs) | set(job.hooks) | set(resume)) - set(r.stages))
     if extra:
         raise ValueError(f"the {r.name} route has no stage {extra[0]!r}; its stages: {', '.join(r.stages)}")
-    if missing:
-        raise ValueError(f"the {r.name} route runs {missing[0]!r} but no body was given for it")
-    return [Stage(n, bodies[n], needs=r.needs_of(n, running[:i]), resume=resume.get(n),
+    return [Stage(n, lambda rec, n=n: run_stage(n, rec, job), needs=r.needs_of(n, running[:i]), resume=resume.get(n),
                   finally_=STAGES[n].finally_, skip_reason=r.skip_reason(n))
             for i, n in enumerate(running)]
+
+
+def run_stage(name: str, record: StageRecord, job: Job) -> Any:
+    """The registry's run of stage ``name`` with its config, then the front's hook with the result."""
+    def run() -> Any:
+        return STAGES[name].run(job.configs.get(name), record, job)
+
+    result = job.around(name, run) if job.around is not None else run()
+    if name in job.hooks:
+        job.hooks[name](record, result)
+    return result
 
 
 def export_and_fuse(model: Any, export_cfg: ExportConfig, fusion_cfg: FusionConfig, run_dir, *, data: Any = None,
@@ -228,11 +171,6 @@ def export_and_fuse(model: Any, export_cfg: ExportConfig, fusion_cfg: FusionConf
     """Export ``model`` (a checkpoint folder or a built-in name) into ``run_dir/export`` and fuse the
     export into ``run_dir/fusion``: the ``export-and-fuse`` route through the one sequencer, what
     the graph panel runs. The first failure is raised as it is. Returns ``(ExportResult, FusionReport)``."""
-    from ..graph import run_export, run_fusion
-
-    run = Path(run_dir)
-    done = run_stages(stages_for("export-and-fuse", {
-        "export": lambda st: run_export(model, export_cfg, run / layout.EXPORT_DIR, data=data),
-        "fuse": lambda st: run_fusion(st.inputs["export"], fusion_cfg, run / layout.FUSION_DIR),
-    }), log=lambda _line: None, on_stage=on_stage, fatal=(Exception,))
+    job = Job(Path(run_dir), {"export": export_cfg, "fuse": fusion_cfg}, log=lambda _line: None, model=model, data=data)
+    done = run_stages(stages_for("export-and-fuse", job), log=job.log, on_stage=on_stage, fatal=(Exception,))
     return done.results["export"], done.results["fuse"]

@@ -33,13 +33,11 @@ TRAINING_TEXTS = 1000
 
 def _special_kw(style: TokenizerStyle) -> dict:
     s = style.specials
-    if style is WORDPIECE_BERT:
-        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    bracketed = dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    if style in (WORDPIECE_BERT, BPE_MODERNBERT):
+        return bracketed
     if style is UNIGRAM_DEBERTA:
-        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-                    bos_token="[CLS]", eos_token="[SEP]")
-    if style is BPE_MODERNBERT:
-        return dict(pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+        return dict(bracketed, bos_token="[CLS]", eos_token="[SEP]")
     unk = "[UNK]" if "[UNK]" in s else "<unk>"
     return dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", pad_token="<pad>",
                 unk_token=unk, mask_token="<mask>")

@@ -62,13 +62,15 @@ def test_the_library_refuses_what_a_stage_would(name):
 
 
 def test_the_command_line_refuses_every_field_with_exit_2_before_any_stage(audit_model_folder, tmp_path, capsys, monkeypatch):
-    from workbench.audit import stage
+    from dataclasses import replace
+
     from workbench.cli import main
+    from workbench.workflows.stages import STAGES
 
     csv = write_csv(tmp_path / "reviews.csv", make_rows(60, seed=2))
     monkeypatch.chdir(tmp_path)  # "missing.csv" is looked for here
     ran: list[str] = []
-    monkeypatch.setattr(stage.AuditStages, "export", lambda self, st: ran.append("export"))
+    monkeypatch.setitem(STAGES, "export", replace(STAGES["export"], run=lambda cfg, st, job: ran.append("export")))
     for name, ((flag, value), words) in ON_THE_COMMAND_LINE.items():
         out = tmp_path / f"out-{name}"
         args = ["audit", "--model", str(audit_model_folder), "--data", str(csv), "--text-column", "review",

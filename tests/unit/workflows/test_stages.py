@@ -13,12 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 from workbench.graph import ExportConfig, FusionConfig
-from workbench.quant import QuantConfig
-from workbench.train import TrainConfig
 from workbench.workflows.demo import DemoConfig
 from workbench.workflows.plan import PlanError, load_plan, plan_config
 from workbench.workflows.stages import (AUDIT_STAGES, COVERAGE_STAGES, DEMO_STAGES, EXPORT_AND_FUSE, ROUTES, STAGES,
-                                        WORKBENCH_STAGES, stages_for)
+                                        stages_for)
+from workbench.workflows.steps import FineTuneStep, Job, QuantizeStep
 
 REPO = Path(__file__).resolve().parents[3]
 # the one place a Stage is constructed: the registry's builder
@@ -64,7 +63,7 @@ def test_the_check_sees_a_hand_written_stage() -> None:
 def test_every_route_runs_registry_stages_with_needs_that_come_before() -> None:
     for route in ROUTES.values():
         assert set(route.stages) <= set(STAGES) and route.optional <= set(route.stages), route.name
-        stages = stages_for(route, {n: (lambda rec: None) for n in route.stages})
+        stages = stages_for(route, Job(Path("."), {}))
         assert [s.name for s in stages] == list(route.stages)
         for i, s in enumerate(stages):
             assert set(s.needs) <= set(route.stages[:i]), (route.name, s.name, s.needs)
@@ -72,28 +71,29 @@ def test_every_route_runs_registry_stages_with_needs_that_come_before() -> None:
 
 
 def test_needs_and_skip_reasons_come_from_the_registry() -> None:
-    demo = {s.name: s for s in stages_for("demo", {n: print for n in DEMO_STAGES})}
+    job = Job(Path("."), {})
+    demo = {s.name: s for s in stages_for("demo", job)}
     assert demo["export"].needs == ("data", "fine-tune") and demo["quantize"].needs == ("data", "export")
     assert demo["fuse"].skip_reason == STAGES["fuse"].skip_reason == "needs the exported graph"
-    audit = {s.name: s for s in stages_for("audit", {n: print for n in AUDIT_STAGES})}
+    audit = {s.name: s for s in stages_for("audit", job)}
     assert audit["export"].needs == ("doctor", "data") and audit["search"].needs == ("quantize",)
     assert audit["fuse"].skip_reason == "needs an exported graph that passed validation"
-    # the Workbench's graph step exports and fuses: it needs the fine-tune step (export's own input)
-    wb = {s.name: s for s in stages_for("workbench", {n: print for n in WORKBENCH_STAGES})}
-    assert wb["fuse"].needs == ("fine-tune",) and wb["quantize"].needs == ("fuse",) and wb["fuse"].skip_reason == ""
-    cov = {s.name: s for s in stages_for("coverage", {n: print for n in COVERAGE_STAGES}, leave_out=("fine-tune",))}
+    # the Workbench's graph step exports and fuses: export needs the fine-tune step (its data comes from the training config)
+    wb = {s.name: s for s in stages_for("workbench", job)}
+    assert wb["export"].needs == ("fine-tune",) and wb["quantize"].needs == ("fuse",) and wb["fuse"].skip_reason == ""
+    cov = {s.name: s for s in stages_for("coverage", job, leave_out=("fine-tune",))}
     assert list(cov) == ["build", "export", "fuse", "quantize"] and cov["export"].needs == ("build",)
 
 
-@pytest.mark.parametrize("kw, words", [
-    ({"bodies": {"doctor": print}}, "the demo route runs 'data' but no body was given"),
-    ({"bodies": {n: print for n in (*DEMO_STAGES, "train")}}, "has no stage 'train'"),
-    ({"bodies": {n: print for n in DEMO_STAGES}, "leave_out": ("fuse",)}, "cannot leave out ['fuse']; optional: ['search']"),
-    ({"bodies": {n: print for n in DEMO_STAGES}, "resume": {"graph": print}}, "has no stage 'graph'"),
+@pytest.mark.parametrize("configs, hooks, kw, words", [
+    ({"train": 1}, {}, {}, "has no stage 'train'"),
+    ({}, {"build": print}, {}, "has no stage 'build'"),
+    ({}, {}, {"leave_out": ("fuse",)}, "cannot leave out ['fuse']; optional: ['search']"),
+    ({}, {}, {"resume": {"graph": print}}, "has no stage 'graph'"),
 ])
-def test_the_builder_names_a_body_that_does_not_fit_the_route(kw, words) -> None:
+def test_the_builder_names_a_config_or_hook_that_does_not_fit_the_route(configs, hooks, kw, words) -> None:
     with pytest.raises(ValueError) as err:
-        stages_for("demo", **kw)
+        stages_for("demo", Job(Path("."), configs, hooks=hooks), **kw)
     assert words in str(err.value)
 
 
@@ -105,18 +105,39 @@ class Captured(Exception):
         self.stages = stages
 
 
+class Called(Exception):
+    """A registry run function was called (raised by the stand-in, so neither it nor a hook runs)."""
+
+    def __init__(self, name: str, config, job) -> None:
+        super().__init__(name)
+        self.name, self.config, self.job = name, config, job
+
+
 def capture(stages, **_kw):
     raise Captured(stages)
 
 
 def sequenced(monkeypatch, module, call) -> list[str]:
+    """The stage names a front sequences; each stage's body is checked to be the registry's run of
+    that stage (stood in for, on every registry entry), given the front's config for it."""
+    from dataclasses import replace
+
+    from workbench.flow.sequence import StageRecord
+
     monkeypatch.setattr(module, "run_stages", capture)
     with pytest.raises(Captured) as got:
         call()
+    for name, spec in list(STAGES.items()):
+        monkeypatch.setitem(STAGES, name, replace(spec, run=lambda cfg, rec, job: (_ for _ in ()).throw(Called(rec.name, cfg, job))))
+    for stage in got.value.stages:
+        with pytest.raises(Called) as called:
+            stage.run(StageRecord(stage.name))
+        assert called.value.name == stage.name
+        assert called.value.config is called.value.job.configs.get(stage.name)
     return [s.name for s in got.value.stages]
 
 
-def test_the_demo_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
+def test_the_demo_sequences_its_route_and_gives_no_body(monkeypatch, tmp_path: Path) -> None:
     from workbench.workflows import demo
 
     assert sequenced(monkeypatch, demo, lambda: demo.run_demo(DemoConfig.quick(search=True), tmp_path, log=lambda _: None)) \
@@ -125,11 +146,27 @@ def test_the_demo_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
         == [n for n in DEMO_STAGES if n != "search"]
 
 
-def test_the_audit_sequences_its_route(monkeypatch, tmp_path: Path) -> None:
+def test_the_demos_configs_are_its_stages_configs() -> None:
+    from workbench.workflows.demo import demo_configs
+
+    cfg = DemoConfig.quick(search=True, quant_presets=("dynamic", "static"))
+    configs = demo_configs(cfg)
+    assert configs["data"] is cfg.train.data and configs["export"] is cfg.export and configs["fuse"] is cfg.fusion
+    assert configs["fine-tune"].train is cfg.train and configs["fine-tune"].compare.backends == cfg.backends
+    assert list(configs["quantize"].presets) == ["dynamic", "static"]
+    assert configs["quantize"].evaluation.n_boot == cfg.n_boot and configs["search"].min_speedup == cfg.min_speedup
+    assert "search" not in demo_configs(DemoConfig.quick())
+
+
+def test_the_audit_sequences_its_route_and_gives_no_body(monkeypatch, tmp_path: Path) -> None:
+    import datasets
+
     from workbench.audit import AuditConfig, stage
 
-    checked = SimpleNamespace(out_dir=tmp_path, model=SimpleNamespace(folder=tmp_path, model_type="bert", num_labels=2),
-                              data=SimpleNamespace(facts={"source": "rows.csv"}))
+    rows = datasets.Dataset.from_dict({"text": ["good", "not bad"], "label": [1, 0]})
+    checked = SimpleNamespace(out_dir=tmp_path, model=SimpleNamespace(folder=tmp_path, model_type="bert", num_labels=2, architectures=[],
+                                                                      class_names=["neg", "pos"]),
+                              data=SimpleNamespace(facts={"source": "rows.csv", "calibration_count": 8}, scored=rows, calibration=rows))
     run = lambda: stage.run_audit(tmp_path, AuditConfig(data="rows.csv"), tmp_path, log=lambda _: None, checked=checked)  # noqa: E731
     assert sequenced(monkeypatch, stage, run) == list(AUDIT_STAGES)
     assert list(AUDIT_STAGES) == ["doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "ship", "report"]
@@ -146,11 +183,19 @@ def test_the_coverage_run_and_the_graph_panels_export_sequence_their_routes(monk
     assert sequenced(monkeypatch, stages, run) == list(EXPORT_AND_FUSE) == ["export", "fuse"]
 
 
+def test_a_stage_runs_the_registrys_function_with_its_config_then_the_fronts_hook(tmp_path: Path) -> None:
+    from workbench.flow.sequence import run_stages
+
+    seen = []
+    job = Job(tmp_path, {"build": {"model_type": "bert"}}, hooks={"build": lambda rec, result: seen.append((rec.name, result))})
+    done = run_stages(stages_for("coverage", job, leave_out=("fine-tune",))[:1], log=lambda _: None)
+    assert done.outcomes[0].status == "ok" and (tmp_path / "model" / "config.json").is_file()
+    assert seen == [("build", done.results["build"])]
 
 
 def test_each_entry_has_its_config_type_and_a_run_function() -> None:
-    assert STAGES["fine-tune"].config is TrainConfig and STAGES["export"].config is ExportConfig
-    assert STAGES["quantize"].config is QuantConfig and STAGES["fuse"].inputs == ("export",)
+    assert STAGES["fine-tune"].config is FineTuneStep and STAGES["export"].config is ExportConfig
+    assert STAGES["quantize"].config is QuantizeStep and STAGES["fuse"].inputs == ("export",)
     assert all(callable(s.run) and s.title for s in STAGES.values())
 
 
