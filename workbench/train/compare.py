@@ -45,7 +45,7 @@ import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import ClassVar, Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
@@ -54,9 +54,8 @@ from ..core.metrics import Metric
 from ..core.options import parse_choice
 from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, check_backend,
                      settings_text, shared_differences)
-from .lockstep import LockstepJob, interleaved_runs, run_lockstep
+from .lockstep import LockstepJob, interleaved_runs, run_lockstep, run_training_isolated
 from .loop import run_training
-from .process import run_training_isolated
 from .results import ProgressFn, RunStatus, TrainRun
 
 FP32_TOLERANCE = 1e-4
@@ -123,6 +122,7 @@ class Ratio:
     # which they differ: empty when the ratio compares the backend alone (like for like)
     baseline_settings: str = ""
     differs_in: list[str] = field(default_factory=list)
+    MOVED_KEYS: ClassVar[dict[str, str]] = {"throughput_lo": "steady.lo", "throughput_hi": "steady.hi"}
 
     @property
     def like_for_like(self) -> bool:
@@ -132,26 +132,9 @@ class Ratio:
     def interleaved(self) -> bool:
         return self.steady is not None
 
-    @property
-    def throughput_lo(self) -> Optional[float]:
-        return self.steady.lo if self.steady is not None else None
-
-    @property
-    def throughput_hi(self) -> Optional[float]:
-        return self.steady.hi if self.steady is not None else None
-
     def speed_text(self) -> str:
         """``0.98x (0.95-1.01)``, or without an interval for runs not timed in turns."""
         return self.steady.text() if self.steady is not None else f"{self.throughput:.2f}x"
-
-    @staticmethod
-    def upgrade_saved(data: dict) -> dict:
-        """A ratio saved with its interval as ``throughput_lo``/``throughput_hi`` reads as its ``steady`` ratio."""
-        data = dict(data)
-        lo, hi, paired = data.pop("throughput_lo", None), data.pop("throughput_hi", None), data.pop("interleaved", False)
-        if paired and lo is not None and hi is not None and "steady" not in data:
-            data["steady"] = {"value": data["throughput"], "lo": lo, "hi": hi, "rounds": data.get("steps_compared", 0)}
-        return data
 
 
 @dataclass(frozen=True)
@@ -166,29 +149,26 @@ class Comparison:
     run_dir: Optional[str] = None
 
     def summary(self, backend: Backend | str) -> BackendSummary:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for s in self.summaries:
-            if s.backend is backend:
-                return s
-        raise KeyError(f"no run for backend {backend.value!r}; compared: {[s.backend.value for s in self.summaries]}")
+        return _by_backend(self.summaries, backend, "no run for backend {b!r}; compared: " + str([x.backend.value for x in self.summaries]))
 
     def ratio(self, backend: Backend | str) -> Ratio:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for r in self.ratios:
-            if r.backend is backend:
-                return r
-        raise KeyError(f"no ratio for {backend.value!r} (it is the baseline, or its run fell back or failed)")
+        return _by_backend(self.ratios, backend, "no ratio for {b!r} (it is the baseline, or its run fell back or failed)")
 
     def run(self, backend: Backend | str) -> TrainRun:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for r in self.runs:
-            if r.backend is backend:
-                return r
-        raise KeyError(f"no run for backend {backend.value!r}")
+        return _by_backend(self.runs, backend, "no run for backend {b!r}")
 
     @property
     def loss_parity(self) -> bool:
         return all(r.loss_within_tolerance for r in self.ratios)
+
+
+def _by_backend(items, backend: Backend | str, missing: str):
+    """The item of ``items`` (summaries, ratios, runs) for ``backend``; KeyError ``missing`` when none."""
+    backend = parse_choice(Backend, backend, "backend", TrainConfigError)
+    found = next((x for x in items if x.backend is backend), None)
+    if found is None:
+        raise KeyError(missing.format(b=backend.value))
+    return found
 
 
 def default_tolerance(cfg: TrainConfig) -> tuple[float, str]:

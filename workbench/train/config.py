@@ -23,6 +23,7 @@ from typing import Any, Optional
 from ..core import serial
 from ..data.load import DataConfig
 from ..core.options import parse_choice
+from ..runtime.session import GRAPH_OPTIMIZATION_LEVELS
 
 
 class TrainConfigError(ValueError):
@@ -61,7 +62,7 @@ class FallbackPolicy(str, enum.Enum):
     DETECT = "detect"  # ORTModule's default policy, fallback detected, run stopped and marked fell_back
 
 
-ORT_GRAPH_OPTIMIZATION = ("disabled", "basic", "extended", "all")
+ORT_LOG_LEVELS = ("VERBOSE", "INFO", "WARNING", "ERROR", "FATAL")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 ATTENTION = ("eager", "sdpa")
 OPSET_RANGE = (14, 20)
@@ -177,7 +178,8 @@ class TrainConfig:
             set_(name, _flag(getattr(self, name), name))
         if not isinstance(self.model, str) or not self.model:
             raise TrainConfigError(f"model must be 'minilm', 'tiny' or a model folder path, got {self.model!r}")
-        for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1)):
+        for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1),
+                          ("warmup_steps", 0), ("eval_every", 0), ("seed", 0)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise TrainConfigError(f"{name} must be an integer >= {low}, got {v!r}")
@@ -185,18 +187,12 @@ class TrainConfig:
             raise TrainConfigError(f"max_length must be at most 512 (BERT position embeddings), got {self.max_length}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise TrainConfigError(f"max_steps must be a positive integer, got {self.max_steps!r}; leave it unset to train for the epochs")
-        for name in ("warmup_steps", "eval_every", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise TrainConfigError(f"{name} must be an integer >= 0, got {v!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
             raise TrainConfigError(f"lr must be between 0 and 1 (typical: 5e-5 for MiniLM, 1e-3 for the tiny model), got {self.lr!r}")
         if self.weight_decay < 0:
             raise TrainConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise TrainConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}; leave it unset for no clipping")
-        if self.attn_implementation not in ATTENTION:
-            raise TrainConfigError(f"attn_implementation must be one of {', '.join(ATTENTION)}, got {self.attn_implementation!r}")
         for name in ("threads", "ort_threads"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
@@ -212,14 +208,11 @@ class TrainConfig:
                 f"2 recompute with compromise), got {self.memory_optimizer_level!r}"
             )
         set_("ort_graph_optimization", str(self.ort_graph_optimization).lower())
-        if self.ort_graph_optimization not in ORT_GRAPH_OPTIMIZATION:
-            raise TrainConfigError(f"ort_graph_optimization must be one of {', '.join(ORT_GRAPH_OPTIMIZATION)}, "
-                                   f"got {self.ort_graph_optimization!r}")
         set_("ort_log_level", str(self.ort_log_level).upper())
-        if self.ort_log_level not in ("VERBOSE", "INFO", "WARNING", "ERROR", "FATAL"):
-            raise TrainConfigError(f"ort_log_level must be one of VERBOSE, INFO, WARNING, ERROR, FATAL, got {self.ort_log_level!r}")
-        if self.compile_mode not in COMPILE_MODES:
-            raise TrainConfigError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}")
+        for name, allowed in (("attn_implementation", ATTENTION), ("ort_graph_optimization", GRAPH_OPTIMIZATION_LEVELS),
+                              ("ort_log_level", ORT_LOG_LEVELS), ("compile_mode", COMPILE_MODES)):
+            if getattr(self, name) not in allowed:
+                raise TrainConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.device == "cpu" and self.precision is Precision.FP16:
             raise TrainConfigError("precision 'fp16' needs a CUDA device; on the CPU use 'bf16' (eager and compile backends) or 'fp32'")
         if self.device == "cpu" and self.optimizer is Optimizer.ORT_FUSED_ADAM:

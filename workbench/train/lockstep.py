@@ -11,7 +11,8 @@ minutes apart, see different machine loads; runs interleaved in one process shar
 ORT session's spinning workers take cores from the next eager step). Here every step runs alone on
 the machine, in a process of its own, next in time to the other runs' same step: step ``i`` of
 two runs pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval), and each
-run's peak memory and start-up are its own.
+run's peak memory and start-up are its own. :func:`run_training_isolated` is a group of one: a run in a
+fresh process whose peak RSS, thread pools and compile caches are its own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import queue
 import signal
 import threading
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +50,7 @@ class _Child:
         self.job = job
         self.events: queue.Queue = queue.Queue()
         env = {**(job.env or {}), LOCKSTEP_ENV: group}
-        self.proc, self.cfg_path = child_process(job.cfg, job.backend, job.run_dir, env, lockstep=True)
+        self.proc, self.cfg_path = child_process(job.cfg, job.backend, job.run_dir, env)
         self.err_tail: list[str] = []
         self.t_err = drain_stderr(self.proc, self.err_tail)
         self.progress = progress
@@ -105,7 +107,7 @@ def run_lockstep(
         raise ValueError("run_lockstep needs at least one job")
     # every job checked before any process starts: a combination that cannot run starts none of them
     jobs = [LockstepJob(j.cfg, check_backend(j.cfg, j.backend), Path(j.run_dir).resolve(), j.env) for j in jobs]
-    group = uuid.uuid4().hex[:12]
+    group = uuid.uuid4().hex[:12] if len(jobs) > 1 else ""  # a run on its own takes turns with nobody
     if progress is not None:  # each child's output is read on its own thread: one report at a time
         lock, report = threading.Lock(), progress
 
@@ -151,6 +153,16 @@ def run_lockstep(
     if errors:
         raise RuntimeError("; ".join(errors))
     return results
+
+
+def run_training_isolated(cfg: TrainConfig, backend: Backend | str, run_dir: str | os.PathLike,
+                          progress: Optional[ProgressFn] = None, stop: Optional[threading.Event] = None,
+                          env: Optional[dict[str, str]] = None) -> TrainRun:
+    """:func:`workbench.train.run_training` in a fresh Python process (``python -m workbench.train``).
+    ``stop`` asks it to stop between steps (a first step still exporting or compiling finishes first);
+    ``env`` adds environment variables for it (e.g. a fresh ``TORCHINDUCTOR_CACHE_DIR`` for a cold start)."""
+    (run,) = run_lockstep([LockstepJob(cfg, backend, Path(run_dir), env)], progress=progress, stop=stop)
+    return run
 
 
 def lockstep_group(run: TrainRun) -> str:

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..core.threads import requested_threads
+from ..runtime.session import _ort_level
 from .config import FallbackPolicy, TrainConfig, TrainConfigError
+
+
+def _set_env(values: dict[str, Optional[str]]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @contextlib.contextmanager
@@ -25,18 +34,10 @@ def _env(values: dict[str, Optional[str]]):
     """Set (or with None: unset) environment variables for the duration of the block."""
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
 
 
 def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
@@ -114,17 +115,10 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     threads = cfg.ort_threads or cfg.threads or requested_threads()  # OMP_NUM_THREADS caps PyTorch; here ONNX Runtime too
 
     def session_config():
-        import onnxruntime as ort
-
         so, providers, provider_options = original()
         if threads:
             so.intra_op_num_threads = threads
-        so.graph_optimization_level = {
-            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        }[cfg.ort_graph_optimization]
+        so.graph_optimization_level = _ort_level(cfg.ort_graph_optimization)
         if not cfg.ort_allow_spinning:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return so, providers, provider_options

@@ -60,10 +60,6 @@ class TrainVerdict:
     where_it_pays: str = ""
     next_steps: list[str] = field(default_factory=list)
 
-    @property
-    def pays(self) -> bool:
-        return self.outcome == "gain"
-
 
 def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, machine: str = "",
                      load=None) -> Optional[TrainVerdict]:
@@ -84,13 +80,14 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(backend.value, comparison.baseline.value, "no ratio",
                             f"{name}: no speed verdict, its run {s.status.value} ({s.reason or 'no steps'})",
                             machine=machine, load=load_text)
-    common = dict(backend=backend.value, baseline=comparison.baseline.value, ratio=r.throughput, lo=r.throughput_lo,
-                  hi=r.throughput_hi, interleaved=r.interleaved, settings=r.baseline_settings, machine=machine, load=load_text)
+    steady = r.steady
+    common = dict(backend=backend.value, baseline=comparison.baseline.value, ratio=r.throughput, lo=steady and steady.lo,
+                  hi=steady and steady.hi, interleaved=r.interleaved, settings=r.baseline_settings, machine=machine, load=load_text)
     if not r.like_for_like:
         return TrainVerdict(outcome="not like for like", text=(
             f"{name} against {base_name}: no verdict, the runs differ in {', '.join(r.differs_in)} as well as the "
             "backend; compare them with the same settings"), **common)
-    has_interval = r.interleaved and r.throughput_lo is not None and r.throughput_hi is not None
+    has_interval = steady is not None
     measured = (f"{LIKE_FOR_LIKE if has_interval else ONE_AFTER_THE_OTHER}: {name} "
                 f"{'trains' if has_interval else 'trained'} at {r.speed_text()} of {base_name} with the same settings "
                 f"({r.baseline_settings}){where}")
@@ -98,9 +95,9 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(outcome="unmeasured", text=(
             f"{measured}, but the machine was busy while it trained ({load_text}): not a verdict; run it again on a "
             "quiet machine"), **common)
-    if has_interval and r.throughput_lo > 1.0:
+    if has_interval and steady.is_gain:
         outcome, tail = "gain", f"{(r.throughput - 1) * 100:.0f}% more samples per second here"
-    elif has_interval and r.throughput_hi < 1.0:
+    elif has_interval and steady.is_loss:
         outcome, tail = "loss", "no gain here: slower than eager"
     elif has_interval:
         outcome, tail = "no gain", "no gain here (the interval includes 1.00x)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.train import run_distributed
+from workbench.train.distributed import run_distributed
 from workbench.train import TrainConfig, TrainConfigError
 
 
