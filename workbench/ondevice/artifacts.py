@@ -173,23 +173,31 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
 
 
 def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
-    import onnx
-
     files, fixed = [], []
     for name in ARTIFACT_FILES:
         path = folder / name
         if name == "checkpoint":
             files.append(ArtifactFile(name, path.stat().st_size / 2**20))
             continue
-        proto = onnx.load(str(path))
-        ir = int(proto.ir_version)
+        _, ir = cap_ir_version(path)
         if ir > MAX_IR_VERSION:
-            proto.ir_version = MAX_IR_VERSION
-            with runs.atomic_path(path) as tmp:
-                onnx.save(proto, str(tmp))
             fixed.append(name)
         files.append(ArtifactFile(name, file_size_mib(path), ir))
     return files, fixed
+
+
+def cap_ir_version(path: Path):
+    """``(graph, the IR version it was written with)``; a graph newer than :data:`MAX_IR_VERSION`
+    (onnxruntime 1.19.2 refuses those) is rewritten with it first."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    ir = int(proto.ir_version)
+    if ir > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+        with runs.atomic_path(path) as tmp:
+            onnx.save(proto, str(tmp))
+    return proto, ir
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:

@@ -146,11 +146,6 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
     return record
 
 
-def load_import(path: str | os.PathLike) -> BrowserImport:
-    """Read a ``browser.json`` (or the folder holding it)."""
-    return runs.load_result(BrowserImport, path, layout.BROWSER_FILE)
-
-
 def import_table(r: BrowserImport) -> str:
     lines = [f"trained in: {r.trained_in}",
              f"parameters: {r.parameters:,} float32 from {r.source_file} (sha256 {r.parameters_sha256[:16]}...), "

@@ -70,15 +70,7 @@ def _enum(cls, value, name: str):
 @dataclass(frozen=True)
 class OnDeviceConfig:
     """How to train on the device and how to check it (the model is the stage's input:
-    ``run_ondevice(model, cfg, out)``).
-
-    ``trainable``: ``head``, ``last`` (with ``last_n_layers``) or ``all``. ``loss`` and
-    ``optimizer`` name what goes into the artifacts (the ones ONNX Runtime's artifact builder has
-    for classification: CrossEntropyLoss, AdamW). ``steps`` on-device steps, each on the same batch
-    as a PyTorch eager step. ``tolerance``: largest per-step loss difference allowed (default
-    :data:`FP32_TOLERANCE`). ``measure_memory``: run each side once more in a fresh process to
-    measure its peak memory (``memory_steps`` steps).
-    """
+    ``run_ondevice(model, cfg, out)``); each field's help says what it does."""
 
     trainable: Trainable = field(default=Trainable.HEAD, metadata={"help": "head, last (the last N encoder layers + head) or all"})
     last_n_layers: int = field(default=1, metadata={"help": "with --trainable last: how many encoder layers train"})

@@ -15,8 +15,8 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
-from .artifacts import quiet_onnxruntime, training_api, build_artifacts
-from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
+from .artifacts import build_artifacts, cap_ir_version, quiet_onnxruntime, training_api
+from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, RESULT_FILE, TRAINED_CHECKPOINT,
                      TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
 from .data import make_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
@@ -196,12 +196,9 @@ def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names
         notes.append("peak memory not measured (measure_memory=False)")
         return ort_cost, pt_cost
     iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
-    ort_cost = replace(ort_cost, peak_rss_mib=round(iso["ort"]["peak_rss_mib"], 1),
-                       rss_growth_mib=round(iso["ort"]["rss_growth_mib"], 1), setup_s=round(iso["ort"]["setup_s"], 3),
-                       isolated_median_step_ms=round(iso["ort"]["median_step_ms"], 3))
-    pt_cost = replace(pt_cost, peak_rss_mib=round(iso["eager"]["peak_rss_mib"], 1),
-                      rss_growth_mib=round(iso["eager"]["rss_growth_mib"], 1), setup_s=round(iso["eager"]["setup_s"], 3),
-                      isolated_median_step_ms=round(iso["eager"]["median_step_ms"], 3))
+    ort_cost, pt_cost = (replace(cost, peak_rss_mib=round(m["peak_rss_mib"], 1), rss_growth_mib=round(m["rss_growth_mib"], 1),
+                                 setup_s=round(m["setup_s"], 3), isolated_median_step_ms=round(m["median_step_ms"], 3))
+                         for cost, m in ((ort_cost, iso["ort"]), (pt_cost, iso["eager"])))
     notes.append("peak memory: process RSS (psutil, sampled every 10 ms) of a fresh process per side running the same "
                  f"{min(cfg.memory_steps, len(batches))} steps; both processes import torch (onnxruntime.training "
                  "imports ORTModule), so compare the growth during the steps as well as the peak")
@@ -255,7 +252,6 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
     weights are put back afterwards. Returns ``(ExportResult, its Validation, {name: the weights
     loaded.model held})``."""
-    import onnx
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
@@ -266,11 +262,7 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     inf_path = inf_dir / ONNX_FILE
     with runs.atomic_path(inf_path) as tmp, quiet_onnxruntime():
         module.export_model_for_inferencing(str(tmp), ["logits"])
-    proto = onnx.load(str(inf_path))
-    if proto.ir_version > MAX_IR_VERSION:
-        proto.ir_version = MAX_IR_VERSION
-        with runs.atomic_path(inf_path) as tmp:
-            onnx.save(proto, str(tmp))
+    proto, _ = cap_ir_version(inf_path)
     held = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
     with torch.no_grad():
         for n, p in loaded.model.named_parameters():

@@ -1,18 +1,11 @@
 """On-device training in a web page: the run's artifacts trained by onnxruntime-web in a browser.
 
-``write_page(run_dir, cfg, batches, eval_batches, ...)`` writes ``<run>/web/``:
-
-- ``index.html`` + ``app.js``: load the artifacts with onnxruntime-web's training API
-  (``ort.TrainingSession.create``), evaluate accuracy on the eval batches, train ``cfg.steps``
-  steps on the training batches with a live loss curve and step time, evaluate again, and offer the
-  trained parameters as a file (``getContiguousParameters(true)``: the trainable ones, float32, in
-  the checkpoint's order) that ``workbench ondevice import RUN FILE`` brings back;
-- ``ort/``: onnxruntime-web 1.19.2's WASM training build (``ort.training.wasm.min.js`` and the
-  ``.mjs``/``.wasm`` it loads), copied from ``web/node_modules`` of this repository: nothing
-  comes from a CDN;
-- ``batches.bin`` + ``config.json``: the batches Python trained on (int64, little endian) and the
-  eval batches, with their index, the steps, learning rate, batch size and seed;
-- ``optimizer_model.onnx``: the artifacts' optimizer graph with the learning rate baked in (below).
+``write_page`` writes ``<run>/web/``: ``index.html`` + ``app.js`` (load the artifacts with onnxruntime-web's
+training API, evaluate, train ``cfg.steps`` steps with a live loss curve, evaluate again, offer the trained
+parameters as a file that ``workbench ondevice import RUN FILE`` brings back); ``ort/``, onnxruntime-web
+1.19.2's WASM training build copied from ``web/node_modules`` (nothing comes from a CDN); ``batches.bin`` +
+``config.json``, the batches Python trained on and the eval batches; ``optimizer_model.onnx`` with the
+learning rate baked in.
 
 The learning rate. onnxruntime-web 1.19.2 has no learning-rate setter: its WASM build exports no
 ``OrtTrainingSetLearningRate`` (only create, train/eval/optimizer step, lazy reset and the
@@ -36,6 +29,7 @@ the server's root is the run folder.
 from __future__ import annotations
 
 import hashlib
+import html
 import http.server
 import json
 import os
@@ -79,10 +73,6 @@ class WebPage:
 
     page: Optional[Path]
     note: str
-    learning_rate: Optional[float] = None  # baked into the page's optimizer graph
-    train_batches: int = 0
-    eval_examples: int = 0
-    ort_web_version: str = ORT_WEB_VERSION
 
 
 def ort_web_missing() -> Optional[str]:
@@ -168,19 +158,6 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
     return index, offset
 
 
-def read_page_batches(config_path: str | os.PathLike, bin_path: str | os.PathLike):
-    """The page's batches read back as the page reads them: ``(train, eval)``, lists of
-    ``{name: int64 array}``."""
-    config = json.loads(Path(config_path).read_text())
-    raw = Path(bin_path).read_bytes()
-
-    def unpack(index):
-        return [{name: np.frombuffer(raw, dtype="<i8", count=t["count"], offset=t["offset"]).reshape(t["shape"])
-                 for name, t in entry.items()} for entry in index]
-
-    return unpack(config["train"]), unpack(config["eval"])
-
-
 def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequence[dict[str, np.ndarray]],
                evals: Sequence[dict[str, np.ndarray]], class_names: Sequence[str], model_name: str) -> WebPage:
     """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``; replaced as a whole.
@@ -210,16 +187,9 @@ def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequenc
         (tmp / BATCHES_BIN).write_bytes(blob)
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
         (tmp / APP_FILE).write_text(_APP_JS)
-        (tmp / PAGE_FILE).write_text(_PAGE_HTML.replace("{{TITLE}}", _html_escape(f"{model_name}: on-device training in the browser")))
+        (tmp / PAGE_FILE).write_text(_PAGE_HTML.replace("{{TITLE}}", html.escape(f"{model_name}: on-device training in the browser")))
     page = run_dir / layout.ONDEVICE_WEB_DIR / PAGE_FILE
-    return WebPage(page.resolve(), f"web page: {page.resolve()} (serve it: workbench ondevice serve {run_dir.resolve()})",
-                   learning_rate=cfg.lr, train_batches=len(batches), eval_examples=sum(len(b["labels"]) for b in evals))
-
-
-def _html_escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
+    return WebPage(page.resolve(), f"web page: {page.resolve()} (serve it: workbench ondevice serve {run_dir.resolve()})")
 
 
 # ---- serving --------------------------------------------------------------------------------------

@@ -15,21 +15,15 @@ runs), :func:`run_distributed` (the same loop under ``torchrun``, imported from 
 :func:`load_train_run` (a run read back), :class:`Trainer` (one backend stepped by hand: the benchmark
 interleaves several).
 
-Stage contract. Every stage reads ``run_x(input, XConfig, out) -> XResult``. Training has no
-upstream result: its input (the model and the data) is named inside :class:`TrainConfig`
-(``model``, ``data``), so the calls read ``run_training(cfg, backend, run_dir)`` and
-``run_comparison(cfg, CompareConfig(backends, tolerance, isolate), run_dir)``, the backends being what is compared. Runtime-only
-objects stay keyword arguments: ``progress`` (called with a :class:`Progress` after every step and
-evaluation), ``stop`` (a ``threading.Event``), ``model=`` (a preloaded model, tests). Settings
-that cannot work raise :class:`TrainConfigError` before anything runs; a failure *during*
-training is a result too (status ``failed`` or ``fell_back``, with the cause and fix in
-``reason``), saved like any other.
+Stage contract. Training has no upstream result: its input (model and data) is named inside
+:class:`TrainConfig`, so the calls read ``run_training(cfg, backend, run_dir)`` and ``run_comparison(cfg,
+CompareConfig, run_dir)``; ``progress``, ``stop`` and ``model=`` stay keyword arguments. A setting that
+cannot work raises :class:`TrainConfigError` before anything runs; a failure *during* training is a
+result too (status ``failed`` or ``fell_back``, cause and fix in ``reason``), saved like any other.
 
-Layout: ``run_training`` writes ``<run_dir>/<backend>/``: ``train.json`` (the :class:`TrainRun`),
-a Hugging Face checkpoint folder ``checkpoint/`` (``save_pretrained``: config, safetensors
-weights, tokenizer) that ``workbench.models.load.load_model(folder)`` loads back, and for ORTModule the
-training graphs it built in ``graphs/``; ``run_comparison`` adds ``<run_dir>/compare.json``.
-Everything is written to a temporary name and renamed into place.
+Layout: ``<run_dir>/<backend>/`` holds ``train.json`` (the :class:`TrainRun`), ``checkpoint/`` (a
+Hugging Face folder) and for ORTModule its training graphs in ``graphs/``; ``run_comparison`` adds
+``<run_dir>/compare.json``. Everything is written to a temporary name and renamed into place.
 
 Files (one idea each):
 

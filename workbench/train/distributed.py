@@ -12,10 +12,8 @@ Rank 0 writes the usual ``<run_dir>/<backend>/train.json`` and checkpoint. Every
 pass and the same optimizer step, the ranks must hold bit-identical weights, and
 :class:`DistributedRun` says whether they do.
 
-Supported: ``eager`` and ``ortmodule``. DeepSpeed ZeRO stage 1 (used in the published ORTModule
-GPU results) is an optional extra, not installed here: with ``pip install deepspeed`` one would
-wrap the optimizer with ``deepspeed.initialize(model=ORTModule(model), config={"zero_optimization":
-{"stage": 1}, ...})``; this module does not do that for you.
+Supported: ``eager`` and ``ortmodule`` (without DeepSpeed ZeRO, which the published ORTModule GPU
+results used and which is not installed here).
 """
 
 from __future__ import annotations
@@ -117,13 +115,9 @@ def run_distributed(
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
         "-m", "workbench.train.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))}
-    # The workers run in the caller's working directory (relative paths in cfg and run_dir mean the
-    # same there) and import this very copy of workbench: the folder holding it goes first on
-    # PYTHONPATH (this file is <root>/workbench/train/distributed.py).
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    from .process import die_with_parent
+    from .process import child_env, die_with_parent
+
+    env = child_env({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))})
 
     t0 = time.perf_counter()
     try:

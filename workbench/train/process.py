@@ -45,6 +45,16 @@ def die_with_parent(sig: int = 9) -> bool:
     return True
 
 
+def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The environment of a child ``python -m workbench...``: it runs in the caller's working directory
+    (relative paths in a config mean the same there) and imports this very copy of workbench, whose
+    parent folder (a checkout, or site-packages for an installed wheel) goes first on PYTHONPATH."""
+    here = str(Path(__file__).resolve().parents[2])  # this file is <root>/workbench/train/process.py
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def child_process(cfg: TrainConfig, backend: Backend, run_dir: Path, env: Optional[dict[str, str]] = None):
     """Start ``python -m workbench.train --lockstep`` for one run; returns ``(process, config_path)``. Its
     stdout carries progress and its turn requests as prefixed lines; the turns are granted on its stdin."""
@@ -54,14 +64,7 @@ def child_process(cfg: TrainConfig, backend: Backend, run_dir: Path, env: Option
     cfg_path = runs.atomic_write_json(run_dir / f".{backend.value}.config.json", cfg)
     cmd = [sys.executable, "-m", "workbench.train", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
            "--lockstep"]
-    # The child runs in the caller's working directory (relative model and data paths in cfg mean
-    # the same there) and imports this very copy of workbench: its parent folder goes first on
-    # PYTHONPATH (a checkout, or site-packages for an installed wheel). parents[2]: this file is
-    # <root>/workbench/train/process.py.
-    here = str(Path(__file__).resolve().parents[2])
-    child_env = {**os.environ, **(env or {})}
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (here, child_env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env,
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env(env),
                             stdin=subprocess.PIPE, preexec_fn=die_with_parent)
     return proc, cfg_path
 

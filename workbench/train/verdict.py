@@ -6,21 +6,21 @@ One sentence a person can act on, built from a :class:`~workbench.train.Comparis
     the same settings (AdamW (fused), eager attention, dropout off, fp32, batch 16x64) on this CPU
     (AMD EPYC, AVX2 FMA): no gain here
 
-The rules: the two sides must share every setting but the backend's own knobs (else no verdict);
-the interval comes from steps timed in turns (:mod:`workbench.train.lockstep`), the like-for-like
-figure the sentence starts with; runs timed one after the other (minutes apart, under whatever load
-each met) give a point figure that the sentence labels "One after the other, not like for like" and
-does not judge (outcome ``one after the other``); a figure taken while other work ran is not a
-verdict; a gain needs the whole interval above 1.0, a loss the whole interval below it. Where the
-backend does not pay, the verdict says where it is reported to (published figures, labelled as
+The rules: the two sides must share every setting but the backend's own knobs (else no verdict); only
+steps timed in turns (:mod:`workbench.train.lockstep`) give an interval and a judgement (a gain needs
+the whole interval above 1.0, a loss the whole interval below it); runs timed one after the other give
+a point figure that is labelled, not judged; a figure taken while other work ran is not a verdict.
+Where ORTModule does not pay, the verdict says where it is reported to (published figures, labelled as
 theirs) and what to try next.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
+from .. import runs
 from .config import Backend
 
 # Published ORTModule figures, quoted as their authors measured them (never on a CPU).
@@ -156,19 +156,11 @@ def verdicts_for(comparison, *, profile=None, load=None) -> TrainVerdicts:
 
 
 def save_verdicts(verdicts: TrainVerdicts, run_dir) -> str:
-    from pathlib import Path
-
-    from .. import runs
-
     return str(runs.save_result(verdicts, Path(run_dir) / VERDICT_FILE))
 
 
 def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
     """The verdicts saved beside ``compare.json`` in ``run_dir``; None when there are none."""
-    from pathlib import Path
-
-    from .. import runs
-
     path = Path(run_dir) / VERDICT_FILE
     return runs.load_result(TrainVerdicts, path) if path.is_file() else None
 
