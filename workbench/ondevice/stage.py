@@ -56,15 +56,11 @@ def _check_classes(loaded, data_classes: list[str]) -> None:
 
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
-    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned Hugging Face
-    sequence-classification folder), train ``cfg.steps`` steps on the device and in PyTorch eager on
-    the same batches, compare, export the trained model for inference and validate it; save
-    ``ondevice.json`` in ``out_dir``.
-
-    ``data``: a ``DatasetDict`` (default: the reviews, ``cfg.max_train`` training examples).
-    ``progress(done, total, detail)`` is called after each step; ``stop`` (a ``threading.Event``)
-    ends the training early (the result says ``stopped``; what was trained is still exported).
-    """
+    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
+    folder), train ``cfg.steps`` steps on the device and in PyTorch eager on the same batches, compare,
+    export the trained model for inference and validate it; save ``ondevice.json`` in ``out_dir``.
+    ``data``: a ``DatasetDict`` (default: the config's). ``progress(done, total, detail)`` hears each step;
+    ``stop`` ends the training early (the result says ``stopped``; what was trained is still exported)."""
     import torch
 
     from ..data.load import DataConfig, load_data

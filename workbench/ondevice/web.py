@@ -128,21 +128,15 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """The eval split (``validation``, else ``test``; at most :data:`EVAL_EXAMPLES`) tokenized as the
     training batches are, in order, ``cfg.batch_size`` a batch (the last may be smaller)."""
-    from ..data.batches import encode, model_inputs
+    from .data import encode_batch
 
     split = "validation" if "validation" in data else "test" if "test" in data else None
     if split is None:  # the page trains all the same; it says there is nothing to evaluate on
         return []
     ds = data[split]
     n = min(len(ds), EVAL_EXAMPLES)
-    out = []
-    for start in range(0, n, cfg.batch_size):
-        idx = list(range(start, min(n, start + cfg.batch_size)))
-        enc = model_inputs(loaded.model, encode(loaded.tokenizer, [ds["text"][i] for i in idx], cfg.max_length))
-        batch = {k: v.numpy().astype(np.int64) for k, v in enc.items()}
-        batch["labels"] = np.asarray([ds["label"][i] for i in idx], dtype=np.int64)
-        out.append(batch)
-    return out
+    return [encode_batch(loaded, ds, list(range(start, min(n, start + cfg.batch_size))), cfg.max_length)
+            for start in range(0, n, cfg.batch_size)]
 
 
 def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset: int) -> tuple[list[dict], int]:

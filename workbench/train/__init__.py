@@ -94,7 +94,6 @@ from .results import (  # noqa: F401
     RunStatus,
     StepRecord,
     TrainRun,
-    list_train_runs,
     load_train_run,
     run_text,
 )

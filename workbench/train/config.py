@@ -1,10 +1,8 @@
 """What defines a training run (:class:`TrainConfig`), and which backend may run it (:func:`check_backend`).
 
-Every setting is checked in ``TrainConfig.__post_init__``: strings are turned into enums
-(``workbench.core.options.parse_choice``), and a value that cannot work raises
-:class:`TrainConfigError` naming the value, what is allowed and the fix, before anything is
-loaded. The defaults are the settings measured fastest side by side (:data:`TUNED_DEFAULTS`);
-ORTModule's own defaults stay one argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
+A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
+the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
+argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
 
 Precision: fp32 everywhere. bf16 autocast on the CPU works with ``eager`` and ``compile`` where
 the CPU has bf16 instructions (AVX-512 BF16 or AMX); ORTModule's CPU build has no bf16 MatMul

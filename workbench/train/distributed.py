@@ -24,7 +24,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -53,17 +52,11 @@ class DistributedRun:
     run: TrainRun  # rank 0's run (its steps count every rank's examples)
     ranks: list[RankReport]
     process_group_backend: str  # gloo | nccl
-    command: list[str]
-    wall_s: float
 
     @property
     def identical_weights(self) -> bool:
         """True when every rank ended with bit-identical parameters."""
         return len({r.weights_sha256 for r in self.ranks}) == 1 and len(self.ranks) == self.run.world_size
-
-    @property
-    def weights_changed(self) -> bool:
-        return all(r.weights_sha256 != r.initial_weights_sha256 for r in self.ranks)
 
 
 def weights_digest(model) -> str:
@@ -119,7 +112,6 @@ def run_distributed(
 
     env = child_env({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))})
 
-    t0 = time.perf_counter()
     try:
         # torchrun gets SIGTERM when this process dies (it then stops its workers), and each worker
         # SIGKILL when torchrun dies: none of them outlives a killed `workbench train`
@@ -130,11 +122,10 @@ def run_distributed(
                            f"Last output: {str(exc.stderr or '')[-2000:]}") from exc
     finally:
         cfg_path.unlink(missing_ok=True)
-    wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"torchrun exited with code {proc.returncode}; its output ends with:\n{(proc.stdout + proc.stderr)[-3000:]}")
     reports = [serial.from_dict(RankReport, json.loads(p.read_text())) for p in sorted(out.glob("rank*.json"))]
-    return DistributedRun(load_train_run(out), reports, "nccl" if cfg.device.startswith("cuda") else "gloo", cmd, wall)
+    return DistributedRun(load_train_run(out), reports, "nccl" if cfg.device.startswith("cuda") else "gloo")
 
 
 def _worker(argv: Optional[list[str]] = None) -> int:

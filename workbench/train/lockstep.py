@@ -1,18 +1,14 @@
 """Runs that take turns: several training runs, each in its own process, stepped one at a time.
 
 :func:`run_lockstep` starts one ``python -m workbench.train --lockstep`` child per run. Each child
-asks for its turn before every phase that uses the CPU (loading the model, each optimizer step with
-its evaluation, the last evaluation and the checkpoint) and waits; the parent grants one turn at a
-time, in rotation: setup of every run, step 1 of every run, step 2 of every run, ... with the
-order rotated each round so no run is always first.
+asks for its turn before every phase that uses the CPU and waits; the parent grants one turn at a
+time, in rotation (setup of every run, step 1 of every run, ...), the order rotated each round.
 
-Why: a comparison of speeds is only as good as its conditions. Runs trained one after the other,
-minutes apart, see different machine loads; runs interleaved in one process share thread pools (an
-ORT session's spinning workers take cores from the next eager step). Here every step runs alone on
-the machine, in a process of its own, next in time to the other runs' same step: step ``i`` of
-two runs pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval), and each
-run's peak memory and start-up are its own. :func:`run_training_isolated` is a group of one: a run in a
-fresh process whose peak RSS, thread pools and compile caches are its own.
+Why: runs trained one after the other see different machine loads; runs interleaved in one process
+share thread pools (an ORT session's spinning workers take cores from the next eager step). Here
+every step runs alone, in a process of its own, next in time to the other runs' same step, so steps
+pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval) and each run's peak
+memory and start-up are its own. :func:`run_training_isolated` is a group of one.
 """
 
 from __future__ import annotations

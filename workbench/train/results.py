@@ -169,8 +169,3 @@ def run_text(run: TrainRun) -> str:
 def load_train_run(path: str | os.PathLike) -> TrainRun:
     """Read a TrainRun back from ``train.json`` or from the backend folder holding it."""
     return runs.load_result(TrainRun, path, TRAIN_FILE)
-
-
-def list_train_runs(run_dir: str | os.PathLike) -> list[TrainRun]:
-    """Every backend's TrainRun saved under ``run_dir`` (``<run_dir>/<backend>/train.json``)."""
-    return [load_train_run(p) for p in runs.iter_files(run_dir, "*/train.json")]

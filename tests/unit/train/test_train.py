@@ -22,7 +22,6 @@ from workbench.train import (
     TrainConfig,
     TrainConfigError,
     iter_micro_batches,
-    list_train_runs,
     load_train_run,
     lr_factor,
     run_training,
@@ -147,7 +146,6 @@ def test_training_graphs_are_kept_and_summarised(pair):
     assert "LayerNormalizationGrad" in optimized.op_counts  # the gradient graph was added
     assert execution.fused_op_counts.get("FusedMatMul", 0) > 0 and "FusedMatMul" not in exported.op_counts
     assert execution.added_ops or execution.removed_ops
-    assert sum(execution.contrib_op_counts.values()) > 0
     # the parameters are graph inputs, not stored weights: the graphs stay small
     model = onnx.load(execution.path)
     inputs = {i.name for i in model.graph.input}
@@ -174,7 +172,6 @@ def test_runs_round_trip_and_are_listed(pair):
         assert load_train_run(run_dir / b) == run
         saved = json.loads((run_dir / b / "train.json").read_text())
         assert saved["status"] == "ok" and saved["backend"] == b
-    assert {r.backend for r in list_train_runs(run_dir)} == {Backend.EAGER, Backend.ORTMODULE}
 
 
 def test_progress_reports_every_step_and_the_evaluations(pair):
