@@ -191,5 +191,6 @@ def test_a_ratio_saved_with_its_interval_as_two_fields_is_refused_naming_where_i
     with pytest.raises(OutdatedKey, match="'throughput_lo' .* is steady.lo now"):
         from_dict(Ratio, old)
     r = Ratio(backend="ortmodule", baseline="eager", throughput=1.6, memory=1.0, startup=0.5, max_loss_diff=0.0,
-              loss_within_tolerance=True, steps_compared=12, accuracy_diff=0.0, steady=SpeedRatio(1.6, 1.5, 1.7, 12))
+              loss_within_tolerance=True, steps_compared=12, accuracy_diff=0.0, throughput_with_startup=0.9,
+              steady=SpeedRatio(1.6, 1.5, 1.7, 12))
     assert r.interleaved and r.speed_text() == "1.60x (1.50-1.70)" and from_dict(Ratio, to_dict(r)) == r
