@@ -21,16 +21,11 @@ from .trainable import POSITION_EMBEDDINGS_NOTE, is_position_embedding, trainabl
 
 @contextlib.contextmanager
 def quiet_onnxruntime():
-    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks.
-
-    Building the gradient graph logs every graph transformer it runs (about 60 ``[I:onnxruntime:
-    Default, graph_transformer.cc ...]`` lines per build) through a logger the Python API cannot
-    set: ``set_default_logger_severity`` did not silence them here. They are written by C++ to file
-    descriptor 2 (a Jupyter kernel forwards that as a red stderr box), so while the block runs fd 2
-    goes to a temporary file; afterwards every line that is not an INFO line is written back to
-    ``sys.stderr``, so warnings and errors still show. The default severity is raised to ERROR
-    meanwhile too (a training session warns once per unused dropout constant), then set back to
-    ONNX Runtime's default, WARNING."""
+    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks. Building the
+    gradient graph logs about 60 INFO lines through a logger the Python API cannot silence, written by
+    C++ to file descriptor 2 (a red stderr box in Jupyter): while the block runs fd 2 goes to a temporary
+    file, and every line that is not INFO is written back to ``sys.stderr`` afterwards. The default
+    severity is ERROR meanwhile (a session warns once per unused dropout constant), then WARNING again."""
     import tempfile
 
     import onnxruntime as ort

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..core.options import parse_choice
@@ -94,10 +94,8 @@ class OnDeviceConfig:
     measure_memory: bool = field(default=True, metadata={"help": "measure peak memory, one fresh process per side (--no-memory skips it)"})
     memory_steps: int = field(default=10, metadata={"help": "steps each side runs again in a fresh process to measure its peak memory"})
     threads: Optional[int] = field(default=None, metadata={"help": "intra-op threads of both sides (default: PyTorch's)"})
-    # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
     train_position_embeddings: bool = field(default=False, metadata={"help": (
         "train the position embeddings too (off: see POSITION_EMBEDDINGS_NOTE)")})
-    # write the web page beside the artifacts (workbench/ondevice/web.py; skipped without onnxruntime-web)
     web: bool = field(default=True, metadata={"help": (
         "write the web page that trains the artifacts in a browser with onnxruntime-web (--no-web skips it)")})
 
@@ -148,6 +146,3 @@ class OnDeviceConfig:
     @property
     def effective_tolerance(self) -> float:
         return self.tolerance if self.tolerance is not None else FP32_TOLERANCE
-
-    def replace(self, **kw) -> "OnDeviceConfig":
-        return replace(self, **kw)

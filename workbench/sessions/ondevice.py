@@ -11,10 +11,8 @@ from .base import DataInput, InputError, Session, model_folder
 
 
 class OnDeviceSession(DataInput, Session):
-    """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web
-    page server (``workbench.ondevice.web.PageServer`` on 127.0.0.1) once :meth:`serve_page` ran.
-
-    Inputs: ``data`` (a ``DatasetDict`` or a ``DataConfig``, checked when set; default the reviews), ``run_dir``."""
+    """``result`` is the :class:`~workbench.ondevice.OnDeviceResult`; ``page_server`` the run's web page
+    server on 127.0.0.1 once :meth:`serve_page` ran. Inputs: ``data`` (default the reviews), ``run_dir``."""
 
     INPUTS = ("data", "run_dir")
     LABEL = "ondevice"

@@ -68,7 +68,6 @@ class BackendSummary:
     total_time: Metric
     final_val_loss: Metric
     final_accuracy: Metric
-    # samples/s over every step, the start-up step included (default: results saved before it existed)
     throughput_with_startup: Metric = field(default_factory=lambda: Metric("throughput incl. start-up", float("nan"), "samples/s", True))
 
     @property
@@ -323,11 +322,7 @@ def paired_step_ratio(base: TrainRun, other: TrainRun) -> Optional[SpeedRatio]:
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """What a comparison trains and how it judges them, beside the :class:`TrainConfig` every
-    backend shares: ``backends`` (each trained with the same config: same seed, data order,
-    optimizer), ``tolerance`` (loss parity; None: justified per precision and dropout, see
-    :func:`compare`), ``isolate`` (each backend in its own process: honest per-backend peak memory,
-    what the CLI and the benchmark do)."""
+    """What a comparison trains and how it judges them, beside the :class:`TrainConfig` every backend shares."""
 
     backends: tuple[Backend, ...] = field(default=DEFAULT_BACKENDS, metadata={"help": (
         "backends to train, each with the same config (seed, data order, optimizer)")})
@@ -335,8 +330,6 @@ class CompareConfig:
         "largest final-loss difference in nats still called parity (default: justified per precision and dropout)")})
     isolate: bool = field(default=False, metadata={"help": (
         "train each backend in its own process (honest per-backend peak memory)")})
-    # with isolate: the processes take turns step by step (lockstep.py) instead of running one after the
-    # other, so the speed ratios pair steps measured next in time and carry an interval
     interleave: bool = field(default=True, metadata={"help": (
         "with isolate: the processes take turns step by step, so speed ratios pair steps measured close in time")})
 
@@ -365,15 +358,10 @@ def run_comparison(
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
 ) -> Comparison:
-    """Train each of ``compare_cfg.backends`` in turn with ``cfg``, compare them, save
-    ``<run_dir>/compare.json``. Training has no upstream result: its input (model and data) is named
-    in ``cfg``; ``compare_cfg`` (:class:`CompareConfig`) says what is compared and how.
-
-    Every backend is checked against the config first, so a combination that cannot run (bf16
-    with ortmodule on the CPU) is rejected before any training starts. ``stop`` ends the current
-    run cleanly and skips the rest; a fallback or failure of one backend is recorded and the others
-    still run.
-    """
+    """Train each of ``compare_cfg.backends`` with ``cfg``, compare them, save ``<run_dir>/compare.json``.
+    Every backend is checked against the config first, so a combination that cannot run is rejected
+    before any training starts. ``stop`` ends the current run cleanly and skips the rest; a fallback or
+    failure of one backend is recorded and the others still run."""
     compare_cfg = compare_cfg if compare_cfg is not None else CompareConfig()
     if not isinstance(compare_cfg, CompareConfig):
         raise TrainConfigError(f"compare_cfg must be a CompareConfig (e.g. CompareConfig(backends=('eager', 'ortmodule'))), "

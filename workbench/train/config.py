@@ -66,19 +66,12 @@ ATTENTION = ("eager", "sdpa")
 OPSET_RANGE = (14, 20)
 MEMORY_OPT_LEVELS = (0, 1, 2)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-# The defaults below (TrainConfig) are the settings that trained fastest side by side; ORTModule's
-# own defaults are kept here so that "untuned" can still be asked for (benchmarks, comparisons).
-# Two of the three tuned settings are ORTModule's own knobs (opset, spinning); the third, torch's
-# fused AdamW, is a shared setting: it speeds eager up as much, so every comparison gives the
-# baseline the same optimizer (like for like: shared_differences below) and a ratio of ORTModule
-# with fused AdamW against eager with foreach AdamW is never a headline. The figures per machine
-# are in the documentation's training benchmarks page (benchmarks/bench_train.py measures them).
+# TrainConfig's defaults trained fastest side by side (benchmarks/bench_train.py); ORTModule's own stay
+# one argument away. Fused AdamW is a shared setting, not ORTModule's: it speeds eager up as much, so the
+# baseline gets it too (shared_differences) and is never out-tuned in a headline ratio.
 TUNED_DEFAULTS = {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}
 ORTMODULE_OWN_DEFAULTS = {"opset": 17, "optimizer": "adamw", "ort_allow_spinning": True}
-# TrainConfig fields that only one backend reads (ORTModule's and torch.compile's knobs): runs that
-# differ only in these still compare the same training (compare.py checks the rest match). Every
-# other field is a shared setting (optimizer, attention, dropout, precision, batch, data, ...): a
-# like-for-like comparison gives the baseline the same value (shared_differences).
+# TrainConfig fields only one backend reads: runs that differ only in these still compare like for like.
 BACKEND_ONLY_FIELDS = ("opset", "memory_optimizer_level", "ort_threads", "ort_graph_optimization", "ort_allow_spinning",
                        "ort_log_level", "fallback", "save_graphs", "compile_mode", "compile_dynamic")
 
@@ -126,13 +119,11 @@ class TrainConfig:
         "learning rate after the warm-up: constant, linear or cosine decay to 0")})
     warmup_steps: int = field(default=0, metadata={"help": "steps of linear learning-rate warm-up"})
     max_grad_norm: Optional[float] = field(default=1.0, metadata={"help": "gradients clipped to this norm (None: no clipping)"})
-    # measured faster for every backend (see TUNED_DEFAULTS)
     optimizer: Optimizer = field(default=Optimizer.ADAMW_FUSED, metadata={"help": (
         "adamw (foreach), adamw_fused (one fused kernel) or ort_fused_adam (ONNX Runtime's, CUDA only)")})
     seed: int = field(default=0, metadata={"help": "seed of the data order and the new head's weights"})
     dropout: bool = field(default=False, metadata={"help": (
         "dropout on/off (off: loss curves of two backends can be compared step by step)")})
-    # "sdpa" cannot be trained by ORTModule (kept to show why)
     attn_implementation: str = field(default="eager", metadata={"help": (
         "attention implementation to load the model with (eager: what ORTModule trains)")})
     eval_every: int = field(default=0, metadata={"help": "evaluate every N steps (0: at the end only)"})
@@ -141,8 +132,7 @@ class TrainConfig:
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or cuda:N"})
     precision: Precision = field(default=Precision.FP32, metadata={"help": (
         "fp32, bf16 (CPUs with AVX-512 BF16 or AMX; eager and compile) or fp16 (CUDA)")})
-    # ORTModule knobs
-    # ORTModule's own default is 17; 14 measured faster (see TUNED_DEFAULTS)
+    # ORTModule's knobs
     opset: int = field(default=14, metadata={"help": (
         "ONNX opset ORTModule exports with (ORTModule's own default is 17; 14 measured faster)")})
     memory_optimizer_level: int = field(default=0, metadata={"help": (
@@ -155,7 +145,6 @@ class TrainConfig:
     ort_log_level: str = field(default="ERROR", metadata={"help": "ORTModule's log level (VERBOSE, INFO, WARNING, ERROR or FATAL)"})
     fallback: FallbackPolicy = field(default=FallbackPolicy.DISABLE, metadata={"help": (
         "disable: fail loudly; detect: stop and mark the run fell_back")})
-    # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
     save_graphs: bool = field(default=True, metadata={"help": "keep ORTModule's training graphs in the run folder"})
     # torch.compile knobs
     compile_mode: str = field(default="default", metadata={"help": "torch.compile mode"})

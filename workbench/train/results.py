@@ -90,12 +90,9 @@ class TrainRun:
     model_parameters: int = 0
     started_at: str = ""
     environment: dict[str, str] = field(default_factory=dict)
-    # compile backend: what Dynamo did during this run (its counters, before/after): frames it was
-    # asked to compile and compiled, graphs, graph breaks and their reasons (a graph break runs that
-    # part eagerly, it is reported, not hidden); empty for the other backends
+    # compile backend: what Dynamo did during this run (graph breaks are reported, not hidden)
     compile_stats: Optional["CompileStats"] = None
 
-    # convenience views (not serialised)
     @property
     def ok(self) -> bool:
         return self.status is RunStatus.OK

@@ -73,9 +73,9 @@ def test_artifacts_for_the_tiny_model(tmp_path, trainable):
         assert art.trainable_parameters == 32 * 2 + 2
     assert [f.name for f in art.files] == ["training_model.onnx", "eval_model.onnx", "optimizer_model.onnx", "checkpoint"]
     for f in art.files:
-        assert f.size_mib > 0 and art.path(f.name).exists()
+        assert f.size_mib > 0 and (Path(art.folder) / f.name).exists()
         if f.name.endswith(".onnx"):
-            assert onnx.load(str(art.path(f.name))).ir_version <= MAX_IR_VERSION
+            assert onnx.load(str((Path(art.folder) / f.name))).ir_version <= MAX_IR_VERSION
     # the pitfall: the optimizer graph comes out with an IR version 1.19.2 refuses, and is fixed
     assert "optimizer_model.onnx" in art.ir_version_fixed and art.notes
     assert art.loss == "CrossEntropyLoss" and art.optimizer == "AdamW" and art.opset == 14
