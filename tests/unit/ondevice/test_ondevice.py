@@ -75,7 +75,7 @@ def test_artifacts_for_the_tiny_model(tmp_path, trainable):
     for f in art.files:
         assert f.size_mib > 0 and (Path(art.folder) / f.name).exists()
         if f.name.endswith(".onnx"):
-            assert onnx.load(str((Path(art.folder) / f.name))).ir_version <= MAX_IR_VERSION
+            assert onnx.load(str(Path(art.folder) / f.name)).ir_version <= MAX_IR_VERSION
     # the pitfall: the optimizer graph comes out with an IR version 1.19.2 refuses, and is fixed
     assert "optimizer_model.onnx" in art.ir_version_fixed and art.notes
     assert art.loss == "CrossEntropyLoss" and art.optimizer == "AdamW" and art.opset == 14
