@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import math
 import os
 import platform
@@ -460,16 +461,7 @@ def _environment(cfg: TrainConfig) -> dict[str, str]:
         "isolated": "1" if os.environ.get(ISOLATED_ENV) == "1" else "0",
         "lockstep": os.environ.get(LOCKSTEP_ENV, ""),
     }
-    try:
-        import onnxruntime
-
-        env["onnxruntime"] = onnxruntime.__version__
-    except ImportError:
-        pass
-    try:
-        import transformers
-
-        env["transformers"] = transformers.__version__
-    except ImportError:
-        pass
+    for name in ("onnxruntime", "transformers"):
+        with contextlib.suppress(ImportError):
+            env[name] = importlib.import_module(name).__version__
     return env

@@ -58,15 +58,10 @@ def _has_fd(stream) -> bool:
 
 
 def allow_streams_without_fd() -> None:
-    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor.
-
-    ORTModule 1.19.2 silences ONNX Runtime's C++ logging during graph building by redirecting file
-    descriptors 1 and 2 (``_logger._suppress_os_stream_output``). Under ``contextlib.redirect_stdout``,
-    pytest's ``capsys`` or any other in-memory stream, ``sys.stdout.fileno()`` raises, and its
-    clean-up then fails with ``TypeError: 'NoneType' object cannot be interpreted as an integer``,
-    which looks like an ORTModule failure. Patched once: without descriptors, the redirection is
-    skipped (the C++ logs, if any, go to the process's real stdout/stderr).
-    """
+    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor. ORTModule
+    1.19.2 redirects file descriptors 1 and 2 while it builds; under an in-memory stream (``capsys``,
+    ``redirect_stdout``) ``fileno()`` raises and its clean-up fails with a ``TypeError`` that looks like an
+    ORTModule failure. Patched once: without descriptors the redirection is skipped."""
     from onnxruntime.training.ortmodule import _logger
 
     original = _logger._suppress_os_stream_output
@@ -81,17 +76,10 @@ def allow_streams_without_fd() -> None:
 
 
 def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None):
-    """Wrap ``model`` in ORTModule with the config's knobs.
-
-    Opset, memory optimizer, compute optimizer and the fallback policy are read by ORTModule from
-    ``ORTMODULE_*`` environment variables when it is built (set only for the construction here).
-    Threads, graph optimization level and spinning are ONNX Runtime *session* options, which
-    ORTModule builds itself; we adjust the session options it creates.
-
-    Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes ORTModule 1.19.2 on the first
-    step (``TypeError: 'NoneType' object is not iterable`` in ``_export_model``: the label-sparsity
-    hook list is None when the optimizer is off).
-    """
+    """Wrap ``model`` in ORTModule with the config's knobs: opset, memory optimizer and fallback policy
+    through the ``ORTMODULE_*`` variables it reads when built; threads, graph optimization and spinning
+    in the session options it creates. Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes
+    ORTModule 1.19.2 on the first step (the label-sparsity hook list is None when the optimizer is off)."""
     from ..doctor.checks import check_ortmodule_extensions
 
     ext = check_ortmodule_extensions()

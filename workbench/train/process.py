@@ -25,10 +25,9 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def die_with_parent(sig: int = 9) -> bool:
-    """Ask Linux to send this process ``sig`` (SIGKILL by default) when its parent dies, so a training
-    child or a torchrun worker never outlives a killed ``workbench`` and goes on writing into its run
-    folder. Used as ``preexec_fn`` (in the child before it runs Python) and by each torchrun worker.
-    Exits at once when the parent is already gone; False where the call does not exist (not Linux)."""
+    """Ask Linux to send this process ``sig`` when its parent dies, so a training child or a torchrun
+    worker never outlives a killed ``workbench`` and goes on writing into its run folder. Exits at once
+    when the parent is already gone; False where the call does not exist (not Linux)."""
     import ctypes
 
     if not sys.platform.startswith("linux"):
