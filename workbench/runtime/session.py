@@ -24,7 +24,7 @@ class InferenceError(ValueError):
     """A graph that cannot be opened or fed; the message says what was wrong and what to do."""
 
 
-def _ort_level(name: str):
+def ort_level(name: str):
     import onnxruntime as ort
 
     levels = {
@@ -142,7 +142,7 @@ def _session_options(ort, graph_optimization: str, threads: Optional[int], allow
     """The ``SessionOptions`` :func:`make_session` describes: optimization level, threads,
     spinning, where to write the optimized graph, the profiler; errors-only logging."""
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = _ort_level(graph_optimization)
+    opts.graph_optimization_level = ort_level(graph_optimization)
     opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
     cap_session_threads(opts, threads)  # threads, else OMP_NUM_THREADS where set, else ONNX Runtime's default
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")

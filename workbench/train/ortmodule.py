@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..core.threads import requested_threads
-from ..runtime.session import _ort_level
+from ..runtime.session import ort_level
 from .config import FallbackPolicy, TrainConfig, TrainConfigError
 
 
@@ -106,7 +106,7 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
         so, providers, provider_options = original()
         if threads:
             so.intra_op_num_threads = threads
-        so.graph_optimization_level = _ort_level(cfg.ort_graph_optimization)
+        so.graph_optimization_level = ort_level(cfg.ort_graph_optimization)
         if not cfg.ort_allow_spinning:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return so, providers, provider_options
