@@ -9,9 +9,7 @@ from typing import Optional
 
 from ..core.options import parse_choice
 
-from ..runs.layout import ONDEVICE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file; result.py and stage.py import it from here)
 ARTIFACTS_DIR = "artifacts"
-from ..runs.layout import INFERENCE_DIR  # noqa: E402, F401  (holds model.onnx + export.json: what fuse / quantize / evaluate read)
 TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights
 TRAINED_CHECKPOINT = "trained_checkpoint"
 BATCHES_FILE = "batches.npz"

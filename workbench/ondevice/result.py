@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 from .. import runs
 from ..graph import ExportResult, Validation
-from .config import RESULT_FILE, OnDeviceConfig, Trainable
+from ..runs.layout import ONDEVICE_FILE
+from .config import OnDeviceConfig, Trainable
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class OnDeviceResult:
 
 def load_ondevice(path: str | os.PathLike) -> OnDeviceResult:
     """Read an ``ondevice.json`` (or the folder holding it)."""
-    return runs.load_result(OnDeviceResult, path, RESULT_FILE)
+    return runs.load_result(OnDeviceResult, path, ONDEVICE_FILE)
 
 
 def table(result: OnDeviceResult) -> str:

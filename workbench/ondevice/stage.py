@@ -16,8 +16,7 @@ from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
 from .artifacts import build_artifacts, cap_ir_version, quiet_onnxruntime, training_api
-from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, RESULT_FILE, TRAINED_CHECKPOINT,
-                     TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
+from .config import ARTIFACTS_DIR, EXPORT_TOLERANCE, TRAINED_CHECKPOINT, TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError
 from .data import make_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
@@ -216,7 +215,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
     # 4. back to an inference graph, written as an export the later stages read
-    inf_dir = out / INFERENCE_DIR
+    inf_dir = out / layout.INFERENCE_DIR
     export, validation, _ = export_trained(
         ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, out / TRAINED_MODEL_DIR,
         f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
@@ -236,7 +235,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
         stopped=run.stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
         web_page=page.page, web_note=page.note, model=model)
-    runs.save_result(result, out / RESULT_FILE)
+    runs.save_result(result, out / layout.ONDEVICE_FILE)
     return result
 
 
