@@ -97,11 +97,8 @@ def _flag(value: Any, name: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a fine-tuning run, except the backend (which is what we compare).
-
-    Steps are optimizer steps; one step consumes ``batch_size * grad_accum`` examples. With
-    ``max_steps`` set, ``epochs`` is ignored and the data is cycled as needed.
-    """
+    """Everything that defines a fine-tuning run, except the backend (which is what we compare). Steps are
+    optimizer steps of ``batch_size * grad_accum`` examples; ``max_steps`` cycles the data as needed."""
 
     model: str = field(default="tiny", metadata={"help": "'minilm', 'tiny', a Hugging Face model folder or a Hub id "
                                                              "(ORG/NAME, read from the Hugging Face cache)"})
@@ -211,11 +208,8 @@ class TrainConfig:
     # ---- presets -------------------------------------------------------------------------
     @classmethod
     def quick(cls, **overrides) -> "TrainConfig":
-        """Tiny random BERT on 256 reviews, 24 steps: seconds on 2 CPU cores (tests, workshops).
-
-        The tiny model starts from random weights, hence the large learning rate. Batches are
-        padded to ``max_length`` so that torch.compile compiles once (variable shapes recompile).
-        """
+        """Tiny random BERT on 256 reviews, 24 steps: seconds on 2 CPU cores (tests, workshops). Random
+        weights, hence the large learning rate; padded batches, so torch.compile compiles once."""
         return cls(**{"model": "tiny", "data": DataConfig.quick(), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 24, "lr": 1e-3, "warmup_steps": 2, "eval_every": 8, **overrides})
 
@@ -250,10 +244,7 @@ class TrainConfig:
 
 
 def check_backend(cfg: TrainConfig, backend: Backend | str) -> Backend:
-    """Reject a config/backend combination that cannot run, before anything is loaded.
-
-    Returns the backend as an enum.
-    """
+    """The backend as an enum; TrainConfigError for a config/backend combination that cannot run."""
     backend = _enum(Backend, backend, "backend")
     if backend is Backend.ORTMODULE and cfg.precision is Precision.BF16 and cfg.device == "cpu":
         raise TrainConfigError(

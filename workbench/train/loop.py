@@ -85,11 +85,8 @@ class Trainer:
         self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
 
     def step(self) -> StepRecord:
-        """One optimizer step (``grad_accum`` micro-batches); tokenisation is done before the clock starts.
-
-        Raises :class:`FellBackError` when ORTModule ran the step in PyTorch, FloatingPointError
-        on a non-finite loss, and whatever the backend raised otherwise.
-        """
+        """One optimizer step (``grad_accum`` micro-batches), tokenised before the clock starts; raises
+        :class:`FellBackError` when ORTModule ran it in PyTorch, FloatingPointError on a non-finite loss."""
         import torch
 
         from ..data.batches import model_inputs
@@ -133,12 +130,9 @@ class Trainer:
 
 
 class StepGate:
-    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`).
-
-    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``: loading
-    and building the model; ``"step N"``: one optimizer step and its evaluation; ``"finish"``: the last
-    evaluation and the checkpoint) and :meth:`release` when it ends. This one lets every phase run at
-    once: a run on its own never waits."""
+    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`):
+    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``, ``"step N"``,
+    ``"finish"``) and :meth:`release` when it ends. This one lets every phase run at once."""
 
     def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
         """Give the turn back (if held) and wait for the turn to run ``phase``."""
