@@ -14,10 +14,10 @@ memory and start-up are its own. :func:`run_training_isolated` is a group of one
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import threading
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
