@@ -29,12 +29,6 @@ class TrainGraphs:
     folder: str
     stages: list[GraphStage]
 
-    def stage(self, name: str) -> GraphStage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(f"no graph stage {name!r}; stages: {[s.name for s in self.stages]}")
-
 
 GRAPH_STAGES = ("torch_exported", "post_processed", "optimized_pre_grad", "optimized", "execution_model")
 # Kernels that stand for a pattern of several exported ops (forward and gradient).
