@@ -32,7 +32,7 @@ from typing import ClassVar, Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
-from ..core.latency import Ratio as SpeedRatio, paired_ratio
+from ..core.latency import Ratio as SpeedRatio, paired_ratio, quantile
 from ..core.metrics import Metric
 from ..core.options import parse_choice
 from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, check_backend,
@@ -194,8 +194,7 @@ def loss_difference(a: TrainRun, b: TrainRun, smooth: int = 1) -> tuple[float, i
 
 def summarize_run(run: TrainRun) -> BackendSummary:
     timed = [s.step_s for s in run.timed_steps()]
-    ordered = sorted(timed)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))] if ordered else float("nan")
+    p90 = quantile(timed, 0.9) if timed else float("nan")
     return BackendSummary(
         backend=run.backend,
         status=run.status,
