@@ -287,7 +287,7 @@ def ratio_table(c: Comparison) -> str:
             return coloured(fmt(v, ".2f", "x"), None if not math.isfinite(v) else v >= 1.0)
 
         speed = coloured(r.speed_text() + ("" if r.like_for_like else f" (NOT like for like: {', '.join(r.differs_in)})"),
-                         None if not math.isfinite(r.throughput) else (r.throughput_lo > 1.0 if r.interleaved else r.throughput >= 1.0))
+                         None if not math.isfinite(r.throughput) else (r.steady.is_gain if r.interleaved else r.throughput >= 1.0))
         rows.append([
             s.backend.value, speed, x(r.memory), x(r.startup),
             coloured(f"{fmt(r.max_loss_diff, '.1e')} over {r.steps_compared} steps", r.loss_within_tolerance),

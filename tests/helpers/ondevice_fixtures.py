@@ -4,6 +4,7 @@ with a chosen optimizer graph and fed learning rate."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ def ort_losses(run_dir: Path, optimizer_graph: Path, fed_lr: float) -> list[floa
     ``optimizer_graph``, the runtime feeding ``fed_lr`` as the learning rate (the page's runtime feeds 1e-3)."""
     from onnxruntime.training.api import CheckpointState, Module, Optimizer
 
-    from workbench.ondevice.web import BATCHES_BIN, CONFIG_FILE, read_page_batches
+    from workbench.ondevice.web import BATCHES_BIN, CONFIG_FILE
 
     from workbench.ondevice.artifacts import quiet_onnxruntime
 
@@ -53,6 +54,19 @@ def ort_losses(run_dir: Path, optimizer_graph: Path, fed_lr: float) -> list[floa
         module.lazy_reset_grad()
         out.append(float(loss))
     return out
+
+
+def read_page_batches(config_path, bin_path):
+    """The page's batches read back as the page reads them: ``(train, eval)``, lists of
+    ``{name: int64 array}``."""
+    config = json.loads(Path(config_path).read_text())
+    raw = Path(bin_path).read_bytes()
+
+    def unpack(index):
+        return [{name: np.frombuffer(raw, dtype="<i8", count=t["count"], offset=t["offset"]).reshape(t["shape"])
+                 for name, t in entry.items()} for entry in index]
+
+    return unpack(config["train"]), unpack(config["eval"])
 
 
 def logits_of(graph: Path, export) -> np.ndarray:

@@ -88,7 +88,7 @@ def _cmd_train(args) -> int:
     lock = locked(run_dir, args, "train")
     try:
         if args.nproc > 1:
-            from ..train import run_distributed
+            from ..train.distributed import run_distributed
 
             result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
             run = result.run

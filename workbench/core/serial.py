@@ -86,9 +86,6 @@ def from_dict(tp: type[T], data: Any) -> T:
         old = next((k for k, v in data.items() if k in moved and not isinstance(v, dict)), None)
         if old is not None:
             raise OutdatedKey(f"its key {old!r} ({tp.__name__}, written by an earlier version) is {moved[old]} now")
-        upgrade = getattr(tp, "upgrade_saved", None)  # a result that regrouped its fields reads its older files
-        if callable(upgrade):
-            data = upgrade(data)
         hints = typing.get_type_hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):

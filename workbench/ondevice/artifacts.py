@@ -21,16 +21,11 @@ from .trainable import POSITION_EMBEDDINGS_NOTE, is_position_embedding, trainabl
 
 @contextlib.contextmanager
 def quiet_onnxruntime():
-    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks.
-
-    Building the gradient graph logs every graph transformer it runs (about 60 ``[I:onnxruntime:
-    Default, graph_transformer.cc ...]`` lines per build) through a logger the Python API cannot
-    set: ``set_default_logger_severity`` did not silence them here. They are written by C++ to file
-    descriptor 2 (a Jupyter kernel forwards that as a red stderr box), so while the block runs fd 2
-    goes to a temporary file; afterwards every line that is not an INFO line is written back to
-    ``sys.stderr``, so warnings and errors still show. The default severity is raised to ERROR
-    meanwhile too (a training session warns once per unused dropout constant), then set back to
-    ONNX Runtime's default, WARNING."""
+    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks. Building the
+    gradient graph logs about 60 INFO lines through a logger the Python API cannot silence, written by
+    C++ to file descriptor 2 (a red stderr box in Jupyter): while the block runs fd 2 goes to a temporary
+    file, and every line that is not INFO is written back to ``sys.stderr`` afterwards. The default
+    severity is ERROR meanwhile (a session warns once per unused dropout constant), then WARNING again."""
     import tempfile
 
     import onnxruntime as ort
@@ -173,23 +168,31 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
 
 
 def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
-    import onnx
-
     files, fixed = [], []
     for name in ARTIFACT_FILES:
         path = folder / name
         if name == "checkpoint":
             files.append(ArtifactFile(name, path.stat().st_size / 2**20))
             continue
-        proto = onnx.load(str(path))
-        ir = int(proto.ir_version)
+        _, ir = cap_ir_version(path)
         if ir > MAX_IR_VERSION:
-            proto.ir_version = MAX_IR_VERSION
-            with runs.atomic_path(path) as tmp:
-                onnx.save(proto, str(tmp))
             fixed.append(name)
         files.append(ArtifactFile(name, file_size_mib(path), ir))
     return files, fixed
+
+
+def cap_ir_version(path: Path):
+    """``(graph, the IR version it was written with)``; a graph newer than :data:`MAX_IR_VERSION`
+    (onnxruntime 1.19.2 refuses those) is rewritten with it first."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    ir = int(proto.ir_version)
+    if ir > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+        with runs.atomic_path(path) as tmp:
+            onnx.save(proto, str(tmp))
+    return proto, ir
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:

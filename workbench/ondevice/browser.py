@@ -1,14 +1,10 @@
 """Bring the weights trained in the web page back: ``import_parameters(run, file) -> BrowserImport``.
 
-The page (:mod:`workbench.ondevice.web`) downloads ``getContiguousParameters(true)``: the trainable
-parameters as one float32 buffer, in the checkpoint's order. The browser cannot save a checkpoint or
-export an inference graph, so this does it here: the run's initial checkpoint (what the page
-started from) is loaded with ``onnxruntime.training.api``, the buffer is copied into its trainable
-parameters (``Module.copy_buffer_to_parameters``, the inverse of the page's call), and the module is
-exported for inference (``export_model_for_inferencing``) into ``<run>/browser/`` as an export that
-``workbench fuse`` / ``quantize`` / the slice evaluation read, validated against PyTorch holding
-the same weights, with ``trained_in`` saying where it was trained. ``browser.json`` records the
-file (size, SHA-256), the learning rate the page carried and the checkpoint written.
+The page downloads ``getContiguousParameters(true)`` (the trainable parameters as one float32 buffer, in
+the checkpoint's order). The browser cannot save a checkpoint or export an inference graph, so this does
+it here: the buffer goes into the run's initial checkpoint (``Module.copy_buffer_to_parameters``, the
+inverse call), and the module is exported for inference into ``<run>/browser/`` as an export the later
+stages read, validated against PyTorch holding the same weights; ``browser.json`` records it.
 """
 
 from __future__ import annotations
@@ -144,11 +140,6 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
         checkpoint=ckpt.resolve(), export_dir=Path(export.onnx_path).parent, validation=validation, notes=notes)
     runs.save_result(record, out / layout.BROWSER_FILE)
     return record
-
-
-def load_import(path: str | os.PathLike) -> BrowserImport:
-    """Read a ``browser.json`` (or the folder holding it)."""
-    return runs.load_result(BrowserImport, path, layout.BROWSER_FILE)
 
 
 def import_table(r: BrowserImport) -> str:

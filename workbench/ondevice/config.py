@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..core.options import parse_choice
 
-from ..runs.layout import ONDEVICE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file; result.py and stage.py import it from here)
 ARTIFACTS_DIR = "artifacts"
-from ..runs.layout import INFERENCE_DIR  # noqa: E402, F401  (holds model.onnx + export.json: what fuse / quantize / evaluate read)
 TRAINED_MODEL_DIR = "trained_model"  # the PyTorch model holding the on-device-trained weights
 TRAINED_CHECKPOINT = "trained_checkpoint"
 BATCHES_FILE = "batches.npz"
@@ -70,15 +68,7 @@ def _enum(cls, value, name: str):
 @dataclass(frozen=True)
 class OnDeviceConfig:
     """How to train on the device and how to check it (the model is the stage's input:
-    ``run_ondevice(model, cfg, out)``).
-
-    ``trainable``: ``head``, ``last`` (with ``last_n_layers``) or ``all``. ``loss`` and
-    ``optimizer`` name what goes into the artifacts (the ones ONNX Runtime's artifact builder has
-    for classification: CrossEntropyLoss, AdamW). ``steps`` on-device steps, each on the same batch
-    as a PyTorch eager step. ``tolerance``: largest per-step loss difference allowed (default
-    :data:`FP32_TOLERANCE`). ``measure_memory``: run each side once more in a fresh process to
-    measure its peak memory (``memory_steps`` steps).
-    """
+    ``run_ondevice(model, cfg, out)``); each field's help says what it does."""
 
     trainable: Trainable = field(default=Trainable.HEAD, metadata={"help": "head, last (the last N encoder layers + head) or all"})
     last_n_layers: int = field(default=1, metadata={"help": "with --trainable last: how many encoder layers train"})
@@ -102,10 +92,8 @@ class OnDeviceConfig:
     measure_memory: bool = field(default=True, metadata={"help": "measure peak memory, one fresh process per side (--no-memory skips it)"})
     memory_steps: int = field(default=10, metadata={"help": "steps each side runs again in a fresh process to measure its peak memory"})
     threads: Optional[int] = field(default=None, metadata={"help": "intra-op threads of both sides (default: PyTorch's)"})
-    # see POSITION_EMBEDDINGS_NOTE: off unless you want to see the defect
     train_position_embeddings: bool = field(default=False, metadata={"help": (
         "train the position embeddings too (off: see POSITION_EMBEDDINGS_NOTE)")})
-    # write the web page beside the artifacts (workbench/ondevice/web.py; skipped without onnxruntime-web)
     web: bool = field(default=True, metadata={"help": (
         "write the web page that trains the artifacts in a browser with onnxruntime-web (--no-web skips it)")})
 
@@ -156,6 +144,3 @@ class OnDeviceConfig:
     @property
     def effective_tolerance(self) -> float:
         return self.tolerance if self.tolerance is not None else FP32_TOLERANCE
-
-    def replace(self, **kw) -> "OnDeviceConfig":
-        return replace(self, **kw)

@@ -33,21 +33,27 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
 def make_batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
     the training split, cycled if it is shorter than the run. Both sides get exactly these."""
-    from ..data.batches import batch_indices, encode, model_inputs
+    from ..data.batches import batch_indices
 
-    texts, labels = train["text"], train["label"]
     out: list[dict[str, np.ndarray]] = []
     epoch = 0
     while len(out) < cfg.steps:
         for idx in batch_indices(len(train), cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch, drop_last=True):
-            enc = model_inputs(loaded.model, encode(loaded.tokenizer, [texts[i] for i in idx], cfg.max_length))
-            batch = {k: v.numpy().astype(np.int64) for k, v in enc.items()}
-            batch["labels"] = np.asarray([labels[i] for i in idx], dtype=np.int64)
-            out.append(batch)
+            out.append(encode_batch(loaded, train, idx, cfg.max_length))
             if len(out) == cfg.steps:
                 break
         epoch += 1
     return out
+
+
+def encode_batch(loaded, split, idx, max_length: int) -> dict[str, np.ndarray]:
+    """Rows ``idx`` of ``split`` as one batch: the model's inputs (int64 numpy, model-input order) and ``labels``."""
+    from ..data.batches import encode, model_inputs
+
+    enc = model_inputs(loaded.model, encode(loaded.tokenizer, [split["text"][i] for i in idx], max_length))
+    batch = {k: v.numpy().astype(np.int64) for k, v in enc.items()}
+    batch["labels"] = np.asarray([split["label"][i] for i in idx], dtype=np.int64)
+    return batch
 
 
 def save_batches(path: Path, batches: list[dict[str, np.ndarray]]) -> Path:

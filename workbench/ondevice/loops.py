@@ -3,6 +3,7 @@ PyTorch's curve on its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -75,7 +76,7 @@ def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = N
     lr = cfg.lr if lr is None else lr
     loaded = load_ondevice_model(model, cfg, data_classes(data))
     names = trainable_names(loaded.model, cfg.trainable, cfg.last_n_layers, cfg.train_position_embeddings)
-    trainer = TorchTrainer(loaded, names, cfg.replace(lr=lr))
+    trainer = TorchTrainer(loaded, names, dataclasses.replace(cfg, lr=lr))
     if torch_adamw:
         trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
     previous = torch.get_num_threads()

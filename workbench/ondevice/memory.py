@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -15,6 +14,8 @@ from typing import Optional
 
 from .. import runs
 from ..core import serial
+from ..train.memory import PeakMemory
+from ..train.process import child_env
 from .config import BATCHES_FILE, OnDeviceConfig, OnDeviceError
 from .data import load_batches, save_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
@@ -25,50 +26,34 @@ def child_main(argv: Optional[list[str]] = None) -> int:
     """``python -m workbench.ondevice --side ort|eager --work DIR``: run the steps of one side and
     print JSON (peak RSS, growth, setup time, step times). Used by :func:`measure_isolated`."""
     import argparse
-    import threading
 
     parser = argparse.ArgumentParser(prog="python -m workbench.ondevice")
     parser.add_argument("--side", required=True, choices=["ort", "eager"])
     parser.add_argument("--work", required=True)
     args = parser.parse_args(argv)
-    import psutil
-
     work = Path(args.work)
     spec = json.loads((work / "measure.json").read_text())
     cfg = serial.from_dict(OnDeviceConfig, spec["config"])
     batches = load_batches(work / BATCHES_FILE)
-    proc = psutil.Process()
-    rss = lambda: proc.memory_info().rss / 2**20  # noqa: E731
-    peak = [rss()]
-    stop = threading.Event()
+    with PeakMemory("cpu", interval_s=0.01) as memory:
+        t0 = time.perf_counter()
+        if args.side == "ort":
+            trainer = OrtTrainer(Path(spec["artifacts"]), cfg.lr, spec["input_names"], spec["threads"])
+        else:
+            import torch
 
-    def sample():
-        while not stop.wait(0.01):
-            peak[0] = max(peak[0], rss())
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    t0 = time.perf_counter()
-    if args.side == "ort":
-        trainer = OrtTrainer(Path(spec["artifacts"]), cfg.lr, spec["input_names"], spec["threads"])
-    else:
-        import torch
-
-        torch.set_num_threads(spec["threads"])
-        loaded = load_ondevice_model(spec["model"], cfg, spec["class_names"])
-        trainer = TorchTrainer(loaded, spec["trainable"], cfg)
-    setup_s = time.perf_counter() - t0
-    before = rss()
-    times = []
-    for batch in batches:
-        s = time.perf_counter()
-        trainer.step(batch)
-        times.append((time.perf_counter() - s) * 1000)
-        peak[0] = max(peak[0], rss())
-    stop.set()
-    t.join()
-    peak[0] = max(peak[0], rss())
-    print(json.dumps({"peak_rss_mib": peak[0], "rss_growth_mib": peak[0] - before, "setup_s": setup_s,
+            torch.set_num_threads(spec["threads"])
+            loaded = load_ondevice_model(spec["model"], cfg, spec["class_names"])
+            trainer = TorchTrainer(loaded, spec["trainable"], cfg)
+        setup_s = time.perf_counter() - t0
+        before = memory.rss_mib()
+        times = []
+        for batch in batches:
+            s = time.perf_counter()
+            trainer.step(batch)
+            times.append((time.perf_counter() - s) * 1000)
+            memory.sample()
+    print(json.dumps({"peak_rss_mib": memory.peak_mib, "rss_growth_mib": memory.peak_mib - before, "setup_s": setup_s,
                       "median_step_ms": statistics.median(times[1:] or times)}))
     return 0
 
@@ -82,8 +67,7 @@ def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batc
     runs.atomic_write_json(work / "measure.json", {"model": model, "config": cfg, "artifacts": str(artifacts.folder),
                                                    "input_names": list(input_names), "class_names": class_names,
                                                    "trainable": list(trainable), "threads": threads})
-    here = str(Path(__file__).resolve().parents[2])  # the folder holding workbench/
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)}
+    env = child_env()
     out = {}
     for side in ("ort", "eager"):
         proc = subprocess.run([sys.executable, "-m", "workbench.ondevice", "--side", side, "--work", str(work)],

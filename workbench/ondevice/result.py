@@ -10,8 +10,8 @@ from typing import Any, Optional
 
 from .. import runs
 from ..graph import ExportResult, Validation
-from ..core.metrics import Metric
-from .config import RESULT_FILE, OnDeviceConfig, Trainable
+from ..runs.layout import ONDEVICE_FILE
+from .config import OnDeviceConfig, Trainable
 
 
 @dataclass(frozen=True)
@@ -46,16 +46,6 @@ class Artifacts:
     def total_size_mib(self) -> float:
         return sum(f.size_mib for f in self.files)
 
-    def size_of(self, name: str) -> float:
-        return next(f.size_mib for f in self.files if f.name == name)
-
-    def path(self, name: str) -> Path:
-        return Path(self.folder) / name
-
-    def metrics(self) -> list[Metric]:
-        return [Metric("trainable parameters", float(self.trainable_parameters), "", higher_is_better=False),
-                Metric("artifacts on disk", self.total_size_mib, "MiB", higher_is_better=False)]
-
 
 @dataclass(frozen=True)
 class SideCost:
@@ -68,12 +58,6 @@ class SideCost:
     rss_growth_mib: Optional[float] = None  # peak during the steps minus RSS just before the first
     setup_s: Optional[float] = None  # in that process: load the model / create the session
     isolated_median_step_ms: Optional[float] = None
-
-    def metrics(self) -> list[Metric]:
-        out = [Metric("median step", self.median_step_ms, "ms", higher_is_better=False)]
-        if self.peak_rss_mib is not None:
-            out.append(Metric("peak RSS", self.peak_rss_mib, "MiB", higher_is_better=False))
-        return out
 
 
 @dataclass(frozen=True)
@@ -128,10 +112,9 @@ class OnDeviceResult:
         return load_export(self.inference_dir)
 
 
-
 def load_ondevice(path: str | os.PathLike) -> OnDeviceResult:
     """Read an ``ondevice.json`` (or the folder holding it)."""
-    return runs.load_result(OnDeviceResult, path, RESULT_FILE)
+    return runs.load_result(OnDeviceResult, path, ONDEVICE_FILE)
 
 
 def table(result: OnDeviceResult) -> str:

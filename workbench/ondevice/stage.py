@@ -15,9 +15,8 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
-from .artifacts import quiet_onnxruntime, training_api, build_artifacts
-from .config import (ARTIFACTS_DIR, EXPORT_TOLERANCE, INFERENCE_DIR, MAX_IR_VERSION, RESULT_FILE, TRAINED_CHECKPOINT,
-                     TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError)
+from .artifacts import build_artifacts, cap_ir_version, quiet_onnxruntime, training_api
+from .config import ARTIFACTS_DIR, EXPORT_TOLERANCE, TRAINED_CHECKPOINT, TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError
 from .data import make_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
@@ -56,15 +55,11 @@ def _check_classes(loaded, data_classes: list[str]) -> None:
 
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
-    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned Hugging Face
-    sequence-classification folder), train ``cfg.steps`` steps on the device and in PyTorch eager on
-    the same batches, compare, export the trained model for inference and validate it; save
-    ``ondevice.json`` in ``out_dir``.
-
-    ``data``: a ``DatasetDict`` (default: the reviews, ``cfg.max_train`` training examples).
-    ``progress(done, total, detail)`` is called after each step; ``stop`` (a ``threading.Event``)
-    ends the training early (the result says ``stopped``; what was trained is still exported).
-    """
+    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
+    folder), train ``cfg.steps`` steps on the device and in PyTorch eager on the same batches, compare,
+    export the trained model for inference and validate it; save ``ondevice.json`` in ``out_dir``.
+    ``data``: a ``DatasetDict`` (default: the config's). ``progress(done, total, detail)`` hears each step;
+    ``stop`` ends the training early (the result says ``stopped``; what was trained is still exported)."""
     import torch
 
     from ..data.load import DataConfig, load_data
@@ -196,12 +191,9 @@ def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names
         notes.append("peak memory not measured (measure_memory=False)")
         return ort_cost, pt_cost
     iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
-    ort_cost = replace(ort_cost, peak_rss_mib=round(iso["ort"]["peak_rss_mib"], 1),
-                       rss_growth_mib=round(iso["ort"]["rss_growth_mib"], 1), setup_s=round(iso["ort"]["setup_s"], 3),
-                       isolated_median_step_ms=round(iso["ort"]["median_step_ms"], 3))
-    pt_cost = replace(pt_cost, peak_rss_mib=round(iso["eager"]["peak_rss_mib"], 1),
-                      rss_growth_mib=round(iso["eager"]["rss_growth_mib"], 1), setup_s=round(iso["eager"]["setup_s"], 3),
-                      isolated_median_step_ms=round(iso["eager"]["median_step_ms"], 3))
+    ort_cost, pt_cost = (replace(cost, peak_rss_mib=round(m["peak_rss_mib"], 1), rss_growth_mib=round(m["rss_growth_mib"], 1),
+                                 setup_s=round(m["setup_s"], 3), isolated_median_step_ms=round(m["median_step_ms"], 3))
+                         for cost, m in ((ort_cost, iso["ort"]), (pt_cost, iso["eager"])))
     notes.append("peak memory: process RSS (psutil, sampled every 10 ms) of a fresh process per side running the same "
                  f"{min(cfg.memory_steps, len(batches))} steps; both processes import torch (onnxruntime.training "
                  "imports ORTModule), so compare the growth during the steps as well as the peak")
@@ -223,7 +215,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
     # 4. back to an inference graph, written as an export the later stages read
-    inf_dir = out / INFERENCE_DIR
+    inf_dir = out / layout.INFERENCE_DIR
     export, validation, _ = export_trained(
         ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, out / TRAINED_MODEL_DIR,
         f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
@@ -243,7 +235,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
         stopped=run.stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
         web_page=page.page, web_note=page.note, model=model)
-    runs.save_result(result, out / RESULT_FILE)
+    runs.save_result(result, out / layout.ONDEVICE_FILE)
     return result
 
 
@@ -255,7 +247,6 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
     weights are put back afterwards. Returns ``(ExportResult, its Validation, {name: the weights
     loaded.model held})``."""
-    import onnx
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
@@ -266,11 +257,7 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     inf_path = inf_dir / ONNX_FILE
     with runs.atomic_path(inf_path) as tmp, quiet_onnxruntime():
         module.export_model_for_inferencing(str(tmp), ["logits"])
-    proto = onnx.load(str(inf_path))
-    if proto.ir_version > MAX_IR_VERSION:
-        proto.ir_version = MAX_IR_VERSION
-        with runs.atomic_path(inf_path) as tmp:
-            onnx.save(proto, str(tmp))
+    proto, _ = cap_ir_version(inf_path)
     held = {n: p.detach().clone() for n, p in loaded.model.named_parameters()}
     with torch.no_grad():
         for n, p in loaded.model.named_parameters():

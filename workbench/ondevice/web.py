@@ -1,18 +1,11 @@
 """On-device training in a web page: the run's artifacts trained by onnxruntime-web in a browser.
 
-``write_page(run_dir, cfg, batches, eval_batches, ...)`` writes ``<run>/web/``:
-
-- ``index.html`` + ``app.js``: load the artifacts with onnxruntime-web's training API
-  (``ort.TrainingSession.create``), evaluate accuracy on the eval batches, train ``cfg.steps``
-  steps on the training batches with a live loss curve and step time, evaluate again, and offer the
-  trained parameters as a file (``getContiguousParameters(true)``: the trainable ones, float32, in
-  the checkpoint's order) that ``workbench ondevice import RUN FILE`` brings back;
-- ``ort/``: onnxruntime-web 1.19.2's WASM training build (``ort.training.wasm.min.js`` and the
-  ``.mjs``/``.wasm`` it loads), copied from ``web/node_modules`` of this repository: nothing
-  comes from a CDN;
-- ``batches.bin`` + ``config.json``: the batches Python trained on (int64, little endian) and the
-  eval batches, with their index, the steps, learning rate, batch size and seed;
-- ``optimizer_model.onnx``: the artifacts' optimizer graph with the learning rate baked in (below).
+``write_page`` writes ``<run>/web/``: ``index.html`` + ``app.js`` (load the artifacts with onnxruntime-web's
+training API, evaluate, train ``cfg.steps`` steps with a live loss curve, evaluate again, offer the trained
+parameters as a file that ``workbench ondevice import RUN FILE`` brings back); ``ort/``, onnxruntime-web
+1.19.2's WASM training build copied from ``web/node_modules`` (nothing comes from a CDN); ``batches.bin`` +
+``config.json``, the batches Python trained on and the eval batches; ``optimizer_model.onnx`` with the
+learning rate baked in.
 
 The learning rate. onnxruntime-web 1.19.2 has no learning-rate setter: its WASM build exports no
 ``OrtTrainingSetLearningRate`` (only create, train/eval/optimizer step, lazy reset and the
@@ -36,6 +29,7 @@ the server's root is the run folder.
 from __future__ import annotations
 
 import hashlib
+import html
 import http.server
 import json
 import os
@@ -79,10 +73,6 @@ class WebPage:
 
     page: Optional[Path]
     note: str
-    learning_rate: Optional[float] = None  # baked into the page's optimizer graph
-    train_batches: int = 0
-    eval_examples: int = 0
-    ort_web_version: str = ORT_WEB_VERSION
 
 
 def ort_web_missing() -> Optional[str]:
@@ -138,21 +128,15 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
     """The eval split (``validation``, else ``test``; at most :data:`EVAL_EXAMPLES`) tokenized as the
     training batches are, in order, ``cfg.batch_size`` a batch (the last may be smaller)."""
-    from ..data.batches import encode, model_inputs
+    from .data import encode_batch
 
     split = "validation" if "validation" in data else "test" if "test" in data else None
     if split is None:  # the page trains all the same; it says there is nothing to evaluate on
         return []
     ds = data[split]
     n = min(len(ds), EVAL_EXAMPLES)
-    out = []
-    for start in range(0, n, cfg.batch_size):
-        idx = list(range(start, min(n, start + cfg.batch_size)))
-        enc = model_inputs(loaded.model, encode(loaded.tokenizer, [ds["text"][i] for i in idx], cfg.max_length))
-        batch = {k: v.numpy().astype(np.int64) for k, v in enc.items()}
-        batch["labels"] = np.asarray([ds["label"][i] for i in idx], dtype=np.int64)
-        out.append(batch)
-    return out
+    return [encode_batch(loaded, ds, list(range(start, min(n, start + cfg.batch_size))), cfg.max_length)
+            for start in range(0, n, cfg.batch_size)]
 
 
 def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset: int) -> tuple[list[dict], int]:
@@ -166,19 +150,6 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
             offset += len(raw)
         index.append(entry)
     return index, offset
-
-
-def read_page_batches(config_path: str | os.PathLike, bin_path: str | os.PathLike):
-    """The page's batches read back as the page reads them: ``(train, eval)``, lists of
-    ``{name: int64 array}``."""
-    config = json.loads(Path(config_path).read_text())
-    raw = Path(bin_path).read_bytes()
-
-    def unpack(index):
-        return [{name: np.frombuffer(raw, dtype="<i8", count=t["count"], offset=t["offset"]).reshape(t["shape"])
-                 for name, t in entry.items()} for entry in index]
-
-    return unpack(config["train"]), unpack(config["eval"])
 
 
 def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequence[dict[str, np.ndarray]],
@@ -210,16 +181,9 @@ def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequenc
         (tmp / BATCHES_BIN).write_bytes(blob)
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
         (tmp / APP_FILE).write_text(_APP_JS)
-        (tmp / PAGE_FILE).write_text(_PAGE_HTML.replace("{{TITLE}}", _html_escape(f"{model_name}: on-device training in the browser")))
+        (tmp / PAGE_FILE).write_text(_PAGE_HTML.replace("{{TITLE}}", html.escape(f"{model_name}: on-device training in the browser")))
     page = run_dir / layout.ONDEVICE_WEB_DIR / PAGE_FILE
-    return WebPage(page.resolve(), f"web page: {page.resolve()} (serve it: workbench ondevice serve {run_dir.resolve()})",
-                   learning_rate=cfg.lr, train_batches=len(batches), eval_examples=sum(len(b["labels"]) for b in evals))
-
-
-def _html_escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
+    return WebPage(page.resolve(), f"web page: {page.resolve()} (serve it: workbench ondevice serve {run_dir.resolve()})")
 
 
 # ---- serving --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ class InferenceError(ValueError):
     """A graph that cannot be opened or fed; the message says what was wrong and what to do."""
 
 
-def _ort_level(name: str):
+def ort_level(name: str):
     import onnxruntime as ort
 
     levels = {
@@ -119,7 +119,7 @@ def _check_opened_on(session, device: str, path: Path) -> None:
 def _session_options(ort, graph_optimization: str, threads: Optional[int], allow_spinning: bool, keep_spinning: bool,
                      optimized_model_path: str | os.PathLike | None, profile_prefix: Optional[str]):
     opts = ort.SessionOptions()
-    opts.graph_optimization_level = _ort_level(graph_optimization)
+    opts.graph_optimization_level = ort_level(graph_optimization)
     opts.log_severity_level = 3  # errors only; warnings about unused initializers are noise here
     cap_session_threads(opts, threads)  # threads, else OMP_NUM_THREADS where set, else ONNX Runtime's default
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")

@@ -1,10 +1,5 @@
 """The on-device training session: ONNX Runtime's training artifacts trained with
-``onnxruntime.training.api`` beside PyTorch eager, and the run's web page served on 127.0.0.1.
-
-    with OnDeviceSession(run_dir="runs/mine") as s:
-        r = s.train("tiny", OnDeviceConfig.quick())
-        url = s.serve_page()          # the artifacts trained in the browser; stopped by close()
-"""
+``onnxruntime.training.api`` beside PyTorch eager, and the run's web page served on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The training sessions: :class:`TrainSession` fine-tunes one model with several backends (same
-seed, data order and schedule) and keeps the :class:`~workbench.train.Comparison`;
-:class:`CompareSession` compares finished runs again with another baseline or tolerance.
-
-    s = TrainSession(run_dir="runs/mine")
-    c = s.train(TrainConfig.quick(), CompareConfig(backends=("eager", "ortmodule")))
-    s.checkpoints()                      # {backend: checkpoint folder}, the one the export takes first
-"""
+"""The training sessions: :class:`TrainSession` fine-tunes one model with several backends and keeps the
+:class:`~workbench.train.Comparison`; :class:`CompareSession` compares finished runs again with another
+baseline or tolerance."""
 
 from __future__ import annotations
 

@@ -7,38 +7,23 @@
 * ``compile``   - ``torch.compile`` (Inductor): compiles the forward and backward graph on the
   first steps, then runs generated kernels.
 
-Entry points::
+Entry points: :class:`TrainConfig` (presets ``quick``, ``demo``, ``full``, ``bench``; :class:`TrainConfigError`
+for a setting that cannot work), :func:`run_training` ``(cfg, backend, run_dir) -> TrainRun`` (one backend, in
+this process), :func:`run_training_isolated` (in a fresh process), :func:`run_comparison`
+``(cfg, CompareConfig, run_dir) -> Comparison`` (several backends compared; :func:`compare` compares finished
+runs), :func:`run_distributed` (the same loop under ``torchrun``, imported from ``workbench.train.distributed``),
+:func:`load_train_run` (a run read back), :class:`Trainer` (one backend stepped by hand: the benchmark
+interleaves several).
 
-    from workbench.train import CompareConfig, TrainConfig, run_training, run_comparison
-    run = run_training(TrainConfig.quick(), "ortmodule", run_dir="runs/mine")   # -> TrainRun
-    run.status, run.executed_in_onnxruntime, run.median_step_s, run.final_accuracy
-    c = run_comparison(TrainConfig.quick(), CompareConfig(backends=("eager", "ortmodule")), "runs/cmp")  # -> Comparison
+Stage contract. Training has no upstream result: its input (model and data) is named inside
+:class:`TrainConfig`, so the calls read ``run_training(cfg, backend, run_dir)`` and ``run_comparison(cfg,
+CompareConfig, run_dir)``; ``progress``, ``stop`` and ``model=`` stay keyword arguments. A setting that
+cannot work raises :class:`TrainConfigError` before anything runs; a failure *during* training is a
+result too (status ``failed`` or ``fell_back``, cause and fix in ``reason``), saved like any other.
 
-* :class:`TrainConfig` (presets ``quick``, ``demo``, ``full``, ``bench``) - everything that
-  defines a run except the backend; :class:`TrainConfigError` for a setting that cannot work.
-* :func:`run_training` ``(cfg, backend, run_dir) -> TrainRun`` - one backend, in this process.
-* :func:`run_training_isolated` - the same in a fresh process (``python -m workbench.train``).
-* :func:`run_comparison` ``(cfg, CompareConfig, run_dir) -> Comparison`` - several backends, compared;
-  :func:`compare` compares finished runs, :func:`comparison_table` prints them.
-* :func:`run_distributed` ``(cfg, backend, nproc)`` - the same loop under ``torchrun`` (DDP).
-* :func:`load_train_run`, :func:`list_train_runs`, :func:`load_comparison` - read results back.
-* :class:`Trainer` - one backend's state, stepped by hand (the benchmark interleaves several).
-
-Stage contract. Every stage reads ``run_x(input, XConfig, out) -> XResult``. Training has no
-upstream result: its input (the model and the data) is named inside :class:`TrainConfig`
-(``model``, ``data``), so the calls read ``run_training(cfg, backend, run_dir)`` and
-``run_comparison(cfg, CompareConfig(backends, tolerance, isolate), run_dir)``, the backends being what is compared. Runtime-only
-objects stay keyword arguments: ``progress`` (called with a :class:`Progress` after every step and
-evaluation), ``stop`` (a ``threading.Event``), ``model=`` (a preloaded model, tests). Settings
-that cannot work raise :class:`TrainConfigError` before anything runs; a failure *during*
-training is a result too (status ``failed`` or ``fell_back``, with the cause and fix in
-``reason``), saved like any other.
-
-Layout: ``run_training`` writes ``<run_dir>/<backend>/``: ``train.json`` (the :class:`TrainRun`),
-a Hugging Face checkpoint folder ``checkpoint/`` (``save_pretrained``: config, safetensors
-weights, tokenizer) that ``workbench.models.load.load_model(folder)`` loads back, and for ORTModule the
-training graphs it built in ``graphs/``; ``run_comparison`` adds ``<run_dir>/compare.json``.
-Everything is written to a temporary name and renamed into place.
+Layout: ``<run_dir>/<backend>/`` holds ``train.json`` (the :class:`TrainRun`), ``checkpoint/`` (a
+Hugging Face folder) and for ORTModule its training graphs in ``graphs/``; ``run_comparison`` adds
+``<run_dir>/compare.json``. Everything is written to a temporary name and renamed into place.
 
 Files (one idea each):
 
@@ -58,8 +43,9 @@ Files (one idea each):
                    :func:`evaluate`
 ``checkpoint.py``  the trained weights as a Hugging Face folder, written atomically
 ``graphs.py``      ORTModule's training graphs, summarised stage by stage
-``process.py``     :func:`run_training_isolated`: one backend in its own process
-``lockstep.py``    :func:`run_lockstep`: runs in their own processes taking turns step by step
+``process.py``     one run in its own process (``python -m workbench.train``), its turns on stdin
+``lockstep.py``    :func:`run_lockstep`: runs in their own processes taking turns step by step;
+                   :func:`run_training_isolated`, a group of one
 ``verdict.py``     :func:`training_verdict`: does a backend pay here, like for like, with an interval
 ``__main__.py``    ``python -m workbench.train``: that child process
 ``compare.py``     runs side by side: :class:`Comparison`, loss parity and its tolerances
@@ -68,88 +54,48 @@ Files (one idea each):
 =================  ===============================================================================
 """
 
-from .backends import explain_failure
-from .checkpoint import save_checkpoint
-from .compare import (
+from .backends import explain_failure  # noqa: F401
+from .compare import (  # noqa: F401
     BF16_TOLERANCE,
     DROPOUT_TOLERANCE,
     FP32_TOLERANCE,
-    BackendSummary,
     CompareConfig,
     Comparison,
     Ratio,
     compare,
     comparison_table,
-    default_tolerance,
     load_comparison,
     loss_difference,
     run_comparison,
 )
-from .config import (
-    BACKEND_ONLY_FIELDS,
+from .config import (  # noqa: F401
     DEFAULT_BACKENDS,
     ORTMODULE_OWN_DEFAULTS,
     TUNED_DEFAULTS,
     Backend,
     FallbackPolicy,
+    NotLikeForLike,
     Optimizer,
     Precision,
     Schedule,
     TrainConfig,
-    NotLikeForLike,
     TrainConfigError,
-    check_backend,
     require_like_for_like,
     settings_text,
     shared_differences,
 )
-from .lockstep import LockstepJob, interleaved_runs, run_lockstep
-from .verdict import TrainVerdict, TrainVerdicts, load_check, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for
-from .graphs import GraphStage, TrainGraphs, summarize_graph
-from .loop import StepGate, Trainer, load_train_data, evaluate, run_training  # noqa: F401 (load_train_data: the benchmark shares its cache)
-from .memory import PeakMemory
-from .ortmodule import FellBackError, allow_streams_without_fd, ortmodule_fell_back, wrap_ortmodule
-from .process import run_training_isolated
-from .results import (
+from .lockstep import LockstepJob, run_lockstep, run_training_isolated  # noqa: F401
+from .loop import Trainer, evaluate, load_train_data, run_training  # noqa: F401
+from .ortmodule import allow_streams_without_fd, wrap_ortmodule  # noqa: F401
+from .results import (  # noqa: F401
     STEP_WARMUP,
-    CompileStats,
     EvalRecord,
     Progress,
-    ProgressFn,
     RunStatus,
     StepRecord,
     TrainRun,
-    list_train_runs,
     load_train_run,
     run_text,
 )
-from .schedule import iter_micro_batches, lr_factor, steps_per_epoch, total_steps_for
-
-# distributed.py is imported on first use, not here: torchrun starts its workers with
-# `python -m workbench.train.distributed`, and runpy warns ("found in sys.modules ... unpredictable
-# behaviour") and runs the module twice when the package has already imported it.
-_DISTRIBUTED = ("DISTRIBUTED_BACKENDS", "DistributedRun", "RankReport", "run_distributed")
-
-
-def __getattr__(name: str):
-    if name in _DISTRIBUTED:
-        from . import distributed
-
-        return getattr(distributed, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "BACKEND_ONLY_FIELDS", "BF16_TOLERANCE", "DEFAULT_BACKENDS", "DROPOUT_TOLERANCE", "FP32_TOLERANCE",
-    "ORTMODULE_OWN_DEFAULTS", "STEP_WARMUP", "TUNED_DEFAULTS", "Backend", "BackendSummary", "CompareConfig", "CompileStats",
-    "Comparison", "EvalRecord", "FallbackPolicy", "FellBackError", "GraphStage", "Optimizer", "PeakMemory",
-    "Precision", "Progress", "ProgressFn", "Ratio", "RunStatus", "Schedule", "StepRecord", "TrainConfig",
-    "TrainConfigError", "TrainGraphs", "TrainRun", "Trainer", "allow_streams_without_fd", "check_backend",
-    "compare", "comparison_table", "default_tolerance", "evaluate", "explain_failure", "iter_micro_batches",
-    "list_train_runs", "load_comparison", "load_train_run", "loss_difference", "lr_factor", "ortmodule_fell_back",
-    "run_comparison", "run_training", "run_training_isolated", "save_checkpoint", "steps_per_epoch",
-    "summarize_graph", "total_steps_for", "wrap_ortmodule", *_DISTRIBUTED,
-    "run_text", "NotLikeForLike", "require_like_for_like", "settings_text", "shared_differences", "LockstepJob",
-    "interleaved_runs", "run_lockstep", "StepGate", "TrainVerdict", "TrainVerdicts", "load_verdicts", "save_verdicts",
-    "training_verdict", "verdict_lines", "verdicts_for", "load_check",
-]
+from .schedule import iter_micro_batches, lr_factor  # noqa: F401
+from .verdict import load_check, load_verdicts, save_verdicts, training_verdict, verdict_lines, verdicts_for  # noqa: F401

@@ -1,5 +1,5 @@
 """``python -m workbench.train --config C --backend B --run-dir D``: one training run in this process,
-started by :func:`workbench.train.run_training_isolated` (see :func:`workbench.train.process.child_main`)."""
+started by :func:`workbench.train.lockstep.run_lockstep` (see :func:`workbench.train.process.child_main`)."""
 
 import sys
 

@@ -1,11 +1,5 @@
-"""The three backends: the module each one trains, the optimizer, what torch.compile did, and a
-failure turned into its cause and fix.
-
-* ``eager``     - plain PyTorch.
-* ``ortmodule`` - the model wrapped in ``ORTModule`` (:mod:`workbench.train.ortmodule`).
-* ``compile``   - ``torch.compile`` (Inductor), from an empty Dynamo cache; Dynamo's own counters
-  (:class:`CompileStats`) show whether it compiled anything.
-"""
+"""The three backends: the module each one trains, the optimizer, what torch.compile did (Dynamo's
+own counters), and a failure turned into its cause and fix."""
 
 from __future__ import annotations
 

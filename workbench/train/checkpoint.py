@@ -2,46 +2,32 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
+from .. import runs
 from .config import TrainConfig
 
 
 def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
-    """``save_pretrained`` into a temporary folder beside ``folder``, then rename it into place.
-
-    A model trained with dropout off has its dropout probabilities set to 0 in its config; the
-    saved config gets the original values back so that later fine-tuning behaves normally.
-    """
-    folder = Path(folder)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    old = folder.with_name(f".{folder.name}.{os.getpid()}.{time.time_ns()}.old")
+    """``save_pretrained`` into ``folder``, atomically. A model trained with dropout off has its dropout
+    probabilities set to 0 in its config; the saved config gets the original values back so that later
+    fine-tuning behaves normally."""
     model = getattr(model, "_orig_mod", model)
     saved = {}
     if not cfg.dropout:
-        defaults = _dropout_defaults(cfg.model)
-        for k, v in defaults.items():
+        for k, v in _dropout_defaults(cfg.model).items():
             if hasattr(model.config, k):
                 saved[k] = getattr(model.config, k)
                 setattr(model.config, k, v)
     try:
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-        if folder.exists():
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with runs.atomic_dir(folder) as tmp:
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            tokenizer.save_pretrained(str(tmp))
     finally:
         for k, v in saved.items():
             setattr(model.config, k, v)
-    shutil.rmtree(old, ignore_errors=True)
-    return folder
+    return Path(folder)
 
 
 def _dropout_defaults(name: str) -> dict[str, Any]:

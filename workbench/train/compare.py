@@ -1,40 +1,23 @@
 """Training runs side by side: loss parity, speed, memory, start-up cost and accuracy.
 
-``compare(runs)`` reads finished :class:`~workbench.train.TrainRun` objects;
-``run_comparison(cfg, CompareConfig(backends))`` trains each backend with the same config (same seed, data
-order, optimizer and schedule) and compares them. The result, a :class:`Comparison`, is saved as
-``<run_dir>/compare.json`` next to the runs' own folders.
+``compare(runs)`` compares finished runs; ``run_comparison(cfg, CompareConfig(backends))`` trains each
+backend with the same config (seed, data order, optimizer, schedule) and saves the :class:`Comparison`
+as ``<run_dir>/compare.json``. Ratios are "how many times better than the baseline" (eager by
+default): throughput 2.0x is twice the samples per second, memory 0.5x twice the peak memory. A run
+that fell back to PyTorch, or failed, is listed with its reason but never enters a ratio.
 
-Ratios are always "how many times better than the baseline" (eager by default): throughput
-``2.0x`` means twice the samples per second, memory ``0.5x`` means twice the peak memory.
-
-A run that fell back to PyTorch, or failed, is listed with its reason but never enters a ratio:
-an ORTModule figure is only ever an ONNX Runtime figure.
-
-Loss parity, and the tolerance we use
--------------------------------------
-Every backend computes the same fp32 math from the same seed on the same batches; only the order
-of floating-point operations differs (ONNX Runtime fuses MatMul+Transpose, LayerNorm, Gelu;
-Inductor generates its own kernels; where torch's Inductor computes an embedding gradient wrongly,
-torch 2.6's, :mod:`workbench.train.inductor` leaves that gradient to PyTorch and the notes say so).
-Measured here (dropout off): eager vs ORTModule and eager vs
-torch.compile differ by at most 1.2e-7 in loss over 10-24 steps on the tiny model and over 12
-steps of MiniLM at batch 16 x 128, and eager vs ORTModule by 3.9e-7 over 60 steps of MiniLM
-(batch 16 x 64, lr 1e-4, loss falling from 0.69 to 0.4); remeasured for the tests: 6e-8 (one
-float32 ulp at a loss of 0.69) over 10 steps of the tiny model and over 6 steps of the pretrained
-MiniLM (batch 8 x 64, lr 1e-4). Defects, measured: twice the learning rate moves the curve by
-1.6e-3 at the second step and 5.2e-3 within 10 steps on the tiny model, by 1.4e-3 at the second
-step and 6.2e-3 within 6 steps on MiniLM; no warm-up, a constant instead of linear schedule: 0.005
-over 10 tiny steps; another seed: 0.016. So with dropout off in fp32 the per-step curves must
-agree within **1e-4** (absolute, in nats): 250 times the largest drift we measured (60 steps),
-and 14 times below twice the learning rate seen at its first visible step (a test checks that
-2x lr fails it). Long runs amplify drift (training is chaotic); the benchmark and
-``Ratio.max_loss_diff`` report the actual figure, and ``tolerance=`` overrides it.
-bf16 rounds every matmul input to 8 bits of mantissa (~0.4% relative): **0.05** (not measured
-across backends here: ORTModule has no bf16 on the CPU; eager bf16 vs fp32 differ by < 0.05
-over 3 steps of the tiny model). With dropout on, each backend draws its own dropout masks
-(ORTModule has its own random generator), so single steps cannot match; we then compare 10-step
-moving averages within **0.1**: a coarse check that the runs learn alike, said so in
+Loss parity tolerances. Every backend computes the same fp32 math on the same batches; only the
+order of floating-point operations differs (ONNX Runtime's fusions, Inductor's kernels;
+:mod:`workbench.train.inductor` leaves torch 2.6's wrong embedding gradient to PyTorch). Drift
+measured with dropout off: at most 1.2e-7 over 10-24 tiny-model steps and 12 MiniLM steps (16 x 128),
+3.9e-7 over 60 MiniLM steps (16 x 64, lr 1e-4), 6e-8 over the tests' runs. Defects measured: twice
+the learning rate 1.4e-3 to 1.6e-3 at the second step (5.2e-3 to 6.2e-3 within 6-10 steps), no
+warm-up or a constant schedule 0.005, another seed 0.016. So fp32 per-step curves must agree within
+**1e-4**: 250 times the largest drift, 14 times below twice the learning rate (a test checks that
+2x lr fails it); long runs amplify drift, ``max_loss_diff`` reports it and ``tolerance=`` overrides
+the bound. bf16 rounds every matmul input to 8 bits of mantissa: **0.05** (eager bf16 vs fp32 differ
+by < 0.05 over 3 tiny steps; ORTModule has no bf16 on the CPU). With dropout on, each backend draws
+its own masks, so 10-step moving averages are compared within **0.1**, a coarse check said so in
 ``parity_basis``.
 """
 
@@ -45,18 +28,17 @@ import os
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import ClassVar, Optional, Sequence
 
 from .. import runs
 from ..runs.layout import COMPARE_FILE
-from ..core.latency import Ratio as SpeedRatio, paired_ratio
+from ..core.latency import Ratio as SpeedRatio, paired_ratio, quantile
 from ..core.metrics import Metric
 from ..core.options import parse_choice
 from .config import (DEFAULT_BACKENDS, Backend, Precision, TrainConfig, TrainConfigError, check_backend,
                      settings_text, shared_differences)
-from .lockstep import LockstepJob, interleaved_runs, run_lockstep
+from .lockstep import LockstepJob, interleaved_runs, run_lockstep, run_training_isolated
 from .loop import run_training
-from .process import run_training_isolated
 from .results import ProgressFn, RunStatus, TrainRun
 
 FP32_TOLERANCE = 1e-4
@@ -86,7 +68,6 @@ class BackendSummary:
     total_time: Metric
     final_val_loss: Metric
     final_accuracy: Metric
-    # samples/s over every step, the start-up step included (default: results saved before it existed)
     throughput_with_startup: Metric = field(default_factory=lambda: Metric("throughput incl. start-up", float("nan"), "samples/s", True))
 
     @property
@@ -123,6 +104,7 @@ class Ratio:
     # which they differ: empty when the ratio compares the backend alone (like for like)
     baseline_settings: str = ""
     differs_in: list[str] = field(default_factory=list)
+    MOVED_KEYS: ClassVar[dict[str, str]] = {"throughput_lo": "steady.lo", "throughput_hi": "steady.hi"}
 
     @property
     def like_for_like(self) -> bool:
@@ -132,26 +114,9 @@ class Ratio:
     def interleaved(self) -> bool:
         return self.steady is not None
 
-    @property
-    def throughput_lo(self) -> Optional[float]:
-        return self.steady.lo if self.steady is not None else None
-
-    @property
-    def throughput_hi(self) -> Optional[float]:
-        return self.steady.hi if self.steady is not None else None
-
     def speed_text(self) -> str:
         """``0.98x (0.95-1.01)``, or without an interval for runs not timed in turns."""
         return self.steady.text() if self.steady is not None else f"{self.throughput:.2f}x"
-
-    @staticmethod
-    def upgrade_saved(data: dict) -> dict:
-        """A ratio saved with its interval as ``throughput_lo``/``throughput_hi`` reads as its ``steady`` ratio."""
-        data = dict(data)
-        lo, hi, paired = data.pop("throughput_lo", None), data.pop("throughput_hi", None), data.pop("interleaved", False)
-        if paired and lo is not None and hi is not None and "steady" not in data:
-            data["steady"] = {"value": data["throughput"], "lo": lo, "hi": hi, "rounds": data.get("steps_compared", 0)}
-        return data
 
 
 @dataclass(frozen=True)
@@ -166,29 +131,26 @@ class Comparison:
     run_dir: Optional[str] = None
 
     def summary(self, backend: Backend | str) -> BackendSummary:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for s in self.summaries:
-            if s.backend is backend:
-                return s
-        raise KeyError(f"no run for backend {backend.value!r}; compared: {[s.backend.value for s in self.summaries]}")
+        return _by_backend(self.summaries, backend, "no run for backend {b!r}; compared: " + str([x.backend.value for x in self.summaries]))
 
     def ratio(self, backend: Backend | str) -> Ratio:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for r in self.ratios:
-            if r.backend is backend:
-                return r
-        raise KeyError(f"no ratio for {backend.value!r} (it is the baseline, or its run fell back or failed)")
+        return _by_backend(self.ratios, backend, "no ratio for {b!r} (it is the baseline, or its run fell back or failed)")
 
     def run(self, backend: Backend | str) -> TrainRun:
-        backend = parse_choice(Backend, backend, "backend", TrainConfigError)
-        for r in self.runs:
-            if r.backend is backend:
-                return r
-        raise KeyError(f"no run for backend {backend.value!r}")
+        return _by_backend(self.runs, backend, "no run for backend {b!r}")
 
     @property
     def loss_parity(self) -> bool:
         return all(r.loss_within_tolerance for r in self.ratios)
+
+
+def _by_backend(items, backend: Backend | str, missing: str):
+    """The item of ``items`` (summaries, ratios, runs) for ``backend``; KeyError ``missing`` when none."""
+    backend = parse_choice(Backend, backend, "backend", TrainConfigError)
+    found = next((x for x in items if x.backend is backend), None)
+    if found is None:
+        raise KeyError(missing.format(b=backend.value))
+    return found
 
 
 def default_tolerance(cfg: TrainConfig) -> tuple[float, str]:
@@ -232,8 +194,7 @@ def loss_difference(a: TrainRun, b: TrainRun, smooth: int = 1) -> tuple[float, i
 
 def summarize_run(run: TrainRun) -> BackendSummary:
     timed = [s.step_s for s in run.timed_steps()]
-    ordered = sorted(timed)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))] if ordered else float("nan")
+    p90 = quantile(timed, 0.9) if timed else float("nan")
     return BackendSummary(
         backend=run.backend,
         status=run.status,
@@ -360,11 +321,7 @@ def paired_step_ratio(base: TrainRun, other: TrainRun) -> Optional[SpeedRatio]:
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """What a comparison trains and how it judges them, beside the :class:`TrainConfig` every
-    backend shares: ``backends`` (each trained with the same config: same seed, data order,
-    optimizer), ``tolerance`` (loss parity; None: justified per precision and dropout, see
-    :func:`compare`), ``isolate`` (each backend in its own process: honest per-backend peak memory,
-    what the CLI and the benchmark do)."""
+    """What a comparison trains and how it judges them, beside the :class:`TrainConfig` every backend shares."""
 
     backends: tuple[Backend, ...] = field(default=DEFAULT_BACKENDS, metadata={"help": (
         "backends to train, each with the same config (seed, data order, optimizer)")})
@@ -372,8 +329,6 @@ class CompareConfig:
         "largest final-loss difference in nats still called parity (default: justified per precision and dropout)")})
     isolate: bool = field(default=False, metadata={"help": (
         "train each backend in its own process (honest per-backend peak memory)")})
-    # with isolate: the processes take turns step by step (lockstep.py) instead of running one after the
-    # other, so the speed ratios pair steps measured next in time and carry an interval
     interleave: bool = field(default=True, metadata={"help": (
         "with isolate: the processes take turns step by step, so speed ratios pair steps measured close in time")})
 
@@ -402,15 +357,10 @@ def run_comparison(
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
 ) -> Comparison:
-    """Train each of ``compare_cfg.backends`` in turn with ``cfg``, compare them, save
-    ``<run_dir>/compare.json``. Training has no upstream result: its input (model and data) is named
-    in ``cfg``; ``compare_cfg`` (:class:`CompareConfig`) says what is compared and how.
-
-    Every backend is checked against the config first, so a combination that cannot run (bf16
-    with ortmodule on the CPU) is rejected before any training starts. ``stop`` ends the current
-    run cleanly and skips the rest; a fallback or failure of one backend is recorded and the others
-    still run.
-    """
+    """Train each of ``compare_cfg.backends`` with ``cfg``, compare them, save ``<run_dir>/compare.json``.
+    Every backend is checked against the config first, so a combination that cannot run is rejected
+    before any training starts. ``stop`` ends the current run cleanly and skips the rest; a fallback or
+    failure of one backend is recorded and the others still run."""
     compare_cfg = compare_cfg if compare_cfg is not None else CompareConfig()
     if not isinstance(compare_cfg, CompareConfig):
         raise TrainConfigError(f"compare_cfg must be a CompareConfig (e.g. CompareConfig(backends=('eager', 'ortmodule'))), "

@@ -1,10 +1,8 @@
 """What defines a training run (:class:`TrainConfig`), and which backend may run it (:func:`check_backend`).
 
-Every setting is checked in ``TrainConfig.__post_init__``: strings are turned into enums
-(``workbench.core.options.parse_choice``), and a value that cannot work raises
-:class:`TrainConfigError` naming the value, what is allowed and the fix, before anything is
-loaded. The defaults are the settings measured fastest side by side (:data:`TUNED_DEFAULTS`);
-ORTModule's own defaults stay one argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
+A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
+the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
+argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
 
 Precision: fp32 everywhere. bf16 autocast on the CPU works with ``eager`` and ``compile`` where
 the CPU has bf16 instructions (AVX-512 BF16 or AMX); ORTModule's CPU build has no bf16 MatMul
@@ -23,6 +21,7 @@ from typing import Any, Optional
 from ..core import serial
 from ..data.load import DataConfig
 from ..core.options import parse_choice
+from ..runtime.session import GRAPH_OPTIMIZATION_LEVELS
 
 
 class TrainConfigError(ValueError):
@@ -61,25 +60,18 @@ class FallbackPolicy(str, enum.Enum):
     DETECT = "detect"  # ORTModule's default policy, fallback detected, run stopped and marked fell_back
 
 
-ORT_GRAPH_OPTIMIZATION = ("disabled", "basic", "extended", "all")
+ORT_LOG_LEVELS = ("VERBOSE", "INFO", "WARNING", "ERROR", "FATAL")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 ATTENTION = ("eager", "sdpa")
 OPSET_RANGE = (14, 20)
 MEMORY_OPT_LEVELS = (0, 1, 2)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-# The defaults below (TrainConfig) are the settings that trained fastest side by side; ORTModule's
-# own defaults are kept here so that "untuned" can still be asked for (benchmarks, comparisons).
-# Two of the three tuned settings are ORTModule's own knobs (opset, spinning); the third, torch's
-# fused AdamW, is a shared setting: it speeds eager up as much, so every comparison gives the
-# baseline the same optimizer (like for like: shared_differences below) and a ratio of ORTModule
-# with fused AdamW against eager with foreach AdamW is never a headline. The figures per machine
-# are in the documentation's training benchmarks page (benchmarks/bench_train.py measures them).
+# TrainConfig's defaults trained fastest side by side (benchmarks/bench_train.py); ORTModule's own stay
+# one argument away. Fused AdamW is a shared setting, not ORTModule's: it speeds eager up as much, so the
+# baseline gets it too (shared_differences) and is never out-tuned in a headline ratio.
 TUNED_DEFAULTS = {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}
 ORTMODULE_OWN_DEFAULTS = {"opset": 17, "optimizer": "adamw", "ort_allow_spinning": True}
-# TrainConfig fields that only one backend reads (ORTModule's and torch.compile's knobs): runs that
-# differ only in these still compare the same training (compare.py checks the rest match). Every
-# other field is a shared setting (optimizer, attention, dropout, precision, batch, data, ...): a
-# like-for-like comparison gives the baseline the same value (shared_differences).
+# TrainConfig fields only one backend reads: runs that differ only in these still compare like for like.
 BACKEND_ONLY_FIELDS = ("opset", "memory_optimizer_level", "ort_threads", "ort_graph_optimization", "ort_allow_spinning",
                        "ort_log_level", "fallback", "save_graphs", "compile_mode", "compile_dynamic")
 
@@ -105,11 +97,8 @@ def _flag(value: Any, name: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a fine-tuning run, except the backend (which is what we compare).
-
-    Steps are optimizer steps; one step consumes ``batch_size * grad_accum`` examples. With
-    ``max_steps`` set, ``epochs`` is ignored and the data is cycled as needed.
-    """
+    """Everything that defines a fine-tuning run, except the backend (which is what we compare). Steps are
+    optimizer steps of ``batch_size * grad_accum`` examples; ``max_steps`` cycles the data as needed."""
 
     model: str = field(default="tiny", metadata={"help": "'minilm', 'tiny', a Hugging Face model folder or a Hub id "
                                                              "(ORG/NAME, read from the Hugging Face cache)"})
@@ -127,13 +116,11 @@ class TrainConfig:
         "learning rate after the warm-up: constant, linear or cosine decay to 0")})
     warmup_steps: int = field(default=0, metadata={"help": "steps of linear learning-rate warm-up"})
     max_grad_norm: Optional[float] = field(default=1.0, metadata={"help": "gradients clipped to this norm (None: no clipping)"})
-    # measured faster for every backend (see TUNED_DEFAULTS)
     optimizer: Optimizer = field(default=Optimizer.ADAMW_FUSED, metadata={"help": (
         "adamw (foreach), adamw_fused (one fused kernel) or ort_fused_adam (ONNX Runtime's, CUDA only)")})
     seed: int = field(default=0, metadata={"help": "seed of the data order and the new head's weights"})
     dropout: bool = field(default=False, metadata={"help": (
         "dropout on/off (off: loss curves of two backends can be compared step by step)")})
-    # "sdpa" cannot be trained by ORTModule (kept to show why)
     attn_implementation: str = field(default="eager", metadata={"help": (
         "attention implementation to load the model with (eager: what ORTModule trains)")})
     eval_every: int = field(default=0, metadata={"help": "evaluate every N steps (0: at the end only)"})
@@ -142,8 +129,7 @@ class TrainConfig:
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or cuda:N"})
     precision: Precision = field(default=Precision.FP32, metadata={"help": (
         "fp32, bf16 (CPUs with AVX-512 BF16 or AMX; eager and compile) or fp16 (CUDA)")})
-    # ORTModule knobs
-    # ORTModule's own default is 17; 14 measured faster (see TUNED_DEFAULTS)
+    # ORTModule's knobs
     opset: int = field(default=14, metadata={"help": (
         "ONNX opset ORTModule exports with (ORTModule's own default is 17; 14 measured faster)")})
     memory_optimizer_level: int = field(default=0, metadata={"help": (
@@ -156,7 +142,6 @@ class TrainConfig:
     ort_log_level: str = field(default="ERROR", metadata={"help": "ORTModule's log level (VERBOSE, INFO, WARNING, ERROR or FATAL)"})
     fallback: FallbackPolicy = field(default=FallbackPolicy.DISABLE, metadata={"help": (
         "disable: fail loudly; detect: stop and mark the run fell_back")})
-    # keep ORTModule's training graphs (no weights inside: parameters are graph inputs)
     save_graphs: bool = field(default=True, metadata={"help": "keep ORTModule's training graphs in the run folder"})
     # torch.compile knobs
     compile_mode: str = field(default="default", metadata={"help": "torch.compile mode"})
@@ -177,7 +162,8 @@ class TrainConfig:
             set_(name, _flag(getattr(self, name), name))
         if not isinstance(self.model, str) or not self.model:
             raise TrainConfigError(f"model must be 'minilm', 'tiny' or a model folder path, got {self.model!r}")
-        for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1)):
+        for name, low in (("max_length", 8), ("batch_size", 1), ("grad_accum", 1), ("epochs", 1), ("eval_batch_size", 1),
+                          ("warmup_steps", 0), ("eval_every", 0), ("seed", 0)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise TrainConfigError(f"{name} must be an integer >= {low}, got {v!r}")
@@ -185,18 +171,12 @@ class TrainConfig:
             raise TrainConfigError(f"max_length must be at most 512 (BERT position embeddings), got {self.max_length}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise TrainConfigError(f"max_steps must be a positive integer, got {self.max_steps!r}; leave it unset to train for the epochs")
-        for name in ("warmup_steps", "eval_every", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise TrainConfigError(f"{name} must be an integer >= 0, got {v!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < 1):
             raise TrainConfigError(f"lr must be between 0 and 1 (typical: 5e-5 for MiniLM, 1e-3 for the tiny model), got {self.lr!r}")
         if self.weight_decay < 0:
             raise TrainConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise TrainConfigError(f"max_grad_norm must be positive, got {self.max_grad_norm}; leave it unset for no clipping")
-        if self.attn_implementation not in ATTENTION:
-            raise TrainConfigError(f"attn_implementation must be one of {', '.join(ATTENTION)}, got {self.attn_implementation!r}")
         for name in ("threads", "ort_threads"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
@@ -212,14 +192,11 @@ class TrainConfig:
                 f"2 recompute with compromise), got {self.memory_optimizer_level!r}"
             )
         set_("ort_graph_optimization", str(self.ort_graph_optimization).lower())
-        if self.ort_graph_optimization not in ORT_GRAPH_OPTIMIZATION:
-            raise TrainConfigError(f"ort_graph_optimization must be one of {', '.join(ORT_GRAPH_OPTIMIZATION)}, "
-                                   f"got {self.ort_graph_optimization!r}")
         set_("ort_log_level", str(self.ort_log_level).upper())
-        if self.ort_log_level not in ("VERBOSE", "INFO", "WARNING", "ERROR", "FATAL"):
-            raise TrainConfigError(f"ort_log_level must be one of VERBOSE, INFO, WARNING, ERROR, FATAL, got {self.ort_log_level!r}")
-        if self.compile_mode not in COMPILE_MODES:
-            raise TrainConfigError(f"compile_mode must be one of {', '.join(COMPILE_MODES)}, got {self.compile_mode!r}")
+        for name, allowed in (("attn_implementation", ATTENTION), ("ort_graph_optimization", GRAPH_OPTIMIZATION_LEVELS),
+                              ("ort_log_level", ORT_LOG_LEVELS), ("compile_mode", COMPILE_MODES)):
+            if getattr(self, name) not in allowed:
+                raise TrainConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.device == "cpu" and self.precision is Precision.FP16:
             raise TrainConfigError("precision 'fp16' needs a CUDA device; on the CPU use 'bf16' (eager and compile backends) or 'fp32'")
         if self.device == "cpu" and self.optimizer is Optimizer.ORT_FUSED_ADAM:
@@ -231,24 +208,17 @@ class TrainConfig:
     # ---- presets -------------------------------------------------------------------------
     @classmethod
     def quick(cls, **overrides) -> "TrainConfig":
-        """Tiny random BERT on 256 reviews, 24 steps: seconds on 2 CPU cores (tests, workshops).
-
-        The tiny model starts from random weights, hence the large learning rate. Batches are
-        padded to ``max_length`` so that torch.compile compiles once (variable shapes recompile).
-        """
+        """Tiny random BERT on 256 reviews, 24 steps: seconds on 2 CPU cores (tests, workshops). Random
+        weights, hence the large learning rate; padded batches, so torch.compile compiles once."""
         return cls(**{"model": "tiny", "data": DataConfig.quick(), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 24, "lr": 1e-3, "warmup_steps": 2, "eval_every": 8, **overrides})
 
     @classmethod
     def demo(cls, **overrides) -> "TrainConfig":
         """MiniLM on 2,048 reviews, one pass of 120 steps of 16, padded to 64 tokens (the demo's and the
-        workshop's recipe; torch.compile adds its compilation).
-
-        Picked from trials scored on the full test split (eager, the same math as ORTModule with
-        dropout off): it reaches a higher test accuracy than the earlier, shorter recipe (1,024
-        reviews, 60 steps); the figures are in the documentation's benchmarks pages. The whole
-        validation and test splits are scored (a 256-review slice gave accuracies too wide to
-        compare), validation once, at the end, to keep the demo short."""
+        workshop's recipe), picked from trials scored on the full test split (the documentation's
+        benchmarks pages). The whole validation split is scored once, at the end (a 256-review slice
+        gave accuracies too wide to compare)."""
         return cls(**{"model": "minilm", "data": DataConfig(max_train=2048, max_eval=None), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 120, "lr": 1e-4, "warmup_steps": 12, "eval_every": 0, **overrides})
 
@@ -274,10 +244,7 @@ class TrainConfig:
 
 
 def check_backend(cfg: TrainConfig, backend: Backend | str) -> Backend:
-    """Reject a config/backend combination that cannot run, before anything is loaded.
-
-    Returns the backend as an enum.
-    """
+    """The backend as an enum; TrainConfigError for a config/backend combination that cannot run."""
     backend = _enum(Backend, backend, "backend")
     if backend is Backend.ORTMODULE and cfg.precision is Precision.BF16 and cfg.device == "cpu":
         raise TrainConfigError(

@@ -12,10 +12,8 @@ Rank 0 writes the usual ``<run_dir>/<backend>/train.json`` and checkpoint. Every
 pass and the same optimizer step, the ranks must hold bit-identical weights, and
 :class:`DistributedRun` says whether they do.
 
-Supported: ``eager`` and ``ortmodule``. DeepSpeed ZeRO stage 1 (used in the published ORTModule
-GPU results) is an optional extra, not installed here: with ``pip install deepspeed`` one would
-wrap the optimizer with ``deepspeed.initialize(model=ORTModule(model), config={"zero_optimization":
-{"stage": 1}, ...})``; this module does not do that for you.
+Supported: ``eager`` and ``ortmodule`` (without DeepSpeed ZeRO, which the published ORTModule GPU
+results used and which is not installed here).
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -55,17 +52,11 @@ class DistributedRun:
     run: TrainRun  # rank 0's run (its steps count every rank's examples)
     ranks: list[RankReport]
     process_group_backend: str  # gloo | nccl
-    command: list[str]
-    wall_s: float
 
     @property
     def identical_weights(self) -> bool:
         """True when every rank ended with bit-identical parameters."""
         return len({r.weights_sha256 for r in self.ranks}) == 1 and len(self.ranks) == self.run.world_size
-
-    @property
-    def weights_changed(self) -> bool:
-        return all(r.weights_sha256 != r.initial_weights_sha256 for r in self.ranks)
 
 
 def weights_digest(model) -> str:
@@ -117,15 +108,10 @@ def run_distributed(
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
         "-m", "workbench.train.distributed", "--config", str(cfg_path), "--backend", backend.value, "--run-dir", str(run_dir),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))}
-    # The workers run in the caller's working directory (relative paths in cfg and run_dir mean the
-    # same there) and import this very copy of workbench: the folder holding it goes first on
-    # PYTHONPATH (this file is <root>/workbench/train/distributed.py).
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    from .process import die_with_parent
+    from .process import child_env, die_with_parent
 
-    t0 = time.perf_counter()
+    env = child_env({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))})
+
     try:
         # torchrun gets SIGTERM when this process dies (it then stops its workers), and each worker
         # SIGKILL when torchrun dies: none of them outlives a killed `workbench train`
@@ -136,11 +122,10 @@ def run_distributed(
                            f"Last output: {str(exc.stderr or '')[-2000:]}") from exc
     finally:
         cfg_path.unlink(missing_ok=True)
-    wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"torchrun exited with code {proc.returncode}; its output ends with:\n{(proc.stdout + proc.stderr)[-3000:]}")
     reports = [serial.from_dict(RankReport, json.loads(p.read_text())) for p in sorted(out.glob("rank*.json"))]
-    return DistributedRun(load_train_run(out), reports, "nccl" if cfg.device.startswith("cuda") else "gloo", cmd, wall)
+    return DistributedRun(load_train_run(out), reports, "nccl" if cfg.device.startswith("cuda") else "gloo")
 
 
 def _worker(argv: Optional[list[str]] = None) -> int:

@@ -1,10 +1,5 @@
-"""The training graphs ORTModule built (saved with ``TrainConfig.save_graphs``), summarised stage by stage.
-
-ORTModule writes one ONNX file per stage of its graph building (exported, post-processed,
-optimized before and after the gradient graph is built, the execution model); the summary counts
-the nodes and op types of each and what changed from the stage before (which ops ONNX Runtime
-fused). The graphs hold no weights (ORTModule feeds the parameters in as graph inputs).
-"""
+"""The training graphs ORTModule built (saved with ``TrainConfig.save_graphs``), one ONNX file per stage
+of its graph building, summarised: nodes, op types, fused kernels and what changed from the stage before."""
 
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ class GraphStage:
     path: str
     nodes: int
     op_counts: dict[str, int]
-    contrib_op_counts: dict[str, int]  # ops from ONNX Runtime's own domain (com.microsoft)
     fused_op_counts: dict[str, int]  # ops that stand for several of the exported ops (FusedMatMul, ...)
     added_ops: dict[str, int]  # op types whose count went up from the previous stage (by how much)
     removed_ops: dict[str, int]  # op types whose count went down
@@ -34,12 +28,6 @@ class GraphStage:
 class TrainGraphs:
     folder: str
     stages: list[GraphStage]
-
-    def stage(self, name: str) -> GraphStage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(f"no graph stage {name!r}; stages: {[s.name for s in self.stages]}")
 
 
 GRAPH_STAGES = ("torch_exported", "post_processed", "optimized_pre_grad", "optimized", "execution_model")
@@ -57,18 +45,15 @@ FUSED_OP_TYPES = frozenset({
 
 
 def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[GraphStage] = None) -> GraphStage:
-    """Node count, op-type counts, ONNX Runtime contrib ops and fused kernels of one saved graph."""
+    """Node count, op-type counts and fused kernels of one saved graph."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
     counts: dict[str, int] = {}
-    contrib: dict[str, int] = {}
 
     def walk(graph):
         for node in graph.node:
             counts[node.op_type] = counts.get(node.op_type, 0) + 1
-            if node.domain == "com.microsoft":
-                contrib[node.op_type] = contrib.get(node.op_type, 0) + 1
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     walk(attr.g)
@@ -78,16 +63,13 @@ def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[Graph
     before = previous.op_counts if previous else {}
     added = {k: v - before.get(k, 0) for k, v in counts.items() if v > before.get(k, 0)} if previous else {}
     removed = {k: v - counts.get(k, 0) for k, v in before.items() if v > counts.get(k, 0)} if previous else {}
-    return GraphStage(name, str(path), sum(counts.values()), dict(sorted(counts.items())), dict(sorted(contrib.items())),
-                      dict(sorted(fused.items())), dict(sorted(added.items())), dict(sorted(removed.items())))
+    return GraphStage(name, str(path), sum(counts.values()), dict(sorted(counts.items())), dict(sorted(fused.items())),
+                      dict(sorted(added.items())), dict(sorted(removed.items())))
 
 
 def finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
     """Summarise the graphs ORTModule wrote into ``tmp`` and move the folder to ``final`` in one rename.
-
-    The graphs hold no weights (ORTModule feeds the parameters in as graph inputs): about 1 MB for
-    MiniLM in all, so they are kept whole.
-    """
+    The graphs hold no weights (the parameters are graph inputs): about 1 MB for MiniLM, kept whole."""
     files = {stage: next(iter(sorted(tmp.glob(f"*_{stage}_training.onnx"))), None) for stage in GRAPH_STAGES}
     found = {k: v for k, v in files.items() if v is not None}
     if not found:

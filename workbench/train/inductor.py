@@ -19,10 +19,8 @@ the repair is kept only if it makes the gradient right. The result is cached for
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Optional
-
-_RESULT: Optional["EmbeddingGradCheck"] = None
 
 
 @dataclass(frozen=True)
@@ -91,17 +89,14 @@ def _leave_embedding_gradient_to_pytorch() -> None:
     decomposition.fast_random_decomps().pop(op, None)  # the table select_decomp_table() gives (a cached copy)
 
 
+@functools.cache
 def check_embedding_gradient() -> EmbeddingGradCheck:
     """Run the check (once per process) and repair where needed; see the module's text."""
-    global _RESULT
-    if _RESULT is None:
-        import torch
+    import torch
 
-        first = _gradient_error()
-        repaired = False
-        if first:
-            _leave_embedding_gradient_to_pytorch()
-            repaired = _gradient_error() == 0.0
-        _RESULT = EmbeddingGradCheck(right=not first, repaired=repaired, first_error=first,
-                                     torch_version=torch.__version__.split("+")[0])
-    return _RESULT
+    first = _gradient_error()
+    repaired = False
+    if first:
+        _leave_embedding_gradient_to_pytorch()
+        repaired = _gradient_error() == 0.0
+    return EmbeddingGradCheck(right=not first, repaired=repaired, first_error=first, torch_version=torch.__version__.split("+")[0])

@@ -1,22 +1,20 @@
 """Runs that take turns: several training runs, each in its own process, stepped one at a time.
 
 :func:`run_lockstep` starts one ``python -m workbench.train --lockstep`` child per run. Each child
-asks for its turn before every phase that uses the CPU (loading the model, each optimizer step with
-its evaluation, the last evaluation and the checkpoint) and waits; the parent grants one turn at a
-time, in rotation: setup of every run, step 1 of every run, step 2 of every run, ... with the
-order rotated each round so no run is always first.
+asks for its turn before every phase that uses the CPU and waits; the parent grants one turn at a
+time, in rotation (setup of every run, step 1 of every run, ...), the order rotated each round.
 
-Why: a comparison of speeds is only as good as its conditions. Runs trained one after the other,
-minutes apart, see different machine loads; runs interleaved in one process share thread pools (an
-ORT session's spinning workers take cores from the next eager step). Here every step runs alone on
-the machine, in a process of its own, next in time to the other runs' same step: step ``i`` of
-two runs pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval), and each
-run's peak memory and start-up are its own.
+Why: runs trained one after the other see different machine loads; runs interleaved in one process
+share thread pools (an ORT session's spinning workers take cores from the next eager step). Here
+every step runs alone, in a process of its own, next in time to the other runs' same step, so steps
+pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval) and each run's peak
+memory and start-up are its own. :func:`run_training_isolated` is a group of one.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import threading
@@ -48,7 +46,7 @@ class _Child:
         self.job = job
         self.events: queue.Queue = queue.Queue()
         env = {**(job.env or {}), LOCKSTEP_ENV: group}
-        self.proc, self.cfg_path = child_process(job.cfg, job.backend, job.run_dir, env, lockstep=True)
+        self.proc, self.cfg_path = child_process(job.cfg, job.backend, job.run_dir, env)
         self.err_tail: list[str] = []
         self.t_err = drain_stderr(self.proc, self.err_tail)
         self.progress = progress
@@ -105,7 +103,7 @@ def run_lockstep(
         raise ValueError("run_lockstep needs at least one job")
     # every job checked before any process starts: a combination that cannot run starts none of them
     jobs = [LockstepJob(j.cfg, check_backend(j.cfg, j.backend), Path(j.run_dir).resolve(), j.env) for j in jobs]
-    group = uuid.uuid4().hex[:12]
+    group = uuid.uuid4().hex[:12] if len(jobs) > 1 else ""  # a run on its own takes turns with nobody
     if progress is not None:  # each child's output is read on its own thread: one report at a time
         lock, report = threading.Lock(), progress
 
@@ -151,6 +149,16 @@ def run_lockstep(
     if errors:
         raise RuntimeError("; ".join(errors))
     return results
+
+
+def run_training_isolated(cfg: TrainConfig, backend: Backend | str, run_dir: str | os.PathLike,
+                          progress: Optional[ProgressFn] = None, stop: Optional[threading.Event] = None,
+                          env: Optional[dict[str, str]] = None) -> TrainRun:
+    """:func:`workbench.train.run_training` in a fresh Python process (``python -m workbench.train``).
+    ``stop`` asks it to stop between steps (a first step still exporting or compiling finishes first);
+    ``env`` adds environment variables for it (e.g. a fresh ``TORCHINDUCTOR_CACHE_DIR`` for a cold start)."""
+    (run,) = run_lockstep([LockstepJob(cfg, backend, Path(run_dir), env)], progress=progress, stop=stop)
+    return run
 
 
 def lockstep_group(run: TrainRun) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import math
 import os
 import platform
@@ -55,14 +56,9 @@ def _dist_info() -> tuple[int, int]:
 
 
 class Trainer:
-    """One backend's training state, advanced one optimizer step at a time.
-
-    This *is* the training loop body: :func:`run_training` calls :meth:`step` in a loop, and the
-    benchmark interleaves several trainers step by step so that every variant sees the same
-    machine load. Builds the wrapped model (ORTModule / torch.compile / plain), the optimizer
-    (on the original module's parameters, which ORTModule and torch.compile train in place), the
-    schedule and the seeded batch stream.
-    """
+    """One backend's training state, advanced one optimizer step at a time: the loop body that
+    :func:`run_training` steps, and that the benchmark interleaves across variants. The optimizer holds
+    the original module's parameters, which ORTModule and torch.compile train in place."""
 
     def __init__(self, cfg: TrainConfig, backend: Backend | str, loaded, train_dataset, total_steps: int,
                  graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
@@ -89,11 +85,8 @@ class Trainer:
         self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
 
     def step(self) -> StepRecord:
-        """One optimizer step (``grad_accum`` micro-batches); tokenisation is done before the clock starts.
-
-        Raises :class:`FellBackError` when ORTModule ran the step in PyTorch, FloatingPointError
-        on a non-finite loss, and whatever the backend raised otherwise.
-        """
+        """One optimizer step (``grad_accum`` micro-batches), tokenised before the clock starts; raises
+        :class:`FellBackError` when ORTModule ran it in PyTorch, FloatingPointError on a non-finite loss."""
         import torch
 
         from ..data.batches import model_inputs
@@ -137,12 +130,9 @@ class Trainer:
 
 
 class StepGate:
-    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`).
-
-    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``: loading
-    and building the model; ``"step N"``: one optimizer step and its evaluation; ``"finish"``: the last
-    evaluation and the checkpoint) and :meth:`release` when it ends. This one lets every phase run at
-    once: a run on its own never waits."""
+    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`):
+    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``, ``"step N"``,
+    ``"finish"``) and :meth:`release` when it ends. This one lets every phase run at once."""
 
     def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
         """Give the turn back (if held) and wait for the turn to run ``phase``."""
@@ -162,9 +152,18 @@ def run_training(
     gate: Optional[StepGate] = None,
 ) -> TrainRun:
     """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
-    See :func:`_train` for what happens; ``gate`` (a :class:`StepGate`) makes the run take turns
-    with others (:func:`workbench.train.lockstep.run_lockstep`): nothing of it uses the CPU outside
-    its turn."""
+
+    ``progress(Progress)`` is called after every step and evaluation. ``stop`` (a
+    ``threading.Event``) is checked between steps: a stopped run keeps what it has (steps,
+    checkpoint) and is marked ``stopped``. Settings that cannot work together raise
+    :class:`TrainConfigError` before anything runs; a failure *during* training is returned as a
+    run with status ``failed`` and the cause and fix in ``reason`` (it is also saved).
+
+    Under ``torchrun`` (``torch.distributed`` initialised) the same loop runs with
+    DistributedDataParallel; only rank 0 reports progress and writes the run. ``model`` (tests): a
+    ``workbench.models.load.LoadedModel`` to train instead of loading ``cfg.model``. ``gate`` (a
+    :class:`StepGate`) makes the run take turns with others (:func:`workbench.train.lockstep.run_lockstep`):
+    nothing of it uses the CPU outside its turn."""
     gate = gate if gate is not None else StepGate()
     try:
         return _train(cfg, backend, run_dir, progress, stop, model=model, gate=gate)
@@ -212,20 +211,6 @@ def _train(
     model,
     gate: StepGate,
 ) -> TrainRun:
-    """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
-
-    ``progress(Progress)`` is called after every step and evaluation. ``stop`` (a
-    ``threading.Event``) is checked between steps: a stopped run keeps what it has (steps,
-    checkpoint) and is marked ``stopped``. Settings that cannot work together raise
-    :class:`TrainConfigError` before anything runs; a failure *during* training is returned as a
-    run with status ``failed`` and the cause and fix in ``reason`` (it is also saved).
-
-    Under ``torchrun`` (``torch.distributed`` initialised) the same loop runs with
-    DistributedDataParallel; only rank 0 reports progress and writes the run.
-
-    ``model`` (advanced, tests): a ``workbench.models.load.LoadedModel`` to train instead of loading
-    ``cfg.model``; its head must match the data's classes.
-    """
     backend = check_backend(cfg, backend)
     rank, world_size = _dist_info()
     if world_size > 1 and backend is Backend.COMPILE:
@@ -250,7 +235,8 @@ def _train(
     memory = PeakMemory(cfg.device)
     done = _Outcome()
     with memory:
-        loaded, net = _model_on_device(cfg, classes, model)
+        loaded = model if model is not None else _load_model(cfg, classes)
+        net = loaded.model
         n_params = sum(p.numel() for p in net.parameters())
         graph_tmp = _graph_scratch(out, backend, cfg, rank)
         dynamo_before = dynamo_counters() if backend is Backend.COMPILE else None
@@ -294,20 +280,13 @@ def _run_folder(run_dir: str | os.PathLike | None, backend: Backend, rank: int) 
     return out
 
 
-def _model_on_device(cfg: TrainConfig, classes, model=None):
-    """(the loaded model, its module on ``cfg.device`` in train mode): ``model`` when given, else
-    ``cfg.model`` with a new head for ``classes``."""
-    import torch
-
+def _load_model(cfg: TrainConfig, classes):
+    """``cfg.model`` with a new head for ``classes``."""
     from ..core.quiet import new_classifier_head_expected
     from ..models.load import load_for_data
 
-    if model is None:
-        with new_classifier_head_expected():  # the head is new on purpose: it is trained next
-            model = load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
-    net = model.model.to(torch.device(cfg.device))
-    net.train()
-    return model, net
+    with new_classifier_head_expected():  # the head is new on purpose: it is trained next
+        return load_for_data(cfg.model, classes, attn_implementation=cfg.attn_implementation, dropout=cfg.dropout, seed=cfg.seed)
 
 
 def _graph_scratch(out: Optional[Path], backend: Backend, cfg: TrainConfig, rank: int) -> Optional[Path]:
@@ -476,16 +455,7 @@ def _environment(cfg: TrainConfig) -> dict[str, str]:
         "isolated": "1" if os.environ.get(ISOLATED_ENV) == "1" else "0",
         "lockstep": os.environ.get(LOCKSTEP_ENV, ""),
     }
-    try:
-        import onnxruntime
-
-        env["onnxruntime"] = onnxruntime.__version__
-    except ImportError:
-        pass
-    try:
-        import transformers
-
-        env["transformers"] = transformers.__version__
-    except ImportError:
-        pass
+    for name in ("onnxruntime", "transformers"):
+        with contextlib.suppress(ImportError):
+            env[name] = importlib.import_module(name).__version__
     return env

@@ -1,13 +1,7 @@
-"""Peak memory of one training run.
-
-On the CPU the figure is the process's resident set size (RSS), sampled by ``psutil`` every 20 ms
-in a background thread and at every step boundary, *during the run only*. We do not use
-``resource.getrusage().ru_maxrss``: it is the peak over the whole process lifetime, so a second
-run in the same process would inherit the first one's peak. Memory freed by one run is not always
-returned to the OS, so for honest side-by-side figures run each backend in its own process
-(``run_comparison(cfg, CompareConfig(isolate=True))``, which the CLI and the benchmark do). On CUDA the figure is
-``torch.cuda.max_memory_allocated`` (the caching allocator's peak; ORT's CUDA arena is separate).
-"""
+"""Peak memory of one run: the process's RSS sampled by ``psutil`` during the run only (``ru_maxrss``
+is the peak over the process's lifetime, so a second run would inherit the first one's; memory freed by
+one run is not always returned to the OS either, hence ``CompareConfig(isolate=True)``), or on CUDA
+``torch.cuda.max_memory_allocated`` (ORT's CUDA arena is separate)."""
 
 from __future__ import annotations
 

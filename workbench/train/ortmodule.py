@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Optional
 
 from ..core.threads import requested_threads
+from ..runtime.session import ort_level
 from .config import FallbackPolicy, TrainConfig, TrainConfigError
+
+
+def _set_env(values: dict[str, Optional[str]]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @contextlib.contextmanager
@@ -25,18 +34,10 @@ def _env(values: dict[str, Optional[str]]):
     """Set (or with None: unset) environment variables for the duration of the block."""
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _set_env(saved)
 
 
 def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
@@ -57,15 +58,10 @@ def _has_fd(stream) -> bool:
 
 
 def allow_streams_without_fd() -> None:
-    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor.
-
-    ORTModule 1.19.2 silences ONNX Runtime's C++ logging during graph building by redirecting file
-    descriptors 1 and 2 (``_logger._suppress_os_stream_output``). Under ``contextlib.redirect_stdout``,
-    pytest's ``capsys`` or any other in-memory stream, ``sys.stdout.fileno()`` raises, and its
-    clean-up then fails with ``TypeError: 'NoneType' object cannot be interpreted as an integer``,
-    which looks like an ORTModule failure. Patched once: without descriptors, the redirection is
-    skipped (the C++ logs, if any, go to the process's real stdout/stderr).
-    """
+    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor. ORTModule
+    1.19.2 redirects file descriptors 1 and 2 while it builds; under an in-memory stream (``capsys``,
+    ``redirect_stdout``) ``fileno()`` raises and its clean-up fails with a ``TypeError`` that looks like an
+    ORTModule failure. Patched once: without descriptors the redirection is skipped."""
     from onnxruntime.training.ortmodule import _logger
 
     original = _logger._suppress_os_stream_output
@@ -80,17 +76,10 @@ def allow_streams_without_fd() -> None:
 
 
 def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None):
-    """Wrap ``model`` in ORTModule with the config's knobs.
-
-    Opset, memory optimizer, compute optimizer and the fallback policy are read by ORTModule from
-    ``ORTMODULE_*`` environment variables when it is built (set only for the construction here).
-    Threads, graph optimization level and spinning are ONNX Runtime *session* options, which
-    ORTModule builds itself; we adjust the session options it creates.
-
-    Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes ORTModule 1.19.2 on the first
-    step (``TypeError: 'NoneType' object is not iterable`` in ``_export_model``: the label-sparsity
-    hook list is None when the optimizer is off).
-    """
+    """Wrap ``model`` in ORTModule with the config's knobs: opset, memory optimizer and fallback policy
+    through the ``ORTMODULE_*`` variables it reads when built; threads, graph optimization and spinning
+    in the session options it creates. Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes
+    ORTModule 1.19.2 on the first step (the label-sparsity hook list is None when the optimizer is off)."""
     from ..doctor.checks import check_ortmodule_extensions
 
     ext = check_ortmodule_extensions()
@@ -114,17 +103,10 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     threads = cfg.ort_threads or cfg.threads or requested_threads()  # OMP_NUM_THREADS caps PyTorch; here ONNX Runtime too
 
     def session_config():
-        import onnxruntime as ort
-
         so, providers, provider_options = original()
         if threads:
             so.intra_op_num_threads = threads
-        so.graph_optimization_level = {
-            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        }[cfg.ort_graph_optimization]
+        so.graph_optimization_level = ort_level(cfg.ort_graph_optimization)
         if not cfg.ort_allow_spinning:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return so, providers, provider_options

@@ -90,12 +90,9 @@ class TrainRun:
     model_parameters: int = 0
     started_at: str = ""
     environment: dict[str, str] = field(default_factory=dict)
-    # compile backend: what Dynamo did during this run (its counters, before/after): frames it was
-    # asked to compile and compiled, graphs, graph breaks and their reasons (a graph break runs that
-    # part eagerly, it is reported, not hidden); empty for the other backends
+    # compile backend: what Dynamo did during this run (graph breaks are reported, not hidden)
     compile_stats: Optional["CompileStats"] = None
 
-    # convenience views (not serialised)
     @property
     def ok(self) -> bool:
         return self.status is RunStatus.OK
@@ -169,8 +166,3 @@ def run_text(run: TrainRun) -> str:
 def load_train_run(path: str | os.PathLike) -> TrainRun:
     """Read a TrainRun back from ``train.json`` or from the backend folder holding it."""
     return runs.load_result(TrainRun, path, TRAIN_FILE)
-
-
-def list_train_runs(run_dir: str | os.PathLike) -> list[TrainRun]:
-    """Every backend's TrainRun saved under ``run_dir`` (``<run_dir>/<backend>/train.json``)."""
-    return [load_train_run(p) for p in runs.iter_files(run_dir, "*/train.json")]

@@ -28,12 +28,9 @@ def total_steps_for(n_train: int, cfg: TrainConfig, world_size: int = 1) -> int:
 
 
 def iter_micro_batches(dataset, tokenizer, cfg: TrainConfig, rank: int = 0, world_size: int = 1) -> Iterator[tuple[dict, Any]]:
-    """Endless (encoded inputs, labels) micro-batches in the seeded order, epoch after epoch.
-
-    The order depends only on (seed, epoch), so every backend sees the same batches. Under
-    DistributedDataParallel each global batch of ``batch_size * world_size`` examples is split
-    between the ranks. Incomplete batches are dropped, so shapes stay fixed across steps.
-    """
+    """Endless (encoded inputs, labels) micro-batches in the seeded order, epoch after epoch; under
+    DistributedDataParallel each global batch of ``batch_size * world_size`` is split between the ranks.
+    Incomplete batches are dropped, so shapes stay fixed across steps."""
     import torch
 
     from ..data.batches import batch_indices, encode

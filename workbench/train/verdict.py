@@ -6,21 +6,21 @@ One sentence a person can act on, built from a :class:`~workbench.train.Comparis
     the same settings (AdamW (fused), eager attention, dropout off, fp32, batch 16x64) on this CPU
     (AMD EPYC, AVX2 FMA): no gain here
 
-The rules: the two sides must share every setting but the backend's own knobs (else no verdict);
-the interval comes from steps timed in turns (:mod:`workbench.train.lockstep`), the like-for-like
-figure the sentence starts with; runs timed one after the other (minutes apart, under whatever load
-each met) give a point figure that the sentence labels "One after the other, not like for like" and
-does not judge (outcome ``one after the other``); a figure taken while other work ran is not a
-verdict; a gain needs the whole interval above 1.0, a loss the whole interval below it. Where the
-backend does not pay, the verdict says where it is reported to (published figures, labelled as
+The rules: the two sides must share every setting but the backend's own knobs (else no verdict); only
+steps timed in turns (:mod:`workbench.train.lockstep`) give an interval and a judgement (a gain needs
+the whole interval above 1.0, a loss the whole interval below it); runs timed one after the other give
+a point figure that is labelled, not judged; a figure taken while other work ran is not a verdict.
+Where ORTModule does not pay, the verdict says where it is reported to (published figures, labelled as
 theirs) and what to try next.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
+from .. import runs
 from .config import Backend
 
 # Published ORTModule figures, quoted as their authors measured them (never on a CPU).
@@ -60,10 +60,6 @@ class TrainVerdict:
     where_it_pays: str = ""
     next_steps: list[str] = field(default_factory=list)
 
-    @property
-    def pays(self) -> bool:
-        return self.outcome == "gain"
-
 
 def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, machine: str = "",
                      load=None) -> Optional[TrainVerdict]:
@@ -84,13 +80,14 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(backend.value, comparison.baseline.value, "no ratio",
                             f"{name}: no speed verdict, its run {s.status.value} ({s.reason or 'no steps'})",
                             machine=machine, load=load_text)
-    common = dict(backend=backend.value, baseline=comparison.baseline.value, ratio=r.throughput, lo=r.throughput_lo,
-                  hi=r.throughput_hi, interleaved=r.interleaved, settings=r.baseline_settings, machine=machine, load=load_text)
+    steady = r.steady
+    common = dict(backend=backend.value, baseline=comparison.baseline.value, ratio=r.throughput, lo=steady and steady.lo,
+                  hi=steady and steady.hi, interleaved=r.interleaved, settings=r.baseline_settings, machine=machine, load=load_text)
     if not r.like_for_like:
         return TrainVerdict(outcome="not like for like", text=(
             f"{name} against {base_name}: no verdict, the runs differ in {', '.join(r.differs_in)} as well as the "
             "backend; compare them with the same settings"), **common)
-    has_interval = r.interleaved and r.throughput_lo is not None and r.throughput_hi is not None
+    has_interval = steady is not None
     measured = (f"{LIKE_FOR_LIKE if has_interval else ONE_AFTER_THE_OTHER}: {name} "
                 f"{'trains' if has_interval else 'trained'} at {r.speed_text()} of {base_name} with the same settings "
                 f"({r.baseline_settings}){where}")
@@ -98,9 +95,9 @@ def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, 
         return TrainVerdict(outcome="unmeasured", text=(
             f"{measured}, but the machine was busy while it trained ({load_text}): not a verdict; run it again on a "
             "quiet machine"), **common)
-    if has_interval and r.throughput_lo > 1.0:
+    if has_interval and steady.is_gain:
         outcome, tail = "gain", f"{(r.throughput - 1) * 100:.0f}% more samples per second here"
-    elif has_interval and r.throughput_hi < 1.0:
+    elif has_interval and steady.is_loss:
         outcome, tail = "loss", "no gain here: slower than eager"
     elif has_interval:
         outcome, tail = "no gain", "no gain here (the interval includes 1.00x)"
@@ -159,19 +156,11 @@ def verdicts_for(comparison, *, profile=None, load=None) -> TrainVerdicts:
 
 
 def save_verdicts(verdicts: TrainVerdicts, run_dir) -> str:
-    from pathlib import Path
-
-    from .. import runs
-
     return str(runs.save_result(verdicts, Path(run_dir) / VERDICT_FILE))
 
 
 def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
     """The verdicts saved beside ``compare.json`` in ``run_dir``; None when there are none."""
-    from pathlib import Path
-
-    from .. import runs
-
     path = Path(run_dir) / VERDICT_FILE
     return runs.load_result(TrainVerdicts, path) if path.is_file() else None
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run
+from helpers.ondevice_fixtures import LR, STEPS, logits_of, ort_losses, page_run, read_page_batches
 
 from workbench.cli import main  # noqa: E402
 from workbench.ondevice import OnDeviceError, load_ondevice  # noqa: E402
@@ -48,7 +48,7 @@ def test_the_page_is_written_beside_the_artifacts(run, quick_data):
     assert cfg["ort_web_version"] == "1.19.2" and cfg["class_names"] == list(result.class_names)
     assert cfg["batches_sha256"] == hashlib.sha256((page / "batches.bin").read_bytes()).hexdigest()
     # the page's training batches are exactly the ones Python trained on; eval batches hold the eval split
-    train, evals = web.read_page_batches(page / "config.json", page / "batches.bin")
+    train, evals = read_page_batches(page / "config.json", page / "batches.bin")
     ocfg = OnDeviceConfig.quick(trainable="last", steps=STEPS, lr=LR)
     loaded = load_ondevice_model("tiny", ocfg, list(result.class_names))
     expected = make_batches(loaded, quick_data["train"], ocfg)
@@ -122,14 +122,16 @@ def _python_trained_buffer(run: Path, path: Path) -> Path:
 def test_import_of_a_parameter_buffer_round_trips(run, tmp_path, capsys):
     from workbench.flow.handoffs import open_run
     from workbench.graph import load_export
-    from workbench.ondevice.browser import load_import
+    from workbench import runs
+    from workbench.ondevice.browser import BrowserImport
+    from workbench.runs.layout import BROWSER_FILE
 
     buf = _python_trained_buffer(run, tmp_path / "trained_parameters.bin")
     code = main(["ondevice", "import", str(run), str(buf)])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "trained in: browser (onnxruntime-web 1.19.2)" in out and f"workbench fuse {run / 'browser'}" in out
-    record = load_import(run / "browser")
+    record = runs.load_result(BrowserImport, run / "browser", BROWSER_FILE)
     assert record.parameters == buf.stat().st_size // 4 and record.validation.passed
     assert record.learning_rate == pytest.approx(LR, rel=1e-7) and record.weights_moved > 1e-4
     assert record.parameters_sha256 == hashlib.sha256(buf.read_bytes()).hexdigest()

@@ -178,17 +178,19 @@ def test_cli_compare_works_from_another_directory(tmp_path):
     assert (run_dir / "train" / "compare.json").is_file() and (run_dir / "train" / "eager" / "train.json").is_file()
 
 
-def test_a_ratio_saved_with_its_interval_as_two_fields_loads_as_its_steady_ratio():
-    """compare.json written before the steady-state ratio was one Ratio kept its interval as throughput_lo/_hi."""
+def test_a_ratio_saved_with_its_interval_as_two_fields_is_refused_naming_where_it_is_now():
+    """compare.json written before the steady-state ratio was one Ratio kept its interval as throughput_lo/_hi:
+    refused in one line naming the key's place now, not read through a compatibility layer."""
     from workbench.core.latency import Ratio as SpeedRatio
-    from workbench.core.serial import from_dict, to_dict
+    from workbench.core.serial import OutdatedKey, from_dict, to_dict
     from workbench.train import Ratio
 
     old = {"backend": "ortmodule", "baseline": "eager", "throughput": 1.6, "memory": 1.0, "startup": 0.5, "max_loss_diff": 0.0,
            "loss_within_tolerance": True, "steps_compared": 12, "accuracy_diff": 0.0, "throughput_with_startup": 0.9,
            "throughput_lo": 1.5, "throughput_hi": 1.7, "interleaved": True, "baseline_settings": "AdamW", "differs_in": []}
-    r = from_dict(Ratio, old)
-    assert r.steady == SpeedRatio(1.6, 1.5, 1.7, 12) and r.interleaved and (r.throughput_lo, r.throughput_hi) == (1.5, 1.7)
-    assert r.speed_text() == "1.60x (1.50-1.70)" and from_dict(Ratio, to_dict(r)) == r
-    apart = from_dict(Ratio, {**old, "throughput_lo": None, "throughput_hi": None, "interleaved": False})
-    assert apart.steady is None and not apart.interleaved and apart.throughput_lo is None and apart.speed_text() == "1.60x"
+    with pytest.raises(OutdatedKey, match="'throughput_lo' .* is steady.lo now"):
+        from_dict(Ratio, old)
+    r = Ratio(backend="ortmodule", baseline="eager", throughput=1.6, memory=1.0, startup=0.5, max_loss_diff=0.0,
+              loss_within_tolerance=True, steps_compared=12, accuracy_diff=0.0, throughput_with_startup=0.9,
+              steady=SpeedRatio(1.6, 1.5, 1.7, 12))
+    assert r.interleaved and r.speed_text() == "1.60x (1.50-1.70)" and from_dict(Ratio, to_dict(r)) == r

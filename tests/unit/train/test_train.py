@@ -22,7 +22,6 @@ from workbench.train import (
     TrainConfig,
     TrainConfigError,
     iter_micro_batches,
-    list_train_runs,
     load_train_run,
     lr_factor,
     run_training,
@@ -141,13 +140,13 @@ def test_training_graphs_are_kept_and_summarised(pair):
     for s in g.stages:
         assert Path(s.path).is_file() and Path(s.path).parent == Path(g.folder)
         assert s.nodes == sum(s.op_counts.values()) > 0
-    exported, pre_grad, optimized, execution = (g.stage(n) for n in ("torch_exported", "optimized_pre_grad", "optimized",
+    by_name = {s.name: s for s in g.stages}
+    exported, pre_grad, optimized, execution = (by_name[n] for n in ("torch_exported", "optimized_pre_grad", "optimized",
                                                                      "execution_model"))
     assert pre_grad.nodes < exported.nodes  # constants folded, LayerNorm fused
     assert "LayerNormalizationGrad" in optimized.op_counts  # the gradient graph was added
     assert execution.fused_op_counts.get("FusedMatMul", 0) > 0 and "FusedMatMul" not in exported.op_counts
     assert execution.added_ops or execution.removed_ops
-    assert sum(execution.contrib_op_counts.values()) > 0
     # the parameters are graph inputs, not stored weights: the graphs stay small
     model = onnx.load(execution.path)
     inputs = {i.name for i in model.graph.input}
@@ -168,13 +167,12 @@ def test_checkpoints_load_back_with_the_trained_weights(pair):
     assert eager.model.config.id2label == {0: "rotten", 1: "fresh"}
 
 
-def test_runs_round_trip_and_are_listed(pair):
+def test_runs_round_trip(pair):
     run_dir, runs, _ = pair
     for b, run in runs.items():
         assert load_train_run(run_dir / b) == run
         saved = json.loads((run_dir / b / "train.json").read_text())
         assert saved["status"] == "ok" and saved["backend"] == b
-    assert {r.backend for r in list_train_runs(run_dir)} == {Backend.EAGER, Backend.ORTMODULE}
 
 
 def test_progress_reports_every_step_and_the_evaluations(pair):
@@ -406,7 +404,7 @@ def test_ortmodule_matches_eager_on_pretrained_minilm(tmp_path):
     assert ort.executed_in_onnxruntime and ort.model_parameters > 20_000_000
     # the proof that ONNX Runtime ran MiniLM: the execution graph ORTModule's session built, with
     # MiniLM's six layers of fused kernels, its gradient ops, and the weights fed in as inputs
-    execution = ort.graphs.stage("execution_model")
+    execution = {s.name: s for s in ort.graphs.stages}["execution_model"]
     assert execution.op_counts.get("FusedMatMul", 0) >= 6 and execution.op_counts.get("LayerNormalizationGrad", 0) >= 13
     import onnx
 
@@ -516,7 +514,6 @@ def test_the_train_package_has_one_idea_per_file_and_names_them():
     for name in ("run_training", "run_training_isolated", "run_comparison", "run_distributed", "load_train_run", "compare"):
         assert f":func:`{name}`" in train.__doc__, name
     assert ":class:`TrainConfig`" in train.__doc__ and "Stage contract" in train.__doc__
-    assert all(getattr(train, name) is not None for name in train.__all__)
 
 
 def test_cli_spinning_flags_set_the_session_option_both_ways():
