@@ -126,12 +126,18 @@ def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int
     return picked, med
 
 
-def st_encoder(folder, threads: int):
-    """``SentenceTransformer`` on the CPU (eager PyTorch FP32, as users run it)."""
-    import torch
-    from sentence_transformers import SentenceTransformer
+def st_encoder(folder, threads: Optional[int] = None):
+    """``SentenceTransformer`` on the CPU (eager PyTorch FP32, as users run it), with ``threads`` PyTorch threads."""
+    from .folder import EmbedError
 
-    torch.set_num_threads(threads)
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbedError("an embedding model's reference needs sentence-transformers: pip install sentence-transformers") from exc
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
 
 

@@ -87,11 +87,11 @@ class EmbedSearchBaseline:
         return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
 
     def fp32_search_candidate(self, name: str, config):
-        from .variants import graph_size_mib
+        from ..graph.facts import file_size_mib
 
         cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.n_boot, config.seed)
         path = Path(self.export.onnx_path)
-        return fp32_candidate(name, name.split("/")[0], path, graph_size_mib(path), self.fp32_metrics[METRIC],
+        return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
                               self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
@@ -122,13 +122,13 @@ class EmbedSearchBaseline:
         node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
         from ..quant.choice import all_fp32_candidate
         from .encode import OnnxEncoder
-        from .variants import graph_size_mib
+        from ..graph.facts import file_size_mib
 
         enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
         cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.n_boot, config.seed)
         chk = self.budget.budget_check(cmp, config.strict)
-        scored = Scored(cfg, qpath, graph_size_mib(qpath), metrics[METRIC], metrics[METRIC] - self.fp32_metrics[METRIC])
+        scored = Scored(cfg, qpath, file_size_mib(qpath), metrics[METRIC], metrics[METRIC] - self.fp32_metrics[METRIC])
         if all_fp32:
             why = f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)"
             return all_fp32_candidate(name, name.split("/")[0], scored, chk, why)
@@ -169,7 +169,8 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
     interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
     from ..quant.search import SearchConfig, choose
-    from .variants import FP32, FUSED, graph_size_mib, preset_config
+    from ..graph.facts import file_size_mib
+    from .variants import FP32, FUSED, preset_config
 
     from .encode import speed_of
 
@@ -177,7 +178,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
     fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
     path = variants.path(FP32)
-    found = [fp32_candidate(f"{FP32}", FP32, path, graph_size_mib(path), fp32_value, None,
+    found = [fp32_candidate(f"{FP32}", FP32, path, file_size_mib(path), fp32_value, None,
                             SimpleNamespace(median_ms=by[FP32]["ms_per_batch"]) if FP32 in by else None)]
     for v in evaluation.variants:
         if v.name == FUSED or v.retrieval is None:
@@ -186,7 +187,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
         s = by.get(v.name)
         built = next(b for b in variants.variants if b.name == v.name)
         cfg = dataclasses.replace(preset_config(built.preset), nodes_to_exclude=tuple(built.excluded_nodes)) if built.preset else None
-        scored = Scored(cfg, variants.path(v.name), graph_size_mib(variants.path(v.name)), v.retrieval.overall().variant[METRIC],
+        scored = Scored(cfg, variants.path(v.name), file_size_mib(variants.path(v.name)), v.retrieval.overall().variant[METRIC],
                         v.retrieval.overall().variant[METRIC] - fp32_value, s["ms_per_batch"] if s else float("nan"),
                         s["ratio"] if s else None, bool(speed.contended) if timed else False)
         found.append(int8_candidate(v.name, FP32, scored, chk, min_speedup if timed else 0.0))
