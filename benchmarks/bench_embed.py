@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     from workbench.embed.encode import OnnxEncoder, TokenGraphEncoder
     from workbench.embed.export import run_embed_export
     from workbench.embed.retrieval import builtin_task
-    from workbench.embed.speed import median_length_texts
+    from workbench.embed.encode import median_length_texts
     from workbench.embed.variants import build_variants
     from workbench.perf.machine_profile import cpu_model_and_flags
     from workbench.models.load import minilm_path
@@ -201,8 +201,7 @@ def _speed(a, encoders: dict, folder: Path, texts_by_batch: dict, med: int, grap
     """Every encoder and ``SentenceTransformer.encode`` in the same interleaved rounds; the table printed, the run in
     ``payload``. The OpenVINO FP32 row's floor is the FP32 graph's (the same multiply-adds); its INT8 row has none
     (floors are counted from ONNX graphs)."""
-    from workbench.core import serial
-    from workbench.embed.speed import ST_ENCODE, encode_fns, st_encoder, time_embedders
+    from workbench.embed.encode import ST_ENCODE, encode_fns, speed_summary, st_encoder, time_encoders
 
     st = st_encoder(folder, a.threads)
     fns = encode_fns(dict(encoders), st, texts_by_batch)
@@ -210,13 +209,15 @@ def _speed(a, encoders: dict, folder: Path, texts_by_batch: dict, med: int, grap
         graphs = {**graphs, OV_FP32: graphs["fp32"]}
     print(f"\ntiming at the corpus's median length ({med} tokens), batch 1 and 32, {a.threads} threads, {a.rounds} rounds",
           flush=True)
-    speed = time_embedders(fns, ST_ENCODE, med, a.threads, graphs, rounds=a.rounds, repeats=a.repeats, max_seconds=None)
-    payload["speed"] = serial.to_dict(speed)
-    print(f"{speed.load}; {speed.cpu}")
+    speed = speed_summary(time_encoders(fns, ST_ENCODE, med, a.threads, graphs, rounds=a.rounds, repeats=a.repeats,
+                                        max_seconds=None))
+    payload["speed"] = speed
+    print(f"{speed['load']}; {speed['cpu']}")
     print(f"{'variant':<46}{'batch':>6}{'ms/text':>10}{'speed-up [95%]':>24}{'of floor':>10}")
-    for s in speed.speeds:
-        of = f"{s.of_floor:.0%}" if s.of_floor else "-"
-        print(f"{s.name:<46}{s.batch:>6}{s.ms_per_text:>10.3f}{f'{s.speedup:.2f}x [{s.lo:.2f}, {s.hi:.2f}]':>24}{of:>10}")
+    for s in speed["speeds"]:
+        of = f"{s['floor_ms'] / s['ms_per_batch']:.0%}" if s["floor_ms"] else "-"
+        ci = f"{s['speedup']:.2f}x [{s['lo']:.2f}, {s['hi']:.2f}]"
+        print(f"{s['name']:<46}{s['batch']:>6}{s['ms_per_text']:>10.3f}{ci:>24}{of:>10}")
     if quality is not None:
         payload["targets"] = _targets(quality, speed)
         print("\n" + "\n".join(payload["targets"]["lines"]))
@@ -227,12 +228,13 @@ def _targets(quality, speed) -> dict:
     beside the anchor and OpenVINO's INT8."""
     ok = [v for v in quality.variants if v.meets_budget and v.name not in NOT_WORKBENCH]
     lines = []
-    best = max(ok, key=lambda v: speed.get(v.name, 1).speedup) if ok else None
+    by = {(s["name"], s["batch"]): s for s in speed["speeds"]}
+    best = max(ok, key=lambda v: by[(v.name, 1)]["speedup"]) if ok else None
     rows = ([best.name] if best else []) + [n for n in (ANCHOR, OV_INT8) if any(v.name == n for v in quality.variants)]
     for name in rows:
         v = quality.variant(name)
-        b1, b32 = speed.get(name, 1), speed.get(name, 32)
-        lines.append(f"{name}: {b1.speedup:.2f}x encode at batch 1 (target 3.2x), {b32.speedup:.2f}x at batch 32 (target 2x), "
+        b1, b32 = by[(name, 1)], by[(name, 32)]
+        lines.append(f"{name}: {b1['speedup']:.2f}x encode at batch 1 (target 3.2x), {b32['speedup']:.2f}x at batch 32 (target 2x), "
                      f"NDCG@10 {v.retrieval.ndcg_ratio:.2%} of FP32 (target 99.7%), slices within budget: {bool(v.meets_budget)}")
     if best is None:
         lines.append("no workbench INT8 variant meets the NDCG@10 budget")
@@ -240,7 +242,7 @@ def _targets(quality, speed) -> dict:
     if ref:
         lines.append(f"FP32 graph NDCG@10 minus SentenceTransformer.encode's: {quality.fp32_metrics['ndcg@10'] - ref['ndcg@10']:+.2e} "
                      "(target within 1e-3)")
-    return {"best": best.name if best else None, "lines": lines, "contended": speed.contended}
+    return {"best": best.name if best else None, "lines": lines, "contended": speed["contended"]}
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from workbench.core.options import field_help
 from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
+from workbench.embed.encode import speed_of, speed_summary
 from workbench.embed.retrieval import QUERY_KINDS
 from workbench.embed.search import left_all_in_fp32
 from workbench.plots import embed as embed_plots
@@ -158,11 +159,11 @@ class EmbedQuantPanel(Panel):
         rows = []
         for v in ev.variants:
             all_ = v.retrieval.overall() if v.retrieval else None
-            sp = r.speed.get(v.name, 1) if r.speed is not None else None
+            sp = speed_of(r.speed, v.name, 1) if r.speed is not None else None
             rows.append([v.name, fmt(all_.variant["ndcg@10"] if all_ else None, ".4f"),
                          fmt(100 * v.retrieval.ndcg_ratio if v.retrieval else None, ".2f", "%"),
                          fmt(v.agreement.overall().cosine.value, ".5f"), fmt(v.agreement.overall().overlap_at_10.value, ".3f"),
-                         fmt(sp.speedup if sp else None, ".2f", "x"),
+                         fmt(sp["speedup"] if sp else None, ".2f", "x"),
                          coloured("yes" if v.meets_budget else "no: " + "; ".join(v.budget_reasons), bool(v.meets_budget))])
         head = (f"<div>{html.escape(ev.task_description)}; FP32 graph NDCG@10 {fmt(ev.fp32_metrics.get('ndcg@10'), '.4f')}"
                 + (f", SentenceTransformer.encode {fmt(ev.reference_metrics['ndcg@10'], '.4f')}" if ev.reference_metrics else "")
@@ -188,7 +189,7 @@ class EmbedQuantPanel(Panel):
         builders = {"retrieval drift": lambda: embed_plots.retrieval_drift(r.evaluation),
                     "cosine": lambda: embed_plots.cosine_distribution(r.evaluation),
                     "neighbour overlap": lambda: embed_plots.neighbour_overlap(r.evaluation),
-                    "speed": lambda: embed_plots.embed_speed(r.speed)}
+                    "speed": lambda: embed_plots.embed_speed(speed_summary(r.speed))}
         replace_figure(self.figure, builders[which]())
 
     def _draw_search(self, s: SearchResult) -> None:

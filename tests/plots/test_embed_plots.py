@@ -8,7 +8,6 @@ import pytest
 
 from workbench.embed.evaluate import EmbedBudget, evaluate_embeddings
 from workbench.embed.retrieval import RetrievalTask
-from workbench.embed.speed import EmbedSpeed, EmbedSpeedRun
 from workbench.plots import embed as eplots
 
 
@@ -54,8 +53,10 @@ def test_cosine_and_overlap_figures(evaluation):
 
 
 def test_speed_figure_labels_the_speedup():
-    run = EmbedSpeedRun("encode", 2, [EmbedSpeed("encode", 1, 26, 8.0, 8.0, 1.0, 1.0, 1.0),
-                                      EmbedSpeed("int8", 1, 26, 2.0, 2.0, 4.0, 3.5, 4.5)], contended=True)
+    row = dict(batch=1, tokens=26, floor_ms=None)
+    run = {"base": "encode", "threads": 2, "contended": True,
+           "speeds": [dict(row, name="encode", ms_per_text=8.0, speedup=1.0, lo=1.0, hi=1.0),
+                      dict(row, name="int8", ms_per_text=2.0, speedup=4.0, lo=3.5, hi=4.5)]}
     fig = eplots.embed_speed(run)
     assert [t.name for t in fig.data] == ["encode", "int8"] and fig.data[1].text[0] == "4.00x"
     assert "CONTENDED" in fig.layout.title.text

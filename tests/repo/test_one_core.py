@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[2] / "workbench"
 
 
-def _modules():
-    for path in sorted(LIBRARY.rglob("*.py")):
-        yield path.relative_to(LIBRARY.parent).as_posix(), ast.parse(path.read_text(), str(path))
+@lru_cache(maxsize=1)
+def _modules() -> tuple:
+    """Every library module's (path, syntax tree), parsed once for the file's tests."""
+    return tuple((path.relative_to(LIBRARY.parent).as_posix(), ast.parse(path.read_text(), str(path)))
+                 for path in sorted(LIBRARY.rglob("*.py")))
 
 
 def _calls(name: str) -> set[str]:
@@ -51,4 +54,35 @@ def test_one_search_for_every_task():
     assert one == {n: [f"workbench/quant/{home.get(n, 'choice')}.py"] for n in one if n != "search_over_results"} | {
         "search_over_results": []}, one
     assert _calls("select_candidate") == {"workbench/quant/search.py"}  # by choose, for every search
-    assert _calls("SearchCandidate") <= {"workbench/quant/choice.py", "workbench/embed/search.py"}
+    assert _calls("SearchCandidate") == {"workbench/quant/choice.py"}  # every candidate through its constructors there
+    assert _calls("choose") <= {"workbench/quant/search.py", "workbench/embed/search.py"}
+
+
+def _names(name: str) -> set[str]:
+    """The modules that read the name ``name`` (a constant, a function or a class, imported or not)."""
+    return {where for where, tree in _modules() for node in ast.walk(tree)
+            if (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)}
+
+
+def test_one_timing_function_for_every_task():
+    # graphs, PyTorch models and encode calls are timed in the same interleaved rounds; one speed type, one ratio type
+    one = _defined({"time_interleaved", "time_callables", "measure_quietly", "Speed", "SpeedRun", "Rounds", "Timed"})
+    assert one == {n: ["workbench/perf/speed.py"] for n in one}, one
+    assert _defined({"EmbedSpeed", "EmbedSpeedRun", "time_embedders"}) == {"EmbedSpeed": [], "EmbedSpeedRun": [], "time_embedders": []}
+    assert _calls("interleaved") == {"workbench/perf/speed.py"}  # the rounds themselves run in one place
+    assert _calls("time_interleaved") == {"workbench/perf/speed.py"}
+
+
+def test_one_verdict_and_one_summary_for_every_task():
+    # one verdict builder; summary.json's common fields, its schema and its check, and its writer, in one place each
+    assert _defined({"build_verdict"}) == {"build_verdict": ["workbench/report/verdict.py"]}
+    assert _calls("build_verdict") == {"workbench/report/summary.py", "workbench/embed/report.py"}
+    assert _names("SCHEMA_VERSION") <= {"workbench/report/schema.py", "workbench/report/summary.py", "workbench/report/__init__.py"}
+    assert _names("SUMMARY_SCHEMA") <= {"workbench/report/schema.py", "workbench/report/__init__.py"}
+    assert _calls("validate_summary") == {"workbench/report/summary.py"}  # in task_summary, for every task
+    assert _calls("task_summary") == {"workbench/report/summary.py", "workbench/embed/report.py"}
+    writers = {where for where, tree in _modules() for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "id", getattr(node.func, "attr", "")) == "atomic_write_set"
+               and "SUMMARY_FILE" in ast.dump(node)}
+    assert writers == {"workbench/report/write.py"}, writers
+    assert _calls("render_html") <= {"workbench/report/write.py"} | {"workbench/report/__init__.py"}

@@ -14,7 +14,6 @@ Exit codes: 0 a quantized variant meets the budget (the verdict names the fastes
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,14 +291,14 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
                                              cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
                                              info.folder if cfg.reference_check else None, log)
         if cfg.time_speed:
-            from .speed import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_embedders
+            from .encode import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_encoders
 
             pool = list(checked.task.docs if checked.task else checked.texts)
             batch32, med = median_length_texts(tok, pool, export.max_length, 32)
             log(f"timing at the data's median length ({med} tokens), batch 1 and 32, {threads} threads")
             fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
-            speed = time_embedders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
-                                   rounds=cfg.timing_rounds, retimes=cfg.retimes)
+            speed = time_encoders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
+                                  rounds=cfg.timing_rounds, retimes=cfg.retimes)
         search = _search(export, variants, checked, cfg, threads, out, log)
     return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0, search)
 
@@ -330,18 +329,14 @@ def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
     """The audit (see the module doc): :func:`run_embed_quantization`, then report.html and
     summary.json written as one unit."""
-    from ..core import serial
-    from ..runs.atomic import atomic_write_set
-    from .report import build_embed_summary, render_embed_html
+    from ..report.write import write_summary_page
+    from .report import build_embed_summary, embed_figures
 
     cfg = cfg or EmbedAuditConfig()
     t0 = time.perf_counter()
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress)
     summary = build_embed_summary(run.folder, run.export, run.variants, run.evaluation, run.speed, cfg, run.source,
                                   time.perf_counter() - t0, run.search)
-    page = render_embed_html(summary, run.evaluation, run.speed)
-    text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
-    paths = atomic_write_set(run.out_dir, {layout.SUMMARY_FILE: text.encode("utf-8"), layout.REPORT_FILE: page.encode("utf-8")})
+    report, written = write_summary_page(run.out_dir, summary, embed_figures(run.evaluation, summary["speed"]))
     log(summary["verdict"]["text"])
-    return EmbedAuditResult(run.out_dir, paths[layout.REPORT_FILE], paths[layout.SUMMARY_FILE], summary["verdict"]["exit_code"],
-                            summary["verdict"], time.perf_counter() - t0)
+    return EmbedAuditResult(run.out_dir, report, written, summary["verdict"]["exit_code"], summary["verdict"], time.perf_counter() - t0)

@@ -5,11 +5,12 @@ longest text, batches formed in length order so little padding is computed)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from ..perf.speed import SpeedRun
     from ..runtime.engine import RayPool
 
 
@@ -104,3 +105,95 @@ class TokenGraphEncoder(OnnxEncoder):
         if self.normalize:
             pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return pooled
+
+
+ST_ENCODE = "sentence-transformers encode (PyTorch FP32)"
+
+
+def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int) -> tuple[list[str], int]:
+    """``n`` texts of the data's median token length (the nearest lengths when fewer have it exactly),
+    and that median."""
+    from .folder import EmbedError
+
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise EmbedError("timing needs texts: the data holds none")
+    lengths = np.array([len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]])
+    med = int(np.median(lengths))
+    picked = [texts[i] for i in np.argsort(np.abs(lengths - med), kind="stable")[:n]]
+    while len(picked) < n:
+        picked += picked[: n - len(picked)]
+    return picked, med
+
+
+def st_encoder(folder, threads: Optional[int] = None):
+    """``SentenceTransformer`` on the CPU (eager PyTorch FP32, as users run it), with ``threads`` PyTorch threads."""
+    from .folder import EmbedError
+
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbedError("an embedding model's reference needs sentence-transformers: pip install sentence-transformers") from exc
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    return SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+
+
+def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Mapping[int, Sequence[str]]) -> dict:
+    """Per batch size, name -> a callable encoding that batch: ONNX encoders' ``encode_batch`` and
+    ``st_model.encode`` (when given) under :data:`ST_ENCODE`."""
+    out: dict[int, dict[str, Callable[[], object]]] = {}
+    for batch, texts in texts_by_batch.items():
+        fns: dict[str, Callable[[], object]] = {}
+        if st_model is not None:
+            fns[ST_ENCODE] = (lambda m=st_model, t=list(texts), b=batch: m.encode(t, batch_size=b, convert_to_numpy=True,
+                                                                                  show_progress_bar=False))
+        fns.update({name: (lambda e=enc, t=list(texts): e.encode_batch(t)) for name, enc in encoders.items()})
+        out[batch] = fns
+    return out
+
+
+def time_encoders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
+                  graphs: Optional[Mapping[str, str]] = None, *, floors: bool = True, load_check: bool = True,
+                  retimes: Optional[int] = None, **rounds) -> "SpeedRun":
+    """Texts in, embeddings out (name -> one encode call of a batch, per batch size, at ``tokens`` tokens) timed by
+    the workbench's one timing function (:func:`workbench.perf.speed.time_callables`); ``graphs`` (name -> ONNX path)
+    get a floor; ``rounds``: its rounds, repeats, warmup, max_seconds (60 s by default)."""
+    from ..perf.machine_profile import machine_profile
+    from ..perf.speed import RETIMES, time_callables
+    from .folder import EmbedError
+
+    profile = machine_profile(threads) if (floors or load_check) else None
+    try:
+        return time_callables({(b, tokens): fns for b, fns in fns_by_batch.items()}, base, graphs, profile=profile, floors=floors,
+                              load_check=load_check, threads=threads, pytorch_threads=threads,
+                              retimes=RETIMES if retimes is None else retimes, **{"max_seconds": 60.0, **rounds})
+    except ValueError as exc:
+        raise EmbedError(str(exc)) from None
+
+
+def speed_of(run: "SpeedRun", name: str, batch: int, over: Optional[str] = None) -> dict:
+    """``name``'s timing at ``batch``: ms per batch and per text, floor, and its speed-up (a
+    :class:`~workbench.core.latency.Ratio`) over the run's base, or over ``over`` from the same rounds."""
+    from ..core.latency import Ratio, paired_ratio
+
+    lat = {n: next(x for x in shapes if x.batch == batch) for n, shapes in run.latency.items()}
+    if name not in lat:
+        raise KeyError(f"no timing for {name!r} at batch {batch}")
+    base = over or next((s.base for s in run.speeds), name)
+    ratio = Ratio(1.0, 1.0, 1.0, 0) if name == base else paired_ratio(lat[base].stats.samples_ms, lat[name].stats.samples_ms)
+    x = lat[name]
+    return {"name": name, "batch": batch, "tokens": x.seq, "ms_per_text": x.stats.median_ms / batch,
+            "ms_per_batch": x.stats.median_ms, "speedup": ratio.value, "lo": ratio.lo, "hi": ratio.hi,
+            "floor_ms": x.floor_ms, "rounds": ratio.rounds, "ratio": ratio}
+
+
+def speed_summary(run: "SpeedRun") -> dict:
+    """The run as summary.json, the report and the speed figure hold it: every name at every batch size
+    (:func:`speed_of`, over the run's base), the threads, the CPU and the load."""
+    batches = [x.batch for x in next(iter(run.latency.values()), [])]
+    rows = [{k: v for k, v in speed_of(run, n, b).items() if k != "ratio"} for b in batches for n in run.latency]
+    return {"base": next((s.base for s in run.speeds), rows[0]["name"] if rows else ""), "threads": run.threads, "cpu": run.cpu,
+            "load": run.load.text() if run.load else "", "contended": run.contended, "notes": list(run.notes), "speeds": rows}

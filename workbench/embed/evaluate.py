@@ -38,11 +38,6 @@ class EmbedBudget:
         if isinstance(self.min_slice_size, bool) or not isinstance(self.min_slice_size, int) or self.min_slice_size < 1:
             raise EmbedError(f"min_slice_size must be a whole number of queries of at least 1, got {self.min_slice_size!r}")
 
-    def check(self, cmp: RetrievalComparison, strict: bool = False) -> tuple[bool, list[str]]:
-        """Whether ``cmp`` meets the budget, and the reasons it does not."""
-        chk = self.budget_check(cmp, strict)
-        return chk.feasible, chk.violations
-
     def budget_check(self, cmp: RetrievalComparison, strict: bool = False):
         """The check in the search's terms (:class:`~workbench.quant.budget.BudgetCheck`): drops are
         NDCG@10 lost (FP32 - variant, absolute); ``strict`` judges each slice on the worse end of its
@@ -144,8 +139,8 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
             continue
         cmp = compare_retrieval(task, name, ranked[base], ranked[name], n_boot, seed) if task is not None else None
         agr = agreement(name, texts, embeddings[base], emb, text_slices, n_boot, seed)
-        ok, why = budget.check(cmp) if cmp is not None else (None, [])
-        out.append(VariantQuality(name, cmp, agr, ok, why))
+        chk = budget.budget_check(cmp) if cmp is not None else None
+        out.append(VariantQuality(name, cmp, agr, chk.feasible if chk else None, chk.violations if chk else []))
     return EmbedEvaluation(task=task.name if task else "", task_description=task.description if task else "",
                            fp32_metrics=fp32_metrics, variants=out, reference_metrics=ref_metrics, budget=budget,
                            slice_sizes=task.sizes if task else {}, texts=len(texts))

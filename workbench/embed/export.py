@@ -181,11 +181,9 @@ def PooledEncoder(base, pooling: str, normalize: bool, dense):  # noqa: N802 - b
 
 def reference_encode(folder: str | os.PathLike, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None) -> np.ndarray:
     """``SentenceTransformer.encode`` of ``texts`` (the reference every graph is held to)."""
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise EmbedError("validating an embedding graph needs sentence-transformers: pip install sentence-transformers") from exc
-    model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    from .encode import st_encoder
+
+    model = st_encoder(folder)
     if max_length is not None:
         model.max_seq_length = int(max_length)
     return np.asarray(model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False),

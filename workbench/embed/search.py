@@ -61,7 +61,7 @@ class EmbedSearchBaseline:
                  calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
                  rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
         from .encode import OnnxEncoder
-        from .speed import median_length_texts
+        from .encode import median_length_texts
         from .variants import embed_quantizer
 
         if int(max_excluded) < 0:
@@ -87,11 +87,11 @@ class EmbedSearchBaseline:
         return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
 
     def fp32_search_candidate(self, name: str, config):
-        from .variants import graph_size_mib
+        from ..graph.facts import file_size_mib
 
         cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
-        return fp32_candidate(name, name.split("/")[0], path, graph_size_mib(path), self.fp32_metrics[METRIC],
+        return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
                               self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
@@ -120,35 +120,31 @@ class EmbedSearchBaseline:
     def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
         """A quantized graph scored, judged and timed; ``all_fp32`` (the op types it left in FP32, when no
         node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
-        from ..quant.search import SearchCandidate
+        from ..quant.choice import all_fp32_candidate
         from .encode import OnnxEncoder
-        from .variants import graph_size_mib
+        from ..graph.facts import file_size_mib
 
         enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
         cmp = compare_retrieval(self.task, name, self.fp32_ranked, ranked, config.evaluation.n_boot, config.evaluation.seed)
         chk = self.budget.budget_check(cmp, config.strict)
-        if all_fp32:  # the FP32 graph under another name: a speed-up over FP32 would be timing noise
-            return SearchCandidate(
-                name=name, graph=name.split("/")[0], precision="fp32", config=cfg, onnx_path=qpath, result_path=None,
-                latency_ms=float("nan"), size_mib=graph_size_mib(qpath), accuracy=metrics[METRIC],
-                accuracy_delta=metrics[METRIC] - self.fp32_metrics[METRIC], check=chk, fast_enough=False,
-                too_slow=f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)")
+        scored = Scored(cfg, qpath, file_size_mib(qpath), metrics[METRIC], metrics[METRIC] - self.fp32_metrics[METRIC])
+        if all_fp32:
+            why = f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)"
+            return all_fp32_candidate(name, name.split("/")[0], scored, chk, why)
         timed = self._time({name: enc}, name)[name]
-        return int8_candidate(name, name.split("/")[0], Scored(cfg, qpath, graph_size_mib(qpath), metrics[METRIC],
-                                                               metrics[METRIC] - self.fp32_metrics[METRIC], timed.median_ms,
-                                                               timed.ratio, timed.contended), chk, config.min_speedup)
+        scored = dataclasses.replace(scored, latency_ms=timed.median_ms, speedup_ratio=timed.ratio, contended=timed.contended)
+        return int8_candidate(name, name.split("/")[0], scored, chk, config.min_speedup)
 
     def _time(self, encoders: dict, what: str) -> dict:
         """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
         name -> (median_ms, paired ratio over FP32)."""
-        from .speed import time_embedders
+        from .encode import encode_fns, speed_of, time_encoders
 
-        fns = {FP32_NAME: (lambda e=self.fp32, t=self.timing_texts: e.encode_batch(t))}
-        fns.update({n: (lambda e=e, t=self.timing_texts: e.encode_batch(t)) for n, e in encoders.items()})
-        run = time_embedders({1: fns}, FP32_NAME, self.tokens, self.threads, rounds=self.rounds, floors=False,
-                             load_check=self.load_check, retimes=self.retimes)
-        return {s.name: SimpleNamespace(median_ms=s.ms_per_batch, ratio=s.ratio, contended=run.contended) for s in run.speeds}
+        run = time_encoders(encode_fns({FP32_NAME: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32_NAME, self.tokens,
+                            self.threads, floors=False, load_check=self.load_check, retimes=self.retimes, rounds=self.rounds)
+        return {n: SimpleNamespace(median_ms=s["ms_per_batch"], ratio=s["ratio"], contended=run.contended)
+                for n in run.latency for s in [speed_of(run, n, 1)]}
 
     def terms(self) -> SearchTerms:
         """The search's words for NDCG@10 and this budget."""
@@ -173,24 +169,27 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
     interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
     from ..quant.search import SearchConfig, choose
-    from .variants import FP32, FUSED, graph_size_mib, preset_config
+    from ..graph.facts import file_size_mib
+    from .variants import FP32, FUSED, preset_config
+
+    from .encode import speed_of
 
     timed = speed is not None
-    by = {(s.name, s.batch): s for s in (speed.speeds if timed else [])}
+    by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
     fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
     path = variants.path(FP32)
-    found = [fp32_candidate(f"{FP32}", FP32, path, graph_size_mib(path), fp32_value, None,
-                            SimpleNamespace(median_ms=by[(FP32, 1)].ms_per_batch) if (FP32, 1) in by else None)]
+    found = [fp32_candidate(f"{FP32}", FP32, path, file_size_mib(path), fp32_value, None,
+                            SimpleNamespace(median_ms=by[FP32]["ms_per_batch"]) if FP32 in by else None)]
     for v in evaluation.variants:
         if v.name == FUSED or v.retrieval is None:
             continue
         chk = budget.budget_check(v.retrieval)
-        s = by.get((v.name, 1))
+        s = by.get(v.name)
         built = next(b for b in variants.variants if b.name == v.name)
         cfg = dataclasses.replace(preset_config(built.preset), nodes_to_exclude=tuple(built.excluded_nodes)) if built.preset else None
-        scored = Scored(cfg, variants.path(v.name), graph_size_mib(variants.path(v.name)), v.retrieval.overall().variant[METRIC],
-                        v.retrieval.overall().variant[METRIC] - fp32_value, s.ms_per_batch if s else float("nan"),
-                        s.vs_fp32 if s else None, bool(speed.contended) if timed else False)
+        scored = Scored(cfg, variants.path(v.name), file_size_mib(variants.path(v.name)), v.retrieval.overall().variant[METRIC],
+                        v.retrieval.overall().variant[METRIC] - fp32_value, s["ms_per_batch"] if s else float("nan"),
+                        s["ratio"] if s else None, bool(speed.contended) if timed else False)
         found.append(int8_candidate(v.name, FP32, scored, chk, min_speedup if timed else 0.0))
     config = SearchConfig(candidates=(), min_speedup=min_speedup if timed else 0.0)
     return choose(found, config, terms=embed_terms(budget), budgets=(1.0 - budget.min_ndcg_ratio, budget.max_slice_drop),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..graph.facts import file_size_mib
 from ..runs import layout
 from .. import runs
 from .export import EmbedExportResult
@@ -52,11 +53,6 @@ class EmbedVariants:
     @property
     def names(self) -> list[str]:
         return [v.name for v in self.variants]
-
-
-def graph_size_mib(path: Path) -> float:
-    extra = path.with_name(path.name + ".data")
-    return (path.stat().st_size + (extra.stat().st_size if extra.exists() else 0)) / 2**20
 
 
 def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
@@ -135,8 +131,8 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     exported = Path(export.onnx_path)
     t0 = time.perf_counter()
     fused = fuse(export, out / layout.FUSED_GRAPH)
-    built = [EmbedVariant(FP32, exported, "", size_mib=graph_size_mib(exported)),
-             EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=graph_size_mib(fused))]
+    built = [EmbedVariant(FP32, exported, "", size_mib=file_size_mib(exported)),
+             EmbedVariant(FUSED, fused, FP32, seconds=time.perf_counter() - t0, size_mib=file_size_mib(fused))]
     from ..quant.config import machine_defaults
 
     notes = [f"INT8 weights on this CPU: {machine_defaults().why}"]  # the presets follow it (preset_config)
@@ -148,13 +144,13 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
         t0 = time.perf_counter()
         done = quantizer.quantize(cfg, out / f"model.{name}.onnx")
         built.append(EmbedVariant(name, done.path, src, name, tuple(done.config.nodes_to_exclude), time.perf_counter() - t0,
-                                  graph_size_mib(done.path)))
+                                  file_size_mib(done.path)))
         if exclude_worst:
             ename = f"{name}+exclude{exclude_worst}"
             t0 = time.perf_counter()
             less = quantizer.without_worst(done, exclude_worst, out / f"model.{ename}.onnx")
             built.append(EmbedVariant(ename, less.path, src, name, tuple(less.config.nodes_to_exclude), time.perf_counter() - t0,
-                                      graph_size_mib(less.path)))
+                                      file_size_mib(less.path)))
             notes.append(f"{ename}: {less.note}")
     result = EmbedVariants(built, notes)
     runs.save_result(result, out / RESULT_FILE)

@@ -4,9 +4,9 @@ this machine's floor, with a check that nothing else was using the CPU.
 :func:`time_interleaved` is the one timing primitive: named callables (a graph's session run, a PyTorch
 forward, an ``encode``) in interleaved rounds in one process, so load that comes and goes hits every
 variant alike; the load check and the retime built in; every speed-up against a named reference is one
-:class:`~workbench.core.latency.Ratio` over the paired rounds. Graphs (:func:`time_side_by_side`, each
-latency with its floor: :mod:`workbench.perf.work`) and embedding encoders
-(:func:`workbench.embed.speed.time_embedders`) are timed through it.
+:class:`~workbench.core.latency.Ratio` over the paired rounds. :func:`time_callables` turns the rounds into
+a :class:`SpeedRun` (embedding encoders are timed so); graphs (:func:`time_side_by_side`, each latency with
+its floor: :mod:`workbench.perf.work`) are timed through it too.
 """
 
 from __future__ import annotations
@@ -131,6 +131,8 @@ class SpeedRun:
     load: Optional[LoadCheck]
     profile_key: str = ""
     notes: list[str] = field(default_factory=list)
+    threads: Optional[int] = None
+    cpu: str = ""  # the profile's instruction sets, when there was one
 
     @property
     def contended(self) -> bool:
@@ -210,23 +212,38 @@ def time_side_by_side(
     for batch, seq in shapes:
         batch_arrays = synthetic_batch(batch, seq, vocab_size)
         groups[(batch, seq)] = {**_session_runners(sessions, batch_arrays, device), **_torch_runners(torch_models, batch_arrays)}
-    checked = profile if (on_cpu and load_check) else None  # load_check=False (or a GPU): no load, no second try
-    timed = time_interleaved(groups, base, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
-                             profile=checked, retimes=retimes, calm_wait_s=calm_wait_s,
-                             pytorch_threads=threads if torch_models else None, notes=notes)
+    run = time_callables(groups, base, graphs, profile=profile if on_cpu else None, floors=floors, load_check=load_check,
+                         threads=threads, pytorch_threads=threads if torch_models else None, rounds=rounds, repeats=repeats,
+                         warmup=warmup, max_seconds=max_seconds, retimes=retimes, calm_wait_s=calm_wait_s, notes=notes)
     groups.clear()
     sessions.clear()  # the sessions go before the next timing starts
     gc.collect()
+    return run
+
+
+def time_callables(groups: Mapping[tuple[int, int], Mapping[str, Callable[[], Any]]], base: str, graphs: Optional[Mapping[str, Any]] = None,
+                   *, profile: Optional[MachineProfile] = None, floors: bool = True, load_check: bool = True,
+                   threads: Optional[int] = None, pytorch_threads: Optional[int] = None, rounds: int = 20, repeats: int = 3,
+                   warmup: int = 3, max_seconds: Optional[float] = None, retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S,
+                   notes: Optional[list[str]] = None) -> SpeedRun:
+    """Callables per (batch, sequence length) (an ONNX graph's run, a PyTorch forward, an ``encode``) timed by
+    :func:`time_interleaved` (load check and retime with ``profile`` and ``load_check``), each speed-up over ``base``;
+    ``graphs`` (name -> ONNX path) get their floor on ``profile`` when ``floors``."""
+    notes = notes if notes is not None else []
+    timed = time_interleaved(groups, base, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
+                             profile=profile if load_check else None, retimes=retimes, calm_wait_s=calm_wait_s,
+                             pytorch_threads=pytorch_threads, notes=notes)
+    names = list(dict.fromkeys(n for fns in groups.values() for n in fns))
     samples: dict[str, list[ShapeLatency]] = {n: [] for n in names}
     speeds: list[Speed] = []
     for (batch, seq), r in timed.groups.items():
-        floor = graph_floors(graphs, batch, seq, profile if (floors and on_cpu) else None, notes)
+        floor = graph_floors(graphs or {}, batch, seq, profile if floors else None, notes)
         for n in names:
             samples[n].append(ShapeLatency(batch, seq, r.stats[n], floor_ms=floor.get(n)))
         speeds += [Speed(name=n, base=base, batch=batch, seq=seq, ms=r.median_ms(n), base_ms=r.median_ms(base), ratio=ratio,
                          floor_ms=floor.get(n), base_floor_ms=floor.get(base)) for n, ratio in r.ratios.items()]
-    return SpeedRun(latency=samples, speeds=speeds, load=timed.load,
-                    profile_key=profile.key if profile is not None else "", notes=notes)
+    return SpeedRun(latency=samples, speeds=speeds, load=timed.load, profile_key=profile.key if profile is not None else "",
+                    notes=notes, threads=threads, cpu=profile.isa_text() if profile is not None else "")
 
 
 def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: str) -> dict[str, Callable[[], Any]]:

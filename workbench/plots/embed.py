@@ -1,5 +1,5 @@
 """Figures for embedding models: an :class:`~workbench.embed.EmbedEvaluation` or
-:class:`~workbench.embed.speed.EmbedSpeedRun` in, ``go.Figure`` out."""
+:func:`~workbench.embed.encode.speed_summary`'s dict in, ``go.Figure`` out."""
 
 from __future__ import annotations
 
@@ -73,23 +73,23 @@ def neighbour_overlap(evaluation) -> go.Figure:
     return fig
 
 
-def embed_speed(run) -> go.Figure:
+def embed_speed(run: dict) -> go.Figure:
     """Milliseconds per text of each variant, one group per batch size, labelled with the speed-up
     over the base and its interval."""
-    if not run.speeds:
+    if not run["speeds"]:
         raise ValueError("no timings to draw")
     fig = go.Figure()
-    batches = sorted({s.batch for s in run.speeds})
-    names = list(dict.fromkeys(s.name for s in run.speeds))
-    for i, name in enumerate(names):
-        rows = [run.get(name, b) for b in batches]
-        fig.add_bar(x=[f"batch {b} ({r.tokens} tokens)" for b, r in zip(batches, rows)], y=[r.ms_per_text for r in rows],
+    by = {(s["name"], s["batch"]): s for s in run["speeds"]}
+    batches = sorted({b for _, b in by})
+    for i, name in enumerate(dict.fromkeys(n for n, _ in by)):
+        rows = [by[(name, b)] for b in batches]
+        fig.add_bar(x=[f"batch {b} ({r['tokens']} tokens)" for b, r in zip(batches, rows)], y=[r["ms_per_text"] for r in rows],
                     name=name, marker_color=PALETTE[i % len(PALETTE)],
-                    text=[f"{r.speedup:.2f}x" for r in rows], textposition="outside",
-                    customdata=[[r.lo, r.hi] for r in rows],
+                    text=[f"{r['speedup']:.2f}x" for r in rows], textposition="outside",
+                    customdata=[[r["lo"], r["hi"]] for r in rows],
                     hovertemplate=name + ": %{y:.2f} ms/text, %{text} [%{customdata[0]:.2f}-%{customdata[1]:.2f}]<extra></extra>")
-    title = f"Encoding time per text ({run.threads} threads; speed-up over {run.base})"
-    if run.contended:
+    title = f"Encoding time per text ({run['threads']} threads; speed-up over {run['base']})"
+    if run["contended"]:
         title += " — CONTENDED: other work ran"
     fig.update_layout(title=title, barmode="group", yaxis_title="ms per text (lower is better)",
                       legend=dict(orientation="h", y=-0.2), height=420, margin=dict(l=10, r=30, t=60, b=40))

@@ -179,6 +179,15 @@ def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: fl
         floor_ms=getattr(latency, "floor_ms", None), of_floor=getattr(latency, "of_floor", None))
 
 
+def all_fp32_candidate(name: str, graph: str, res: Scored, check: BudgetCheck, why: str) -> SearchCandidate:
+    """A quantization that left every quantized node in FP32 (:func:`left_all_in_fp32`): the FP32 graph under
+    another name, scored and judged but never timed (a speed-up would be noise) nor chosen; ``why`` says so."""
+    return SearchCandidate(
+        name=name, graph=graph, precision="fp32", config=res.config, onnx_path=Path(res.quantized_path), result_path=None,
+        latency_ms=float("nan"), size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
+        feasible=False, fast_enough=False, too_slow=why)
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """Every candidate (for the chart) and the fastest one within both budgets."""

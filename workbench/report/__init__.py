@@ -32,12 +32,15 @@ Files:
 - ``verdict.py``: the verdict (default budgets: ``workbench.quant.DEFAULT_BUDGET_OVERALL`` / ``_PER_SLICE``)
 - ``summary.py``: :func:`build_summary`, every number as one dict
 - ``page.py``: :func:`render_html`, the page and its figures
+- ``cells.py``: the page's style and cells (escaped text, numbers, tables, figures)
+- ``embedding.py``: an embedding model's sections of the page
 - ``write.py``: :func:`write_report`, :func:`write_run_report` (atomic writes)
 """
 
 from .environment import CPU_FLAGS_OF_INTEREST, cpu_facts, environment_facts  # noqa: F401
 from .inputs import ReportInputs, inputs_from_run  # noqa: F401
-from .page import CSS, render_html  # noqa: F401
+from .cells import CSS  # noqa: F401
+from .page import render_html  # noqa: F401
 from .rows import describe_config  # noqa: F401
 from .schema import (  # noqa: F401
     EXIT_BAD_INPUT,

@@ -3,48 +3,13 @@ results (plotly.js inlined once, so the file opens offline)."""
 
 from __future__ import annotations
 
-import html
-from typing import Any, Optional, Sequence
+from typing import Optional
 
+from .cells import CSS, escape, figure_html, format_value, report_table
 from .environment import CPU_FLAGS_OF_INTEREST
 from .inputs import ReportInputs
 from .lengths import slower_text
 from .schema import MAX_FLIPS_SHOWN
-
-CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 28px;color:#222;
-line-height:1.45}
-h1{font-size:1.6em;margin:.2em 0}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:4px}
-table{border-collapse:collapse;margin:8px 0;font-size:.9em}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.verdict{padding:14px 18px;border-radius:6px;font-size:1.1em;margin:12px 0}
-.meets_budget{background:#e8f5e9;border-left:6px solid #54A24B}.no_candidate_meets_budget{background:#fff4e5;border-left:6px solid #F58518}
-.incomplete{background:#fdecea;border-left:6px solid #E45756}.muted{color:#666;font-size:.9em}.ok{color:#2e7d32}.bad{color:#c62828}
-details{margin:6px 0}summary{cursor:pointer}code{background:#f6f6f6;padding:0 3px}
-"""
-
-
-def escape(v: Any) -> str:
-    return html.escape("" if v is None else str(v), quote=True)
-
-
-def format_value(v: Any, fmt: str = ".2f", scale: float = 1.0, suffix: str = "") -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "–"
-    return f"{v * scale:{fmt}}{suffix}"
-
-
-def report_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td class='num'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def figure_html(fig, div_id: str) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
-
 
 # short local names for the page's many cells
 _e, _f, _table, _fig = escape, format_value, report_table, figure_html
@@ -88,11 +53,16 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
 
     figs = figures or {}
     s = summary
-    parts = _heading(s) + _environment_section(s["environment"])
-    if s.get("training"):
-        parts += _training_section(s["training"], figs)
-    parts += _data_section(s) + _export_section(s["export"]) + _fusion_section(s["fusion"], figs)
-    parts += _quantization_section(s, figs) + _search_section(s["search"], figs) + _method_section(s)
+    if s.get("task") == "embedding":  # the embedding model's sections (:mod:`.embedding`)
+        from .embedding import embedding_sections
+
+        parts = embedding_sections(s, figs)
+    else:
+        parts = _heading(s) + _environment_section(s["environment"])
+        if s.get("training"):
+            parts += _training_section(s["training"], figs)
+        parts += _data_section(s) + _export_section(s["export"]) + _fusion_section(s["fusion"], figs)
+        parts += _quantization_section(s, figs) + _search_section(s["search"], figs) + _method_section(s)
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(s.get('title'))}</title>"

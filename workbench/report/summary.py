@@ -205,9 +205,21 @@ def _method_notes(inp: ReportInputs, data: dict, n_boot: Optional[int], contende
     return notes
 
 
-def build_summary(inp: ReportInputs) -> dict:
-    """Every number of the report as one JSON-ready dict (``summary.json``)."""
+def task_summary(task: str, kind: str, title: str, fields: dict, doctor=None) -> dict:
+    """``summary.json`` of any task: the fields every summary has (schema version, kind, task, title, when it was
+    written, the environment) and the task's ``fields``, JSON-ready (NaN -> null, paths -> str) and checked
+    against the one schema (:data:`~workbench.report.schema.SUMMARY_SCHEMA`)."""
     from ..core import serial
+
+    summary = serial.to_dict({"schema_version": SCHEMA_VERSION, "kind": kind, "task": task, "title": title,
+                              "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                              "environment": environment_facts(doctor), **fields})
+    validate_summary(summary)
+    return summary
+
+
+def build_summary(inp: ReportInputs) -> dict:
+    """Every number of a classifier's report as one JSON-ready dict (``summary.json``)."""
     from ..quant import MIN_SLICE_SIZE, check_budget
 
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
@@ -224,17 +236,11 @@ def build_summary(inp: ReportInputs) -> dict:
         quant.append(_quant_entry(r, chk, examples))
     n_boot = results[0].report.n_boot if results else None
     machine, contended = _machine(inp, results, notes)
-    summary = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": inp.kind,
-        "task": "classification",
-        "title": inp.title,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    return task_summary("classification", inp.kind, inp.title, doctor=inp.doctor, fields={
         "run_dir": str(Path(inp.run_dir).resolve()) if inp.run_dir else "",
         "verdict": build_verdict(inp, search, by_path, machine),
         "budget": {"metric": "accuracy", "overall": inp.budget_overall, "per_slice": inp.budget_per_slice,
                    "include_small_slices": inp.include_small_slices, "min_slice_size": MIN_SLICE_SIZE},
-        "environment": environment_facts(inp.doctor),
         "machine": machine,
         "contended": bool(contended),
         "contended_because": contended,
@@ -254,7 +260,4 @@ def build_summary(inp: ReportInputs) -> dict:
                    "batch_dependence": list(inp.batch_dependence), "notes": _method_notes(inp, data, n_boot, contended)},
         "config": inp.config,
         "notes": notes,
-    }
-    summary = serial.to_dict(summary)  # NaN -> null, paths -> str
-    validate_summary(summary)
-    return summary
+    })

@@ -354,8 +354,8 @@ def test_audit_says_when_the_search_ends_at_the_fp32_graph(tiny, tmp_path, capsy
     assert said in html and "not timed: the FP32 graph" in html
 
 
-def test_time_embedders_pairs_every_variant_with_the_base_per_batch():
-    from workbench.embed.speed import time_embedders
+def test_time_encoders_pairs_every_variant_with_the_base_per_batch():
+    from workbench.embed.encode import speed_of, speed_summary, time_encoders
 
     calls: list[str] = []
 
@@ -366,11 +366,16 @@ def test_time_embedders_pairs_every_variant_with_the_base_per_batch():
         return run
 
     fns = {1: {"base": fn("base", 2000), "quick": fn("quick", 200)}, 32: {"base": fn("base", 4000), "quick": fn("quick", 400)}}
-    run = time_embedders(fns, "base", 12, 1, rounds=4, repeats=2, warmup=1, floors=False, load_check=False)
-    assert [(s.name, s.batch) for s in run.speeds] == [("base", 1), ("quick", 1), ("base", 32), ("quick", 32)]
-    assert run.get("base", 32).speedup == 1.0 and run.get("base", 32).ms_per_text == pytest.approx(run.get("base", 32).ms_per_batch / 32)
-    q = run.get("quick", 1)
-    assert q.lo <= q.speedup <= q.hi and q.floor_ms is None and not run.contended
+    run = time_encoders(fns, "base", 12, 1, rounds=4, repeats=2, warmup=1, floors=False, load_check=False)
+    rows = speed_summary(run)["speeds"]
+    assert [(s["name"], s["batch"], s["tokens"]) for s in rows] == [("base", 1, 12), ("quick", 1, 12), ("base", 32, 12), ("quick", 32, 12)]
+    base = speed_of(run, "base", 32)
+    assert base["speedup"] == 1.0 and base["ms_per_text"] == pytest.approx(base["ms_per_batch"] / 32)
+    q = speed_of(run, "quick", 1)
+    assert q["lo"] <= q["speedup"] <= q["hi"] and q["floor_ms"] is None and not run.contended
+    assert q["ratio"] == run.speed("quick", (1, 12)).ratio  # the same paired rounds as the timing's own ratio
+    back = speed_of(run, "base", 1, over="quick")
+    assert back["speedup"] == pytest.approx(1 / q["speedup"], rel=0.5)  # the other way round, from the same rounds
     assert calls.count("base") == calls.count("quick") == 2 * (1 + 4 * 2)  # warm-up and every round, both batch sizes
     with pytest.raises(EmbedError, match="base 'nope'"):
-        time_embedders(fns, "nope", 12, 1, rounds=3, floors=False, load_check=False)
+        time_encoders(fns, "nope", 12, 1, rounds=3, floors=False, load_check=False)

@@ -72,17 +72,17 @@ def test_without_a_profile_nothing_is_checked():
     assert result == 5 and load is None
 
 
-def test_time_embedders_times_again_after_a_busy_reading(scripted, monkeypatch):
+def test_time_encoders_times_again_after_a_busy_reading(scripted, monkeypatch):
     """The embedding timings go through the same primitive: a busy first try is timed again, the run is not flagged."""
-    from workbench.embed import speed as embed_speed
+    from workbench.embed.encode import time_encoders
 
     script, waits = scripted
     script += [False, True, False, False]
-    profile = SimpleNamespace(isa_text=lambda: "AVX2")
+    profile = SimpleNamespace(isa_text=lambda: "AVX2", key="test")
     monkeypatch.setattr("workbench.perf.machine_profile.machine_profile", lambda threads=None, **kw: profile)
     calls: list[str] = []
     fns = {1: {"base": lambda: calls.append("base"), "quick": lambda: calls.append("quick")}}
-    run = embed_speed.time_embedders(fns, "base", 12, 1, rounds=3, repeats=1, warmup=0, floors=False, retimes=1, calm_wait_s=2)
+    run = time_encoders(fns, "base", 12, 1, rounds=3, repeats=1, warmup=0, floors=False, retimes=1, calm_wait_s=2)
     assert not run.contended and waits == [2] and script == []
     assert calls.count("base") == calls.count("quick") == 2 * 3, "every round taken twice: once busy, once quiet"
     assert any("timed again (2 tries)" in n for n in run.notes)

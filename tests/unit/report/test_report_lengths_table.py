@@ -10,7 +10,7 @@ import html
 import re
 
 from workbench.report.lengths import section
-from workbench.report.page import escape, format_value, report_table
+from workbench.report.cells import escape, format_value, report_table
 
 
 def _shape(shape, int8, fp32, speedup=None, ci=None, of_floor=None, fp32_of_floor=None):
