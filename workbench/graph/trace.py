@@ -1,18 +1,10 @@
 """Tracing a PyTorch classifier into an ONNX file: torch's TorchScript exporter and its quirks, and
 the dynamo exporter (``torch.export``) where asked for or where torch no longer ships TorchScript.
 
-:func:`export_onnx` traces the model on a real batch (inputs named in ``forward()``'s order,
-dynamic ``batch``/``sequence`` axes) and writes the graph atomically. :func:`resolve_exporter`
-picks the exporter: TorchScript while torch ships it (deprecated since torch 2.9, still in 2.14),
-because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
-the dynamo exporter's; the dynamo exporter otherwise. Around the exporter:
-:func:`standard_symbolics` takes out the symbolics ORTModule registers process-wide,
-:func:`without_ir_dump` keeps a failed export from printing its whole IR graph, and
-:func:`explain_export_failure` turns the exporter's exception into an :class:`ExportError` with options
-(another opset, eager attention).
-
-This module knows torch, not the stage: :mod:`workbench.graph.export` holds the configuration and
-the result.
+:func:`resolve_exporter` prefers TorchScript while torch ships it (deprecated since torch 2.9, still in
+2.14) because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
+the dynamo exporter's. This module knows torch, not the stage: :mod:`workbench.graph.export` holds the
+configuration and the result.
 """
 
 from __future__ import annotations
