@@ -62,8 +62,6 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One graph the choice considered."""
-
     name: str
     left_out: str  # the fused operator this candidate leaves out ("" for the full fusion)
     path: Optional[Path]  # None once deleted (a candidate not chosen)

@@ -43,8 +43,6 @@ class Fp16Error(RuntimeError):
 
 @dataclass(frozen=True)
 class Fp16Structure:
-    """Element types of an FP16 graph's inputs, outputs and initializers."""
-
     input_types: dict[str, int]
     output_types: dict[str, int]
     initializer_types: dict[int, int]  # element type -> count

@@ -1,7 +1,6 @@
 """What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch reference logits)
-or a bare ONNX file (a tokenizer beside it or MiniLM's, the data given, the unoptimized graph as its own
-reference), and the PyTorch model timed as the eager baseline. :func:`export_of` is the one way to find the
-export a graph came from (quantization and the sessions use it too).
+or a bare ONNX file (the unoptimized graph is its own reference), and the PyTorch model timed as the eager
+baseline. :func:`export_of` is the one way to find the export a graph came from.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ from .config import ExportConfig
 
 @dataclass(frozen=True)
 class Validation:
-    """How closely a graph reproduces the reference logits on real examples."""
-
     max_abs_diff: float
     mean_abs_diff: float
     label_agreement: float

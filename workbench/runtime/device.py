@@ -165,8 +165,6 @@ def ort_device(device: Any) -> tuple[str, int]:
 # ---- placement ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NodePlacement:
-    """One node of the graph as ONNX Runtime ran it: which execution provider ran its kernel."""
-
     name: str
     op_type: str
     provider: str
@@ -174,8 +172,6 @@ class NodePlacement:
 
 @dataclass(frozen=True)
 class CaptureRefusal:
-    """Why ONNX Runtime refused (or failed) to capture a CUDA graph."""
-
     kind: str  # nodes_not_on_cuda | control_flow | shapes | needs_cuda | capture_failed | unknown
     reason: str
     fix: str
