@@ -96,7 +96,6 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _targets(key: str, classes: Mapping[str, type], flag_paths: Mapping[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
     """(config class name, field path) pairs ``key`` sets: a field of a config (dotted into nested ones) or a flag's name."""
-
     found = list(flag_paths.get(key, []))
     for name, cls in classes.items():
         try:
@@ -158,7 +157,6 @@ def config_file_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     path = getattr(args, "config_file", None)
     out: dict[str, dict[str, Any]] = {}
     if path:
-
         classes: Mapping[str, type] = getattr(args, CLASSES, None) or {}
         flag_paths: dict[str, list[tuple[str, str]]] = {}
         for name in classes:

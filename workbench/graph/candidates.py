@@ -80,7 +80,6 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FusionChoice:
-
     mode: str  # "timed" or "full" (FusionConfig.fusion)
     chosen: str  # a candidate's name: "full" or "no_<family>"
     path: Optional[Path]  # the chosen graph

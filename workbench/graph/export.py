@@ -102,12 +102,7 @@ def _resolve_model(model, cfg: ExportConfig, data):
 
     if isinstance(model, LoadedModel):
         return model
-    if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(
-            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.load.LoadedModel, "
-            f"got {type(model).__name__}"
-        )
-    name = str(model)
+    name = str(model)  # run_export checked the type
     attn = cfg.attn_implementation.value
     if name in BUILTIN_MODELS:
         classes = data_classes(data)

@@ -24,7 +24,6 @@ from .variants import FusionConfig
 
 @dataclass(frozen=True)
 class FusionSource:
-
     source: Path  # the exported graph
     graph: GraphIndex  # ... parsed once
     export: Optional[ExportResult]
@@ -105,10 +104,9 @@ def _source_of(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Pa
 def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
     """An export (result, folder or ``export.json``) or an ONNX file as a :class:`FusionSource`."""
     export, export_path, bare = _source_of(src)
+    changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples)) if v is not None}
     if export is not None:
         source = Path(export.onnx_path)
-        changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
-                   if v is not None}
         vcfg = dataclasses.replace(export.config, **changes)
         info = export.model_info
         return FusionSource(source, GraphIndex(load_graph(source), source), export, export_path, export.load_tokenizer(),
@@ -131,8 +129,7 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
         tokenizer = load_tokenizer("minilm")
         notes.append(f"no {TOKENIZER_DIR}/ folder beside {bare.name}: used MiniLM's tokenizer")
     data = data if data is not None else load_data(DataConfig.quick())
-    vcfg = ExportConfig(**{k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
-                           if v is not None})
+    vcfg = ExportConfig(**changes)
     examples = select_examples(data, vcfg)
     graph = GraphIndex(load_graph(bare), bare)
     num_layers = sum(1 for n in graph.nodes if n.op_type == "Softmax")

@@ -63,7 +63,6 @@ def explain_export_failure(exc: BaseException, cfg: "ExportConfig", attn: str) -
     )
 
 
-
 def _is_onnxruntime_symbolic(fn) -> bool:
     module = getattr(fn, "__module__", "") or ""
     return module == "onnxruntime" or module.startswith("onnxruntime.")
@@ -175,11 +174,8 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
     model = loaded.model
     model.eval()
     enc = encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], cfg.max_length)
-    # The TorchScript exporter binds inputs to forward()'s signature and names graph inputs in
-    # that order (input_ids, attention_mask, token_type_ids for BERT), whatever order the
-    # tokenizer produced them in: name them in signature order or the names get swapped. And
-    # only what forward() takes: DistilBERT and MPNet have no token_type_ids, whatever the
-    # tokenizer produces (model_inputs).
+    # The TorchScript exporter binds inputs in forward()'s order, whatever order the tokenizer produced them in
+    # (named otherwise, they get swapped), and only what forward() takes (DistilBERT and MPNet: no token_type_ids).
     enc = model_inputs(model, enc)
     names = list(enc)
     dynamic = None
