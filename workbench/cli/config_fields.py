@@ -1,6 +1,6 @@
 """Reading a config dataclass the way the command line needs it: a field's annotation (dotted paths
-reach into nested configs), its default, and where a command keeps the flags it registered. Used by
-:mod:`workbench.cli.flags` (the flags) and :mod:`workbench.cli.config_file` (``--config FILE``)."""
+reach into nested configs), its default, and where a command keeps the flags it registered.
+"""
 
 from __future__ import annotations
 

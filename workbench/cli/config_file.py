@@ -1,7 +1,7 @@
 """``--config FILE``: a command's config fields read from a YAML or JSON file; flags on the command line win.
 
-Every command that takes config flags takes ``--config FILE`` too. The file is a mapping of field to
-value, the fields of the configs the command's flags set (``workbench quantize --help`` lists them)::
+The file is a mapping of field to value, the fields of the configs the command's flags set
+(``workbench quantize --help`` lists them)::
 
     # quant.yaml: workbench quantize runs/demo --preset static-minmax --config quant.yaml --repeats 5
     per_channel: true
@@ -12,9 +12,8 @@ value, the fields of the configs the command's flags set (``workbench quantize -
 
 A key is a field's name (``max_steps``) or its flag's name (``steps``, ``max-length``); a field several
 of the command's configs hold (``seed``, ``device``) is given to each. A nested config is a mapping
-(``train: {max_steps: 2}``). Values are checked by the configs themselves, as a flag's are. A file
-that cannot be read, is not a mapping, names an unknown key or gives a value of the wrong kind is one
-line naming the file, the key and the fix (exit code 2), before the command does anything.
+(``train: {max_steps: 2}``). Values are checked by the configs themselves, as a flag's are; a bad file or
+key is one line naming the file, the key and the fix (exit code 2), before the command does anything.
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ class ConfigFileError(ValueError):
 
 
 def add_config_file_flag(parser: argparse.ArgumentParser) -> None:
-    """``--config FILE`` on ``parser`` (once, however many configs the command has); like every flag that
-    sets no config field by itself, marked command-line-only."""
+    """``--config FILE`` on ``parser``, once however many configs the command has; marked command-line-only."""
     if any("--config" in a.option_strings for a in parser._actions):
         return
     action = parser.add_argument("--config", dest="config_file", metavar="FILE",
@@ -98,7 +96,6 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _targets(key: str, classes: Mapping[str, type], flag_paths: Mapping[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
     """(config class name, field path) pairs ``key`` sets: a field of a config (dotted into nested ones) or a flag's name."""
-
     found = list(flag_paths.get(key, []))
     for name, cls in classes.items():
         try:
@@ -160,7 +157,6 @@ def config_file_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     path = getattr(args, "config_file", None)
     out: dict[str, dict[str, Any]] = {}
     if path:
-
         classes: Mapping[str, type] = getattr(args, CLASSES, None) or {}
         flag_paths: dict[str, list[tuple[str, str]]] = {}
         for name in classes:

@@ -34,7 +34,6 @@ def _cmd_run(args) -> int:
 
 
 def _run_demo(cfg, args, name: str) -> int:
-    """Run the demo's stages with ``cfg`` into --run-dir or a new folder under --runs."""
     from ..runs import new_run_dir
     from ..workflows.demo import run_demo
 

@@ -1,14 +1,11 @@
 """Command-line flags derived from a config dataclass, and the config built back from them.
 
-A command names the fields it exposes (:class:`Flag`, or just the field name); :func:`add_config_flags`
-adds one ``--field-name`` flag per field, its kind read from the annotation: ``bool`` is ``--name`` /
-``--no-name``; an enum's value is passed on as text for the config to check (``parse_choice``), so a wrong
-one gets the config's one-line message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable;
-``tuple[X, Y]`` exactly that many comma-separated values. The help is the field's ``metadata["help"]``
-and the default of the config the command starts from. :func:`build` applies only the flags given, onto
-a base config (a preset), with a ``--config FILE``'s fields (:mod:`workbench.cli.config_file`) between
-the two. Dotted fields (``train.max_steps``) reach into nested configs. Flags that set no config field
-are added with :func:`cli_only`, so that every flag of every command is accounted for (the tests check it).
+A flag's kind is read from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value
+is passed on as text for the config to check (``parse_choice``), so a wrong one gets the config's one-line
+message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable; ``tuple[X, Y]`` exactly that many
+comma-separated values. :func:`build` applies only the flags given onto a base config (a preset), with a
+``--config FILE``'s fields between the two. Flags that set no config field are added with :func:`cli_only`,
+so that every flag of every command is accounted for (the tests check it).
 """
 
 from __future__ import annotations
@@ -182,8 +179,7 @@ def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any]
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence[FlagSpec], *, base: Any = None,
                      group: Any = None) -> list[argparse.Action]:
-    """Add one flag per spec to ``parser`` (or ``group``) and register them for :func:`build`; ``base``: the
-    config whose values are the defaults shown."""
+    """Add one flag per spec and register them for :func:`build`; ``base``: the config whose values are the defaults shown."""
     target = group if group is not None else parser
     added, entries = [], []
     for spec in specs:

@@ -27,7 +27,6 @@ ORTMODULE_FLAGS = (
 
 
 def train_config(args):
-    """TrainConfig from a preset plus the flags given on the command line."""
     from ..models.load import BUILTIN_MODELS, ModelError, check_model_type, resolve_model_path
     from ..train import TrainConfig, TrainConfigError
 

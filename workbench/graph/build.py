@@ -16,7 +16,6 @@ from .variants import ORT_LEVEL, FusionConfig, FusionError, Variant, variant_fil
 
 @dataclass(frozen=True)
 class BuiltVariant:
-
     variant: Variant
     path: Path
     session_optimization: str

@@ -1,24 +1,18 @@
-"""The fusion stage's choice of graph: the full fusion, or the full fusion with one fusion family left out
-when that runs faster on this machine under this ONNX Runtime.
+"""The fusion stage's choice of graph: the full fusion, or the full fusion with one family of :data:`FAMILIES`
+left out when that runs measurably faster on this machine under this ONNX Runtime (``--fusion timed``).
 
 Fusing is not always faster: a fused kernel is only as good as the runtime's implementation of it (one
 runtime's SkipLayerNormalization kernel can take twice another's, while the Add and LayerNormalization it
-replaces run as fast as ever). So with ``FusionConfig(fusion="timed")`` (the default; ``--fusion timed``)
-the stage builds **candidates** beside the fully fused graph: the transformer optimizer's graph with one
-family of :data:`FAMILIES` left out (its ``FusionOptions`` flags off, and ONNX Runtime's own session-level
-fusion of that family disabled for every session that opens the graph, recorded in the graph:
-:mod:`workbench.runtime.graphmeta`), one per family the full fusion actually made. Each candidate is
-validated against the unfused graph's logits with the stage's tolerance; those that pass are timed side
-by side with the full fusion at the stage's shapes (:func:`workbench.perf.speed.time_side_by_side`,
-interleaved rounds, the load check), and :func:`pick_fusion` applies the one rule:
+replaces run as fast as ever). A candidate leaves its family out of the optimizer and out of every session
+that opens the graph (recorded in the graph: :mod:`workbench.runtime.graphmeta`). The candidates that validate
+are timed side by side with the full fusion and :func:`pick_fusion` applies the one rule:
 
     a candidate replaces the full fusion only when, at every timed shape, the low end of the 95% interval
     of its speed-up over the full fusion is at least ``1 + FUSION_MARGIN``; among those, the one with the
     highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
     machine, nothing could be timed) the full fusion stays.
 
-The fully fused graph stays in the fusion folder (``model_fused.onnx``) whatever is chosen; a candidate not
-chosen is deleted (its figures stay in ``fusion.json``). ``--fusion full`` builds no candidate.
+A candidate not chosen is deleted (its figures stay in ``fusion.json``).
 """
 
 from __future__ import annotations
@@ -68,8 +62,6 @@ FAMILIES = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One graph the choice considered."""
-
     name: str
     left_out: str  # the fused operator this candidate leaves out ("" for the full fusion)
     path: Optional[Path]  # None once deleted (a candidate not chosen)
@@ -88,7 +80,6 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FusionChoice:
-
     mode: str  # "timed" or "full" (FusionConfig.fusion)
     chosen: str  # a candidate's name: "full" or "no_<family>"
     path: Optional[Path]  # the chosen graph

@@ -17,8 +17,6 @@ EXPORTERS = ("auto", "torchscript", "dynamo")
 
 
 class Attention(str, enum.Enum):
-    """Which attention implementation the model is loaded with before export."""
-
     EAGER = "eager"
     SDPA = "sdpa"
 

@@ -1,10 +1,9 @@
 """Missing fusions: what the BERT fusions should produce for a graph, and why one fell short.
 
-For a BERT-like model with L attention layers the transformer optimizer should write 1
-EmbedLayerNormalization, L Attention, 2L SkipLayerNormalization and, when the model has a GELU,
-L BiasGelu/FastGelu (:func:`expected_fusions`). When a fusion is missing, :func:`diagnose` writes a
-:class:`Diagnosis`: what was found, the likely cause read off the exported graph (an SDPA export,
-no GELU, an architecture whose pattern onnxruntime 1.19.2 does not match, ...) and the fix.
+For L attention layers the transformer optimizer should write 1 EmbedLayerNormalization, L Attention,
+2L SkipLayerNormalization and, when the model has a GELU, L BiasGelu/FastGelu. A missing one gets a
+:class:`Diagnosis` whose cause is read off the exported graph (an SDPA export, no GELU, an architecture
+whose pattern onnxruntime 1.19.2 does not match, ...).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Export a sequence classifier to ONNX and prove the graph computes what the model computes.
 
-``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes into ``out_dir``:
+``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes the graph (dynamic ``batch`` and
+``sequence`` axes), the tokenizer, and the real examples it was validated on with PyTorch's logits for them,
+so that later stages (fusion, quantization) validate against *the same PyTorch reference* without reloading
+the model.
 
-- ``model.onnx``: the graph, dynamic ``batch`` and ``sequence`` axes, the chosen opset. Written by
-  torch's TorchScript exporter (``dynamo=False``) while torch ships it: its graphs are the ones ONNX
-  Runtime's BERT fusions match. ``ExportConfig(exporter="dynamo")`` (and ``"auto"`` on a torch without
-  the TorchScript exporter) uses the dynamo exporter: the same logits, but no Attention fusion;
-- ``tokenizer/``: the tokenizer it was exported with (later stages tokenize with it);
-- ``validation_examples.jsonl`` and ``reference_logits.npy``: the real examples the graph was
-  validated on and PyTorch's logits for them, so later stages (fusion, quantization) validate
-  their graphs against *the same PyTorch reference* without reloading the model;
-- ``export.json``: the :class:`ExportResult`.
-
-Validation is :mod:`workbench.graph.validate`; tracing (torch's exporters and their quirks)
-:mod:`workbench.graph.trace`. Attention matters here: load models with ``attn_implementation="eager"`` (the default in
-:func:`workbench.models.load.load_model`). An SDPA export works, but ONNX Runtime's transformer
-optimizer does not recognise its pattern and fuses no Attention (see :mod:`workbench.graph.fusion`).
+The TorchScript exporter is used while torch ships it: its graphs are the ones ONNX Runtime's BERT fusions
+match (:mod:`workbench.graph.trace`). Load models with ``attn_implementation="eager"`` (the default in
+:func:`workbench.models.load.load_model`): an SDPA export works, but the transformer optimizer does not
+recognise its pattern and fuses no Attention.
 """
 
 from __future__ import annotations
@@ -109,12 +102,7 @@ def _resolve_model(model, cfg: ExportConfig, data):
 
     if isinstance(model, LoadedModel):
         return model
-    if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(
-            f"model must be 'minilm', 'tiny', a checkpoint folder or a workbench.models.load.LoadedModel, "
-            f"got {type(model).__name__}"
-        )
-    name = str(model)
+    name = str(model)  # run_export checked the type
     attn = cfg.attn_implementation.value
     if name in BUILTIN_MODELS:
         classes = data_classes(data)

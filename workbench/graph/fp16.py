@@ -1,19 +1,15 @@
 """The FP16 variant of the fused graph, and how it is validated against FP32.
 
-:func:`convert_fp16` runs ``onnxruntime.transformers.optimizer.optimize_model`` on the fused graph
-(``opt_level=0``: the fusions are already there) and ``convert_float_to_float16(keep_io_types=True)``:
-weights and activations become float16, the graph's inputs (int64 ids) and outputs (float32
-logits) keep their types, with Cast nodes at the boundary. :func:`fp16_structure` checks that
-contract on the file.
+:func:`convert_fp16` converts the already fused graph (``opt_level=0``) with ``keep_io_types=True``: the
+int64 inputs and float32 logits keep their types, with Cast nodes at the boundary (:func:`fp16_structure`
+checks that contract on the file).
 
-Where it can run. ONNX Runtime's CPU provider has float16 kernels for few operators, but the FP16
-graph still opens and runs there (checked with onnxruntime 1.19.2 on the tiny model and MiniLM):
-ONNX Runtime's InsertCastTransformer wraps every node without a float16 CPU kernel in Casts to
-float32 and back. So on the CPU the weights and the tensors *between* nodes are float16 and the
-arithmetic inside each node is float32. That measures the rounding FP16 storage causes, which is
-most of the drift; the CUDA kernels also round inside some nodes (softmax, accumulations in
-half precision where cuBLAS is told to). The validation therefore uses a tolerance with room over
-the CPU figure: see :data:`FP16_TOLERANCE`.
+ONNX Runtime's CPU provider has float16 kernels for few operators, but the FP16 graph still runs there
+(checked with onnxruntime 1.19.2 on the tiny model and MiniLM): InsertCastTransformer wraps every node
+without a float16 CPU kernel in Casts to float32 and back. So on the CPU the tensors *between* nodes are
+float16 and the arithmetic inside each node is float32. That measures the rounding FP16 storage causes,
+most of the drift; the CUDA kernels also round inside some nodes (softmax, half-precision accumulations).
+Hence a tolerance with room over the CPU figure: :data:`FP16_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -47,8 +43,6 @@ class Fp16Error(RuntimeError):
 
 @dataclass(frozen=True)
 class Fp16Structure:
-    """Element types of an FP16 graph's inputs, outputs and initializers."""
-
     input_types: dict[str, int]
     output_types: dict[str, int]
     initializer_types: dict[int, int]  # element type -> count
@@ -61,8 +55,7 @@ class Fp16Structure:
 
 
 def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
-    """Check the keep-io-types contract: no float16 graph input or output (float inputs/outputs of
-    the FP32 graph stay float32), float weights stored as float16, none left as float32."""
+    """Check the keep-io-types contract: no float16 graph input or output, every float weight stored as float16."""
     model = as_model(model_or_path)
     g = model.graph
     inputs = {i.name: i.type.tensor_type.elem_type for i in g.input}
@@ -112,9 +105,7 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
 
 def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
                   min_label_agreement: Optional[float] = None, where: str = "cpu"):
-    """Compare the FP16 graph's logits with the FP32 fused graph's on the same examples
-    (:func:`workbench.graph.validate.compare_logits` with FP16's tolerance); ``where`` names the device
-    the FP16 graph ran on, so the message says what was measured."""
+    """The FP16 graph's logits against the FP32 fused graph's, with FP16's tolerance; ``where`` (the device) goes in the message."""
     what = f"the FP16 graph (run on {where}{'; float16 storage, float32 arithmetic per node' if where == 'cpu' else ''})"
 
     v = compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,

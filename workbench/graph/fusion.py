@@ -1,18 +1,14 @@
 """The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same thing,
 and what it bought.
 
-``run_fusion(export_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` builds each variant
-(:mod:`workbench.graph.variants`; each file parsed once, :mod:`workbench.graph.build`) and measures it
-the same way: operator counts, size, validation against PyTorch's logits saved at export, latency by
-shape, the nodes removed and added, and the provenance of every fused node
-(:mod:`workbench.graph.provenance`). A missing expected fusion gets a :class:`Diagnosis` (cause and
-fix). What later stages take is :attr:`FusionReport.chosen_path`: the full fusion, or one with a fusion
-family left out when that runs measurably faster here (:mod:`workbench.graph.candidates`). Quantizing a
-fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2
-(the contrib ops carry no type information for some weights).
+``run_fusion(export_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` measures every variant the
+same way: operator counts, size, validation against PyTorch's logits saved at export, latency by shape,
+the nodes removed and added, and the provenance of every fused node. Later stages take
+:attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`). Quantizing a fused graph needs
+``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2 (the contrib ops
+carry no type information for some weights).
 
-Timing: PyTorch and every variant side by side in alternating rounds on the same synthetic batches
-(:func:`workbench.perf.speed.time_side_by_side`: ratios with intervals, floors, a load check). On a GPU,
+Timing runs PyTorch and every variant side by side in alternating rounds on the same batches. On a GPU,
 PyTorch and its peers go first, on their own, so no ONNX Runtime session holds device memory while they
 run (:mod:`workbench.perf.gpu_peers`).
 """
@@ -128,9 +124,7 @@ class FusionReport:
         return all(v.validation.passed for v in self.variants)
 
     def speedups(self, baseline: str = "pytorch") -> dict[str, dict[str, float]]:
-        """``{variant: {"BxS": baseline_ms / variant_ms}}`` for every timed shape (>1 is faster).
-
-        ``baseline`` is ``"pytorch"`` (eager) or a variant name."""
+        """``{variant: {"BxS": baseline_ms / variant_ms}}`` (>1 is faster); ``baseline``: ``"pytorch"`` or a variant name."""
         if baseline == "pytorch":
             base = {(s.batch, s.seq): s.stats.median_ms for s in self.pytorch_latency}
         else:

@@ -1,16 +1,12 @@
 """What was fused into what: the exported nodes each new node of an optimized graph replaced.
 
-A node of the optimized graph is *new* when the exported graph has no node of that name and
-type; the exported nodes that are gone were *removed*. Starting from a new node's outputs (tensor
-names the two graphs share), :func:`provenance` walks back through the removed producers until
-reaching a tensor the optimized graph still computes. Some fusions give their output a new name
-(``EmbedLayerNormalization_0_output``); those are matched by value: both graphs run once on the
-same batch and the new tensor is identified with the exported tensor that holds the same numbers.
-Removed nodes reached from two fused nodes (the attention-mask preparation, shared by every layer)
-are listed under each and flagged as shared. :func:`graph_diff` counts what was removed and added.
-
-Both take a :class:`GraphIndex` (or a ``ModelProto`` or a path): a graph parsed once is indexed
-once and serves the diff, the provenance and the value match.
+A node is *new* when the exported graph has no node of that name and type; the exported nodes that are
+gone were *removed*. :func:`provenance` walks back from a new node's outputs through the removed producers
+until reaching a tensor the optimized graph still computes. Some fusions give their output a new name
+(``EmbedLayerNormalization_0_output``); those are matched by value: both graphs run once on the same batch
+and the new tensor is identified with the exported tensor that holds the same numbers. Removed nodes reached
+from two fused nodes (the attention-mask preparation, shared by every layer) are listed under each and
+flagged as shared.
 """
 
 from __future__ import annotations
@@ -128,8 +124,7 @@ def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.nd
 
 
 def _match_by_value(orig: GraphIndex, opt: GraphIndex, wanted: list[str], vocab_size: int) -> dict[str, str]:
-    """Map new tensor names of the optimized graph to exported tensors with the same values
-    (both graphs run once on the same synthetic batch)."""
+    """New tensor names of the optimized graph mapped to the exported tensors that hold the same values."""
     from ..runtime.ortinfer import synthetic_batch
 
     if not wanted:
@@ -157,8 +152,7 @@ def _match_by_value(orig: GraphIndex, opt: GraphIndex, wanted: list[str], vocab_
 
 
 def provenance(orig: GraphLike, opt: GraphLike, match_by_value: bool = True, vocab_size: int = 1000) -> list[FusedNode]:
-    """Fused nodes of the optimized graph ``opt`` and the nodes of the exported graph ``orig``
-    each replaced (see the module docs). Each is a :class:`GraphIndex`, a ``ModelProto`` or a path."""
+    """Fused nodes of ``opt`` and the nodes of ``orig`` each replaced; each a :class:`GraphIndex`, a ``ModelProto`` or a path."""
     orig, opt = index_graph(orig), index_graph(opt)
     new_nodes = [n for n in opt.nodes if (n.name, n.op_type) not in orig.keys]
     renamed = [o for n in new_nodes for o in n.output if o and o not in orig.tensors]

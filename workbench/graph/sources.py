@@ -1,7 +1,6 @@
 """What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch reference logits)
-or a bare ONNX file (a tokenizer beside it or MiniLM's, the data given, the unoptimized graph as its own
-reference), and the PyTorch model timed as the eager baseline. :func:`export_of` is the one way to find the
-export a graph came from (quantization and the sessions use it too).
+or a bare ONNX file (the unoptimized graph is its own reference), and the PyTorch model timed as the eager
+baseline. :func:`export_of` is the one way to find the export a graph came from.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from .variants import FusionConfig
 
 @dataclass(frozen=True)
 class FusionSource:
-
     source: Path  # the exported graph
     graph: GraphIndex  # ... parsed once
     export: Optional[ExportResult]
@@ -106,10 +104,9 @@ def _source_of(src) -> tuple[Optional[ExportResult], Optional[Path], Optional[Pa
 def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
     """An export (result, folder or ``export.json``) or an ONNX file as a :class:`FusionSource`."""
     export, export_path, bare = _source_of(src)
+    changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples)) if v is not None}
     if export is not None:
         source = Path(export.onnx_path)
-        changes = {k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
-                   if v is not None}
         vcfg = dataclasses.replace(export.config, **changes)
         info = export.model_info
         return FusionSource(source, GraphIndex(load_graph(source), source), export, export_path, export.load_tokenizer(),
@@ -132,8 +129,7 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
         tokenizer = load_tokenizer("minilm")
         notes.append(f"no {TOKENIZER_DIR}/ folder beside {bare.name}: used MiniLM's tokenizer")
     data = data if data is not None else load_data(DataConfig.quick())
-    vcfg = ExportConfig(**{k: v for k, v in (("tolerance", cfg.tolerance), ("validation_examples", cfg.validation_examples))
-                           if v is not None})
+    vcfg = ExportConfig(**changes)
     examples = select_examples(data, vcfg)
     graph = GraphIndex(load_graph(bare), bare)
     num_layers = sum(1 for n in graph.nodes if n.op_type == "Softmax")

@@ -1,18 +1,10 @@
 """Tracing a PyTorch classifier into an ONNX file: torch's TorchScript exporter and its quirks, and
 the dynamo exporter (``torch.export``) where asked for or where torch no longer ships TorchScript.
 
-:func:`export_onnx` traces the model on a real batch (inputs named in ``forward()``'s order,
-dynamic ``batch``/``sequence`` axes) and writes the graph atomically. :func:`resolve_exporter`
-picks the exporter: TorchScript while torch ships it (deprecated since torch 2.9, still in 2.14),
-because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
-the dynamo exporter's; the dynamo exporter otherwise. Around the exporter:
-:func:`standard_symbolics` takes out the symbolics ORTModule registers process-wide,
-:func:`without_ir_dump` keeps a failed export from printing its whole IR graph, and
-:func:`explain_export_failure` turns the exporter's exception into an :class:`ExportError` with options
-(another opset, eager attention).
-
-This module knows torch, not the stage: :mod:`workbench.graph.export` holds the configuration and
-the result.
+:func:`resolve_exporter` prefers TorchScript while torch ships it (deprecated since torch 2.9, still in
+2.14) because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
+the dynamo exporter's. This module knows torch, not the stage: :mod:`workbench.graph.export` holds the
+configuration and the result.
 """
 
 from __future__ import annotations
@@ -69,7 +61,6 @@ def explain_export_failure(exc: BaseException, cfg: "ExportConfig", attn: str) -
         f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}",
         operator=operator, options=options,
     )
-
 
 
 def _is_onnxruntime_symbolic(fn) -> bool:
@@ -183,11 +174,8 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
     model = loaded.model
     model.eval()
     enc = encode(loaded.tokenizer, list(sample_texts)[:2] or ["a sample sentence"], cfg.max_length)
-    # The TorchScript exporter binds inputs to forward()'s signature and names graph inputs in
-    # that order (input_ids, attention_mask, token_type_ids for BERT), whatever order the
-    # tokenizer produced them in: name them in signature order or the names get swapped. And
-    # only what forward() takes: DistilBERT and MPNet have no token_type_ids, whatever the
-    # tokenizer produces (model_inputs).
+    # The TorchScript exporter binds inputs in forward()'s order, whatever order the tokenizer produced them in
+    # (named otherwise, they get swapped), and only what forward() takes (DistilBERT and MPNet: no token_type_ids).
     enc = model_inputs(model, enc)
     names = list(enc)
     dynamic = None

@@ -1,7 +1,6 @@
 """Does a graph compute what the model computes? Its logits on real examples against a reference (PyTorch's
-on the same batches, or the array saved at export): largest and mean absolute difference, agreement of
-predicted labels, pass/fail against a tolerance, and a message that says by how much and what to do. The
-examples are saved beside the graph (:func:`write_examples`) so later stages feed the same ones.
+on the same batches, or the array saved at export). The examples are saved beside the graph
+(:func:`write_examples`) so later stages feed the same ones.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from .config import ExportConfig
 
 @dataclass(frozen=True)
 class Validation:
-    """How closely a graph reproduces the reference logits on real examples."""
-
     max_abs_diff: float
     mean_abs_diff: float
     label_agreement: float

@@ -177,16 +177,13 @@ class FusionConfig:
 
     @classmethod
     def quick(cls, **kw) -> "FusionConfig":
-        """Every variant, two small shapes, 1 + 3 runs, one thread, the full fusion (a smoke run's few runs cannot
-        choose between fusions): tests and workshops."""
+        """Tests and workshops: small shapes, few runs, one thread, and the full fusion (so few runs cannot choose between fusions)."""
         return cls(**{"shapes": ((1, 16), (2, 32)), "warmup": 1, "repeats": 3, "threads": 1,
                       "max_seconds_per_shape": 5.0, "retimes": 0, "fusion": "full", **kw})
 
     @classmethod
     def gpu(cls, **kw) -> "FusionConfig":
-        """The GPU comparison: exported, fused and fused FP16 graphs on CUDA with I/O binding, each
-        also as a CUDA graph where ONNX Runtime accepts it, next to PyTorch eager, SDPA FP16 and
-        torch.compile(mode="reduce-overhead") at batch 1 and 32, sequence 128."""
+        """The GPU comparison: fused and FP16 graphs with I/O binding and CUDA graphs, beside PyTorch's SDPA and compiled peers."""
         return cls(**{"variants": (Variant.UNOPTIMIZED, Variant.TRANSFORMER, Variant.TRANSFORMER_FP16),
                       "shapes": ((1, 128), (32, 128)), "warmup": 10, "repeats": 100, "device": "cuda", "fp16": True,
                       "cuda_graph": True, **kw})

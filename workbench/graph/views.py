@@ -138,8 +138,7 @@ def table(report: FusionReport) -> str:
 
 
 def export_text(result: ExportResult) -> str:
-    """An export in a few lines: model, attention, opset, time, the graph's size and top ops, its
-    inputs, and the validation against PyTorch."""
+    """An export in a few lines: model, opset, size, top ops, inputs, and the validation against PyTorch."""
     top = ", ".join(f"{op} {n}" for op, n in list(result.op_histogram.items())[:8])
     return "\n".join([
         f"exported {result.model_name} ({result.attn_implementation} attention, opset {result.opset}) "

@@ -1,11 +1,9 @@
 """Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
 
-:func:`require_device` is the device choice every front shares; asking for CUDA where it is absent is one
-:class:`DeviceError` naming the missing piece (:func:`cuda_problem`: facts in, message out). Placement is read
-from ONNX Runtime's profile (each kernel event names its provider: the reliable record; verbose logging goes to
-stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph;
-:func:`classify_capture_error` reads why CUDA-graph capture was refused (``inference_session.cc`` refuses
-compute nodes off the CUDA EP and control flow).
+Placement is read from ONNX Runtime's profile (each kernel event names its provider: the reliable record;
+verbose logging goes to stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized
+graph. :func:`classify_capture_error` reads why CUDA-graph capture was refused (``inference_session.cc``
+refuses compute nodes off the CUDA EP and control flow).
 """
 
 from __future__ import annotations
@@ -167,8 +165,6 @@ def ort_device(device: Any) -> tuple[str, int]:
 # ---- placement ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NodePlacement:
-    """One node of the graph as ONNX Runtime ran it: which execution provider ran its kernel."""
-
     name: str
     op_type: str
     provider: str
@@ -176,8 +172,6 @@ class NodePlacement:
 
 @dataclass(frozen=True)
 class CaptureRefusal:
-    """Why ONNX Runtime refused (or failed) to capture a CUDA graph."""
-
     kind: str  # nodes_not_on_cuda | control_flow | shapes | needs_cuda | capture_failed | unknown
     reason: str
     fix: str

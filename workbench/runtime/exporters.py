@@ -18,6 +18,5 @@ def torchscript_registration():
 
 
 def torchscript_available() -> bool:
-    """Whether this torch still ships the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``):
-    deprecated since torch 2.9, where the dynamo exporter became the default."""
+    """Whether this torch still ships the TorchScript exporter (deprecated since torch 2.9)."""
     return torchscript_registration() is not None

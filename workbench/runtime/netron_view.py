@@ -1,7 +1,6 @@
-"""Netron, the graph viewer, served from a background thread of this process on 127.0.0.1 only, on a free
-port: the iframe works when the browser runs on the kernel's machine (or through a tunnelled port); elsewhere
-open the file in https://netron.app. When Netron cannot start, :class:`NetronError` says why and
-:func:`unavailable_html` shows it in place of the viewer, so the rest of the panel keeps working.
+"""Netron, the graph viewer, served from a background thread on 127.0.0.1 and a free port: the iframe works
+when the browser runs on the kernel's machine (or through a tunnelled port); elsewhere open the file in
+https://netron.app. When Netron cannot start, :func:`unavailable_html` says why in place of the viewer.
 """
 
 from __future__ import annotations

@@ -56,17 +56,13 @@ def make_session(
     writes the graph after its optimizations (how the session levels become files to diff).
 
     Spinning: by default worker threads busy-wait *during* a run (which matters most for small graphs;
-    figures: docs/benchmarks/index.md) and stop the moment it returns (``session.force_spinning_stop``), so an
-    idle session takes no core from what runs next. ``keep_spinning=True`` is ONNX Runtime's own default;
-    ``allow_spinning=False`` never spins.
+    figures: docs/benchmarks/index.md) and stop the moment it returns, so an idle session takes no core from
+    what runs next. ``keep_spinning=True`` is ONNX Runtime's own default; ``allow_spinning=False`` never spins.
 
-    ``device`` ``"cuda"``/``"cuda:N"``: the CUDA provider first, the CPU provider for what CUDA has no kernel
-    for; CUDA absent raises :class:`~workbench.runtime.device.DeviceError`, and a CUDA session that ONNX Runtime
-    quietly opened on the CPU alone is an error too, never a silent fallback. ``profile_prefix`` turns on the
-    profiler. ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`: a
-    fusion left out on purpose that the session must not put back). ``execution_mode="parallel"`` runs on at
-    least two inter-op threads (with one, ONNX Runtime quietly runs sequentially).
-    """
+    A CUDA session that ONNX Runtime quietly opened on the CPU alone is an error, never a silent fallback.
+    ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`).
+    ``execution_mode="parallel"`` runs on at least two inter-op threads (with one, ONNX Runtime quietly runs
+    sequentially)."""
     from .device import is_cuda, require_device, session_providers
     import onnxruntime as ort
 

@@ -1,8 +1,4 @@
-"""The session every stage's session is built on: a stage's inputs (checked when set), its results
-(``result``, the latest, and ``history``), caches, servers on 127.0.0.1 (stopped by :meth:`Session.close` or a
-``with`` block), run folder, the stop event the library reads and the progress callback it reports to; held in
-plain Python so that it runs and is tested without a widget.
-"""
+"""The session every stage's session is built on, held in plain Python so that it runs and is tested without a widget."""
 
 from __future__ import annotations
 
@@ -81,9 +77,8 @@ class Session:
 
 
 def as_saved(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
-    """A stage result given as itself, as its result file or the folder holding it (read with
-    ``load``), or as any other folder of a run (:func:`workbench.flow.handoffs.open_run`: the run's
-    newest ``stage`` result): the one converter every session's saved results go through."""
+    """A stage result given as itself, its result file or folder, or any other folder of a run (the run's newest
+    ``stage`` result): the one converter every session's saved results go through."""
     import os
 
     from ..flow import handoffs as flow

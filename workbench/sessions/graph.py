@@ -42,8 +42,7 @@ class GraphSession(DataInput, Session):
         self.netron = NetronServer()  # 127.0.0.1 only; nothing runs until show_netron
 
     def export_and_fuse(self, model: str, export_cfg: ExportConfig, fusion_cfg: FusionConfig) -> FusionReport:
-        """Export ``model`` ("tiny", "minilm" or a checkpoint folder) and fuse it into the run folder
-        (:func:`workbench.workflows.stages.export_and_fuse`); keeps and returns the fusion report."""
+        """Export ``model`` ("tiny", "minilm" or a checkpoint folder) and fuse it into the run folder; keeps the fusion report."""
         model = model_folder(model)
         require_device(fusion_cfg.device)  # before exporting anything
         data = self.dataset()
@@ -73,8 +72,7 @@ class GraphSession(DataInput, Session):
         return Path(self.result.variant(variant or Variant.UNOPTIMIZED.value).path)
 
     def show_netron(self, variant: Optional[str] = None) -> str:
-        """Serve ``variant``'s graph with Netron on 127.0.0.1 and return its URL (``NetronError``,
-        saying why, when Netron cannot start)."""
+        """Serve ``variant``'s graph with Netron and return its URL (``NetronError`` saying why when Netron cannot start)."""
         return self.netron.start(self.graph_path(variant))
 
     def stop_netron(self) -> None:

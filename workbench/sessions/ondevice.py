@@ -23,8 +23,7 @@ class OnDeviceSession(DataInput, Session):
         self.page_server = None
 
     def train(self, model: str, cfg: OnDeviceConfig) -> OnDeviceResult:
-        """Build the artifacts of ``model``, train on the device and in PyTorch eager, export and
-        validate the inference graph (:func:`workbench.ondevice.run_ondevice`); keeps the result."""
+        """Train ``model`` on the device and in PyTorch eager, and export and validate the inference graph."""
         model = model_folder(model)
         data = self.dataset()
         self.start()

@@ -1,6 +1,5 @@
-"""The quantization session: INT8 presets of one FP32 graph scored slice by slice, re-quantization
-without the worst nodes, and the accuracy-constrained search, with every quantization kept by name
-and the FP32 baseline scored once and reused.
+"""The quantization session: INT8 presets of one FP32 graph scored slice by slice, every quantization kept by
+name and the FP32 baseline scored once and reused.
 
     s = QuantSession(graph=fusion_report, data=DataConfig.quick(), run_dir="runs/mine")
     s.quantize("dynamic", n_boot=1000)             # s.result, s.results["dynamic-qint8"] (kept by its name)
@@ -137,8 +136,7 @@ class QuantSession(DataInput, Session):
 
     # ---- the stage ---------------------------------------------------------------------------------
     def quantize(self, preset: str, *, n_boot: int = DEFAULT_N_BOOT, timing: Optional[TimingConfig] = None) -> QuantResult:
-        """Quantize the graph with ``preset`` (a name from ``workbench.quant.PRESETS``), score every slice
-        with ``n_boot`` bootstrap draws; the FP32 baseline is scored once, beside the first variant."""
+        """Quantize with ``preset`` and score every slice; the FP32 baseline is scored once, beside the first variant."""
         graph = self.fp32_graph()
         cfg = machine_preset(preset)  # following this CPU, as the audit's and the demo's presets do
         timing = timing if timing is not None else timing_config()
@@ -184,9 +182,8 @@ class QuantSession(DataInput, Session):
         return self.keep_search(search)
 
     def ship(self) -> ShippedGraph:
-        """The latest search's choice (its INT8 variant, else the FP32 graph it measured) into ``chosen/`` of the
-        run folder the search wrote into, with its tokenizer, labels, settings.json and a predict.py that needs
-        only onnxruntime, tokenizers and numpy (:mod:`workbench.quant.ship`)."""
+        """The latest search's choice (its INT8 variant, else the FP32 graph) into the run's ``chosen/``, with a
+        predict.py that needs only onnxruntime, tokenizers and numpy (:mod:`workbench.quant.ship`)."""
         search = self.search_result
         if search is None:
             raise InputError("nothing chosen yet: press Search within budget first (or open a saved search)")

@@ -28,8 +28,7 @@ class TrainSession(Session):
 
     def train(self, cfg: TrainConfig, compare_cfg: CompareConfig,
               on_step: Optional[Callable[[Progress], None]] = None) -> Comparison:
-        """Train each of ``compare_cfg.backends`` with ``cfg`` into the run folder's ``train/``;
-        ``on_step(Progress)`` hears every step (default: the session's progress callback)."""
+        """Train each of ``compare_cfg.backends`` into the run's ``train/``; ``on_step`` defaults to the session's progress callback."""
         if not isinstance(cfg, TrainConfig):
             raise TypeError(f"cfg must be a workbench.train.TrainConfig, got {type(cfg).__name__}")
         if not compare_cfg.backends:
