@@ -33,6 +33,8 @@ DISK = f"{RESULTS}/stacks_disk_epyc-avx2_2026-11-26.json"
 DEMO = f"{RESULTS}/demo_minilm_epyc-avx2_2026-11-25.json"
 # what benchmarks/classifier_result.py writes from a demo run's summary.json; the newest one is quoted
 CLASSIFIER_GLOB = f"{RESULTS}/classifier_minilm_*.json"
+# what benchmarks/bench_scale.py writes (engine local against ray, the load runs); the newest one is quoted
+SCALE_GLOB = f"{RESULTS}/scale_minilm_*.json"
 
 FIGURE = re.compile(r"<!-- figure: ([\w.|-]+) -->(.*?)<!-- /figure -->", re.S)
 TABLE = re.compile(r"(<!-- results-table: ([\w.-]+) -->\n)(.*?)(<!-- /results-table -->)", re.S)
@@ -334,7 +336,37 @@ def date_of(source: str) -> str:
     return found[1]
 
 
-TABLES: dict[str, Callable[[], str]] = {"glance": glance_table, "embed.variants": embed_variants_table}
+# --- past one machine (benchmarks/bench_scale.py's JSON) ---
+
+SCALE_ROWS, SCALE_NODES, SCALE_CORES = 1_000_000, (1, 4, 16), 8
+
+
+def scale_table(found: Optional[list[Path]] = None) -> str:
+    """docs/scale.md's table: each graph's rows per second on both engines and per actor, measured; then the time
+    to score 1,000,000 rows with the FP32 graph and one INT8 graph on 1, 4 and 16 nodes of 8 cores, predicted from
+    the per-actor throughput. Until a result file is committed, a line that says so."""
+    found = load(SCALE_GLOB) if found is None else found
+    if not found:
+        return ("*No result file yet: the table appears here once `benchmarks/bench_scale.py` has run on a quiet machine and "
+                f"its JSON is committed as `{SCALE_GLOB.replace('*', '<machine>_<YYYY-MM-DD>')}`.*")
+    path = found[-1].relative_to(REPO).as_posix() if found[-1].is_relative_to(REPO) else str(found[-1])
+    d = json.loads(found[-1].read_text())
+    pool, per_actor = d["pool"], {g: t["per_actor_rows_per_s"] for g, t in d["throughput"].items()}
+    rows = [cells("graph", "local, rows/s", "ray, rows/s", "Ray's overhead [range]", "per actor, rows/s"), cells(*["---"] * 5)]
+    for g, t in d["throughput"].items():
+        rows.append(cells(f"`{g}`", f"{t['local_rows_per_s']:.0f}", f"{t['ray_rows_per_s']:.0f}",
+                          f"{100 * t['overhead']:+.1f}% [{100 * t['overhead_min']:+.1f}, {100 * t['overhead_max']:+.1f}]",
+                          f"{t['per_actor_rows_per_s']:.1f}"))
+    seconds = {n: sum(SCALE_ROWS / (r * SCALE_CORES * n) for r in per_actor.values()) for n in SCALE_NODES}
+    rows += ["", cells(f"nodes of {SCALE_CORES} cores", *SCALE_NODES), cells(*["---"] * (1 + len(SCALE_NODES))),
+             cells(f"{SCALE_ROWS:,} rows, {' + '.join(f'`{g}`' for g in per_actor)}, predicted",
+                   *(minutes(seconds[n]) for n in SCALE_NODES))]
+    return "\n".join(rows + ["", f"Measured: {d['rows']:,} reviews, {d['rounds']} interleaved rounds, local {d['threads']} threads "
+                              f"against {pool['actors']} actor(s) of {pool['threads_per_actor']} thread, batch {d['batch_size']}, "
+                              f"on {d['machine']['cpu_model']}, {date_of(path)}: `{path}`."])
+
+
+TABLES: dict[str, Callable[[], str]] = {"glance": glance_table, "embed.variants": embed_variants_table, "scale": scale_table}
 
 
 def table_text(name: str) -> str:
