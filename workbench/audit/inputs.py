@@ -23,6 +23,7 @@ class ModelFacts:
     architectures: list[str]
     id2label: dict[int, str]
     num_labels: int
+    max_positions: Optional[int] = None  # config.json's max_position_embeddings
 
     @property
     def class_names(self) -> list[str]:
@@ -67,7 +68,7 @@ def check_model(folder: str) -> ModelFacts:
             f"supported model types: {list(SUPPORTED_MODEL_TYPES)}")
     if not any((path / w).is_file() for w in WEIGHT_FILES):
         raise AuditInputError(f"no weights in {path}: expected one of {list(WEIGHT_FILES)}")
-    from ..models.load import ModelError, check_weights
+    from ..models.load import check_weights
 
     try:
         check_weights(path)
@@ -92,7 +93,8 @@ def check_model(folder: str) -> ModelFacts:
     except Exception as exc:  # transformers raises OSError, ValueError, TypeError... for a broken tokenizer
         raise AuditInputError(f"no usable tokenizer in {path} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
                               "save it there with tokenizer.save_pretrained(folder)") from exc
-    return ModelFacts(path.resolve(), model_type, archs, id2label, n)
+    positions = config.get("max_position_embeddings")
+    return ModelFacts(path.resolve(), model_type, archs, id2label, n, positions if isinstance(positions, int) else None)
 
 
 def _label_key(v: Any) -> str:
@@ -221,15 +223,10 @@ class CheckedInputs:
 
 def _check_max_length(model: ModelFacts, cfg: AuditConfig) -> None:
     """--max-length within the model's position embeddings (longer inputs fail deep inside the export)."""
-    import json
-
-    try:
-        limit = json.loads((model.folder / "config.json").read_text()).get("max_position_embeddings")
-    except (OSError, ValueError):
-        return  # check_model read it a moment ago; nothing to add here
-    if isinstance(limit, int) and cfg.max_length > limit:
-        raise AuditInputError(f"--max-length {cfg.max_length} is more than the model's {limit} positions "
-                              f"(max_position_embeddings in {model.folder / 'config.json'}): pass --max-length {limit} or less")
+    if model.max_positions is not None and cfg.max_length > model.max_positions:
+        raise AuditInputError(f"--max-length {cfg.max_length} is more than the model's {model.max_positions} positions "
+                              f"(max_position_embeddings in {model.folder / 'config.json'}): pass --max-length "
+                              f"{model.max_positions} or less")
 
 
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
