@@ -60,6 +60,33 @@ def assert_same_figures(a: dict, b: dict) -> None:
         assert a["verdict"][key] == b["verdict"][key], key
 
 
+TOL = 1e-5  # float32 rounding of the same graph on the same arrays in two processes
+
+
+def assert_close_figures(a, b, path: str = "") -> None:
+    """Two embedding audits' figures (summary.json's ``evaluation``): the same keys, lists and words, and every
+    number within :data:`TOL` (NDCG@10, recall@10, MRR@10, cosine, neighbour overlap, per slice and overall)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            assert_close_figures(a[k], b[k], f"{path}/{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close_figures(x, y, f"{path}/{i}")
+    elif isinstance(a, float):
+        assert abs(a - b) <= TOL, f"{path}: {a} != {b}"
+    else:
+        assert a == b, path
+
+
+def assert_same_embedding_figures(a: dict, b: dict) -> None:
+    """Two embedding audits' summary.json give the same figures (within :data:`TOL`) and the same verdict."""
+    assert_close_figures(a["evaluation"], b["evaluation"])
+    for key in ("status", "exit_code"):
+        assert a["verdict"][key] == b["verdict"][key], key
+
+
 def calls(folder: Path) -> list[tuple[bool, np.ndarray]]:
     """The recorded calls in order: (scored on a pool, output)."""
     return [(p.stem.endswith("-pool"), np.load(p)) for p in sorted(Path(folder).glob("*.npy"))]
