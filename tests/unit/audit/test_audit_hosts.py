@@ -4,8 +4,10 @@ Three hosts on this machine, each a network namespace with its own address on a 
 (:mod:`helpers.ray_hosts`): a Ray head with no CPUs of its own and two worker nodes. The audit's driver
 runs on the head host (``ip netns exec``) with ``--engine ray --ray-address <head>:6379``, so every batch
 crosses the network to an actor on a worker host; the same audit run here with ``--engine local`` gives
-the reference. A worker host killed while its actors hold batches: the audit ends with every row scored
-once and the same figures, or fails in one line with no half-written report. Ctrl-C during an audit on a
+the reference. The embedding audit (a 40-text corpus with 20 queries) is run the same two ways on the same
+cluster: the same embeddings within 1e-5 and the same retrieval figures per slice. A worker host killed
+while its actors hold batches: the audit ends with every row scored once and the same figures, or fails in
+one line with no half-written report. Ctrl-C during an audit on a
 local Ray instance leaves no Ray process behind and no report.
 
 These tests need root and iproute2 (``ip netns``); where a namespace cannot be made they fail, saying why.
@@ -31,7 +33,7 @@ from helpers.audit_fixtures import make_rows, train_tiny_classifier, write_csv
 from helpers.ray_hosts import RayHosts, leftovers, netns_missing, short_root
 
 REPO = Path(__file__).resolve().parents[3]
-TOL = 1e-5  # float32 rounding of the same graph on the same arrays in two processes (as the local Ray test)
+TOL = recorded_audit.TOL  # float32 rounding of the same graph on the same arrays in two processes
 ACTOR = "MapWorker"  # Ray Data's actor around GraphActor: its class name and its processes' title
 POOL_ERROR = "the Ray pool stopped while scoring"
 
@@ -118,6 +120,55 @@ def test_the_audit_on_a_head_and_two_worker_hosts_scores_every_row_as_here(hosts
     # the actors ran on the worker hosts, both of them, and none on the head (it has no CPUs to give)
     ran_on = {a["ip"] for a in hosts.actors(ACTOR)}
     assert ran_on == {w.ip for w in hosts.worker_hosts}, ran_on
+
+
+@pytest.fixture(scope="module")
+def embedding_inputs(tmp_path_factory):
+    """A tiny sentence-transformers folder, a 40-row corpus and 20 queries (each the start of one document, that
+    document relevant): the embedding audit with retrieval figures, small enough to add little."""
+    import pandas as pd
+
+    from helpers.embed_fixtures import make_tiny_st_folder
+
+    tmp = tmp_path_factory.mktemp("embed-hosts")
+    folder = make_tiny_st_folder(tmp / "st")
+    rows = make_rows(40, seed=3)
+    pd.DataFrame([{"id": f"d{i}", "text": r["review"], "channel": r["channel"]} for i, r in enumerate(rows)]).to_csv(
+        tmp / "corpus.csv", index=False)
+    pd.DataFrame([{"query": " ".join(r["review"].split()[:4]), "relevant": f"d{i}"} for i, r in enumerate(rows[:20])]).to_csv(
+        tmp / "pairs.csv", index=False)
+    return tmp, folder, tmp / "corpus.csv"
+
+
+def _embed_run(embedding_inputs, name: str, *engine: str, on=None) -> tuple[subprocess.CompletedProcess, Path]:
+    """The embedding audit (one dynamic preset, no speed guard) recorded into ``<name>-calls``, here or on a host."""
+    tmp, folder, corpus = embedding_inputs
+    argv = ["audit", "--model", str(folder), "--data", str(corpus), "--queries", str(tmp / "pairs.csv"), "--presets", "dynamic",
+            "--no-speed", "--quick", "--out", str(tmp / name), *engine]
+    driver = [sys.executable, "-m", "helpers.recorded_audit", str(tmp / f"{name}-calls"), "embedding", "--", *argv]
+    env = on.proc_env() if on is not None else {**os.environ, **_env()}
+    argv = on.exec_argv(on.head, driver) if on is not None else driver
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode in (0, 3), proc.stdout[-3000:] + proc.stderr[-3000:]  # a verdict either way (3: no variant fits)
+    return proc, tmp / name
+
+
+def test_the_embedding_audit_on_a_head_and_two_worker_hosts_encodes_as_here(hosts, embedding_inputs):
+    _, local = _embed_run(embedding_inputs, "embed-local", "--engine", "local")
+    proc, cluster = _embed_run(embedding_inputs, "embed-cluster", "--engine", "ray", "--ray-address", hosts.address,
+                               "--ray-actors", "2", on=hosts)
+    assert f"the cluster at {hosts.address}" in proc.stdout
+    here, there = (recorded_audit.calls(embedding_inputs[0] / f"{n}-calls") for n in ("embed-local", "embed-cluster"))
+    # the export's validation encodes on the driver; the corpus and the queries, with each graph, on the pool
+    assert not any(p for p, _ in here) and not there[0][0] and all(p for p, _ in there[1:]), [p for p, _ in there]
+    for (_, a), (_, b) in zip(here, there, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=TOL)
+    summaries = [json.loads((out / "summary.json").read_text()) for out in (local, cluster)]
+    assert "ndcg@10" in json.dumps(summaries[0]["evaluation"])  # retrieval figures to compare, per slice
+    recorded_audit.assert_same_embedding_figures(*summaries)
+    ran_on = {a["ip"] for a in hosts.actors(ACTOR)}  # every actor on a worker host (the head has no CPUs to give)
+    assert ran_on and ran_on <= {w.ip for w in hosts.worker_hosts}, ran_on
 
 
 def _title(proc: psutil.Process) -> str:
