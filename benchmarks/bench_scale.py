@@ -247,7 +247,13 @@ def main(argv=None) -> int:
     graphs = {g: work / "graphs" / rel for g, rel in built["graphs"].items()}
     print(f"\n{info['cpu_model']}: {a.rows} reviews, {a.rounds} interleaved rounds, local {a.threads} threads against ray "
           f"{a.threads} one-thread actors", flush=True)
-    rounds, pool = throughput(a, graphs)
+    from workbench.runtime.engine import EngineError
+
+    try:
+        rounds, pool = throughput(a, graphs)
+    except EngineError as exc:  # Ray did not start (a busy machine can time its start out): one line, nothing written
+        print(f"bench_scale: {exc}", file=sys.stderr)
+        return 1
     summary = summarize(rounds, pool["actors"])
     print(table(summary, pool), flush=True)
     loads = [] if a.no_load else [load_run(a, classifier(a.model, work), n, work) for n in sorted(set(a.load_rows))]
