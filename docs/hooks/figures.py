@@ -352,7 +352,7 @@ def scale_table(found: Optional[list[Path]] = None) -> str:
     path = found[-1].relative_to(REPO).as_posix() if found[-1].is_relative_to(REPO) else str(found[-1])
     d = json.loads(found[-1].read_text())
     pool, per_actor = d["pool"], {g: t["per_actor_rows_per_s"] for g, t in d["throughput"].items()}
-    rows = [cells("graph", "local, rows/s", "ray, rows/s", "Ray's overhead [range]", "per actor, rows/s"), cells(*["---"] * 5)]
+    rows = [cells("graph", "local, rows/s", "ray, rows/s", "Ray's overhead [range]", "per actor (steady), rows/s"), cells(*["---"] * 5)]
     for g, t in d["throughput"].items():
         rows.append(cells(f"`{g}`", f"{t['local_rows_per_s']:.0f}", f"{t['ray_rows_per_s']:.0f}",
                           f"{100 * t['overhead']:+.1f}% [{100 * t['overhead_min']:+.1f}, {100 * t['overhead_max']:+.1f}]",

@@ -41,6 +41,17 @@ def test_the_rounds_give_each_graphs_median_rates_overhead_and_per_actor_rate() 
     assert got["int8"]["overhead"] == 0 and got["int8"]["per_actor_rows_per_s"] == 100
 
 
+def test_the_per_actor_rate_is_the_pools_steady_rate_from_its_first_batch_back_to_its_last() -> None:
+    from workbench.runtime.progress import ScoringProgress
+
+    seen = [ScoringProgress("g", rows, 100, seconds, 2) for rows, seconds in ((0, 0.0), (10, 30.0), (60, 35.0), (100, 40.0))]
+    assert bench_scale.steady_rate(seen) == 9.0  # 90 rows in the 10 s after the first batch; the 30 s start left out
+    assert bench_scale.steady_rate(seen[:2]) is None
+    rounds = [dict(_round(0, "g", 100, 50), ray_steady_rows_per_s=90.0), dict(_round(1, "g", 100, 50), ray_steady_rows_per_s=70.0)]
+    got = bench_scale.summarize(rounds, actors=2)["g"]
+    assert got["per_actor_rows_per_s"] == 40.0 and got["per_actor_from"] == "steady" and got["ray_rows_per_s"] == 50
+
+
 def test_the_drivers_growth_per_row_is_read_between_the_smallest_and_largest_load_runs() -> None:
     runs = [{"rows": 200_000, "peak_driver_mib": 700.0}, {"rows": 50_000, "peak_driver_mib": 400.0}]
     got = bench_scale.growth(runs, graphs=2)
