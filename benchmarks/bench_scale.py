@@ -184,7 +184,19 @@ def sample(root) -> dict:
             "daemons": sum(_rss(k) for k in kids if not _title(k).startswith("ray::"))}
 
 
+START_TRIES = 3  # a busy machine can time Ray's start out (30 s, Ray's own limit): the load run is started again
+
+
 def load_run(a, model: Path, rows: int, work: Path) -> dict:
+    """A :func:`load_try`, again while Ray did not start (at most :data:`START_TRIES` times)."""
+    for _ in range(START_TRIES):
+        run = load_try(a, model, rows, work)
+        if run["exit_code"] in (0, 3) or "could not start a local Ray instance" not in (work / f"load-{rows}.log").read_text():
+            return run
+    return run
+
+
+def load_try(a, model: Path, rows: int, work: Path) -> dict:
     """``workbench audit --engine ray`` on ``rows`` reviews in its own process, its memory sampled every 0.5 s."""
     import psutil
 
@@ -216,10 +228,13 @@ def load_run(a, model: Path, rows: int, work: Path) -> dict:
     return {"rows": rows, "rows_scored": scored, "exit_code": code, "seconds": seconds, **mib, "argv": argv[2:]}
 
 
-def growth(runs: list[dict], graphs: int) -> dict:
-    """The driver's peak growth per row between the smallest and the largest load run, beside the bytes a row's
-    results take (two float32 logits per graph scored)."""
-    small, big = min(runs, key=lambda r: r["rows"]), max(runs, key=lambda r: r["rows"])
+def growth(runs: list[dict], graphs: int) -> dict | None:
+    """The driver's peak growth per row between the smallest and the largest load run that completed, beside the
+    bytes a row's results take (two float32 logits per graph scored); None with fewer than two such runs."""
+    done = [r for r in runs if r["exit_code"] in (0, 3)]  # 3: the audit completed, no variant within its budgets
+    if len({r["rows"] for r in done}) < 2:
+        return None
+    small, big = min(done, key=lambda r: r["rows"]), max(done, key=lambda r: r["rows"])
     per_row = (big["peak_driver_mib"] - small["peak_driver_mib"]) * 2**20 / (big["rows"] - small["rows"])
     return {"driver_bytes_per_row": per_row, "results_bytes_per_row": graphs * len(CLASSES) * 4,
             "from_rows": small["rows"], "to_rows": big["rows"]}
@@ -273,7 +288,7 @@ def main(argv=None) -> int:
     summary = summarize(rounds, pool["actors"])
     print(table(summary, pool), flush=True)
     loads = [] if a.no_load else [load_run(a, classifier(a.model, work), n, work) for n in sorted(set(a.load_rows))]
-    grown = growth(loads, graphs=2) if loads else None
+    grown = growth(loads, graphs=2)
     if grown:
         print(f"driver memory from {grown['from_rows']} to {grown['to_rows']} rows: {grown['driver_bytes_per_row']:.0f} bytes "
               f"a row (the results need {grown['results_bytes_per_row']})")

@@ -53,7 +53,9 @@ def test_the_per_actor_rate_is_the_pools_steady_rate_from_its_first_batch_back_t
 
 
 def test_the_drivers_growth_per_row_is_read_between_the_smallest_and_largest_load_runs() -> None:
-    runs = [{"rows": 200_000, "peak_driver_mib": 700.0}, {"rows": 50_000, "peak_driver_mib": 400.0}]
+    runs = [{"rows": 200_000, "peak_driver_mib": 700.0, "exit_code": 0}, {"rows": 50_000, "peak_driver_mib": 400.0, "exit_code": 3},
+            {"rows": 100_000, "peak_driver_mib": 9000.0, "exit_code": 1}]  # an audit that failed: not a figure of growth
+    assert bench_scale.growth(runs[1:], graphs=2) is None
     got = bench_scale.growth(runs, graphs=2)
     assert (got["from_rows"], got["to_rows"]) == (50_000, 200_000)
     assert got["driver_bytes_per_row"] == pytest.approx(300 * 2**20 / 150_000)
