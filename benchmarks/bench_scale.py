@@ -280,11 +280,14 @@ def main(argv=None) -> int:
           f"{a.threads} one-thread actors", flush=True)
     from workbench.runtime.engine import EngineError
 
-    try:
-        rounds, pool = throughput(a, graphs)
-    except EngineError as exc:  # Ray did not start (a busy machine can time its start out): one line, nothing written
-        print(f"bench_scale: {exc}", file=sys.stderr)
-        return 1
+    for tries_left in reversed(range(START_TRIES)):
+        try:
+            rounds, pool = throughput(a, graphs)
+            break
+        except EngineError as exc:  # Ray did not start (a busy machine can time its start out): again, then one line
+            if not tries_left:
+                print(f"bench_scale: {exc}", file=sys.stderr)
+                return 1
     summary = summarize(rounds, pool["actors"])
     print(table(summary, pool), flush=True)
     loads = [] if a.no_load else [load_run(a, classifier(a.model, work), n, work) for n in sorted(set(a.load_rows))]
