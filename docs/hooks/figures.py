@@ -366,7 +366,47 @@ def scale_table(found: Optional[list[Path]] = None) -> str:
                               f"on {d['machine']['cpu_model']}, {date_of(path)}: `{path}`."])
 
 
-TABLES: dict[str, Callable[[], str]] = {"glance": glance_table, "embed.variants": embed_variants_table, "scale": scale_table}
+TRAIN_RUNS = tuple(f"{RESULTS}/train_{what}_epyc-avx2_2026-11-25.json" for what in ("minilm", "tiny", "dropout"))
+TRAIN_MODELS = {"minilm": "MiniLM-L6 (22.7M)", "tiny": "tiny BERT (random, 2 layers, hidden 32)"}
+
+
+def train_verdict(lo: float, hi: float) -> str:
+    """A like-for-like ratio's verdict: a gain needs the whole interval above 1.00x, a loss the whole below."""
+    return "gain" if lo > 1 else "slower" if hi < 1 else "no gain"
+
+
+def train_rows(comparison: str) -> list[tuple[str, dict, dict]]:
+    """``(model, row, its baseline row)`` of the training benchmark's committed runs, for rows of ``comparison``
+    (``backend``: ORTModule against eager with the same settings; ``pytorch setting``: eager against eager)."""
+    out = []
+    for source in TRAIN_RUNS:
+        d = load(source)
+        by_name = {(r["variant"], r["batch"], r["seq"]): r for r in d["interleaved"]}
+        for r in d["interleaved"]:
+            if r["comparison"] == comparison and r["status"] == "ok":
+                out.append((TRAIN_MODELS[d["model"]], r, by_name[(r["baseline"], r["batch"], r["seq"])]))
+    return out
+
+
+def train_table(comparison: str, head: str) -> str:
+    rows = [cells("model", "shape", head, "baseline (same settings)", "variant ms", "baseline ms", "speed (95% interval)",
+                  "verdict"), cells(*["---"] * 8)]
+    for model, r, base in train_rows(comparison):
+        lo, hi = r["interval"]
+        speed = f"{ratio(r['speed_vs_baseline'])} ({span(lo, hi)})"
+        verdict = train_verdict(lo, hi)
+        rows.append(cells(model, f"{r['batch']}x{r['seq']}", r["what"], base["what"], f"{1000 * r['median_step_s']:.0f}",
+                          f"{1000 * base['median_step_s']:.0f}", f"**{speed}**" if verdict == "gain" else speed, verdict))
+    d = load(TRAIN_RUNS[0])
+    sources = ", ".join(f"`{s}`" for s in TRAIN_RUNS)
+    return "\n".join(rows + ["", f"Source: {sources} ({d['machine']['cpu_model']}, {d['machine']['isa']}, "
+                                 f"{date_of(TRAIN_RUNS[0])})."])
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "glance": glance_table, "embed.variants": embed_variants_table, "scale": scale_table,
+    "train.backends": lambda: train_table("backend", "ORTModule variant"),
+    "train.settings": lambda: train_table("pytorch setting", "PyTorch setting")}
 
 
 def table_text(name: str) -> str:
