@@ -21,10 +21,6 @@ class LatencyStats:
     warmup: int
     samples_ms: list[float] = field(default_factory=list)
 
-    @property
-    def unit(self) -> str:
-        return "ms"
-
     def quantile_ms(self, q: float) -> float:
             return quantile(self.samples_ms, q) if self.samples_ms else self.median_ms
 

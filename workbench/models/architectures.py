@@ -90,9 +90,8 @@ def _mpnet(tok):
 def _deberta_v2(tok):
     from transformers import DebertaV2Config
 
-    # DeBERTa-v3's settings (what fine-tuned DeBERTa-v2/v3 checkpoints use): disentangled
-    # attention with content-to-position and position-to-content terms, log-bucketed relative
-    # positions, no absolute position embedding.
+    # DeBERTa-v3's settings (what fine-tuned v2/v3 checkpoints use): disentangled c2p/p2c attention,
+    # log-bucketed relative positions, no absolute position embedding.
     return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                            num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
                            max_position_embeddings=MAX_POSITIONS, relative_attention=True,

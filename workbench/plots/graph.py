@@ -242,7 +242,6 @@ def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
                                         and len(replaced) != len(fused.replaced) else f"replaced: {len(fused.replaced)} nodes"))
 
     _draw_fused_node(fig, fused)  # left panel
-    # right panel: the replaced subgraph, layered
     depth, pos, bpos = _subgraph_layout(replaced, list(fused.boundary_inputs))
     _draw_subgraph_edges(fig, replaced, pos, bpos)
     for label, color, members in (("replaced node", OWN_COLOR, [i for i, n in enumerate(replaced) if n.name not in shared]),

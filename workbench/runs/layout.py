@@ -88,11 +88,9 @@ def quantize_dir(name: str) -> str:
     return f"{QUANTIZE_DIR}/{name}"
 
 
-# where each stage writes (the folder its result file goes into)
 STAGE_DIRS = {"train": TRAIN_DIR, "export": EXPORT_DIR, "fusion": FUSION_DIR, "quantize": QUANTIZE_DIR,
               "search": SEARCH_DIR}
 
-# the result file of each stage (``runs.find_results`` keys), as before
 STAGE_FILES = {"compare": COMPARE_FILE, "export": EXPORT_FILE, "fusion": FUSION_FILE, "quantize": QUANTIZE_FILE,
                "search": SEARCH_FILE}
 
