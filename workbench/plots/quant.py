@@ -29,11 +29,6 @@ def _report(obj: ReportLike, golden: bool = False) -> SliceReport:
     raise TypeError(f"expected a SliceReport or a QuantResult, got {type(obj).__name__}")
 
 
-def _scale(metric: str) -> tuple[float, str]:
-    """Accuracy-like metrics are shown in points (x100); ECE too."""
-    return 100.0, "points"
-
-
 def _color(d: SliceDrift, metric: str) -> str:
     m = d.deltas[metric]
     if d.too_small or d.n == 0:
@@ -54,7 +49,7 @@ def drift_bars(obj: ReportLike, metric: str = "accuracy", include_overall: bool 
         rows = rows[:max_slices]
     if include_overall:
         rows = [rep.overall, *rows]
-    k, unit = _scale(metric)
+    k, unit = 100.0, "points"  # every metric (accuracy-like, ECE too) in points
     rows = [d for d in rows if d.n > 0] + [d for d in rows if d.n == 0]
     names = [f"{d.slice} (n={d.n}{', too small' if d.too_small else ''})" for d in rows]
     vals = [k * d.deltas[metric].delta if d.n else 0.0 for d in rows]
