@@ -22,7 +22,7 @@ class LatencyStats:
     samples_ms: list[float] = field(default_factory=list)
 
     def quantile_ms(self, q: float) -> float:
-            return quantile(self.samples_ms, q) if self.samples_ms else self.median_ms
+        return quantile(self.samples_ms, q) if self.samples_ms else self.median_ms
 
     @property
     def p10_ms(self) -> float:

@@ -345,4 +345,3 @@ def of_floor(measured_ms: float, floor_ms: float) -> float:
     if not measured_ms or measured_ms <= 0:
         raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
     return floor_ms / measured_ms
-

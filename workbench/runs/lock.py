@@ -190,4 +190,3 @@ def clean_stale(folder: str | os.PathLike, max_depth: int = 4) -> list[Path]:
 
     walk(folder, 0)
     return removed
-

@@ -40,4 +40,3 @@ AGENDA: tuple[Slot, ...] = (
 )
 
 HOUR_MINUTES = 60
-
