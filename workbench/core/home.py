@@ -1,8 +1,6 @@
-"""Where the workbench keeps what it caches between runs (the workshop's fine-tuned checkpoint, the
-machine profile): ``$WORKBENCH_HOME``, else ``$XDG_CACHE_HOME/ort-workbench``, else
-``~/.cache/ort-workbench``.
+"""Where the workbench caches between runs (the workshop's fine-tuned checkpoint, the machine profile).
 
-Every environment variable of the workbench starts with ``WORKBENCH_``. ``ORT_WORKBENCH_HOME``, the
+Every environment variable of the workbench starts with ``WORKBENCH_``; ``ORT_WORKBENCH_HOME``, the
 old name of ``WORKBENCH_HOME``, is still read when the new one is not set, with a one-line note."""
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ _NOTED: list[str] = []
 
 
 def workbench_home(home: str | os.PathLike | None = None) -> Path:
-    """``home``, else ``$WORKBENCH_HOME`` (or its old name ``$ORT_WORKBENCH_HOME``), else
-    ``$XDG_CACHE_HOME/ort-workbench``, else ``~/.cache/ort-workbench``."""
     if home is not None:
         return Path(home).expanduser()
     if os.environ.get(HOME_ENV):

@@ -21,12 +21,7 @@ class LatencyStats:
     warmup: int
     samples_ms: list[float] = field(default_factory=list)
 
-    @property
-    def unit(self) -> str:
-        return "ms"
-
     def quantile_ms(self, q: float) -> float:
-        """The ``q`` quantile (0..1) of the timed runs, linearly interpolated (the median at 0.5)."""
         return quantile(self.samples_ms, q) if self.samples_ms else self.median_ms
 
     @property
@@ -48,7 +43,6 @@ class LatencyStats:
 
 
 def quantile(samples, q: float) -> float:
-    """Linearly interpolated quantile ``q`` in [0, 1] of a non-empty sequence."""
     if not samples:
         raise ValueError("quantile of no samples")
     if not 0.0 <= q <= 1.0:
@@ -61,7 +55,6 @@ def quantile(samples, q: float) -> float:
 
 
 def summarize(samples_ms, warmup: int = 0) -> LatencyStats:
-    """Statistics of timed runs collected elsewhere (e.g. several interleaved rounds of :func:`measure`)."""
     samples = [float(x) for x in samples_ms]
     if not samples:
         raise ValueError("summarize needs at least one timed run")
@@ -94,11 +87,9 @@ def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repea
                 max_seconds: Optional[float] = None, order: Optional[list] = None,
                 runs: Optional[dict] = None) -> dict[str, LatencyStats]:
     """Time several variants in alternating rounds in one process, so load that comes and goes hits
-    them alike (pyperf's and Google Benchmark's discipline). Every round runs each variant ``repeats``
-    times back to back, the order rotating round by round; ``samples_ms[i]`` of every variant is the
-    median of round ``i``'s repeats: the pairs :func:`paired_ratio` needs. ``max_seconds`` stops after
-    the round in which it ran out (at least 3 rounds). ``order`` receives the name of each timed call in
-    sequence (for tests); ``runs`` every timed run per variant."""
+    them alike (pyperf's and Google Benchmark's discipline); the order rotates round by round.
+    ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats: the pairs
+    :func:`paired_ratio` needs. ``order`` records each timed call (for tests), ``runs`` every timed run."""
     names = list(fns)
     if not names:
         raise ValueError("interleaved needs at least one variant to time")

@@ -1,12 +1,8 @@
-"""Parsing the values a user types, once: enum choices and ``BATCHxSEQ`` shapes; and reading what
-each config field means.
+"""Parsing the values a user types, once (so a wrong value gets the same message everywhere: the
+name, the value given and what is allowed); and reading what each config field means.
 
-Every config's ``__post_init__`` and every command's flag goes through these, so a wrong value
-gets the same kind of message everywhere: the name, the value given and what is allowed.
-
-A config field documents itself in its metadata: ``field(default=..., metadata={"help": "..."})``.
-:func:`field_help` reads that text (the command line's ``--help``, the panels and the documentation
-all show it from there) and :func:`config_fields_doc` lists a whole config.
+A config field documents itself in ``metadata={"help": "..."}``: :func:`field_help` reads that text
+(the command line's ``--help``, the panels and the documentation all show it from there).
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ E = TypeVar("E", bound=enum.Enum)
 
 
 def parse_choice(cls: type[E], value: Any, name: str, error: type[Exception] = ValueError, hint: str = "") -> E:
-    """``value`` as a member of the enum ``cls`` (strings match case-insensitively); otherwise ``error``
-    naming ``name``, the value and the choices."""
+    """``value`` as a member of the enum ``cls`` (strings match case-insensitively)."""
     if isinstance(value, cls):
         return value
     try:
@@ -38,8 +33,7 @@ Shape = tuple[int, int]
 
 
 def parse_shapes(shapes: Union[str, Sequence[Sequence[int]]], error: type[Exception] = ValueError) -> tuple[Shape, ...]:
-    """``"1x128,32x128"`` or ``[(1, 128), (32, 128)]`` as validated ``((batch, sequence), ...)``:
-    batch >= 1, sequence >= 2, at least one shape."""
+    """``"1x128,32x128"`` or ``[(1, 128), (32, 128)]`` as validated ``((batch, sequence), ...)``."""
     if isinstance(shapes, str):
         pairs = []
         for part in shapes.split(","):
@@ -72,7 +66,7 @@ def shapes_arg(text: str) -> tuple[Shape, ...]:
 
 
 def int_at_least(low: int):
-    """``argparse`` type: a whole number of at least ``low`` (the flag's name comes from argparse)."""
+    """``argparse`` type: a whole number of at least ``low``."""
     import argparse
 
     def parse(text: str) -> int:
@@ -110,8 +104,7 @@ def _field(config_cls: type, name: str) -> dataclasses.Field:
 
 
 def field_help(config_cls: type, name: str) -> str:
-    """What the field ``name`` of ``config_cls`` means, in one line (its ``metadata["help"]``);
-    ``""`` when the field does not say. ``KeyError`` when there is no such field."""
+    """What the field ``name`` of ``config_cls`` means (its ``metadata["help"]``; ``""`` when it does not say)."""
     return str(_field(config_cls, name).metadata.get(HELP, ""))
 
 
@@ -130,8 +123,7 @@ def _default_text(f: dataclasses.Field) -> str:
 
 
 def config_fields_doc(config_cls: type, *, documented_only: bool = False) -> list[FieldDoc]:
-    """Every field of ``config_cls`` (in declaration order) with its default and its help text;
-    ``documented_only``: only the fields that carry a help text."""
+    """Every field of ``config_cls`` (in declaration order) with its default and its help text."""
     out = [FieldDoc(f.name, _default_text(f), str(f.metadata.get(HELP, ""))) for f in dataclasses.fields(config_cls)
            if f.init]
     return [d for d in out if d.help] if documented_only else out

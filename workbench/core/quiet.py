@@ -77,7 +77,6 @@ class _QuietImportFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Add the import hook once (idempotent; a no-op when the module is already imported)."""
     if CPP_EXTENSION in sys.modules:
         return
     if any(isinstance(f, _QuietImportFinder) and f.fullname == CPP_EXTENSION for f in sys.meta_path):
@@ -108,9 +107,8 @@ class _NewHeadWarning:
 
 @contextlib.contextmanager
 def new_classifier_head_expected():
-    """Within this block, transformers' "Some weights ... are newly initialized ... You should probably
-    TRAIN this model" warning is dropped when only the classification head is new (used where the
-    workbench is about to train that head). Any other missing weight still gets the warning."""
+    """Within this block, transformers' "Some weights ... are newly initialized" warning is dropped when
+    only the classification head is new (the workbench is about to train it)."""
     import logging
 
     logger = logging.getLogger("transformers.modeling_utils")

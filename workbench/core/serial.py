@@ -1,9 +1,5 @@
-"""Turn result dataclasses into JSON-ready dicts and back, guided by their type hints.
-
-Every stage result (``TrainRun``, ``ExportResult``, ``FusionReport``, ``QuantResult``,
-``SliceReport``) is a frozen dataclass; ``to_dict``/``from_dict`` give them one JSON format
-without a hand-written (de)serializer per class.
-"""
+"""Result dataclasses to JSON-ready dicts and back, guided by their type hints (no hand-written
+(de)serializer per class)."""
 
 from __future__ import annotations
 
@@ -49,7 +45,6 @@ def to_dict(obj: Any) -> Any:
 
 
 def from_dict(tp: type[T], data: Any) -> T:
-    """Rebuild an instance of ``tp`` (usually a dataclass) from ``to_dict`` output."""
     if tp is Any:
         return data
     origin = typing.get_origin(tp)

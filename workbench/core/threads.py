@@ -24,8 +24,7 @@ def requested_threads() -> Optional[int]:
 
 
 def cap_session_threads(options, threads: Optional[int] = None):
-    """``options`` (an ``onnxruntime.SessionOptions``) set to ``threads`` (default :func:`requested_threads`)
-    intra-op threads; unchanged when neither is set."""
+    """``options`` (``onnxruntime.SessionOptions``) with ``threads`` (default :func:`requested_threads`) intra-op threads."""
     threads = threads if threads is not None else requested_threads()
     if threads is not None:
         options.intra_op_num_threads = int(threads)

@@ -27,9 +27,7 @@ def encode(tokenizer, texts: Sequence[str], max_length: int, pad_to_max: bool = 
 
 class EncodedRows:
     """Every row of a text list tokenised once (truncated, unpadded) as one flat int32 array per tokenizer
-    output with row offsets; :meth:`batch` pads any subset of rows exactly as ``encode`` would. Scoring
-    cuts its batches from it; :func:`encoded_rows` keeps the last few per tokenizer, so every graph
-    scored on the same data shares it."""
+    output with row offsets; :meth:`batch` pads any subset of rows exactly as ``encode`` would."""
 
     def __init__(self, tokenizer, texts: Sequence[str], max_length: int, chunk: int = 2048):
         self.max_length = int(max_length)
@@ -81,8 +79,8 @@ _ENCODED_PER_TOKENIZER = 4
 
 
 def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRows:
-    """``EncodedRows(tokenizer, texts, max_length)``, reused while the same tokenizer is asked for the
-    same texts at the same length (the last few per tokenizer; compared by value, not by identity)."""
+    """``EncodedRows(tokenizer, texts, max_length)``, reused for the same texts (compared by value) and length,
+    so every graph scored on the same data shares it."""
     texts = tuple(texts)
     try:
         entries = _ENCODED_CACHE.setdefault(tokenizer, [])
@@ -139,8 +137,7 @@ def batch_indices(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int 
 def iter_encoded(dataset, tokenizer, batch_size: int, max_length: int, shuffle: bool = False, seed: int = 0, epoch: int = 0,
                  pad_to_max: bool = False, batches: Optional[Sequence[np.ndarray]] = None,
                  ) -> Iterator[tuple[dict, "np.ndarray", np.ndarray]]:
-    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``, in ``batches``
-    when given (e.g. sorted by length), else in runs of ``batch_size``."""
+    """Yield (encoded inputs, labels tensor, example indices) over a ``datasets.Dataset``, in ``batches`` when given."""
     import torch
 
     texts = dataset["text"]

@@ -1,8 +1,6 @@
 """Data: the built-in sentence-polarity reviews, or a user's own CSV/JSONL/Parquet file, as a
-``datasets.DatasetDict`` with ``train``/``validation``/``test`` splits.
-
-Every split has a ``text`` column, an integer ``label`` column (a ``ClassLabel`` feature that
-carries the class names) and, for user files, the user's slice columns unchanged.
+``datasets.DatasetDict`` with ``train``/``validation``/``test`` splits: a ``text`` column, an integer
+``label`` column (a ``ClassLabel`` carrying the class names) and the user's slice columns unchanged.
 """
 
 from __future__ import annotations
@@ -90,7 +88,6 @@ def read_reviews_frame() -> pd.DataFrame:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """Read a user's CSV/TSV/JSONL/JSON/Parquet file into a DataFrame, with clear errors."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file not found: {path} (give a CSV, TSV, JSONL or Parquet file)")
@@ -132,7 +129,6 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
-    """The line for a file that is not UTF-8: where (line number), which byte, and how to save it."""
     line, byte = None, "?"
     try:
         raw = path.read_bytes()

@@ -1,9 +1,6 @@
-"""Slices of the data: named subsets that every later stage (evaluation, quantization drift,
-widgets) reports on. Defined once here.
-
-A :class:`Slice` is a name plus a predicate over one example (a dict with ``text``, ``label`` and
-any extra columns). A :class:`SliceSet` is a named collection of slices; ``builtin_slices`` gives
-the default collection and ``"golden"`` the edge-case collection, whose hand-written examples
+"""Slices of the data: named subsets that every later stage (evaluation, quantization drift, widgets)
+reports on. A :class:`Slice` is a name plus a predicate over one example (a dict with ``text``,
+``label`` and any extra columns); the ``"golden"`` collection's hand-written examples
 (:func:`golden_examples`) form an extra evaluation set.
 """
 
@@ -96,7 +93,7 @@ class SliceSet:
         return SliceSet(name or self.name, self.slices + tuple(extra))
 
     def membership(self, examples: Sequence[Example] | Any) -> dict[str, np.ndarray]:
-        """For each slice, a boolean mask over ``examples`` (a list of dicts or a datasets.Dataset)."""
+        """For each slice, a boolean mask over ``examples`` (dicts or a datasets.Dataset)."""
         rows = _rows(examples)
         return {s.name: np.fromiter((s.contains(r) for r in rows), dtype=bool, count=len(rows)) for s in self.slices}
 
@@ -134,9 +131,8 @@ def punctuation_slices() -> list[Slice]:
 
 
 def rare_words_slice(reference_texts: Iterable[str], max_count: int = RARE_MAX_COUNT, min_words: int = RARE_MIN_WORDS) -> Slice:
-    """Examples with at least ``min_words`` words seen at most ``max_count`` times in
-    ``reference_texts`` (normally the training split; with the defaults: two or more words never
-    seen in training). One unseen word is common (names, titles); two mark unusual vocabulary."""
+    """Examples with at least ``min_words`` words seen at most ``max_count`` times in ``reference_texts``
+    (the training split). One unseen word is common (names, titles); two mark unusual vocabulary."""
     counts = Counter(w for t in reference_texts for w in words(t))
 
     def pred(e: Example) -> bool:
@@ -154,11 +150,8 @@ def class_slices(class_names: Sequence[str]) -> list[Slice]:
 
 
 def column_slices(examples, columns: Sequence[str], max_values: int = 20) -> list[Slice]:
-    """One slice per value of each user column (``col=value``); a boolean column gives one slice.
-
-    Columns with more than ``max_values`` distinct values are refused with an explanation, since a
-    slice per value would be too small to say anything.
-    """
+    """One slice per value of each user column (``col=value``); a boolean column gives one slice. More
+    than ``max_values`` distinct values are refused: a slice per value would be too small to say anything."""
     rows = _rows(examples)
     out: list[Slice] = []
     for col in columns:

@@ -1,12 +1,9 @@
 """The data's own lengths: how many tokens its rows really have, and batches sorted by length.
 
-Fixed timing shapes (1x32, 1x128, 8x128) say little about a user's texts, which are short and
-uneven: the bench, the audit and the report also time each variant at batch 1 x the median and the
-95th-percentile length (:func:`length_stats`, on the lengths the model sees, rounded up).
-
-Scoring in file order pads every batch to its longest row; on short, uneven reviews that is about
-twice the work of the texts themselves. :func:`length_sorted_batches` groups rows of similar length;
-:func:`padded_tokens` counts the work of any batching.
+Fixed timing shapes (1x32, 1x128, 8x128) say little about a user's short, uneven texts: the bench,
+the audit and the report also time each variant at batch 1 x the median and the 95th-percentile
+length. Scoring in file order pads every batch to its longest row; on short, uneven reviews that is
+about twice the work of the texts themselves, hence :func:`length_sorted_batches`.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-# How batches are ordered when a dataset is scored.
 ORDERS = ("length", "file")
 SORTED_NOTE = ("scored in batches sorted by token length (each padded to its own longest row), results in row order; "
                "dynamic INT8 computes activation scales per batch, so its predictions depend on their batch-mates "
@@ -46,7 +42,7 @@ class LengthStats:
 
     @property
     def median_tokens(self) -> int:
-            return int(math.ceil(self.median))
+        return int(math.ceil(self.median))
 
     @property
     def p95_tokens(self) -> int:
@@ -102,8 +98,7 @@ def stats_from_lengths(lengths: Sequence[int], max_length: int, truncated: int =
 
 def length_stats(data, tokenizer, max_length: int, split: Optional[str] = None, text_column: str = "text",
                  bins: int = 20) -> LengthStats:
-    """The token-length distribution of a ``datasets.Dataset``, a ``DatasetDict``'s ``split`` (default
-    ``"test"``) or a list of texts under ``tokenizer``."""
+    """The token-length distribution of a ``Dataset``, a ``DatasetDict``'s ``split`` or a list of texts."""
     if isinstance(data, dict):  # a DatasetDict is a dict of splits
         split = split or "test"
         if split not in data:
@@ -136,14 +131,13 @@ def file_order_batches(n: int, batch_size: int) -> list[np.ndarray]:
 
 
 def padded_tokens(lengths: Sequence[int], batches: Sequence[np.ndarray]) -> int:
-    """Tokens the model processes for these batches: each batch is padded to its longest row."""
     arr = np.asarray(lengths, dtype=np.int64)
     return int(sum(len(b) * int(arr[b].max()) for b in batches if len(b)))
 
 
 @dataclass(frozen=True)
 class ScoringWork:
-    """The tokens of scoring ``n`` rows in batches of ``batch_size``: real, and padded in file order and sorted."""
+    """The tokens of scoring ``n`` rows: real, and padded in file order and sorted by length."""
 
     n: int
     batch_size: int

@@ -1,8 +1,5 @@
-"""Doctor: is this environment able to run every stage? Each failed check says how to fix it.
-
-``run_doctor()`` returns a :class:`DoctorReport`; ``workbench doctor [--json]`` prints it and
-exits non-zero when a required piece is missing. The tour notebook shows the same report.
-"""
+"""Doctor: is this environment able to run every stage? Each failed check says how to fix it
+(``workbench doctor`` exits non-zero when a required piece is missing)."""
 
 from __future__ import annotations
 
@@ -145,7 +142,6 @@ TRAINING_ENV_HINT = ("ORTModule (the ortmodule backend) needs the training envir
 
 
 def training_build() -> Optional[str]:
-    """``"cpu"`` or ``"cuda"`` for the installed ONNX Runtime *training* build, None when there is none."""
     if _version("onnxruntime-training"):
         return "cuda"  # the CUDA 12 build; the CPU one is onnxruntime-training-cpu
     if _version("onnxruntime-training-cpu"):
@@ -154,7 +150,7 @@ def training_build() -> Optional[str]:
 
 
 def stack() -> str:
-    """Which of the workbench's environments this is (:data:`STACK_CAN`), read off the ONNX Runtime package installed."""
+    """Which of the workbench's environments this is, read off the ONNX Runtime package installed."""
     if training_build() is not None:
         return "training"
     if _version("onnxruntime-gpu") is not None:
@@ -165,7 +161,6 @@ def stack() -> str:
 
 
 def inference_only() -> bool:
-    """True in an environment without a training build."""
     return stack() in ("gpu-infer", "current")
 
 
@@ -187,7 +182,6 @@ TRAINING_COMMANDS = ("train", "compare", "demo", "workshop", "ondevice")
 
 
 def training_refusal(command: str) -> str:
-    """One line: why ``command`` does not run on this (current) stack and what to run instead."""
     versions = ", ".join(f"{d} {_version(d)}" for d in ("transformers", "torch", "onnxruntime") if _version(d))
     return (f"workbench {command}: training and on-device training artifacts need the training stack "
             f"(onnxruntime-training 1.19.2, torch 2.6, transformers 4.57) and this is the current stack ({versions}); "
@@ -363,9 +357,8 @@ SLOWER_BY = 0.15  # a runtime is called slower here when a kernel kind's through
 
 
 def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
-    """On the current stack: one line when the training stack's onnxruntime (its cached profile of this CPU,
-    flags and threads, else the published measurement for this CPU's class) ran matrix multiplies faster by
-    more than :data:`SLOWER_BY`; None otherwise."""
+    """On the current stack: one line when the training stack's onnxruntime (its cached profile of this
+    machine, else the published measurement for this CPU's class) ran matrix multiplies faster."""
     if stack() != "current" or profile is None or profile.ort_version.startswith("1.19."):
         return None
     from ..perf.machine_profile import read_cached, cache_root, profile_key
@@ -397,7 +390,6 @@ def check_stack() -> Check:
 
 
 def _check_current(dist: str) -> Check:
-    """The current stack's floor for ``dist`` (requirements/constraints-current.txt holds the exact set)."""
     v = _version(dist)
     if v is None:
         return Check(dist, False, "not installed", CURRENT_SETUP_HINT)

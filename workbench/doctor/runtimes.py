@@ -11,9 +11,8 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class RuntimeRatio:
-    """One measurement of the two stacks' runtimes on a CPU class: the same fused FP32 and per-channel dynamic INT8
-    MiniLM graphs, 2 intra-op threads, the workbench's session options, alternating processes
-    (benchmarks/bench_stacks.py); latency of ``current`` over that of 1.19.2 (above 1: the current one is slower)."""
+    """One measurement of the two stacks' runtimes on a CPU class (benchmarks/bench_stacks.py): latency of
+    ``current`` over that of 1.19.2 (above 1: the current one is slower)."""
 
     cpu_class: str  # the CPU flags that set which kernels ONNX Runtime's MLAS picks, in words
     requires: tuple[str, ...]  # keys of MachineProfile.flags that must be set ...
@@ -42,14 +41,12 @@ PUBLISHED_SLOWER = 1.05  # a measured ratio above this is said (below it the two
 
 
 def published_runtime_ratio(flags: dict) -> Optional[RuntimeRatio]:
-    """The measurement of :data:`RUNTIME_RATIOS` for a CPU with these flags (MachineProfile.flags), None when none
-    was measured on its class."""
+    """The measurement of :data:`RUNTIME_RATIOS` for a CPU with these flags (MachineProfile.flags)."""
     return next((r for r in RUNTIME_RATIOS if r.matches(flags)), None)
 
 
 def published_note(profile, training_version: str) -> Optional[str]:
-    """One line quoting the measurement of this CPU's class when it found the training stack's runtime faster; None
-    otherwise (no measurement of the class, or the two measured even)."""
+    """One line quoting the measurement of this CPU's class when it found the training stack's runtime faster."""
     ratio = published_runtime_ratio(profile.flags)
     if ratio is None or max(ratio.fp32, ratio.int8) <= PUBLISHED_SLOWER:
         return None

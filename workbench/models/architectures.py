@@ -1,14 +1,9 @@
 """The encoder architectures the workbench supports, and what each needs: one entry per architecture.
 
 Adding an encoder type is one :class:`Architecture` in :data:`ARCHITECTURES` (and its row in the
-coverage test, ``tests/unit/workflows/test_zoo.py``): the list of supported types (:mod:`workbench.models.load`,
-the audit), the transformer optimizer's model type (:mod:`workbench.graph.variants`), why a BERT
-fusion cannot fire for it (:mod:`workbench.graph.diagnose`), the inputs its exported graph takes,
-and the tiny randomly initialised model the tests build (:mod:`workbench.workflows.tiny`: tokenizer style,
-fast tokenizer class, config) are all read from here.
-
-Nothing here imports torch or transformers at module level; the tiny-config builders import
-transformers when called.
+coverage test, ``tests/unit/workflows/test_zoo.py``): the supported types, the optimizer's model type
+(:mod:`workbench.graph.variants`), why a BERT fusion cannot fire (:mod:`workbench.graph.diagnose`),
+the exported graph's inputs and the tests' tiny model (:mod:`workbench.workflows.tiny`) all read it.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ BPE_ROBERTA = TokenizerStyle("bpe", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
 BPE_MODERNBERT = TokenizerStyle("bpe", ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"), "[CLS]", "[SEP]", False, False)
 UNIGRAM_XLMR = TokenizerStyle("unigram", ("<s>", "<pad>", "</s>", "<unk>", "<mask>"), "<s>", "</s>", True, False)
 UNIGRAM_DEBERTA = TokenizerStyle("unigram", ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), "[CLS]", "[SEP]", False, False)
-
 
 
 def _ids(tok) -> dict:
@@ -96,9 +90,8 @@ def _mpnet(tok):
 def _deberta_v2(tok):
     from transformers import DebertaV2Config
 
-    # DeBERTa-v3's settings (what fine-tuned DeBERTa-v2/v3 checkpoints use): disentangled
-    # attention with content-to-position and position-to-content terms, log-bucketed relative
-    # positions, no absolute position embedding.
+    # DeBERTa-v3's settings (what fine-tuned v2/v3 checkpoints use): disentangled c2p/p2c attention,
+    # log-bucketed relative positions, no absolute position embedding.
     return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                            num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
                            max_position_embeddings=MAX_POSITIONS, relative_attention=True,
@@ -170,21 +163,13 @@ _LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 
-
-
 @dataclass(frozen=True)
 class Architecture:
     """What one encoder architecture (a Hugging Face ``config.model_type``) needs.
 
-    - ``graph_inputs``: the inputs of its exported sequence classifier, in order.
-    - ``optimizer_model_type``: ``onnxruntime.transformers.optimizer``'s ``model_type`` for it.
-      onnxruntime 1.19.2's optimizer has no entry for RoBERTa, DistilBERT, XLM-RoBERTa, ELECTRA,
-      MPNet, DeBERTa-v2 or ModernBERT: its encoder fusions all live in ``BertOnnxModel`` ("bert"),
-      which matches DistilBERT's and RoBERTa's attention and position patterns too.
-    - ``position_offset``: position ids counted from the padding id (RoBERTa style), which
-      onnxruntime 1.19.2's EmbedLayerNormalization fusion does not match.
-    - ``fusion_limits``: ``{fused op: (cause, fix)}`` for the BERT fusions that cannot fire.
-    - ``tokenizer_class``, ``style``, ``make_config``: the tiny model of the coverage tests.
+    ``optimizer_model_type`` is "bert" for all: onnxruntime 1.19.2's encoder fusions all live in
+    ``BertOnnxModel``, which matches DistilBERT's and RoBERTa's patterns too. ``position_offset``:
+    position ids counted from the padding id (RoBERTa style), which EmbedLayerNormalization does not match.
     """
 
     model_type: str
@@ -225,7 +210,6 @@ SUPPORTED_MODEL_TYPES = tuple(ARCHITECTURES)
 
 
 def architecture(model_type: str) -> Architecture:
-    """The entry for ``model_type``; ``ValueError`` naming the supported types otherwise."""
     if model_type not in ARCHITECTURES:
         raise ValueError(f"model type {model_type!r} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
     return ARCHITECTURES[model_type]

@@ -12,8 +12,7 @@ and config.json (``dtype`` included) load in 4.57. Their tokenizer folders diffe
 - no ``special_tokens_map.json``: the special tokens are in tokenizer_config.json, which 4.57 reads.
 
 :func:`load_tokenizer` loads such a folder the way transformers 5 would, and where it cannot (a
-tokenizer class 4.57 lacks and no ``tokenizer.json``), raises :class:`NewerTransformersError`: one
-line naming the field in the folder that needs transformers 5 and the command for the current stack.
+tokenizer class 4.57 lacks and no ``tokenizer.json``), raises :class:`NewerTransformersError`.
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ def _read_config(folder: Path) -> dict[str, Any]:
 
 
 def _known_class(name: str) -> bool:
-    """Whether the installed transformers has a tokenizer class of this name."""
     from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
     try:
@@ -68,8 +66,7 @@ def v5_overrides(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_tokenizer(folder: str | os.PathLike):
-    """``AutoTokenizer.from_pretrained(folder)`` offline, reading folders saved by transformers 5 on 4.x;
-    :class:`NewerTransformersError` where 4.x cannot read the folder."""
+    """``AutoTokenizer.from_pretrained(folder)`` offline, reading folders saved by transformers 5 on 4.x."""
     from transformers import AutoTokenizer
 
     path = Path(folder)

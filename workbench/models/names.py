@@ -1,7 +1,6 @@
-"""What :mod:`workbench.models.load` and :mod:`workbench.models.hub` both start from: the workbench's
-offline defaults (set here unless the environment already says otherwise: nothing is fetched from a hub
-unless you set ``HF_HUB_OFFLINE=0``), the built-in model names and :class:`ModelError` (all importable
-from ``workbench.models.load`` as before)."""
+"""What :mod:`workbench.models.load` and :mod:`workbench.models.hub` both start from: the offline
+defaults (nothing is fetched from a hub unless you set ``HF_HUB_OFFLINE=0``), the built-in model names
+and :class:`ModelError`."""
 
 from __future__ import annotations
 

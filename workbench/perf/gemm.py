@@ -1,9 +1,6 @@
-"""The GEMM chains the machine profile times (:mod:`workbench.perf.machine_profile`): MiniLM/BERT
-layer-shaped matrix multiplies of one kernel kind, built as a small ONNX graph, opened in ONNX
-Runtime the way the workbench's sessions run, and timed in GOP/s.
-
-Kernel kinds (:data:`KERNELS`): ``fp32`` (``MatMul``), ``int8`` (``DynamicQuantizeMatMul``, what
-dynamic INT8 runs) and ``qdq_int8`` (``QLinearMatMul``, what a static QDQ graph runs).
+"""The GEMM chains the machine profile times: MiniLM layer-shaped matrix multiplies of one kernel
+kind, opened the way the workbench's sessions run. Kernels: ``fp32`` (``MatMul``), ``int8``
+(``DynamicQuantizeMatMul``, dynamic INT8) and ``qdq_int8`` (``QLinearMatMul``, static QDQ).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ peer               what a PyTorch user would deploy instead
                    kernels replayed as CUDA graphs (the peer of ONNX Runtime's CUDA graphs)
 =================  ==========================================================================
 
-Every call is followed by ``torch.cuda.synchronize()`` inside the timed function, so a figure is
-the kernels' time and not the launch's. torch.compile's compilation is timed apart (start-up cost).
+Every timed call ends in ``torch.cuda.synchronize()``, so a figure is the kernels' time and not the
+launch's. torch.compile's compilation is timed apart (start-up cost).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """This machine's matrix-multiply throughput, measured through ONNX Runtime itself, and a check
 that the machine is not busy with other work right now.
 
-Why through ONNX Runtime: the floor of a graph (:mod:`workbench.perf.work`) is its multiply-adds over
-what the *kernels the graph runs* can do here; a NumPy or PyTorch GEMM peak would measure other
-kernels. So the profile times chains of MiniLM-shaped GEMMs (:mod:`workbench.perf.gemm`) of each
-kernel kind at 16, 32, 128 and 1024 rows. A kernel runs slower on few rows (on a VNNI EPYC its INT8
-kernel gave about half its 1024-row figure at 16-32 rows), so the floor of a shape takes the figure
-at its own row count (:meth:`MachineProfile.gops_at`). The profile is cached as JSON per (CPU model
-+ flags, threads, ORT version) under ``$WORKBENCH_HOME/machine/``.
+Through ONNX Runtime because the floor of a graph (:mod:`workbench.perf.work`) is its work over what
+*the kernels the graph runs* can do here; a NumPy or PyTorch peak would measure other kernels. A
+kernel runs slower on few rows (on a VNNI EPYC INT8 gave about half its 1024-row figure at 16-32
+rows), so the floor of a shape takes the figure at its own row count (:meth:`MachineProfile.gops_at`).
+Cached as JSON per (CPU model + flags, threads, ORT version) under ``$WORKBENCH_HOME/machine/``.
 
 Other work on the CPU lowers the figures (one process spinning on one of two cores takes about a
 third of the FP32 throughput: docs/measuring.md); :func:`check_load` looks for that drop.
@@ -47,7 +45,6 @@ def _now() -> str:
 
 # ---- the CPU -----------------------------------------------------------------------------------
 def read_cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[str]]:
-    """(the first CPU's model name, its flags) from /proc/cpuinfo; ("", set()) where there is none."""
     model, flags = "", set()
     try:
         for line in Path(path).read_text().splitlines():
@@ -61,7 +58,6 @@ def read_cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, set[st
 
 
 def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
-    """CPU model name and the instruction sets that decide GEMM speed, from /proc/cpuinfo."""
     model, flags = read_cpuinfo()
     if not model:
         import platform
@@ -83,8 +79,7 @@ def usable_cpus() -> int:
 
 
 def default_threads() -> int:
-    """The workbench's intra-op thread count for timing: ``OMP_NUM_THREADS`` where it is set
-    (PyTorch runs with that many too), otherwise one per CPU this process may use."""
+    """Intra-op threads for timing: ``OMP_NUM_THREADS`` where set (PyTorch runs with that many too), else one per CPU."""
     return requested_threads() or max(1, usable_cpus())
 
 
@@ -146,8 +141,8 @@ class MachineProfile:
         return text + ("; no " + ", no ".join(lack) if lack else "")
 
     def gops_at(self, kernel: str, rows: int) -> float:
-        """Throughput of ``kernel`` for a matrix multiply of ``rows`` rows: interpolated in log(rows)
-        between the row counts measured; clamped to the fewest measured below, the best figure above."""
+        """Throughput of ``kernel`` at ``rows`` rows: interpolated in log(rows) between the row counts
+        measured; clamped to the fewest measured below, the best figure above."""
         best = {"fp32": self.fp32_gops, "int8": self.int8_gops, "qdq_int8": self.qdq_int8_gops}
         if kernel not in best:
             raise MachineError(f"kernel must be one of {list(best)}, got {kernel!r}")
@@ -203,8 +198,7 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
 
 
 def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROFILE_TOKENS) -> MachineProfile:
-    """Measure this machine now (a few seconds; no cache). Kernel kinds in rotation at each M, so a
-    burst of load hits them alike; each kernel's figure is its best M."""
+    """Measure this machine now (no cache). Kernel kinds in rotation at each M, so a burst of load hits them alike."""
     import onnxruntime as ort
 
     threads = _check_threads(threads)
@@ -246,8 +240,7 @@ def read_cached(path: Path) -> Optional[MachineProfile]:
 
 def machine_profile(threads: Optional[int] = None, refresh: bool = False,
                     cache_dir: Optional[Path] = None) -> MachineProfile:
-    """This machine's profile for ``threads``: from the cache for this CPU, flags, threads and ONNX
-    Runtime version, else (or with ``refresh``) measured and written."""
+    """This machine's profile for ``threads``: from the cache, else (or with ``refresh``) measured and written."""
     import onnxruntime as ort
 
     from ..core import serial
@@ -324,11 +317,10 @@ def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:
 
 def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.PathLike = "/proc/loadavg",
                     tasks: str | os.PathLike = "/proc/self/task") -> Optional[int]:
-    """Runnable threads of *other* processes right now: /proc/loadavg's running count minus this
-    process's own runnable threads, the smallest of a few readings (a process flagged must have
-    been running in all of them). This process's own threads are left out: an ONNX Runtime session
-    that just ran keeps its idle workers spinning for a moment, and on a quiet machine those were
-    once counted as another process (a quiet audit then called its speed-up unmeasured)."""
+    """Runnable threads of *other* processes now: /proc/loadavg's running count minus this process's
+    runnable threads, the smallest of a few readings. Our own are left out because an ONNX Runtime
+    session that just ran keeps its idle workers spinning for a moment (once counted as another
+    process, a quiet audit called its speed-up unmeasured)."""
     counts = []
     for i in range(samples):
         try:
@@ -344,10 +336,8 @@ def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.Pat
 def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: float,
                others_running: Optional[int], cpus: Optional[int] = None,
                steal_fraction: Optional[float] = None) -> LoadCheck:
-    """The verdict from readings already taken (:func:`check_load` takes them). Contended when the
-    probe is below ``CONTENTION_THRESHOLD`` of the profile, or other runnable work plus our threads
-    exceed the CPUs. The load average (it counts our own work too) and the steal share (it names the
-    cause of a slow probe) are recorded, no reason by themselves."""
+    """The verdict from readings :func:`check_load` took. The load average (it counts our own work too)
+    and the steal share (it names the cause of a slow probe) are recorded, no reason by themselves."""
     cpus = int(cpus or usable_cpus())
     reasons = []
     fraction = None
@@ -394,8 +384,7 @@ def steal_between(before: Optional[tuple[float, float]], after: Optional[tuple[f
 
 
 def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
-    """Is the machine busy now? The runnable count, the load average and (``probe``) a short FP32
-    GEMM probe against ``profile``, judged by :func:`judge_load`."""
+    """Is the machine busy now? The runnable count, the load average and (``probe``) a short FP32 GEMM probe."""
     others = runnable_others()  # before the probe: our own probe threads would count
     t0 = cpu_times()
     gops = probe_gops(profile.threads) if probe else None
@@ -404,7 +393,6 @@ def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
 
 
 def wait_for_calm(profile: MachineProfile, max_seconds: float, poll_s: float = 1.0) -> LoadCheck:
-    """Check the load until the machine is quiet or ``max_seconds`` have passed; the last check."""
     deadline = time.monotonic() + max(0.0, float(max_seconds))
     while True:
         check = check_load(profile)
@@ -414,8 +402,7 @@ def wait_for_calm(profile: MachineProfile, max_seconds: float, poll_s: float = 1
 
 
 def combine_checks(*checks: LoadCheck) -> LoadCheck:
-    """Checks before and after a timing as one verdict: contended if any was, every reason kept
-    (labelled by position when there are several), the worst probe and the highest load."""
+    """Checks before and after a timing as one verdict: every reason kept, the worst probe and the highest load."""
     checks = tuple(c for c in checks if c is not None)
     if not checks:
         raise MachineError("combine_checks needs at least one LoadCheck")

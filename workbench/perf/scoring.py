@@ -1,11 +1,9 @@
 """Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
-machine could do the same batches (:mod:`workbench.perf.work`, :mod:`workbench.perf.machine_profile`).
+machine could do the same batches.
 
-The work of a batch of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``, and ``work(1, s)``
-is a quadratic in ``s`` (projections and feed-forward layers grow with ``s``, the two attention
-products with ``s^2``), fitted exactly from the graph's counted work at three lengths
-(:func:`floor_curve`). A scoring pass's floor is the sum over its batches, each at the throughput
-for ``b x s`` rows.
+The work of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``, and ``work(1, s)`` is a
+quadratic in ``s`` (the attention products grow with ``s^2``), fitted exactly from the graph's
+counted work at three lengths (:func:`floor_curve`).
 """
 
 from __future__ import annotations
@@ -83,10 +81,8 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
                   note: str = "", pool: Optional["RayPool"] = None, label: Optional[str] = None) -> tuple[np.ndarray, ScoringSpeed]:
-    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (the texts are tokenised before the clock
-    starts), with the floor of the same batches when a machine profile (or a ready ``curve``) is given.
-    On a Ray ``pool`` the time is the pool's wall clock and no floor is given (this machine's says nothing
-    about the cluster's)."""
+    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (tokenised before the clock starts), with
+    the floor of the same batches. On a Ray ``pool`` no floor is given (this machine's says nothing of the cluster's)."""
     import time
 
     from ..data.token_lengths import padded_tokens

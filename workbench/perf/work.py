@@ -2,14 +2,10 @@
 precision, and the floor that work sets on this machine (:mod:`workbench.perf.machine_profile`).
 
 The count comes from the graph itself with its shapes inferred at concrete ``(batch, seq)``
-(``onnxruntime.tools.symbolic_shape_infer``, which knows the contrib ops), so it holds for any
-graph the workbench makes: exported, fused (``Attention``, ``FusedMatMul``), dynamic INT8
-(``DynamicQuantizeMatMul``, ``MatMulInteger``, ``QAttention``), static QDQ (``MatMul`` fed by two
-``DequantizeLinear``, which ONNX Runtime runs as ``QLinearMatMul``) and weight-only
-(``MatMulNBits``). What is counted: every matrix product (``prod(output) * K``), and inside
-``Attention``/``QAttention``/``MultiHeadAttention`` the projections plus the two attention products
-(QK^T and AV). Element-wise ops, normalizations and softmax are not: they are memory-bound and small
-next to the GEMMs (the floor is the GEMM floor).
+(``onnxruntime.tools.symbolic_shape_infer``, which knows the contrib ops), so it holds for exported,
+fused, dynamic INT8, static QDQ and weight-only graphs alike. Counted: every matrix product
+(``prod(output) * K``) and inside attention ops the projections plus QK^T and AV. Element-wise ops,
+normalizations and softmax are not: they are memory-bound and small next to the GEMMs.
 
 MiniLM-L6 at 1x128: 6 x (128 x (4 x 384^2 + 2 x 384 x 1536) + 2 x 128^2 x 384) + pooler +
 classifier = 1.435 G multiply-adds, the same in the exported, fused and INT8 graphs (tested).
@@ -202,11 +198,9 @@ def _matmul_k(node, a_shape) -> Optional[int]:
 def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int) -> GraphWork:
     """Multiply-adds of ``model`` at ``batch`` sequences of ``seq`` tokens, by op type and precision.
 
-    INT8 = the quantized kernels (dynamic: ``DynamicQuantizeMatMul``/``MatMulInteger``/``QAttention``'s
-    projection; static: ``QLinearMatMul``, ``QGemm``, and a ``MatMul``/``Gemm`` whose two inputs both
-    come from ``DequantizeLinear``, which ONNX Runtime fuses into the INT8 kernel). ``QAttention``'s
-    attention products run in FP32. ``MatMulNBits`` counts as FP32 (its weights are dequantized)
-    unless ``accuracy_level=4`` (INT8 compute)."""
+    A ``MatMul``/``Gemm`` whose two inputs both come from ``DequantizeLinear`` counts as INT8 (ONNX
+    Runtime fuses it into the INT8 kernel); ``QAttention``'s attention products run in FP32;
+    ``MatMulNBits`` is FP32 (its weights are dequantized) unless ``accuracy_level=4``."""
     for name, v in (("batch", batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise WorkError(f"{name} must be a positive whole number, got {v!r}")
@@ -316,9 +310,8 @@ class Floor:
 
 def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: float, rows: Optional[int],
                   profile: "MachineProfile") -> float:
-    """Seconds for this much work at ``profile``'s throughput for matrix multiplies of ``rows`` rows
-    (``None``: the best throughput measured, at any row count). Static QDQ INT8 work goes at the
-    QLinearMatMul figure where the profile has one, otherwise with the dynamic INT8 work."""
+    """Seconds for this much work at ``profile``'s throughput at ``rows`` rows (``None``: the best figure).
+    Static QDQ work goes at the QLinearMatMul figure where the profile has one, else as dynamic INT8."""
     if profile.fp32_gops <= 0 or profile.int8_gops <= 0:
         raise WorkError(f"the machine profile's throughput must be positive, got FP32 {profile.fp32_gops} and "
                         f"INT8 {profile.int8_gops} GOP/s; re-measure it (workbench machine --refresh)")
@@ -338,9 +331,8 @@ def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: 
 
 
 def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
-    """The fastest this graph could run here: each precision's work over its kernel's throughput at
-    the graph's row count (batch x seq), since no graph runs a matrix multiply faster than ONNX
-    Runtime's kernel runs it alone at that size. ``peak_floor_ms``: at each kernel's best figure."""
+    """The fastest this graph could run here: no graph runs a matrix multiply faster than ONNX Runtime's
+    kernel runs it alone at that row count (batch x seq). ``peak_floor_ms``: at each kernel's best figure."""
     args = (work.fp32_macs, work.int8_macs - work.static_int8_macs, work.static_int8_macs)
     seconds = floor_seconds(*args, rows=work.batch * work.seq, profile=profile)
     peak = floor_seconds(*args, rows=None, profile=profile)
@@ -353,4 +345,3 @@ def of_floor(measured_ms: float, floor_ms: float) -> float:
     if not measured_ms or measured_ms <= 0:
         raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
     return floor_ms / measured_ms
-

@@ -1,6 +1,4 @@
-"""Figures for export and fusion: a :class:`~workbench.graph.fusion.FusionReport` in, a
-``plotly.graph_objects.Figure`` out. Variants keep the same colour in every figure.
-"""
+"""Figures for export and fusion: a ``FusionReport`` in, a ``go.Figure`` out."""
 
 from __future__ import annotations
 
@@ -93,8 +91,8 @@ def fused_ops(report: FusionReport) -> go.Figure:
 
 
 def latency(report: FusionReport) -> go.Figure:
-    """Median latency by shape for PyTorch eager and each variant; error bars reach the p90;
-    each bar is labelled with its speed-up over PyTorch eager (or over the unoptimized graph)."""
+    """Median latency by shape for PyTorch eager and each variant (error bars to the p90), each bar
+    labelled with its speed-up over the first series."""
     series = []
     if report.pytorch_latency:
         series.append(("pytorch", report.pytorch_latency))
@@ -196,8 +194,7 @@ def _draw_fused_node(fig: go.Figure, fused) -> None:
 
 def _subgraph_layout(replaced: list, boundary: list[str]) -> tuple[dict[int, int], dict[int, tuple[float, float]],
                                                                   dict[str, tuple[float, float]]]:
-    """(each replaced node's layer, its position, each boundary input's position): layers from the
-    boundary inputs (top, y=0) down, the nodes of a layer centred side by side."""
+    """(each replaced node's layer, its position, each boundary input's position), the boundary inputs on top."""
     depth = _layers(replaced)
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, d in sorted(depth.items(), key=lambda kv: (kv[1], kv[0])):
@@ -234,9 +231,8 @@ def _draw_subgraph_edges(fig: go.Figure, replaced: list, pos: dict, bpos: dict) 
 
 def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
                        variant: Union[str, Variant] = Variant.TRANSFORMER, hide_constants: bool = True) -> go.Figure:
-    """Left: the fused node with its inputs and outputs. Right: the exported subgraph it replaced,
-    layered from its boundary inputs (top) to its outputs (bottom). Nodes the fused node shares
-    with other fused nodes (the attention-mask preparation) are drawn in another colour."""
+    """Left: the fused node with its inputs and outputs. Right: the exported subgraph it replaced, layered.
+    Nodes shared with other fused nodes (the attention-mask preparation) are drawn in another colour."""
     fused = pick_fused_node(report, variant, node)
     replaced = [n for n in fused.replaced if not (hide_constants and n.op_type == "Constant")]
     shared = set(fused.shared)
@@ -246,7 +242,6 @@ def fused_node_drawing(report: FusionReport, node: Optional[str] = None,
                                         and len(replaced) != len(fused.replaced) else f"replaced: {len(fused.replaced)} nodes"))
 
     _draw_fused_node(fig, fused)  # left panel
-    # right panel: the replaced subgraph, layered
     depth, pos, bpos = _subgraph_layout(replaced, list(fused.boundary_inputs))
     _draw_subgraph_edges(fig, replaced, pos, bpos)
     for label, color, members in (("replaced node", OWN_COLOR, [i for i, n in enumerate(replaced) if n.name not in shared]),

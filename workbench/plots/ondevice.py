@@ -12,8 +12,8 @@ PYTORCH_COLOR = "#4C78A8"
 
 
 def loss_curves(result: OnDeviceResult) -> go.Figure:
-    """Both loss curves (on-device and PyTorch eager, same batches) on top, and their per-step
-    difference against the tolerance below (log scale): the agreement is visible, not claimed."""
+    """Both loss curves on top, their per-step difference against the tolerance below: the agreement is
+    visible, not claimed."""
     if not isinstance(result, OnDeviceResult):
         raise TypeError(f"expected a workbench.ondevice.OnDeviceResult, got {type(result).__name__}")
     steps = list(range(1, len(result.ondevice_losses) + 1))

@@ -1,7 +1,4 @@
-"""Figures for quantization: a :class:`~workbench.quant.evaluate.SliceReport`,
-:class:`~workbench.quant.QuantResult` or :class:`~workbench.quant.SearchResult` in, a
-``plotly.graph_objects.Figure`` out.
-"""
+"""Figures for quantization: a ``SliceReport``, ``QuantResult`` or ``SearchResult`` in, a ``go.Figure`` out."""
 
 from __future__ import annotations
 
@@ -10,8 +7,7 @@ from typing import Optional, Sequence, Union
 
 import plotly.graph_objects as go
 
-from ..quant import METRICS, FlipKind, SliceDrift, SliceReport
-from ..quant import NodeError, QuantResult, SearchResult
+from ..quant import METRICS, FlipKind, NodeError, QuantResult, SearchResult, SliceDrift, SliceReport
 
 WORSE, BETTER, NEUTRAL, SMALL = "#E45756", "#54A24B", "#9D9D9D", "#D8D8D8"
 FLIP_COLORS = {"same": "#BAB0AC", FlipKind.BROKEN.value: "#E45756", FlipKind.FIXED.value: "#54A24B",
@@ -33,11 +29,6 @@ def _report(obj: ReportLike, golden: bool = False) -> SliceReport:
     raise TypeError(f"expected a SliceReport or a QuantResult, got {type(obj).__name__}")
 
 
-def _scale(metric: str) -> tuple[float, str]:
-    """Accuracy-like metrics are shown in points (x100); ECE too."""
-    return 100.0, "points"
-
-
 def _color(d: SliceDrift, metric: str) -> str:
     m = d.deltas[metric]
     if d.too_small or d.n == 0:
@@ -49,10 +40,7 @@ def _color(d: SliceDrift, metric: str) -> str:
 
 def drift_bars(obj: ReportLike, metric: str = "accuracy", include_overall: bool = True, golden: bool = False,
                max_slices: Optional[int] = None) -> go.Figure:
-    """Horizontal bars: candidate minus reference per slice, in points, with the 95% interval.
-
-    Sorted worst first (top); ``all`` (the whole set) is drawn first when ``include_overall``.
-    """
+    """Horizontal bars: candidate minus reference per slice, in points, with the 95% interval, worst first."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
     rep = _report(obj, golden)
@@ -61,7 +49,7 @@ def drift_bars(obj: ReportLike, metric: str = "accuracy", include_overall: bool 
         rows = rows[:max_slices]
     if include_overall:
         rows = [rep.overall, *rows]
-    k, unit = _scale(metric)
+    k, unit = 100.0, "points"  # every metric (accuracy-like, ECE too) in points
     rows = [d for d in rows if d.n > 0] + [d for d in rows if d.n == 0]
     names = [f"{d.slice} (n={d.n}{', too small' if d.too_small else ''})" for d in rows]
     vals = [k * d.deltas[metric].delta if d.n else 0.0 for d in rows]

@@ -1,8 +1,4 @@
-"""Figures for the one-file report (``workbench.report``): results in, ``go.Figure`` out.
-
-- :func:`slice_drift_overview`: accuracy change per slice for every quantized variant side by
-  side, each with its 95% paired bootstrap interval, and the per-slice budget as a line.
-"""
+"""Figures for the one-file report (``workbench.report``): results in, ``go.Figure`` out."""
 
 from __future__ import annotations
 
@@ -10,8 +6,7 @@ from typing import Optional, Sequence
 
 import plotly.graph_objects as go
 
-from ..quant import SliceDrift
-from ..quant import QuantResult
+from ..quant import QuantResult, SliceDrift
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#FF9DA6", "#9D755D")
 
@@ -22,11 +17,9 @@ def _label(d: SliceDrift) -> str:
 
 def slice_drift_overview(results: Sequence[QuantResult], budget_per_slice: Optional[float] = None,
                          max_slices: Optional[int] = 40) -> go.Figure:
-    """Grouped points: for each slice (the whole set first, then the slices that lost most under any
-    variant), one point per variant at its accuracy change in points, with the 95% paired bootstrap
-    interval as an error bar. A point shows a change of zero too (a bar of length zero would show
-    nothing), and the axis reaches past zero and the budget on both sides, so no point sits on its edge.
-    Slices too small to judge are labelled, not hidden."""
+    """For each slice (the whole set first, then those that lost most under any variant), one point per
+    variant at its accuracy change with its 95% paired bootstrap interval. Points, not bars: a bar of
+    length zero would show nothing. Slices too small to judge are labelled, not hidden."""
     if not results:
         raise ValueError("no quantization results to draw: quantize with at least one preset first")
     first = results[0].report

@@ -1,9 +1,6 @@
-"""Figures for training runs: result in, ``plotly.graph_objects.Figure`` out.
-
-Each builder takes a :class:`~workbench.train.compare.Comparison` or a list of
-:class:`~workbench.train.TrainRun` (compared on the fly). Backends keep the same colour in every
-figure. Runs that fell back or failed are drawn only where their data exists and are labelled
-with their status; ratios are written on the bars.
+"""Figures for training runs: a ``Comparison`` or a list of ``TrainRun`` (compared on the fly) in, a
+``go.Figure`` out. Runs that fell back or failed are drawn only where their data exists, labelled
+with their status.
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from typing import Sequence, Union
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..train import Comparison, compare
-from ..train import Backend, RunStatus, TrainRun
+from ..train import Backend, Comparison, RunStatus, TrainRun, compare
 
 COLORS = {Backend.EAGER: "#4C78A8", Backend.ORTMODULE: "#F58518", Backend.COMPILE: "#54A24B"}
 RunsLike = Union[Comparison, Sequence[TrainRun]]
@@ -53,11 +49,8 @@ def _ratio_text(c: Comparison, backend: Backend, attr: str) -> str:
 
 
 def loss_curves(runs: RunsLike) -> go.Figure:
-    """Training loss per step for each backend (lines) and validation loss (markers).
-
-    The title states the largest loss difference against the baseline and whether it is within
-    the comparison's tolerance.
-    """
+    """Training loss per step for each backend (lines) and validation loss (markers); the title states
+    the largest loss difference against the baseline against the comparison's tolerance."""
     c = _as_comparison(runs)
     fig = go.Figure()
     for r in c.runs:
@@ -105,8 +98,7 @@ def step_time_distribution(runs: RunsLike) -> go.Figure:
 
 
 def throughput_memory_bars(runs: RunsLike) -> go.Figure:
-    """Two panels: samples per second (higher is better) and peak memory (lower is better), with the
-    ratio against the baseline written on every bar."""
+    """Samples per second and peak memory, the ratio against the baseline written on every bar."""
     c = _as_comparison(runs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput (samples/s, higher is better)",
                                                         "peak memory (MiB, lower is better)"))

@@ -21,28 +21,24 @@ from pathlib import Path
 from typing import Iterator
 
 from . import layout
-from .atomic import (exchange, move_external_data, current_umask, atomic_copy, atomic_dir, atomic_path, atomic_write_bytes,
-                     atomic_write_json, atomic_write_npy, atomic_write_set, atomic_write_text)
-from .layout import STAGE_FILES
+from .atomic import atomic_copy, atomic_dir, atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_npy, atomic_write_text
 from .lock import CREATED, RunLocked, drop_created_if_empty, first_missing, run_lock
-from .open import RunError, find_root
+from .open import RunError
 from .results import load_result, read_result_json, save_result
 
 __all__ = [
-    "DEFAULT_ROOT", "STAGE_FILES", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path",
-    "atomic_write_bytes", "atomic_write_json", "atomic_write_npy", "atomic_write_set", "atomic_write_text", "find_results",
-    "find_root", "iter_files", "layout", "list_runs", "load_result", "new_run_dir", "read_result_json", "save_result",
-    "RunLocked", "drop_created_if_empty", "run_lock",
-    "exchange", "move_external_data", "current_umask",
+    "DEFAULT_ROOT", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path", "atomic_write_bytes",
+    "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "iter_files", "layout", "list_runs",
+    "load_result", "new_run_dir", "read_result_json", "save_result", "RunLocked", "drop_created_if_empty", "run_lock",
 ]
 
 DEFAULT_ROOT = Path(os.environ.get("WORKBENCH_RUNS", "runs"))
 
 
 def default_out(stage_dir: str) -> Path:
-    """Where a stage writes when no folder is given: ``DEFAULT_ROOT/<stage folder>`` (``WORKBENCH_RUNS``
-    moves it; every front's default goes through here)."""
+    """Where a stage writes when no folder is given (``WORKBENCH_RUNS`` moves ``DEFAULT_ROOT``)."""
     return DEFAULT_ROOT / stage_dir
+
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

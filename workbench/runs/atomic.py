@@ -1,8 +1,5 @@
-"""Atomic writes: a file, a JSON document, a numpy array, a copy, a path a library writes, a folder.
-
-Writes go to a temporary file in the same folder and are renamed into place, so a crash or an
-error never leaves half a file behind and never clobbers what an earlier step wrote.
-"""
+"""Atomic writes: to a temporary in the same folder, renamed into place, so a crash or an error never
+leaves half a file behind and never clobbers what an earlier step wrote."""
 
 from __future__ import annotations
 
@@ -49,7 +46,6 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
-    """Copy a file into place atomically (copy to a temporary name, then rename)."""
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
@@ -143,7 +139,7 @@ def exchange(a: Path, b: Path) -> bool:
 
 
 def atomic_write_npy(path: str | os.PathLike, array) -> Path:
-    """Save a numpy array (as float32 when it is floating point) atomically."""
+    """Save a numpy array (floating point as float32)."""
     import io
 
     import numpy as np
@@ -228,10 +224,9 @@ def pause_at(point: str) -> None:
 def atomic_write_set(folder: str | os.PathLike, files: dict[str, bytes], link: str = GENERATION_LINK) -> dict[str, Path]:
     """Replace several files of ``folder`` as one unit: a reader sees all of them old or all new.
 
-    Each ``folder/<name>`` is a relative symlink to ``<link>/<name>``, and ``folder/<link>`` a symlink
-    to a hidden generation folder holding the whole set; a new set goes into a new generation, then the
-    one ``<link>`` is renamed over, so every name switches at once. Returns ``{name: folder/name}``.
-    """
+    Each ``folder/<name>`` is a symlink to ``<link>/<name>``, and ``folder/<link>`` a symlink to a hidden
+    generation folder holding the whole set; a new set goes into a new generation, then the one
+    ``<link>`` is renamed over, so every name switches at once."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     _adopt_regular_files(folder, list(files), link)
@@ -293,7 +288,6 @@ def clean_report_generations(folder: str | os.PathLike, link: str = GENERATION_L
 
 
 def pid_alive(pid) -> bool:
-    """Whether process ``pid`` is running (one owned by another user counts as running)."""
     if pid is None or pid <= 0:
         return False
     try:

@@ -21,10 +21,8 @@
       .workbench.lock                              held by the command writing the run (runs/lock.py)
       demo.json, summary.md, audit.json            the demo's and the audit's own record
 
-The demo, the Workbench, the CLI, the audit, the zoo and the benchmarks all write this layout.
-Older run folders put some results elsewhere (``compare.json`` at the root, ``export.json`` and
-``fusion.json`` at the root or side by side in ``export/``); :data:`RESULT_PLACES` still reads
-them, and the newest result of a stage wins wherever it lies.
+Older run folders put some results elsewhere (at the root, or ``fusion.json`` in ``export/``);
+:data:`RESULT_PLACES` still reads them, and the newest result of a stage wins wherever it lies.
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ def checkpoint(backend: str) -> str:
 
 
 def fusion_candidate(name: str) -> str:
-    """The file of the fusion stage's candidate ``name`` inside the fusion folder: the full fusion is
-    :data:`FUSED_GRAPH`, a candidate with a fusion family left out ``model_fused_<name>.onnx``."""
+    """The file of the fusion stage's candidate ``name`` (a fusion family left out; ``full``: all of them)."""
     return FUSED_GRAPH if name == "full" else f"model_fused_{name}.onnx"
 
 
@@ -91,11 +88,9 @@ def quantize_dir(name: str) -> str:
     return f"{QUANTIZE_DIR}/{name}"
 
 
-# where each stage writes (the folder its result file goes into)
 STAGE_DIRS = {"train": TRAIN_DIR, "export": EXPORT_DIR, "fusion": FUSION_DIR, "quantize": QUANTIZE_DIR,
               "search": SEARCH_DIR}
 
-# the result file of each stage (``runs.find_results`` keys), as before
 STAGE_FILES = {"compare": COMPARE_FILE, "export": EXPORT_FILE, "fusion": FUSION_FILE, "quantize": QUANTIZE_FILE,
                "search": SEARCH_FILE}
 
@@ -120,8 +115,7 @@ _STAGE_NAMES_AT = (
 
 def root_by_name(folder: str | os.PathLike) -> Optional[Path]:
     """The run root ``folder`` lies in, judged by the layout's folder names alone (``RUN/fusion``,
-    ``RUN/quantize/dynamic``, ``RUN/train/eager/checkpoint`` give ``RUN``); None when ``folder`` is
-    not below a stage folder (it may be a run root itself)."""
+    ``RUN/train/eager/checkpoint`` give ``RUN``); None when it is not below a stage folder."""
     folder = Path(os.path.abspath(folder))
     chain = [folder, *list(folder.parents)[:2]]
     for names, c in zip(_STAGE_NAMES_AT, chain):

@@ -1,19 +1,11 @@
 """One writer per run folder: an exclusive lock every command takes before it writes there.
 
-    with run_lock(run_dir, "workbench quantize") as lock:
-        ...                                   # write into run_dir
-    lock.note                                 # "took over the lock of PID 123 (no longer running)" or None
-
-The lock is ``<folder>/.workbench.lock``, held with ``flock(LOCK_EX | LOCK_NB)`` on an open file
-that records the holder's PID and command. The kernel releases a flock when its process dies (even
-under SIGKILL), so a lock left by a dead process is simply taken: the file still names the dead PID,
-and the new holder says it took it over. A second writer does not wait: :class:`RunLocked` (a
-``RunError``) names the holder's PID and command at once. Child processes (torchrun workers) write
-under their parent's lock.
-
-Taking the lock also removes the temporaries a killed writer left in the folder (``.*.tmp*``
-files and folders of :mod:`.atomic`, older report generations): with the lock held nobody else can
-be writing them.
+The lock is ``flock(LOCK_EX | LOCK_NB)`` on ``<folder>/.workbench.lock``, a file naming the holder's
+PID and command. The kernel releases a flock when its process dies (even under SIGKILL), so a lock
+left by a dead process is simply taken (``run_lock.note`` says so). A second writer does not wait:
+:class:`RunLocked` names the holder at once. Child processes (torchrun workers) write under their
+parent's lock. Taking the lock also removes the temporaries a killed writer left: with the lock held
+nobody else can be writing them.
 """
 
 from __future__ import annotations
@@ -140,7 +132,7 @@ CREATED: list[Path] = []
 
 
 def first_missing(folder: str | os.PathLike) -> Optional[Path]:
-    """The outermost folder of ``folder``'s path that does not exist yet (what mkdir -p would create), or None."""
+    """The outermost folder of ``folder``'s path that does not exist yet (what mkdir -p would create)."""
     folder = Path(os.path.abspath(folder))
     missing = None
     for p in (folder, *folder.parents):
@@ -170,7 +162,6 @@ def drop_created_if_empty() -> list[Path]:
 
 
 def _is_temporary(name: str) -> bool:
-    """Names :mod:`.atomic` and the report writer give their temporaries."""
     return name.startswith(".") and (".tmp" in name or name.endswith(".old"))
 
 
@@ -199,4 +190,3 @@ def clean_stale(folder: str | os.PathLike, max_depth: int = 4) -> list[Path]:
 
     walk(folder, 0)
     return removed
-

@@ -1,8 +1,5 @@
-"""The run root of any of its folders (:func:`find_root`), and :class:`RunError`.
-
-Opening a run with its results and hand-offs is :func:`workbench.flow.handoffs.open_run`: it reads the
-stages' results, and ``runs`` (the lowest floor: layout and atomic writing) imports no stage.
-"""
+"""The run root of any of its folders (:func:`find_root`), and :class:`RunError`. (Opening a run with
+its results is :func:`workbench.flow.handoffs.open_run`: ``runs`` imports no stage.)"""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ class RunError(FileNotFoundError):
 
 
 def _holds_results(folder: Path) -> bool:
-    """Whether ``folder`` is a run root: a stage result in one of the layout's places (old or new)."""
     return folder.is_dir() and (bool(layout.result_files(folder, any_folder=False))
                                 or any(folder.glob(f"{layout.TRAIN_DIR}/*/{layout.TRAIN_FILE}")))
 

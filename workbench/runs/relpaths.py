@@ -1,14 +1,11 @@
 """Paths inside a run folder are saved relative to it, so a moved or copied run can be continued.
 
-:func:`relativize` rewrites every string of a result's JSON that names a path inside the run
-root (absolute, or relative to the working folder and existing) as a path relative to the root,
-and records which values it rewrote and where the root lies, relative to the JSON file::
+:func:`relativize` records which values it rewrote and where the root lies, relative to the JSON file::
 
     "_run_relative": {"root": "..", "paths": [["onnx_path"], ["runs", 0, "checkpoint_dir"]]}
 
-:func:`resolve` turns exactly those values back into absolute paths under wherever the file lies
-now. Paths outside the run (a model folder, a data file) stay as they were; a result saved before
-this (absolute paths, no ``_run_relative``) loads unchanged.
+:func:`resolve` turns exactly those back into absolute paths; paths outside the run (a model folder,
+a data file) stay as they were, and a result saved without ``_run_relative`` loads unchanged.
 """
 
 from __future__ import annotations
@@ -23,8 +20,8 @@ MARK = "_run_relative"
 
 
 def _inside(value: str, roots: tuple[str, ...], cwd: str) -> Optional[str]:
-    """``value`` relative to the run root when it names a path inside it, else None. ``roots``: the
-    root as given and with its links resolved (either may prefix a saved path)."""
+    """``value`` relative to the run root when it names a path inside it. ``roots``: the root as given and
+    with its links resolved (either may prefix a saved path)."""
     if not value or len(value) > 4096 or "\n" in value or "://" in value:
         return None
     if os.path.isabs(value):
@@ -72,8 +69,7 @@ def relativize(data: Any, json_path: str | os.PathLike, root: str | os.PathLike 
 
 
 def resolve(data: Any, json_path: str | os.PathLike) -> Any:
-    """``data`` read from ``json_path`` with its run-relative paths made absolute again, under the
-    folder the file lies in now."""
+    """``data`` read from ``json_path`` with its run-relative paths made absolute under where the file lies now."""
     if not isinstance(data, dict) or not isinstance(data.get(MARK), dict):
         return data
     mark = data.pop(MARK)

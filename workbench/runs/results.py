@@ -16,8 +16,7 @@ T = TypeVar("T")
 
 
 def save_result(result: Any, path: str | os.PathLike) -> Path:
-    """Write a result dataclass as JSON (atomically). Paths inside the run folder are stored
-    relative to it (:mod:`workbench.runs.relpaths`), so the folder can be moved and continued."""
+    """Write a result dataclass as JSON, paths inside the run relative to it (:mod:`workbench.runs.relpaths`)."""
     data = relativize(serial.to_dict(result), path)
     return atomic_write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
@@ -32,9 +31,7 @@ def read_result_json(path: str | os.PathLike) -> Any:
 
 
 def load_result(cls: type[T], path: str | os.PathLike, name: Optional[str] = None) -> T:
-    """Read a result dataclass back from the JSON written by :func:`save_result`.
-
-    ``path`` is the JSON file or, when ``name`` is given, the folder holding ``name``."""
+    """Read a result dataclass back; ``path`` is the JSON file or, with ``name``, the folder holding it."""
     path = Path(path)
     if name is not None and path.is_dir():
         path = path / name
@@ -56,7 +53,6 @@ class CorruptResult(RunError):
 
 
 def _redo(path: Path) -> str:
-    """The command that writes the result file ``path`` afresh."""
     from . import layout
 
     stage = next((s for s, name in layout.STAGE_FILES.items() if name == path.name), None)

@@ -1,9 +1,8 @@
 """The workshop's hour on 2-core laptops: which notebooks, with which settings, in what order.
 
-One list, read by the workshop page (docs/workshop.md, which a test keeps in step with it) and by
-``scripts/agenda_times.py``, which runs each notebook with these settings in JupyterLab driven by
-headless Chromium and writes how long each took. The settings change a notebook's ``parameters``
-cell: the learner types them there before running it.
+One list, read by the workshop page (docs/workshop.md, kept in step by a test) and by
+``scripts/agenda_times.py``, which times each notebook with these settings in JupyterLab. The settings
+change a notebook's ``parameters`` cell: the learner types them there before running it.
 """
 
 from __future__ import annotations
@@ -41,4 +40,3 @@ AGENDA: tuple[Slot, ...] = (
 )
 
 HOUR_MINUTES = 60
-

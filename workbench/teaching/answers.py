@@ -1,16 +1,11 @@
 """The answer key of the notebooks' exercises, for the instructor; no notebook imports it.
 
-The right answers differ from laptop to laptop (they come from each learner's own results), so the
-key is a function per exercise that reads the answer off the results the way the notebook's tables
-show them, and a sentence on how to get there (what to say when a learner is stuck). In a notebook
-the learner has run, after its last cell::
+The right answers differ from laptop to laptop, so the key is a function per exercise that reads the
+answer off the learner's results, and a sentence on how to get there. In a notebook the learner has
+run, after its last cell::
 
     from workbench.teaching.answers import answer
     answer("00_tour", wb.quant.result)      # SIZE_RATIO = 3.4  (FP32 size / INT8 size ...)
-
-``KEY`` maps each notebook to its exercise: the variable the learner sets, the key's function, the
-check it must pass (``workbench.teaching.exercises``) and the reasoning. ``tests/unit/teaching``
-runs every check against this key.
 """
 
 from __future__ import annotations
@@ -45,10 +40,8 @@ def fusions_per_layer(report: Any) -> dict[str, float]:
 
 def preset_within_budget(results: Iterable[Any] | Mapping[str, Any], budget: float = 0.01,
                          min_speedup: Optional[float] = None, profile: Any = None) -> Optional[str]:
-    """04: of the quantizations run so far, one that loses at most ``budget`` overall and on every slice,
-    whose speed-up's lower end reaches this machine's goal and that was timed on a quiet machine (the
-    one with the highest lower end); ``None`` when none does yet (then: Re-quantize with the worst
-    nodes kept in FP32, or another preset, and ask again)."""
+    """04: of the quantizations run so far and timed on a quiet machine, the one within ``budget`` with the
+    highest lower end of its speed-up, if that reaches this machine's goal."""
     min_speedup, _ = ex.speed_goal(min_speedup, profile)
     pool = list(results.values()) if isinstance(results, Mapping) else list(results or [])
     fits = [r for r in pool if r.report.max_slice_drop() <= budget and r.accuracy_delta >= -budget

@@ -1,11 +1,9 @@
 """Checks for the notebooks' exercises: each says whether the learner got it, never the answer.
 
-Every check takes the learner's answer (``None`` while the exercise is not attempted) and the
-results the notebook already holds, and returns a :class:`Verdict`: ``not yet`` (nothing to check
-yet: no answer, or the step the answer depends on has not run), ``correct``, or ``not quite``
-with a hint that says where to look. A check never raises on a missing or odd answer, so a
-notebook run top to bottom (by a test, or before the learner starts) prints "not yet" and passes.
-The right answers are computed from the learner's own results: they differ from laptop to laptop.
+Every check takes the learner's answer (``None`` while not attempted) and the results the notebook
+holds, and returns a :class:`Verdict` (``not quite`` with a hint that says where to look). A check
+never raises on a missing or odd answer, so a notebook run top to bottom (by a test) prints "not yet"
+and passes. The right answers come from the learner's own results: they differ from laptop to laptop.
 """
 
 from __future__ import annotations
@@ -147,9 +145,7 @@ def check_fusions_per_layer(answer: Any, report: Any) -> Verdict:
 # ---- 04 quantization -----------------------------------------------------------------------
 def exercise_speed_target(profile) -> float:
     """04's speed goal on the machine of ``profile``: a third of the way from FP32 to what this CPU's
-    INT8 matrix multiply allows over its FP32 one (``profile.int8_over_fp32``), at least 1.05x: where
-    INT8 matrix multiplies run 1.8x FP32 that is 1.27x, at 2.3x it is 1.43x. Where it was met, and
-    by what: docs/benchmarks/index.md."""
+    INT8 matrix multiply allows over its FP32 one, at least 1.05x (where it was met: docs/benchmarks/index.md)."""
     ratio = float(getattr(profile, "int8_over_fp32", 1.0) or 1.0)
     return round(max(1.05, 1.0 + (ratio - 1.0) / 3.0), 2)
 
@@ -173,9 +169,8 @@ def lower_end(result: Any) -> float:
 
 def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str, Any] | None,
                                budget: float = 0.01, min_speedup: Optional[float] = None, profile: Any = None) -> Verdict:
-    """04: a quantization the learner ran that keeps the overall accuracy and every slice (of 50+
-    examples) within ``budget`` of FP32 and whose speed-up's lower end reaches ``min_speedup`` (by
-    default this machine's :func:`exercise_speed_target`, so it can be met wherever the notebook runs)."""
+    """04: a quantization the learner ran that keeps the overall accuracy and every slice within ``budget``
+    of FP32 and whose speed-up's lower end reaches this machine's goal (so it can be met wherever it runs)."""
     name = "within 1 point on every slice, faster than FP32"
     min_speedup, profile = speed_goal(min_speedup, profile)
     where = (f" (the goal on this CPU: {profile.isa_text()}, its INT8 matrix multiply {profile.int8_over_fp32:.1f}x its FP32)"

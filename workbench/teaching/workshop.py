@@ -2,18 +2,13 @@
 
 Notebooks 03, 04 and 05 export, fuse and quantize a model; a randomly initialised or merely
 pre-trained classifier shows nothing worth learning there (42% accuracy, no drift). So they start
-from :func:`ensure_finetuned`, which fine-tunes the built-in model once with **the demo's training
-recipe** (``DemoConfig.default().train``, by reference: when the demo recipe changes, the cache key
-changes and the checkpoint is trained again) and keeps it in a cache folder::
+from :func:`ensure_finetuned`, which fine-tunes the built-in model once with the demo's training
+recipe (by reference: when it changes, the cache key changes) and keeps it in
+``$WORKBENCH_HOME/finetuned/<model>-<recipe hash>/`` with ``finetuned.json`` (:class:`FinetunedInfo`).
 
-    $WORKBENCH_HOME/finetuned/<model>-<recipe hash>/      (default ~/.cache/ort-workbench,
-        config.json, model.safetensors, tokenizer files         or $XDG_CACHE_HOME/ort-workbench)
-        finetuned.json   what was trained, how, and how well (FinetunedInfo)
-
-The folder is renamed into place only when it is complete, so a crash or Ctrl-C never leaves a
-half-written checkpoint behind; a lock file keeps two notebooks (or laptops sharing a home) from
-training the same one at the same time. ``make workshop`` / ``workbench workshop`` prepare it
-before the room fills, offline: nothing is downloaded, then or later.
+The folder is renamed into place only when complete, and a lock file keeps two notebooks (or laptops
+sharing a home) from training the same one at once. ``workbench workshop`` prepares it before the
+room fills, offline.
 """
 
 from __future__ import annotations
@@ -101,7 +96,6 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def cache_dir(recipe: TrainConfig, backend: str = DEFAULT_BACKEND, home: str | os.PathLike | None = None) -> Path:
-    """Where the checkpoint for ``recipe`` lives (whether or not it exists yet)."""
     name = _SAFE.sub("-", Path(recipe.model).name if recipe.model not in ("minilm", "tiny") else recipe.model).strip("-")
     return workbench_home(home) / FINETUNED_DIR / f"{name or 'model'}-{recipe_hash(recipe, backend)}"
 
@@ -168,9 +162,8 @@ def ensure_finetuned(
     log: Optional[Log] = print,
     progress: Optional[Callable[[Progress], None]] = None,
 ) -> Path:
-    """The folder of ``model`` ("minilm", "tiny" or a Hugging Face folder) fine-tuned with ``recipe``
-    (default: :func:`workshop_recipe`): from the cache, or trained now and cached. ``log`` gets a few
-    lines; ``progress`` every training ``Progress``."""
+    """The folder of ``model`` fine-tuned with ``recipe`` (default: :func:`workshop_recipe`): from the
+    cache, or trained now and cached."""
     if recipe is None:
         recipe = workshop_recipe(model or "minilm")
     elif not isinstance(recipe, TrainConfig):
@@ -225,8 +218,7 @@ def ensure_finetuned(
 
 
 def workshop_model(model: str = "minilm", log: Optional[Log] = print, **kw) -> str:
-    """What a notebook should export: for a built-in name ("minilm", "tiny") its fine-tuned
-    checkpoint (:func:`ensure_finetuned`), for a folder the folder itself (your own model)."""
+    """What a notebook should export: a built-in name's fine-tuned checkpoint, a folder itself (your own model)."""
     from ..models.load import BUILTIN_MODELS, resolve_model_path
 
     if model in BUILTIN_MODELS:
