@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..flow.sequence import run_stages
 from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
 from .folder import EmbedError, EmbedFolder, read_folder
 from .retrieval import QUERY_KINDS, RetrievalTask
@@ -260,7 +261,6 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
     against ``SentenceTransformer.encode`` and search (``cfg.search``); with ``report``, report.html and
     summary.json too. ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`).
     A stage that fails raises its error as it is."""
-    from ..flow.sequence import run_stages
     from ..workflows.stages import stages_for
     from ..workflows.steps import Job
 
