@@ -1,14 +1,7 @@
-"""The embedding task's stage bodies (``steps.TASKS["embedding"]``): what the registry's ``export``,
-``quantize``, ``evaluate``, ``search`` and ``report`` run for a sentence-transformers folder, each
-``run(config, record, job)`` with the audit's :class:`~workbench.embed.audit.EmbedAuditConfig` as its
-config and the audit's checked inputs as ``job.data``. The route is the registry's ``embed-audit``.
-
-Export validates against ``SentenceTransformer.encode``; quantize builds the fused graph and one graph
-per preset (nothing when the export failed validation); evaluate scores every variant on the retrieval
-task (or the texts without labels) and times it against ``SentenceTransformer.encode`` at the data's
-median length; search is the quantization search in NDCG@10 terms; report writes ``report.html`` and
-``summary.json`` as one unit.
-"""
+"""The embedding task's own stage bodies (``steps.TASKS["embedding"].stages``), what the registry's
+``export``, ``quantize``, ``evaluate``, ``search`` and ``report`` run on the ``embed-audit`` route:
+each ``run(config, record, job)`` with the audit's ``EmbedAuditConfig`` as config and its checked
+inputs as ``job.data``."""
 
 from __future__ import annotations
 
