@@ -13,6 +13,7 @@ and measure what quantization does to search, slice by slice.
 - :mod:`.search`: the search's baseline in NDCG@10 terms (:class:`~workbench.quant.search.ScoredBaseline`)
 - :mod:`.report`: its blocks of summary.json and the figures of its report sections
 - :mod:`.audit`: ``run_embed_audit`` -> report.html and summary.json
+- :mod:`.stages`: the embedding task's export, quantize, evaluate, search and report (the ``embed-audit`` route)
 """
 
 from .folder import (CLASSIFICATION, EMBEDDING, TASKS, EmbedError, EmbedFolder, check_task_of, is_sentence_transformers_folder,

@@ -1,7 +1,8 @@
 """The audit of an embedding model: ``run_embed_audit(folder, EmbedAuditConfig, out) -> EmbedAuditResult``.
 
-Steps: read the sentence-transformers folder; export with pooling and normalization in the graph and
-validate against ``SentenceTransformer.encode``; fuse; quantize with the presets (and, with
+Steps (the registry's ``embed-audit`` route, :mod:`workbench.embed.stages`): read the
+sentence-transformers folder; export with pooling and normalization in the graph and validate
+against ``SentenceTransformer.encode``; fuse; quantize with the presets (and, with
 ``exclude_worst``, again with the worst nodes left in FP32); score every variant on the retrieval
 task (built-in, or the user's corpus and pairs) and on the texts without labels; time them against
 ``SentenceTransformer.encode`` at the data's median length; write ``report.html`` and
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..runs import layout
+from ..flow.sequence import run_stages
 from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
 from .folder import EmbedError, EmbedFolder, read_folder
 from .retrieval import QUERY_KINDS, RetrievalTask
@@ -249,94 +250,42 @@ class EmbedQuantRun:
     source: str
     seconds: float
     search: Any = None  # the SearchResult, when cfg.search and the task has labels
+    report: Any = None  # (report.html, summary.json, summary), when the route ran its report
 
 
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
-                           checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedQuantRun:
-    """Export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement) and
-    time it against ``SentenceTransformer.encode``; the stages of the audit before its report.
-    ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`)."""
-    from ..perf.machine_profile import default_threads
-    from ..runtime.engine import scoring_engine
-    from ..runtime.progress import scoring_progress
-    from .encode import OnnxEncoder
-    from .evaluate import evaluate_embeddings
-    from .export import run_embed_export
-    from .variants import build_variants
+                           checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None,
+                           report: bool = False) -> EmbedQuantRun:
+    """The registry's ``embed-audit`` route with the embedding task (:mod:`workbench.embed.stages`):
+    export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement), time it
+    against ``SentenceTransformer.encode`` and search (``cfg.search``); with ``report``, report.html and
+    summary.json too. ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`).
+    A stage that fails raises its error as it is."""
+    from ..workflows.stages import stages_for
+    from ..workflows.steps import Job
 
     cfg = cfg or EmbedAuditConfig()
     t0 = time.perf_counter()
     checked = checked or check_embed_inputs(model, cfg, out_dir)
     out = checked.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    info = checked.folder
-    log(f"embedding model {info.folder}: {info.describe()}")
+    log(f"embedding model {checked.folder.folder}: {checked.folder.describe()}")
     log(f"data: {checked.source}")
-    log(f"export to ONNX, {info.pooling} pooling inside the graph, validated against SentenceTransformer.encode")
-    texts_for_validation = (list(checked.task.queries[:16]) + list(checked.task.docs[:48])) if checked.task else checked.texts[:64]
-    export = run_embed_export(info.folder, out / "export", texts=texts_for_validation)
-    log(export.validation.text())
-    threads = int(cfg.threads or default_threads())
-    speed = evaluation = variants = search = None
-    if export.validation.passed:
-        calib = list(checked.task.docs if checked.task else checked.texts)[: cfg.calibration_size]
-        log(f"fusing and quantizing: {', '.join(cfg.presets)}")
-        variants = build_variants(export, cfg.presets, out / "variants", calib, cfg.exclude_worst)
-        tok = export.load_tokenizer()
-        # engine ray: the texts encoded on a pool, shut down after; each graph's rows reported to ``progress``
-        with scoring_engine(cfg.engine_config(), log=log) as ray_pool, scoring_progress(progress):
-            encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads, pool=ray_pool, label=v.name)
-                        for v in variants.variants}
-            evaluation = evaluate_embeddings(encoders, "fp32", checked.task, checked.texts, checked.text_slices or None,
-                                             cfg.budget, cfg.n_boot, cfg.seed, cfg.batch_size,
-                                             info.folder if cfg.reference_check else None, log)
-        if cfg.time_speed:
-            from .encode import ST_ENCODE, encode_fns, median_length_texts, st_encoder, time_encoders
-
-            pool = list(checked.task.docs if checked.task else checked.texts)
-            batch32, med = median_length_texts(tok, pool, export.max_length, 32)
-            log(f"timing at the data's median length ({med} tokens), batch 1 and 32, {threads} threads")
-            fns = encode_fns(encoders, st_encoder(info.folder, threads), {1: batch32[:1], 32: batch32})
-            speed = time_encoders(fns, ST_ENCODE, med, threads, {v.name: str(v.path) for v in variants.variants},
-                                  rounds=cfg.timing_rounds, retimes=cfg.retimes)
-        search = _search(export, variants, checked, cfg, threads, out, log)
-    return EmbedQuantRun(out, info, export, variants, evaluation, speed, checked.source, time.perf_counter() - t0, search)
-
-
-def _search(export, variants, checked: CheckedEmbedInputs, cfg: EmbedAuditConfig, threads: int, out: Path, log: Log):
-    """The quantization search in NDCG@10 terms (``cfg.search``), on the graphs the audit built."""
-    if not cfg.search:
-        return None
-    if checked.task is None:
-        log("search skipped: it holds each candidate to an NDCG@10 budget, and texts without queries have no labels")
-        return None
-    from ..quant import EvalConfig, SearchConfig, run_search
-    from .search import prepare_embed_search
-    from .variants import FUSED, preset_config
-
-    log(f"search: {', '.join(cfg.presets)}, each with up to {cfg.max_excluded} nodes left in FP32 until it meets the budget")
-    base = prepare_embed_search(export, checked.task, out / layout.SEARCH_DIR, cfg.budget,
-                                list(checked.task.docs)[: cfg.calibration_size], threads, cfg.max_excluded,
-                                rounds=cfg.timing_rounds, fused=variants.path(FUSED), retimes=cfg.retimes)
-    found = run_search(base, SearchConfig(candidates=tuple(preset_config(p) for p in cfg.presets),
-                                          evaluation=EvalConfig(n_boot=cfg.n_boot, seed=cfg.seed)), out / layout.SEARCH_DIR,
-                       progress=lambda done, total, what: log(f"search {done}/{total}: {what}"))
-    log(found.message)
-    return found
+    names = ("export", "quantize", "evaluate", "search") + (("report",) if report else ())
+    job = Job(out, {n: cfg for n in names}, log=log, model=checked.folder.folder, data=checked, progress=progress,
+              task="embedding", report={"started": t0})
+    done = run_stages(stages_for("embed-audit", job, leave_out=() if report else ("report",)), log=lambda _line: None,
+                      fatal=(Exception,)).results
+    evaluation, speed = done.get("evaluate") or (None, None)
+    return EmbedQuantRun(out, checked.folder, done["export"], done.get("quantize"), evaluation, speed, checked.source,
+                         time.perf_counter() - t0, done.get("search"), done.get("report"))
 
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
-    """The audit (see the module doc): :func:`run_embed_quantization`, then report.html and
+    """The audit (see the module doc): :func:`run_embed_quantization` with its report: report.html and
     summary.json written as one unit."""
-    from ..report.write import write_summary_page
-    from .report import build_embed_summary, embed_figures
-
-    cfg = cfg or EmbedAuditConfig()
     t0 = time.perf_counter()
-    run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress)
-    summary = build_embed_summary(run.folder, run.export, run.variants, run.evaluation, run.speed, cfg, run.source,
-                                  time.perf_counter() - t0, run.search)
-    report, written = write_summary_page(run.out_dir, summary, embed_figures(run.evaluation, summary["speed"]))
-    log(summary["verdict"]["text"])
-    return EmbedAuditResult(run.out_dir, report, written, summary["verdict"]["exit_code"], summary["verdict"], time.perf_counter() - t0)
+    run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress, report=True)
+    page, written, summary = run.report
+    return EmbedAuditResult(run.out_dir, page, written, summary["verdict"]["exit_code"], summary["verdict"], time.perf_counter() - t0)

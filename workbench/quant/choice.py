@@ -185,7 +185,7 @@ def all_fp32_candidate(name: str, graph: str, res: Scored, check: BudgetCheck, w
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=res.config, onnx_path=Path(res.quantized_path), result_path=None,
         latency_ms=float("nan"), size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
-        feasible=False, fast_enough=False, too_slow=why)
+        fast_enough=False, too_slow=why)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ one table; the route each front runs through it; and the one builder of a front'
     stages = stages_for("demo", Job(run_dir, {"data": DataConfig(), ...}, hooks={"fuse": draw_figures}))
 
 A **route** is the ordered registry names one front runs (the demo, the audit, the coverage run, the
-notebook ``Workbench``, the graph panel's export and fuse): their order, what each stage ``needs``
+notebook ``Workbench``, the graph panel's export and fuse, the embedding audit with
+``Job(task="embedding")``): their order, what each stage ``needs``
 (the registry's ``inputs`` that the route runs, or the nearest stages in the route they come from;
 a route declares its own where its stage takes something else), why a stage is skipped when a need
 is missing, and which stages run even after a stop (the report). Every stage runs the registry's
@@ -115,6 +116,10 @@ ROUTES: dict[str, Route] = {r.name: r for r in (
           needs={"export": ("doctor", "data"), "evaluate": ("quantize",), "search": ("quantize",), "ship": ("search",)},
           skip_reasons={"export": "the environment check or the data step failed", "fuse": _GRAPH_FAILED,
                         "quantize": _GRAPH_FAILED}),
+    Route("embed-audit", "the audit of a sentence-transformers folder (workbench audit on an embedding model)",
+          ("export", "quantize", "evaluate", "search", "report"), optional=frozenset({"report"}),
+          needs={"quantize": ("export",), "evaluate": ("export", "quantize"), "search": ("export", "quantize")},
+          skip_reasons={"quantize": _GRAPH_FAILED, "evaluate": "no quantized variant", "search": "no quantized variant"}),
     Route("coverage", "one architecture through every stage (the coverage matrix)",
           ("build", "fine-tune", "export", "fuse", "quantize"), optional=frozenset({"fine-tune"}),
           needs={"fine-tune": ("build",), "export": ("build",), "quantize": ("export", "fuse")}),

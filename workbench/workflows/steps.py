@@ -6,12 +6,14 @@ folder, the log, the stop event and the front's hooks. What a stage takes from t
 after the stage: its headlines, figures and log lines), never a body.
 
 The ``task`` of a job picks the functions that differ between kinds of model (:data:`TASKS`):
-export, baseline, quantization and search.
+export, baseline, quantization and search, and the stage bodies a kind of model runs its own way
+(``Task.stages``: the embedding task's export, quantize, evaluate, search and report).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -26,13 +28,15 @@ Hook = Callable[[StageRecord, Any], None]
 
 @dataclass(frozen=True)
 class Task:
-    """The functions one kind of model runs its stages with."""
+    """The functions one kind of model runs its stages with; ``stages[name]`` replaces the body of
+    stage ``name`` (same ``run(config, record, job)``) where that kind of model runs it its own way."""
 
     export: Callable[..., Any]
     prepare_baseline: Callable[..., Any]
     quantize: Callable[..., Any]
     search: Callable[..., Any]
     judge: Callable[..., Any]
+    stages: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
 
 def _classifier() -> Task:
@@ -43,7 +47,27 @@ def _classifier() -> Task:
     return Task(run_export, prepare_baseline, run_quantization, run_search, search_results)
 
 
-TASKS: dict[str, Callable[[], Task]] = {"classifier": _classifier}
+def _embedding() -> Task:
+    from ..embed import stages
+    from ..embed.export import run_embed_export
+    from ..embed.search import judge_audit_variants, prepare_embed_search
+    from ..embed.variants import build_variants
+    from ..quant import run_search
+
+    own = {n: getattr(stages, n) for n in ("export", "quantize", "evaluate", "search", "report")}
+    return Task(run_embed_export, prepare_embed_search, build_variants, run_search, judge_audit_variants, own)
+
+
+TASKS: dict[str, Callable[[], Task]] = {"classifier": _classifier, "embedding": _embedding}
+
+
+def by_task(body: Callable[..., Any]) -> Callable[..., Any]:
+    """The stage ``body`` runs, unless the job's task runs that stage its own way (``Task.stages``)."""
+    @functools.wraps(body)
+    def run(cfg: Any, st: StageRecord, job: "Job") -> Any:
+        return job.functions().stages.get(body.__name__, body)(cfg, st, job)
+
+    return run
 
 
 @dataclass
@@ -161,6 +185,7 @@ def fine_tune(cfg: FineTuneStep, st: StageRecord, job: Job):
     return comparison
 
 
+@by_task
 def export(cfg, st: StageRecord, job: Job):
     """The model built before (coverage), the checkpoint flow picks from the fine-tuning, or the front's model."""
     model = st.inputs.get("build", job.model)
@@ -187,6 +212,7 @@ def fuse(cfg, st: StageRecord, job: Job):
     return fusion
 
 
+@by_task
 def quantize(cfg: QuantizeStep, st: StageRecord, job: Job):
     """``(baseline, [QuantResult, ...])``, or None when no preset was quantized."""
     from ..quant.config import machine_defaults
@@ -223,6 +249,7 @@ def quantize(cfg: QuantizeStep, st: StageRecord, job: Job):
     return (base, results) if results else None
 
 
+@by_task
 def evaluate(include_small_slices: bool, st: StageRecord, job: Job):
     """The slice drift: each variant's worst slice, with its interval."""
     for r in st.inputs["quantize"][1]:
@@ -233,6 +260,7 @@ def evaluate(include_small_slices: bool, st: StageRecord, job: Job):
     return True
 
 
+@by_task
 def search(cfg, st: StageRecord, job: Job):
     """A search config with no candidates judges the variants already quantized; otherwise it quantizes
     its candidates (reusing those variants) on the quantize stage's baseline, or on flow's graph."""
@@ -266,6 +294,7 @@ def build(cfg: Mapping[str, Any], st: StageRecord, job: Job):
     return build_tiny(cfg["model_type"], job.run_dir / "model", seed=cfg.get("seed", 0))
 
 
+@by_task
 def report(cfg: Optional[Mapping[str, Any]], st: StageRecord, job: Job):
     """report.html and summary.json of every stage's result so far, run whatever happened before it;
     ``cfg`` and ``job.report``: the front's report inputs (kind, title, budgets, data facts, ...)."""

@@ -172,6 +172,35 @@ def test_the_audit_sequences_its_route_and_gives_no_body(monkeypatch, tmp_path: 
     assert list(AUDIT_STAGES) == ["doctor", "data", "export", "fuse", "quantize", "evaluate", "search", "ship", "report"]
 
 
+def test_the_embedding_audit_sequences_its_route_and_gives_no_body(monkeypatch, tmp_path: Path) -> None:
+    from workbench.embed import audit
+    from workbench.embed.audit import EmbedAuditConfig
+
+    checked = SimpleNamespace(out_dir=tmp_path, folder=SimpleNamespace(folder=tmp_path, describe=lambda: "mean pooling"),
+                              source="builtin", task=None, texts=[])
+    cfg = EmbedAuditConfig(presets=("dynamic",))
+    run = lambda: audit.run_embed_audit(tmp_path, cfg, tmp_path, log=lambda _: None, checked=checked)  # noqa: E731
+    assert sequenced(monkeypatch, audit, run) == list(ROUTES["embed-audit"].stages) \
+        == ["export", "quantize", "evaluate", "search", "report"]
+    quantize = lambda: audit.run_embed_quantization(tmp_path, cfg, tmp_path, log=lambda _: None, checked=checked)  # noqa: E731
+    assert sequenced(monkeypatch, audit, quantize) == ["export", "quantize", "evaluate", "search"]
+    assert ROUTES["embed-audit"].needs_of("search", ["export", "quantize", "evaluate"]) == ("export", "quantize")
+
+
+@pytest.mark.parametrize("name", ["export", "quantize", "evaluate", "search", "report"])
+def test_the_registrys_run_runs_the_embedding_tasks_body_of_a_stage(monkeypatch, tmp_path: Path, name: str) -> None:
+    from workbench.embed import stages as embed_stages
+    from workbench.flow.sequence import StageRecord
+
+    seen = []
+    monkeypatch.setattr(embed_stages, name.replace("-", "_"), lambda cfg, rec, job: seen.append((cfg, rec.name, job.task)) or "done")
+    job = Job(tmp_path, {name: "its config"}, task="embedding")
+    assert STAGES[name].run("its config", StageRecord(name), job) == "done"
+    assert seen == [("its config", name, "embedding")]
+    classifier = Job(tmp_path, {}, task="classifier")
+    assert classifier.functions().stages == {} and job.functions().quantize.__name__ == "build_variants"
+
+
 def test_the_coverage_run_and_the_graph_panels_export_sequence_their_routes(monkeypatch, tmp_path: Path) -> None:
     from workbench.workflows import coverage, stages
 
