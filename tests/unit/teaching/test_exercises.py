@@ -26,7 +26,7 @@ def _with_deltas(report, delta_of):
     def fix(d):
         value = delta_of(d)
         deltas = {k: dataclasses.replace(m, delta=value) if k == "accuracy" else m for k, m in d.deltas.items()}
-        return dataclasses.replace(d, delta=value, deltas=deltas)
+        return dataclasses.replace(d, deltas=deltas)
 
     return dataclasses.replace(report, slices=[fix(d) for d in report.slices], overall=fix(report.overall))
 
