@@ -250,16 +250,8 @@ def table(summary: dict, pool: dict) -> str:
     return "\n".join(lines)
 
 
-def versions() -> dict:
-    import importlib.metadata as md
-
-    out = {}
-    for name in ("ray", "onnxruntime", "onnxruntime-training", "onnxruntime-training-cpu", "numpy", "transformers", "pyarrow"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
-    return out
+# the packages whose versions the JSON records
+VERSIONS = ("ray", "onnxruntime", "onnxruntime-training", "onnxruntime-training-cpu", "numpy", "transformers", "pyarrow")
 
 
 def main(argv=None) -> int:
@@ -297,7 +289,8 @@ def main(argv=None) -> int:
               f"a row (the results need {grown['results_bytes_per_row']})")
     info["load_avg_end"] = list(os.getloadavg())
     result = {"schema_version": SCHEMA_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": info,
-              "versions": versions(), "model": a.model, "rows": a.rows, "rounds": a.rounds, "threads": a.threads,
+              "versions": bench_stacks.installed_versions(VERSIONS),
+              "model": a.model, "rows": a.rows, "rounds": a.rounds, "threads": a.threads,
               "batch_size": a.batch_size, "max_length": a.max_length, "quick": a.quick, "graphs": built["graphs"],
               "pool": pool, "throughput": summary, "round_rows": rounds, "load": loads, "load_growth": grown,
               "load_preset": a.preset, "seconds": time.perf_counter() - t0}

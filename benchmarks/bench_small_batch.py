@@ -282,16 +282,8 @@ def machine() -> dict:
             "python": platform.python_version(), "load_avg_start": list(os.getloadavg())}
 
 
-def versions() -> dict:
-    import importlib.metadata as md
-
-    out = {}
-    for name in ("onnxruntime", "onnxruntime-training", "onnxruntime-training-cpu", "numpy", "onnx"):
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            pass
-    return out
+# the packages whose versions the JSON records
+VERSIONS = ("onnxruntime", "onnxruntime-training", "onnxruntime-training-cpu", "numpy", "onnx")
 
 
 def main(argv=None) -> int:
@@ -316,7 +308,8 @@ def main(argv=None) -> int:
     for line in notes:
         print("note: " + line)
     result = {"schema_version": SCHEMA_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": info,
-              "versions": versions(), "threads": a.threads, "rounds": a.rounds, "repeats": a.repeats, "quick": a.quick,
+              "versions": bench_stacks.installed_versions(VERSIONS),
+              "threads": a.threads, "rounds": a.rounds, "repeats": a.repeats, "quick": a.quick,
               "shapes": [f"{b}x{s}" for b, s in shapes], "settings": {s: SETTINGS[s] for s in a.settings}, "base": BASE,
               "graphs": graphs, "built": built, "load": load, "rows": rows, "profile": prof, "notes": notes,
               "seconds": time.perf_counter() - t0}

@@ -251,6 +251,19 @@ def machine() -> dict:
             "python": platform.python_version(), "load_avg_start": list(os.getloadavg())}
 
 
+def installed_versions(names) -> dict:
+    """``{name: version}`` of the packages among ``names`` installed in this interpreter's environment."""
+    import importlib.metadata as md
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
 # ---- timing ------------------------------------------------------------------------------------
 def time_graphs(args, graphs: dict[str, str]) -> tuple[dict, list[dict]]:
     """Every (round, graph, setting) in one worker per venv, the venvs' order swapped each round; returns the
