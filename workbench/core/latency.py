@@ -43,15 +43,12 @@ class LatencyStats:
 
 
 def quantile(samples, q: float) -> float:
-    if not samples:
-        raise ValueError("quantile of no samples")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q}")
-    ordered = sorted(samples)
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    """Linear interpolation between the closest ranks (numpy's default method)."""
+    import numpy as np
+
+    if not len(samples) or not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1] with at least one sample, got q={q} and {len(samples)} samples")
+    return float(np.quantile(samples, q))
 
 
 def summarize(samples_ms, warmup: int = 0) -> LatencyStats:

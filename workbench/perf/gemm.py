@@ -5,8 +5,6 @@ kind, opened the way the workbench's sessions run. Kernels: ``fp32`` (``MatMul``
 
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Optional
 
 # (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
@@ -96,15 +94,9 @@ def gemm_feed(kernel: str, m: int):
 def measure_gops(kernel: str, m: int, threads: int, repeats: int = 7, warmup: int = 2,
                  layers: int = CHAIN_LAYERS, max_seconds: Optional[float] = None) -> float:
     """GOP/s (2 operations per multiply-add) of one kernel kind at ``m`` tokens: median over ``repeats`` runs."""
+    from ..core.latency import measure
+
     sess = gemm_session(gemm_chain(kernel, m, layers), threads)
     feed = gemm_feed(kernel, m)
-    for _ in range(max(0, warmup)):
-        sess.run(None, feed)
-    times, start = [], time.perf_counter()
-    for r in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        sess.run(None, feed)
-        times.append(time.perf_counter() - t0)
-        if max_seconds is not None and r >= 2 and time.perf_counter() - start > max_seconds:
-            break
-    return 2.0 * chain_macs(m, layers) / statistics.median(times) / 1e9
+    stats = measure(lambda: sess.run(None, feed), warmup=warmup, repeats=max(1, repeats), max_seconds=max_seconds)
+    return 2.0 * chain_macs(m, layers) / stats.median_ms / 1e6

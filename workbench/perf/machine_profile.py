@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import psutil
 
 from ..core.threads import requested_threads
@@ -33,7 +34,10 @@ from .gemm import KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, ge
 PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
 CONTENTION_THRESHOLD = 0.85  # probe below 85% of the profile's FP32 throughput => contended
 STEAL_THRESHOLD = 0.05  # a slow probe with 5% or more of the CPU time stolen is blamed on the host
-FLAG_KEYS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx", "bf16")
+# each recorded flag: the /proc/cpuinfo flags of which any one sets it
+CPU_FLAGS = {"avx2": ("avx2",), "avx512f": ("avx512f",), "avx512_vnni": ("avx512_vnni",), "avx_vnni": ("avx_vnni",),
+             "amx": ("amx_int8", "amx_tile"), "bf16": ("avx512_bf16", "amx_bf16")}
+FLAG_KEYS = tuple(CPU_FLAGS)
 # M = batch * seq: short texts at batch 1 (16, 32 rows), 1x128, and 8x128
 PROFILE_TOKENS = (16, 32, 128, 1024)
 PROBE_TOKENS = 128
@@ -63,14 +67,7 @@ def cpu_model_and_flags() -> tuple[str, dict[str, bool]]:
         import platform
 
         model = platform.processor() or platform.machine() or "unknown CPU"
-    return model, {
-        "avx2": "avx2" in flags,
-        "avx512f": "avx512f" in flags,
-        "avx512_vnni": "avx512_vnni" in flags,
-        "avx_vnni": "avx_vnni" in flags,
-        "amx": any(f in flags for f in ("amx_int8", "amx_tile")),
-        "bf16": any(f in flags for f in ("avx512_bf16", "amx_bf16")),
-    }
+    return model, {key: not flags.isdisjoint(names) for key, names in CPU_FLAGS.items()}
 
 
 def usable_cpus() -> int:
@@ -151,15 +148,9 @@ class MachineProfile:
         points = sorted((int(m), float(v)) for m, v in (self.by_tokens.get(kernel) or {}).items() if v)
         if not points:
             return best[kernel]
-        if rows <= points[0][0]:
-            return points[0][1]
         if rows >= points[-1][0]:
             return max(v for _, v in points)
-        for (m0, v0), (m1, v1) in zip(points, points[1:]):
-            if m0 <= rows <= m1:
-                w = math.log(rows / m0) / math.log(m1 / m0)
-                return v0 + w * (v1 - v0)
-        raise AssertionError("unreachable: rows lies between the measured row counts")
+        return float(np.interp(math.log(rows), [math.log(m) for m, _ in points], [v for _, v in points]))
 
     def probe_reference_gops(self) -> float:
         """What :func:`check_load`'s probe compares with: FP32 throughput at the probe's shape."""
@@ -287,20 +278,15 @@ _PROBE_LOCK = threading.Lock()
 
 def probe_gops(threads: int, seconds: float = 0.25) -> float:
     """A short FP32 GEMM probe (the profile's M=128 chain) in GOP/s: the median of the runs that fit in ``seconds``."""
-    import statistics as st
+    from ..core.latency import measure
 
     with _PROBE_LOCK:
         sess = _PROBE_SESSIONS.get(threads)
         if sess is None:
             sess = _PROBE_SESSIONS[threads] = gemm_session(gemm_chain("fp32", PROBE_TOKENS), threads)
     feed = gemm_feed("fp32", PROBE_TOKENS)
-    sess.run(None, feed)  # warm-up
-    times, start = [], time.perf_counter()
-    while len(times) < 5 or (time.perf_counter() - start < seconds and len(times) < 200):
-        t0 = time.perf_counter()
-        sess.run(None, feed)
-        times.append(time.perf_counter() - t0)
-    return 2.0 * chain_macs(PROBE_TOKENS) / st.median(times) / 1e9
+    stats = measure(lambda: sess.run(None, feed), warmup=1, repeats=200, max_seconds=seconds)
+    return 2.0 * chain_macs(PROBE_TOKENS) / stats.median_ms / 1e6
 
 
 def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:

@@ -13,14 +13,11 @@ CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "a
 
 def cpu_facts() -> dict:
     """CPU model, the instruction-set flags that decide INT8/bf16 speed, cores, load average."""
-    from ..perf.machine_profile import read_cpuinfo
+    from ..perf.machine_profile import read_cpuinfo, usable_cpus
 
     model, flags = read_cpuinfo()
     model = model or platform.processor() or platform.machine()
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count() or 0
+    usable = usable_cpus()
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:

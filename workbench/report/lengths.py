@@ -4,7 +4,11 @@ scoring against the floor of the same batches (:mod:`workbench.data.token_length
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Optional
+
+from .cells import escape as e
+from .cells import format_value as f
+from .cells import report_table
 
 
 def scoring_dict(sp) -> Optional[dict]:
@@ -51,7 +55,7 @@ def _shape_header(shape: str, shapes: list[str]) -> str:
     return f"batch {batch} x {seq} tokens ({which})" if which else f"batch {batch} x {seq} tokens"
 
 
-def _variant_cell(x: dict, shape: str, e: Callable[[Any], str], f: Callable[..., str]) -> str:
+def _variant_cell(x: dict, shape: str) -> str:
     """One variant at one of the data's shapes: its milliseconds, FP32's from the same rounds in brackets, the
     speed-up with its interval, its share of the floor; or why a figure is missing. Never a bare placeholder."""
     timed = [r["shape"] for r in x.get("latency_by_shape", [])]
@@ -73,7 +77,7 @@ def _variant_cell(x: dict, shape: str, e: Callable[[Any], str], f: Callable[...,
     return f"{f(r['int8_ms'])} ms ({f(r['fp32_ms'])} ms); {speed}; {floor}"
 
 
-def _fp32_cell(quantization: list[dict], shape: str, e: Callable[[Any], str], f: Callable[..., str]) -> str:
+def _fp32_cell(quantization: list[dict], shape: str) -> str:
     """The FP32 graph at ``shape``: as timed beside the first variant timed there (each variant's row has its own
     FP32 figure in brackets, from its own rounds)."""
     for x in quantization:
@@ -85,7 +89,7 @@ def _fp32_cell(quantization: list[dict], shape: str, e: Callable[[Any], str], f:
     return f"not timed at {e(shape)}: no variant was timed there"
 
 
-def _scoring_cell(sc: Optional[dict], f: Callable[..., str], why_not: str) -> str:
+def _scoring_cell(sc: Optional[dict], why_not: str) -> str:
     if not sc or sc.get("rows_per_s") is None:
         return why_not
     floor = (f"floor {f(sc['floor_rows_per_s'], '.0f')}; {f(sc.get('of_floor'), '.2g', 100, '%')} of it"
@@ -93,7 +97,7 @@ def _scoring_cell(sc: Optional[dict], f: Callable[..., str], why_not: str) -> st
     return f"{f(sc['rows_per_s'], '.0f')} rows/s; {floor}"
 
 
-def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Callable[..., str]) -> str:
+def section(s: dict) -> str:
     """HTML of the part (empty when the baseline recorded no lengths: a run from before they were kept). A shape no
     variant was timed at gets no column: the paragraph says which shapes the run timed instead."""
     d = s.get("data") or {}
@@ -118,11 +122,11 @@ def section(s: dict, e: Callable[[Any], str], f: Callable[..., str], table: Call
                  + "; <code>workbench audit</code> times every variant at the data's lengths too.")
     parts.append(f"<p>{said}</p>")
     no_scoring = "not timed: this run scored the data without timing it"
-    rows = [["FP32", *[_fp32_cell(q, sh, e, f) for sh in timed], _scoring_cell(d.get("fp32_scoring"), f, no_scoring)]]
+    rows = [["FP32", *[_fp32_cell(q, sh) for sh in timed], _scoring_cell(d.get("fp32_scoring"), no_scoring)]]
     for x in q:
-        rows.append([f"<b>{e(x['name'])}</b>", *[_variant_cell(x, sh, e, f) for sh in timed],
-                     _scoring_cell(x.get("scoring"), f, no_scoring)])
-    parts.append(table(["variant", *[_shape_header(sh, shapes) for sh in timed], "scoring the data: rows/s vs floor"], rows))
+        rows.append([f"<b>{e(x['name'])}</b>", *[_variant_cell(x, sh) for sh in timed],
+                     _scoring_cell(x.get("scoring"), no_scoring)])
+    parts.append(report_table(["variant", *[_shape_header(sh, shapes) for sh in timed], "scoring the data: rows/s vs floor"], rows))
     w = d.get("scoring_work")
     if w:
         parts.append(f"<p class='muted'>Scoring {w['n']} rows in batches of {w['batch_size']}: file order would pad to "

@@ -8,6 +8,7 @@ from typing import Optional
 from .cells import CSS, escape, figure_html, format_value, report_table
 from .environment import CPU_FLAGS_OF_INTEREST
 from .inputs import ReportInputs
+from .lengths import section as lengths_section
 from .lengths import slower_text
 from .schema import MAX_FLIPS_SHOWN
 
@@ -213,9 +214,7 @@ def _quantization_section(s: dict, figs: dict) -> list[str]:
     q = s["quantization"]
     if not q:
         return parts + ["<p class='bad'>No quantized variant.</p>"]
-    from .lengths import section as lengths_section
-
-    parts += [_variants_table(q), lengths_section(s, escape, format_value, report_table),
+    parts += [_variants_table(q), lengths_section(s),
               "<h2 id='drift'>Accuracy change by slice</h2>", figs.get("drift", ""), figs.get("drift_focus", ""),
               _every_slice_details(q)]
     return parts + _flips_section(q, s["verdict"])

@@ -10,7 +10,6 @@ import html
 import re
 
 from workbench.report.lengths import section
-from workbench.report.cells import escape, format_value, report_table
 
 
 def _shape(shape, int8, fp32, speedup=None, ci=None, of_floor=None, fp32_of_floor=None):
@@ -48,7 +47,7 @@ SUMMARY = {
 
 
 def _render(summary: dict) -> str:
-    return section(summary, escape, format_value, report_table)
+    return section(summary)
 
 
 def _table(page: str) -> tuple[list[str], list[list[str]]]:
