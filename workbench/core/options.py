@@ -18,15 +18,13 @@ def parse_choice(cls: type[E], value: Any, name: str, error: type[Exception] = V
     """``value`` as a member of the enum ``cls`` (strings match case-insensitively)."""
     if isinstance(value, cls):
         return value
-    try:
-        return cls(value)
-    except ValueError:
-        pass
-    try:
-        return cls(str(value).lower())
-    except ValueError:
-        allowed = [m.value for m in cls]
-        raise error(f"{name} must be one of {allowed}, got {value!r}" + (f"; {hint}" if hint else "")) from None
+    for v in (value, str(value).lower()):
+        try:
+            return cls(v)
+        except ValueError:
+            pass
+    allowed = [m.value for m in cls]
+    raise error(f"{name} must be one of {allowed}, got {value!r}" + (f"; {hint}" if hint else ""))
 
 
 Shape = tuple[int, int]
@@ -73,8 +71,8 @@ def int_at_least(low: int):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number of at least {low}, got {text!r}") from None
-        if value < low:
+            value = None
+        if value is None or value < low:
             raise argparse.ArgumentTypeError(f"must be a whole number of at least {low}, got {text!r}")
         return value
 

@@ -35,10 +35,10 @@ def write_back(text: str, drop: str | tuple[str, ...], stream: Any) -> None:
 
 
 class _QuietLoader(importlib.abc.Loader):
-    """Wraps the real loader: executes the module with stderr captured, minus one line."""
+    """Wraps the real loader: executes the module with stderr captured, minus :data:`CUDA_HOME_LINE`."""
 
-    def __init__(self, loader: Any, drop: str):
-        self._loader, self._drop = loader, drop
+    def __init__(self, loader: Any):
+        self._loader = loader
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
@@ -50,7 +50,7 @@ class _QuietLoader(importlib.abc.Loader):
             with contextlib.redirect_stderr(buffer):
                 self._loader.exec_module(module)
         finally:
-            write_back(buffer.getvalue(), self._drop, real)
+            write_back(buffer.getvalue(), CUDA_HOME_LINE, real)
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... (inspect, linecache)
         return getattr(self._loader, name)
@@ -59,11 +59,8 @@ class _QuietLoader(importlib.abc.Loader):
 class _QuietImportFinder(importlib.abc.MetaPathFinder):
     """Finds ``torch.utils.cpp_extension`` with the other finders and gives it the quiet loader."""
 
-    def __init__(self, fullname: str, drop: str):
-        self.fullname, self.drop = fullname, drop
-
     def find_spec(self, fullname, path, target=None):
-        if fullname != self.fullname:
+        if fullname != CPP_EXTENSION:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -71,17 +68,14 @@ class _QuietImportFinder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _QuietLoader(spec.loader, self.drop)
+                    spec.loader = _QuietLoader(spec.loader)
                 return spec
         return None
 
 
 def install() -> None:
-    if CPP_EXTENSION in sys.modules:
-        return
-    if any(isinstance(f, _QuietImportFinder) and f.fullname == CPP_EXTENSION for f in sys.meta_path):
-        return
-    sys.meta_path.insert(0, _QuietImportFinder(CPP_EXTENSION, CUDA_HOME_LINE))
+    if CPP_EXTENSION not in sys.modules and not any(isinstance(f, _QuietImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietImportFinder())
 
 
 class _NewHeadWarning:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..core.latency import measure
+
 # (K, N) of one transformer layer's GEMMs at MiniLM's sizes: attention projections, FFN in, FFN out
 LAYER_GEMMS = ((384, 384), (384, 1536), (1536, 384))
 CHAIN_LAYERS = 4  # layers of LAYER_GEMMS per timed graph (12 GEMMs: milliseconds, not microseconds)
@@ -94,8 +96,6 @@ def gemm_feed(kernel: str, m: int):
 def measure_gops(kernel: str, m: int, threads: int, repeats: int = 7, warmup: int = 2,
                  layers: int = CHAIN_LAYERS, max_seconds: Optional[float] = None) -> float:
     """GOP/s (2 operations per multiply-add) of one kernel kind at ``m`` tokens: median over ``repeats`` runs."""
-    from ..core.latency import measure
-
     sess = gemm_session(gemm_chain(kernel, m, layers), threads)
     feed = gemm_feed(kernel, m)
     stats = measure(lambda: sess.run(None, feed), warmup=warmup, repeats=max(1, repeats), max_seconds=max_seconds)

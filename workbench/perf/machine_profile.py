@@ -28,7 +28,11 @@ from typing import Optional
 import numpy as np
 import psutil
 
+from ..core import serial
+from ..core.home import workbench_home
+from ..core.latency import measure
 from ..core.threads import requested_threads
+from ..runs.atomic import atomic_write_json
 from .gemm import KERNELS, LAYER_GEMMS, MachineError, chain_macs, gemm_chain, gemm_feed, gemm_session, measure_gops
 
 PROFILE_VERSION = 3  # 3: throughput at 16 and 32 rows too (the floor at short texts)
@@ -183,8 +187,6 @@ def profile_key(cpu_model: str, flags: dict, threads: int, ort_version: str) -> 
 def cache_root(cache_dir: Optional[Path] = None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    from ..core.home import workbench_home
-
     return Path(workbench_home()) / "machine"
 
 
@@ -217,8 +219,6 @@ def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROF
 
 
 def read_cached(path: Path) -> Optional[MachineProfile]:
-    from ..core import serial
-
     try:
         data = json.loads(path.read_text())
         if data.get("version") != PROFILE_VERSION:
@@ -233,9 +233,6 @@ def machine_profile(threads: Optional[int] = None, refresh: bool = False,
                     cache_dir: Optional[Path] = None) -> MachineProfile:
     """This machine's profile for ``threads``: from the cache, else (or with ``refresh``) measured and written."""
     import onnxruntime as ort
-
-    from ..core import serial
-    from ..runs.atomic import atomic_write_json
 
     threads = _check_threads(threads)
     model, flags = cpu_model_and_flags()
@@ -278,8 +275,6 @@ _PROBE_LOCK = threading.Lock()
 
 def probe_gops(threads: int, seconds: float = 0.25) -> float:
     """A short FP32 GEMM probe (the profile's M=128 chain) in GOP/s: the median of the runs that fit in ``seconds``."""
-    from ..core.latency import measure
-
     with _PROBE_LOCK:
         sess = _PROBE_SESSIONS.get(threads)
         if sess is None:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 from ..core.latency import LatencyStats, Ratio, interleaved, paired_ratio
 from .machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, machine_profile, wait_for_calm
-from ..runtime.ortinfer import ShapeLatency, check_shapes
+from ..runtime.device import normalize_device
+from ..runtime.ortinfer import BoundRunner, ShapeLatency, check_shapes, make_feed, make_session, synthetic_batch, torch_threads
 
 # the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
 MIN_ROUNDS = 3
@@ -84,8 +85,6 @@ def time_interleaved(groups: Mapping[Any, Mapping[str, Callable[[], Any]]], base
                      notes: Optional[list[str]] = None) -> Timed:
     """Per group (key -> name -> one call), interleaved rounds of its callables (at least :data:`MIN_ROUNDS`),
     PyTorch held to ``pytorch_threads`` threads; with ``profile``, timed under :func:`measure_quietly`."""
-    from ..runtime.ortinfer import torch_threads
-
     notes = notes if notes is not None else []
     names = list(dict.fromkeys(n for fns in groups.values() for n in fns))
     missing = [k for k, fns in groups.items() if base not in fns]
@@ -187,9 +186,6 @@ def time_side_by_side(
     (the profile is the CPU's). ``graph_optimization``: ONNX Runtime's level per graph name (default "all")."""
     import gc
 
-    from ..runtime.device import normalize_device
-    from ..runtime.ortinfer import make_session, synthetic_batch
-
     torch_models = dict(torch_models or {})
     names = [*graphs, *torch_models]
     if base not in names:
@@ -248,8 +244,6 @@ def time_callables(groups: Mapping[tuple[int, int], Mapping[str, Callable[[], An
 
 def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: str) -> dict[str, Callable[[], Any]]:
     """One call per session: its first output on the CPU, every output bound to the device elsewhere."""
-    from ..runtime.ortinfer import BoundRunner, make_feed
-
     fns: dict[str, Callable[[], Any]] = {}
     for n, session in sessions.items():
         feed = make_feed(session, batch_arrays)

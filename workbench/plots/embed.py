@@ -38,11 +38,16 @@ def retrieval_drift(evaluation, metric: str = "ndcg@10") -> go.Figure:
     return fig
 
 
-def cosine_distribution(evaluation) -> go.Figure:
-    """Box per variant of every text's cosine between its FP32 and its quantized embedding."""
+def _agreements(evaluation) -> list:
     scored = [v for v in evaluation.variants if v.agreement is not None]
     if not scored:
         raise ValueError("no agreement results to draw: score the variants on texts first")
+    return scored
+
+
+def cosine_distribution(evaluation) -> go.Figure:
+    """Box per variant of every text's cosine between its FP32 and its quantized embedding."""
+    scored = _agreements(evaluation)
     fig = go.Figure()
     for i, v in enumerate(scored):
         fig.add_box(x=v.agreement.cosines, name=v.name, marker_color=PALETTE[i % len(PALETTE)], boxpoints="suspectedoutliers",
@@ -55,9 +60,7 @@ def cosine_distribution(evaluation) -> go.Figure:
 
 def neighbour_overlap(evaluation) -> go.Figure:
     """Per text slice, each variant's mean overlap@10 of nearest neighbours with FP32's, with intervals."""
-    scored = [v for v in evaluation.variants if v.agreement is not None]
-    if not scored:
-        raise ValueError("no agreement results to draw: score the variants on texts first")
+    scored = _agreements(evaluation)
     labels = [f"{s.name} (n={s.n})" for s in scored[0].agreement.slices]
     fig = go.Figure()
     for i, v in enumerate(scored):

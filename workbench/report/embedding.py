@@ -21,8 +21,6 @@ def embedding_sections(s: dict, figs: dict) -> list[str]:
         parts += _search_html(s["search"])
     if s.get("speed"):
         parts += _speed_html(s["speed"], figs)
-    parts.append("<p class='muted'>Every number on this page is in summary.json beside it "
-                 f"(schema version {s['schema_version']}).</p>")
     return parts
 
 

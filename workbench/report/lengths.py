@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..core import serial
 from .cells import escape as e
 from .cells import format_value as f
 from .cells import report_table
@@ -24,8 +25,6 @@ def scoring_dict(sp) -> Optional[dict]:
 def data_lengths(base) -> dict:
     """What summary.json's ``data`` gains from the baseline: the lengths, the shapes timed at them, the
     scoring order with its note, the work of both orders and the FP32 scoring speed."""
-    from ..core import serial
-
     out: dict = {"scoring_order": base.scoring_order, "scoring_note": base.scoring_note}
     if base.lengths is not None:
         out["lengths"] = serial.to_dict(base.lengths)

@@ -64,6 +64,7 @@ def render_html(summary: dict, figures: Optional[dict] = None) -> str:
             parts += _training_section(s["training"], figs)
         parts += _data_section(s) + _export_section(s["export"]) + _fusion_section(s["fusion"], figs)
         parts += _quantization_section(s, figs) + _search_section(s["search"], figs) + _method_section(s)
+    parts.append(f"<p class='muted'>Every number on this page is in summary.json beside it (schema version {s['schema_version']}).</p>")
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{_e(s.get('title'))}</title>"
@@ -310,6 +311,4 @@ def _method_section(s: dict) -> list[str]:
              f"load average at the end {_e(cpu.get('load_average'))}.</p>"]
     if s.get("notes"):
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{_e(n)}</li>" for n in s["notes"]) + "</ul>")
-    parts.append("<p class='muted'>Every number on this page is in summary.json beside it "
-                 f"(schema version {s['schema_version']}).</p>")
     return parts

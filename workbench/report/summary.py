@@ -7,6 +7,9 @@ import datetime as _dt
 from pathlib import Path
 from typing import Optional
 
+from ..core import serial
+from ..quant import MIN_SLICE_SIZE, check_budget, load_baseline
+from ..quant.rows import SUMMARY_KEYS, variant_row
 from ..runs import layout
 from .environment import environment_facts
 from .inputs import ReportInputs
@@ -16,23 +19,18 @@ from .schema import SCHEMA_VERSION, validate_summary
 from .verdict import build_verdict
 
 
-def _row_of(example: dict, index: int) -> int:
+def _row_of(examples: Optional[list], index: int) -> int:
+    """The file's row number of evaluation example ``index`` (``index`` itself when the examples do not say)."""
+    example = examples[index] if examples is not None and index < len(examples) else {}
     return int(example.get("row", index)) if isinstance(example, dict) else index
 
 
 def _quant_entry(r, check, examples: Optional[list]) -> dict:
-    from ..core import serial
-
     rep = r.report
-    flips = []
-    for f in rep.flips:
-        ex = examples[f.index] if examples is not None and f.index < len(examples) else {}
-        flips.append({"index": int(f.index), "row": _row_of(ex, f.index), "text": f.text, "label": f.label_name or str(f.label),
-                      "fp32_pred": f.reference_pred_name or str(f.reference_pred), "fp32_confidence": f.reference_confidence,
-                      "int8_pred": f.candidate_pred_name or str(f.candidate_pred), "int8_confidence": f.candidate_confidence,
-                      "kind": f.kind.value, "slices": list(f.slices)})
-    from ..quant.rows import SUMMARY_KEYS, variant_row
-
+    flips = [{"index": int(f.index), "row": _row_of(examples, f.index), "text": f.text, "label": f.label_name or str(f.label),
+              "fp32_pred": f.reference_pred_name or str(f.reference_pred), "fp32_confidence": f.reference_confidence,
+              "int8_pred": f.candidate_pred_name or str(f.candidate_pred), "int8_confidence": f.candidate_confidence,
+              "kind": f.kind.value, "slices": list(f.slices)} for f in rep.flips]
     cfg = r.config
     return {
         **variant_row(r).as_dict(SUMMARY_KEYS),  # name, size, latency, speed-up, floor, contended, accuracy: the variant's row
@@ -60,11 +58,10 @@ def _quant_entry(r, check, examples: Optional[list]) -> dict:
 def _training_summary(c) -> Optional[dict]:
     if c is None:
         return None
-    rows = []
-    for r in c.runs:
-        rows.append({"backend": r.backend.value, "status": r.status.value, "steps": len(r.steps), "median_step_ms": 1000 * r.median_step_s,
-                     "samples_per_s": r.samples_per_s, "startup_s": r.startup_s, "peak_memory_mib": r.peak_memory_mib,
-                     "final_accuracy": r.final_accuracy, "executed_in_onnxruntime": r.executed_in_onnxruntime, "reason": r.reason})
+    rows = [{"backend": r.backend.value, "status": r.status.value, "steps": len(r.steps), "median_step_ms": 1000 * r.median_step_s,
+             "samples_per_s": r.samples_per_s, "startup_s": r.startup_s, "peak_memory_mib": r.peak_memory_mib,
+             "final_accuracy": r.final_accuracy, "executed_in_onnxruntime": r.executed_in_onnxruntime, "reason": r.reason}
+            for r in c.runs]
     return {"baseline": c.baseline.value, "loss_parity": c.loss_parity, "runs": rows,
             "ratios": {x.backend.value: dataclasses.asdict(x) if dataclasses.is_dataclass(x) else str(x) for x in c.ratios},
             "notes": list(c.notes), "verdicts": _training_verdicts(c)}
@@ -73,8 +70,6 @@ def _training_summary(c) -> Optional[dict]:
 def _training_verdicts(c) -> list[dict]:
     """The verdicts saved beside compare.json (with the machine and its load while it trained), or,
     for a comparison saved without them, the verdicts its figures alone support."""
-    from pathlib import Path
-
     from ..train import load_verdicts, verdicts_for
 
     saved = load_verdicts(Path(c.run_dir)) if getattr(c, "run_dir", None) and Path(c.run_dir).is_dir() else None
@@ -84,8 +79,6 @@ def _training_verdicts(c) -> list[dict]:
 
 def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[dict], list[str]]:
     """(this machine's profile as a dict, why the speed figures were taken under load: [] when they were not)."""
-    from ..core import serial
-
     profile = inp.machine
     if profile is None and results:
         try:
@@ -109,8 +102,6 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
 def _eval_set_facts(results: list, data: dict, notes: list) -> tuple[Optional[list], list[dict]]:
     """(the evaluation examples, the slices as rows) of the first variant's baseline; fills ``data``
     with what the baseline knows (rows scored, batch size, timing, lengths) where it is not given."""
-    from ..quant import MIN_SLICE_SIZE, load_baseline
-
     examples = None
     slices: list[dict] = []
     if not results:
@@ -134,8 +125,6 @@ def _eval_set_facts(results: list, data: dict, notes: list) -> tuple[Optional[li
 
 
 def _export_summary(e) -> Optional[dict]:
-    from ..core import serial
-
     if e is None:
         return None
     return {"onnx_path": str(e.onnx_path), "opset": e.opset, "attn_implementation": e.attn_implementation,
@@ -177,8 +166,6 @@ def _search_summary(search) -> Optional[dict]:
 
 def _method_notes(inp: ReportInputs, data: dict, n_boot: Optional[int], contended: list[str]) -> list[str]:
     """How the numbers were obtained, in sentences (the bootstrap, small slices, batching, timing, load)."""
-    from ..quant import MIN_SLICE_SIZE
-
     notes = [
         "Accuracy changes are INT8 minus FP32 on the same examples; 95% intervals come from a paired bootstrap "
         f"({n_boot} replicates): every replicate draws the same examples for both models, so the interval measures the change.",
@@ -209,8 +196,6 @@ def task_summary(task: str, kind: str, title: str, fields: dict, doctor=None) ->
     """``summary.json`` of any task: the fields every summary has (schema version, kind, task, title, when it was
     written, the environment) and the task's ``fields``, JSON-ready (NaN -> null, paths -> str) and checked
     against the one schema (:data:`~workbench.report.schema.SUMMARY_SCHEMA`)."""
-    from ..core import serial
-
     summary = serial.to_dict({"schema_version": SCHEMA_VERSION, "kind": kind, "task": task, "title": title,
                               "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                               "environment": environment_facts(doctor), **fields})
@@ -220,8 +205,6 @@ def task_summary(task: str, kind: str, title: str, fields: dict, doctor=None) ->
 
 def build_summary(inp: ReportInputs) -> dict:
     """Every number of a classifier's report as one JSON-ready dict (``summary.json``)."""
-    from ..quant import MIN_SLICE_SIZE, check_budget
-
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
     results = list(inp.quant)
     search = inp.searched()

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from ..quant import load_quant_result
+from ..quant.choice import BUSY
 from .rows import slice_row, describe_config
 from .schema import EXIT_INCOMPLETE, EXIT_MEETS, EXIT_NONE_MEETS
 
 if TYPE_CHECKING:
     from .inputs import ReportInputs
 
-def _load_candidate(c, by_path: dict):
-    from ..quant import load_quant_result
 
+def _load_candidate(c, by_path: dict):
     if c.result_path is None:
         return None
     key = str(Path(c.result_path).resolve())
@@ -117,8 +118,6 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
     r = _load_candidate(chosen, by_path)
     out = {"status": "meets_budget", "exit_code": EXIT_MEETS, "chosen": chosen.name}
     if r is None:  # no quantization result to read (another task's variant): the candidate's own figures
-        from ..quant.choice import BUSY
-
         said = search.message.split(BUSY)[0]  # which speeds were busy: the verdict's own words below, said once
         out["text"] = f"{describe_config(chosen.config)} ({chosen.name}) meets the budget ({budget_words}): {said}." + busy_words
         if chosen.speedup_lo is not None and not chosen.contended:
