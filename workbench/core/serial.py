@@ -82,13 +82,7 @@ def from_dict(tp: type[T], data: Any) -> T:
         if old is not None:
             raise OutdatedKey(f"its key {old!r} ({tp.__name__}, written by an earlier version) is {moved[old]} now")
         hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if not f.init:
-                continue
-            if f.name in data:
-                kwargs[f.name] = from_dict(hints[f.name], data[f.name])
-        return tp(**kwargs)
+        return tp(**{f.name: from_dict(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.init and f.name in data})
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp(data)
     if tp is Path:

@@ -28,6 +28,7 @@ FP32, INT8 = "fp32", "int8"
 STATIC_INT8_OPS = ("QLinearMatMul", "QGemm", "MatMul(QDQ)", "Gemm(QDQ)")
 MATMUL_OPS = ("MatMul", "FusedMatMul", "MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul",
               "MatMulNBits", "MatMulBnb4", "MatMulFpQ4")
+GEMM_OPS = ("Gemm", "QGemm")
 ATTENTION_OPS = ("Attention", "QAttention", "MultiHeadAttention")
 INT8_MATMUL_OPS = ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QLinearMatMul")
 
@@ -177,19 +178,19 @@ def _shapes(model) -> dict[str, list[int]]:
 
 
 def _attr(node, name, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            import onnx
+    from onnx.helper import get_attribute_value
 
-            return onnx.helper.get_attribute_value(a)
-    return default
+    return next((get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
 def _matmul_k(node, a_shape) -> Optional[int]:
+    """The inner dimension K of a matrix product: its first input's last (or, transposed, second-last) dim."""
     if node.op_type == "MatMulNBits":
         return int(_attr(node, "K"))
     if not a_shape:
         return None
+    if node.op_type in GEMM_OPS:
+        return None if len(a_shape) != 2 else a_shape[0] if _attr(node, "transA", 0) else a_shape[1]
     if node.op_type == "FusedMatMul" and _attr(node, "transA", 0) and len(a_shape) >= 2:
         return a_shape[-2]
     return a_shape[-1]
@@ -227,31 +228,16 @@ def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int)
     for node in inferred.graph.node:
         op = node.op_type
         out = shapes.get(node.output[0]) if node.output else None
-        if op in MATMUL_OPS:
+        if op in MATMUL_OPS or op in GEMM_OPS:
             k = _matmul_k(node, shapes.get(node.input[0]))
             if out is None or k is None:
                 uncounted.append(f"{op} {node.name}")
                 continue
             macs = math.prod(out) * k
-            if op in INT8_MATMUL_OPS:
+            if op in INT8_MATMUL_OPS or op == "QGemm" or (op == "MatMulNBits" and _attr(node, "accuracy_level", 0) == 4):
                 add(op, INT8, macs)
-            elif op == "MatMulNBits":
-                add(op, INT8 if _attr(node, "accuracy_level", 0) == 4 else FP32, macs)
-            elif op == "MatMul" and len(node.input) > 1 and dequantized(node.input[0]) and dequantized(node.input[1]):
-                add("MatMul(QDQ)", INT8, macs)
-            else:
-                add(op, FP32, macs)
-        elif op in ("Gemm", "QGemm"):
-            a = shapes.get(node.input[0])
-            if out is None or a is None or len(a) != 2:
-                uncounted.append(f"{op} {node.name}")
-                continue
-            k = a[0] if _attr(node, "transA", 0) else a[1]
-            macs = math.prod(out) * k
-            if op == "QGemm":
-                add(op, INT8, macs)
-            elif dequantized(node.input[0]) and dequantized(node.input[1]):
-                add("Gemm(QDQ)", INT8, macs)
+            elif op in ("MatMul", "Gemm") and len(node.input) > 1 and dequantized(node.input[0]) and dequantized(node.input[1]):
+                add(f"{op}(QDQ)", INT8, macs)
             else:
                 add(op, FP32, macs)
         elif op in ATTENTION_OPS:

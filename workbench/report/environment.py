@@ -16,7 +16,6 @@ def cpu_facts() -> dict:
     from ..perf.machine_profile import read_cpuinfo, usable_cpus
 
     model, flags = read_cpuinfo()
-    model = model or platform.processor() or platform.machine()
     usable = usable_cpus()
     try:
         load = [round(x, 2) for x in os.getloadavg()]
