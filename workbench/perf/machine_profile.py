@@ -123,21 +123,12 @@ class MachineProfile:
 
     def isa_text(self) -> str:
         f = self.flags
-        have, lack = [], []
-        if f.get("avx512f"):
-            have.append("AVX-512")
-        elif f.get("avx2"):
-            have.append("AVX2 + FMA")
-        else:
-            lack.append("AVX2")
-        if not f.get("avx512f"):
-            lack.append("AVX-512")
         vnni = [n for k, n in (("avx512_vnni", "AVX-512 VNNI"), ("avx_vnni", "AVX-VNNI")) if f.get(k)]
-        have.extend(vnni) if vnni else lack.append("VNNI")
-        for k, n in (("amx", "AMX"), ("bf16", "bf16")):
-            (have if f.get(k) else lack).append(n)
-        text = " + ".join(have) if have else "no vector extensions"
-        return text + ("; no " + ", no ".join(lack) if lack else "")
+        vector = "AVX-512" if f.get("avx512f") else "AVX2 + FMA" if f.get("avx2") else ""
+        have = [n for n in (vector, *vnni, "AMX" if f.get("amx") else "", "bf16" if f.get("bf16") else "") if n]
+        lack = [n for n, absent in (("AVX2", not vector), ("AVX-512", not f.get("avx512f")), ("VNNI", not vnni),
+                                    ("AMX", not f.get("amx")), ("bf16", not f.get("bf16"))) if absent]
+        return (" + ".join(have) or "no vector extensions") + ("; no " + ", no ".join(lack) if lack else "")
 
     def gops_at(self, kernel: str, rows: int) -> float:
         """Throughput of ``kernel`` at ``rows`` rows: interpolated in log(rows) between the row counts

@@ -10,35 +10,26 @@ from plotly.subplots import make_subplots
 
 from ..graph import FusedNode, FusionReport, Variant
 
-COLORS = {
-    "pytorch": "#9D755D",
-    Variant.UNOPTIMIZED.value: "#BAB0AC",
-    Variant.ORT_BASIC.value: "#72B7B2",
-    Variant.ORT_EXTENDED.value: "#4C78A8",
-    Variant.ORT_ALL.value: "#54A24B",
-    Variant.TRANSFORMER.value: "#F58518",
-    Variant.TRANSFORMER_FP16.value: "#E45756",
-    "sdpa_fp16": "#B279A2",
-    "compile_fp16": "#FF9DA6",
+# each graph variant and PyTorch series the figures draw: its label and its colour
+SERIES = {
+    "pytorch": ("PyTorch eager", "#9D755D"),
+    Variant.UNOPTIMIZED.value: ("ORT unoptimized", "#BAB0AC"),
+    Variant.ORT_BASIC.value: ("ORT basic", "#72B7B2"),
+    Variant.ORT_EXTENDED.value: ("ORT extended", "#4C78A8"),
+    Variant.ORT_ALL.value: ("ORT all", "#54A24B"),
+    Variant.TRANSFORMER.value: ("transformer optimizer", "#F58518"),
+    Variant.TRANSFORMER_FP16.value: ("transformer optimizer FP16", "#E45756"),
+    "sdpa_fp16": ("PyTorch SDPA FP16", "#B279A2"),
+    "compile_fp16": ("torch.compile reduce-overhead FP16", "#FF9DA6"),
 }
-LABELS = {
-    "pytorch": "PyTorch eager",
-    Variant.UNOPTIMIZED.value: "ORT unoptimized",
-    Variant.ORT_BASIC.value: "ORT basic",
-    Variant.ORT_EXTENDED.value: "ORT extended",
-    Variant.ORT_ALL.value: "ORT all",
-    Variant.TRANSFORMER.value: "transformer optimizer",
-    Variant.TRANSFORMER_FP16.value: "transformer optimizer FP16",
-    "sdpa_fp16": "PyTorch SDPA FP16",
-    "compile_fp16": "torch.compile reduce-overhead FP16",
-}
+COLORS = {name: color for name, (_, color) in SERIES.items()}
 SHARED_COLOR, OWN_COLOR, FUSED_COLOR, TENSOR_COLOR = "#B279A2", "#4C78A8", "#F58518", "#BAB0AC"
 
 
 def _label(name: str) -> str:
     if name.endswith("+cuda_graph"):
         return _label(name[: -len("+cuda_graph")]) + " + CUDA graph"
-    return LABELS.get(name, name)
+    return SERIES[name][0] if name in SERIES else name
 
 
 def op_counts(report: FusionReport, variant: Union[str, Variant] = Variant.TRANSFORMER, top: Optional[int] = None) -> go.Figure:

@@ -25,7 +25,7 @@ variant is measured against, never a candidate that "meets the budget".
 
 Files:
 
-- ``schema.py``: ``summary.json``'s schema, its version, the file names and exit codes
+- ``schema.py``: ``summary.json``'s schema, its version and the exit codes
 - ``inputs.py``: :class:`ReportInputs` and :func:`inputs_from_run` (a run folder's results)
 - ``environment.py``: facts about the machine and the packages
 - ``rows.py``: plain rows of result objects (a slice's change, a quantization config in words)

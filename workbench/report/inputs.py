@@ -51,9 +51,7 @@ class ReportInputs:
                                                        include_small_slices=self.include_small_slices))
 
 
-# ----------------------------------------------------------------------------------------------
-# a run folder (the demo's, the Workbench's)
-# ----------------------------------------------------------------------------------------------
+# ---- a run folder (the demo's, the Workbench's) ------------------------------------------------
 def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=None, **overrides) -> ReportInputs:
     """ReportInputs from the results saved under a run folder (compare.json, export.json,
     fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was

@@ -4,12 +4,8 @@ quantization config in words, latencies by shape."""
 from __future__ import annotations
 
 
-def _ci(d) -> list:
-    return [d.ci_low, d.ci_high]
-
-
 def slice_row(d) -> dict:
-    return {"slice": d.slice, "n": int(d.n), "delta": d.delta, "ci95": _ci(d), "significant": bool(d.significant),
+    return {"slice": d.slice, "n": int(d.n), "delta": d.delta, "ci95": [d.ci_low, d.ci_high], "significant": bool(d.significant),
             "too_small": bool(d.too_small), "flips": int(d.flips), "description": d.description, "group": d.group,
             "fp32_accuracy": d.reference.accuracy, "int8_accuracy": d.candidate.accuracy}
 

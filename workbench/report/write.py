@@ -10,9 +10,9 @@ from typing import Optional
 
 from ..core import serial
 from ..runs.atomic import atomic_write_set
+from ..runs.layout import REPORT_FILE, SUMMARY_FILE
 from .inputs import ReportInputs, inputs_from_run
 from .page import draw_figures, render_html
-from .schema import REPORT_FILE, SUMMARY_FILE
 from .summary import build_summary
 
 
