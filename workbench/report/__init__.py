@@ -4,11 +4,6 @@ The same builder serves every front: ``workbench audit`` (:mod:`workbench.audit`
 demo`` (:mod:`workbench.workflows.demo`) and the notebook ``Workbench``'s "Write report" button, which
 reads a run folder with :func:`inputs_from_run`.
 
-Entry points: :func:`write_report` (``ReportInputs`` -> ``report.html`` + ``summary.json``),
-:func:`write_run_report` (what a run folder holds so far), :func:`build_summary`,
-:func:`render_html` and :func:`validate_summary`. Without a search given, the report searches the
-variants it holds with :func:`workbench.quant.search.search_results` (the search every front uses).
-
 How it is built, so that the page and the JSON can never disagree:
 
 1. :func:`build_summary` turns the stage results (:class:`ReportInputs`) into one plain dict,
@@ -33,6 +28,7 @@ Files:
 - ``summary.py``: :func:`build_summary`, every number as one dict
 - ``page.py``: :func:`render_html`, the page and its figures
 - ``cells.py``: the page's style and cells (escaped text, numbers, tables, figures)
+- ``lengths.py``: the page's part on the speed at the data's own lengths
 - ``embedding.py``: an embedding model's sections of the page
 - ``write.py``: :func:`write_report`, :func:`write_run_report` (atomic writes)
 """
