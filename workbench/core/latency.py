@@ -62,9 +62,21 @@ def summarize(samples_ms, warmup: int = 0) -> LatencyStats:
 
 
 def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_seconds: float | None = None) -> LatencyStats:
-    """``fn`` timed alone: :func:`interleaved` with one variant and one run per round. ``max_seconds`` stops
+    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed; ``max_seconds`` stops
     early (after at least 3 repeats) so a slow variant cannot hold a notebook hostage."""
-    return interleaved({"fn": fn}, rounds=repeats, repeats=1, warmup=warmup, max_seconds=max_seconds)["fn"]
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    for _ in range(max(0, warmup)):
+        fn()
+    samples: list[float] = []
+    start = time.perf_counter()
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1000.0)
+        if max_seconds is not None and i >= 2 and time.perf_counter() - start > max_seconds:
+            break
+    return summarize(samples, warmup)
 
 
 # ---- interleaved, paired timing --------------------------------------------------------------
