@@ -102,22 +102,14 @@ def throughput_memory_bars(runs: RunsLike) -> go.Figure:
     c = _as_comparison(runs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput (samples/s, higher is better)",
                                                         "peak memory (MiB, lower is better)"))
-    names, thr, mem, thr_text, mem_text, colors = [], [], [], [], [], []
-    for s in c.summaries:
-        run = c.run(s.backend)
-        names.append(_label(run))
-        usable = s.comparable
-        thr.append(s.throughput.value if usable else 0.0)
-        mem.append(s.peak_memory.value if usable else 0.0)
-        thr_text.append(_ratio_text(c, s.backend, "throughput"))
-        mem_text.append(_ratio_text(c, s.backend, "memory"))
-        colors.append(COLORS[s.backend])
-    fig.add_trace(go.Bar(x=names, y=thr, text=thr_text, textposition="outside", marker_color=colors, name="throughput",
-                         meta={"metric": "throughput", "unit": "samples/s"}), row=1, col=1)
-    fig.add_trace(go.Bar(x=names, y=mem, text=mem_text, textposition="outside", marker_color=colors, name="peak memory",
-                         meta={"metric": "peak_memory", "unit": "MiB"}), row=1, col=2)
-    fig.update_yaxes(title_text="samples/s", row=1, col=1)
-    fig.update_yaxes(title_text="MiB", row=1, col=2)
+    names = [_label(c.run(s.backend)) for s in c.summaries]
+    colors = [COLORS[s.backend] for s in c.summaries]
+    for col, (metric, name, ratio, unit) in enumerate((("throughput", "throughput", "throughput", "samples/s"),
+                                                       ("peak_memory", "peak memory", "memory", "MiB")), start=1):
+        fig.add_trace(go.Bar(x=names, y=[getattr(s, metric).value if s.comparable else 0.0 for s in c.summaries],
+                             text=[_ratio_text(c, s.backend, ratio) for s in c.summaries], textposition="outside",
+                             marker_color=colors, name=name, meta={"metric": metric, "unit": unit}), row=1, col=col)
+        fig.update_yaxes(title_text=unit, row=1, col=col)
     settings = next((r.baseline_settings for r in c.ratios if r.baseline_settings), "")
     fig.update_layout(title=f"Throughput and memory vs {c.baseline.value} (ratios: >1 is better)"
                       + (f"<br><sup>every backend with {settings}</sup>" if settings else ""), showlegend=False)

@@ -35,9 +35,7 @@ def environment_facts(doctor=None) -> dict:
         except md.PackageNotFoundError:
             if name not in ("onnxruntime-training", "onnxruntime-training-cpu"):
                 packages[name] = None
-    threads = None
-    if "torch" in sys.modules:
-        threads = int(sys.modules["torch"].get_num_threads())
+    threads = int(sys.modules["torch"].get_num_threads()) if "torch" in sys.modules else None
     env = {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu_facts(),
            "packages": packages, "torch_threads": threads, "doctor": []}
     if doctor is not None:
