@@ -127,23 +127,17 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
         detail = f"{cpp.group(1)}: {cpp.group(2)}"
     detail = detail[:300]
     nodes = list(graph.graph.node)
-    if "OutputDefs().size()" in text:
-        # A gradient that reads an output the forward node does not have.
-        ln = [n for n in nodes if n.op_type == "LayerNormalization" and len(n.output) < 3]
-        if ln:
-            return GradientGraphError(
-                "LayerNormalization",
-                "export for training at opset 14, where LayerNorm is written as primitive operators: "
-                "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", detail,
-                f"{len(ln)} node(s), e.g. {ln[0].name!r}, written with 1 output at opset {opset}; its gradient reads "
-                "the saved mean and inverse standard deviation, outputs 1 and 2")
-        drop = [n for n in nodes if n.op_type == "Dropout" and len(n.output) < 2]
-        if drop:
-            return GradientGraphError(
-                "Dropout",
-                "load the model with dropout off and eager attention (load_model(..., dropout=False, "
-                "attn_implementation='eager'), which this stage does for built-in models and folders)", detail,
-                f"{len(drop)} node(s), e.g. {drop[0].name!r}, without the mask output its gradient reads")
+    if "OutputDefs().size()" in text:  # a gradient that reads an output the forward node does not have
+        for op, outputs, fix, why in (
+                ("LayerNormalization", 3, "export for training at opset 14, where LayerNorm is written as primitive operators: "
+                 "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", f"written with 1 output at opset {opset}; its "
+                 "gradient reads the saved mean and inverse standard deviation, outputs 1 and 2"),
+                ("Dropout", 2, "load the model with dropout off and eager attention (load_model(..., dropout=False, "
+                 "attn_implementation='eager'), which this stage does for built-in models and folders)",
+                 "without the mask output its gradient reads")):
+            short = [n for n in nodes if n.op_type == op and len(n.output) < outputs]
+            if short:
+                return GradientGraphError(op, fix, detail, f"{len(short)} node(s), e.g. {short[0].name!r}, {why}")
     m = re.search(r"Duplicate definition of name \(([^)]*)\)", text)
     if m:
         tensor = m.group(1)

@@ -15,6 +15,7 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
+from ..runtime.ortinfer import torch_threads
 from .artifacts import build_artifacts, cap_ir_version, quiet_onnxruntime, training_api
 from .config import ARTIFACTS_DIR, EXPORT_TOLERANCE, TRAINED_CHECKPOINT, TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError
 from .data import make_batches, load_ondevice_model
@@ -90,13 +91,9 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
 
     # 2. both loops, interleaved step by step in this process (same load on both), same thread count
     threads = cfg.threads or torch.get_num_threads()
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         return _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes,
                                  started, progress, stop, page)
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, classes):

@@ -92,11 +92,11 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     with _env(ortmodule_env(cfg)):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 
-        opts = DebugOptions(log_level=LogLevel[cfg.ort_log_level])
+        saving = {}
         if graph_prefix is not None:
             graph_prefix.parent.mkdir(parents=True, exist_ok=True)
-            opts = DebugOptions(log_level=LogLevel[cfg.ort_log_level], save_onnx=True, onnx_prefix=str(graph_prefix))
-        wrapped = ORTModule(model, opts)
+            saving = {"save_onnx": True, "onnx_prefix": str(graph_prefix)}
+        wrapped = ORTModule(model, DebugOptions(log_level=LogLevel[cfg.ort_log_level], **saving))
     raise_if_fell_back(wrapped, when="while wrapping the model")
     manager = wrapped._torch_module._execution_manager(True)
     original = manager._get_session_config

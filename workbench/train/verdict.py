@@ -141,14 +141,9 @@ class TrainVerdicts:
         return next((v for v in self.verdicts if v.backend == value), None)
 
 
-def machine_text(profile) -> str:
-    """The CPU a figure was taken on, in words: model and instruction-set extensions."""
-    return f"{profile.cpu_model}, {profile.isa_text()}" if profile is not None else ""
-
-
 def verdicts_for(comparison, *, profile=None, load=None) -> TrainVerdicts:
     """:func:`training_verdict` for every backend compared with the baseline."""
-    machine = machine_text(profile)
+    machine = f"{profile.cpu_model}, {profile.isa_text()}" if profile is not None else ""  # the CPU model and its extensions
     found = [training_verdict(comparison, s.backend, machine=machine, load=load)
              for s in comparison.summaries if s.backend is not comparison.baseline]
     return TrainVerdicts([v for v in found if v is not None], machine=machine,
