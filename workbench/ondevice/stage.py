@@ -22,6 +22,7 @@ from .data import make_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
 from .result import OnDeviceResult, SideCost
+from .web import write_page
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -47,13 +48,6 @@ def check_model(model: str | os.PathLike) -> None:
         check_classifier(resolve_model_path(str(model)))
 
 
-def _check_classes(loaded, data_classes: list[str]) -> None:
-    if loaded.num_labels != len(data_classes):
-        raise OnDeviceError(
-            f"the model has {loaded.num_labels} classes but the data has {len(data_classes)} ({data_classes}); "
-            "give a model fine-tuned on these classes, or data with the model's classes")
-
-
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
     """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
@@ -75,7 +69,9 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
         data = load_data(DataConfig(source=cfg.data, max_train=cfg.max_train, max_eval=max(cfg.validation_examples, 64)))
     classes = data_classes(data) or sorted({str(x) for x in data["train"]["label"]})
     loaded = load_ondevice_model(model, cfg, classes)
-    _check_classes(loaded, classes)
+    if loaded.num_labels != len(classes):
+        raise OnDeviceError(f"the model has {loaded.num_labels} classes but the data has {len(classes)} ({classes}); "
+                            "give a model fine-tuned on these classes, or data with the model's classes")
     if len(data["train"]) < cfg.batch_size:
         raise OnDeviceError(f"the training split has {len(data['train'])} examples, fewer than one batch of {cfg.batch_size}")
     notes: list[str] = []
@@ -87,21 +83,13 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     batches = make_batches(loaded, data["train"], cfg)
     input_names = [k for k in batches[0] if k != "labels"]
     # the web page: the same artifacts (the initial checkpoint) and the same batches, for onnxruntime-web
-    page = _write_web_page(out, cfg, loaded, data, batches, classes)
+    page = write_page(out, cfg, loaded, data, batches, classes)
 
     # 2. both loops, interleaved step by step in this process (same load on both), same thread count
     threads = cfg.threads or torch.get_num_threads()
     with torch_threads(threads):
         return _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes,
                                  started, progress, stop, page)
-
-
-def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, classes):
-    from .web import WebPage, eval_batches, write_page
-
-    if not cfg.web:
-        return WebPage(None, "web page not written (web=False, --no-web)")
-    return write_page(out, cfg, batches, eval_batches(loaded, data, cfg), classes, loaded.name)
 
 
 @dataclass

@@ -21,7 +21,7 @@ stage trains at one constant rate; a graph whose learning rate is not read by ex
 AdamWOptimizer node is refused (:class:`~workbench.ondevice.config.OnDeviceError`, one line).
 
 Serving: wasm needs http (``file://`` cannot fetch), and a stdlib ``http.server`` maps ``.mjs``
-to ``application/octet-stream``, which the browser refuses as a module script; :func:`serve`
+to ``application/octet-stream``, which the browser refuses as a module script; :class:`PageServer`
 binds 127.0.0.1 only and maps ``.mjs``/``.js``/``.wasm``. The page loads ``../artifacts/...``:
 the server's root is the run folder.
 """
@@ -118,11 +118,8 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
     import onnx
     from onnx import numpy_helper
 
-    proto = onnx.load(str(path))
-    for init in proto.graph.initializer:
-        if init.name == BAKED_LR:
-            return float(numpy_helper.to_array(init).reshape(-1)[0])
-    return None
+    found = [i for i in onnx.load(str(path)).graph.initializer if i.name == BAKED_LR]
+    return float(numpy_helper.to_array(found[0]).reshape(-1)[0]) if found else None
 
 
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
@@ -152,18 +149,21 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
     return index, offset
 
 
-def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequence[dict[str, np.ndarray]],
-               evals: Sequence[dict[str, np.ndarray]], class_names: Sequence[str], model_name: str) -> WebPage:
-    """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``; replaced as a whole.
-    Without onnxruntime-web installed, nothing is written and the result's note says how to get it."""
-    run_dir = Path(run_dir)
+def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, loaded, data, batches: Sequence[dict[str, np.ndarray]],
+               class_names: Sequence[str]) -> WebPage:
+    """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``, for ``loaded`` trained on ``batches``
+    and evaluated on ``data``'s eval split; replaced as a whole. With ``cfg.web`` off or without onnxruntime-web
+    installed, nothing is written and the result's note says why (and how to get it)."""
+    run_dir, model_name = Path(run_dir), loaded.name
+    if not cfg.web:
+        return WebPage(None, "web page not written (web=False, --no-web)")
     missing = ort_web_missing()
     if missing is not None:
         return WebPage(None, f"web page not written: {missing}")
     artifacts = run_dir / ARTIFACTS_DIR
     chunks: list[bytes] = []
     train_index, offset = _pack(batches, chunks, 0)
-    eval_index, offset = _pack(evals, chunks, offset)
+    eval_index, offset = _pack(eval_batches(loaded, data, cfg), chunks, offset)
     blob = b"".join(chunks)
     config = {
         "model": model_name, "steps": len(batches), "lr": cfg.lr, "batch_size": cfg.batch_size, "seed": cfg.seed,
@@ -251,11 +251,6 @@ class PageServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def serve(run_dir: str | os.PathLike, port: int = 0, quiet: bool = True) -> PageServer:
-    """Start serving ``run_dir``'s page on 127.0.0.1 in the background; returns the server (``.url``)."""
-    return PageServer(run_dir, port, quiet).start()
 
 
 _PAGE_HTML = """<!doctype html>
