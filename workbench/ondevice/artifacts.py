@@ -204,15 +204,14 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
         export_for_training(loaded, base_path, cfg.opset, sample_texts, cfg.max_length)
         export_seconds = time.perf_counter() - t0
         graph = onnx.load(str(base_path))
-        initializers = [i.name for i in graph.graph.initializer]
-        init_set = set(initializers)
-        missing = [n for n in names if n not in init_set]
+        initializers, chosen = [i.name for i in graph.graph.initializer], set(names)
+        missing = sorted(chosen - set(initializers), key=names.index)
         if missing:
             raise OnDeviceError(
                 f"{len(missing)} parameter(s) chosen to train are not initializers of the exported graph (e.g. {missing[0]!r}): "
                 "the exporter renamed or folded them; export without constant folding, or choose another trainable set")
-        requires_grad = [n for n in initializers if n in set(names)]
-        frozen = [n for n in initializers if n not in set(names)]
+        requires_grad = [n for n in initializers if n in chosen]
+        frozen = [n for n in initializers if n not in chosen]
         optimizer = onnxblock.optim.AdamW(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
         t0 = time.perf_counter()
         try:

@@ -110,13 +110,10 @@ def _train_side_by_side(ort_trainer, torch_trainer, batches, progress: Optional[
         if stop is not None and stop.is_set():
             run.stopped = True
             break
-        t0 = time.perf_counter()
-        run.ort_losses.append(ort_trainer.step(batch))
-        t1 = time.perf_counter()
-        run.pt_losses.append(torch_trainer.step(batch))
-        t2 = time.perf_counter()
-        run.ort_ms.append((t1 - t0) * 1000)
-        run.pt_ms.append((t2 - t1) * 1000)
+        for trainer, losses, ms in ((ort_trainer, run.ort_losses, run.ort_ms), (torch_trainer, run.pt_losses, run.pt_ms)):
+            t0 = time.perf_counter()
+            losses.append(trainer.step(batch))
+            ms.append((time.perf_counter() - t0) * 1000)
         if progress is not None:
             progress(i + 1, len(batches), f"loss on-device {run.ort_losses[-1]:.4f}, PyTorch {run.pt_losses[-1]:.4f}")
     if not run.ort_losses:
@@ -144,9 +141,8 @@ def _compare_weights(state_params, art, loaded, initial: dict) -> tuple[dict[str
     pt_params = dict(loaded.model.named_parameters())
     weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
     moved = max(float(np.abs(ort_trained[n] - initial[n].numpy()).max()) for n in ort_trained)
-    frozen_names = [n for n in initial if n not in set(art.trainable_tensors)]
     frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
-                    for n in frozen_names if n in state_params)
+                    for n in initial if n not in ort_trained and n in state_params)
     return ort_trained, weights_diff, moved, frozen_ok
 
 
@@ -175,7 +171,7 @@ def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names
     if not cfg.measure_memory:
         notes.append("peak memory not measured (measure_memory=False)")
         return ort_cost, pt_cost
-    iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
+    iso = measure_isolated(model, art, cfg, batches, input_names, classes, out / ".measure", threads)
     ort_cost, pt_cost = (replace(cost, peak_rss_mib=round(m["peak_rss_mib"], 1), rss_growth_mib=round(m["rss_growth_mib"], 1),
                                  setup_s=round(m["setup_s"], 3), isolated_median_step_ms=round(m["median_step_ms"], 3))
                          for cost, m in ((ort_cost, iso["ort"]), (pt_cost, iso["eager"])))
@@ -200,12 +196,11 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
     # 4. back to an inference graph, written as an export the later stages read
-    inf_dir = out / layout.INFERENCE_DIR
-    export, validation, _ = export_trained(
-        ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, out / TRAINED_MODEL_DIR,
+    inf_dir, trained_dir = out / layout.INFERENCE_DIR, out / TRAINED_MODEL_DIR
+    export = export_trained(
+        ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, trained_dir,
         f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
         "onnxruntime.training.api (Python)")
-    inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
     agreement = _agreement_with_pytorch(export, loaded, data, tol, notes)
 
     # 5. cost: step time from the interleaved loop, memory from one fresh process per side
@@ -216,7 +211,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         ondevice_losses=run.ort_losses, pytorch_losses=run.pt_losses, max_loss_diff=max_diff, tolerance=tol,
         loss_parity=bool(max_diff <= tol), parity_basis=basis, ondevice=ort_cost, pytorch=pt_cost,
         weights_max_abs_diff=weights_diff, weights_moved=moved, frozen_unchanged=bool(frozen_ok),
-        inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
+        inference_path=Path(export.onnx_path), inference_dir=inf_dir.resolve(), validation=export.validation,
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
         stopped=run.stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
         web_page=page.page, web_note=page.note, model=model)
@@ -230,12 +225,12 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     inference into ``inf_dir`` as an export (``export.json``: what fuse / quantize / evaluate read),
     validated against PyTorch holding the same weights (``trained`` for the trainable tensors,
     ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
-    weights are put back afterwards. Returns ``(ExportResult, its Validation, {name: the weights
-    loaded.model held})``."""
+    weights are put back afterwards."""
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
     from ..graph import save_tokenizer, select_examples, validate_onnx, write_examples
+    from ..graph.facts import graph_inputs
     from ..runtime.ortinfer import torch_predict_dataset
 
     inf_dir.mkdir(parents=True, exist_ok=True)
@@ -264,14 +259,13 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     tok_dir = save_tokenizer(loaded.tokenizer, inf_dir / TOKENIZER_DIR)
     ex_path = write_examples(inf_dir / EXAMPLES_FILE, examples)
     ref_path = runs.atomic_write_npy(inf_dir / REFERENCE_FILE, reference)
-    initializers = {i.name for i in proto.graph.initializer}
     export = ExportResult(
         onnx_path=inf_path.resolve(), model_source=str(trained_dir.resolve()), model_name=model_name,
-        opset=cfg.opset, input_names=[i.name for i in proto.graph.input if i.name not in initializers],
+        opset=cfg.opset, input_names=graph_inputs(proto),
         output_names=["logits"], validation=validation, size_mib=file_size_mib(inf_path), node_count=len(proto.graph.node),
         op_histogram=op_histogram(proto), attn_implementation=str(loaded.attn_implementation),
         class_names=[str(c) for c in classes], max_length=cfg.max_length, model_info=model_info(loaded),
         tokenizer_dir=tok_dir.resolve(), examples_path=ex_path.resolve(), reference_logits_path=ref_path.resolve(),
         export_seconds=0.0, config=vcfg, trained_in=trained_in)
     runs.save_result(export, inf_dir / EXPORT_FILE)
-    return export, validation, held
+    return export

@@ -48,9 +48,7 @@ from ..runs import layout
 from .config import ARTIFACTS_DIR, OnDeviceConfig, OnDeviceError
 
 ORT_WEB_VERSION = "1.19.2"
-REPO = Path(__file__).resolve().parents[2]
-NODE_MODULES = REPO / "web" / "node_modules"
-ORT_WEB_DIST = NODE_MODULES / "onnxruntime-web" / "dist"
+ORT_WEB_DIST = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "onnxruntime-web" / "dist"  # npm ci in web/
 # the WASM training build: the bundle, the Emscripten module it imports, and the binary
 ORT_WEB_FILES = ("ort.training.wasm.min.js", "ort-training-wasm-simd-threaded.mjs", "ort-training-wasm-simd-threaded.wasm")
 ORT_SUBDIR = "ort"

@@ -393,10 +393,7 @@ def comparison_table(c: Comparison) -> str:
            f"{'peak MiB':>9} {'x':>6} {'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
     lines = [head, "-" * len(head)]
     for s in c.summaries:
-        try:
-            r = c.ratio(s.backend)
-        except KeyError:
-            r = None
+        r = next((x for x in c.ratios if x.backend is s.backend), None)
         fx = lambda v: "" if v is None or not math.isfinite(v) else f"{v:.2f}x"  # noqa: E731
         fv = lambda v, f: "-" if not math.isfinite(v) else format(v, f)  # noqa: E731
         base = s.backend is c.baseline

@@ -2,12 +2,8 @@
 
 A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
 the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
-argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
-
-Precision: fp32 everywhere. bf16 autocast on the CPU works with ``eager`` and ``compile`` where
-the CPU has bf16 instructions (AVX-512 BF16 or AMX); ORTModule's CPU build has no bf16 MatMul
-kernel, so ``ortmodule`` + bf16 on the CPU is rejected before anything runs. fp16 needs CUDA
-(all three backends, with a gradient scaler).
+argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``). bf16 on the CPU needs AVX-512 BF16 or AMX and
+not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ class Trainer:
             onnxruntime.set_seed(cfg.seed)
         self.optimizer = make_optimizer(self.net.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, total_steps, cfg))
-        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision is Precision.FP16 else None
+        # fp16 only; a disabled scaler passes the loss through and steps the optimizer plainly
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision is Precision.FP16)
         self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
 
     def step(self) -> StepRecord:
@@ -104,17 +105,13 @@ class Trainer:
             if self.ort_module is not None:
                 raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
             loss = out.loss / cfg.grad_accum
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            self.scaler.scale(loss).backward()
             loss_sum += float(loss.detach())
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
+        self.scaler.unscale_(self.optimizer)
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         lr_now = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)

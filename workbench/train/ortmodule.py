@@ -40,15 +40,6 @@ def _env(values: dict[str, Optional[str]]):
         _set_env(saved)
 
 
-def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
-    """The ORTMODULE_* variables ORTModule reads when it is constructed, for this config."""
-    return {
-        "ORTMODULE_FALLBACK_POLICY": "FALLBACK_DISABLE" if cfg.fallback is FallbackPolicy.DISABLE else None,
-        "ORTMODULE_ONNX_OPSET_VERSION": str(cfg.opset),
-        "ORTMODULE_MEMORY_OPT_LEVEL": str(cfg.memory_optimizer_level),
-    }
-
-
 def _has_fd(stream) -> bool:
     try:
         stream.fileno()
@@ -89,7 +80,8 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     from ..core.quiet import ortmodule_warnings
 
     ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
-    with _env(ortmodule_env(cfg)):
+    with _env({"ORTMODULE_FALLBACK_POLICY": "FALLBACK_DISABLE" if cfg.fallback is FallbackPolicy.DISABLE else None,
+               "ORTMODULE_ONNX_OPSET_VERSION": str(cfg.opset), "ORTMODULE_MEMORY_OPT_LEVEL": str(cfg.memory_optimizer_level)}):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 
         saving = {}
