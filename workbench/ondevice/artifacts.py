@@ -162,17 +162,11 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
 
 
 def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
-    files, fixed = [], []
-    for name in ARTIFACT_FILES:
-        path = folder / name
-        if name == "checkpoint":
-            files.append(ArtifactFile(name, path.stat().st_size / 2**20))
-            continue
-        _, ir = cap_ir_version(path)
-        if ir > MAX_IR_VERSION:
-            fixed.append(name)
-        files.append(ArtifactFile(name, file_size_mib(path), ir))
-    return files, fixed
+    """Every artifact with its size after the fix and the IR version it was written with; the graphs rewritten."""
+    files = [ArtifactFile(name, (folder / name).stat().st_size / 2**20) if name == "checkpoint" else
+             ArtifactFile(name, ir_version=cap_ir_version(folder / name)[1], size_mib=file_size_mib(folder / name))
+             for name in ARTIFACT_FILES]
+    return files, [f.name for f in files if f.ir_version is not None and f.ir_version > MAX_IR_VERSION]
 
 
 def cap_ir_version(path: Path):
