@@ -93,10 +93,7 @@ class Ratio:
     loss_within_tolerance: bool
     steps_compared: int
     accuracy_diff: float  # backend final accuracy - baseline final accuracy
-    # start-up included: samples/s over *every* step, the first one (export + graph build, compilation)
-    # too, i.e. the ratio of the time both spent training the same steps; below `throughput` when the
-    # backend pays a start-up cost the baseline does not, and closer to it the longer the run
-    throughput_with_startup: float = float("nan")
+    throughput_with_startup: float = float("nan")  # over every step, the first one included (SPEED_WITH_STARTUP_BASIS)
     # the steady-state ratio with its interval (95%, bootstrap over paired steps) when the runs took turns
     # step by step (lockstep): then `throughput` is its value; None for runs timed apart
     steady: Optional[SpeedRatio] = None
