@@ -56,6 +56,7 @@ def test_wheel_holds_every_subpackage(wheel):
     assert {f"workbench/plots/{p.name}" for p in (REPO / "workbench" / "plots").glob("*.py")} == plots
     assert "workbench/resources/golden_reviews.jsonl" in names
     assert "workbench/resources/ship_predict.py" in names  # the template of chosen/predict.py
+    assert {"workbench/resources/ondevice_page.html", "workbench/resources/ondevice_app.js"} <= names  # the on-device web page
     for package in ("audit", "report", "ondevice"):
         assert {f"workbench/{package}/{p.name}" for p in (REPO / "workbench" / package).glob("*.py")} <= names
     assert "widgets/workbench.py" in names

@@ -127,23 +127,17 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
         detail = f"{cpp.group(1)}: {cpp.group(2)}"
     detail = detail[:300]
     nodes = list(graph.graph.node)
-    if "OutputDefs().size()" in text:
-        # A gradient that reads an output the forward node does not have.
-        ln = [n for n in nodes if n.op_type == "LayerNormalization" and len(n.output) < 3]
-        if ln:
-            return GradientGraphError(
-                "LayerNormalization",
-                "export for training at opset 14, where LayerNorm is written as primitive operators: "
-                "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", detail,
-                f"{len(ln)} node(s), e.g. {ln[0].name!r}, written with 1 output at opset {opset}; its gradient reads "
-                "the saved mean and inverse standard deviation, outputs 1 and 2")
-        drop = [n for n in nodes if n.op_type == "Dropout" and len(n.output) < 2]
-        if drop:
-            return GradientGraphError(
-                "Dropout",
-                "load the model with dropout off and eager attention (load_model(..., dropout=False, "
-                "attn_implementation='eager'), which this stage does for built-in models and folders)", detail,
-                f"{len(drop)} node(s), e.g. {drop[0].name!r}, without the mask output its gradient reads")
+    if "OutputDefs().size()" in text:  # a gradient that reads an output the forward node does not have
+        for op, outputs, fix, why in (
+                ("LayerNormalization", 3, "export for training at opset 14, where LayerNorm is written as primitive operators: "
+                 "OnDeviceConfig(opset=14) or `workbench ondevice --opset 14`", f"written with 1 output at opset {opset}; its "
+                 "gradient reads the saved mean and inverse standard deviation, outputs 1 and 2"),
+                ("Dropout", 2, "load the model with dropout off and eager attention (load_model(..., dropout=False, "
+                 "attn_implementation='eager'), which this stage does for built-in models and folders)",
+                 "without the mask output its gradient reads")):
+            short = [n for n in nodes if n.op_type == op and len(n.output) < outputs]
+            if short:
+                return GradientGraphError(op, fix, detail, f"{len(short)} node(s), e.g. {short[0].name!r}, {why}")
     m = re.search(r"Duplicate definition of name \(([^)]*)\)", text)
     if m:
         tensor = m.group(1)
@@ -168,17 +162,11 @@ def explain_gradient_failure(exc: BaseException, graph, opset: int) -> GradientG
 
 
 def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
-    files, fixed = [], []
-    for name in ARTIFACT_FILES:
-        path = folder / name
-        if name == "checkpoint":
-            files.append(ArtifactFile(name, path.stat().st_size / 2**20))
-            continue
-        _, ir = cap_ir_version(path)
-        if ir > MAX_IR_VERSION:
-            fixed.append(name)
-        files.append(ArtifactFile(name, file_size_mib(path), ir))
-    return files, fixed
+    """Every artifact with its size after the fix and the IR version it was written with; the graphs rewritten."""
+    files = [ArtifactFile(name, (folder / name).stat().st_size / 2**20) if name == "checkpoint" else
+             ArtifactFile(name, ir_version=cap_ir_version(folder / name)[1], size_mib=file_size_mib(folder / name))
+             for name in ARTIFACT_FILES]
+    return files, [f.name for f in files if f.ir_version is not None and f.ir_version > MAX_IR_VERSION]
 
 
 def cap_ir_version(path: Path):
@@ -210,15 +198,14 @@ def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, samp
         export_for_training(loaded, base_path, cfg.opset, sample_texts, cfg.max_length)
         export_seconds = time.perf_counter() - t0
         graph = onnx.load(str(base_path))
-        initializers = [i.name for i in graph.graph.initializer]
-        init_set = set(initializers)
-        missing = [n for n in names if n not in init_set]
+        initializers, chosen = [i.name for i in graph.graph.initializer], set(names)
+        missing = sorted(chosen - set(initializers), key=names.index)
         if missing:
             raise OnDeviceError(
                 f"{len(missing)} parameter(s) chosen to train are not initializers of the exported graph (e.g. {missing[0]!r}): "
                 "the exporter renamed or folded them; export without constant folding, or choose another trainable set")
-        requires_grad = [n for n in initializers if n in set(names)]
-        frozen = [n for n in initializers if n not in set(names)]
+        requires_grad = [n for n in initializers if n in chosen]
+        frozen = [n for n in initializers if n not in chosen]
         optimizer = onnxblock.optim.AdamW(betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
         t0 = time.perf_counter()
         try:

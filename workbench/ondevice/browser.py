@@ -123,7 +123,7 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
 
     out = root / layout.BROWSER_DIR
     out.mkdir(parents=True, exist_ok=True)
-    export, validation, _ = export_trained(
+    export = export_trained(
         module, loaded, cfg, data, list(result.class_names), trained, initial, out, out / TRAINED_MODEL_DIR,
         f"{loaded.name}+browser", "the browser-trained inference graph (vs PyTorch holding the browser-trained weights)",
         TRAINED_IN)
@@ -137,7 +137,7 @@ def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *,
         trained_in=TRAINED_IN, run_dir=root.resolve(), parameters_file=kept.resolve(), source_file=str(params_file),
         parameters_sha256=hashlib.sha256(Path(kept).read_bytes()).hexdigest(), parameters=int(values.size),
         learning_rate=baked_learning_rate(page_graph) if page_graph.is_file() else None, weights_moved=moved,
-        checkpoint=ckpt.resolve(), export_dir=Path(export.onnx_path).parent, validation=validation, notes=notes)
+        checkpoint=ckpt.resolve(), export_dir=Path(export.onnx_path).parent, validation=export.validation, notes=notes)
     runs.save_result(record, out / layout.BROWSER_FILE)
     return record
 

@@ -61,10 +61,6 @@ class Trainable(str, enum.Enum):
     ALL = "all"  # every parameter
 
 
-def _enum(cls, value, name: str):
-    return parse_choice(cls, value, name, OnDeviceError)
-
-
 @dataclass(frozen=True)
 class OnDeviceConfig:
     """How to train on the device and how to check it (the model is the stage's input:
@@ -98,7 +94,7 @@ class OnDeviceConfig:
         "write the web page that trains the artifacts in a browser with onnxruntime-web (--no-web skips it)")})
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "trainable", _enum(Trainable, self.trainable, "trainable"))
+        object.__setattr__(self, "trainable", parse_choice(Trainable, self.trainable, "trainable", OnDeviceError))
         if self.loss not in LOSSES:
             raise OnDeviceError(f"loss must be one of {list(LOSSES)} (a sequence classifier's loss), got {self.loss!r}")
         if self.optimizer not in OPTIMIZERS:

@@ -25,9 +25,8 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
     folder = resolve_model_path(model)
     config = json.loads((folder / "config.json").read_text())
     id2label = {int(k): v for k, v in (config.get("id2label") or {}).items()}
-    if len(id2label) >= 2:
-        return load_model(model, num_labels=len(id2label), id2label=id2label, dropout=False, seed=cfg.seed)
-    return load_model(model, dropout=False, seed=cfg.seed)
+    labels = {"num_labels": len(id2label), "id2label": id2label} if len(id2label) >= 2 else {}
+    return load_model(model, dropout=False, seed=cfg.seed, **labels)
 
 
 def make_batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:

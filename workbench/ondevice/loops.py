@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..runtime.ortinfer import torch_threads
 from .artifacts import quiet_onnxruntime, session_options, training_api
 from .config import OnDeviceConfig, OnDeviceError
 from .data import make_batches, load_ondevice_model
@@ -79,9 +80,5 @@ def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = N
     trainer = TorchTrainer(loaded, names, dataclasses.replace(cfg, lr=lr))
     if torch_adamw:
         trainer.optimizer = torch.optim.AdamW(trainer.params, lr=lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads or previous)
-    try:
+    with torch_threads(cfg.threads):
         return [trainer.step(b) for b in make_batches(loaded, data["train"], cfg)]
-    finally:
-        torch.set_num_threads(previous)

@@ -58,15 +58,15 @@ def child_main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
-def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batches, input_names, class_names, trainable,
-                     work: Path, threads: int) -> dict[str, dict]:
+def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batches, input_names, class_names, work: Path,
+                     threads: int) -> dict[str, dict]:
     """Peak RSS of each side in a fresh Python process of its own (ru_maxrss and RSS samples in
     one process would carry the first side's memory into the second)."""
     work.mkdir(parents=True, exist_ok=True)
-    save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps] if len(batches) >= cfg.memory_steps else batches)
+    save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps])
     runs.atomic_write_json(work / "measure.json", {"model": model, "config": cfg, "artifacts": str(artifacts.folder),
                                                    "input_names": list(input_names), "class_names": class_names,
-                                                   "trainable": list(trainable), "threads": threads})
+                                                   "trainable": artifacts.trainable_tensors, "threads": threads})
     env = child_env()
     out = {}
     for side in ("ort", "eager"):

@@ -15,12 +15,14 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import ExportConfig, ExportResult, file_size_mib, model_info, op_histogram
+from ..runtime.ortinfer import torch_threads
 from .artifacts import build_artifacts, cap_ir_version, quiet_onnxruntime, training_api
 from .config import ARTIFACTS_DIR, EXPORT_TOLERANCE, TRAINED_CHECKPOINT, TRAINED_MODEL_DIR, OnDeviceConfig, OnDeviceError
 from .data import make_batches, load_ondevice_model
 from .loops import OrtTrainer, TorchTrainer
 from .memory import measure_isolated
 from .result import OnDeviceResult, SideCost
+from .web import write_page
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -46,13 +48,6 @@ def check_model(model: str | os.PathLike) -> None:
         check_classifier(resolve_model_path(str(model)))
 
 
-def _check_classes(loaded, data_classes: list[str]) -> None:
-    if loaded.num_labels != len(data_classes):
-        raise OnDeviceError(
-            f"the model has {loaded.num_labels} classes but the data has {len(data_classes)} ({data_classes}); "
-            "give a model fine-tuned on these classes, or data with the model's classes")
-
-
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
     """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
@@ -74,7 +69,9 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
         data = load_data(DataConfig(source=cfg.data, max_train=cfg.max_train, max_eval=max(cfg.validation_examples, 64)))
     classes = data_classes(data) or sorted({str(x) for x in data["train"]["label"]})
     loaded = load_ondevice_model(model, cfg, classes)
-    _check_classes(loaded, classes)
+    if loaded.num_labels != len(classes):
+        raise OnDeviceError(f"the model has {loaded.num_labels} classes but the data has {len(classes)} ({classes}); "
+                            "give a model fine-tuned on these classes, or data with the model's classes")
     if len(data["train"]) < cfg.batch_size:
         raise OnDeviceError(f"the training split has {len(data['train'])} examples, fewer than one batch of {cfg.batch_size}")
     notes: list[str] = []
@@ -86,25 +83,13 @@ def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None,
     batches = make_batches(loaded, data["train"], cfg)
     input_names = [k for k in batches[0] if k != "labels"]
     # the web page: the same artifacts (the initial checkpoint) and the same batches, for onnxruntime-web
-    page = _write_web_page(out, cfg, loaded, data, batches, classes)
+    page = write_page(out, cfg, loaded, data, batches, classes)
 
     # 2. both loops, interleaved step by step in this process (same load on both), same thread count
     threads = cfg.threads or torch.get_num_threads()
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         return _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batches, input_names, threads, notes,
                                  started, progress, stop, page)
-    finally:
-        torch.set_num_threads(previous_threads)
-
-
-def _write_web_page(out: Path, cfg: OnDeviceConfig, loaded, data, batches, classes):
-    from .web import WebPage, eval_batches, write_page
-
-    if not cfg.web:
-        return WebPage(None, "web page not written (web=False, --no-web)")
-    return write_page(out, cfg, batches, eval_batches(loaded, data, cfg), classes, loaded.name)
 
 
 @dataclass
@@ -125,13 +110,10 @@ def _train_side_by_side(ort_trainer, torch_trainer, batches, progress: Optional[
         if stop is not None and stop.is_set():
             run.stopped = True
             break
-        t0 = time.perf_counter()
-        run.ort_losses.append(ort_trainer.step(batch))
-        t1 = time.perf_counter()
-        run.pt_losses.append(torch_trainer.step(batch))
-        t2 = time.perf_counter()
-        run.ort_ms.append((t1 - t0) * 1000)
-        run.pt_ms.append((t2 - t1) * 1000)
+        for trainer, losses, ms in ((ort_trainer, run.ort_losses, run.ort_ms), (torch_trainer, run.pt_losses, run.pt_ms)):
+            t0 = time.perf_counter()
+            losses.append(trainer.step(batch))
+            ms.append((time.perf_counter() - t0) * 1000)
         if progress is not None:
             progress(i + 1, len(batches), f"loss on-device {run.ort_losses[-1]:.4f}, PyTorch {run.pt_losses[-1]:.4f}")
     if not run.ort_losses:
@@ -159,9 +141,8 @@ def _compare_weights(state_params, art, loaded, initial: dict) -> tuple[dict[str
     pt_params = dict(loaded.model.named_parameters())
     weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
     moved = max(float(np.abs(ort_trained[n] - initial[n].numpy()).max()) for n in ort_trained)
-    frozen_names = [n for n in initial if n not in set(art.trainable_tensors)]
     frozen_ok = all(np.array_equal(np.asarray(state_params[n].data), initial[n].numpy())
-                    for n in frozen_names if n in state_params)
+                    for n in initial if n not in ort_trained and n in state_params)
     return ort_trained, weights_diff, moved, frozen_ok
 
 
@@ -190,7 +171,7 @@ def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names
     if not cfg.measure_memory:
         notes.append("peak memory not measured (measure_memory=False)")
         return ort_cost, pt_cost
-    iso = measure_isolated(model, art, cfg, batches, input_names, classes, art.trainable_tensors, out / ".measure", threads)
+    iso = measure_isolated(model, art, cfg, batches, input_names, classes, out / ".measure", threads)
     ort_cost, pt_cost = (replace(cost, peak_rss_mib=round(m["peak_rss_mib"], 1), rss_growth_mib=round(m["rss_growth_mib"], 1),
                                  setup_s=round(m["setup_s"], 3), isolated_median_step_ms=round(m["median_step_ms"], 3))
                          for cost, m in ((ort_cost, iso["ort"]), (pt_cost, iso["eager"])))
@@ -215,12 +196,11 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         CheckpointState.save_checkpoint(ort_trainer.state, str(tmp))
 
     # 4. back to an inference graph, written as an export the later stages read
-    inf_dir = out / layout.INFERENCE_DIR
-    export, validation, _ = export_trained(
-        ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, out / TRAINED_MODEL_DIR,
+    inf_dir, trained_dir = out / layout.INFERENCE_DIR, out / TRAINED_MODEL_DIR
+    export = export_trained(
+        ort_trainer.module, loaded, cfg, data, classes, ort_trained, initial, inf_dir, trained_dir,
         f"{loaded.name}+ondevice", "the on-device inference graph (vs PyTorch with the on-device-trained weights)",
         "onnxruntime.training.api (Python)")
-    inf_path, trained_dir = Path(export.onnx_path), out / TRAINED_MODEL_DIR
     agreement = _agreement_with_pytorch(export, loaded, data, tol, notes)
 
     # 5. cost: step time from the interleaved loop, memory from one fresh process per side
@@ -231,7 +211,7 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
         ondevice_losses=run.ort_losses, pytorch_losses=run.pt_losses, max_loss_diff=max_diff, tolerance=tol,
         loss_parity=bool(max_diff <= tol), parity_basis=basis, ondevice=ort_cost, pytorch=pt_cost,
         weights_max_abs_diff=weights_diff, weights_moved=moved, frozen_unchanged=bool(frozen_ok),
-        inference_path=inf_path.resolve(), inference_dir=inf_dir.resolve(), validation=validation,
+        inference_path=Path(export.onnx_path), inference_dir=inf_dir.resolve(), validation=export.validation,
         agreement_with_pytorch_training=agreement, trained_checkpoint=ckpt.resolve(), trained_model_dir=trained_dir.resolve(),
         stopped=run.stopped, seconds=time.perf_counter() - started, environment=_environment(threads), notes=notes,
         web_page=page.page, web_note=page.note, model=model)
@@ -245,12 +225,12 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     inference into ``inf_dir`` as an export (``export.json``: what fuse / quantize / evaluate read),
     validated against PyTorch holding the same weights (``trained`` for the trainable tensors,
     ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
-    weights are put back afterwards. Returns ``(ExportResult, its Validation, {name: the weights
-    loaded.model held})``."""
+    weights are put back afterwards."""
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR
     from ..graph import save_tokenizer, select_examples, validate_onnx, write_examples
+    from ..graph.facts import graph_inputs
     from ..runtime.ortinfer import torch_predict_dataset
 
     inf_dir.mkdir(parents=True, exist_ok=True)
@@ -279,14 +259,13 @@ def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: 
     tok_dir = save_tokenizer(loaded.tokenizer, inf_dir / TOKENIZER_DIR)
     ex_path = write_examples(inf_dir / EXAMPLES_FILE, examples)
     ref_path = runs.atomic_write_npy(inf_dir / REFERENCE_FILE, reference)
-    initializers = {i.name for i in proto.graph.initializer}
     export = ExportResult(
         onnx_path=inf_path.resolve(), model_source=str(trained_dir.resolve()), model_name=model_name,
-        opset=cfg.opset, input_names=[i.name for i in proto.graph.input if i.name not in initializers],
+        opset=cfg.opset, input_names=graph_inputs(proto),
         output_names=["logits"], validation=validation, size_mib=file_size_mib(inf_path), node_count=len(proto.graph.node),
         op_histogram=op_histogram(proto), attn_implementation=str(loaded.attn_implementation),
         class_names=[str(c) for c in classes], max_length=cfg.max_length, model_info=model_info(loaded),
         tokenizer_dir=tok_dir.resolve(), examples_path=ex_path.resolve(), reference_logits_path=ref_path.resolve(),
         export_seconds=0.0, config=vcfg, trained_in=trained_in)
     runs.save_result(export, inf_dir / EXPORT_FILE)
-    return export, validation, held
+    return export

@@ -43,16 +43,12 @@ def trainable_names(model, trainable: Trainable | str, last_n_layers: int = 1,
                             "use trainable='all'")
     if trainable is Trainable.HEAD:
         return head
-    layers = sorted({int(m.group(1)) for n in names if (m := _LAYER.search(n))})
+    numbered = {n: int(m.group(1)) for n in names if (m := _LAYER.search(n))}  # parameter -> its encoder layer
+    layers = sorted(set(numbered.values()))
     if not layers:
         raise OnDeviceError("found no numbered encoder layers (.layer.<i>.) in this model; use trainable='head' or 'all'")
     if last_n_layers > len(layers):
         raise OnDeviceError(f"last_n_layers is {last_n_layers} but the model has {len(layers)} encoder layers; "
                             f"give 1 to {len(layers)}, or trainable='all'")
     first = layers[-last_n_layers]
-    out = []
-    for n in names:
-        m = _LAYER.search(n)
-        if n in head or (m and int(m.group(1)) >= first) or (not m and "embeddings" not in n and n not in head):
-            out.append(n)
-    return out
+    return [n for n in names if n in head or (numbered[n] >= first if n in numbered else "embeddings" not in n)]

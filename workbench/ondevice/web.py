@@ -1,8 +1,9 @@
 """On-device training in a web page: the run's artifacts trained by onnxruntime-web in a browser.
 
-``write_page`` writes ``<run>/web/``: ``index.html`` + ``app.js`` (load the artifacts with onnxruntime-web's
-training API, evaluate, train ``cfg.steps`` steps with a live loss curve, evaluate again, offer the trained
-parameters as a file that ``workbench ondevice import RUN FILE`` brings back); ``ort/``, onnxruntime-web
+``write_page`` writes ``<run>/web/``: ``index.html`` + ``app.js`` (``workbench/resources/ondevice_page.html`` and
+``ondevice_app.js``: load the artifacts with onnxruntime-web's training API, evaluate, train ``cfg.steps`` steps
+with a live loss curve, evaluate again, offer the trained parameters as a file that
+``workbench ondevice import RUN FILE`` brings back); ``ort/``, onnxruntime-web
 1.19.2's WASM training build copied from ``web/node_modules`` (nothing comes from a CDN); ``batches.bin`` +
 ``config.json``, the batches Python trained on and the eval batches; ``optimizer_model.onnx`` with the
 learning rate baked in.
@@ -21,7 +22,7 @@ stage trains at one constant rate; a graph whose learning rate is not read by ex
 AdamWOptimizer node is refused (:class:`~workbench.ondevice.config.OnDeviceError`, one line).
 
 Serving: wasm needs http (``file://`` cannot fetch), and a stdlib ``http.server`` maps ``.mjs``
-to ``application/octet-stream``, which the browser refuses as a module script; :func:`serve`
+to ``application/octet-stream``, which the browser refuses as a module script; :class:`PageServer`
 binds 127.0.0.1 only and maps ``.mjs``/``.js``/``.wasm``. The page loads ``../artifacts/...``:
 the server's root is the run folder.
 """
@@ -36,6 +37,7 @@ import os
 import shutil
 import threading
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -46,9 +48,7 @@ from ..runs import layout
 from .config import ARTIFACTS_DIR, OnDeviceConfig, OnDeviceError
 
 ORT_WEB_VERSION = "1.19.2"
-REPO = Path(__file__).resolve().parents[2]
-NODE_MODULES = REPO / "web" / "node_modules"
-ORT_WEB_DIST = NODE_MODULES / "onnxruntime-web" / "dist"
+ORT_WEB_DIST = Path(__file__).resolve().parents[2] / "web" / "node_modules" / "onnxruntime-web" / "dist"  # npm ci in web/
 # the WASM training build: the bundle, the Emscripten module it imports, and the binary
 ORT_WEB_FILES = ("ort.training.wasm.min.js", "ort-training-wasm-simd-threaded.mjs", "ort-training-wasm-simd-threaded.wasm")
 ORT_SUBDIR = "ort"
@@ -118,11 +118,8 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
     import onnx
     from onnx import numpy_helper
 
-    proto = onnx.load(str(path))
-    for init in proto.graph.initializer:
-        if init.name == BAKED_LR:
-            return float(numpy_helper.to_array(init).reshape(-1)[0])
-    return None
+    found = [i for i in onnx.load(str(path)).graph.initializer if i.name == BAKED_LR]
+    return float(numpy_helper.to_array(found[0]).reshape(-1)[0]) if found else None
 
 
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
@@ -152,18 +149,21 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
     return index, offset
 
 
-def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequence[dict[str, np.ndarray]],
-               evals: Sequence[dict[str, np.ndarray]], class_names: Sequence[str], model_name: str) -> WebPage:
-    """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``; replaced as a whole.
-    Without onnxruntime-web installed, nothing is written and the result's note says how to get it."""
-    run_dir = Path(run_dir)
+def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, loaded, data, batches: Sequence[dict[str, np.ndarray]],
+               class_names: Sequence[str]) -> WebPage:
+    """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``, for ``loaded`` trained on ``batches``
+    and evaluated on ``data``'s eval split; replaced as a whole. With ``cfg.web`` off or without onnxruntime-web
+    installed, nothing is written and the result's note says why (and how to get it)."""
+    run_dir, model_name = Path(run_dir), loaded.name
+    if not cfg.web:
+        return WebPage(None, "web page not written (web=False, --no-web)")
     missing = ort_web_missing()
     if missing is not None:
         return WebPage(None, f"web page not written: {missing}")
     artifacts = run_dir / ARTIFACTS_DIR
     chunks: list[bytes] = []
     train_index, offset = _pack(batches, chunks, 0)
-    eval_index, offset = _pack(evals, chunks, offset)
+    eval_index, offset = _pack(eval_batches(loaded, data, cfg), chunks, offset)
     blob = b"".join(chunks)
     config = {
         "model": model_name, "steps": len(batches), "lr": cfg.lr, "batch_size": cfg.batch_size, "seed": cfg.seed,
@@ -180,8 +180,10 @@ def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, batches: Sequenc
         bake_learning_rate(artifacts / OPTIMIZER_GRAPH, tmp / OPTIMIZER_GRAPH, cfg.lr)
         (tmp / BATCHES_BIN).write_bytes(blob)
         (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1) + "\n")
-        (tmp / APP_FILE).write_text(_APP_JS)
-        (tmp / PAGE_FILE).write_text(_PAGE_HTML.replace("{{TITLE}}", html.escape(f"{model_name}: on-device training in the browser")))
+        page_files = resources.files("workbench.resources")  # the page's own text: ondevice_page.html, ondevice_app.js
+        (tmp / APP_FILE).write_text(page_files.joinpath("ondevice_app.js").read_text(encoding="utf-8"))
+        (tmp / PAGE_FILE).write_text(page_files.joinpath("ondevice_page.html").read_text(encoding="utf-8").replace(
+            "{{TITLE}}", html.escape(f"{model_name}: on-device training in the browser")))
     page = run_dir / layout.ONDEVICE_WEB_DIR / PAGE_FILE
     return WebPage(page.resolve(), f"web page: {page.resolve()} (serve it: workbench ondevice serve {run_dir.resolve()})")
 
@@ -251,201 +253,3 @@ class PageServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def serve(run_dir: str | os.PathLike, port: int = 0, quiet: bool = True) -> PageServer:
-    """Start serving ``run_dir``'s page on 127.0.0.1 in the background; returns the server (``.url``)."""
-    return PageServer(run_dir, port, quiet).start()
-
-
-_PAGE_HTML = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<link rel="icon" href="data:,">
-<title>{{TITLE}}</title>
-<style>
- body { font-family: system-ui, sans-serif; margin: 1.5em; max-width: 980px; color: #222; }
- table { border-collapse: collapse; margin: .6em 0; }
- td, th { border: 1px solid #ccc; padding: .25em .6em; text-align: left; }
- button { font-size: 1em; padding: .35em 1em; margin-right: .5em; }
- #status.error { color: #b00020; font-weight: bold; }
- svg { border: 1px solid #ddd; background: #fafafa; }
- .note { color: #555; font-size: .9em; }
-</style>
-</head>
-<body>
-<h1>{{TITLE}}</h1>
-<p class="note">ONNX Runtime's training artifacts of this run, trained here by onnxruntime-web's WASM training build
-(served from this run folder, nothing from a CDN), on the batches the workbench trained on in Python.</p>
-<table id="facts"></table>
-<p><button id="train" disabled>Train</button><button id="download" disabled>Download trained parameters</button>
-<span id="status">loading…</span></p>
-<svg id="curve" width="900" height="300" role="img" aria-label="training loss per step"></svg>
-<table id="steps"><thead><tr><th>step</th><th>loss</th><th>step time (ms)</th></tr></thead><tbody></tbody></table>
-<p class="note" id="next"></p>
-<script src="ort/ort.training.wasm.min.js"></script>
-<script src="app.js"></script>
-</body>
-</html>
-"""
-
-_APP_JS = r"""// The on-device page: train this run's artifacts with onnxruntime-web (see workbench/ondevice/web.py).
-'use strict';
-const state = { phase: 'loading', losses: [], stepMs: [], accuracyBefore: null, accuracyAfter: null,
-                evalLossBefore: null, evalLossAfter: null, error: null, parameters: null, config: null };
-window.__workbench = state;
-
-const $ = (id) => document.getElementById(id);
-function say(text, isError) {
-  $('status').textContent = text;
-  $('status').className = isError ? 'error' : '';
-}
-function fail(err) {
-  state.error = String(err && err.stack || err);
-  state.phase = 'error';
-  say('error: ' + (err && err.message || err), true);
-  console.error(err);
-}
-
-async function fetchBytes(url) {
-  const r = await fetch(url);
-  if (!r.ok) throw new Error('cannot load ' + url + ': HTTP ' + r.status);
-  return new Uint8Array(await r.arrayBuffer());
-}
-
-function feedsOf(buffer, entry, names) {
-  const feeds = {};
-  for (const name of names) {
-    const t = entry[name];
-    if (!t) throw new Error('the batches have no input ' + name + ' (they hold ' + Object.keys(entry).join(', ') + ')');
-    feeds[name] = new ort.Tensor('int64', new BigInt64Array(buffer, t.offset, t.count), t.shape);
-  }
-  return feeds;
-}
-
-function drawCurve(losses, total) {
-  const svg = $('curve'), w = +svg.getAttribute('width'), h = +svg.getAttribute('height'), pad = 40;
-  if (!losses.length) { svg.innerHTML = ''; return; }
-  const lo = Math.min(...losses), hi = Math.max(...losses), span = (hi - lo) || 1;
-  const x = (i) => pad + (total > 1 ? i / (total - 1) : 0.5) * (w - 2 * pad);
-  const y = (v) => h - pad - (v - lo) / span * (h - 2 * pad);
-  const pts = losses.map((v, i) => x(i).toFixed(1) + ',' + y(v).toFixed(1)).join(' ');
-  svg.innerHTML =
-    '<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="' + pts + '"/>' +
-    losses.map((v, i) => '<circle r="3" fill="#1f77b4" cx="' + x(i).toFixed(1) + '" cy="' + y(v).toFixed(1) + '"/>').join('') +
-    '<text x="' + pad + '" y="20">loss ' + hi.toFixed(4) + ' (top) to ' + lo.toFixed(4) + ' (bottom), step 1 to ' + total + '</text>';
-}
-
-async function evaluate(session, cfg, buffer) {
-  const names = session.evalInputNames;
-  const logitsName = session.evalOutputNames.find((n) => n === 'logits');
-  const lossName = session.evalOutputNames[0];
-  if (!logitsName) {
-    throw new Error('the eval graph has no logits output (outputs ' + session.evalOutputNames.join(', ') + '); rebuild the artifacts');
-  }
-  if (!cfg.eval.length) return { accuracy: null, loss: null };  // the data had no validation or test split
-  let right = 0, count = 0, lossSum = 0;
-  for (const entry of cfg.eval) {
-    const out = await session.runEvalStep(feedsOf(buffer, entry, names));
-    const logits = out[logitsName].data, [n, k] = out[logitsName].dims;
-    const labels = new BigInt64Array(buffer, entry.labels.offset, entry.labels.count);
-    for (let i = 0; i < n; i++) {
-      let best = 0;
-      for (let j = 1; j < k; j++) if (logits[i * k + j] > logits[i * k + best]) best = j;
-      if (BigInt(best) === labels[i]) right++;
-    }
-    lossSum += Number(out[lossName].data[0]) * n;
-    count += n;
-  }
-  return { accuracy: count ? right / count : NaN, loss: count ? lossSum / count : NaN };
-}
-
-const pct = (x) => x === null ? 'no eval split in the data' : (100 * x).toFixed(1) + '%';
-
-function facts(cfg, extra) {
-  const lr = cfg.lr + ' (baked into ' + cfg.optimizer_model + ': onnxruntime-web ' + cfg.ort_web_version + ' has no setter)';
-  const rows = [['model', cfg.model], ['steps', cfg.steps], ['learning rate', lr],
-                ['batch size', cfg.batch_size], ['seed', cfg.seed], ['trainable', cfg.trainable],
-                ['eval examples', cfg.eval.reduce((a, e) => a + e.labels.count, 0)], ...extra];
-  const escape = (s) => String(s).replace(/[&<>]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'}[c]));
-  $('facts').innerHTML = rows.map(([k, v]) => '<tr><th>' + k + '</th><td>' + escape(v) + '</td></tr>').join('');
-}
-
-async function main() {
-  ort.env.wasm.wasmPaths = new URL('ort/', location.href).href;
-  ort.env.wasm.numThreads = 1;  // one thread: the order of every sum is fixed (and no cross-origin isolation is needed)
-  ort.env.wasm.proxy = false;
-  ort.env.logLevel = 'error';  // ONNX Runtime's warnings (unused dropout constants) would reach the console as errors
-  const cfg = await (await fetch('config.json')).json();
-  state.config = cfg;
-  facts(cfg, []);
-  const data = await fetchBytes(cfg.batches_file);
-  const buffer = data.buffer;
-  const art = cfg.artifacts;
-  say('loading the artifacts…');
-  const session = await ort.TrainingSession.create({
-    checkpointState: await fetchBytes(art + 'checkpoint'),
-    trainModel: await fetchBytes(art + 'training_model.onnx'),
-    evalModel: await fetchBytes(art + 'eval_model.onnx'),
-    optimizerModel: await fetchBytes(cfg.optimizer_model),
-  }, { logSeverityLevel: 3 });
-  state.session = session;
-  say('evaluating before training…');
-  const before = await evaluate(session, cfg, buffer);
-  state.accuracyBefore = before.accuracy; state.evalLossBefore = before.loss;
-  facts(cfg, [['accuracy before', pct(before.accuracy)]]);
-  state.phase = 'ready';
-  say('ready: ' + cfg.steps + ' steps');
-  $('train').disabled = false;
-  $('train').onclick = () => train(session, cfg, buffer).catch(fail);
-  $('download').onclick = () => download(cfg);
-}
-
-async function train(session, cfg, buffer) {
-  $('train').disabled = true;
-  state.phase = 'training';
-  state.losses = []; state.stepMs = [];
-  const names = session.trainingInputNames, lossName = session.trainingOutputNames[0];
-  const body = document.querySelector('#steps tbody');
-  body.innerHTML = '';
-  for (let i = 0; i < cfg.train.length; i++) {
-    const t0 = performance.now();
-    const out = await session.runTrainStep(feedsOf(buffer, cfg.train[i], names));
-    await session.runOptimizerStep();
-    await session.lazyResetGrad();
-    const ms = performance.now() - t0;
-    const loss = Number(out[lossName].data[0]);
-    state.losses.push(loss); state.stepMs.push(ms);
-    body.insertAdjacentHTML('beforeend', '<tr><td>' + (i + 1) + '</td><td>' + loss.toFixed(6) + '</td><td>' + ms.toFixed(1) + '</td></tr>');
-    drawCurve(state.losses, cfg.train.length);
-    say('step ' + (i + 1) + ' of ' + cfg.train.length + ': loss ' + loss.toFixed(4));
-  }
-  say('evaluating after training…');
-  const after = await evaluate(session, cfg, buffer);
-  state.accuracyAfter = after.accuracy; state.evalLossAfter = after.loss;
-  const params = await session.getContiguousParameters(true);
-  state.parameters = params.data;
-  const sorted = [...state.stepMs].slice(1).sort((a, b) => a - b);
-  const median = sorted.length ? sorted[Math.floor(sorted.length / 2)] : state.stepMs[0];
-  facts(cfg, [['accuracy before', pct(state.accuracyBefore)], ['accuracy after', pct(after.accuracy)],
-              ['median step time', median.toFixed(1) + ' ms (after the first)'], ['trained parameters', params.data.length + ' float32']]);
-  $('download').disabled = false;
-  $('next').textContent = 'Bring the weights back: ' + cfg.import_command;
-  state.phase = 'done';
-  say('done: ' + cfg.train.length + ' steps, accuracy ' + pct(state.accuracyBefore) + ' → ' + pct(after.accuracy));
-}
-
-function download(cfg) {
-  const p = state.parameters;
-  const blob = new Blob([new Uint8Array(p.buffer, p.byteOffset, p.byteLength)], { type: 'application/octet-stream' });
-  const a = document.createElement('a');
-  a.href = URL.createObjectURL(blob);
-  a.download = cfg.download_name;
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-}
-
-main().catch(fail);
-"""

@@ -38,14 +38,14 @@ class OnDeviceSession(DataInput, Session):
 
     def serve_page(self) -> str:
         """Serve the latest run's web page on 127.0.0.1 (replacing a page served before); its URL."""
-        from ..ondevice.web import serve
+        from ..ondevice.web import PageServer
 
         folder = self.page_dir()
         if folder is None:
             raise FileNotFoundError("no web page to serve: train on the device first"
                                     + (f" ({self.result.web_note})" if self.result is not None else ""))
         self.stop_page()
-        self.page_server = serve(folder)
+        self.page_server = PageServer(folder).start()
         return self.page_server.url
 
     def stop_page(self) -> None:

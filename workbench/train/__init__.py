@@ -7,14 +7,6 @@
 * ``compile``   - ``torch.compile`` (Inductor): compiles the forward and backward graph on the
   first steps, then runs generated kernels.
 
-Entry points: :class:`TrainConfig` (presets ``quick``, ``demo``, ``full``, ``bench``; :class:`TrainConfigError`
-for a setting that cannot work), :func:`run_training` ``(cfg, backend, run_dir) -> TrainRun`` (one backend, in
-this process), :func:`run_training_isolated` (in a fresh process), :func:`run_comparison`
-``(cfg, CompareConfig, run_dir) -> Comparison`` (several backends compared; :func:`compare` compares finished
-runs), :func:`run_distributed` (the same loop under ``torchrun``, imported from ``workbench.train.distributed``),
-:func:`load_train_run` (a run read back), :class:`Trainer` (one backend stepped by hand: the benchmark
-interleaves several).
-
 Stage contract. Training has no upstream result: its input (model and data) is named inside
 :class:`TrainConfig`, so the calls read ``run_training(cfg, backend, run_dir)`` and ``run_comparison(cfg,
 CompareConfig, run_dir)``; ``progress``, ``stop`` and ``model=`` stay keyword arguments. A setting that
@@ -28,10 +20,10 @@ Hugging Face folder) and for ORTModule its training graphs in ``graphs/``; ``run
 Files (one idea each):
 
 =================  ===============================================================================
-``config.py``      :class:`TrainConfig`, the enums, the tuned and ORTModule-own defaults,
-                   :func:`check_backend` (config x backend combinations that cannot run)
+``config.py``      :class:`TrainConfig` (presets ``quick``, ``demo``, ``full``, ``bench``), the enums,
+                   the tuned and ORTModule-own defaults, :func:`check_backend`
 ``results.py``     :class:`TrainRun`, :class:`StepRecord`, :class:`EvalRecord`,
-                   :class:`CompileStats`, :class:`Progress`; loading saved runs
+                   :class:`CompileStats`, :class:`Progress`; :func:`load_train_run`
 ``schedule.py``    steps per epoch, the seeded batch order, the learning-rate schedule
 ``memory.py``      :class:`PeakMemory`: peak RSS (CPU) or allocator peak (CUDA) during one run
 ``ortmodule.py``   wrapping in ORTModule with the config's knobs; detecting a silent fallback
@@ -39,8 +31,8 @@ Files (one idea each):
                    :func:`explain_failure` (an exception -> cause and fix)
 ``inductor.py``    Inductor's embedding gradient checked against eager's once per process, and
                    left to PyTorch's kernel where torch's Inductor gets it wrong
-``loop.py``        :class:`Trainer` (one optimizer step) and :func:`run_training` (the run),
-                   :func:`evaluate`
+``loop.py``        :class:`Trainer` (one optimizer step; the benchmark interleaves several),
+                   :func:`run_training` ``(cfg, backend, run_dir) -> TrainRun``, :func:`evaluate`
 ``checkpoint.py``  the trained weights as a Hugging Face folder, written atomically
 ``graphs.py``      ORTModule's training graphs, summarised stage by stage
 ``process.py``     one run in its own process (``python -m workbench.train``), its turns on stdin
@@ -48,8 +40,9 @@ Files (one idea each):
                    :func:`run_training_isolated`, a group of one
 ``verdict.py``     :func:`training_verdict`: does a backend pay here, like for like, with an interval
 ``__main__.py``    ``python -m workbench.train``: that child process
-``compare.py``     runs side by side: :class:`Comparison`, loss parity and its tolerances
-``distributed.py`` :func:`run_distributed` and the ``torchrun`` worker
+``compare.py``     :func:`run_comparison` ``(cfg, CompareConfig, run_dir) -> Comparison``,
+                   :func:`compare` (finished runs), loss parity and its tolerances
+``distributed.py`` :func:`run_distributed` (the same loop under ``torchrun``) and its worker
                    (``python -m workbench.train.distributed``)
 =================  ===============================================================================
 """

@@ -93,10 +93,7 @@ class Ratio:
     loss_within_tolerance: bool
     steps_compared: int
     accuracy_diff: float  # backend final accuracy - baseline final accuracy
-    # start-up included: samples/s over *every* step, the first one (export + graph build, compilation)
-    # too, i.e. the ratio of the time both spent training the same steps; below `throughput` when the
-    # backend pays a start-up cost the baseline does not, and closer to it the longer the run
-    throughput_with_startup: float = float("nan")
+    throughput_with_startup: float = float("nan")  # over every step, the first one included (SPEED_WITH_STARTUP_BASIS)
     # the steady-state ratio with its interval (95%, bootstrap over paired steps) when the runs took turns
     # step by step (lockstep): then `throughput` is its value; None for runs timed apart
     steady: Optional[SpeedRatio] = None
@@ -173,13 +170,10 @@ def default_tolerance(cfg: TrainConfig) -> tuple[float, str]:
 
 
 def _moving_average(xs: list[float], w: int) -> list[float]:
-    out, acc = [], 0.0
-    for i, x in enumerate(xs):
-        acc += x
-        if i >= w:
-            acc -= xs[i - w]
-        out.append(acc / min(i + 1, w))
-    return out
+    """Mean of each value and the ``w - 1`` before it (fewer at the start)."""
+    import numpy as np
+
+    return (np.convolve(xs, np.ones(w))[:len(xs)] / np.minimum(np.arange(1, len(xs) + 1), w)).tolist()
 
 
 def loss_difference(a: TrainRun, b: TrainRun, smooth: int = 1) -> tuple[float, int]:
@@ -313,10 +307,8 @@ def paired_step_ratio(base: TrainRun, other: TrainRun) -> Optional[SpeedRatio]:
     both ran, its median and a bootstrap interval (:func:`workbench.core.latency.paired_ratio`); None with
     fewer than 2 such steps."""
     skip = max(len(base.steps) - len(base.timed_steps()), len(other.steps) - len(other.timed_steps()))
-    pairs = [(a.step_s, b.step_s) for a, b in zip(base.steps[skip:], other.steps[skip:])]
-    if len(pairs) < 2:
-        return None
-    return paired_ratio([a for a, _ in pairs], [b for _, b in pairs])
+    n = min(len(base.steps), len(other.steps)) - skip
+    return paired_ratio([s.step_s for s in base.steps[skip:skip + n]], [s.step_s for s in other.steps[skip:skip + n]]) if n >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -366,25 +358,22 @@ def run_comparison(
         raise TrainConfigError(f"compare_cfg must be a CompareConfig (e.g. CompareConfig(backends=('eager', 'ortmodule'))), "
                                f"got {type(compare_cfg).__name__}")
     chosen = [check_backend(cfg, b) for b in compare_cfg.backends]
-    tolerance, isolate = compare_cfg.tolerance, compare_cfg.isolate
     baseline = Backend.EAGER if Backend.EAGER in chosen else chosen[0]
     run_dir = Path(run_dir) if run_dir is not None else runs.new_run_dir("compare")
     done: list[TrainRun] = []
-    if isolate and compare_cfg.interleave and len(chosen) > 1:
+    if compare_cfg.isolate and compare_cfg.interleave and len(chosen) > 1:
         done = run_lockstep([LockstepJob(cfg, b, run_dir) for b in chosen], progress=progress, stop=stop)
         chosen = []
+    train = run_training_isolated if compare_cfg.isolate else run_training
     for b in chosen:
         if stop is not None and stop.is_set():
             break
-        if isolate:
-            done.append(run_training_isolated(cfg, b, run_dir, progress=progress, stop=stop))
-        else:
-            done.append(run_training(cfg, b, run_dir, progress=progress, stop=stop))
+        done.append(train(cfg, b, run_dir, progress=progress, stop=stop))
     if not done:
         raise TrainConfigError("stopped before any backend ran: nothing to compare")
     if baseline not in {r.backend for r in done}:
         baseline = done[0].backend
-    result = replace(compare(done, tolerance=tolerance, baseline=baseline), run_dir=str(run_dir))
+    result = replace(compare(done, tolerance=compare_cfg.tolerance, baseline=baseline), run_dir=str(run_dir))
     runs.save_result(result, run_dir / COMPARE_FILE)
     return result
 
@@ -401,10 +390,7 @@ def comparison_table(c: Comparison) -> str:
            f"{'peak MiB':>9} {'x':>6} {'start-up s':>10} {'val acc':>7} {'max dloss':>9}"
     lines = [head, "-" * len(head)]
     for s in c.summaries:
-        try:
-            r = c.ratio(s.backend)
-        except KeyError:
-            r = None
+        r = next((x for x in c.ratios if x.backend is s.backend), None)
         fx = lambda v: "" if v is None or not math.isfinite(v) else f"{v:.2f}x"  # noqa: E731
         fv = lambda v, f: "-" if not math.isfinite(v) else format(v, f)  # noqa: E731
         base = s.backend is c.baseline

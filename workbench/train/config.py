@@ -2,12 +2,8 @@
 
 A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
 the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
-argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``).
-
-Precision: fp32 everywhere. bf16 autocast on the CPU works with ``eager`` and ``compile`` where
-the CPU has bf16 instructions (AVX-512 BF16 or AMX); ORTModule's CPU build has no bf16 MatMul
-kernel, so ``ortmodule`` + bf16 on the CPU is rejected before anything runs. fp16 needs CUDA
-(all three backends, with a gradient scaler).
+argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``). bf16 on the CPU needs AVX-512 BF16 or AMX and
+not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
 """
 
 from __future__ import annotations
@@ -76,22 +72,14 @@ BACKEND_ONLY_FIELDS = ("opset", "memory_optimizer_level", "ort_threads", "ort_gr
                        "ort_log_level", "fallback", "save_graphs", "compile_mode", "compile_dynamic")
 
 
-def _enum(cls: type[enum.Enum], value: Any, name: str):
-    return parse_choice(cls, value, name, TrainConfigError)
-
-
 _TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
 
 
 def _flag(value: Any, name: str) -> bool:
     """A yes/no setting: True/False, or the strings on/off, true/false, yes/no, 1/0 (CLI, JSON)."""
-    if isinstance(value, bool):
-        return value
     text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
+    if isinstance(value, bool) or text in _TRUE + _FALSE:
+        return text in _TRUE
     raise TrainConfigError(f"{name} must be True or False (or one of on/off, yes/no), got {value!r}")
 
 
@@ -152,7 +140,7 @@ class TrainConfig:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         for name, cls in (("schedule", Schedule), ("optimizer", Optimizer), ("precision", Precision),
                           ("fallback", FallbackPolicy)):
-            set_(name, _enum(cls, getattr(self, name), name))
+            set_(name, parse_choice(cls, getattr(self, name), name, TrainConfigError))
         if isinstance(self.data, dict):
             set_("data", serial.from_dict(DataConfig, self.data))
         if not isinstance(self.data, DataConfig):
@@ -245,7 +233,7 @@ class TrainConfig:
 
 def check_backend(cfg: TrainConfig, backend: Backend | str) -> Backend:
     """The backend as an enum; TrainConfigError for a config/backend combination that cannot run."""
-    backend = _enum(Backend, backend, "backend")
+    backend = parse_choice(Backend, backend, "backend", TrainConfigError)
     if backend is Backend.ORTMODULE and cfg.precision is Precision.BF16 and cfg.device == "cpu":
         raise TrainConfigError(
             "precision 'bf16' with the ortmodule backend on the CPU cannot run: ONNX Runtime's CPU build has no "

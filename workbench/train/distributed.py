@@ -55,7 +55,6 @@ class DistributedRun:
 
     @property
     def identical_weights(self) -> bool:
-        """True when every rank ended with bit-identical parameters."""
         return len({r.weights_sha256 for r in self.ranks}) == 1 and len(self.ranks) == self.run.world_size
 
 
@@ -144,7 +143,8 @@ def _worker(argv: Optional[list[str]] = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .loop import run_training
+    from ..data.load import class_names
+    from .loop import load_model_for, load_train_data, run_training
 
     cfg = serial.from_dict(TrainConfig, json.loads(Path(args.config).read_text()))
     backend = parse_choice(Backend, args.backend, "backend", TrainConfigError)
@@ -154,11 +154,7 @@ def _worker(argv: Optional[list[str]] = None) -> int:
         torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if cfg.device.startswith("cuda") else "gloo")
     try:
-        from ..data.load import class_names, load_data
-        from ..models.load import load_for_data
-
-        loaded = load_for_data(cfg.model, class_names(load_data(cfg.data)), attn_implementation=cfg.attn_implementation,
-                               dropout=cfg.dropout, seed=cfg.seed)
+        loaded = load_model_for(cfg, class_names(load_train_data(cfg.data)))
         initial = weights_digest(loaded.model)
         run = run_training(cfg, backend, args.run_dir, model=loaded)
         rank, world = dist.get_rank(), dist.get_world_size()

@@ -70,16 +70,12 @@ def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[Graph
 def finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
     """Summarise the graphs ORTModule wrote into ``tmp`` and move the folder to ``final`` in one rename.
     The graphs hold no weights (the parameters are graph inputs): about 1 MB for MiniLM, kept whole."""
-    files = {stage: next(iter(sorted(tmp.glob(f"*_{stage}_training.onnx"))), None) for stage in GRAPH_STAGES}
-    found = {k: v for k, v in files.items() if v is not None}
+    found = [(stage, files[0]) for stage in GRAPH_STAGES if (files := sorted(tmp.glob(f"*_{stage}_training.onnx")))]
     if not found:
         return None
     stages: list[GraphStage] = []
-    prev = None
-    for stage in GRAPH_STAGES:
-        if stage in found:
-            prev = summarize_graph(found[stage], stage, prev)
-            stages.append(prev)
+    for stage, path in found:
+        stages.append(summarize_graph(path, stage, stages[-1] if stages else None))
     old = final.with_name(f".{final.name}.{os.getpid()}.old")
     if final.exists():
         os.replace(final, old)

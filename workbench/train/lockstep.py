@@ -118,18 +118,12 @@ def run_lockstep(
         while active and not stopped:
             k = rnd % len(active)
             for i in active[k:] + active[:k]:
-                child = children[i]
-                ev = child.wait_for(stop)
-                if ev == "stop":
-                    stopped = True
-                    break
-                if ev == "eof":
-                    active.remove(i)
-                    continue
-                child.grant()
-                ev = child.wait_for(stop)  # "done", or "eof" if it exited during its turn
-                if ev == "stop":
-                    stopped = True
+                ev = children[i].wait_for(stop)  # "ready" for a turn, "eof" or "stop"
+                if ev not in ("stop", "eof"):
+                    children[i].grant()
+                    ev = children[i].wait_for(stop)  # "done", or "eof" if it exited during its turn
+                stopped = ev == "stop"
+                if stopped:
                     break
                 if ev == "eof":
                     active.remove(i)
@@ -161,14 +155,9 @@ def run_training_isolated(cfg: TrainConfig, backend: Backend | str, run_dir: str
     return run
 
 
-def lockstep_group(run: TrainRun) -> str:
-    """The lockstep group a run took turns in ("" when it ran on its own)."""
-    return (run.environment or {}).get("lockstep", "") or ""
-
-
 def interleaved_runs(a: TrainRun, b: TrainRun) -> bool:
     """Whether two runs took turns in one lockstep group (their steps pair up in time)."""
-    ga = lockstep_group(a)
-    return bool(ga) and ga == lockstep_group(b) and (a.environment or {}).get("pid") != (b.environment or {}).get("pid")
+    ea, eb = a.environment or {}, b.environment or {}
+    return bool(ea.get("lockstep")) and ea.get("lockstep") == eb.get("lockstep") and ea.get("pid") != eb.get("pid")
 
 

@@ -30,11 +30,10 @@ from ..data.load import DataConfig
 from .backends import compile_stats_since, dynamo_counters, make_optimizer, prepare_model, explain_failure
 from .checkpoint import save_checkpoint
 from .config import Backend, Precision, TrainConfig, TrainConfigError, check_backend
-from .ortmodule import ortmodule_session_nodes
 from .graphs import finalise_graphs
 from .inductor import check_embedding_gradient
 from .memory import PeakMemory
-from .ortmodule import FellBackError, raise_if_fell_back
+from .ortmodule import FellBackError, ortmodule_session_nodes, raise_if_fell_back
 from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, TrainRun
 from .schedule import iter_micro_batches, lr_factor, total_steps_for
 
@@ -81,7 +80,8 @@ class Trainer:
             onnxruntime.set_seed(cfg.seed)
         self.optimizer = make_optimizer(self.net.parameters(), cfg)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, total_steps, cfg))
-        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.precision is Precision.FP16 else None
+        # fp16 only; a disabled scaler passes the loss through and steps the optimizer plainly
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.precision is Precision.FP16)
         self.batches = iter_micro_batches(train_dataset, loaded.tokenizer, cfg, rank, world_size)
 
     def step(self) -> StepRecord:
@@ -105,17 +105,13 @@ class Trainer:
             if self.ort_module is not None:
                 raise_if_fell_back(self.ort_module, when=f"at step {self.step_no}")
             loss = out.loss / cfg.grad_accum
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            self.scaler.scale(loss).backward()
             loss_sum += float(loss.detach())
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
+        self.scaler.unscale_(self.optimizer)
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.net.parameters(), cfg.max_grad_norm)
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         lr_now = self.scheduler.get_last_lr()[0]
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -131,14 +127,15 @@ class Trainer:
 
 class StepGate:
     """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`):
-    :func:`run_training` calls :meth:`next` before each phase that uses the CPU (``"setup"``, ``"step N"``,
-    ``"finish"``) and :meth:`release` when it ends. This one lets every phase run at once."""
+    :func:`run_training` calls ``next(phase)`` before each phase that uses the CPU (``"setup"``, ``"step N"``,
+    ``"finish"``: give the turn back if held, wait for the next) and ``release()`` when it ends. This one
+    lets every phase run at once."""
 
     def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
-        """Give the turn back (if held) and wait for the turn to run ``phase``."""
+        pass
 
     def release(self) -> None:  # noqa: B027
-        """Give the turn back, if held."""
+        pass
 
 
 def run_training(
@@ -153,17 +150,11 @@ def run_training(
 ) -> TrainRun:
     """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
 
-    ``progress(Progress)`` is called after every step and evaluation. ``stop`` (a
-    ``threading.Event``) is checked between steps: a stopped run keeps what it has (steps,
-    checkpoint) and is marked ``stopped``. Settings that cannot work together raise
-    :class:`TrainConfigError` before anything runs; a failure *during* training is returned as a
-    run with status ``failed`` and the cause and fix in ``reason`` (it is also saved).
-
-    Under ``torchrun`` (``torch.distributed`` initialised) the same loop runs with
-    DistributedDataParallel; only rank 0 reports progress and writes the run. ``model`` (tests): a
-    ``workbench.models.load.LoadedModel`` to train instead of loading ``cfg.model``. ``gate`` (a
-    :class:`StepGate`) makes the run take turns with others (:func:`workbench.train.lockstep.run_lockstep`):
-    nothing of it uses the CPU outside its turn."""
+    ``progress(Progress)`` hears every step and evaluation; ``stop`` is checked between steps (a
+    stopped run keeps its steps and checkpoint). A failure *during* training is returned (and saved)
+    as a ``failed`` run with the cause and fix in ``reason``. Under ``torchrun`` the same loop runs
+    with DistributedDataParallel; only rank 0 reports and writes. ``model`` (tests): a ``LoadedModel``
+    instead of ``cfg.model``. ``gate``: take turns with other runs (:mod:`workbench.train.lockstep`)."""
     gate = gate if gate is not None else StepGate()
     try:
         return _train(cfg, backend, run_dir, progress, stop, model=model, gate=gate)
@@ -173,8 +164,6 @@ def run_training(
 
 @dataclasses.dataclass
 class _Outcome:
-    """What the training loop leaves behind, whether it finished, was stopped or failed."""
-
     steps: list[StepRecord] = dataclasses.field(default_factory=list)
     evals: list[EvalRecord] = dataclasses.field(default_factory=list)
     status: RunStatus = RunStatus.OK
@@ -185,7 +174,6 @@ class _Outcome:
     executed_in_ort: bool = False
 
     def failed(self, exc: BaseException, reason: str) -> None:
-        """The run failed with ``exc`` (``reason``: its cause and fix); an ORTModule fallback is marked as one."""
         self.error = "".join(traceback.format_exception(exc))
         self.reason = reason
         self.status = RunStatus.FELL_BACK if isinstance(exc, FellBackError) else RunStatus.FAILED
@@ -235,7 +223,7 @@ def _train(
     memory = PeakMemory(cfg.device)
     done = _Outcome()
     with memory:
-        loaded = model if model is not None else _load_model(cfg, classes)
+        loaded = model if model is not None else load_model_for(cfg, classes)
         net = loaded.model
         n_params = sum(p.numel() for p in net.parameters())
         graph_tmp = _graph_scratch(out, backend, cfg, rank)
@@ -272,15 +260,14 @@ def _train(
 
 def _run_folder(run_dir: str | os.PathLike | None, backend: Backend, rank: int) -> Optional[Path]:
     """``run_dir/<backend>`` (a new run folder when ``run_dir`` is None), made on rank 0; None on other ranks without one."""
-    if run_dir is None:
-        run_dir = runs.new_run_dir(f"train-{backend.value}") if rank == 0 else None
-    out = Path(run_dir) / backend.value if run_dir is not None else None
-    if out is not None and rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
+    if rank != 0:
+        return Path(run_dir) / backend.value if run_dir is not None else None
+    out = Path(run_dir if run_dir is not None else runs.new_run_dir(f"train-{backend.value}")) / backend.value
+    out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _load_model(cfg: TrainConfig, classes):
+def load_model_for(cfg: TrainConfig, classes):
     """``cfg.model`` with a new head for ``classes``."""
     from ..core.quiet import new_classifier_head_expected
     from ..models.load import load_for_data
@@ -333,17 +320,13 @@ def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank
 def _keep_outputs(out: Optional[Path], graph_tmp: Optional[Path], done: _Outcome, net, tokenizer, cfg: TrainConfig):
     """(ORTModule's graphs moved into ``out/graphs``, the checkpoint folder) of a run that finished or
     was stopped with steps taken; the graph scratch folder is removed either way."""
-    graphs = checkpoint = None
     if out is None:
-        return graphs, checkpoint
+        return None, None
     kept = done.status in (RunStatus.OK, RunStatus.STOPPED)
-    if graph_tmp is not None and graph_tmp.exists() and kept:
-        graphs = finalise_graphs(graph_tmp, out / "graphs")
+    graphs = finalise_graphs(graph_tmp, out / "graphs") if graph_tmp is not None and graph_tmp.exists() and kept else None
     if graph_tmp is not None:
         shutil.rmtree(graph_tmp, ignore_errors=True)
-    if kept and done.steps:
-        checkpoint = str(save_checkpoint(net, tokenizer, out / "checkpoint", cfg))
-    return graphs, checkpoint
+    return graphs, (str(save_checkpoint(net, tokenizer, out / "checkpoint", cfg)) if kept and done.steps else None)
 
 
 @functools.lru_cache(maxsize=4)

@@ -40,15 +40,6 @@ def _env(values: dict[str, Optional[str]]):
         _set_env(saved)
 
 
-def ortmodule_env(cfg: TrainConfig) -> dict[str, Optional[str]]:
-    """The ORTMODULE_* variables ORTModule reads when it is constructed, for this config."""
-    return {
-        "ORTMODULE_FALLBACK_POLICY": "FALLBACK_DISABLE" if cfg.fallback is FallbackPolicy.DISABLE else None,
-        "ORTMODULE_ONNX_OPSET_VERSION": str(cfg.opset),
-        "ORTMODULE_MEMORY_OPT_LEVEL": str(cfg.memory_optimizer_level),
-    }
-
-
 def _has_fd(stream) -> bool:
     try:
         stream.fileno()
@@ -89,14 +80,15 @@ def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None)
     from ..core.quiet import ortmodule_warnings
 
     ortmodule_warnings()  # DeepSpeed's absence and ORTModule's own deprecated export call: see quiet.py
-    with _env(ortmodule_env(cfg)):
+    with _env({"ORTMODULE_FALLBACK_POLICY": "FALLBACK_DISABLE" if cfg.fallback is FallbackPolicy.DISABLE else None,
+               "ORTMODULE_ONNX_OPSET_VERSION": str(cfg.opset), "ORTMODULE_MEMORY_OPT_LEVEL": str(cfg.memory_optimizer_level)}):
         from onnxruntime.training.ortmodule import DebugOptions, LogLevel, ORTModule
 
-        opts = DebugOptions(log_level=LogLevel[cfg.ort_log_level])
+        saving = {}
         if graph_prefix is not None:
             graph_prefix.parent.mkdir(parents=True, exist_ok=True)
-            opts = DebugOptions(log_level=LogLevel[cfg.ort_log_level], save_onnx=True, onnx_prefix=str(graph_prefix))
-        wrapped = ORTModule(model, opts)
+            saving = {"save_onnx": True, "onnx_prefix": str(graph_prefix)}
+        wrapped = ORTModule(model, DebugOptions(log_level=LogLevel[cfg.ort_log_level], **saving))
     raise_if_fell_back(wrapped, when="while wrapping the model")
     manager = wrapped._torch_module._execution_manager(True)
     original = manager._get_session_config

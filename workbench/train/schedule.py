@@ -11,13 +11,9 @@ from typing import Any, Iterator
 from .config import Schedule, TrainConfig, TrainConfigError
 
 
-def steps_per_epoch(n_train: int, cfg: TrainConfig, world_size: int = 1) -> int:
-    """Optimizer steps in one pass over ``n_train`` examples (incomplete batches are dropped)."""
-    return (n_train // (cfg.batch_size * world_size)) // cfg.grad_accum
-
-
 def total_steps_for(n_train: int, cfg: TrainConfig, world_size: int = 1) -> int:
-    per_epoch = steps_per_epoch(n_train, cfg, world_size)
+    """``cfg.max_steps``, else the optimizer steps of ``cfg.epochs`` passes (incomplete batches dropped)."""
+    per_epoch = (n_train // (cfg.batch_size * world_size)) // cfg.grad_accum
     if per_epoch == 0:
         raise TrainConfigError(
             f"the training split has {n_train} examples, fewer than one step needs "

@@ -1,17 +1,9 @@
 """The training verdict: does ORTModule (or torch.compile) train faster than eager here, like for like?
 
-One sentence a person can act on, built from a :class:`~workbench.train.Comparison`:
-
-    Like for like (steps taken in turns): ORTModule trains at 0.98x (0.95-1.01) of eager PyTorch with
-    the same settings (AdamW (fused), eager attention, dropout off, fp32, batch 16x64) on this CPU
-    (AMD EPYC, AVX2 FMA): no gain here
-
-The rules: the two sides must share every setting but the backend's own knobs (else no verdict); only
-steps timed in turns (:mod:`workbench.train.lockstep`) give an interval and a judgement (a gain needs
-the whole interval above 1.0, a loss the whole interval below it); runs timed one after the other give
-a point figure that is labelled, not judged; a figure taken while other work ran is not a verdict.
-Where ORTModule does not pay, the verdict says where it is reported to (published figures, labelled as
-theirs) and what to try next.
+One sentence a person can act on, from a :class:`~workbench.train.Comparison`. Only steps timed in turns
+(:mod:`workbench.train.lockstep`) are judged: runs timed one after the other met different loads, so
+their figure is labelled, not judged. Where ORTModule does not pay, the verdict says where it is reported
+to (published figures, labelled as theirs) and what to try next.
 """
 
 from __future__ import annotations
@@ -141,14 +133,9 @@ class TrainVerdicts:
         return next((v for v in self.verdicts if v.backend == value), None)
 
 
-def machine_text(profile) -> str:
-    """The CPU a figure was taken on, in words: model and instruction-set extensions."""
-    return f"{profile.cpu_model}, {profile.isa_text()}" if profile is not None else ""
-
-
 def verdicts_for(comparison, *, profile=None, load=None) -> TrainVerdicts:
     """:func:`training_verdict` for every backend compared with the baseline."""
-    machine = machine_text(profile)
+    machine = f"{profile.cpu_model}, {profile.isa_text()}" if profile is not None else ""  # the CPU model and its extensions
     found = [training_verdict(comparison, s.backend, machine=machine, load=load)
              for s in comparison.summaries if s.backend is not comparison.baseline]
     return TrainVerdicts([v for v in found if v is not None], machine=machine,

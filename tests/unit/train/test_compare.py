@@ -86,6 +86,13 @@ def test_tolerance_follows_precision_and_dropout(comparison):
     assert compare([with_cfg(eager, dropout=True), dataclasses.replace(with_cfg(ort, dropout=True), steps=noisy)]).loss_parity
 
 
+def test_the_moving_average_of_dropout_runs_is_the_mean_of_the_last_w_steps():
+    from workbench.train.compare import _moving_average
+
+    assert _moving_average([1.0, 2.0, 3.0, 4.0, 5.0], 2) == [1.0, 1.5, 2.5, 3.5, 4.5]
+    assert _moving_average([2.0, 4.0], 10) == [2.0, 3.0]  # fewer steps than the window: the mean so far
+
+
 def test_a_run_that_fell_back_never_enters_a_ratio(comparison):
     eager, ort = comparison.runs
     fell = dataclasses.replace(ort, status=RunStatus.FELL_BACK, executed_in_onnxruntime=False,
