@@ -1,16 +1,10 @@
 """The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same thing,
-and what it bought.
+and what it bought; later stages take :attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`).
 
-``run_fusion(export_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` measures every variant the
-same way: operator counts, size, validation against PyTorch's logits saved at export, latency by shape,
-the nodes removed and added, and the provenance of every fused node. Later stages take
-:attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`). Quantizing a fused graph needs
-``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2 (the contrib ops
-carry no type information for some weights).
-
-Timing runs PyTorch and every variant side by side in alternating rounds on the same batches. On a GPU,
-PyTorch and its peers go first, on their own, so no ONNX Runtime session holds device memory while they
-run (:mod:`workbench.perf.gpu_peers`).
+Quantizing a fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in
+onnxruntime 1.19.2 (the contrib ops carry no type information for some weights). Timing runs PyTorch and
+every variant side by side in alternating rounds; on a GPU, PyTorch and its peers go first, on their own,
+so no ONNX Runtime session holds device memory while they run (:mod:`workbench.perf.gpu_peers`).
 """
 
 from __future__ import annotations
@@ -57,12 +51,6 @@ class VariantResult:
     added_by_op: dict[str, int]
     provenance: list[FusedNode]
     build_seconds: float
-
-    def median_ms(self, batch: int, seq: int) -> float:
-        for s in self.latency:
-            if (s.batch, s.seq) == (batch, seq):
-                return s.stats.median_ms
-        raise KeyError(f"shape ({batch}, {seq}) was not timed; timed: {[(s.batch, s.seq) for s in self.latency]}")
 
     def fused_node(self, name: str) -> FusedNode:
         for f in self.provenance:
@@ -125,17 +113,12 @@ class FusionReport:
 
     def speedups(self, baseline: str = "pytorch") -> dict[str, dict[str, float]]:
         """``{variant: {"BxS": baseline_ms / variant_ms}}`` (>1 is faster); ``baseline``: ``"pytorch"`` or a variant name."""
-        if baseline == "pytorch":
-            base = {(s.batch, s.seq): s.stats.median_ms for s in self.pytorch_latency}
-        else:
-            base = {(s.batch, s.seq): s.stats.median_ms for s in self.variant(baseline).latency}
+        latency = self.pytorch_latency if baseline == "pytorch" else self.variant(baseline).latency
+        base = {(s.batch, s.seq): s.stats.median_ms for s in latency}
         if not base:
             raise ValueError(f"no timings for the baseline {baseline!r}: run with measure_latency/time_pytorch on")
-        out = {}
-        for v in self.variants:
-            out[v.name.value] = {f"{s.batch}x{s.seq}": base[(s.batch, s.seq)] / s.stats.median_ms
-                                 for s in v.latency if (s.batch, s.seq) in base}
-        return out
+        return {v.name.value: {f"{s.batch}x{s.seq}": base[(s.batch, s.seq)] / s.stats.median_ms
+                               for s in v.latency if (s.batch, s.seq) in base} for v in self.variants}
 
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,

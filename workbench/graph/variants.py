@@ -61,21 +61,15 @@ def variant_file(variant: Variant) -> Optional[str]:
     variant = to_variant(variant)
     if variant is Variant.UNOPTIMIZED:
         return None
-    if variant is Variant.TRANSFORMER:
-        return FUSED_FILE
-    if variant is Variant.TRANSFORMER_FP16:
-        return FUSED_FP16_FILE
-    return f"model_ort_{ORT_LEVEL[variant]}.onnx"
+    return {Variant.TRANSFORMER: FUSED_FILE, Variant.TRANSFORMER_FP16: FUSED_FP16_FILE}.get(variant) or \
+        f"model_ort_{ORT_LEVEL[variant]}.onnx"
 
 
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
-# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export):
-# workbench.models.architectures (Architecture.optimizer_model_type, with why "bert" serves every encoder).
-ARCH_OPTIMIZER_TYPE = {a.model_type: a.optimizer_model_type for a in ARCHITECTURES.values()}
-
-
 def optimizer_model_type(architecture: str) -> str:
-    return ARCH_OPTIMIZER_TYPE.get(architecture, "bert")
+    """The optimizer's ``model_type`` for an encoder architecture (``Architecture.optimizer_model_type``, which says
+    why "bert" serves every encoder); what ``model_type="auto"`` picks from the export."""
+    return next((a.optimizer_model_type for a in ARCHITECTURES.values() if a.model_type == architecture), "bert")
 
 
 @dataclass(frozen=True)
