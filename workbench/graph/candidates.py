@@ -17,6 +17,7 @@ A candidate not chosen is deleted (its figures stay in ``fusion.json``).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import geometric_mean
@@ -122,18 +123,6 @@ def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSIO
                     f"over {len(timed[chosen])} shape(s)); its slowest, {r.text()} at {shape}, clears the {margin:.0%} margin")
 
 
-def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
-    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (or ``model``)."""
-    from collections import Counter
-
-    from .facts import load_graph
-
-    nodes = (model if model is not None else load_graph(path)).graph.node
-    ops = Counter(n.op_type for n in nodes)
-    fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
-    return dict(fused.most_common()), dict(ops.most_common()), len(nodes)
-
-
 def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig, device: str) -> np.ndarray:
     from ..runtime.ortinfer import as_session, predict_dataset
 
@@ -153,11 +142,16 @@ def time_graphs(graphs: Mapping[str, Path], base: str, inputs: FusionSource, cfg
 
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
                device: str, unfused: np.ndarray, model=None) -> Candidate:
-    fused, ops, nodes = graph_facts(path, model)
+    from .facts import load_graph
+
+    nodes = (model if model is not None else load_graph(path)).graph.node
+    ops = Counter(n.op_type for n in nodes)
+    fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
     vcfg = inputs.validation_cfg
     logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
     validation = compare_logits(logits, unfused, vcfg.tolerance, vcfg.min_label_agreement, what=f"the {name} candidate")
-    return Candidate(name, left_out, path, fused, ops, nodes, tuple(session_off), validation)
+    return Candidate(name, left_out, path, dict(fused.most_common()), dict(ops.most_common()), len(nodes), tuple(session_off),
+                     validation)
 
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],

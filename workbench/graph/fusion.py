@@ -27,7 +27,7 @@ from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
 from .provenance import FusedNode, fused_counts, graph_diff, provenance
-from .sources import FusionSource, pytorch_model, pytorch_model_sdpa, resolve_source
+from .sources import FusionSource, pytorch_model, reload_model, resolve_source
 from .validate import Validation, compare_logits
 from .variants import FusionConfig, Variant, optimizer_model_type, to_variant
 
@@ -150,7 +150,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
     # 3c. the graph later stages take: the full fusion, or one with a fusion family left out that runs faster here
     full = built.get(Variant.TRANSFORMER)
-    choice = (choose_fusion(full.path.resolve(), inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
+    fused_path = full.path.resolve() if full is not None else None
+    choice = (choose_fusion(fused_path, inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
                             full.graph.model) if full is not None else None)
 
     # 4. diff and provenance against the exported graph, from the graphs parsed in step 1
@@ -182,7 +183,6 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     if target.name is not Variant.TRANSFORMER:
         notes.append("the transformer variant was not built: diagnoses refer to "
                      f"{target.name.value}, whose session-level fusions do not include Attention on the CPU")
-    fused_path = built[Variant.TRANSFORMER].path.resolve() if Variant.TRANSFORMER in built else None
 
     report = FusionReport(
         source_path=inputs.source.resolve(), export_path=inputs.export_path.resolve() if inputs.export_path else None,
@@ -259,7 +259,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
             peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
             pt_peers, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
                                                      cfg.max_seconds_per_shape, inputs.vocab_size,
-                                                     sdpa_loader=lambda: pytorch_model_sdpa(inputs))
+                                                     sdpa_loader=lambda: reload_model(inputs.export, "sdpa"))
             pt_latency = pt_peers.pop("eager_fp32", [])
             notes.extend(peer_notes)
             del pt_model

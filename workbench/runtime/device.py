@@ -1,9 +1,7 @@
 """Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
 
-Placement is read from ONNX Runtime's profile (each kernel event names its provider: the reliable record;
-verbose logging goes to stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized
-graph. :func:`classify_capture_error` reads why CUDA-graph capture was refused (``inference_session.cc``
-refuses compute nodes off the CUDA EP and control flow).
+Placement is read from ONNX Runtime's profile (each kernel event names its provider; verbose logging goes to
+stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph.
 """
 
 from __future__ import annotations

@@ -50,7 +50,9 @@ class EngineConfig:
                 raise EngineError(f"{name} must be a whole number of at least 1, got {value!r}")
 
     def address(self) -> Optional[str]:
-        return (self.ray_address or os.environ.get(RAY_ADDRESS_ENV) or None) if self.engine == "ray" else None
+        if self.engine != "ray":
+            return None
+        return self.ray_address or os.environ.get(RAY_ADDRESS_ENV) or None
 
 
 def host_port(address: str) -> Optional[tuple[str, int]]:

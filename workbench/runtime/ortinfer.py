@@ -1,9 +1,6 @@
-"""Inference with ONNX Runtime, the same for every stage that runs a graph (export validation, fusion
-variants, quantized models, slice evaluation): the same session settings (:func:`make_session`), the same
-int64 feeds of exactly the inputs a graph declares, the same timing discipline
-(:func:`workbench.core.latency.measure`). Variants compared are timed side by side
-(:func:`workbench.perf.speed.time_side_by_side`); :func:`latency_by_shape` times one graph alone (a CUDA
-graph's replays). Heavy imports (onnxruntime, torch) happen inside the functions.
+"""Inference with ONNX Runtime, the same for every stage that runs a graph: one session setup
+(:func:`make_session`), int64 feeds of exactly the inputs a graph declares, one timing discipline
+(:func:`workbench.core.latency.measure`). Heavy imports (onnxruntime, torch) happen inside the functions.
 """
 
 from __future__ import annotations
@@ -142,13 +139,9 @@ def predict_dataset(
     """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order, scored in
     :func:`scoring_batches` (``batches``: those, when the caller has them already). Dynamic INT8 computes its
     activation scales per batch, so its predictions depend on their batch-mates
-    (:data:`workbench.data.token_lengths.SORTED_NOTE`).
-
-    The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next graph
-    scored on the same texts). ``pool`` (:func:`workbench.runtime.engine.active_pool`): the same batches run on
-    a Ray pool, whose workers tokenize and pad them as here; the graph is then given as its path. Rows scored
-    are reported to the active :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's
-    name there)."""
+    (:data:`workbench.data.token_lengths.SORTED_NOTE`). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
+    the same batches run on a Ray pool, the graph given as its path. Rows scored are reported to the active
+    :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's name there)."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -226,8 +219,7 @@ class BoundRunner:
     ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated at fixed addresses, as CUDA-graph
     replay requires: the first :meth:`run` captures the graph, later ones replay it."""
 
-    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False,
-                 output_shapes: Optional[Mapping[str, Sequence[int]]] = None):
+    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False):
         import onnxruntime as ort
 
         from .device import device_index, normalize_device
@@ -242,9 +234,8 @@ class BoundRunner:
         self.outputs = {}
         for out in session.get_outputs():
             if cuda_graph:
-                shape = (output_shapes or {}).get(out.name) or _output_shape(out, feed)
                 dtype = np.float16 if out.type == "tensor(float16)" else np.float32
-                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, dev_type, dev_id)
+                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(_output_shape(out, feed), dtype, dev_type, dev_id)
                 self.binding.bind_ortvalue_output(out.name, self.outputs[out.name])
             else:
                 self.binding.bind_output(out.name, dev_type, dev_id)
@@ -266,8 +257,8 @@ def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
         elif i < first.ndim:
             dims.append(int(first.shape[i]))
         else:
-            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding; "
-                                 "pass output_shapes={name: shape}")
+            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding: "
+                                 "its dimensions past batch and sequence must be fixed numbers; time it without cuda_graph")
     return dims
 
 

@@ -265,14 +265,6 @@ def test_compare_logits_flags_nan_and_shape_mismatch():
     assert serial.from_dict(Validation, serial.to_dict(ok)) == ok
 
 
-def test_validate_against_a_loaded_model(exported_tiny, quick_data):
-    from workbench.models.load import load_for_data
-
-    model = load_for_data("tiny", ["rotten", "fresh"])
-    v = validate_onnx(exported_tiny.onnx_path, model, None, quick_data, ExportConfig.quick(validation_examples=8))
-    assert v.passed and v.n_examples == 8
-
-
 # ---- failures that name the operator and the options ---------------------------------------------
 def test_sdpa_at_an_old_opset_names_the_operator_and_options(tmp_path, quick_data, capfd):
     with pytest.raises(ExportError) as info:
