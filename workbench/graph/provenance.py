@@ -191,13 +191,8 @@ def provenance(orig: GraphLike, opt: GraphLike, match_by_value: bool = True, voc
     return out
 
 
-def graph_diff(orig: GraphLike, opt: GraphLike) -> tuple[int, int, dict[str, int], dict[str, int]]:
-    """(nodes removed, nodes added, removed by op, added by op) going from ``orig`` to ``opt``
-    (nothing when both are the same graph: the same object or the same file)."""
-    if orig is opt or (isinstance(orig, (str, os.PathLike)) and isinstance(opt, (str, os.PathLike))
-                       and Path(orig) == Path(opt)):
-        return 0, 0, {}, {}
-    orig, opt = index_graph(orig), index_graph(opt)
+def graph_diff(orig: GraphIndex, opt: GraphIndex) -> tuple[int, int, dict[str, int], dict[str, int]]:
+    """(nodes removed, nodes added, removed by op, added by op) going from ``orig`` to ``opt`` (nothing for the same graph)."""
     if orig.model is opt.model:
         return 0, 0, {}, {}
     removed = Counter(n.op_type for n in orig.nodes if (n.name, n.op_type) not in opt.keys or not n.name)
