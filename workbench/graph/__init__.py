@@ -38,7 +38,6 @@ from .export import (  # noqa: F401
     save_tokenizer,
 )
 from .facts import file_size_mib, op_histogram  # noqa: F401
-from .fp16 import FLOAT, FP16_TOLERANCE, Fp16Error, convert_fp16, fp16_structure, validate_fp16  # noqa: F401
 from .candidates import FAMILIES, FULL, FUSION_MARGIN, FusionChoice, pick_fusion  # noqa: F401
 from .fusion import FusionReport, VariantResult, load_fusion, run_fusion  # noqa: F401
 from .provenance import BOOKKEEPING_OPS, FusedNode, provenance  # noqa: F401

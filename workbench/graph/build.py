@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from .. import runs
 from .facts import load_graph
 from .provenance import GraphIndex
-from .variants import ORT_LEVEL, FusionConfig, FusionError, Variant, variant_file
+from .variants import ORT_LEVEL, FusionConfig, FusionError, Variant, transformers_optimizer, variant_file
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,7 @@ def transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int,
     turned off (a fusion family left out); ``session_off``: the ONNX Runtime session optimizers the graph
     records that its sessions must disable, so none fuses that family back (:mod:`workbench.runtime.graphmeta`)."""
     model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
-    try:
-        from onnxruntime.transformers.fusion_options import FusionOptions
-        from onnxruntime.transformers.optimizer import optimize_model
-    except ImportError as exc:
-        raise FusionError(
-            f"onnxruntime.transformers.optimizer cannot be imported ({exc}); it needs 'coloredlogs' and "
-            "'sympy' next to the onnxruntime-training wheel: run `make setup`"
-        ) from exc
+    optimize_model, FusionOptions = transformers_optimizer(FusionError)
     options = FusionOptions(model_type)
     for flag in options_off:
         if not hasattr(options, flag):

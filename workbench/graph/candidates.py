@@ -17,9 +17,10 @@ A candidate not chosen is deleted (its figures stay in ``fusion.json``).
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import geometric_mean
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..runs.layout import fusion_candidate
 from ..runtime.ortinfer import ShapeLatency
 from .sources import FusionSource
 from .validate import Validation, compare_logits
-from .variants import FUSION_MODES, FusionConfig  # noqa: F401  (FUSION_MODES: the choice's modes)
+from .variants import FusionConfig
 
 FULL = "full"  # the candidate with every fusion: the transformer optimizer's default graph
 FUSION_MARGIN = 0.03  # the speed-up's interval must clear 1 + this at every shape for a candidate to replace the full fusion
@@ -95,10 +96,6 @@ class FusionChoice:
         raise KeyError(f"no fusion candidate {name!r}; considered: {[c.name for c in self.candidates]}")
 
 
-def geometric_mean(ratios: Sequence[Ratio]) -> float:
-    return math.exp(sum(math.log(r.value) for r in ratios) / len(ratios)) if ratios else float("nan")
-
-
 def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
     """The rule (see the module doc): ``ratios`` holds every validated candidate's speed-up over the full fusion
     per timed shape (name -> {"BxS": Ratio}). Returns (the chosen candidate's name, why, in one line)."""
@@ -117,22 +114,13 @@ def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSIO
         shape, r = worst(best)
         return FULL, (f"full fusion kept: no candidate beat it by {margin:.0%} at every shape (closest: {best}, "
                       f"{r.text()} at {shape})")
-    chosen = max(qualified, key=lambda n: geometric_mean(list(timed[n].values())))
+    def mean(name: str) -> float:
+        return geometric_mean([r.value for r in timed[name].values()])
+
+    chosen = max(qualified, key=mean)
     shape, r = worst(chosen)
-    return chosen, (f"{chosen}: {geometric_mean(list(timed[chosen].values())):.2f}x the full fusion's speed (geometric mean "
+    return chosen, (f"{chosen}: {mean(chosen):.2f}x the full fusion's speed (geometric mean "
                     f"over {len(timed[chosen])} shape(s)); its slowest, {r.text()} at {shape}, clears the {margin:.0%} margin")
-
-
-def graph_facts(path: Path, model=None) -> tuple[dict[str, int], dict[str, int], int]:
-    """(fused operators by type, every operator by type, node count) of the graph at ``path`` (or ``model``)."""
-    from collections import Counter
-
-    from .facts import load_graph
-
-    nodes = (model if model is not None else load_graph(path)).graph.node
-    ops = Counter(n.op_type for n in nodes)
-    fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
-    return dict(fused.most_common()), dict(ops.most_common()), len(nodes)
 
 
 def graph_logits(path: Path, level: str, inputs: FusionSource, cfg: FusionConfig, device: str) -> np.ndarray:
@@ -154,11 +142,16 @@ def time_graphs(graphs: Mapping[str, Path], base: str, inputs: FusionSource, cfg
 
 def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str], inputs: FusionSource, cfg: FusionConfig,
                device: str, unfused: np.ndarray, model=None) -> Candidate:
-    fused, ops, nodes = graph_facts(path, model)
+    from .facts import load_graph
+
+    nodes = (model if model is not None else load_graph(path)).graph.node
+    ops = Counter(n.op_type for n in nodes)
+    fused = Counter(n.op_type for n in nodes if n.domain == FUSED_DOMAIN)
     vcfg = inputs.validation_cfg
     logits = graph_logits(path, cfg.transformer_session, inputs, cfg, device)
     validation = compare_logits(logits, unfused, vcfg.tolerance, vcfg.min_label_agreement, what=f"the {name} candidate")
-    return Candidate(name, left_out, path, fused, ops, nodes, tuple(session_off), validation)
+    return Candidate(name, left_out, path, dict(fused.most_common()), dict(ops.most_common()), len(nodes), tuple(session_off),
+                     validation)
 
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],

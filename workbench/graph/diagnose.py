@@ -15,10 +15,11 @@ from typing import Any, Optional, Sequence
 from ..models.architectures import ARCHITECTURES
 from .provenance import GraphIndex
 
-# Families of fused operators, as ONNX Runtime names them.
-GELU_OPS = ("BiasGelu", "FastGelu", "Gelu", "BiasFastGelu", "GemmFastGelu", "QuickGelu")
 ATTENTION_OPS = ("Attention", "MultiHeadAttention")
-SKIP_LN_OPS = ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
+# Each expected fusion's family of fused operators, as ONNX Runtime names them.
+FAMILY_OPS = {"Attention": ATTENTION_OPS,
+              "SkipLayerNormalization": ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"),
+              "BiasGelu/FastGelu": ("BiasGelu", "FastGelu", "Gelu", "BiasFastGelu", "GemmFastGelu", "QuickGelu")}
 
 
 @dataclass(frozen=True)
@@ -202,20 +203,14 @@ DYNAMO_ATTENTION_FIX = (
 
 def _transformers5_cause(found: list[str]) -> tuple[str, str]:
     """(cause, fix) for an Attention fusion that an older optimizer missed in a graph from transformers 5."""
+    import onnxruntime
+
     cause = ("the graph was exported from transformers 5 (eager attention): " + " and ".join(found) + "; the BERT "
-             f"attention fusion of onnxruntime {_ort_version()} matches neither (onnxruntime 1.32's, on the current "
+             f"attention fusion of onnxruntime {onnxruntime.__version__} matches neither (onnxruntime 1.32's, on the current "
              "stack, matches both). The logits are the same; only the fusion is lost.")
     fix = ("fuse the graph on the current stack: `make setup-current`, then .venv-current/bin/workbench fuse "
            "(or export the model with this stack's transformers, whose graph this runtime fuses).")
     return cause, fix
-
-
-def _ort_version() -> str:
-    try:
-        import onnxruntime
-    except ImportError:
-        return "(not installed)"
-    return onnxruntime.__version__
 
 
 def expected_fusions(model, num_layers: int) -> dict[str, int]:
@@ -230,13 +225,7 @@ def expected_fusions(model, num_layers: int) -> dict[str, int]:
 
 
 def _family_count(hist: dict[str, int], key: str) -> int:
-    if key == "Attention":
-        return sum(hist.get(o, 0) for o in ATTENTION_OPS)
-    if key == "SkipLayerNormalization":
-        return sum(hist.get(o, 0) for o in SKIP_LN_OPS)
-    if key == "BiasGelu/FastGelu":
-        return sum(hist.get(o, 0) for o in GELU_OPS)
-    return hist.get(key, 0)
+    return sum(hist.get(o, 0) for o in FAMILY_OPS.get(key, (key,)))
 
 
 # Why the BERT fusions cannot fire, per architecture: workbench.models.architectures (Architecture.fusion_limits).
@@ -252,7 +241,8 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"
-    dynamo = exported_by(orig_model) == "dynamo"
+    exporter = exported_by(orig_model)
+    dynamo = exporter == "dynamo"
     reexport = ("re-export with eager attention: run_export(model, ExportConfig(attn_implementation='eager'), ...) "
                 "or `workbench export --attn eager`; load models with load_model(..., attn_implementation='eager')")
     out = []
@@ -264,7 +254,7 @@ def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], a
         evidence = (f"exported graph: {ops.get('Softmax', 0)} Softmax, {ops.get('Sqrt', 0)} Sqrt, "
                     f"{ops.get('LayerNormalization', 0)} LayerNormalization, {ops.get('Erf', 0)} Erf; "
                     f"attention pattern: {style}; recorded attention: {attn_implementation or 'unknown'}; "
-                    f"exporter: {exported_by(orig_model)}")
+                    f"exporter: {exporter}")
         limit = ARCHITECTURE_LIMITS.get((architecture, key))
         if limit is not None and not ((sdpa or dynamo) and key in ("Attention", "EmbedLayerNormalization")):
             cause, fix = limit

@@ -169,7 +169,7 @@ def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_d
     t0 = time.perf_counter()
     onnx_path = out / ONNX_FILE
     exporter = resolve_exporter(cfg.exporter)
-    _, outputs = export_onnx(loaded, onnx_path, cfg, examples["text"])
+    outputs = export_onnx(loaded, onnx_path, cfg, examples["text"], exporter)
     export_seconds = time.perf_counter() - t0
     try:
         onnx.checker.check_model(str(onnx_path))

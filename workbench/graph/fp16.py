@@ -19,11 +19,11 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from .. import runs
 from .facts import as_model
 from .validate import compare_logits
+from .variants import transformers_optimizer
 
 # float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
 # magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
@@ -56,8 +56,7 @@ class Fp16Structure:
 
 def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
     """Check the keep-io-types contract: no float16 graph input or output, every float weight stored as float16."""
-    model = as_model(model_or_path)
-    g = model.graph
+    g = as_model(model_or_path).graph
     inputs = {i.name: i.type.tensor_type.elem_type for i in g.input}
     outputs = {o.name: o.type.tensor_type.elem_type for o in g.output}
     inits = dict(Counter(t.data_type for t in g.initializer))
@@ -85,10 +84,7 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
                  num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True, *, fp32_model=None) -> Fp16Structure:
     """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure. ``use_gpu=True``
     keeps the fusions meant for the CUDA provider; ``fp32_model``: the fused graph already parsed."""
-    try:
-        from onnxruntime.transformers.optimizer import optimize_model
-    except ImportError as exc:
-        raise Fp16Error(f"onnxruntime.transformers.optimizer cannot be imported ({exc}): pip install coloredlogs sympy") from exc
+    optimize_model, _ = transformers_optimizer(Fp16Error)
     try:
         model = optimize_model(str(fused_path), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
                                opt_level=0, use_gpu=use_gpu)
@@ -103,11 +99,9 @@ def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_ty
     return structure
 
 
-def validate_fp16(fp16_logits, fp32_logits, tolerance: Optional[float] = None,
-                  min_label_agreement: Optional[float] = None, where: str = "cpu"):
+def validate_fp16(fp16_logits, fp32_logits, tolerance: float = FP16_TOLERANCE, where: str = "cpu"):
     """The FP16 graph's logits against the FP32 fused graph's, with FP16's tolerance; ``where`` (the device) goes in the message."""
     what = f"the FP16 graph (run on {where}{'; float16 storage, float32 arithmetic per node' if where == 'cpu' else ''})"
 
-    v = compare_logits(fp16_logits, fp32_logits, FP16_TOLERANCE if tolerance is None else tolerance,
-                       FP16_MIN_LABEL_AGREEMENT if min_label_agreement is None else min_label_agreement, what=what)
+    v = compare_logits(fp16_logits, fp32_logits, tolerance, FP16_MIN_LABEL_AGREEMENT, what=what)
     return dataclasses.replace(v, message=f"{what} vs the FP32 fused graph: {v.message}")

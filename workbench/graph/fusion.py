@@ -1,16 +1,10 @@
 """The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same thing,
-and what it bought.
+and what it bought; later stages take :attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`).
 
-``run_fusion(export_or_onnx_path, FusionConfig(...), out_dir) -> FusionReport`` measures every variant the
-same way: operator counts, size, validation against PyTorch's logits saved at export, latency by shape,
-the nodes removed and added, and the provenance of every fused node. Later stages take
-:attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`). Quantizing a fused graph needs
-``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime 1.19.2 (the contrib ops
-carry no type information for some weights).
-
-Timing runs PyTorch and every variant side by side in alternating rounds on the same batches. On a GPU,
-PyTorch and its peers go first, on their own, so no ONNX Runtime session holds device memory while they
-run (:mod:`workbench.perf.gpu_peers`).
+Quantizing a fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in
+onnxruntime 1.19.2 (the contrib ops carry no type information for some weights). Timing runs PyTorch and
+every variant side by side in alternating rounds; on a GPU, PyTorch and its peers go first, on their own,
+so no ONNX Runtime session holds device memory while they run (:mod:`workbench.perf.gpu_peers`).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from .diagnose import Diagnosis, attention_shape, diagnose, expected_fusions
 from .export import ExportResult
 from .facts import file_size_mib, op_histogram
 from .provenance import FusedNode, fused_counts, graph_diff, provenance
-from .sources import FusionSource, pytorch_model, pytorch_model_sdpa, resolve_source
+from .sources import FusionSource, pytorch_model, reload_model, resolve_source
 from .validate import Validation, compare_logits
 from .variants import FusionConfig, Variant, optimizer_model_type, to_variant
 
@@ -57,12 +51,6 @@ class VariantResult:
     added_by_op: dict[str, int]
     provenance: list[FusedNode]
     build_seconds: float
-
-    def median_ms(self, batch: int, seq: int) -> float:
-        for s in self.latency:
-            if (s.batch, s.seq) == (batch, seq):
-                return s.stats.median_ms
-        raise KeyError(f"shape ({batch}, {seq}) was not timed; timed: {[(s.batch, s.seq) for s in self.latency]}")
 
     def fused_node(self, name: str) -> FusedNode:
         for f in self.provenance:
@@ -125,17 +113,12 @@ class FusionReport:
 
     def speedups(self, baseline: str = "pytorch") -> dict[str, dict[str, float]]:
         """``{variant: {"BxS": baseline_ms / variant_ms}}`` (>1 is faster); ``baseline``: ``"pytorch"`` or a variant name."""
-        if baseline == "pytorch":
-            base = {(s.batch, s.seq): s.stats.median_ms for s in self.pytorch_latency}
-        else:
-            base = {(s.batch, s.seq): s.stats.median_ms for s in self.variant(baseline).latency}
+        latency = self.pytorch_latency if baseline == "pytorch" else self.variant(baseline).latency
+        base = {(s.batch, s.seq): s.stats.median_ms for s in latency}
         if not base:
             raise ValueError(f"no timings for the baseline {baseline!r}: run with measure_latency/time_pytorch on")
-        out = {}
-        for v in self.variants:
-            out[v.name.value] = {f"{s.batch}x{s.seq}": base[(s.batch, s.seq)] / s.stats.median_ms
-                                 for s in v.latency if (s.batch, s.seq) in base}
-        return out
+        return {v.name.value: {f"{s.batch}x{s.seq}": base[(s.batch, s.seq)] / s.stats.median_ms
+                               for s in v.latency if (s.batch, s.seq) in base} for v in self.variants}
 
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
@@ -167,7 +150,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     placement, graph_latency = _place(built, inputs, cfg, device) if device != "cpu" else ({}, {})
     # 3c. the graph later stages take: the full fusion, or one with a fusion family left out that runs faster here
     full = built.get(Variant.TRANSFORMER)
-    choice = (choose_fusion(full.path.resolve(), inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
+    fused_path = full.path.resolve() if full is not None else None
+    choice = (choose_fusion(fused_path, inputs, cfg, out, (num_heads, hidden_size, model_type), unfused, device,
                             full.graph.model) if full is not None else None)
 
     # 4. diff and provenance against the exported graph, from the graphs parsed in step 1
@@ -199,7 +183,6 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
     if target.name is not Variant.TRANSFORMER:
         notes.append("the transformer variant was not built: diagnoses refer to "
                      f"{target.name.value}, whose session-level fusions do not include Attention on the CPU")
-    fused_path = built[Variant.TRANSFORMER].path.resolve() if Variant.TRANSFORMER in built else None
 
     report = FusionReport(
         source_path=inputs.source.resolve(), export_path=inputs.export_path.resolve() if inputs.export_path else None,
@@ -276,7 +259,7 @@ def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource,
             peers = ("eager_fp32", "sdpa_fp16", "compile_fp16") if cfg.time_pytorch_peers else ("eager_fp32",)
             pt_peers, peer_notes = torch_gpu_latency(pt_model, cfg.shapes, device, peers, cfg.warmup, cfg.repeats,
                                                      cfg.max_seconds_per_shape, inputs.vocab_size,
-                                                     sdpa_loader=lambda: pytorch_model_sdpa(inputs))
+                                                     sdpa_loader=lambda: reload_model(inputs.export, "sdpa"))
             pt_latency = pt_peers.pop("eager_fp32", [])
             notes.extend(peer_notes)
             del pt_model

@@ -19,7 +19,6 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from ..core.threads import cap_session_threads
 from .facts import load_graph
 
 # New nodes that only convert or rename (the optimizer casts input ids to int32): not fusions.
@@ -77,9 +76,6 @@ class GraphIndex:
         self.keys = {(n.name, n.op_type) for n in self.nodes if n.name}
         self.tensors = set(self.producer) | self.inputs | self.initializers
 
-    def is_leaf(self, tensor: str) -> bool:
-        return tensor in self.inputs or tensor in self.initializers or tensor not in self.producer
-
 
 GraphLike = Union[GraphIndex, Any, str, os.PathLike]  # an index, a ModelProto or a path
 
@@ -93,18 +89,13 @@ def index_graph(graph: GraphLike) -> GraphIndex:
     return GraphIndex(graph)
 
 
-def _original(n) -> OriginalNode:
-    return OriginalNode(n.name, n.op_type, [i for i in n.input], [o for o in n.output])
-
-
 def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.ndarray]:
     """Run ``g`` once, unoptimized, on ``batch`` with ``names`` added as graph outputs (ONNX
     Runtime infers their types). Works on a copy: the parsed model others hold stays as it was."""
     import onnx
-    import onnxruntime as ort
     from onnx.external_data_helper import load_external_data_for_model
 
-    from ..runtime.ortinfer import make_feed
+    from ..runtime.ortinfer import make_feed, make_session
 
     model = onnx.ModelProto()
     model.CopyFrom(g.model)
@@ -114,11 +105,7 @@ def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.nd
     for name in names:
         if name not in present:
             model.graph.output.append(onnx.ValueInfoProto(name=name))
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
-    cap_session_threads(opts)
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    sess = make_session(model.SerializeToString(), graph_optimization="disabled")
     outs = sess.run(names, make_feed(sess, batch))
     return dict(zip(names, outs))
 
@@ -179,7 +166,7 @@ def provenance(orig: GraphLike, opt: GraphLike, match_by_value: bool = True, voc
             for t in n.input:
                 if not t or t in orig.initializers:
                     continue
-                if t in surviving or orig.is_leaf(t):
+                if t in surviving or t in orig.inputs or t not in orig.producer:  # where the replaced subgraph begins
                     if t not in boundary:
                         boundary.append(t)
                     continue
@@ -197,19 +184,15 @@ def provenance(orig: GraphLike, opt: GraphLike, match_by_value: bool = True, voc
         shared = [r.name for r in replaced if len(claims[r.name]) > 1]
         out.append(FusedNode(
             name=node.name, op_type=node.op_type, inputs=list(node.input), outputs=list(node.output),
-            replaced=[_original(r) for r in replaced], boundary_inputs=boundary, shared=shared,
+            replaced=[OriginalNode(r.name, r.op_type, list(r.input), list(r.output)) for r in replaced],
+            boundary_inputs=boundary, shared=shared,
             matched_by_value={o: by_value[o] for o in node.output if o in by_value},
         ))
     return out
 
 
-def graph_diff(orig: GraphLike, opt: GraphLike) -> tuple[int, int, dict[str, int], dict[str, int]]:
-    """(nodes removed, nodes added, removed by op, added by op) going from ``orig`` to ``opt``
-    (nothing when both are the same graph: the same object or the same file)."""
-    if orig is opt or (isinstance(orig, (str, os.PathLike)) and isinstance(opt, (str, os.PathLike))
-                       and Path(orig) == Path(opt)):
-        return 0, 0, {}, {}
-    orig, opt = index_graph(orig), index_graph(opt)
+def graph_diff(orig: GraphIndex, opt: GraphIndex) -> tuple[int, int, dict[str, int], dict[str, int]]:
+    """(nodes removed, nodes added, removed by op, added by op) going from ``orig`` to ``opt`` (nothing for the same graph)."""
     if orig.model is opt.model:
         return 0, 0, {}, {}
     removed = Counter(n.op_type for n in orig.nodes if (n.name, n.op_type) not in opt.keys or not n.name)

@@ -139,10 +139,12 @@ def resolve_source(src, cfg: FusionConfig, data=None) -> FusionSource:
                         cfg.hidden_size, getattr(tokenizer, "vocab_size", 1000) or 1000, tuple(notes))
 
 
-def _reload(exp: ExportResult, attn: str):
+def reload_model(exp: Optional[ExportResult], attn: str):
     """The exported PyTorch model loaded again with ``attn`` attention, or None when it cannot be."""
     from ..models.load import BUILTIN_MODELS, load_model
 
+    if exp is None:
+        return None
     n = len(exp.class_names)
     if exp.model_name in BUILTIN_MODELS:
         return load_model(exp.model_name, num_labels=n, attn_implementation=attn)
@@ -159,13 +161,8 @@ def pytorch_model(source: FusionSource, model=None):
     exp = source.export
     if exp is None:
         return None, "no PyTorch model to time: pass model=... (a LoadedModel) or fuse an export result"
-    loaded = _reload(exp, exp.attn_implementation if exp.attn_implementation in ("eager", "sdpa") else "eager")
+    loaded = reload_model(exp, exp.attn_implementation if exp.attn_implementation in ("eager", "sdpa") else "eager")
     if loaded is None:
         return None, (f"PyTorch eager not timed: the exported model ({exp.model_source}) cannot be reloaded; "
                       "pass model=... to run_fusion")
     return loaded, ""
-
-
-def pytorch_model_sdpa(source: FusionSource):
-    """The same PyTorch model loaded with SDPA attention (for the GPU peers), or None."""
-    return _reload(source.export, "sdpa") if source.export is not None else None

@@ -165,8 +165,9 @@ def without_ir_dump():
             module.setup_onnx_logging = original
 
 
-def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Trace ``loaded.model`` on a real batch, write the graph to ``path``; (input names, output names)."""
+def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str], exporter: str) -> list[str]:
+    """Trace ``loaded.model`` on a real batch with ``exporter`` (:func:`resolve_exporter`'s), write the graph to
+    ``path``; its output names."""
     import torch
 
     from ..data.batches import encode, model_inputs
@@ -183,7 +184,6 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
         dynamic = {k: {0: "batch", 1: "sequence"} for k in names}
         dynamic["logits"] = {0: "batch"}
     attn = getattr(loaded, "attn_implementation", "eager")
-    exporter = resolve_exporter(getattr(cfg, "exporter", "auto"))
     try:
         if exporter == "dynamo":
             _export_dynamo(model, enc, names, path, cfg)
@@ -199,7 +199,7 @@ def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[
         raise
     except Exception as exc:  # torch raises UnsupportedOperatorError, OnnxExporterError, RuntimeError, ...
         raise explain_export_failure(exc, cfg, attn) from exc
-    return names, ["logits"]
+    return ["logits"]
 
 
 def _export_dynamo(model, enc, names: list[str], path: Path, cfg: "ExportConfig") -> None:

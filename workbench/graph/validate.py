@@ -99,40 +99,22 @@ def select_examples(data, cfg: "ExportConfig"):
     return ds.select(range(min(cfg.validation_examples, len(ds))))
 
 
-def validate_onnx(
-    onnx_path,
-    reference,
-    tokenizer,
-    dataset,
-    cfg: Optional["ExportConfig"] = None,
-    graph_optimization: str = "all",
-    threads: Optional[int] = None,
-    what: str = "the graph",
-    device: Optional[str] = None,
-) -> Validation:
-    """Validate a graph (path or session) on :func:`select_examples` of ``dataset`` against ``reference``: a
-    ``LoadedModel`` (PyTorch on the same batches; its tokenizer serves when ``tokenizer`` is None) or logits."""
-    from ..runtime.ortinfer import as_session, predict_dataset, torch_predict_dataset
+def validate_onnx(onnx_path, reference, tokenizer, dataset, cfg: Optional["ExportConfig"] = None,
+                  what: str = "the graph") -> Validation:
+    """Validate a graph (path or session, run on ``cfg.device``) on :func:`select_examples` of ``dataset`` against
+    ``reference``, the logits of those examples in the same order."""
+    from ..runtime.ortinfer import as_session, predict_dataset
+
     cfg = cfg or ExportConfig()
     examples = select_examples(dataset, cfg)
-    if tokenizer is None:
-        tokenizer = getattr(reference, "tokenizer", None)
-        if tokenizer is None:
-            raise ValueError("give the tokenizer the graph was exported with (reference logits carry none)")
-    session = as_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
-                         device=device if device is not None else cfg.device)
-    got = predict_dataset(session, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
-    if hasattr(reference, "model") and hasattr(reference, "tokenizer"):
-        ref = torch_predict_dataset(reference.model, tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
-    else:
-        ref = np.asarray(reference)
-        if ref.ndim != 2 or ref.shape[0] < len(examples):
-            raise ValueError(
-                f"reference logits have shape {ref.shape}, expected ({len(examples)}, n_classes) for the "
-                f"{len(examples)} validation examples; compute them on the same examples in the same order"
-            )
-        ref = ref[: len(examples)]
-    return compare_logits(got, ref, cfg.tolerance, cfg.min_label_agreement, what)
+    ref = np.asarray(reference)
+    if ref.ndim != 2 or ref.shape[0] < len(examples):
+        raise ValueError(
+            f"reference logits have shape {ref.shape}, expected ({len(examples)}, n_classes) for the "
+            f"{len(examples)} validation examples; compute them on the same examples in the same order"
+        )
+    got = predict_dataset(as_session(onnx_path, device=cfg.device), tokenizer, examples, cfg.max_length, cfg.validation_batch_size)
+    return compare_logits(got, ref[: len(examples)], cfg.tolerance, cfg.min_label_agreement, what)
 
 
 def write_examples(path: Path, examples) -> Path:

@@ -37,6 +37,17 @@ class FusionError(RuntimeError):
     """A variant could not be built; the message names the variant and what to do."""
 
 
+def transformers_optimizer(error: type[Exception]):
+    """``onnxruntime.transformers.optimizer`` (``optimize_model`` and its ``FusionOptions``), or ``error`` saying
+    what it needs beside the onnxruntime-training wheel."""
+    try:
+        from onnxruntime.transformers import fusion_options, optimizer
+    except ImportError as exc:
+        raise error(f"onnxruntime.transformers.optimizer cannot be imported ({exc}); it needs 'coloredlogs' and "
+                    "'sympy' next to the onnxruntime-training wheel: run `make setup`") from exc
+    return optimizer.optimize_model, fusion_options.FusionOptions
+
+
 class Variant(str, enum.Enum):
     UNOPTIMIZED = "unoptimized"
     ORT_BASIC = "ort_basic"
@@ -61,21 +72,15 @@ def variant_file(variant: Variant) -> Optional[str]:
     variant = to_variant(variant)
     if variant is Variant.UNOPTIMIZED:
         return None
-    if variant is Variant.TRANSFORMER:
-        return FUSED_FILE
-    if variant is Variant.TRANSFORMER_FP16:
-        return FUSED_FP16_FILE
-    return f"model_ort_{ORT_LEVEL[variant]}.onnx"
+    return {Variant.TRANSFORMER: FUSED_FILE, Variant.TRANSFORMER_FP16: FUSED_FP16_FILE}.get(variant) or \
+        f"model_ort_{ORT_LEVEL[variant]}.onnx"
 
 
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
-# The optimizer's ``model_type`` for each encoder architecture ("auto" picks it from the export):
-# workbench.models.architectures (Architecture.optimizer_model_type, with why "bert" serves every encoder).
-ARCH_OPTIMIZER_TYPE = {a.model_type: a.optimizer_model_type for a in ARCHITECTURES.values()}
-
-
 def optimizer_model_type(architecture: str) -> str:
-    return ARCH_OPTIMIZER_TYPE.get(architecture, "bert")
+    """The optimizer's ``model_type`` for an encoder architecture (``Architecture.optimizer_model_type``, which says
+    why "bert" serves every encoder); what ``model_type="auto"`` picks from the export."""
+    return next((a.optimizer_model_type for a in ARCHITECTURES.values() if a.model_type == architecture), "bert")
 
 
 @dataclass(frozen=True)
@@ -149,21 +154,15 @@ class FusionConfig:
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be a positive number, got {self.threads}; leave it unset for ONNX Runtime's default (one per "
                              f"core)")
-        if self.transformer_session not in GRAPH_OPTIMIZATION_LEVELS:
-            raise ValueError(
-                f"transformer_session must be one of {list(GRAPH_OPTIMIZATION_LEVELS)}, got {self.transformer_session!r}; "
-                "'all' is what a deployment runs, 'disabled' shows the optimizer's fusions alone"
-            )
-        if self.model_type != "auto" and self.model_type not in OPTIMIZER_MODEL_TYPES:
-            raise ValueError(
-                f"model_type must be one of {['auto', *OPTIMIZER_MODEL_TYPES]}, got {self.model_type!r}; "
-                "'auto' (the default) picks 'bert', which covers BERT, RoBERTa, DistilBERT, MiniLM and the other encoders"
-            )
-        if self.fusion not in FUSION_MODES:
-            raise ValueError(f"fusion must be one of {list(FUSION_MODES)}, got {self.fusion!r}; 'timed' takes the fastest "
-                             "validated fusion on this machine, 'full' keeps every fusion")
-        if self.opt_level not in (0, 1, 2, 99):
-            raise ValueError(f"opt_level must be one of [0, 1, 2, 99], got {self.opt_level!r}; 1 is the default for BERT")
+        choices = (("transformer_session", GRAPH_OPTIMIZATION_LEVELS,
+                    "'all' is what a deployment runs, 'disabled' shows the optimizer's fusions alone"),
+                   ("model_type", ("auto", *OPTIMIZER_MODEL_TYPES),
+                    "'auto' (the default) picks 'bert', which covers BERT, RoBERTa, DistilBERT, MiniLM and the other encoders"),
+                   ("fusion", FUSION_MODES, "'timed' takes the fastest validated fusion on this machine, 'full' keeps every fusion"),
+                   ("opt_level", (0, 1, 2, 99), "1 is the default for BERT"))
+        for name, allowed, hint in choices:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}; {hint}")
         if self.num_heads < 0 or self.hidden_size < 0:
             raise ValueError("num_heads and hidden_size must be >= 0 (0: detect)")
         if self.tolerance is not None and not self.tolerance > 0:

@@ -102,17 +102,15 @@ def table(report: FusionReport) -> str:
                 out += f" {f'{ms:.2f}':>12}"
         return out
 
-    if report.pytorch_latency:
-        lines.append(f"{'pytorch':<{w}} {'eager':<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(report.pytorch_latency))
-    for name, lat in report.pytorch_peers.items():
-        lines.append(f"{'pytorch':<{w}} {name:<9} {'':>5} {'':>6} {'':>9} {'':>3}" + cells(lat))
+    blank = f" {'':>5} {'':>6} {'':>9} {'':>3}"  # nodes, MiB, max|Δ| and ok: a graph's, not PyTorch's
+    for name, lat in (({"eager": report.pytorch_latency} if report.pytorch_latency else {}) | report.pytorch_peers).items():
+        lines.append(f"{'pytorch':<{w}} {name:<9}{blank}" + cells(lat))
     for v in report.variants:
         row = (f"{v.name.value:<{w}} {v.session_optimization:<9} {v.node_count:>5} {v.size_mib:>6.1f} "
                f"{v.validation.max_abs_diff:>9.2g} {'yes' if v.validation.passed else 'NO':>3}")
         lines.append(row + (cells(v.latency) if timed else ""))
         if v.name.value in report.cuda_graph_latency:
-            lines.append(f"{'  + CUDA graph':<{w}} {'':<9} {'':>5} {'':>6} {'':>9} {'':>3}"
-                         + cells(report.cuda_graph_latency[v.name.value]))
+            lines.append(f"{'  + CUDA graph':<{w}} {'':<9}{blank}" + cells(report.cuda_graph_latency[v.name.value]))
     if report.device != "cpu":
         lines.append(f"\ndevice: {report.device} (ONNX Runtime with I/O binding: inputs and outputs on the device)")
         for name, p in report.placement.items():

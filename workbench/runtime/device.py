@@ -1,9 +1,7 @@
 """Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
 
-Placement is read from ONNX Runtime's profile (each kernel event names its provider: the reliable record;
-verbose logging goes to stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized
-graph. :func:`classify_capture_error` reads why CUDA-graph capture was refused (``inference_session.cc``
-refuses compute nodes off the CUDA EP and control flow).
+Placement is read from ONNX Runtime's profile (each kernel event names its provider; verbose logging goes to
+stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 CPU_PROVIDER = "CPUExecutionProvider"
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -44,10 +42,6 @@ def normalize_device(device: Any) -> str:
 def device_index(device: str) -> int:
     d = normalize_device(device)
     return int(d.split(":")[1]) if ":" in d else 0
-
-
-def is_cuda(device: Any) -> bool:
-    return normalize_device(device).startswith("cuda")
 
 
 @dataclass(frozen=True)
@@ -157,11 +151,6 @@ def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str],
     return [CUDA_PROVIDER, CPU_PROVIDER], [opts, {}]
 
 
-def ort_device(device: Any) -> tuple[str, int]:
-    d = normalize_device(device)
-    return ("cpu", 0) if d == "cpu" else ("cuda", device_index(d))
-
-
 # ---- placement ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class NodePlacement:
@@ -213,19 +202,20 @@ class PlacementReport:
         return line
 
 
-def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
-    """Node placements from ONNX Runtime's profile events (``cat == "Node"``, ``<node>_kernel_time``), once each."""
-    seen: dict[str, NodePlacement] = {}
+def kernel_events(events: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(node name, event) for each node kernel event of ONNX Runtime's profile (``cat == "Node"``, ``<node>_kernel_time``)."""
     for ev in events:
-        if ev.get("cat") != "Node":
-            continue
         name = str(ev.get("name", ""))
-        if not name.endswith("_kernel_time"):
-            continue
+        if ev.get("cat") == "Node" and name.endswith("_kernel_time"):
+            yield name[: -len("_kernel_time")], ev
+
+
+def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
+    """Node placements from ONNX Runtime's profile events, once each."""
+    seen: dict[str, NodePlacement] = {}
+    for node, ev in kernel_events(events):
         args = ev.get("args") or {}
-        node = name[: -len("_kernel_time")]
-        if node not in seen:
-            seen[node] = NodePlacement(node, str(args.get("op_name", "")), str(args.get("provider", "")))
+        seen.setdefault(node, NodePlacement(node, str(args.get("op_name", "")), str(args.get("provider", ""))))
     return list(seen.values())
 
 

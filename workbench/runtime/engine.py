@@ -1,13 +1,9 @@
 """Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool of Ray
-actors (engine ``ray``).
+actors (engine ``ray``), inside :func:`scoring_engine` (:func:`active_pool`: the pool, None for local).
 
-With ``ray`` the driver cuts the batches the local path scores and sends only each batch's texts and
-position to a pool of :class:`GraphActor`; each tokenizes and pads with the local path's own function, so
-both engines feed the graph the same arrays. The outputs stream back, counted for the progress lines, and
-are put back by position. :func:`scoring_engine` is the run's context: it connects to ``ray_address`` (or
-``$RAY_ADDRESS``) or starts a local Ray instance on 127.0.0.1 with no dashboard, and shuts down what it
-started however the run ends; inside it :func:`active_pool` is the pool (None: local). Ray is imported only
-here, inside functions.
+With ``ray`` the driver sends only each batch's texts and position; each :class:`GraphActor` tokenizes and
+pads with the local path's own function, so both engines feed the graph the same arrays. Ray is imported
+only here, inside functions.
 """
 
 from __future__ import annotations
@@ -89,10 +85,8 @@ def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
 
 
 class GraphActor:
-    """One Ray Data actor: opens ``graph`` once (one ONNX Runtime session of ``threads`` threads), then tokenizes
-    and pads each scoring batch's texts with ``featurize(tokenizer, texts, max_length)`` (the function the local
-    path pads with, so the driver never builds the feeds) and returns the graph's first output beside the
-    batch's position."""
+    """One Ray Data actor: one session of ``graph``; each batch's texts featurized here with the local path's
+    function (the driver never builds the feeds), its first output returned beside the batch's position."""
 
     def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
                  featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
@@ -119,10 +113,14 @@ ACTOR_RESTARTS = 4
 TASK_RETRIES = 4
 
 
+def _said(exc: BaseException) -> str:
+    """What Ray said: the first line of its error, cut to 300 characters (its tracebacks run to pages)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:300]
+
+
 def pool_failure(graph: str | os.PathLike, exc: BaseException) -> str:
-    """One line for a pool that could not score ``graph``: what Ray said (its first line) and what to do."""
-    said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    return (f"the Ray pool stopped while scoring {Path(graph).name}: {type(exc).__name__}: {said[:300]}; "
+    """One line for a pool that could not score ``graph``: what Ray said and what to do."""
+    return (f"the Ray pool stopped while scoring {Path(graph).name}: {type(exc).__name__}: {_said(exc)}; "
             f"a node or actor was lost more often than the pool retries ({TASK_RETRIES} times per batch) or the graph "
             "failed on the actors: check the cluster (ray status) and run again, or score here with --engine local")
 
@@ -141,8 +139,7 @@ class RayPool:
     def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
                   featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
         """The graph's first output for each batch of texts, in the order given: one Ray Data item per batch (its
-        position and its texts), mapped by :class:`GraphActor`, the outputs streamed back and put in order. Only
-        the texts go out and only the graph's outputs come back."""
+        position and its texts), mapped by :class:`GraphActor`; only texts go out, only outputs come back."""
         import ray
 
         if not texts:
@@ -158,9 +155,8 @@ class RayPool:
 
 
 def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph: str | os.PathLike = "") -> list[np.ndarray]:
-    """The outputs of a scoring dataset (rows ``{"k": position, "out": batch output}``) streamed back as Ray
-    hands them over, each put at its position and counted (``counter``: rows, for the progress line). A batch
-    returned twice, one never returned, or a pool that failed past its retries is one :class:`InferenceError` line."""
+    """The outputs of a scoring dataset (rows ``{"k": position, "out": batch output}``) streamed back, each put at
+    its position and counted; a batch returned twice or never, or a pool failed past its retries: one line."""
     import ray
 
     from .session import InferenceError
@@ -201,9 +197,8 @@ def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
                      log_to_driver=False)
     except Exception as exc:  # Ray says why in many types (a node that did not start in time, a refused token, ...)
         ray.shutdown()  # what it started before failing
-        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         where = f"connect to the cluster at {address}" if address else f"start a local Ray instance on {LOCAL_HOST}"
-        raise EngineError(f"engine ray could not {where}: {type(exc).__name__}: {said[:300]}; run again (a busy "
+        raise EngineError(f"engine ray could not {where}: {type(exc).__name__}: {_said(exc)}; run again (a busy "
                           "machine can make Ray's start time out), check the cluster (ray status) or use --engine local") from None
 
 

@@ -1,13 +1,10 @@
 """What a graph file asks of the session that runs it, carried in the graph itself.
 
 A graph fused with one fusion family left out (:mod:`workbench.graph.candidates`) must also run without
-ONNX Runtime's own session-level fusion of that family, which would otherwise put the fused node back
-when the session opens the graph. The graph lists the session optimizers to disable in its
-``metadata_props`` (:data:`DISABLED_OPTIMIZERS_KEY`): the quantizer keeps a graph's metadata, so an INT8
-graph made from it carries the same request, and :func:`workbench.runtime.session.make_session` honours it.
-
-:func:`read_metadata` reads the top-level ``metadata_props`` without parsing the graph (it skips every
-other field by its length), so it costs a few reads even for a graph of hundreds of MiB.
+ONNX Runtime's own session-level fusion of that family, which would put the fused node back. The graph lists
+the session optimizers to disable in its ``metadata_props``; the quantizer keeps a graph's metadata, so an
+INT8 graph made from it carries the same request. :func:`read_metadata` skips every other field by its length,
+so it costs a few reads even for a graph of hundreds of MiB.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
-"""Inference with ONNX Runtime, the same for every stage that runs a graph (export validation, fusion
-variants, quantized models, slice evaluation): the same session settings (:func:`make_session`), the same
-int64 feeds of exactly the inputs a graph declares, the same timing discipline
-(:func:`workbench.core.latency.measure`). Variants compared are timed side by side
-(:func:`workbench.perf.speed.time_side_by_side`); :func:`latency_by_shape` times one graph alone (a CUDA
-graph's replays). Heavy imports (onnxruntime, torch) happen inside the functions.
+"""Inference with ONNX Runtime, the same for every stage that runs a graph: one session setup
+(:func:`make_session`), int64 feeds of exactly the inputs a graph declares, one timing discipline
+(:func:`workbench.core.latency.measure`). Heavy imports (onnxruntime, torch) happen inside the functions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, Protocol, Sequence, Union
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, NamedTuple, Optional, 
 import numpy as np
 
 from ..core.latency import LatencyStats, measure
-from .session import DEFAULT_PROVIDERS, GRAPH_OPTIMIZATION_LEVELS, InferenceError, make_session  # noqa: F401 (importable from here too)
+from .session import GRAPH_OPTIMIZATION_LEVELS, InferenceError, make_session  # noqa: F401 (importable from here too)
 
 if TYPE_CHECKING:
     from .device import PlacementReport
@@ -140,13 +139,9 @@ def predict_dataset(
     """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order, scored in
     :func:`scoring_batches` (``batches``: those, when the caller has them already). Dynamic INT8 computes its
     activation scales per batch, so its predictions depend on their batch-mates
-    (:data:`workbench.data.token_lengths.SORTED_NOTE`).
-
-    The texts are tokenised once (:func:`workbench.data.batches.encoded_rows`, shared with the next graph
-    scored on the same texts). ``pool`` (:func:`workbench.runtime.engine.active_pool`): the same batches run on
-    a Ray pool, whose workers tokenize and pad them as here; the graph is then given as its path. Rows scored
-    are reported to the active :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's
-    name there)."""
+    (:data:`workbench.data.token_lengths.SORTED_NOTE`). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
+    the same batches run on a Ray pool, the graph given as its path. Rows scored are reported to the active
+    :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's name there)."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -224,14 +219,13 @@ class BoundRunner:
     ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated at fixed addresses, as CUDA-graph
     replay requires: the first :meth:`run` captures the graph, later ones replay it."""
 
-    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False,
-                 output_shapes: Optional[Mapping[str, Sequence[int]]] = None):
+    def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False):
         import onnxruntime as ort
 
-        from .device import normalize_device, ort_device
+        from .device import device_index, normalize_device
 
         self.session, self.device = session, normalize_device(device)
-        dev_type, dev_id = ort_device(self.device)
+        dev_type, dev_id = self.device.split(":")[0], device_index(self.device)
         self.binding = session.io_binding()
         # keep the OrtValues alive: the binding refers to their buffers
         self.inputs = {k: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), dev_type, dev_id) for k, v in feed.items()}
@@ -240,9 +234,8 @@ class BoundRunner:
         self.outputs = {}
         for out in session.get_outputs():
             if cuda_graph:
-                shape = (output_shapes or {}).get(out.name) or _output_shape(out, feed)
                 dtype = np.float16 if out.type == "tensor(float16)" else np.float32
-                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, dev_type, dev_id)
+                self.outputs[out.name] = ort.OrtValue.ortvalue_from_shape_and_type(_output_shape(out, feed), dtype, dev_type, dev_id)
                 self.binding.bind_ortvalue_output(out.name, self.outputs[out.name])
             else:
                 self.binding.bind_output(out.name, dev_type, dev_id)
@@ -264,8 +257,8 @@ def _output_shape(out, feed: Mapping[str, np.ndarray]) -> list[int]:
         elif i < first.ndim:
             dims.append(int(first.shape[i]))
         else:
-            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding; "
-                                 "pass output_shapes={name: shape}")
+            raise InferenceError(f"cannot tell the shape of output {out.name!r} {out.shape} for CUDA-graph binding: "
+                                 "its dimensions past batch and sequence must be fixed numbers; time it without cuda_graph")
     return dims
 
 
@@ -289,29 +282,20 @@ def latency_by_shape(
     from .device import normalize_device
 
     device = normalize_device(device)
-    bind = (device != "cpu") if io_binding is None else bool(io_binding)
-    if cuda_graph:
-        if not isinstance(onnx_or_session, (str, os.PathLike)):
-            raise InferenceError("cuda_graph timing opens its own session per shape: pass the graph's path, not a session")
-        results = []
-        for batch, seq in check_shapes(shapes):
-            session = make_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization,
-                                   device=device, cuda_graph=True)
-            runner = BoundRunner(session, make_feed(session, synthetic_batch(batch, seq, vocab_size)), device, cuda_graph=True)
-            stats = measure(runner.run, warmup=max(warmup, 2), repeats=repeats, max_seconds=max_seconds)
-            results.append(ShapeLatency(batch, seq, stats))
-            del runner, session
-        return results
-    session = as_session(onnx_or_session, threads=threads, graph_optimization=graph_optimization, device=device)
-    out_name = session.get_outputs()[0].name
+    bind = cuda_graph or ((device != "cpu") if io_binding is None else bool(io_binding))
+    if cuda_graph and not isinstance(onnx_or_session, (str, os.PathLike)):
+        raise InferenceError("cuda_graph timing opens its own session per shape: pass the graph's path, not a session")
+    open_kw = {"threads": threads, "graph_optimization": graph_optimization, "device": device}
+    session = None if cuda_graph else as_session(onnx_or_session, **open_kw)
     results = []
     for batch, seq in check_shapes(shapes):
+        if cuda_graph:  # a CUDA graph holds one shape: a session of its own per shape, the last one freed first
+            run = session = None
+            session = make_session(onnx_or_session, **open_kw, cuda_graph=True)
         feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
-        if bind:
-            runner = BoundRunner(session, feed, device)
-            stats = measure(runner.run, warmup=warmup, repeats=repeats, max_seconds=max_seconds)
-        else:
-            stats = measure(lambda: session.run([out_name], feed), warmup=warmup, repeats=repeats, max_seconds=max_seconds)
+        run = (BoundRunner(session, feed, device, cuda_graph=cuda_graph).run if bind
+               else functools.partial(session.run, [session.get_outputs()[0].name], feed))
+        stats = measure(run, warmup=max(warmup, 2) if cuda_graph else warmup, repeats=repeats, max_seconds=max_seconds)
         results.append(ShapeLatency(batch, seq, stats))
     return results
 
@@ -332,26 +316,33 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _profile(onnx_path: str | os.PathLike, feed_for: Any, runs: int, optimized: bool = False, **session_kw):
+    """(ONNX Runtime's profile events, the session's providers, the optimized graph's Memcpy counts or None) of
+    ``runs`` runs of ``feed_for(session)`` in a profiled session; its files live in a temporary folder."""
+    import json
+    import tempfile
+
+    from .device import memcpy_counts
+
+    with tempfile.TemporaryDirectory(prefix="wb-profile-") as tmp:
+        opt_path = Path(tmp) / "optimized.onnx" if optimized else None
+        session = make_session(onnx_path, optimized_model_path=opt_path, profile_prefix=str(Path(tmp) / "profile"), **session_kw)
+        feed = feed_for(session)
+        for _ in range(runs):
+            session.run(None, feed)
+        events = json.loads(Path(session.end_profiling()).read_text())
+        return events, session.get_providers(), memcpy_counts(opt_path) if optimized else None
+
+
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
                     graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
     """Run ``feed`` once through ``onnx_path`` on ``device`` (profiled, the optimized graph saved): where every
     node ran, the Memcpy nodes inserted and (``try_graph_capture``, CUDA) whether a CUDA graph was accepted."""
-    import json
-    import tempfile
-
-    from .device import analyze_placement, memcpy_counts, placements_from_profile, require_device
+    from .device import analyze_placement, placements_from_profile, require_device
 
     d = require_device(device)
-    with tempfile.TemporaryDirectory(prefix="wb-placement-") as tmp:
-        opt_path = Path(tmp) / "optimized.onnx"
-        session = make_session(onnx_path, graph_optimization=graph_optimization, optimized_model_path=opt_path,
-                               device=d, profile_prefix=str(Path(tmp) / "profile"))
-        session.run(None, dict(feed))
-        profile = session.end_profiling()
-        events = json.loads(Path(profile).read_text())
-        providers = session.get_providers()
-        memcpy = memcpy_counts(opt_path)
-        del session
+    events, providers, memcpy = _profile(onnx_path, lambda _: dict(feed), 1, optimized=True,
+                                         graph_optimization=graph_optimization, device=d)
     captured, error = None, None
     if try_graph_capture and d != "cpu":
         try:
@@ -379,36 +370,21 @@ def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, th
     """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's profiler over ``runs`` runs after
     ``warmup``, node kernel times summed by op type (after the session's fusions), largest first; shares sum
     to 1 over the nodes' time (the gaps between nodes are not in it)."""
-    import json as _json
-    import tempfile
+    from .device import kernel_events
 
     if runs < 1:
         raise InferenceError(f"runs must be at least 1, got {runs}")
-    with tempfile.TemporaryDirectory(prefix="ortprof-") as tmp:
-        session = make_session(onnx_path, threads=threads, graph_optimization=graph_optimization,
-                               profile_prefix=str(Path(tmp) / "profile"))
-        feed = make_feed(session, synthetic_batch(batch, seq, vocab_size))
-        out = session.get_outputs()[0].name
-        for _ in range(max(0, warmup)):
-            session.run([out], feed)
-        # the warm-up runs are in the profile too: count only the last ``runs`` model_run events' nodes
-        for _ in range(runs):
-            session.run([out], feed)
-        events = _json.loads(Path(session.end_profiling()).read_text())
-    runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                       key=lambda e: e["ts"])
-    timed = runs_seen[-runs:]
+    events, _, _ = _profile(onnx_path, lambda s: make_feed(s, synthetic_batch(batch, seq, vocab_size)), max(0, warmup) + runs,
+                            threads=threads, graph_optimization=graph_optimization)
+    # the warm-up runs are in the profile too: count only the last ``runs`` model_run events' nodes
+    timed = sorted((e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"))[-runs:]
     if not timed:
         raise InferenceError("ONNX Runtime's profile has no model runs: nothing to attribute")
-    start = timed[0]["ts"]
-    by_op: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e.get("ts", 0) < start:
-            continue
-        op = e.get("args", {}).get("op_name", "?")
-        by_op[op] = by_op.get(op, 0.0) + float(e.get("dur", 0))
+    by_op: Counter[str] = Counter()
+    for _, e in kernel_events(events):
+        if e.get("ts", 0) >= timed[0]:
+            by_op[e.get("args", {}).get("op_name", "?")] += float(e.get("dur", 0))
     total = sum(by_op.values())
     if total <= 0:
         raise InferenceError("ONNX Runtime's profile has no node times: nothing to attribute")
-    rows = [OpTime(op, us / 1000.0 / len(timed), us / total) for op, us in by_op.items()]
-    return sorted(rows, key=lambda r: -r.ms)
+    return sorted((OpTime(op, us / 1000.0 / len(timed), us / total) for op, us in by_op.items()), key=lambda r: -r.ms)

@@ -11,7 +11,6 @@ from ..core.threads import cap_session_threads
 
 GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 EXECUTION_MODES = ("sequential", "parallel")
-DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 
 
 class InferenceError(ValueError):
@@ -37,11 +36,10 @@ def ort_level(name: str):
 
 
 def make_session(
-    onnx_path: str | os.PathLike,
+    onnx_path: str | os.PathLike | bytes,
     threads: Optional[int] = None,
     graph_optimization: str = "all",
     optimized_model_path: str | os.PathLike | None = None,
-    providers: Sequence[str] = DEFAULT_PROVIDERS,
     allow_spinning: bool = True,
     keep_spinning: bool = False,
     device: str = "cpu",
@@ -52,46 +50,36 @@ def make_session(
     cpu_arena: bool = True,
     execution_mode: str = "sequential",
 ):
-    """Open ``onnx_path`` in an ``onnxruntime.InferenceSession``. ``optimized_model_path``: where ONNX Runtime
-    writes the graph after its optimizations (how the session levels become files to diff).
+    """Open ``onnx_path`` (or a serialized model) in an ``onnxruntime.InferenceSession`` on ``device``.
+    ``optimized_model_path``: where ONNX Runtime writes the graph after its optimizations (how the session levels
+    become files to diff).
 
     Spinning: by default worker threads busy-wait *during* a run (which matters most for small graphs;
     figures: docs/benchmarks/index.md) and stop the moment it returns, so an idle session takes no core from
     what runs next. ``keep_spinning=True`` is ONNX Runtime's own default; ``allow_spinning=False`` never spins.
-
-    A CUDA session that ONNX Runtime quietly opened on the CPU alone is an error, never a silent fallback.
-    ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`).
-    ``execution_mode="parallel"`` runs on at least two inter-op threads (with one, ONNX Runtime quietly runs
-    sequentially)."""
-    from .device import is_cuda, require_device, session_providers
+    ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`)."""
+    from .device import require_device, session_providers
     import onnxruntime as ort
 
     device = require_device(device)  # CUDA asked for and absent: said first, whatever else is wrong
-    path = Path(onnx_path)
-    if not path.is_file():
+    in_memory = isinstance(onnx_path, bytes)
+    path = Path("<the graph given in memory>" if in_memory else onnx_path)
+    if not in_memory and not path.is_file():
         raise InferenceError(f"no ONNX graph at {path}: export one first (workbench export, or run_export)")
     if threads is not None and threads < 1:
         raise InferenceError(f"threads must be a positive number, got {threads}; "
                              "leave it unset for OMP_NUM_THREADS where it is set, otherwise ONNX Runtime's default (one per core)")
     opts = _session_options(ort, graph_optimization, threads, allow_spinning, keep_spinning, optimized_model_path, profile_prefix)
     _memory_and_mode(ort, opts, memory_pattern, cpu_arena, execution_mode)
-    provider_options = None
-    if is_cuda(device) or cuda_graph:
-        providers, provider_options = session_providers(device, cuda_graph=cuda_graph)
+    providers, provider_options = session_providers(device, cuda_graph=cuda_graph)  # the CPU's, or CUDA's checked above
+    if device != "cpu":
         _load_cuda_libraries(ort)
-    available = ort.get_available_providers()
-    missing = [p for p in providers if p not in available]
-    if missing:
-        raise InferenceError(
-            f"execution provider(s) {missing} are not available in this ONNX Runtime build; "
-            f"available: {available}. Use the default CPUExecutionProvider, or install the build that has them"
-        )
     if disabled_optimizers is None:
         from .graphmeta import disabled_optimizers as asked
 
-        disabled_optimizers = asked(path)
+        disabled_optimizers = () if in_memory else asked(path)
     try:
-        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers),
+        session = ort.InferenceSession(onnx_path if in_memory else str(path), sess_options=opts, providers=providers,
                                        provider_options=provider_options, disabled_optimizers=list(disabled_optimizers) or None)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise InferenceError(f"ONNX Runtime could not open {path}: {exc}") from exc
@@ -101,9 +89,9 @@ def make_session(
 
 def _check_opened_on(session, device: str, path: Path) -> None:
     """A CUDA session that ONNX Runtime quietly opened on the CPU alone is an error, never a silent fallback."""
-    from .device import CUDA_PROVIDER, is_cuda
+    from .device import CUDA_PROVIDER
 
-    if is_cuda(device) and CUDA_PROVIDER not in session.get_providers():
+    if device != "cpu" and CUDA_PROVIDER not in session.get_providers():
         raise InferenceError(
             f"ONNX Runtime opened {path.name} on {session.get_providers()} although {device} was asked for: the CUDA "
             "provider failed to load (missing CUDA/cuDNN libraries; onnxruntime's warning above names the library). "
