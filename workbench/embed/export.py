@@ -1,16 +1,8 @@
-"""Export a sentence-transformers model to one ONNX graph that maps tokens to the sentence embedding:
-the Transformer, the pooling its ``1_Pooling/config.json`` names (mean, CLS, max, last token, mean /
-sqrt(length)), any Dense layers and the normalization, all inside the graph, so a runtime that holds
-only the graph and the tokenizer returns what ``SentenceTransformer.encode`` returns.
-
-``run_embed_export(folder, out_dir, EmbedExportConfig()) -> EmbedExportResult`` writes into ``out_dir``:
-``model.onnx`` (output ``sentence_embedding``, dynamic ``batch`` and ``sequence`` axes),
-``tokenizer/``, and ``embed_export.json``. Validation encodes real texts with
-``SentenceTransformer.encode`` and with the graph, and requires the cosine between the two
-embeddings of every text to reach ``min_cosine`` (0.9999 by default).
-
-Attention is loaded as ``"eager"`` for the same reason as the classifiers' export: ONNX Runtime's
-transformer optimizer fuses the eager attention pattern (:mod:`workbench.graph.export`).
+"""Export a sentence-transformers model to one ONNX graph from tokens to the sentence embedding: the
+Transformer, its pooling, any Dense layers and the normalization all inside the graph, so a runtime
+holding only the graph and the tokenizer returns what ``SentenceTransformer.encode`` returns; validated
+against it per text by cosine. Attention is loaded as ``"eager"``, the pattern ONNX Runtime's
+transformer optimizer fuses (as in :mod:`workbench.graph.export`).
 """
 
 from __future__ import annotations
@@ -36,9 +28,7 @@ DEFAULT_MIN_COSINE = 0.9999
 
 @dataclass(frozen=True)
 class EmbedExportConfig:
-    """``opset``: ONNX opset of the graph. ``max_length``: tokens per text (None: the folder's
-    ``max_seq_length``, else 256). ``min_cosine``: the validation's threshold per text.
-    ``validation_texts``: how many texts the graph is checked on."""
+    """How the embedding graph is exported and validated; each field's help says what it does."""
 
     opset: int = field(default=17, metadata={"help": "ONNX opset of the graph (14 to 20)"})
     max_length: Optional[int] = field(default=None, metadata={"help": (
@@ -122,7 +112,7 @@ def pooled_encoder(info: EmbedFolder, attn_implementation: str = "eager"):
         linear.load_state_dict(_dense_weights(info.folder / d.path))
         act = torch.nn.Tanh() if d.activation.endswith("Tanh") else torch.nn.Identity()
         dense.append(torch.nn.Sequential(linear, act))
-    return PooledEncoder(base, info.pooling, info.normalize, dense).eval()
+    return _module_class()(base, info.pooling, info.normalize, dense).eval()
 
 
 def _dense_weights(folder: Path) -> dict:
@@ -140,6 +130,7 @@ def _dense_weights(folder: Path) -> dict:
 
 
 def _module_class():
+    """The module's class, defined on first use: torch is imported only when a model is exported."""
     import torch
 
     class _PooledEncoder(torch.nn.Module):
@@ -173,10 +164,6 @@ def _module_class():
             return pooled
 
     return _PooledEncoder
-
-
-def PooledEncoder(base, pooling: str, normalize: bool, dense):  # noqa: N802 - builds the module class on demand (torch imported lazily)
-    return _module_class()(base, pooling, normalize, dense)
 
 
 def reference_encode(folder: str | os.PathLike, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None) -> np.ndarray:

@@ -1,20 +1,10 @@
-"""The quantization search on an embedding model, with its budget in retrieval terms.
+"""The quantization search on an embedding model, with its budget in NDCG@10 terms.
 
-``prepare_embed_search(export, task, out_dir, budget=EmbedBudget(...))`` scores the FP32 graph once on
-the retrieval task and returns an :class:`EmbedSearchBaseline`; give it to
-:func:`workbench.quant.search.run_search` like a classifier's baseline. For every candidate
-configuration the search quantizes (the variants' own quantizer, :func:`~workbench.embed.variants.embed_quantizer`),
-ranks the task and judges it with :class:`~workbench.embed.evaluate.EmbedBudget`: the share of FP32's
-NDCG@10 kept over all queries, and the largest NDCG@10 drop on every query slice big enough to judge.
-A configuration that misses its budget is quantized again with the nodes of the worst local SQNR left
-in FP32 (1, 2, 4, ... up to ``max_excluded``) until no slice is below its budget; every attempt is a
-candidate, timed beside the FP32 graph in interleaved rounds (texts in, embeddings out, at the data's
-median length, batch 1), and the fastest within budget and past the speed guard is chosen.
-
-A budget no INT8 graph meets can drive the re-quantization to leave every quantized node in FP32: that
-graph is the FP32 graph, not an INT8 variant. :meth:`EmbedSearchBaseline.search_candidates` finds it
-(no node of the graph is quantized any more) and records it as an FP32 candidate, scored but neither
-timed nor chosen (:func:`left_all_in_fp32`), and the search's message says so.
+``prepare_embed_search`` scores the FP32 graph once on the retrieval task and returns an
+:class:`EmbedSearchBaseline` for :func:`workbench.quant.search.run_search`. A configuration that misses
+its budget is quantized again with its worst-SQNR nodes left in FP32 (1, 2, 4, ... up to
+``max_excluded``); one that leaves every quantized node in FP32 is the FP32 graph, so it is scored but
+neither timed nor chosen.
 """
 
 from __future__ import annotations
@@ -28,7 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..quant.quantizer import excluding
-from ..quant.search import Scored, SearchTerms, fp32_candidate, int8_candidate, left_all_in_fp32  # noqa: F401  (left_all_in_fp32: read here too)
+from ..quant.choice import Scored, SearchTerms, fp32_candidate, int8_candidate
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult

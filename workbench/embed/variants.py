@@ -21,7 +21,7 @@ from ..graph.facts import file_size_mib
 from ..runs import layout
 from .. import runs
 from .export import EmbedExportResult
-from .folder import EmbedError
+from .folder import EmbedError, as_embed_error
 
 FP32 = "fp32"
 FUSED = "fused"
@@ -112,10 +112,8 @@ def preset_config(name: str):
     :class:`EmbedError` (one line, with the reason)."""
     from ..quant.config import QuantizeError, machine_preset
 
-    try:
+    with as_embed_error(QuantizeError):
         return machine_preset(name)
-    except QuantizeError as exc:
-        raise EmbedError(str(exc)) from exc
 
 
 def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,

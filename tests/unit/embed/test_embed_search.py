@@ -183,7 +183,7 @@ def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(missed_se
 def test_a_budget_no_int8_graph_meets_ends_at_the_fp32_graph_and_says_so(missed_search):
     import onnx
 
-    from workbench.embed.search import left_all_in_fp32
+    from workbench.quant.choice import left_all_in_fp32
     from workbench.quant import load_search
 
     res = missed_search
