@@ -1,7 +1,6 @@
-"""Recognising a sentence-transformers folder: which modules it chains (``modules.json``: Transformer
--> Pooling -> optional Dense / Normalize), the pooling its ``1_Pooling/config.json`` names, its
-maximum sequence length. Read from the files alone, before torch or transformers build anything, so
-every stage can ask "what kind of model is this?" cheaply and a broken folder fails with one line.
+"""Recognising a sentence-transformers folder (Transformer -> Pooling -> optional Dense / Normalize, the
+pooling, the maximum length) from its files alone, before torch loads anything, so any stage can ask
+cheaply what kind of model it is and a broken folder fails with one line.
 """
 
 from __future__ import annotations
@@ -93,14 +92,12 @@ def is_sentence_transformers_folder(folder: str | os.PathLike) -> bool:
 
 
 def task_of_folder(folder: str | os.PathLike) -> str:
-    """The kind of model in ``folder``: ``"embedding"`` for a sentence-transformers folder, else
-    ``"classification"`` (the classifier checks then say what else is wrong)."""
+    """``"embedding"`` for a sentence-transformers folder, else ``"classification"`` (whose checks say what is wrong)."""
     return EMBEDDING if is_sentence_transformers_folder(folder) else CLASSIFICATION
 
 
 def read_folder(folder: str | os.PathLike) -> EmbedFolder:
-    """Read a sentence-transformers folder (see the module doc); an :class:`EmbedError` (one line)
-    when it is not one, or when a module it lists cannot be reproduced in the graph."""
+    """Read a sentence-transformers folder; an :class:`EmbedError` when it is not one or lists a module the graph cannot reproduce."""
     from ..models.hub import model_source
     from ..models.load import MINILM, minilm_path
 

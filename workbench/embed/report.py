@@ -9,8 +9,7 @@ MAX_CHANGED_SHOWN = 5
 
 
 def _verdict(evaluation, judged, export, budget) -> dict:
-    """The verdict, built as every audit's is (:func:`workbench.report.verdict.build_verdict`) from the variants
-    judged as search candidates (``judged``: NDCG@10 budget, speed guard over the FP32 graph)."""
+    """The verdict (:func:`workbench.report.verdict.build_verdict`) from the variants judged as search candidates."""
     from ..report.inputs import ReportInputs
     from ..report.verdict import build_verdict
 

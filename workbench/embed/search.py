@@ -23,7 +23,7 @@ from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
 from .folder import EmbedError
-from .retrieval import RetrievalTask, compare_retrieval, score_task
+from .retrieval import RetrievalTask, compare_retrieval, score_task, task_texts
 
 DEFAULT_MAX_EXCLUDED = 8
 METRIC = "ndcg@10"
@@ -50,8 +50,7 @@ class EmbedSearchBaseline:
     def __init__(self, export: EmbedExportResult, fused: Path, task: RetrievalTask, budget: EmbedBudget,
                  calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
                  rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
-        from .encode import OnnxEncoder
-        from .encode import median_length_texts
+        from .encode import OnnxEncoder, median_length_texts
         from .variants import embed_quantizer
 
         if int(max_excluded) < 0:
@@ -71,10 +70,9 @@ class EmbedSearchBaseline:
         return 1.0 - self.budget.min_ndcg_ratio, self.budget.max_slice_drop
 
     def _rank(self, encoder) -> tuple[np.ndarray, dict[str, float]]:
-        texts = list(dict.fromkeys([*self.task.queries, *self.task.docs]))
+        texts, q_of, d_of = task_texts(self.task)
         emb = encoder.encode(texts, self.batch_size)
-        row = {t: i for i, t in enumerate(texts)}
-        return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
+        return score_task(self.task, emb[q_of], emb[d_of])
 
     def fp32_search_candidate(self, name: str, config):
         from ..graph.facts import file_size_mib
@@ -82,7 +80,7 @@ class EmbedSearchBaseline:
         cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
         return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
-                              self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
+                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32_NAME])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
         """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
@@ -108,11 +106,11 @@ class EmbedSearchBaseline:
         return tried
 
     def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
-        """A quantized graph scored, judged and timed; ``all_fp32`` (the op types it left in FP32, when no
-        node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
+        """A quantized graph scored, judged and timed; with ``all_fp32`` (the op types it left in FP32, no node
+        quantized any more) it is the FP32 graph: scored and judged, never timed or chosen."""
+        from ..graph.facts import file_size_mib
         from ..quant.choice import all_fp32_candidate
         from .encode import OnnxEncoder
-        from ..graph.facts import file_size_mib
 
         enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
@@ -122,13 +120,12 @@ class EmbedSearchBaseline:
         if all_fp32:
             why = f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)"
             return all_fp32_candidate(name, name.split("/")[0], scored, chk, why)
-        timed = self._time({name: enc}, name)[name]
+        timed = self._time({name: enc})[name]
         scored = dataclasses.replace(scored, latency_ms=timed.median_ms, speedup_ratio=timed.ratio, contended=timed.contended)
         return int8_candidate(name, name.split("/")[0], scored, chk, config.min_speedup)
 
-    def _time(self, encoders: dict, what: str) -> dict:
-        """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
-        name -> (median_ms, paired ratio over FP32)."""
+    def _time(self, encoders: dict) -> dict:
+        """The FP32 graph and ``encoders`` in interleaved rounds at batch 1: name -> median ms and ratio over FP32."""
         from .encode import encode_fns, speed_of, time_encoders
 
         run = time_encoders(encode_fns({FP32_NAME: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32_NAME, self.tokens,
@@ -142,12 +139,10 @@ class EmbedSearchBaseline:
 
 
 def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = "") -> SearchTerms:
-    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, and (with ``max_excluded``)
-    the nodes the search may leave in FP32."""
-    b = budget
+    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, the nodes left in FP32."""
     return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
-                       budget=(f"within the NDCG@10 budget ({b.min_ndcg_ratio:.1%} of FP32's kept, no slice of {b.min_slice_size}+ "
-                               f"queries losing more than {b.max_slice_drop:g})"
+                       budget=(f"within the NDCG@10 budget ({budget.min_ndcg_ratio:.1%} of FP32's kept, no slice of "
+                               f"{budget.min_slice_size}+ queries losing more than {budget.max_slice_drop:g})"
                                + (f", even with up to {max_excluded} nodes in FP32" if max_excluded else "")),
                        advice=(f"loosen the budget or raise max_excluded (now {max_excluded})" if max_excluded else
                                "loosen the budget, or search with nodes left in FP32 (--search)"),
@@ -155,14 +150,12 @@ def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = 
 
 
 def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_speedup: float):
-    """The audit's quantized variants judged as search candidates (the verdict is built from them, as a
-    classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
-    interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
-    from ..quant.search import SearchConfig, choose
+    """The audit's quantized variants and the FP32 graph judged as search candidates, for the verdict: NDCG@10
+    against ``budget``, speed-up over the FP32 graph at batch 1 (untimed: the speed guard is off)."""
     from ..graph.facts import file_size_mib
-    from .variants import FP32, FUSED, preset_config
-
+    from ..quant.search import SearchConfig, choose
     from .encode import speed_of
+    from .variants import FP32, FUSED, preset_config
 
     timed = speed is not None
     by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
@@ -187,8 +180,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
 
 
 def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
-    """The op types ``cfg`` left in FP32 ("MatMul", "Gather and MatMul") when the quantized graph has no
-    quantized node left, else "": the one place the search finds a quantization that is the FP32 graph."""
+    """The op types ``cfg`` left in FP32 ("Gather and MatMul") when no node of the quantized graph is quantized, else ""."""
     import onnx
 
     from ..quant.quantize import quantized_nodes
@@ -205,9 +197,8 @@ def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir
                          threads: Optional[int] = None, max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8,
                          fused: Optional[str | os.PathLike] = None, load_check: bool = True,
                          retimes: Optional[int] = None) -> EmbedSearchBaseline:
-    """Fuse the export (unless ``fused`` names a fused graph already built) and score the FP32 graph on
-    ``task``; ``calibration_texts`` (default: the task's documents) calibrate static configurations and
-    rank nodes for exclusion."""
+    """Fuse the export (unless ``fused`` is built already) and score the FP32 graph on ``task``;
+    ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
     from ..perf.machine_profile import default_threads
     from ..runs import layout
     from .variants import fuse
