@@ -71,22 +71,6 @@ class OnnxEncoder:
         return rows[np.argsort(order, kind="stable")]
 
 
-class TokenGraphEncoder(OnnxEncoder):
-    """A graph that returns token embeddings (sentence-transformers' own ONNX export), mean-pooled and
-    normalized here in NumPy as its Python side does."""
-
-    def __init__(self, graph, tokenizer, max_length: int, threads: Optional[int] = None, normalize: bool = True) -> None:
-        super().__init__(graph, tokenizer, max_length, threads)
-        self.normalize = normalize
-
-    def finish(self, feed: dict, out: np.ndarray) -> np.ndarray:
-        mask = feed["attention_mask"][..., None].astype(out.dtype)
-        pooled = (out * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-        if self.normalize:
-            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled
-
-
 ST_ENCODE = "sentence-transformers encode (PyTorch FP32)"
 
 

@@ -19,7 +19,6 @@ from .. import runs
 from ..runs import layout
 from .folder import EmbedError, EmbedFolder, read_folder
 
-GRAPH_FILE = layout.EXPORT_GRAPH
 TOKENIZER_DIR = "tokenizer"
 RESULT_FILE = "embed_export.json"
 OUTPUT_NAME = "sentence_embedding"
@@ -94,15 +93,14 @@ class EmbedExportResult:
         return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
 
 
-def pooled_encoder(info: EmbedFolder, attn_implementation: str = "eager"):
-    """A ``torch.nn.Module`` computing ``(input_ids, attention_mask[, token_type_ids]) -> sentence
-    embedding`` as the folder's modules do, with the transformer loaded from its own folder."""
+def pooled_encoder(info: EmbedFolder):
+    """A ``torch.nn.Module`` from ``(input_ids, attention_mask[, token_type_ids])`` to the sentence embedding,
+    as the folder's modules compute it."""
     import torch
     from transformers import AutoModel
 
     try:
-        base = AutoModel.from_pretrained(str(info.transformer_path), local_files_only=True,
-                                         attn_implementation=attn_implementation)
+        base = AutoModel.from_pretrained(str(info.transformer_path), local_files_only=True, attn_implementation="eager")
     except (OSError, ValueError) as exc:
         raise EmbedError(f"cannot load the Transformer module from {info.transformer_path}: {exc}") from exc
     base.eval()
@@ -230,7 +228,7 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     enc = dict(encode(tokenizer, texts[:2], max_length))
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
     t0 = time.perf_counter()
-    path = out / GRAPH_FILE
+    path = out / layout.EXPORT_GRAPH
     with runs.atomic_path(path) as tmp, torch.no_grad(), standard_symbolics(), torchscript_export_warnings():
         torch.onnx.export(module, tuple(enc[n] for n in names), str(tmp), input_names=names, output_names=[OUTPUT_NAME],
                           dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, OUTPUT_NAME: {0: "batch"}},

@@ -6,7 +6,6 @@ quantize the fused graph (what a deployment runs); static QDQ quantizes the expo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -110,11 +109,16 @@ def preset_config(name: str):
         return machine_preset(name)
 
 
+def _variant(name: str, preset: str, done, source: str, started: float) -> EmbedVariant:
+    """A quantized variant (a :class:`~workbench.quant.quantizer.Quantized`) built since ``started``."""
+    return EmbedVariant(name, done.path, source, preset, tuple(done.config.nodes_to_exclude), time.perf_counter() - started,
+                        file_size_mib(done.path))
+
+
 def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,
-                   calibration_texts: Sequence[str] = (), exclude_worst: int = 0,
-                   nodes_to_exclude: Sequence[str] = ()) -> EmbedVariants:
+                   calibration_texts: Sequence[str] = (), exclude_worst: int = 0) -> EmbedVariants:
     """``fp32`` (the export), ``fused`` and one graph per preset in ``out_dir``; with ``exclude_worst`` k, also
-    ``<preset>+exclude<k>`` with its k nodes of lowest local SQNR left in FP32, besides ``nodes_to_exclude``."""
+    ``<preset>+exclude<k>`` with its k nodes of lowest local SQNR left in FP32."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     configs = {name: preset_config(name) for name in presets}  # every refusal before any work
@@ -128,19 +132,15 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     notes = [f"INT8 weights on this CPU: {machine_defaults().why}"]  # the presets follow it (preset_config)
     quantizer = embed_quantizer(export, fused, calibration_texts)
     for name, cfg in configs.items():
-        if nodes_to_exclude:
-            cfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(nodes_to_exclude))
         src = FUSED if quantizer.source(cfg) == fused else FP32
         t0 = time.perf_counter()
         done = quantizer.quantize(cfg, out / f"model.{name}.onnx")
-        built.append(EmbedVariant(name, done.path, src, name, tuple(done.config.nodes_to_exclude), time.perf_counter() - t0,
-                                  file_size_mib(done.path)))
+        built.append(_variant(name, name, done, src, t0))
         if exclude_worst:
             ename = f"{name}+exclude{exclude_worst}"
             t0 = time.perf_counter()
             less = quantizer.without_worst(done, exclude_worst, out / f"model.{ename}.onnx")
-            built.append(EmbedVariant(ename, less.path, src, name, tuple(less.config.nodes_to_exclude), time.perf_counter() - t0,
-                                      file_size_mib(less.path)))
+            built.append(_variant(ename, name, less, src, t0))
             notes.append(f"{ename}: {less.note}")
     result = EmbedVariants(built, notes)
     runs.save_result(result, out / RESULT_FILE)
