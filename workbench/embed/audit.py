@@ -168,7 +168,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
             task = load_pairs_task(path, Path(cfg.queries).expanduser(), cfg.text_column, cfg.id_column, cfg.query_column,
                                    cfg.relevant_column, cfg.slice_columns)
             if cfg.max_queries is not None:
-                task = _first_queries(task, cfg.max_queries)
+                task = task.only(range(min(cfg.max_queries, len(task.queries))))
             source = f"{cfg.data} with queries {cfg.queries}"
         else:
             from ..data.load import DataError, read_table
@@ -194,13 +194,6 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
     if out.exists() and not out.is_dir():
         raise EmbedError(f"output folder {str(out)!r} is a file; give a folder with --out")
     return CheckedEmbedInputs(folder, task, texts, slices, out, source)
-
-
-def _first_queries(task: RetrievalTask, n: int) -> RetrievalTask:
-    keep = set(range(min(n, len(task.queries))))
-    return RetrievalTask(task.name, task.queries[:n], task.docs, task.relevant[:n], task.exclude[:n],
-                         {k: [i for i in v if i in keep] for k, v in task.query_slices.items() if any(i in keep for i in v)},
-                         task.description)
 
 
 @dataclass(frozen=True)

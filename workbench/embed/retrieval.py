@@ -6,6 +6,7 @@ of their movie. A user's task is a corpus file and a pairs file (:func:`load_pai
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,13 @@ class RetrievalTask:
     @property
     def sizes(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.query_slices.items()}
+
+    def only(self, keep: Sequence[int]) -> "RetrievalTask":
+        """The task with only the queries at ``keep`` (in that order), its slices renumbered and empty ones dropped."""
+        new = {old: i for i, old in enumerate(keep)}
+        slices = {k: [new[i] for i in v if i in new] for k, v in self.query_slices.items()}
+        return dataclasses.replace(self, queries=[self.queries[i] for i in keep], relevant=[self.relevant[i] for i in keep],
+                                   exclude=[self.exclude[i] for i in keep], query_slices={k: v for k, v in slices.items() if v})
 
 
 def length_slices(texts: Sequence[str], prefix: str = "length") -> dict[str, list[int]]:
@@ -125,19 +133,13 @@ def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_
         med = int(np.median(n_rel))
         slices[f"relevant: <= {med} reviews"] = np.flatnonzero(n_rel <= med).tolist()
         slices[f"relevant: > {med} reviews"] = np.flatnonzero(n_rel > med).tolist()
-    slices = {k: v for k, v in slices.items() if v}
-    keep_q = [i for i, r in enumerate(relevant) if r]
-    if len(keep_q) != len(relevant):  # a review whose movie's other reviews were not kept
-        remap = {old: new for new, old in enumerate(keep_q)}
-        q_texts = [q_texts[i] for i in keep_q]
-        relevant = [relevant[i] for i in keep_q]
-        exclude = [exclude[i] for i in keep_q]
-        slices = {k: [remap[i] for i in v if i in remap] for k, v in slices.items()}
+    keep_q = [i for i, r in enumerate(relevant) if r]  # not a review whose movie's other reviews were all left out
     what = ("plot descriptions ask for the reviews of their movie" if queries == "plots"
             else "reviews ask for the other reviews of their movie")
-    return RetrievalTask(name=f"built-in: {queries} -> reviews", queries=q_texts, docs=docs["text"].tolist(),
-                         relevant=relevant, exclude=exclude, query_slices=slices,
-                         description=f"{what}: {len(q_texts)} queries, {len(docs)} reviews of {docs['movie_name'].nunique()} movies")
+    task = RetrievalTask(name=f"built-in: {queries} -> reviews", queries=q_texts, docs=docs["text"].tolist(),
+                         relevant=relevant, exclude=exclude, query_slices={k: v for k, v in slices.items() if v},
+                         description=f"{what}: {len(keep_q)} queries, {len(docs)} reviews of {docs['movie_name'].nunique()} movies")
+    return task if len(keep_q) == len(relevant) else task.only(keep_q)
 
 
 def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_column: str = "text",

@@ -1,7 +1,7 @@
 """The quantization search on an embedding model, with its budget in NDCG@10 terms.
 
-``prepare_embed_search`` scores the FP32 graph once on the retrieval task and returns an
-:class:`EmbedSearchBaseline` for :func:`workbench.quant.search.run_search`. A configuration that misses
+:class:`EmbedSearchBaseline` scores the FP32 graph once on the retrieval task, for
+:func:`workbench.quant.search.run_search`. A configuration that misses
 its budget is quantized again with its worst-SQNR nodes left in FP32 (1, 2, 4, ... up to
 ``max_excluded``); one that leaves every quantized node in FP32 is the FP32 graph, so it is scored but
 neither timed nor chosen.
@@ -42,23 +42,31 @@ def exclusion_steps(max_excluded: int) -> list[int]:
 
 
 class EmbedSearchBaseline:
-    """An embedding graph scored once on a retrieval task: the FP32 rankings, its latency at batch 1
-    and the budget every candidate is held to (a :class:`~workbench.quant.search.ScoredBaseline`)."""
+    """An embedding graph scored once on a retrieval task (a :class:`~workbench.quant.search.ScoredBaseline`):
+    the export fused (unless ``fused`` is built already), the FP32 rankings, the texts it is timed on and the
+    budget every candidate is held to; ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
 
     metric = METRIC
+    batch_size = 32  # texts per batch when a graph encodes the task
 
-    def __init__(self, export: EmbedExportResult, fused: Path, task: RetrievalTask, budget: EmbedBudget,
-                 calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
-                 rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
+    def __init__(self, export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
+                 budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (), threads: Optional[int] = None,
+                 max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8, fused: Optional[str | os.PathLike] = None,
+                 load_check: bool = True, retimes: Optional[int] = None) -> None:
+        from ..perf.machine_profile import default_threads
+        from ..runs import layout
         from .encode import OnnxEncoder, median_length_texts
-        from .variants import embed_quantizer
+        from .variants import embed_quantizer, fuse
 
         if int(max_excluded) < 0:
             raise EmbedError(f"max_excluded must be 0 or more (0: no node is left in FP32), got {max_excluded}")
-        self.export, self.task, self.budget = export, task, budget
-        self.threads, self.max_excluded, self.rounds, self.batch_size = int(threads), int(max_excluded), int(rounds), batch_size
+        self.export, self.task, self.budget = export, task, budget or EmbedBudget()
+        self.threads, self.max_excluded, self.rounds = int(threads or default_threads()), int(max_excluded), int(rounds)
         self.load_check, self.retimes = load_check, retimes
-        self.quantizer, self.tokenizer = embed_quantizer(export, fused, calibration_texts), export.load_tokenizer()
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        fused = Path(fused) if fused is not None else fuse(export, Path(out_dir) / layout.FUSED_GRAPH)
+        calibration = list(calibration_texts) or list(task.docs)[:128]
+        self.quantizer, self.tokenizer = embed_quantizer(export, fused, calibration), export.load_tokenizer()
         self.fp32 = OnnxEncoder(export.onnx_path, self.tokenizer, export.max_length, self.threads)
         self.fp32_ranked, self.fp32_metrics = self._rank(self.fp32)
         (self.timing_texts, self.tokens) = median_length_texts(self.tokenizer, list(task.docs), export.max_length, 1)
@@ -190,22 +198,3 @@ def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
     kept = set(cfg.nodes_to_exclude)
     ops = sorted({n.op_type for n in onnx.load(str(float_path), load_external_data=False).graph.node if n.name in kept})
     return " and ".join(ops) or "node"
-
-
-def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
-                         budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (),
-                         threads: Optional[int] = None, max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8,
-                         fused: Optional[str | os.PathLike] = None, load_check: bool = True,
-                         retimes: Optional[int] = None) -> EmbedSearchBaseline:
-    """Fuse the export (unless ``fused`` is built already) and score the FP32 graph on ``task``;
-    ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
-    from ..perf.machine_profile import default_threads
-    from ..runs import layout
-    from .variants import fuse
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fused_path = Path(fused) if fused is not None else fuse(export, out / layout.FUSED_GRAPH)
-    calib = list(calibration_texts) or list(task.docs)[:128]
-    return EmbedSearchBaseline(export, fused_path, task, budget or EmbedBudget(), calib, int(threads or default_threads()),
-                               max_excluded, rounds, load_check=load_check, retimes=retimes)
