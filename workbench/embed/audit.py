@@ -87,10 +87,6 @@ class EmbedAuditConfig:
         with as_embed_error(QuantizeError):
             for p in self.presets:
                 QuantConfig.preset(p)
-        for name in ("max_queries", "max_docs"):
-            v = getattr(self, name)
-            if v is not None and int(v) < 1:
-                raise EmbedError(f"{name} must be at least 1, got {v}")
         for name, why in (("exclude_worst", ""), ("max_excluded", " (nodes the search may leave in FP32)")):
             if int(getattr(self, name)) < 0:
                 raise EmbedError(f"{name} must be 0 or more{why}, got {getattr(self, name)}")
@@ -102,12 +98,13 @@ class EmbedAuditConfig:
             object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup))
         with as_embed_error(EvaluationError):  # the intervals' and the search's rules for the bootstrap and its seed
             EvalConfig(n_boot=self.n_boot, seed=self.seed)
-        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3), ("retimes", 0)):
+        unset = {"max_queries": "every query", "max_docs": "every document", "threads": "the machine's default"}
+        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3), ("retimes", 0),
+                            ("max_queries", 1), ("max_docs", 1), ("threads", 1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < least:
-                raise EmbedError(f"{name} must be a whole number of at least {least}, got {v!r}")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
-            raise EmbedError(f"threads must be a whole number of at least 1 (or unset: the machine's default), got {self.threads!r}")
+            if (v is not None or name not in unset) and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+                or_unset = f" (or unset: {unset[name]})" if name in unset else ""
+                raise EmbedError(f"{name} must be a whole number of at least {least}{or_unset}, got {v!r}")
         with as_embed_error(EngineError):
             self.engine_config()
 
