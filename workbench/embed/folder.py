@@ -78,12 +78,11 @@ class EmbedFolder:
 
 def _read_json(path: Path, what: str, fix: str) -> dict:
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError as exc:
         raise EmbedError(f"{path}: no {what}; {fix}") from exc
     except (OSError, ValueError) as exc:
         raise EmbedError(f"{path}: cannot read {what} ({exc}); {fix}") from exc
-    return data
 
 
 def is_sentence_transformers_folder(folder: str | os.PathLike) -> bool:
