@@ -140,8 +140,7 @@ class EmbedAuditResult:
 
 
 def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmbedInputs:
-    """Read the folder and the data, build the task; every problem an :class:`EmbedError` (one line),
-    raised before anything is written."""
+    """Read the folder and the data and build the task; every problem one :class:`EmbedError` before anything is written."""
     from .. import runs
     from ..models.hub import model_name
     from ..runtime.engine import EngineError, check_engine
@@ -195,8 +194,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
 
 @dataclass(frozen=True)
 class EmbedQuantRun:
-    """What :func:`run_embed_quantization` produced: the export, the variants, their scores and
-    (when timed) their speed. ``evaluation`` and ``speed`` are None when the export failed validation."""
+    """What :func:`run_embed_quantization` produced; ``evaluation`` and ``speed`` are None when the export failed validation."""
 
     out_dir: Path
     folder: EmbedFolder
@@ -213,11 +211,8 @@ class EmbedQuantRun:
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                            checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None,
                            report: bool = False) -> EmbedQuantRun:
-    """The registry's ``embed-audit`` route with the embedding task (:mod:`workbench.embed.stages`):
-    export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement), time it
-    against ``SentenceTransformer.encode`` and search (``cfg.search``); with ``report``, report.html and
-    summary.json too. ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`).
-    A stage that fails raises its error as it is."""
+    """The registry's ``embed-audit`` route (:mod:`workbench.embed.stages`), its report only with ``report``;
+    ``progress`` hears each graph's rows as they are encoded. A stage that fails raises its error as it is."""
     from ..workflows.stages import stages_for
     from ..workflows.steps import Job
 
@@ -240,8 +235,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
-    """The audit (see the module doc): :func:`run_embed_quantization` with its report: report.html and
-    summary.json written as one unit."""
+    """The audit (see the module doc): :func:`run_embed_quantization` with report.html and summary.json."""
     t0 = time.perf_counter()
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress, report=True)
     page, written, summary = run.report

@@ -103,8 +103,7 @@ def st_encoder(folder, threads: Optional[int] = None):
 
 
 def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Mapping[int, Sequence[str]]) -> dict:
-    """Per batch size, name -> a callable encoding that batch: ONNX encoders' ``encode_batch`` and
-    ``st_model.encode`` (when given) under :data:`ST_ENCODE`."""
+    """Per batch size, name -> one call encoding that batch (``st_model.encode``, when given, as :data:`ST_ENCODE`)."""
     out: dict[int, dict[str, Callable[[], object]]] = {}
     for batch, texts in texts_by_batch.items():
         fns: dict[str, Callable[[], object]] = {}
@@ -119,9 +118,8 @@ def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Ma
 def time_encoders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
                   graphs: Optional[Mapping[str, str]] = None, *, floors: bool = True, load_check: bool = True,
                   retimes: Optional[int] = None, **rounds) -> "SpeedRun":
-    """Texts in, embeddings out (name -> one encode call of a batch, per batch size, at ``tokens`` tokens) timed by
-    the workbench's one timing function (:func:`workbench.perf.speed.time_callables`); ``graphs`` (name -> ONNX path)
-    get a floor; ``rounds``: its rounds, repeats, warmup, max_seconds (60 s by default)."""
+    """:func:`encode_fns`' calls at ``tokens`` tokens timed by :func:`workbench.perf.speed.time_callables` (``rounds``: its
+    rounds, repeats, warmup and max_seconds, 60 s by default); ``graphs`` (name -> ONNX path) get a floor."""
     from ..perf.machine_profile import machine_profile
     from ..perf.speed import RETIMES, time_callables
     from .folder import as_embed_error
@@ -150,8 +148,7 @@ def speed_of(run: "SpeedRun", name: str, batch: int, over: Optional[str] = None)
 
 
 def speed_summary(run: "SpeedRun") -> dict:
-    """The run as summary.json, the report and the speed figure hold it: every name at every batch size
-    (:func:`speed_of`, over the run's base), the threads, the CPU and the load."""
+    """The run as summary.json, the report and the speed figure hold it (every name at every batch size, over the base)."""
     batches = [x.batch for x in next(iter(run.latency.values()), [])]
     rows = [{k: v for k, v in speed_of(run, n, b).items() if k != "ratio"} for b in batches for n in run.latency]
     return {"base": next((s.base for s in run.speeds), rows[0]["name"] if rows else ""), "threads": run.threads, "cpu": run.cpu,

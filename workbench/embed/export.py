@@ -204,9 +204,8 @@ def validation_texts(n: int) -> list[str]:
 
 def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg: Optional[EmbedExportConfig] = None,
                      texts: Optional[Sequence[str]] = None) -> EmbedExportResult:
-    """Export the sentence-transformers model in ``folder`` (see the module doc) and validate it on
-    ``texts`` (default: built-in reviews and plots). A failed validation does not raise:
-    ``result.validation.passed`` is False and its text says by how much."""
+    """Export the model in ``folder`` and validate it on ``texts`` (default: built-in reviews and plots); a failed
+    validation does not raise: ``result.validation`` says by how much."""
     import onnx
     import torch
     from transformers import AutoTokenizer

@@ -31,8 +31,7 @@ DENSE_ACTIVATIONS = ("torch.nn.modules.linear.Identity", "torch.nn.modules.activ
 
 
 class EmbedError(ModelError):
-    """An embedding model, task or file the workbench cannot use; the message names the value, the
-    reason and the fix (exit code 2 at the command line)."""
+    """An embedding model, task or file the workbench cannot use: one line with the value, the reason and the fix."""
 
 
 @contextmanager
