@@ -119,9 +119,26 @@ def _openvino(a, folder: Path, work: Path, calibration: list[str]):
         return None
 
 
+def token_graph_encoder(graph, tokenizer, max_length: int, threads: int):
+    """The anchor's graph, which returns token embeddings (sentence-transformers' own ONNX export): an
+    :class:`~workbench.embed.encode.OnnxEncoder` whose rows are mean-pooled and normalized here in NumPy,
+    as sentence-transformers' Python side does."""
+    import numpy as np
+
+    from workbench.embed.encode import OnnxEncoder
+
+    class TokenGraphEncoder(OnnxEncoder):
+        def finish(self, feed: dict, out: np.ndarray) -> np.ndarray:
+            mask = feed["attention_mask"][..., None].astype(out.dtype)
+            pooled = (out * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    return TokenGraphEncoder(graph, tokenizer, max_length, threads)
+
+
 def main(argv=None) -> int:
     a = _args(argv)
-    from workbench.embed.encode import OnnxEncoder, TokenGraphEncoder
+    from workbench.embed.encode import OnnxEncoder
     from workbench.embed.export import run_embed_export
     from workbench.embed.retrieval import builtin_task
     from workbench.embed.encode import median_length_texts
@@ -144,7 +161,7 @@ def main(argv=None) -> int:
     anchor = None
     if not a.no_anchor:
         anchor = _anchor(a, folder, work, batch32)
-        encoders[ANCHOR] = TokenGraphEncoder(anchor["int8_graph"], tok, export.max_length, a.threads)
+        encoders[ANCHOR] = token_graph_encoder(anchor["int8_graph"], tok, export.max_length, a.threads)
     payload: dict = {"task": task.description, "validation": export.validation.text(), "threads": a.threads,
                      "variants": {v.name: {"path": str(v.path), "size_mib": v.size_mib, "excluded": list(v.excluded_nodes)}
                                   for v in variants.variants}, "anchor": anchor, "openvino": None, "notes": variants.notes}

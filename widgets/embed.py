@@ -20,7 +20,7 @@ from workbench.core.options import field_help
 from workbench.embed.audit import EmbedAuditConfig, EmbedQuantRun
 from workbench.embed.encode import speed_of, speed_summary
 from workbench.embed.retrieval import QUERY_KINDS
-from workbench.embed.search import left_all_in_fp32
+from workbench.quant.choice import left_all_in_fp32
 from workbench.plots import embed as embed_plots
 from workbench.quant import PRESETS, SearchResult
 from workbench.sessions.embed import EmbedSession

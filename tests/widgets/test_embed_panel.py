@@ -72,7 +72,7 @@ def test_a_search_with_no_preset_is_one_line_in_the_panel_which_keeps_working():
 
 @pytest.mark.slow
 def test_search_button_shows_every_candidate_and_the_winner(tmp_path):
-    from workbench.embed.search import left_all_in_fp32
+    from workbench.quant.choice import left_all_in_fp32
 
     from workbench.embed.retrieval import builtin_task
 

@@ -1,16 +1,7 @@
-"""The audit of an embedding model: ``run_embed_audit(folder, EmbedAuditConfig, out) -> EmbedAuditResult``.
-
-Steps (the registry's ``embed-audit`` route, :mod:`workbench.embed.stages`): read the
-sentence-transformers folder; export with pooling and normalization in the graph and validate
-against ``SentenceTransformer.encode``; fuse; quantize with the presets (and, with
-``exclude_worst``, again with the worst nodes left in FP32); score every variant on the retrieval
-task (built-in, or the user's corpus and pairs) and on the texts without labels; time them against
-``SentenceTransformer.encode`` at the data's median length; write ``report.html`` and
-``summary.json`` as one unit. Inputs are checked before anything is written
-(:func:`check_embed_inputs`): a bad one is one :class:`~workbench.embed.folder.EmbedError` line.
-
-Exit codes: 0 a quantized variant meets the budget (the verdict names the fastest), 3 none does,
-1 the exported graph failed validation.
+"""The audit of an embedding model: ``run_embed_audit(folder, EmbedAuditConfig, out) -> EmbedAuditResult``,
+the registry's ``embed-audit`` route (:mod:`workbench.embed.stages`). Inputs are checked before anything
+is written (:func:`check_embed_inputs`). Exit codes: 0 a quantized variant meets the budget, 3 none
+does, 1 the exported graph failed validation.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..flow.sequence import run_stages
 from .evaluate import DEFAULT_MAX_SLICE_DROP, DEFAULT_MIN_NDCG_RATIO, DEFAULT_MIN_SLICE_SIZE, EmbedBudget
-from .folder import EmbedError, EmbedFolder, read_folder
+from .folder import EmbedError, EmbedFolder, as_embed_error, read_folder
 from .retrieval import QUERY_KINDS, RetrievalTask
 
 if TYPE_CHECKING:
@@ -39,15 +30,7 @@ def _field(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class EmbedAuditConfig:
-    """``data``: ``"builtin"`` (the built-in retrieval task) or a table of texts (the corpus).
-    ``queries``: a pairs file (one row per query and relevant document) for a corpus given as
-    ``data``; without it, a corpus is scored without labels. ``builtin_queries``: plots or reviews.
-    Budget: ``min_ndcg_ratio`` of FP32's NDCG@10 kept overall, ``max_slice_drop`` NDCG@10 lost at
-    most on any query slice of ``min_slice_size`` queries or more. ``max_queries``/``max_docs``
-    shrink the task (quick looks, tests). ``time_speed``: time against SentenceTransformer.encode.
-    ``search``: also run the quantization search over ``presets`` with this budget, each preset that
-    misses it quantized again with up to ``max_excluded`` of its worst nodes left in FP32
-    (:mod:`workbench.embed.search`; needs retrieval labels)."""
+    """The embedding audit's settings; each field's help says what it does."""
 
     data: str = _field(BUILTIN, "builtin (the built-in retrieval task) or a table of texts: the corpus")
     queries: Optional[str] = _field(None, "a pairs file, one row per query and relevant document of the data corpus "
@@ -93,52 +76,37 @@ class EmbedAuditConfig:
     ray_threads: int = _field(1, "engine ray: ONNX Runtime threads (and Ray CPUs) of each actor")
 
     def __post_init__(self) -> None:
-        from ..quant import QuantConfig, check_min_speedup
+        from ..quant import EvalConfig, EvaluationError, QuantConfig, check_min_speedup
         from ..quant.config import QuantizeError
+        from ..runtime.engine import EngineError
 
         object.__setattr__(self, "slice_columns", tuple(self.slice_columns))
         object.__setattr__(self, "presets", tuple(self.presets))
         if self.builtin_queries not in QUERY_KINDS:
             raise EmbedError(f"builtin_queries must be one of {', '.join(QUERY_KINDS)}, got {self.builtin_queries!r}")
-        for p in self.presets:
-            try:
+        with as_embed_error(QuantizeError):
+            for p in self.presets:
                 QuantConfig.preset(p)
-            except QuantizeError as exc:
-                raise EmbedError(str(exc)) from exc
-        for name in ("max_queries", "max_docs"):
-            v = getattr(self, name)
-            if v is not None and int(v) < 1:
-                raise EmbedError(f"{name} must be at least 1, got {v}")
-        if int(self.exclude_worst) < 0:
-            raise EmbedError(f"exclude_worst must be 0 or more, got {self.exclude_worst}")
-        if int(self.max_excluded) < 0:
-            raise EmbedError(f"max_excluded must be 0 or more (nodes the search may leave in FP32), got {self.max_excluded}")
+        for name, why in (("exclude_worst", ""), ("max_excluded", " (nodes the search may leave in FP32)")):
+            if int(getattr(self, name)) < 0:
+                raise EmbedError(f"{name} must be 0 or more{why}, got {getattr(self, name)}")
         if self.queries is not None and self.data == BUILTIN:
             raise EmbedError("queries (a pairs file) needs the corpus it points into as data, got data='builtin'; "
                              "give the corpus file as data")
         EmbedBudget(self.min_ndcg_ratio, self.max_slice_drop, self.min_slice_size)
-        try:
+        with as_embed_error(QuantizeError):
             object.__setattr__(self, "min_speedup", check_min_speedup(self.min_speedup))
-        except QuantizeError as exc:
-            raise EmbedError(str(exc)) from None
-        from ..quant import EvalConfig, EvaluationError
-
-        try:  # the intervals' and the search's rules for the bootstrap and its seed, in their words
+        with as_embed_error(EvaluationError):  # the intervals' and the search's rules for the bootstrap and its seed
             EvalConfig(n_boot=self.n_boot, seed=self.seed)
-        except EvaluationError as exc:
-            raise EmbedError(str(exc)) from None
-        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3), ("retimes", 0)):
+        unset = {"max_queries": "every query", "max_docs": "every document", "threads": "the machine's default"}
+        for name, least in (("batch_size", 1), ("calibration_size", 1), ("max_texts", 1), ("timing_rounds", 3), ("retimes", 0),
+                            ("max_queries", 1), ("max_docs", 1), ("threads", 1)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < least:
-                raise EmbedError(f"{name} must be a whole number of at least {least}, got {v!r}")
-        from ..runtime.engine import EngineError
-
-        try:
+            if (v is not None or name not in unset) and (isinstance(v, bool) or not isinstance(v, int) or v < least):
+                or_unset = f" (or unset: {unset[name]})" if name in unset else ""
+                raise EmbedError(f"{name} must be a whole number of at least {least}{or_unset}, got {v!r}")
+        with as_embed_error(EngineError):
             self.engine_config()
-        except EngineError as exc:
-            raise EmbedError(str(exc)) from None
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
-            raise EmbedError(f"threads must be a whole number of at least 1 (or unset: the machine's default), got {self.threads!r}")
 
     def engine_config(self):
         """Where the texts are encoded (:func:`workbench.runtime.engine.scoring_engine`)."""
@@ -172,17 +140,14 @@ class EmbedAuditResult:
 
 
 def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmbedInputs:
-    """Read the folder and the data, build the task; every problem an :class:`EmbedError` (one line),
-    raised before anything is written."""
+    """Read the folder and the data and build the task; every problem one :class:`EmbedError` before anything is written."""
     from .. import runs
     from ..models.hub import model_name
     from ..runtime.engine import EngineError, check_engine
     from .retrieval import builtin_task, column_slices, length_slices, load_pairs_task
 
-    try:  # Ray installed and its cluster answering, for engine ray
+    with as_embed_error(EngineError):  # Ray installed and its cluster answering, for engine ray
         check_engine(cfg.engine_config())
-    except EngineError as exc:
-        raise EmbedError(str(exc)) from None
     folder = read_folder(model)
     texts: list[str] = []
     slices: dict[str, list[int]] = {}
@@ -199,15 +164,13 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
             task = load_pairs_task(path, Path(cfg.queries).expanduser(), cfg.text_column, cfg.id_column, cfg.query_column,
                                    cfg.relevant_column, cfg.slice_columns)
             if cfg.max_queries is not None:
-                task = _first_queries(task, cfg.max_queries)
+                task = task.only(range(min(cfg.max_queries, len(task.queries))))
             source = f"{cfg.data} with queries {cfg.queries}"
         else:
             from ..data.load import DataError, read_table
 
-            try:
+            with as_embed_error(DataError):
                 frame = read_table(path)
-            except DataError as exc:
-                raise EmbedError(str(exc)) from exc
             if cfg.text_column not in frame.columns:
                 raise EmbedError(f"{path}: no column {cfg.text_column!r} (text_column); its columns are {list(frame.columns)[:12]}")
             for c in cfg.slice_columns:
@@ -229,17 +192,9 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
     return CheckedEmbedInputs(folder, task, texts, slices, out, source)
 
 
-def _first_queries(task: RetrievalTask, n: int) -> RetrievalTask:
-    keep = set(range(min(n, len(task.queries))))
-    return RetrievalTask(task.name, task.queries[:n], task.docs, task.relevant[:n], task.exclude[:n],
-                         {k: [i for i in v if i in keep] for k, v in task.query_slices.items() if any(i in keep for i in v)},
-                         task.description)
-
-
 @dataclass(frozen=True)
 class EmbedQuantRun:
-    """What :func:`run_embed_quantization` produced: the export, the variants, their scores and
-    (when timed) their speed. ``evaluation`` and ``speed`` are None when the export failed validation."""
+    """What :func:`run_embed_quantization` produced; ``evaluation`` and ``speed`` are None when the export failed validation."""
 
     out_dir: Path
     folder: EmbedFolder
@@ -256,11 +211,8 @@ class EmbedQuantRun:
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                            checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None,
                            report: bool = False) -> EmbedQuantRun:
-    """The registry's ``embed-audit`` route with the embedding task (:mod:`workbench.embed.stages`):
-    export, fuse, quantize with ``cfg.presets``, score every variant (retrieval and agreement), time it
-    against ``SentenceTransformer.encode`` and search (``cfg.search``); with ``report``, report.html and
-    summary.json too. ``progress`` hears each graph's rows as they are encoded (:mod:`workbench.runtime.progress`).
-    A stage that fails raises its error as it is."""
+    """The registry's ``embed-audit`` route (:mod:`workbench.embed.stages`), its report only with ``report``;
+    ``progress`` hears each graph's rows as they are encoded. A stage that fails raises its error as it is."""
     from ..workflows.stages import stages_for
     from ..workflows.steps import Job
 
@@ -283,8 +235,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
-    """The audit (see the module doc): :func:`run_embed_quantization` with its report: report.html and
-    summary.json written as one unit."""
+    """The audit (see the module doc): :func:`run_embed_quantization` with report.html and summary.json."""
     t0 = time.perf_counter()
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress, report=True)
     page, written, summary = run.report

@@ -15,39 +15,30 @@ if TYPE_CHECKING:
 
 
 def length_order(tokenizer, texts: Sequence[str], max_length: int) -> np.ndarray:
-    """Indices of ``texts`` from the longest to the shortest in tokens (what sentence-transformers
-    does before batching, so a batch holds texts of similar length)."""
-    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
-    return np.argsort(-np.asarray(lengths), kind="stable")
+    """Indices of ``texts`` from the longest to the shortest in tokens (as sentence-transformers batches)."""
+    from ..data.token_lengths import token_lengths
+
+    return np.argsort(-token_lengths(tokenizer, texts, max_length), kind="stable")
 
 
 def longest_padded(tokenizer, texts: Sequence[str], max_length: int) -> dict:
-    """One batch's tokenizer outputs, padded to its longest text (NumPy): what the encoder feeds the graph,
-    here or on a Ray worker."""
+    """One batch's tokenizer outputs padded to its longest text (NumPy), here or on a Ray worker."""
     return dict(tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="np"))
 
 
 class OnnxEncoder:
-    """One ONNX Runtime session over an embedding graph, with its tokenizer.
-
-    ``encode(texts, batch_size)`` returns one row per text, in the order given. ``threads``: intra-op
-    threads (None: ONNX Runtime's default). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
-    ``encode`` sends the same batches' texts to that Ray pool's actors, each with ``graph`` open, which
-    tokenize and pad them as :meth:`feed` does (the graph's output is the embedding);
-    ``encode_batch`` (what the timing calls) always runs here. ``label``: the graph's name on the
-    progress lines (:mod:`workbench.runtime.progress`)."""
+    """One ONNX Runtime session over an embedding graph, with its tokenizer: ``encode(texts, batch_size)``
+    returns one row per text, in the order given. With ``pool`` (:func:`workbench.runtime.engine.active_pool`)
+    ``encode`` runs on that Ray pool's actors; ``encode_batch`` (what the timing calls) always runs here."""
 
     def __init__(self, graph: str | os.PathLike, tokenizer, max_length: int, threads: Optional[int] = None,
                  session=None, pool: Optional["RayPool"] = None, label: Optional[str] = None) -> None:
         from ..runtime.ortinfer import make_session
 
-        self.graph = graph
-        self.tokenizer = tokenizer
-        self.max_length = int(max_length)
+        self.graph, self.tokenizer, self.max_length = graph, tokenizer, int(max_length)
         self.session = session if session is not None else make_session(graph, threads=threads)
         self.output = self.session.get_outputs()[0].name
-        self.pool = pool
-        self.label = label
+        self.pool, self.label = pool, label
 
     def feed(self, texts: Sequence[str]) -> dict:
         from ..runtime.ortinfer import make_feed
@@ -69,61 +60,31 @@ class OnnxEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         order = length_order(self.tokenizer, texts, self.max_length)
-        batches = [order[start:start + batch_size] for start in range(0, len(texts), batch_size)]
+        batches = [[texts[i] for i in order[start:start + batch_size]] for start in range(0, len(texts), batch_size)]
         outs: Iterable[np.ndarray]  # the embeddings of each batch, in the batches' order
         if self.pool is not None:
-            outs = self.pool.run_texts(self.graph, [[texts[i] for i in idx] for idx in batches], self.tokenizer, self.max_length,
-                                       longest_padded, label=self.label)
+            outs = self.pool.run_texts(self.graph, batches, self.tokenizer, self.max_length, longest_padded, label=self.label)
         else:
             counter = RowCounter(graph_label(self.graph, self.label), len(texts))
-            outs = (self._counted(self.feed([texts[i] for i in idx]), counter) for idx in batches)
-        rows: list[Optional[np.ndarray]] = [None] * len(texts)
-        for idx, out in zip(batches, outs):
-            for i, row in zip(idx, out):
-                rows[i] = row
-        return np.stack(rows).astype(np.float32, copy=False)
-
-    def _counted(self, feed: dict, counter) -> np.ndarray:
-        out = self.finish(feed, self.session.run([self.output], feed)[0])
-        counter.add(len(out))
-        return out
-
-
-class TokenGraphEncoder(OnnxEncoder):
-    """A graph that returns token embeddings (``last_hidden_state``, as sentence-transformers' own ONNX
-    export does), with the pooling and normalization done here in NumPy, as its Python side does.
-    Mean pooling only (the anchor's model's)."""
-
-    def __init__(self, graph, tokenizer, max_length: int, threads: Optional[int] = None, normalize: bool = True) -> None:
-        super().__init__(graph, tokenizer, max_length, threads)
-        self.normalize = normalize
-
-    def finish(self, feed: dict, out: np.ndarray) -> np.ndarray:
-        """Mean pooling of the token embeddings ``out`` over the feed's attention mask, normalized when asked."""
-        mask = feed["attention_mask"][..., None].astype(out.dtype)
-        pooled = (out * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-        if self.normalize:
-            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return pooled
+            outs = (counter.counted(self.encode_batch(batch)) for batch in batches)
+        rows = np.concatenate(list(outs)).astype(np.float32, copy=False)
+        return rows[np.argsort(order, kind="stable")]
 
 
 ST_ENCODE = "sentence-transformers encode (PyTorch FP32)"
 
 
 def median_length_texts(tokenizer, texts: Sequence[str], max_length: int, n: int) -> tuple[list[str], int]:
-    """``n`` texts of the data's median token length (the nearest lengths when fewer have it exactly),
-    and that median."""
+    """``n`` texts nearest the data's median token length (repeated when the data holds fewer), and that median."""
+    from ..data.token_lengths import token_lengths
     from .folder import EmbedError
 
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise EmbedError("timing needs texts: the data holds none")
-    lengths = np.array([len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]])
+    lengths = token_lengths(tokenizer, texts, max_length)
     med = int(np.median(lengths))
-    picked = [texts[i] for i in np.argsort(np.abs(lengths - med), kind="stable")[:n]]
-    while len(picked) < n:
-        picked += picked[: n - len(picked)]
-    return picked, med
+    return [texts[i] for i in np.resize(np.argsort(np.abs(lengths - med), kind="stable")[:n], n)], med
 
 
 def st_encoder(folder, threads: Optional[int] = None):
@@ -142,8 +103,7 @@ def st_encoder(folder, threads: Optional[int] = None):
 
 
 def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Mapping[int, Sequence[str]]) -> dict:
-    """Per batch size, name -> a callable encoding that batch: ONNX encoders' ``encode_batch`` and
-    ``st_model.encode`` (when given) under :data:`ST_ENCODE`."""
+    """Per batch size, name -> one call encoding that batch (``st_model.encode``, when given, as :data:`ST_ENCODE`)."""
     out: dict[int, dict[str, Callable[[], object]]] = {}
     for batch, texts in texts_by_batch.items():
         fns: dict[str, Callable[[], object]] = {}
@@ -158,20 +118,17 @@ def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Ma
 def time_encoders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
                   graphs: Optional[Mapping[str, str]] = None, *, floors: bool = True, load_check: bool = True,
                   retimes: Optional[int] = None, **rounds) -> "SpeedRun":
-    """Texts in, embeddings out (name -> one encode call of a batch, per batch size, at ``tokens`` tokens) timed by
-    the workbench's one timing function (:func:`workbench.perf.speed.time_callables`); ``graphs`` (name -> ONNX path)
-    get a floor; ``rounds``: its rounds, repeats, warmup, max_seconds (60 s by default)."""
+    """:func:`encode_fns`' calls at ``tokens`` tokens timed by :func:`workbench.perf.speed.time_callables` (``rounds``: its
+    rounds, repeats, warmup and max_seconds, 60 s by default); ``graphs`` (name -> ONNX path) get a floor."""
     from ..perf.machine_profile import machine_profile
     from ..perf.speed import RETIMES, time_callables
-    from .folder import EmbedError
+    from .folder import as_embed_error
 
     profile = machine_profile(threads) if (floors or load_check) else None
-    try:
+    with as_embed_error(ValueError):
         return time_callables({(b, tokens): fns for b, fns in fns_by_batch.items()}, base, graphs, profile=profile, floors=floors,
                               load_check=load_check, threads=threads, pytorch_threads=threads,
                               retimes=RETIMES if retimes is None else retimes, **{"max_seconds": 60.0, **rounds})
-    except ValueError as exc:
-        raise EmbedError(str(exc)) from None
 
 
 def speed_of(run: "SpeedRun", name: str, batch: int, over: Optional[str] = None) -> dict:
@@ -191,8 +148,7 @@ def speed_of(run: "SpeedRun", name: str, batch: int, over: Optional[str] = None)
 
 
 def speed_summary(run: "SpeedRun") -> dict:
-    """The run as summary.json, the report and the speed figure hold it: every name at every batch size
-    (:func:`speed_of`, over the run's base), the threads, the CPU and the load."""
+    """The run as summary.json, the report and the speed figure hold it (every name at every batch size, over the base)."""
     batches = [x.batch for x in next(iter(run.latency.values()), [])]
     rows = [{k: v for k, v in speed_of(run, n, b).items() if k != "ratio"} for b in batches for n in run.latency]
     return {"base": next((s.base for s in run.speeds), rows[0]["name"] if rows else ""), "threads": run.threads, "cpu": run.cpu,

@@ -1,10 +1,6 @@
-"""Scoring every variant of an embedding graph on the same texts: retrieval with labels (a
-:class:`~workbench.embed.retrieval.RetrievalTask`) and agreement without labels
-(:mod:`workbench.embed.quality`), each against the FP32 graph, and the budget in retrieval terms.
-
-Budget: a variant meets it when its NDCG@10 over all queries is at least ``min_ndcg_ratio`` of
-FP32's (0.997 by default) and no query slice of at least ``min_slice_size`` queries loses more than
-``max_slice_drop`` NDCG@10 (absolute, 0.01 by default)."""
+"""Every variant of an embedding graph scored against the FP32 graph on the same texts: retrieval with
+labels and agreement without, and the budget in NDCG@10 terms: a share of FP32's NDCG@10 kept over all
+queries, and an absolute NDCG@10 drop no query slice big enough to judge may exceed."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import numpy as np
 
 from .folder import EmbedError
 from .quality import AgreementReport, agreement
-from .retrieval import RetrievalComparison, RetrievalTask, compare_retrieval, score_task
+from .retrieval import RetrievalComparison, RetrievalTask, compare_retrieval, score_task, task_texts
 
 DEFAULT_MIN_NDCG_RATIO = 0.997
 DEFAULT_MAX_SLICE_DROP = 0.01
@@ -39,9 +35,8 @@ class EmbedBudget:
             raise EmbedError(f"min_slice_size must be a whole number of queries of at least 1, got {self.min_slice_size!r}")
 
     def budget_check(self, cmp: RetrievalComparison, strict: bool = False):
-        """The check in the search's terms (:class:`~workbench.quant.budget.BudgetCheck`): drops are
-        NDCG@10 lost (FP32 - variant, absolute); ``strict`` judges each slice on the worse end of its
-        paired bootstrap interval instead of the point estimate."""
+        """The check in the search's terms (:class:`~workbench.quant.budget.BudgetCheck`), drops in NDCG@10 lost;
+        ``strict`` judges each slice on the worse end of its paired bootstrap interval."""
         from ..quant.budget import BudgetCheck
 
         why = []
@@ -97,22 +92,20 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
                         texts: Sequence[str] = (), text_slices: Optional[Mapping[str, Sequence[int]]] = None,
                         budget: Optional[EmbedBudget] = None, n_boot: int = 1000, seed: int = 0, batch_size: int = 32,
                         reference_folder=None, log=lambda line: None) -> EmbedEvaluation:
-    """Score each encoder (name -> object with ``encode(texts, batch_size)``) against ``base``: on
-    ``task`` (retrieval metrics per slice) and on ``texts`` (agreement per slice; with no texts, the
-    task's queries and documents are used). ``reference_folder``: also score the task with
-    ``SentenceTransformer.encode`` of that folder (the independent check of the FP32 graph)."""
+    """Score each encoder (name -> object with ``encode(texts, batch_size)``) against ``base``: on ``task``
+    (retrieval metrics per slice, and agreement on its queries and documents), else on ``texts`` (agreement
+    per slice). ``reference_folder``: also score the task with ``SentenceTransformer.encode`` of that folder
+    (the independent check of the FP32 graph)."""
     if base not in encoders:
         raise EmbedError(f"base {base!r} is not among the encoders {list(encoders)}")
     if task is None and not texts:
         raise EmbedError("nothing to score: give a retrieval task or texts")
     budget = budget or EmbedBudget()
+    if task is not None:
+        texts, q_of, d_of = task_texts(task)
+        text_slices = {"queries": sorted(set(q_of.tolist())), "documents": sorted(set(d_of.tolist()))}
     texts = list(texts)
-    if not texts and task is not None:
-        texts = list(dict.fromkeys([*task.queries, *task.docs]))  # a review can be a query and a document
-        text_slices = {"all": list(range(len(texts))), "queries": sorted(set(_positions(texts, task.queries).tolist())),
-                       "documents": sorted(set(_positions(texts, task.docs).tolist()))}
-    text_slices = dict(text_slices or {"all": list(range(len(texts)))})
-    text_slices.setdefault("all", list(range(len(texts))))
+    text_slices = {"all": list(range(len(texts))), **(text_slices or {})}
     embeddings: dict[str, np.ndarray] = {}
     for name, enc in encoders.items():
         log(f"encoding {len(texts)} texts with {name}")
@@ -121,8 +114,6 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
     ref_metrics = None
     ranked: dict[str, np.ndarray] = {}
     if task is not None:
-        q_of = _positions(texts, task.queries)
-        d_of = _positions(texts, task.docs)
         for name, emb in embeddings.items():
             ranked[name], m = score_task(task, emb[q_of], emb[d_of])
             if name == base:
@@ -144,10 +135,3 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
     return EmbedEvaluation(task=task.name if task else "", task_description=task.description if task else "",
                            fp32_metrics=fp32_metrics, variants=out, reference_metrics=ref_metrics, budget=budget,
                            slice_sizes=task.sizes if task else {}, texts=len(texts))
-
-
-def _positions(all_texts: Sequence[str], wanted: Sequence[str]) -> np.ndarray:
-    first: dict[str, int] = {}
-    for i, t in enumerate(all_texts):
-        first.setdefault(t, i)
-    return np.array([first[t] for t in wanted], dtype=int)

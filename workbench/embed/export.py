@@ -1,16 +1,8 @@
-"""Export a sentence-transformers model to one ONNX graph that maps tokens to the sentence embedding:
-the Transformer, the pooling its ``1_Pooling/config.json`` names (mean, CLS, max, last token, mean /
-sqrt(length)), any Dense layers and the normalization, all inside the graph, so a runtime that holds
-only the graph and the tokenizer returns what ``SentenceTransformer.encode`` returns.
-
-``run_embed_export(folder, out_dir, EmbedExportConfig()) -> EmbedExportResult`` writes into ``out_dir``:
-``model.onnx`` (output ``sentence_embedding``, dynamic ``batch`` and ``sequence`` axes),
-``tokenizer/``, and ``embed_export.json``. Validation encodes real texts with
-``SentenceTransformer.encode`` and with the graph, and requires the cosine between the two
-embeddings of every text to reach ``min_cosine`` (0.9999 by default).
-
-Attention is loaded as ``"eager"`` for the same reason as the classifiers' export: ONNX Runtime's
-transformer optimizer fuses the eager attention pattern (:mod:`workbench.graph.export`).
+"""Export a sentence-transformers model to one ONNX graph from tokens to the sentence embedding: the
+Transformer, its pooling, any Dense layers and the normalization all inside the graph, so a runtime
+holding only the graph and the tokenizer returns what ``SentenceTransformer.encode`` returns; validated
+against it per text by cosine. Attention is loaded as ``"eager"``, the pattern ONNX Runtime's
+transformer optimizer fuses (as in :mod:`workbench.graph.export`).
 """
 
 from __future__ import annotations
@@ -27,7 +19,6 @@ from .. import runs
 from ..runs import layout
 from .folder import EmbedError, EmbedFolder, read_folder
 
-GRAPH_FILE = layout.EXPORT_GRAPH
 TOKENIZER_DIR = "tokenizer"
 RESULT_FILE = "embed_export.json"
 OUTPUT_NAME = "sentence_embedding"
@@ -36,9 +27,7 @@ DEFAULT_MIN_COSINE = 0.9999
 
 @dataclass(frozen=True)
 class EmbedExportConfig:
-    """``opset``: ONNX opset of the graph. ``max_length``: tokens per text (None: the folder's
-    ``max_seq_length``, else 256). ``min_cosine``: the validation's threshold per text.
-    ``validation_texts``: how many texts the graph is checked on."""
+    """How the embedding graph is exported and validated; each field's help says what it does."""
 
     opset: int = field(default=17, metadata={"help": "ONNX opset of the graph (14 to 20)"})
     max_length: Optional[int] = field(default=None, metadata={"help": (
@@ -104,15 +93,14 @@ class EmbedExportResult:
         return AutoTokenizer.from_pretrained(str(self.tokenizer_dir), local_files_only=True)
 
 
-def pooled_encoder(info: EmbedFolder, attn_implementation: str = "eager"):
-    """A ``torch.nn.Module`` computing ``(input_ids, attention_mask[, token_type_ids]) -> sentence
-    embedding`` as the folder's modules do, with the transformer loaded from its own folder."""
+def pooled_encoder(info: EmbedFolder):
+    """A ``torch.nn.Module`` from ``(input_ids, attention_mask[, token_type_ids])`` to the sentence embedding,
+    as the folder's modules compute it."""
     import torch
     from transformers import AutoModel
 
     try:
-        base = AutoModel.from_pretrained(str(info.transformer_path), local_files_only=True,
-                                         attn_implementation=attn_implementation)
+        base = AutoModel.from_pretrained(str(info.transformer_path), local_files_only=True, attn_implementation="eager")
     except (OSError, ValueError) as exc:
         raise EmbedError(f"cannot load the Transformer module from {info.transformer_path}: {exc}") from exc
     base.eval()
@@ -122,7 +110,7 @@ def pooled_encoder(info: EmbedFolder, attn_implementation: str = "eager"):
         linear.load_state_dict(_dense_weights(info.folder / d.path))
         act = torch.nn.Tanh() if d.activation.endswith("Tanh") else torch.nn.Identity()
         dense.append(torch.nn.Sequential(linear, act))
-    return PooledEncoder(base, info.pooling, info.normalize, dense).eval()
+    return _module_class()(base, info.pooling, info.normalize, dense).eval()
 
 
 def _dense_weights(folder: Path) -> dict:
@@ -140,6 +128,7 @@ def _dense_weights(folder: Path) -> dict:
 
 
 def _module_class():
+    """The module's class, defined on first use: torch is imported only when a model is exported."""
     import torch
 
     class _PooledEncoder(torch.nn.Module):
@@ -173,10 +162,6 @@ def _module_class():
             return pooled
 
     return _PooledEncoder
-
-
-def PooledEncoder(base, pooling: str, normalize: bool, dense):  # noqa: N802 - builds the module class on demand (torch imported lazily)
-    return _module_class()(base, pooling, normalize, dense)
 
 
 def reference_encode(folder: str | os.PathLike, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None) -> np.ndarray:
@@ -219,9 +204,8 @@ def validation_texts(n: int) -> list[str]:
 
 def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg: Optional[EmbedExportConfig] = None,
                      texts: Optional[Sequence[str]] = None) -> EmbedExportResult:
-    """Export the sentence-transformers model in ``folder`` (see the module doc) and validate it on
-    ``texts`` (default: built-in reviews and plots). A failed validation does not raise:
-    ``result.validation.passed`` is False and its text says by how much."""
+    """Export the model in ``folder`` and validate it on ``texts`` (default: built-in reviews and plots); a failed
+    validation does not raise: ``result.validation`` says by how much."""
     import onnx
     import torch
     from transformers import AutoTokenizer
@@ -243,7 +227,7 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     enc = dict(encode(tokenizer, texts[:2], max_length))
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in enc]
     t0 = time.perf_counter()
-    path = out / GRAPH_FILE
+    path = out / layout.EXPORT_GRAPH
     with runs.atomic_path(path) as tmp, torch.no_grad(), standard_symbolics(), torchscript_export_warnings():
         torch.onnx.export(module, tuple(enc[n] for n in names), str(tmp), input_names=names, output_names=[OUTPUT_NAME],
                           dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, OUTPUT_NAME: {0: "batch"}},

@@ -1,16 +1,16 @@
-"""Recognising a sentence-transformers folder: which modules it chains (``modules.json``: Transformer
--> Pooling -> optional Dense / Normalize), the pooling its ``1_Pooling/config.json`` names, its
-maximum sequence length. Read from the files alone, before torch or transformers build anything, so
-every stage can ask "what kind of model is this?" cheaply and a broken folder fails with one line.
+"""Recognising a sentence-transformers folder (Transformer -> Pooling -> optional Dense / Normalize, the
+pooling, the maximum length) from its files alone, before torch loads anything, so any stage can ask
+cheaply what kind of model it is and a broken folder fails with one line.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from ..models.load import ModelError
 
@@ -26,17 +26,21 @@ _POOLING_KEYS = {
     "pooling_mode_lasttoken": "lasttoken",
     "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
 }
-_TRANSFORMER = "sentence_transformers.models.Transformer"
-_POOLING = "sentence_transformers.models.Pooling"
-_NORMALIZE = "sentence_transformers.models.Normalize"
-_DENSE = "sentence_transformers.models.Dense"
 # Dense activations the graph reproduces (sentence-transformers stores the torch class path)
 DENSE_ACTIVATIONS = ("torch.nn.modules.linear.Identity", "torch.nn.modules.activation.Tanh")
 
 
 class EmbedError(ModelError):
-    """An embedding model, task or file the workbench cannot use; the message names the value, the
-    reason and the fix (exit code 2 at the command line)."""
+    """An embedding model, task or file the workbench cannot use: one line with the value, the reason and the fix."""
+
+
+@contextmanager
+def as_embed_error(*errors: type[Exception]) -> Iterator[None]:
+    """Another layer's refusal (its one line) raised as an :class:`EmbedError`, the embedding task's one error."""
+    try:
+        yield
+    except errors as exc:
+        raise EmbedError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,11 @@ class EmbedFolder:
 
 def _read_json(path: Path, what: str, fix: str) -> dict:
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError as exc:
         raise EmbedError(f"{path}: no {what}; {fix}") from exc
     except (OSError, ValueError) as exc:
         raise EmbedError(f"{path}: cannot read {what} ({exc}); {fix}") from exc
-    return data
 
 
 def is_sentence_transformers_folder(folder: str | os.PathLike) -> bool:
@@ -87,29 +90,17 @@ def is_sentence_transformers_folder(folder: str | os.PathLike) -> bool:
 
 
 def task_of_folder(folder: str | os.PathLike) -> str:
-    """The kind of model in ``folder``: ``"embedding"`` for a sentence-transformers folder, else
-    ``"classification"`` (the classifier checks then say what else is wrong)."""
+    """``"embedding"`` for a sentence-transformers folder, else ``"classification"`` (whose checks say what is wrong)."""
     return EMBEDDING if is_sentence_transformers_folder(folder) else CLASSIFICATION
 
 
-def check_task(task: Optional[str]) -> Optional[str]:
-    if task is None or task == "auto":
-        return None
-    if task not in TASKS:
-        raise EmbedError(f"task must be one of auto, {', '.join(TASKS)}, got {task!r}")
-    return task
-
-
 def read_folder(folder: str | os.PathLike) -> EmbedFolder:
-    """Read a sentence-transformers folder (see the module doc); an :class:`EmbedError` (one line)
-    when it is not one, or when a module it lists cannot be reproduced in the graph."""
+    """Read a sentence-transformers folder; an :class:`EmbedError` when it is not one or lists a module the graph cannot reproduce."""
     from ..models.hub import model_source
     from ..models.load import MINILM, minilm_path
 
-    try:
+    with as_embed_error(ModelError):
         folder = minilm_path() if str(folder) == MINILM else Path(model_source(folder)).expanduser()  # a Hub id: its cached folder
-    except ModelError as exc:
-        raise EmbedError(str(exc)) from exc
     if not folder.is_dir():
         raise EmbedError(f"model folder {str(folder)!r} does not exist; give a sentence-transformers folder "
                          "(saved with SentenceTransformer.save(folder))")
@@ -126,24 +117,23 @@ def read_folder(folder: str | os.PathLike) -> EmbedFolder:
     for m in sorted(modules, key=lambda m: int(m.get("idx", 0))):
         raw_kind, path = str(m.get("type", "")), str(m.get("path", ""))
         short = raw_kind.rsplit(".", 1)[-1]
-        # sentence-transformers 5.7 writes e.g. sentence_transformers.base.modules.transformer.Transformer: the class
-        # name decides, wherever the package keeps it
-        kind = f"sentence_transformers.models.{short}" if raw_kind.startswith("sentence_transformers.") else raw_kind
+        # the class name decides wherever the package keeps it (5.7: sentence_transformers.base.modules.transformer.Transformer)
+        kind = short if raw_kind.startswith("sentence_transformers.") else ""
         names.append(short)
-        if kind == _TRANSFORMER and transformer is None and pooling is None:
+        if kind == "Transformer" and transformer is None and pooling is None:
             transformer = folder / path
-        elif kind == _POOLING and transformer is not None and pooling is None and not dense:
+        elif kind == "Pooling" and transformer is not None and pooling is None and not dense:
             pooling = folder / path
-        elif kind == _DENSE and pooling is not None and not normalize:
+        elif kind == "Dense" and pooling is not None and not normalize:
             cfg = _read_json(folder / path / "config.json", "Dense config", fix)
             act = str(cfg.get("activation_function", "torch.nn.modules.linear.Identity"))
             if act not in DENSE_ACTIVATIONS:
                 raise EmbedError(f"{folder / path}: Dense activation {act!r} is not reproduced in the graph; "
                                  f"the ones that are: {', '.join(DENSE_ACTIVATIONS)}")
             dense.append(DenseLayer(path, int(cfg["in_features"]), int(cfg["out_features"]), bool(cfg.get("bias", True)), act))
-        elif kind == _NORMALIZE and pooling is not None:
+        elif kind == "Normalize" and pooling is not None:
             normalize = True
-        elif kind in (_NORMALIZE, _DENSE) and transformer is not None and pooling is None:
+        elif kind in ("Normalize", "Dense") and transformer is not None and pooling is None:
             raise EmbedError(no_pooling)
         else:
             raise EmbedError(f"{folder / 'modules.json'}: module {raw_kind or m!r} at position {m.get('idx')} is not handled "
@@ -171,9 +161,7 @@ def read_folder(folder: str | os.PathLike) -> EmbedFolder:
     if not (transformer / "config.json").is_file():
         raise EmbedError(f"{transformer}: the Transformer module has no config.json; {fix}")
     st_cfg = folder / "sentence_bert_config.json"
-    max_len = None
-    if st_cfg.is_file():
-        max_len = _read_json(st_cfg, "sentence_bert_config.json", fix).get("max_seq_length")
+    max_len = _read_json(st_cfg, "sentence_bert_config.json", fix).get("max_seq_length") if st_cfg.is_file() else None
     dim = int(pcfg.get("word_embedding_dimension") or pcfg.get("embedding_dimension") or 0)
     return EmbedFolder(folder=folder.resolve(), transformer_path=transformer.resolve(), pooling=modes[0], dimension=dim,
                        normalize=normalize, dense=tuple(dense), max_seq_length=int(max_len) if max_len else None,
@@ -182,15 +170,14 @@ def read_folder(folder: str | os.PathLike) -> EmbedFolder:
 
 def check_task_of(model: str | os.PathLike, task: Optional[str] = None) -> str:
     """The task to run on ``model``: ``task`` when given (``auto`` or None: read from the folder)."""
-    task = check_task(task)
-    if task is not None:
+    if task not in (None, "auto"):
+        if task not in TASKS:
+            raise EmbedError(f"task must be one of auto, {', '.join(TASKS)}, got {task!r}")
         return task
     from ..models.hub import model_source
     from ..models.load import MINILM
 
     if str(model) == MINILM:
         return CLASSIFICATION
-    try:
+    with as_embed_error(ModelError):
         return task_of_folder(Path(model_source(model)).expanduser())  # a Hub id: its cached folder
-    except ModelError as exc:
-        raise EmbedError(str(exc)) from exc

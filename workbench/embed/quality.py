@@ -1,7 +1,5 @@
-"""Quality without labels, for any set of texts: how far each text's quantized embedding is from its
-FP32 embedding (cosine; the distribution per slice and the worst texts), and whether search still
-finds the same neighbours (overlap@10 of each text's nearest neighbours among the texts, FP32 index
-against the quantized one), each slice's mean with a bootstrap interval."""
+"""Quality without labels, for any texts: the cosine between each text's quantized and FP32 embeddings, and
+whether search still finds the same neighbours (overlap@10 among the texts), per slice with bootstrap intervals."""
 
 from __future__ import annotations
 
@@ -46,9 +44,8 @@ class AgreementReport:
 
 def neighbour_overlap(fp32: np.ndarray, variant: np.ndarray, k: int = 10, chunk: int = QUERY_CHUNK,
                       doc_chunk: int = DOC_CHUNK) -> np.ndarray:
-    """For each text, the share of its ``k`` nearest neighbours (itself left out) that the FP32 and the
-    variant embeddings have in common; the exact search in blocks of ``chunk`` texts against ``doc_chunk``
-    texts (:func:`workbench.embed.retrieval.top_k`)."""
+    """For each text, the share of its ``k`` nearest neighbours (itself left out) the FP32 and the variant
+    embeddings have in common (the exact search of :func:`workbench.embed.retrieval.top_k`)."""
     n = len(fp32)
     if n < 2:
         return np.ones(n)

@@ -9,8 +9,7 @@ MAX_CHANGED_SHOWN = 5
 
 
 def _verdict(evaluation, judged, export, budget) -> dict:
-    """The verdict, built as every audit's is (:func:`workbench.report.verdict.build_verdict`) from the variants
-    judged as search candidates (``judged``: NDCG@10 budget, speed guard over the FP32 graph)."""
+    """The verdict (:func:`workbench.report.verdict.build_verdict`) from the variants judged as search candidates."""
     from ..report.inputs import ReportInputs
     from ..report.verdict import build_verdict
 
@@ -36,7 +35,9 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
     summary = {
         "model": {"folder": str(info.folder), "modules": list(info.modules), "pooling": info.pooling,
                   "normalize": info.normalize, "dimension": info.output_dimension, "max_seq_length": info.max_seq_length},
-        "data": {"source": source, "rows_scored": _rows_scored(evaluation)},
+        # the queries scored (without queries, the texts)
+        "data": {"source": source, "rows_scored": 0 if evaluation is None else int(
+            evaluation.slice_sizes.get("all", 0) if evaluation.task else evaluation.texts)},
         "export": serial.to_dict(export),
         "variants": serial.to_dict(variants) if variants is not None else None,
         # the budget as every audit states it (the share of FP32's NDCG@10 that may be lost overall, the NDCG@10 a slice
@@ -67,13 +68,6 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
         judged = judge_audit_variants(evaluation, variants, speed, b, cfg.min_speedup)
     summary["verdict"] = _verdict(evaluation, judged, export, b)
     return task_summary("embedding", "audit", f"Embedding model audit: {model_name(info.folder)}", summary)
-
-
-def _rows_scored(evaluation) -> int:
-    """The queries scored (the texts, without queries); 0 when nothing was."""
-    if evaluation is None:
-        return 0
-    return int(evaluation.slice_sizes.get("all", 0)) if evaluation.task else int(evaluation.texts)
 
 
 def embed_figures(evaluation, speed: dict | None) -> dict[str, str]:

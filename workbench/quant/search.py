@@ -9,7 +9,7 @@ it), and a candidate that an earlier run already quantized with the same configu
 same baseline (``previous=``) is reused, not quantized and scored again.
 
 A model scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an
-embedding model's retrieval task, :func:`workbench.embed.search.prepare_embed_search`): it quantizes,
+embedding model's retrieval task, :class:`workbench.embed.search.EmbedSearchBaseline`): it quantizes,
 scores and judges each candidate against its own budget (NDCG@10 kept overall and lost per slice),
 re-quantizing with the worst nodes left in FP32 until no slice is below its budget.
 """

@@ -50,12 +50,12 @@ def _classifier() -> Task:
 def _embedding() -> Task:
     from ..embed import stages
     from ..embed.export import run_embed_export
-    from ..embed.search import judge_audit_variants, prepare_embed_search
+    from ..embed.search import EmbedSearchBaseline, judge_audit_variants
     from ..embed.variants import build_variants
     from ..quant import run_search
 
     own = {n: getattr(stages, n) for n in ("export", "quantize", "evaluate", "search", "report")}
-    return Task(run_embed_export, prepare_embed_search, build_variants, run_search, judge_audit_variants, own)
+    return Task(run_embed_export, EmbedSearchBaseline, build_variants, run_search, judge_audit_variants, own)
 
 
 TASKS: dict[str, Callable[[], Task]] = {"classifier": _classifier, "embedding": _embedding}

@@ -118,6 +118,15 @@ def test_compare_retrieval_finds_the_changed_query():
     assert next(s for s in cmp.slices if s.name == "one").delta["ndcg@10"].value == -1.0
 
 
+def test_a_task_cut_to_some_queries_renumbers_its_slices_and_drops_the_empty_ones():
+    task = RetrievalTask("toy", ["q0", "q1", "q2"], ["d0", "d1"], [[0], [1], [0, 1]], [-1, 0, -1],
+                         {"all": [0, 1, 2], "odd": [1], "first": [0]})
+    cut = task.only([2, 1])
+    assert (cut.queries, cut.relevant, cut.exclude) == (["q2", "q1"], [[0, 1], [1]], [-1, 0])
+    assert cut.query_slices == {"all": [1, 0], "odd": [1]}  # "first" lost its only query
+    assert cut.docs == task.docs and cut.name == task.name
+
+
 def test_agreement_is_perfect_for_identical_embeddings_and_not_for_noisy_ones():
     rng = np.random.default_rng(1)
     e = rng.normal(size=(60, 16)).astype(np.float32)

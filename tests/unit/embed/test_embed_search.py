@@ -60,12 +60,12 @@ def tiny(tmp_path_factory):
 
 
 def _search(tiny, budget, candidates, max_excluded, name, strict=False):
-    from workbench.embed.search import prepare_embed_search
+    from workbench.embed.search import EmbedSearchBaseline
     from workbench.quant import EvalConfig, SearchConfig, run_search
 
     export, task, tmp = tiny
-    base = prepare_embed_search(export, task, tmp / name / "base", budget, threads=1, max_excluded=max_excluded, rounds=3,
-                                load_check=False)
+    base = EmbedSearchBaseline(export, task, tmp / name / "base", budget, threads=1, max_excluded=max_excluded, rounds=3,
+                               load_check=False)
     search = SearchConfig(candidates=candidates, evaluation=EvalConfig(n_boot=100), min_speedup=0, strict=strict)
     return run_search(base, search, tmp / name / "search")
 
@@ -183,7 +183,7 @@ def test_search_keeps_nodes_in_fp32_until_no_slice_is_below_its_budget(missed_se
 def test_a_budget_no_int8_graph_meets_ends_at_the_fp32_graph_and_says_so(missed_search):
     import onnx
 
-    from workbench.embed.search import left_all_in_fp32
+    from workbench.quant.choice import left_all_in_fp32
     from workbench.quant import load_search
 
     res = missed_search
@@ -217,16 +217,16 @@ def test_search_with_a_loose_budget_takes_the_preset_as_it_is(tiny):
 
 
 def test_search_refuses_to_mix_metrics(tiny, tmp_path):
-    from workbench.embed.search import prepare_embed_search
+    from workbench.embed.search import EmbedSearchBaseline
     from workbench.quant import EvalConfig, QuantizeError, SearchConfig, run_search
 
     export, task, _ = tiny
-    base = prepare_embed_search(export, task, tmp_path / "base", threads=1, rounds=3, load_check=False)
+    base = EmbedSearchBaseline(export, task, tmp_path / "base", threads=1, rounds=3, load_check=False)
     with pytest.raises(QuantizeError, match="one metric at a time"):
         run_search({"embed": base, "classifier": tmp_path / "model.onnx"}, SearchConfig(evaluation=EvalConfig(n_boot=100)), tmp_path / "s")
     assert not (tmp_path / "s").exists()
     with pytest.raises(EmbedError, match="max_excluded"):
-        prepare_embed_search(export, task, tmp_path / "base2", threads=1, max_excluded=-1, load_check=False)
+        EmbedSearchBaseline(export, task, tmp_path / "base2", threads=1, max_excluded=-1, load_check=False)
 
 
 PRESET_OPS = {"dynamic": "DynamicQuantizeLinear", "dynamic-per-channel": "DynamicQuantizeLinear",
