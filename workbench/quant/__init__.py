@@ -41,13 +41,11 @@ from .config import (  # noqa: F401
     CalibrationConfig,
     ValidationConfig,
     applies_to,
-    DYNAMIC_OP_TYPES,
-    STATIC_OP_TYPES,
     QuantConfig,
     QuantizeError,
-    QuantMode,
     TimingConfig,
 )
+from .formats import DYNAMIC_OP_TYPES, STATIC_OP_TYPES, QuantMode  # noqa: F401
 from .baseline import (  # noqa: F401
     BASELINE_DIR,
     DEFAULT_EVAL_BATCH_SIZE,

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional
 
 from ..core.options import parse_choice
-from .formats import (ACCURACY_LEVELS, BINDING_NOTE, DYNAMIC_OP_TYPES, EIGHT_BIT_REFUSAL, EMBEDDING_OP_TYPES,  # noqa: F401
-                      STATIC_DEFAULT_OP_TYPES, STATIC_OP_TYPES, STATIC_OP_TYPES_LATER, SUPPORTED_BITS, WEIGHT_ONLY_BLOCK_SIZE,
-                      WEIGHT_ONLY_OP_TYPES, Calibration, QFormat, QType, QuantMode, static_op_types)
+from .formats import (ACCURACY_LEVELS, DYNAMIC_OP_TYPES, EIGHT_BIT_REFUSAL, EMBEDDING_OP_TYPES, STATIC_DEFAULT_OP_TYPES,
+                      SUPPORTED_BITS, WEIGHT_ONLY_BLOCK_SIZE, WEIGHT_ONLY_OP_TYPES, Calibration, QFormat, QType, QuantMode,
+                      static_op_types)
+from .nbits import probe_bits
 
 
 class QuantizeError(ValueError):
@@ -46,9 +47,7 @@ def _field(default: Any = dataclasses.MISSING, help: str = "", methods: tuple[st
 
 @dataclass(frozen=True)
 class CalibrationConfig:
-    """How static quantization calibrates its activation ranges: on ``samples`` training texts in
-    batches of ``batch_size``, with ``method`` minmax | entropy | percentile; ``histogram_bins`` (0: 512
-    for entropy, 2048 for percentile) and ``percentile`` (99.999) tune the histogram methods."""
+    """How static quantization calibrates its activation ranges (histogram methods: entropy, percentile)."""
 
     method: Calibration = _field(Calibration.MINMAX, "static calibration method")
     samples: int = _field(128, "static calibration texts")
@@ -111,31 +110,15 @@ def _changed(name: str, value: Any, default: Any) -> list[str]:
 @dataclass(frozen=True)
 class QuantConfig:
     """How to quantize. Start from a preset (``QuantConfig.preset("static", per_channel=False)``; the names
-    and what each means: :data:`PRESET_TABLE`) or give the fields by keyword. Each field's help and the
-    methods it applies to are in its metadata (``workbench.core.options.field_help(QuantConfig, "per_channel")``,
-    :func:`applies_to`).
+    and what each means: :data:`PRESET_TABLE`) or give the fields by keyword; each field's help and the
+    methods it applies to are in its metadata (:func:`applies_to`).
 
-    - ``mode``: ``dynamic`` (weights INT8, activations quantized per batch at run time; no
-      calibration), ``static`` (activation ranges calibrated on training texts: ``calibration``, a
-      :class:`CalibrationConfig`) or ``weight-only`` (MatMul weights in ``weight_bits`` bits in blocks of
-      ``block_size`` along K, ONNX Runtime's ``MatMulNBits``; ``accuracy_level`` its compute precision;
-      see :mod:`workbench.quant.weightonly`).
-    - ``weight_type``: qint8 (signed, the usual choice) or quint8. ``activation_type`` (static only;
-      dynamic activations are always uint8 in ONNX Runtime). In static QDQ with one scale per tensor,
-      ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (its QDQMatMul marks every
-      input as an activation); ``weight_type`` applies per channel.
-    - ``reduce_range``: 7-bit weights, ONNX Runtime's advice for u8s8 on x86 CPUs without VNNI
-      (:func:`machine_defaults` says what this CPU takes, and why).
-    - ``op_types``: operator types to quantize (empty: ONNX Runtime's default for dynamic,
-      ``MatMul``/``Gemm`` for static). ``nodes_to_exclude``: node names left in FP32 (the names of the
-      FP32 graph; :attr:`QuantResult.node_errors` ranks the ones that hurt most).
-    - ``matmul_const_b_only`` (static): quantize only MatMuls whose second input is a weight, leaving
-      attention's activation products (Q·Kᵀ, softmax·V) in FP32 as dynamic quantization does (ONNX
-      Runtime's ``MatMulConstBOnly``, applied to QDQ too by listing those nodes in ``nodes_to_exclude``).
-    - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (on calibration
-      texts: no test data), then quantize again leaving the ``exclude_worst`` worst in FP32.
-    - ``calibration`` (:class:`CalibrationConfig`: method, samples, ...) and ``validation``
-      (:class:`ValidationConfig`: tolerance, min_label_agreement) are the only place of those settings.
+    Pitfalls the help cannot hold: dynamic activations are always uint8 in ONNX Runtime; in static QDQ with
+    one scale per tensor, ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (its
+    QDQMatMul marks every input as an activation), so ``weight_type`` applies per channel only;
+    ``matmul_const_b_only`` is ONNX Runtime's ``MatMulConstBOnly``, applied to QDQ too by listing
+    attention's activation products in ``nodes_to_exclude``; ``exclude_worst`` ranks the nodes on
+    calibration texts, so no test data decides what stays in FP32.
     """
 
     mode: QuantMode = _field(QuantMode.DYNAMIC, "dynamic (INT8 weights, activations quantized per batch at run time), "
@@ -234,10 +217,10 @@ class QuantConfig:
     def check_bits(self) -> None:
         """Weight-only bits this ONNX Runtime builds and runs on the CPU, or the reason it cannot: 4 on
         onnxruntime 1.19.2 (8 refused: :data:`EIGHT_BIT_REFUSAL`); 4 and 8 where ``MatMulNBitsQuantizer``
-        writes 8 bits and the CPU kernel runs them (onnxruntime >= 1.31: probed once, :func:`runnable_bits`)."""
+        writes 8 bits and the CPU kernel runs them (onnxruntime >= 1.31: probed once, :func:`~workbench.quant.nbits.probe_bits`)."""
         if self.bits in SUPPORTED_BITS:
             return
-        bits, version = runnable_bits()
+        bits, version = probe_bits()
         if self.bits in bits:
             return
         if self.bits == 8:
@@ -348,7 +331,7 @@ PRESETS = tuple(n for n in PRESET_TABLE if n not in NEWER_ORT_PRESETS)  # the na
 
 def available_presets() -> tuple[str, ...]:
     """:data:`PRESETS` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
-    return PRESETS + (NEWER_ORT_PRESETS if 8 in runnable_bits()[0] else ())
+    return PRESETS + (NEWER_ORT_PRESETS if 8 in probe_bits()[0] else ())
 
 
 def _u8s8(fields: dict[str, Any]) -> bool:
@@ -406,14 +389,6 @@ def machine_note(cfg: "QuantConfig", defaults: Optional[MachineDefaults] = None)
             f"default: {d.why})")
 
 
-def runnable_bits() -> tuple[tuple[int, ...], str]:
-    """(weight-only bits this ONNX Runtime builds and runs on the CPU, its version): probed once per process
-    by :func:`workbench.quant.nbits.probe_bits`."""
-    from .nbits import probe_bits
-
-    return probe_bits()
-
-
 @dataclass(frozen=True)
 class TimingConfig:
     """How latency is measured (the same for the FP32 graph and every quantized graph)."""
@@ -425,8 +400,6 @@ class TimingConfig:
     max_seconds: Optional[float] = field(default=20.0, metadata={"help": (
         "stop timing a shape after the round that passes this many seconds (at least 3 rounds)")})
     retimes: int = field(default=1, metadata={"help": "times a timing taken on a busy machine is taken again (--quick: 0)"})
-    # where the FP32 and INT8 graphs are timed ("cpu", "cuda", "cuda:N"; CUDA with I/O binding). Accuracy
-    # is scored on the CPU provider either way, so the slice comparison does not mix devices.
     device: str = field(default="cpu", metadata={"help": (
         "where the FP32 and INT8 graphs are timed (accuracy is scored on the CPU either way): cpu, cuda or cuda:N (CUDA needs "
         "onnxruntime-gpu: make setup-gpu-infer)")})

@@ -219,7 +219,8 @@ def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
                "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
         ]
     if cfg.mode is QuantMode.WEIGHT_ONLY:
-        from .weightonly import BINDING_NOTE, binding_supplied
+        from .formats import BINDING_NOTE
+        from .weightonly import binding_supplied
 
         return [f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
                 f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"

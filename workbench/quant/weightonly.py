@@ -37,14 +37,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import runs
-from .nbits import nbits_quantizer_class, probe_bits  # noqa: F401 (re-exported)
-from .config import ACCURACY_LEVELS, BINDING_NOTE, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError  # noqa: F401
+from .nbits import nbits_quantizer_class
+from .config import QuantizeError
 
 if TYPE_CHECKING:
     from .config import QuantConfig
-
-ORT_QUANTIZER = "onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer"
-
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     """C's ``roundf`` (halves away from zero), which MLAS uses; numpy's round goes to even."""

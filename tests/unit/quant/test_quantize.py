@@ -117,7 +117,7 @@ def test_bad_config_names_the_fix(kwargs, match):
 def test_op_type_lists_match_onnxruntime():
     from onnxruntime.quantization.registry import IntegerOpsRegistry, QDQRegistry
 
-    from workbench.quant.config import STATIC_OP_TYPES_LATER, static_op_types
+    from workbench.quant.formats import STATIC_OP_TYPES_LATER, static_op_types
 
     assert set(DYNAMIC_OP_TYPES) == set(IntegerOpsRegistry)
     assert set(static_op_types()) == set(QDQRegistry)  # 1.19.2's list on the training stack, more on the current one

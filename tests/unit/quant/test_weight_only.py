@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from workbench.quant import PRESETS, QuantConfig, QuantizeError
-from workbench.quant.config import available_presets, runnable_bits
-from workbench.quant.weightonly import EIGHT_BIT_REFUSAL, dequantize_nbits, quantize_weight_only
+from workbench.quant.config import available_presets
+from workbench.quant.nbits import probe_bits
+from workbench.quant.formats import EIGHT_BIT_REFUSAL
+from workbench.quant.weightonly import dequantize_nbits, quantize_weight_only
 
 
 def _matmul_graph(path, k: int, n: int, seed: int = 0):
@@ -60,7 +62,7 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
 
 
 def test_eight_bits_and_bad_options_refused_in_one_line():
-    eight = [] if 8 in runnable_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
+    eight = [] if 8 in probe_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
     for kw, match in [*eight, ({"mode": "weight-only", "weight_bits": 3}, "weight_bits=3: MatMulNBits in onnxruntime"),
                       ({"mode": "weight-only", "per_channel": True},
                        "per_channel=True: per_channel applies to dynamic and static quantization only"),
@@ -73,7 +75,7 @@ def test_eight_bits_and_bad_options_refused_in_one_line():
             QuantConfig(**kw)
         assert "\n" not in str(e.value)
     assert "weight-only-int8" not in PRESETS
-    if 8 in runnable_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
+    if 8 in probe_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
         assert QuantConfig.preset("weight-only-int8").bits == 8 and "weight-only-int8" in available_presets()
         return
     with pytest.raises(QuantizeError, match="preset 'weight-only-int8'") as e:
@@ -110,8 +112,8 @@ def test_cli_offers_the_presets_and_refuses_eight_bits_in_one_line(exported_tiny
 
     help_text = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", "--help"], capture_output=True, text=True).stdout
     assert "weight-only-int4-acc4" in help_text and "--accuracy-level" in help_text
-    if 8 in runnable_bits()[0]:
-        pytest.skip(f"onnxruntime {runnable_bits()[1]} builds and runs 8-bit weight-only graphs: "
+    if 8 in probe_bits()[0]:
+        pytest.skip(f"onnxruntime {probe_bits()[1]} builds and runs 8-bit weight-only graphs: "
                     "test_eight_bit_weights_build_and_run_where_the_kernel_runs_them checks them")
     p = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", str(exported_tiny.out_dir), "--preset", "weight-only-int8"],
                        capture_output=True, text=True)
@@ -132,7 +134,7 @@ def test_eight_bit_weights_build_and_run_where_the_kernel_runs_them(tmp_path):
     import onnx
     import onnxruntime as ort
 
-    bits, version = runnable_bits()
+    bits, version = probe_bits()
     assert bits[0] == 4 and set(bits) <= {4, 8}
     if version.startswith("1.19."):
         assert bits == (4,)
