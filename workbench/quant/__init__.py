@@ -59,7 +59,6 @@ from .quantize import (  # noqa: F401
     encoded_feeds,
     feeds_reader,
     activation_matmuls,
-    calibrate,
     preprocess_for_static,
     quantize_graph,
     quantized_nodes,

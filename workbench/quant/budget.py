@@ -26,9 +26,6 @@ class Objective(str, enum.Enum):
     SIZE = "size"
 
 
-OBJECTIVES = tuple(o.value for o in Objective)
-
-
 def parse_objective(value) -> Objective:
     return parse_choice(Objective, value, "objective", QuantizeError, "latency picks the fastest, size the smallest")
 

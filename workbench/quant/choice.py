@@ -69,9 +69,8 @@ class Scored:
 
 def int8_candidate(name: str, graph: str, res: Union[QuantResult, Scored], check: BudgetCheck, min_speedup: float,
                    reused: bool = False) -> SearchCandidate:
-    """A quantized variant (a :class:`QuantResult`, or :class:`Scored`) as a candidate: its metric judged by
-    ``check``, its speed by the guard (:func:`~workbench.quant.budget.speed_guard`: the lower end of its
-    speed-up's interval); it is feasible only when both hold. The one constructor every search uses."""
+    """A quantized variant (a :class:`QuantResult`, or :class:`Scored`) as a candidate: feasible only when its
+    metric passes ``check`` and its speed the guard (:func:`~workbench.quant.budget.speed_guard`)."""
     fast, why = speed_guard(res, min_speedup)
     ratio = res.speedup_ratio
     lat = res.latency[0] if res.latency else None
@@ -167,10 +166,8 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
 
 def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: Optional[BudgetCheck] = None,
                    latency: Any = None) -> SearchCandidate:
-    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``check`` its
-    budget check (None: the reference itself, no change), ``latency`` its
-    :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
-    constructor every search uses."""
+    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``check`` None for the reference
+    itself (no change), ``latency`` its ShapeLatency timed beside a variant (None: not timed)."""
     check = check if check is not None else BudgetCheck(0.0, "", 0.0, True, True, [], 0, [])
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,

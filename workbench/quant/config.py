@@ -1,11 +1,8 @@
 """How to quantize and how to time: :class:`QuantConfig` with its presets, the :class:`CalibrationConfig`
 and :class:`ValidationConfig` it holds, :class:`TimingConfig`, and :class:`QuantizeError`.
 
-Every field says what it means and which methods it applies to, in its metadata
-(``metadata={"help": ..., "methods": (...)}``): :func:`workbench.core.options.field_help` reads the
-first, :func:`applies_to` the second, and :class:`QuantConfig` refuses a field set away from its default
-for a method it does not apply to (``activation_type`` on dynamic quantization), in one line naming the
-field and the fix.
+Every field's metadata holds its help and the methods it applies to (:func:`applies_to`); a field set
+away from its default for a method it does not apply to is refused in one line naming the fix.
 """
 
 from __future__ import annotations
@@ -297,7 +294,6 @@ class QuantConfig:
             return self.op_types
         return {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: STATIC_DEFAULT_OP_TYPES,
                 QuantMode.WEIGHT_ONLY: WEIGHT_ONLY_OP_TYPES}[self.mode]
-
 
 
 _NESTED = {"calibration": CalibrationConfig, "validation": ValidationConfig}  # preset fields given as a dict of theirs

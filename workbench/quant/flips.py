@@ -21,7 +21,6 @@ class FlipKind(str, enum.Enum):
     CHANGED = "changed"
 
 
-
 @dataclass(frozen=True)
 class Flip:
     """One example whose predicted label changed between the reference and the candidate."""
@@ -66,7 +65,6 @@ class ThresholdPoint:
     accepted_flips: int
 
 
-
 FLIP_SORT_KEYS = ("index", "confidence_change", "reference_confidence", "candidate_confidence", "kind", "label")
 
 
@@ -74,17 +72,8 @@ def sort_flips(flips: Iterable[Flip], by: str = "confidence_change", descending:
     """Sort flips by one of :data:`FLIP_SORT_KEYS` (ties broken by index)."""
     if by not in FLIP_SORT_KEYS:
         raise EvaluationError(f"flips can be sorted by one of {list(FLIP_SORT_KEYS)}, got {by!r}")
-    getters = {
-        "index": lambda f: f.index,
-        "confidence_change": lambda f: f.confidence_change,
-        "reference_confidence": lambda f: f.reference_confidence,
-        "candidate_confidence": lambda f: f.candidate_confidence,
-        "kind": lambda f: f.kind.value,
-        "label": lambda f: f.label,
-    }
-    g = getters[by]
     ordered = sorted(flips, key=lambda f: f.index)
-    return sorted(ordered, key=g, reverse=descending)
+    return sorted(ordered, key=lambda f: getattr(f, by), reverse=descending)  # a FlipKind sorts as its text
 
 
 def threshold_analysis(labels, reference_probs, candidate_probs, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> list[ThresholdPoint]:

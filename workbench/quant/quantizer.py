@@ -1,11 +1,7 @@
-"""The one place a configuration is quantized with its worst nodes left in FP32: :class:`Quantizer`.
-
-Every task quantizes through it: the classifier's quantization stage
-(:func:`workbench.quant.run.run_quantization`), and the embedding model's variants and search
-(:mod:`workbench.embed.variants`, :mod:`workbench.embed.search`). The task says which graph a
-configuration quantizes, gives static quantization its calibration batches and the per-node SQNR the
-batches it ranks nodes on; the quantizer quantizes, ranks the quantized nodes by their local SQNR
-(:mod:`workbench.quant.sqnr`) and, for ``exclude_worst``, quantizes again with the worst left in FP32.
+"""The one place a configuration is quantized with its worst nodes left in FP32: :class:`Quantizer`, for
+every task (the classifier's :func:`workbench.quant.run.run_quantization`, the embedding model's variants
+and search). The task says which graph a configuration quantizes and gives the calibration and ranking
+batches; the quantizer ranks the quantized nodes by their local SQNR and quantizes again without the worst.
 """
 
 from __future__ import annotations

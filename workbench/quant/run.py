@@ -1,23 +1,13 @@
 """The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
 
-Two calls, ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` and then, per
-variant, ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir, evaluation=EvalConfig())``:
-
-1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph: the
-   stage's input): evaluation examples, slices, FP32 logits, calibration texts and timing settings.
-   Every variant (presets, re-quantizations, search candidates) is scored on
-   exactly these, so their numbers compare.
-2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
-   on training texts.
-3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
-   the quantized one timed side by side in alternating rounds with the baseline's timing settings
-   (:func:`~workbench.quant.baseline.time_beside_fp32`: the speed-up with its interval, both floors, a load
-   check before and after; the FP32 graph is timed nowhere else); size on disk.
-4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
-5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
-
-:func:`requantize_excluding` re-runs the same configuration without the worst nodes. Results are
-frozen dataclasses saved as ``quantize.json``.
+``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once (the FP32 graph scored:
+every variant is scored on exactly these examples and batches, so their numbers compare), then per
+variant ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir, evaluation=EvalConfig())``:
+quantize; validate the logits against the FP32 graph's; time both graphs side by side in alternating
+rounds (:func:`~workbench.quant.baseline.time_beside_fp32`, the only place the FP32 graph is timed);
+the slice drift (:func:`~workbench.quant.evaluate.evaluate_slices`) and the SQNR per quantized node
+(:func:`~workbench.quant.sqnr.node_errors`). :func:`requantize_excluding` re-runs the same configuration
+without the worst nodes. Results are saved as ``quantize.json``.
 """
 
 from __future__ import annotations
@@ -34,13 +24,12 @@ import numpy as np
 from .. import runs
 from ..runs import layout
 from ..graph import Validation, file_size_mib
-from ..core.metrics import Metric
 from ..core.latency import Ratio
 from ..perf.machine_profile import LoadCheck
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from ..perf.speed import Speed
-from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, cpu_profile, load_baseline, time_beside_fp32
+from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, load_baseline, score_examples, time_beside_fp32
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig, machine_note
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import encoded_feeds, quantized_nodes
@@ -49,7 +38,6 @@ from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
 
-# runs of each graph per interleaved round (the round's sample is their median); TimingConfig.repeats is the rounds
 QUANTIZED_FILE = "model.int8.onnx"
 
 
@@ -133,19 +121,6 @@ class QuantResult:
     def accuracy_delta(self) -> float:
         return self.report.overall.delta
 
-    def metrics(self) -> list[Metric]:
-        return [
-            Metric("latency", self.latency_ms, "ms", False),
-            Metric("FP32 latency", self.fp32_latency_ms, "ms", False),
-            Metric("speed-up", self.speedup, "x", True),
-            Metric("size on disk", self.size_mib, "MiB", False),
-            Metric("FP32 size", self.fp32_size_mib, "MiB", False),
-            Metric("accuracy", 100.0 * self.accuracy, "%", True),
-            Metric("accuracy change", 100.0 * self.accuracy_delta, "points", True),
-            Metric("largest slice drop", 100.0 * self.report.max_slice_drop(), "points", False),
-            Metric("agreement with FP32", 100.0 * self.report.overall.candidate.agreement, "%", True),
-        ]
-
 
 def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
     examples = eset.load_examples()
@@ -156,7 +131,7 @@ def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev:
         class_names=base.class_names, reference_name="fp32", candidate_name=name, set_name=eset.name,
         membership=eset.membership(),
     )
-    meta = eset.describe()
+    meta = {s.name: (s.description, s.group) for s in eset.slices}
     slices = [dataclasses.replace(d, description=meta[d.slice][0], group=meta[d.slice][1]) for d in rep.slices]
     return dataclasses.replace(rep, slices=slices, slice_set=eset.slice_set)
 
@@ -231,25 +206,17 @@ def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
 def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: EvalConfig) -> tuple[dict, Optional[ScoringSpeed]]:
     """The quantized graph on every evaluation set: ({set name: (logits, SliceReport)}, the scoring speed of the
     evaluation split, timed like the FP32 graph's)."""
-    import datasets
-
     from ..runtime.engine import active_pool
-    from ..runtime.ortinfer import make_session, predict_dataset
+    from ..runtime.ortinfer import make_session
 
-    pool = active_pool()  # a Ray pool (the audit's --engine ray): the same batches on its actors, which open qpath
-    qsession = make_session(qpath) if pool is None else qpath
+    qsession = make_session(qpath) if active_pool() is None else qpath
     reports, scoring = {}, None
     for eset in baseline.eval_sets:
-        ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
-        if scoring is None and baseline.fp32_scoring is not None:
-            from ..perf.scoring import timed_scoring
-
-            logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
-                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
-                                            note=baseline.scoring_note, pool=pool, label=name)
-        else:
-            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order,
-                                     pool=pool, label=f"{name}, {eset.name}" if len(baseline.eval_sets) > 1 else name)
+        timed = scoring is None and baseline.fp32_scoring is not None
+        logits, speed = score_examples(qsession, qpath, tok, eset.load_examples(), baseline.max_length, baseline.batch_size,
+                                       baseline.scoring_order, f"{name}, {eset.name}" if len(baseline.eval_sets) > 1 and not timed
+                                       else name, baseline.timing if timed else None)
+        scoring = scoring or speed
         reports[eset.name] = (logits, report_for(eset, logits, baseline, name, evaluation))
     return reports, scoring
 
@@ -271,17 +238,12 @@ def run_quantization(
     evaluation: Optional[EvalConfig] = None,
     timing: Optional[TimingConfig] = None,
 ) -> QuantResult:
-    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and
-    score it against the baseline.
+    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir``
+    (``model.int8.onnx``, ``quantize.json``) and score it against the baseline (:func:`prepare_baseline`).
 
-    ``source`` is the stage's input, a :class:`Baseline` (:func:`prepare_baseline`: the FP32 graph
-    scored once on the data, with its tokenizer, slices, calibration texts and timing settings), so
-    every variant is scored on exactly the same examples and batches. ``evaluation``
-    (:class:`EvalConfig`): bootstrap replicates, seed, the per-node SQNR's calibration texts
-    (``node_error_samples``, 0 skips it). Writes ``out_dir/model.int8.onnx`` and
-    ``out_dir/quantize.json``. The FP32 graph is timed beside the quantized one with the baseline's
-    timing settings; ``timing`` replaces them (both graphs timed with it). Timings and the bootstrap
-    are reported, never asserted.
+    ``evaluation`` (:class:`EvalConfig`): the bootstrap and the per-node SQNR's texts. The FP32 graph is
+    timed beside the quantized one with the baseline's timing settings, or ``timing``'s for both. Timings
+    and the bootstrap are reported, never asserted.
     """
     from ..graph import compare_logits, op_histogram
     from ..runtime.device import require_device

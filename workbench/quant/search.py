@@ -1,17 +1,10 @@
 """The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
 within a budget overall *and* on every slice big enough to judge.
 
-``run_search(baseline_or_graph, SearchConfig(...), out_dir)``: every candidate configuration is
-quantized into the FP32 baseline and scored on it; the FP32 graph is a candidate too, so the answer
-falls back to FP32 when no INT8 variant fits. Given a :class:`~workbench.quant.baseline.Baseline`
-the search scores and times nothing of the FP32 graph again (its logits and latency are saved with
-it), and a candidate that an earlier run already quantized with the same configuration into the
-same baseline (``previous=``) is reused, not quantized and scored again.
-
-A model scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an
-embedding model's retrieval task, :func:`workbench.embed.search.prepare_embed_search`): it quantizes,
-scores and judges each candidate against its own budget (NDCG@10 kept overall and lost per slice),
-re-quantizing with the worst nodes left in FP32 until no slice is below its budget.
+The FP32 graph is a candidate too, so the answer falls back to FP32 when no INT8 variant fits. A model
+scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an embedding
+model's retrieval task, :func:`workbench.embed.search.prepare_embed_search`), which quantizes, scores and
+judges each candidate in its own metric and budget.
 """
 
 from __future__ import annotations
@@ -39,34 +32,16 @@ from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names
 def default_candidates() -> list[QuantConfig]:
     """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
     embeddings in FP32, the best static recipe (the preset "static"), static Entropy."""
-    return [
-        QuantConfig.preset("dynamic"),
-        QuantConfig.preset("dynamic-per-channel"),
-        QuantConfig.preset("dynamic-fp32-embeddings"),
-        QuantConfig.preset("dynamic-reduce-range"),
-        QuantConfig.preset("static", calibration={"samples": 64}),
-        QuantConfig.preset("static-entropy", calibration={"samples": 64}),
-    ]
+    return ([QuantConfig.preset(n) for n in ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings", "dynamic-reduce-range")]
+            + [QuantConfig.preset(n, calibration={"samples": 64}) for n in ("static", "static-entropy")])
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What the search tries and what it accepts.
-
-    - ``candidates``: the configurations to quantize with (``None``: :func:`default_candidates`);
-      their labels must be unique (give ``name=`` to tell two apart).
-    - ``budget_overall`` / ``budget_per_slice``: accuracy a candidate may lose against its FP32
-      graph, overall and on every slice big enough to judge (fractions: 0.02 = 2 points).
-    - ``objective``: ``latency`` (the fastest within budget) or ``size`` (the smallest).
-    - ``include_small_slices``: hold slices below the minimum size to the budget too.
-    - ``strict``: judge the worse end of the 95% interval instead of the point estimate.
-    - ``include_fp32``: the FP32 graph is a candidate (the answer when no INT8 variant fits).
-    - ``min_speedup``: the speed guard: an INT8 candidate must be at least this many times faster
-      than the FP32 graph at the lower end of its interval (paired, interleaved rounds) to be
-      chosen, however accurate; 0 turns it off. When none passes, the FP32 graph is the answer.
-    - ``evaluation``: the paired bootstrap of every candidate's slice report (its ``n_boot`` and ``seed``).
-    - ``baseline``: how a baseline prepared here scores and times the FP32 graph, and the timing of every
-      candidate (``None``: a given baseline's own timing; a graph is then scored with ``BaselineConfig()``).
+    """What the search tries and what it accepts (each field's help says what it means). Budgets are fractions
+    of accuracy (0.02 = 2 points); candidate labels must be unique (give ``name=`` to tell two apart); the
+    speed guard judges the lower end of a candidate's speed-up interval, so a noisy win does not count;
+    ``baseline=None`` keeps a given baseline's own timing (a graph is then scored with ``BaselineConfig()``).
     """
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
@@ -163,14 +138,11 @@ def run_search(
     """Search ``config.candidates`` on one FP32 graph, or on several ({name: graph}, e.g. exported and
     fused), and keep the best within both budgets. Writes ``search.json`` and one folder per candidate.
 
-    A graph is a :class:`~workbench.quant.baseline.Baseline` (reused as it is: its FP32 logits and
-    latency are not computed again), or a path, an ExportResult or a FusionReport (a baseline is then
-    prepared from ``data`` in ``<out_dir>/<name>/baseline``, with ``tokenizer``/``export``/``slices``/
-    ``predicates`` as in :func:`~workbench.quant.baseline.prepare_baseline`). ``previous``: earlier
-    :class:`QuantResult`s; a candidate with the same configuration on the same baseline is taken from
-    them (:func:`reusable_result`; ``SearchCandidate.reused``, and "reused" in the progress).
-    ``progress(done, total, what)`` is called after each candidate. A :class:`ScoredBaseline` (an
-    embedding model's) quantizes and judges its candidates itself, in its own metric and budget.
+    A graph is a :class:`~workbench.quant.baseline.Baseline` (its FP32 logits and latency are not computed
+    again) or what :func:`~workbench.quant.baseline.prepare_baseline` takes (a baseline is then prepared
+    from ``data`` and the other keywords in ``<out_dir>/<name>/baseline``). A candidate found in
+    ``previous`` (:func:`reusable_result`) is reused, not quantized again. ``progress(done, total, what)``
+    is called after each candidate.
     """
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
@@ -221,27 +193,22 @@ def run_search(
         if config.include_fp32:  # after the variants: its latency is the FP32 side of the first one's interleaved rounds
             found.insert(first, _fp32_candidate(gname, base, config, timing, ev))
             step(f"{gname}/fp32")
-    result = _result(found, scored[0] if scored else None, config, out)
+    result = choose(found, config, out, scored[0] if scored else None)
     runs.save_result(result, out / SEARCH_FILE)
     return result
 
 
-def _result(found: list[SearchCandidate], scored: Optional[ScoredBaseline], config: SearchConfig, out: Path) -> SearchResult:
-    """The best candidate and the message, in the scored baseline's metric and budgets when there is one."""
-    if scored is None:
-        return choose(found, config, out)
-    return choose(found, config, out, scored.terms(), scored.budgets(), scored.metric, scored.notes)
-
-def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
-           budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
-    """The best of candidates already judged, and the message in ``terms`` (default: accuracy and ``config``'s
-    budgets); ``budgets`` and ``metric`` are what the result records (a task's own, e.g. NDCG@10's)."""
+def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."),
+           scored: Optional[ScoredBaseline] = None) -> SearchResult:
+    """The best of candidates already judged, and the message: in accuracy and ``config``'s budgets, or in
+    ``scored``'s own metric, terms and budgets (e.g. NDCG@10's), which the result then records."""
     best = select_candidate(found, config.objective)
-    budgets = budgets or (config.budget_overall, config.budget_per_slice)
-    terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
-    message = choice_message(found, best, terms, config.min_speedup, notes)
+    budgets = scored.budgets() if scored else (config.budget_overall, config.budget_per_slice)
+    terms = scored.terms() if scored else SearchTerms.accuracy(*budgets)
+    message = choice_message(found, best, terms, config.min_speedup, scored.notes if scored else ())
     return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
-                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup, metric)
+                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup,
+                        scored.metric if scored else "accuracy")
 
 
 def _graphs(source) -> tuple[dict[str, Any], list[ScoredBaseline]]:
@@ -287,7 +254,7 @@ def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir
                                     r0.report.overall.reference.accuracy, None, r0.fp32_latency[0] if r0.fp32_latency else None))
     for r in results:
         found.append(int8_candidate(r.name, r.graph_kind, r, config.judge(r.reports), config.min_speedup))
-    result = _result(found, None, config, Path(out_dir) if out_dir is not None else Path("."))
+    result = choose(found, config, Path(out_dir) if out_dir is not None else Path("."))
     if out_dir is not None:
         runs.save_result(result, Path(out_dir) / SEARCH_FILE)
     return result

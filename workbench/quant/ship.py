@@ -1,22 +1,13 @@
 """The chosen graph, ready to ship: ``<run>/chosen/`` holds what it needs to run without PyTorch.
 
     shipped = ship_search(search_result, run / layout.CHOSEN_DIR, unfused=run / layout.EXPORTED_GRAPH)
-    shipped.contrib_ops          # ["Attention", "SkipLayerNormalization", ...]: ONNX Runtime's own operators
 
-``chosen/`` is written as one unit (a temporary folder renamed into place, :class:`workbench.runs.atomic_dir`):
-
-- the graph (``model.onnx``, and its external data files when it has any);
-- ``tokenizer.json`` (what ``tokenizers.Tokenizer.from_file`` reads) and the tokenizer's other files;
-- ``labels.json``: the class names, in the order of the graph's logits;
-- ``settings.json``: the maximum length, the graph's inputs and their types, the padding and truncation,
-  the batch size and order it was scored with, the ONNX Runtime version that scored it, the operators of
-  ONNX Runtime's own domains (``com.microsoft``: another runtime cannot run them) and where the unfused
-  export lies, and, when no INT8 variant was chosen, that this is the FP32 graph and why;
-- ``predict.py`` (from ``workbench/resources/ship_predict.py``): needs ``onnxruntime``, ``tokenizers`` and
-  ``numpy`` only.
-
-The tokenizer is checked before anything is written: ``tokenizers`` on its own must give the ids the
-workbench's tokenizer gave for every scored text, or :class:`ShipError` says which text differs.
+``chosen/`` is written as one unit (:func:`workbench.runs.atomic_dir`): the graph (with its external data),
+``tokenizer.json`` and the tokenizer's other files, ``labels.json`` (class names in logit order),
+``settings.json`` (what a runtime must reproduce, and ONNX Runtime's own operators, which another runtime
+cannot run) and ``predict.py`` (``onnxruntime``, ``tokenizers`` and ``numpy`` only). The tokenizer is
+checked before anything is written: ``tokenizers`` alone must give the ids the workbench's tokenizer gave
+for every scored text, or :class:`ShipError` says which text differs.
 """
 
 from __future__ import annotations

@@ -22,18 +22,11 @@ SQNR_EPS = float(np.finfo("float").eps)  # qdq_loss_debug's floor for norms
 
 @dataclass(frozen=True)
 class NodeError:
-    """Quantization error at one quantized node, in dB of signal-to-quantization-noise ratio
-    (higher is better; every 6 dB is about one bit).
-
-    - ``output_sqnr_db``: the node's output in the quantized graph against the FP32 graph (the
-      error accumulated up to here).
-    - ``input_sqnr_db``: the same at its activation input (the error that arrived).
-    - ``activation_sqnr_db``: the noise that quantizing its activation input adds by itself
-      (the tensor before against after quantize/dequantize, inside the quantized graph).
-    - ``weight_sqnr_db``: the noise of its quantized weight against the FP32 weight.
-    - ``local_sqnr_db``: the lower of the two: how much this node's own quantization hurts; the
-      ranking (worst first) uses it, since it does not depend on what happened upstream.
-    """
+    """Quantization error at one quantized node, in dB of signal-to-quantization-noise ratio (higher is
+    better; every 6 dB is about one bit). ``output``/``input``: the error accumulated up to the node's
+    output / arriving at its activation input; ``activation``/``weight``: the noise that quantizing its
+    activation input / its weight adds by itself; ``local``: the lower of those two, what the ranking
+    (worst first) uses, since it does not depend on what happened upstream."""
 
     node: str
     op_type: str
@@ -64,7 +57,7 @@ def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) 
     onnx.save(model, str(out_path))
 
 
-def _weight_sqnr(qmodel, finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
+def _weight_sqnr(finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
     """SQNR of a quantized weight against the FP32 weight (NaN if the weight was not quantized).
 
     The quantized graph holds ``<w>_quantized`` with ``<w>_scale``/``<w>_zero_point``; a QDQ graph
@@ -114,13 +107,9 @@ def node_errors(
 ) -> list[NodeError]:
     """SQNR per quantized node between the FP32 graph and the quantized graph, worst first.
 
-    Both graphs get the *same* batches ``feeds`` (dicts of int64 arrays); every compared tensor
-    is added as a graph output and the sums of squares are accumulated batch by batch (the
-    same number as ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` on the
-    concatenated tensors, without holding every batch in memory); weights are compared with
-    ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` (see :func:`_weight_sqnr`).
-    Graphs run with ONNX Runtime's optimizations off, as ``qdq_loss_debug.collect_activations`` does.
-    """
+    Both graphs (optimizations off, as ``qdq_loss_debug.collect_activations`` runs them) get the same
+    ``feeds``; the sums of squares are accumulated batch by batch: ``qdq_loss_debug``'s number on the
+    concatenated tensors, without holding every batch in memory."""
     import onnx
 
     float_path, quant_path = Path(float_path), Path(quant_path)
@@ -139,16 +128,16 @@ def node_errors(
     dq_nodes = {n.input[0]: n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"}
     rows = []
     for node, out, acts, weights in plan:
-        w_vals = [_weight_sqnr(qmodel, finit_map, qinit_map, dq_nodes, w) for w in weights]
-        w_vals = [v for v in w_vals if not math.isnan(v)]
-        a_vals = [v for v in (db(f"qdq:{a}") for a in acts) if not math.isnan(v)]
-        in_vals = [v for v in (db(f"in:{a}") for a in acts) if not math.isnan(v)]
-        wv = min(w_vals) if w_vals else float("nan")
-        av = min(a_vals) if a_vals else float("nan")
-        local = min([v for v in (wv, av) if not math.isnan(v)], default=float("nan"))
-        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), min(in_vals) if in_vals else float("nan"), av, wv, local))
+        wv = _lowest(_weight_sqnr(finit_map, qinit_map, dq_nodes, w) for w in weights)
+        av = _lowest(db(f"qdq:{a}") for a in acts)
+        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), _lowest(db(f"in:{a}") for a in acts), av, wv,
+                              _lowest((wv, av))))
     ranked = sorted(rows, key=lambda r: (math.isnan(r.local_sqnr_db), r.local_sqnr_db if not math.isnan(r.local_sqnr_db) else 0.0, r.node))
     return [dataclasses.replace(r, rank=i + 1) for i, r in enumerate(ranked)]
+
+
+def _lowest(values: Iterable[float]) -> float:
+    return min((v for v in values if not math.isnan(v)), default=float("nan"))
 
 
 def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[str, int], dict[str, int]]:

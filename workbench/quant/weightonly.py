@@ -1,29 +1,18 @@
 """Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``),
 activations left in float.
 
-What onnxruntime 1.19.2 (the ``onnxruntime`` module of onnxruntime-training-cpu, the version this
-project is pinned to) really offers, checked here:
+What onnxruntime 1.19.2 (the training wheel this project pins) offers, checked here:
 
-- ``onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer`` rewrites every MatMul
-  with a constant 2-D weight into ``MatMulNBits`` (block size, symmetric or not, ``accuracy_level``,
-  ``nodes_to_exclude``). Its default algorithm writes **4 bits only** (``DefaultWeightOnlyQuantConfig``
-  fixes ``bits = 4``). ``MatMulNBitsQuantizer`` (the later name, with 8 bits) does not exist in 1.19.2.
-- The module does not import in the training wheel: it imports ``quantize_matmul_4bits`` from
-  ``onnxruntime.capi._pybind_state``, and the training build does not compile that binding
-  ("ImportError: cannot import name 'quantize_matmul_4bits'"). :func:`ort_quantizer_class` supplies
-  the missing function (:func:`quantize_matmul_4bits`, numpy: MLAS's blockwise round-to-nearest
-  rule and its packing) before importing the module, and only when it is missing; the graph rewrite
-  is ONNX Runtime's own, and ONNX Runtime's kernel runs the result.
-- The CPU kernel runs ``bits=4`` only: a graph with ``bits=8`` fails to load ("Only 4b quantization
-  is supported for MatMulNBits op"). So 8-bit weight-only quantization is refused with that reason
-  (:data:`EIGHT_BIT_REFUSAL`) instead of being faked.
-- On the current stack (onnxruntime 1.31+) the quantizer is ``matmul_nbits_quantizer.MatMulNBitsQuantizer``
-  (the 4-bit module is gone) with a ``bits`` argument, and the CPU kernel runs 8-bit weights:
-  :func:`probe_bits` checks that on one small MatMul, and 8 bits are built there, not refused.
-- ``accuracy_level``: 0 (unset) / 1 compute in FP32 with the weights dequantized block by block;
-  4 quantizes the activations to INT8 per block and computes in integers (MLAS's SQNBitGemm
-  ``CompInt8``). 2 (fp16) and 3 (bf16) are accepted by the kernel and fall back to FP32 on CPUs
-  without those instructions.
+- ``MatMul4BitsQuantizer`` rewrites every MatMul with a constant 2-D weight into ``MatMulNBits``, in
+  **4 bits only**, and its CPU kernel refuses ``bits=8`` ("Only 4b quantization is supported"), so 8 bits
+  are refused with that reason (:data:`~workbench.quant.formats.EIGHT_BIT_REFUSAL`) instead of being faked.
+- Its module does not import in the training wheel, which does not compile the ``quantize_matmul_4bits``
+  binding: :func:`ort_quantizer_class` supplies it in numpy (:func:`quantize_matmul_4bits`, MLAS's rule
+  and packing) only when missing; the graph rewrite and the kernel stay ONNX Runtime's.
+- onnxruntime 1.31+ (the current stack) has ``MatMulNBitsQuantizer`` with a ``bits`` argument and runs
+  8-bit weights (:func:`~workbench.quant.nbits.probe_bits` checks it).
+- ``accuracy_level`` 0/1 compute in FP32; 4 quantizes the activations to INT8 per block (MLAS's
+  ``CompInt8``); 2 (fp16) and 3 (bf16) fall back to FP32 on CPUs without those instructions.
 """
 
 from __future__ import annotations
@@ -152,21 +141,3 @@ def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_p
     with runs.atomic_path(out_path) as tmp:
         onnx.save(q, str(tmp))
     return out_path
-
-
-def dequantize_nbits(packed: np.ndarray, scales: np.ndarray, zero_points, k: int, n: int, block_size: int) -> np.ndarray:
-    """The K x N float weight a MatMulNBits node (4 bits) stands for: ``(q - zp) * scale`` per block
-    (zero point 8 when the node has none). For checks and for the weight error."""
-    k_blocks = (k + block_size - 1) // block_size
-    p = packed.reshape(n, k_blocks, block_size // 2)
-    q = np.empty((n, k_blocks, block_size), np.float32)
-    q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
-    if zero_points is None:
-        zp = np.full((n, k_blocks), 8.0, np.float32)
-    else:
-        z = zero_points.reshape(n, -1)
-        zp = np.empty((n, z.shape[1] * 2), np.float32)
-        zp[:, 0::2], zp[:, 1::2] = z & 0x0F, z >> 4
-        zp = zp[:, :k_blocks]
-    w = (q - zp[..., None]) * scales.reshape(n, k_blocks)[..., None]
-    return w.reshape(n, k_blocks * block_size)[:, :k].T

@@ -9,7 +9,25 @@ from workbench.quant import PRESETS, QuantConfig, QuantizeError
 from workbench.quant.config import available_presets
 from workbench.quant.nbits import probe_bits
 from workbench.quant.formats import EIGHT_BIT_REFUSAL
-from workbench.quant.weightonly import dequantize_nbits, quantize_weight_only
+from workbench.quant.weightonly import quantize_weight_only
+
+
+def _dequantize_nbits(packed: np.ndarray, scales: np.ndarray, zero_points, k: int, n: int, block_size: int) -> np.ndarray:
+    """The K x N float weight a MatMulNBits node (4 bits) stands for: ``(q - zp) * scale`` per block
+    (zero point 8 when the node has none)."""
+    k_blocks = (k + block_size - 1) // block_size
+    p = packed.reshape(n, k_blocks, block_size // 2)
+    q = np.empty((n, k_blocks, block_size), np.float32)
+    q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
+    if zero_points is None:
+        zp = np.full((n, k_blocks), 8.0, np.float32)
+    else:
+        z = zero_points.reshape(n, -1)
+        zp = np.empty((n, z.shape[1] * 2), np.float32)
+        zp[:, 0::2], zp[:, 1::2] = z & 0x0F, z >> 4
+        zp = zp[:, :k_blocks]
+    w = (q - zp[..., None]) * scales.reshape(n, k_blocks)[..., None]
+    return w.reshape(n, k_blocks * block_size)[:, :k].T
 
 
 def _matmul_graph(path, k: int, n: int, seed: int = 0):
@@ -48,7 +66,7 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
     inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
     zp = inits[node.input[3]] if len(node.input) > 3 else None
     assert (zp is None) == symmetric
-    wd = dequantize_nbits(inits[node.input[1]], inits[node.input[2]], zp, k, n, 32)
+    wd = _dequantize_nbits(inits[node.input[1]], inits[node.input[2]], zp, k, n, 32)
     # round to nearest: each weight within half a step of its block; symmetric maps the value of
     # largest magnitude to -8, so the other side's extreme clips at +7 (up to one step)
     step = np.abs(inits[node.input[2]]).reshape(n, 3)
