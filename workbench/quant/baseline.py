@@ -1,9 +1,6 @@
-"""The FP32 baseline: what the FP32 graph contributes to every comparison, computed and saved once.
-
-:func:`prepare_baseline` scores the FP32 graph (test split and golden edge cases) and saves the slices,
-the FP32 logits, calibration texts and timing settings. The FP32 graph is never timed on its own: it is
-timed beside each variant in interleaved rounds (:func:`time_beside_fp32`), and the first such run per
-timing settings is its figure wherever FP32 has a row of its own (:func:`fp32_latency`)."""
+"""The FP32 baseline (:func:`prepare_baseline`): the FP32 graph scored once, with slices, logits, calibration
+texts and timing settings. FP32 is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`);
+the first such run per timing settings is its figure wherever FP32 has a row of its own (:func:`fp32_latency`)."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ class Baseline:
     timing: TimingConfig
     fp32_size_mib: float
     out_dir: Path
-    # how the evaluation sets were scored: "length" (sorted batches, rows returned in order) or
-    # "file"; every quantized variant is scored on the same batches ("file" in baselines saved before)
+    # "length" (sorted batches, rows returned in order) or "file" (baselines saved before it was kept)
     scoring_order: str = "file"
     lengths: Optional[LengthStats] = None        # the evaluation split's token lengths
     scoring_work: Optional[ScoringWork] = None   # padded tokens in file order and sorted by length
@@ -134,10 +130,8 @@ class Fp32Timings:
 
 
 def time_beside_fp32(baseline: Baseline, variants: Mapping[str, str | os.PathLike], t: TimingConfig, notes: list[str]) -> SpeedRun:
-    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds (load hits
-    them alike; :func:`workbench.perf.speed.time_side_by_side`), each against this machine's floor, with a
-    load check before and after. The first such run per timing settings keeps its FP32 figures in the
-    baseline's folder (:func:`fp32_latency`)."""
+    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds, so load hits
+    them alike; the first such run per timing settings keeps FP32's figures (:func:`fp32_latency`)."""
     from ..perf.speed import time_side_by_side
 
     side = time_side_by_side({FP32: baseline.fp32_path, **variants}, base=FP32, shapes=t.shapes, warmup=t.warmup,
@@ -159,10 +153,8 @@ def _fp32_timings(baseline: Baseline) -> Fp32Timings:
 
 
 def fp32_latency(baseline: Baseline, timing: Optional[TimingConfig] = None) -> list[ShapeLatency]:
-    """The FP32 graph's latency with ``timing`` (default: the baseline's), for a row that shows FP32 on its
-    own: the FP32 side of the first run that timed it beside a variant with those settings
-    (:func:`time_beside_fp32`). Before any variant was timed with them, FP32 is timed now, by the same
-    interleaved primitive with nothing beside it (and not kept: the next variant's run is FP32's figure)."""
+    """The FP32 graph's latency with ``timing`` (default: the baseline's): the FP32 side of the first run beside a
+    variant with those settings, or, before any, timed now with nothing beside it (and not kept)."""
     t = timing if timing is not None else baseline.timing
     kept = next((r.latency for r in _fp32_timings(baseline).runs if r.timing == t), None)
     return list(kept) if kept is not None else time_beside_fp32(baseline, {}, t, []).latency[FP32]
@@ -274,14 +266,9 @@ def prepare_baseline(
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
 ) -> Baseline:
     """Score the FP32 graph once and save in ``out_dir`` what every quantized variant is compared on (the
-    stage's input, :func:`workbench.quant.run_quantization`); it is timed beside each variant, not here.
-
-    ``onnx_path``: the FP32 graph or an ``ExportResult``/``FusionReport``; ``data``: a ``DatasetDict``
-    (``cfg.eval_split`` scored, ``cfg.calibration_split`` calibrates) or, for scoring only, a ``Dataset``.
-    The tokenizer, class names and maximum length come from the export unless given. ``slices`` (a
-    SliceSet) replaces the default collection (the built-in slices and one per user column of the data);
-    ``predicates`` ({name: function of an example}) add slices to either.
-    """
+    stage's input); it is timed beside each variant, not here. ``data``: a ``DatasetDict`` (or a ``Dataset``, for
+    scoring only); the tokenizer, class names and maximum length come from the export unless given; ``slices``
+    (a SliceSet) replaces the default collection, ``predicates`` ({name: function of an example}) add to either."""
     cfg = cfg if cfg is not None else BaselineConfig()
     if not isinstance(cfg, BaselineConfig):
         raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
@@ -347,8 +334,7 @@ def _calibration_rows(train, cfg: BaselineConfig) -> list[dict]:
 
 
 def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
-    """The class names in label order: given, the data's label feature's, or the export's; checked
-    against the classes the model knows."""
+    """The class names in label order (given, the data's or the export's), checked against the model's classes."""
     feats = getattr(ev, "features", {}) or {}
     names = list(given) if given else (
         list(feats["label"].names) if "label" in feats and hasattr(feats["label"], "names") else
@@ -368,8 +354,7 @@ def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
 
 
 def _default_slices(ev, names: list[str], train_texts: list[str], slices, predicates):
-    """``slices`` (with ``predicates`` added), or the default collection: the built-in slices, one per
-    user column of the data, and ``predicates``."""
+    """``slices`` with ``predicates`` added, or the built-in slices, one per user column and ``predicates``."""
     from ..data.slices import predicate_slice, slice_collection
 
     if slices is None:
@@ -382,8 +367,7 @@ def _default_slices(ev, names: list[str], train_texts: list[str], slices, predic
 
 def score_examples(graph, path: Path, tok, examples: list[dict], max_len: int, batch_size: int, order: str, label: str,
                    timing: Optional[TimingConfig] = None) -> tuple[np.ndarray, Optional[ScoringSpeed]]:
-    """One graph's logits on ``examples``, in the batches every variant is scored on (``graph``: its session, or
-    ``path`` itself on the active Ray pool); with ``timing``, timed against this machine's floor as well."""
+    """One graph's logits on ``examples`` in the shared batches (timed against the floor too with ``timing``)."""
     import datasets
 
     from ..perf.scoring import timed_scoring

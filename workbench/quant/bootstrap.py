@@ -1,7 +1,5 @@
-"""Metrics of one model on a set of examples, and the paired bootstrap of their change.
-
-Every metric is computed from bootstrap *weights* (how many times each example is drawn); the point
-estimate is the same kernel with all weights 1 (see :mod:`workbench.quant.evaluate` for the method)."""
+"""Metrics of one model on a set of examples, and the paired bootstrap of their change: every metric is
+computed from bootstrap *weights* (the point estimate: all weights 1; the method: :mod:`workbench.quant.evaluate`)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
-"""Per-slice evaluation of a candidate model (INT8, fused, pruned...) against a reference (FP32).
+"""Per-slice evaluation of a candidate model against a reference (FP32), in pure numpy: probabilities in,
+a :class:`SliceReport` out. Metrics: accuracy, macro-F1 (over the classes in labels or predictions, as
+scikit-learn does), mean confidence, ECE (``n_bins`` equal-width bins, an edge going to the lower bin) and
+agreement. Drift has a **paired bootstrap** 95% interval (each replicate draws the same examples for both
+models, so it measures the change, not the noise of two samples); ``significant``: it excludes zero.
 
-Pure numpy: arrays of probabilities in, a :class:`SliceReport` out, so the same function scores ONNX
-Runtime sessions, PyTorch models or saved predictions. For the whole set and every slice: accuracy,
-macro-F1 (over the classes in the labels or the predictions, as scikit-learn does), mean confidence,
-expected calibration error (``n_bins`` equal-width bins ``(0, 1/B], (1/B, 2/B], ...``, an edge going to
-the lower bin; ECE = ``sum_b |sum correct - sum conf| / n``) and agreement with the reference.
-
-Drift is the candidate's value minus the reference's with a **paired bootstrap** 95% interval (each
-replicate draws the same examples for both models, so the interval measures the change, not the noise
-of two samples); a change is ``significant`` when its interval excludes zero.
-
-Slices under ``min_slice_size`` examples (:data:`MIN_SLICE_SIZE` = 50) are marked ``too_small``, still
-shown. Why 50: one changed prediction moves a slice of n by 1/n, 2 points at n = 50 (the usual per-slice
-budget); and a simulation of slices whose reference is right 85% of the time, predictions flipping at
-a given rate, counted how often the 95% interval holds the true change (400 trials, 500 replicates)::
+Slices under :data:`MIN_SLICE_SIZE` = 50 examples are ``too_small`` (shown, not judged): one changed
+prediction moves a slice of n by 1/n, 2 points at 50 (the usual budget); and simulated slices (reference
+right 85% of the time, flips at a rate; 400 trials of 500 replicates) gave this coverage of the 95% interval::
 
       n      flip 2%   flip 5%   flip 10%
       20     0.25      0.61      0.86
@@ -22,8 +15,7 @@ a given rate, counted how often the 95% interval holds the true change (400 tria
       100    0.78      0.91      0.95
       200    0.90      0.94      0.96
 
-When flips are rare the interval is too narrow at any n (no flip gives [0, 0]): read
-``SliceDrift.flips`` beside it.
+When flips are rare the interval is too narrow at any n (no flip gives [0, 0]): read ``SliceDrift.flips``.
 """
 
 from __future__ import annotations
@@ -72,25 +64,21 @@ class EvalConfig:
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise EvaluationError(f"{name} must be a whole number, got {v!r}")
             object.__setattr__(self, name, int(v))
-        if self.n_boot < 100:
-            raise EvaluationError(f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}")
-        if self.node_error_samples < 0:
-            raise EvaluationError(f"node_error_samples must be 0 (skip) or more texts, got {self.node_error_samples}")
-        if not 0.5 < self.confidence_level < 1.0:
-            raise EvaluationError(f"confidence_level must be between 0.5 and 1, got {self.confidence_level}")
-        if self.min_slice_size < 1:
-            raise EvaluationError(f"min_slice_size must be at least 1, got {self.min_slice_size}")
-        if self.n_bins < 1:
-            raise EvaluationError(f"n_bins must be at least 1, got {self.n_bins}")
         bad_t = [t for t in self.thresholds if not 0.0 <= t <= 1.0]
-        if bad_t:
-            raise EvaluationError(f"thresholds are confidences in [0, 1], got {bad_t}")
+        refusals = ((self.n_boot < 100, f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}"),
+                    (self.node_error_samples < 0, f"node_error_samples must be 0 (skip) or more texts, got {self.node_error_samples}"),
+                    (not 0.5 < self.confidence_level < 1.0, f"confidence_level must be between 0.5 and 1, got {self.confidence_level}"),
+                    (self.min_slice_size < 1, f"min_slice_size must be at least 1, got {self.min_slice_size}"),
+                    (self.n_bins < 1, f"n_bins must be at least 1, got {self.n_bins}"),
+                    (bad_t, f"thresholds are confidences in [0, 1], got {bad_t}"))
+        message = next((m for bad, m in refusals if bad), None)
+        if message:
+            raise EvaluationError(message)
 
 
 @dataclass(frozen=True)
 class SliceDrift:
-    """What the candidate changed on one slice: every metric of :data:`METRICS` in ``deltas``; the
-    properties read accuracy's, the headline number of a slice."""
+    """What the candidate changed on one slice; the properties read accuracy's delta, its headline number."""
 
     slice: str
     n: int
@@ -115,8 +103,7 @@ class SliceDrift:
 
 @dataclass(frozen=True)
 class SliceReport:
-    """The candidate against the reference, overall and slice by slice; the per-example arrays are kept so
-    views can draw a confidence scatter or re-sort flips without recomputing anything."""
+    """The candidate against the reference, overall and slice by slice, with the per-example arrays views draw."""
 
     reference_name: str
     candidate_name: str
@@ -321,8 +308,7 @@ def _slice_masks(rows: list, slices: Optional[SliceSet], membership: Optional[di
 
 
 def _flips(rows: list, labels: np.ndarray, ref_all, cand_all, masks: dict[str, np.ndarray], names: list[str]) -> list[Flip]:
-    """Every example whose prediction changed: fixed (the candidate is now right), broken (the
-    reference was right) or changed (both wrong), with the slices it belongs to."""
+    """Every example whose prediction changed (fixed, broken or changed), with the slices it belongs to."""
     flips = []
     for i in np.flatnonzero(ref_all.pred != cand_all.pred):
         i = int(i)

@@ -46,13 +46,7 @@ class Flip:
 
 @dataclass(frozen=True)
 class ThresholdPoint:
-    """Accept a prediction only when its confidence is at least ``threshold``: what happens.
-
-    Coverage is the share accepted; accuracy is measured on the accepted examples (NaN if none).
-    ``decisions_changed`` counts examples accepted by one model and rejected by the other;
-    ``accepted_flips`` counts examples accepted by both whose label differs (flips that would
-    still reach a user at this threshold).
-    """
+    """Accepting predictions at confidence >= ``threshold`` (accuracy on the accepted; ``accepted_flips``: flips still shown)."""
 
     threshold: float
     reference_coverage: float
@@ -77,8 +71,7 @@ def sort_flips(flips: Iterable[Flip], by: str = "confidence_change", descending:
 
 
 def threshold_analysis(labels, reference_probs, candidate_probs, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> list[ThresholdPoint]:
-    """Accept/reject at each confidence threshold: coverage and accuracy of both models and
-    how many decisions the candidate changes."""
+    """Accept/reject at each confidence threshold: both models' coverage and accuracy, and the decisions changed."""
     labels = np.asarray(labels, dtype=np.int64)
     rp, cp = np.asarray(reference_probs, dtype=np.float64), np.asarray(candidate_probs, dtype=np.float64)
     r_pred, c_pred = rp.argmax(axis=1), cp.argmax(axis=1)

@@ -1,10 +1,6 @@
-"""Quantizing and calibrating one graph file with ``onnxruntime.quantization``.
-
-Dynamic (weights INT8 offline, activations quantized per batch at run time) or static QDQ/QOperator
-(activation ranges calibrated on training texts with MinMax, Entropy or Percentile: ONNX Runtime's
-calibrators and ``QDQQuantizer``, see :func:`calibrate` for why not ``quantize_static`` itself).
-``DefaultTensorType`` is always set, which the fused graph needs (its contrib ops have no type
-information); static quantization first runs ``quant_pre_process`` (:func:`preprocess_for_static`).
+"""Quantizing and calibrating one graph file with ``onnxruntime.quantization``: dynamic, static QDQ/QOperator
+(ONNX Runtime's calibrators and ``QDQQuantizer``: :func:`calibrate` says why not ``quantize_static``) or
+weight-only. ``DefaultTensorType`` is always set: the fused graph's contrib ops carry no type information.
 """
 
 from __future__ import annotations
@@ -99,11 +95,9 @@ def _check_nodes_exist(float_path: Path, nodes: Sequence[str]) -> None:
 
 @contextlib.contextmanager
 def _without_preprocessing_advice():
-    """Silence ``quantize_dynamic``'s advice to run ``quant_pre_process`` first, for this call only.
-
-    That pre-processing serves static quantization (``preprocess_for_static`` runs it there); on the fused
-    tiny BERT ``quantize_dynamic`` produced the same operators with and without it (checked here), while
-    the advice, a root-logger record, was printed once per variant. Only that record is dropped."""
+    """Drop ``quantize_dynamic``'s advice to run ``quant_pre_process`` first (a root-logger record, once per
+    variant): that pre-processing serves static quantization, and on the fused tiny BERT dynamic quantization
+    gave the same operators with and without it (checked here)."""
     def keep(record: logging.LogRecord) -> bool:
         return not (record.pathname.replace(os.sep, "/").endswith("onnxruntime/quantization/quantize.py")
                     and str(record.msg).startswith("Please consider"))
@@ -118,10 +112,8 @@ def _without_preprocessing_advice():
 
 @contextlib.contextmanager
 def _scratch_copy(graph: Path, folder: Path):
-    """``graph`` (and its external ``.data``) linked, or copied, into a temporary folder inside
-    ``folder``: ONNX Runtime's quantizer writes ``<graph>-inferred.onnx`` beside its input, which would
-    litter the user's folder and fail on a read-only one. The folder (``.quantize-scratch.*.tmp``) is
-    removed afterwards, and by the next run's lock if this process is killed."""
+    """``graph`` (and its ``.data``) linked or copied into a scratch folder inside ``folder``, removed afterwards:
+    ONNX Runtime's quantizer writes ``<graph>-inferred.onnx`` beside its input (litter, or a failure when read-only)."""
     import shutil
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,8 +138,7 @@ def _qtypes() -> dict:
 
 def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str | os.PathLike,
                    calibration_feeds: Optional[list[dict]] = None) -> tuple[Path, Path]:
-    """Quantize one graph file with ``cfg``; returns (quantized path, float graph the node names
-    refer to: the pre-processed copy for static, the input itself for dynamic)."""
+    """Quantize one graph file; returns (quantized path, the float graph its node names refer to)."""
     import onnx
     from onnxruntime.quantization import quantize_dynamic
 
@@ -184,8 +175,7 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
 
 
 def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
-    """Names of the MatMul nodes whose inputs are both computed (no weight initializer), such as
-    attention's Q·Kᵀ and softmax·V: what ``matmul_const_b_only`` leaves in FP32."""
+    """MatMul nodes with no weight input (attention's Q·Kᵀ, softmax·V): what ``matmul_const_b_only`` leaves in FP32."""
     import onnx
 
     model = onnx.load(str(float_path), load_external_data=False)
@@ -196,17 +186,12 @@ def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
 
 
 def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]):
-    """Activation ranges of the graph's quantizable tensors on ``feeds`` (ONNX Runtime's calibrators).
+    """Activation ranges of the graph's quantizable tensors on ``feeds``, from ONNX Runtime's calibrators made here.
 
-    ``quantize_static`` in onnxruntime 1.19.2 forwards only four calibration options and never the
-    histogram size: Entropy then runs with 128 bins = 128 quantized bins, a search with a single
-    candidate, so it returns the MinMax ranges (measured here: byte-identical models). The
-    calibrator is therefore created here, with ``cfg.histogram_bins``, and the ranges handed to
-    ``QDQQuantizer`` just as ``quantize_static`` does after its own calibration.
-
-    Not "CalibMaxIntermediateOutputs" either: in 1.19.2 ``MinMaxCalibrater.collect_data`` empties
-    each full chunk of batches without merging its ranges, so the ranges would come from the last
-    partial chunk alone (or it raises "No data is collected").
+    Not ``quantize_static``: in onnxruntime 1.19.2 it never forwards the histogram size, so Entropy runs with
+    128 bins = 128 quantized bins and returns the MinMax ranges (measured: byte-identical models). Not
+    "CalibMaxIntermediateOutputs" either: 1.19.2's ``MinMaxCalibrater.collect_data`` drops each full chunk's
+    ranges, keeping the last partial chunk's alone (or raising "No data is collected").
     """
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
@@ -234,8 +219,7 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
 
 
 def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, extra: dict) -> None:
-    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ or QOperator format),
-    given ranges."""
+    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ or QOperator), given ranges."""
     from onnxruntime.quantization import QDQQuantizer, QuantFormat
     from onnxruntime.quantization.onnx_quantizer import ONNXQuantizer
     from onnxruntime.quantization.quant_utils import QuantizationMode, load_model_with_shape_infer
@@ -263,12 +247,8 @@ def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, ex
 
 
 def quantized_nodes(float_path: str | os.PathLike, quant_path: str | os.PathLike, op_types: Iterable[str]) -> list[str]:
-    """Names of the FP32 graph's nodes (of ``op_types``) that the quantized graph changed.
-
-    A node counts as left in FP32 when the quantized graph still holds a node with the same
-    name, operator and inputs; dynamic quantization replaces a quantized node (``<name>_quant``),
-    QDQ feeds it from ``DequantizeLinear`` outputs, so either way it is no longer identical.
-    """
+    """Names of the FP32 graph's nodes (of ``op_types``) that the quantized graph changed: a node left in FP32
+    keeps its name, operator and inputs; a quantized one is replaced (dynamic) or fed by DequantizeLinear (QDQ)."""
     import onnx
 
     ops = set(op_types)

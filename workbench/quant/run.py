@@ -1,23 +1,20 @@
 """The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
 
-``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once (the FP32 graph scored:
-every variant is scored on exactly these examples and batches, so their numbers compare), then per
-variant ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir, evaluation=EvalConfig())``:
-quantize; validate the logits against the FP32 graph's; time both graphs side by side in alternating
-rounds (:func:`~workbench.quant.baseline.time_beside_fp32`, the only place the FP32 graph is timed);
-the slice drift (:func:`~workbench.quant.evaluate.evaluate_slices`) and the SQNR per quantized node
-(:func:`~workbench.quant.sqnr.node_errors`). :func:`requantize_excluding` re-runs the same configuration
-without the worst nodes. Results are saved as ``quantize.json``.
+``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once, then per variant
+``run_quantization(base, QuantConfig.preset("dynamic"), out_dir)``: quantize, validate the logits, time both
+graphs side by side (:func:`~workbench.quant.baseline.time_beside_fp32`, the only place FP32 is timed), the
+slice drift and the SQNR per quantized node; :func:`requantize_excluding` again without the worst nodes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -69,9 +66,7 @@ class QuantResult:
     notes: list[str] = field(default_factory=list)
     # the timing settings of ``latency``/``fp32_latency`` (None in results saved before it was kept)
     timing: Optional[TimingConfig] = None
-    # the FP32 and quantized graphs timed side by side, interleaved (workbench.perf.speed): the speed-up
-    # per shape with its interval over the paired rounds and both floors; and whether the machine
-    # was busy meanwhile (empty / None in results saved before they were kept)
+    # the speed-up per shape from interleaved rounds (workbench.perf.speed), and whether the machine was busy
     speed: list[Speed] = field(default_factory=list)
     load: Optional[LoadCheck] = None
     # scoring the evaluation split: rows/s against the floor of the same batches (the baseline's order)
@@ -92,14 +87,12 @@ class QuantResult:
 
     @property
     def speedup_ratio(self) -> Optional[Ratio]:
-        """The speed-up over the FP32 graph at the first timing shape, with its interval (None in
-        results saved before interleaved timing)."""
+        """The speed-up over FP32 at the first timing shape, with its interval (None in older results)."""
         return self.speed[0].ratio if self.speed else None
 
     @property
     def speedup(self) -> float:
-        """How many times faster than the FP32 graph (first timing shape): the median of the paired
-        rounds' ratios; in older results, FP32 median latency / quantized median latency."""
+        """Times faster than FP32 at the first shape: the median of the paired rounds' ratios (older results: of medians)."""
         if self.speed:
             return self.speed[0].ratio.value
         return self.fp32_latency_ms / self.latency_ms if self.latency_ms > 0 else float("nan")
@@ -136,19 +129,12 @@ def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev:
     return dataclasses.replace(rep, slices=slices, slice_set=eset.slice_set)
 
 
-class _Fp32Feeds:
-    """Encoded feeds for the FP32 graph, its session opened only when first needed (static calibration,
-    exclude_worst, node errors)."""
+def _fp32_feeds(src: Path, baseline: Baseline, tok: Any) -> Callable[[Sequence[str], int, bool], list[dict]]:
+    """Encoded feeds for the FP32 graph, its session opened only when first needed."""
+    from ..runtime import ortinfer
 
-    def __init__(self, src: Path, baseline: Baseline, tok: Any) -> None:
-        self.src, self.baseline, self.tok, self._session = src, baseline, tok, None
-
-    def __call__(self, texts: Sequence[str], batch_size: int, pad_to_max: bool) -> list[dict]:
-        from ..runtime.ortinfer import make_session
-
-        if self._session is None:
-            self._session = make_session(self.src)
-        return encoded_feeds(self._session, self.tok, texts, self.baseline.max_length, batch_size, pad_to_max=pad_to_max)
+    session = functools.cache(lambda: ortinfer.make_session(src))
+    return lambda texts, batch_size, pad_to_max: encoded_feeds(session(), tok, texts, baseline.max_length, batch_size, pad_to_max)
 
 
 def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optional[EvalConfig]) -> tuple[QuantConfig, EvalConfig]:
@@ -165,9 +151,8 @@ def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optiona
     return cfg, evaluation
 
 
-def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, notes: list[str]) -> Optional[list[dict]]:
-    """Static quantization's calibration batches (None for the other modes), equal batches padded to max_length
-    (the histogram calibrators stack them)."""
+def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: Callable[..., list[dict]], notes: list[str]) -> Optional[list[dict]]:
+    """Static quantization's calibration batches (None otherwise), padded to max_length: the histogram calibrators stack them."""
     if cfg.mode is not QuantMode.STATIC:
         return None
     cal = cfg.calibration
@@ -204,8 +189,7 @@ def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
 
 
 def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: EvalConfig) -> tuple[dict, Optional[ScoringSpeed]]:
-    """The quantized graph on every evaluation set: ({set name: (logits, SliceReport)}, the scoring speed of the
-    evaluation split, timed like the FP32 graph's)."""
+    """The quantized graph on every evaluation set: ({set: (logits, SliceReport)}, the evaluation split's scoring speed)."""
     from ..runtime.engine import active_pool
     from ..runtime.ortinfer import make_session
 
@@ -221,7 +205,7 @@ def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: Eva
     return reports, scoring
 
 
-def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, samples: int,
+def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: Callable[..., list[dict]], samples: int,
             notes: list[str]) -> list[NodeError]:
     if samples > 0 and calib_texts:
         return node_errors(float_path, qpath, fp32(calib_texts[:samples], 8, pad_to_max=False), cfg.resolved_op_types())
@@ -238,13 +222,9 @@ def run_quantization(
     evaluation: Optional[EvalConfig] = None,
     timing: Optional[TimingConfig] = None,
 ) -> QuantResult:
-    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir``
-    (``model.int8.onnx``, ``quantize.json``) and score it against the baseline (:func:`prepare_baseline`).
-
-    ``evaluation`` (:class:`EvalConfig`): the bootstrap and the per-node SQNR's texts. The FP32 graph is
-    timed beside the quantized one with the baseline's timing settings, or ``timing``'s for both. Timings
-    and the bootstrap are reported, never asserted.
-    """
+    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and score it
+    against the baseline; the FP32 graph is timed beside it with the baseline's timing settings, or ``timing``'s
+    for both. Timings and the bootstrap are reported, never asserted."""
     from ..graph import compare_logits, op_histogram
     from ..runtime.device import require_device
 
@@ -258,7 +238,7 @@ def run_quantization(
     tok = baseline.load_tokenizer()
     notes: list[str] = []
     calib_texts = baseline.calibration_texts()
-    fp32 = _Fp32Feeds(src, baseline, tok)
+    fp32 = _fp32_feeds(src, baseline, tok)
 
     feeds = _calibration_feeds(cfg, calib_texts, fp32, notes)
     t0 = time.perf_counter()
@@ -311,9 +291,8 @@ def requantize_excluding(
     n_boot: Optional[int] = None,
     node_error_samples: int = 16,
 ) -> QuantResult:
-    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or
-    the named ``nodes``) in FP32, scored on the same baseline. Writes into
-    ``<result.out_dir>/exclude-<k>`` unless ``out_dir`` is given."""
+    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or ``nodes``) in FP32,
+    scored on the same baseline (into ``<result.out_dir>/exclude-<k>`` by default)."""
     if (worst_k is None) == (nodes is None):
         raise QuantizeError("give exactly one of worst_k (exclude the k worst nodes) or nodes (names to exclude)")
     if nodes is None:

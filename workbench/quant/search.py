@@ -1,10 +1,7 @@
 """The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
-within a budget overall *and* on every slice big enough to judge.
-
-The FP32 graph is a candidate too, so the answer falls back to FP32 when no INT8 variant fits. A model
-scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an embedding
-model's retrieval task, :func:`workbench.embed.search.prepare_embed_search`), which quantizes, scores and
-judges each candidate in its own metric and budget.
+within a budget overall *and* on every slice big enough to judge; the FP32 graph is the answer when no INT8
+variant fits. A model scored in other terms brings its own baseline (:class:`ScoredBaseline`, an embedding
+model's retrieval task), which quantizes, scores and judges each candidate in its own metric and budget.
 """
 
 from __future__ import annotations
@@ -30,19 +27,15 @@ from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names
 
 
 def default_candidates() -> list[QuantConfig]:
-    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
-    embeddings in FP32, the best static recipe (the preset "static"), static Entropy."""
+    """A small, varied set: dynamic INT8 four ways, the best static recipe and static Entropy."""
     return ([QuantConfig.preset(n) for n in ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings", "dynamic-reduce-range")]
             + [QuantConfig.preset(n, calibration={"samples": 64}) for n in ("static", "static-entropy")])
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What the search tries and what it accepts (each field's help says what it means). Budgets are fractions
-    of accuracy (0.02 = 2 points); candidate labels must be unique (give ``name=`` to tell two apart); the
-    speed guard judges the lower end of a candidate's speed-up interval, so a noisy win does not count;
-    ``baseline=None`` keeps a given baseline's own timing (a graph is then scored with ``BaselineConfig()``).
-    """
+    """What the search tries and what it accepts (each field's help says what it means). Candidate labels must be
+    unique; the speed guard judges the lower end of a speed-up's interval, so a noisy win does not count."""
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
         "search: the configurations to quantize with (default: the built-in candidate list)")})
@@ -91,10 +84,8 @@ class SearchConfig:
 
 @runtime_checkable
 class ScoredBaseline(Protocol):
-    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and
-    budget (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10 on a retrieval task). The
-    search asks it for the FP32 candidate and, per configuration, for the candidates it tried (a
-    configuration, then the same with nodes left in FP32 until it fits); ``previous`` is not used."""
+    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and budget
+    (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10); ``previous`` is not used."""
 
     metric: str
     notes: list[str]
@@ -109,9 +100,8 @@ class ScoredBaseline(Protocol):
 
 def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Baseline, timing: TimingConfig,
                     n_boot: int, seed: int) -> Optional[QuantResult]:
-    """An earlier result of ``cfg`` on this baseline that the search may take as it is: the same
-    configuration, the same FP32 graph and baseline, timed with the same settings, bootstrapped
-    with the same replicates and seed, and its quantized graph still on disk."""
+    """An earlier result of ``cfg`` the search may take as it is: same configuration, FP32 graph, baseline,
+    timing, bootstrap replicates and seed, and its graph still on disk."""
     base_file = (Path(base.out_dir) / BASELINE_FILE).resolve()
     for r in previous:
         if (r.config == cfg and Path(r.baseline_path).resolve() == base_file
@@ -135,15 +125,10 @@ def run_search(
     previous: Sequence[QuantResult] = (),
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SearchResult:
-    """Search ``config.candidates`` on one FP32 graph, or on several ({name: graph}, e.g. exported and
-    fused), and keep the best within both budgets. Writes ``search.json`` and one folder per candidate.
-
-    A graph is a :class:`~workbench.quant.baseline.Baseline` (its FP32 logits and latency are not computed
-    again) or what :func:`~workbench.quant.baseline.prepare_baseline` takes (a baseline is then prepared
-    from ``data`` and the other keywords in ``<out_dir>/<name>/baseline``). A candidate found in
-    ``previous`` (:func:`reusable_result`) is reused, not quantized again. ``progress(done, total, what)``
-    is called after each candidate.
-    """
+    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}) and keep the best within both
+    budgets; writes ``search.json`` and one folder per candidate. A graph is a :class:`Baseline` (nothing of FP32
+    computed again) or what :func:`prepare_baseline` takes (prepared from ``data`` and the keywords in
+    ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
         raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
@@ -193,22 +178,21 @@ def run_search(
         if config.include_fp32:  # after the variants: its latency is the FP32 side of the first one's interleaved rounds
             found.insert(first, _fp32_candidate(gname, base, config, timing, ev))
             step(f"{gname}/fp32")
-    result = choose(found, config, out, scored[0] if scored else None)
+    s = scored[0] if scored else None  # a ScoredBaseline's search speaks its own metric, terms and budgets
+    result = choose(found, config, out, s.terms(), s.budgets(), s.metric, s.notes) if s else choose(found, config, out)
     runs.save_result(result, out / SEARCH_FILE)
     return result
 
 
-def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."),
-           scored: Optional[ScoredBaseline] = None) -> SearchResult:
-    """The best of candidates already judged, and the message: in accuracy and ``config``'s budgets, or in
-    ``scored``'s own metric, terms and budgets (e.g. NDCG@10's), which the result then records."""
+def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
+           budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
+    """The best of candidates already judged and the message, in ``terms`` and ``budgets`` (default: accuracy's)."""
     best = select_candidate(found, config.objective)
-    budgets = scored.budgets() if scored else (config.budget_overall, config.budget_per_slice)
-    terms = scored.terms() if scored else SearchTerms.accuracy(*budgets)
-    message = choice_message(found, best, terms, config.min_speedup, scored.notes if scored else ())
+    budgets = budgets or (config.budget_overall, config.budget_per_slice)
+    terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
+    message = choice_message(found, best, terms, config.min_speedup, notes)
     return SearchResult(found, best.name if best else None, budgets[0], budgets[1], config.objective.value,
-                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup,
-                        scored.metric if scored else "accuracy")
+                        config.include_small_slices, config.strict, Path(out).resolve(), message, config.min_speedup, metric)
 
 
 def _graphs(source) -> tuple[dict[str, Any], list[ScoredBaseline]]:
@@ -236,17 +220,15 @@ def _search_scored(gname: str, graph: ScoredBaseline, gdir: Path, configs: Seque
 
 
 def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: TimingConfig, ev: EvalConfig) -> SearchCandidate:
-    """The FP32 graph as a candidate: its latency the FP32 side of the first variant's interleaved rounds
-    with ``timing`` (:func:`~workbench.quant.baseline.fp32_latency`), scored against itself (no drop)."""
+    """The FP32 graph as a candidate, scored against itself, its latency from the first variant's rounds."""
     reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy,
                           config.judge(reps), fp32_latency(base, timing)[0])
 
 
 def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
-    """The search over variants already quantized, scored and timed (no re-quantizing, no re-timing; the
-    candidates of ``config`` are not used): each is judged against the budgets and the speed guard, the
-    FP32 graph is a candidate too (timed beside the first variant). Saved as ``out_dir/search.json`` when given."""
+    """The search over variants already quantized, scored and timed (``config.candidates`` unused), the FP32
+    graph a candidate too; saved as ``out_dir/search.json`` when given."""
     found = []
     if results and config.include_fp32:
         r0 = results[0]

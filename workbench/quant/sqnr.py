@@ -22,11 +22,9 @@ SQNR_EPS = float(np.finfo("float").eps)  # qdq_loss_debug's floor for norms
 
 @dataclass(frozen=True)
 class NodeError:
-    """Quantization error at one quantized node, in dB of signal-to-quantization-noise ratio (higher is
-    better; every 6 dB is about one bit). ``output``/``input``: the error accumulated up to the node's
-    output / arriving at its activation input; ``activation``/``weight``: the noise that quantizing its
-    activation input / its weight adds by itself; ``local``: the lower of those two, what the ranking
-    (worst first) uses, since it does not depend on what happened upstream."""
+    """Quantization error at one node in dB of SQNR (higher is better; 6 dB is about a bit): accumulated up to
+    its ``output`` or ``input``, or added by quantizing its ``activation`` or ``weight`` alone; ``local``, the lower
+    of those two, ranks the nodes, since it does not depend on what happened upstream."""
 
     node: str
     op_type: str
@@ -58,15 +56,9 @@ def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) 
 
 
 def _weight_sqnr(finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
-    """SQNR of a quantized weight against the FP32 weight (NaN if the weight was not quantized).
-
-    The quantized graph holds ``<w>_quantized`` with ``<w>_scale``/``<w>_zero_point``; a QDQ graph
-    dequantizes it with a ``DequantizeLinear`` node (whose ``axis`` says the channel axis), a
-    dynamic graph feeds it to ``MatMulInteger`` (per-channel along the last axis). The arithmetic
-    is done in float64: ``qdq_loss_debug.create_weight_matching`` subtracts the zero point in the
-    weight's own integer type, which wraps around for uint8 weights (what ONNX Runtime 1.19 uses
-    for per-tensor QDQ MatMul weights) and reports nonsense (about -15 dB).
-    """
+    """SQNR of a quantized weight against the FP32 weight (NaN if not quantized), in float64:
+    ``qdq_loss_debug.create_weight_matching`` subtracts the zero point in the weight's integer type, which
+    wraps around for uint8 weights (ONNX Runtime 1.19's per-tensor QDQ MatMul weights: about -15 dB)."""
     from onnx import numpy_helper
     from onnxruntime.quantization.qdq_loss_debug import compute_signal_to_quantization_noice_ratio
 
@@ -105,11 +97,8 @@ def node_errors(
     feeds: Sequence[Mapping[str, np.ndarray]],
     op_types: Iterable[str] = ("MatMul", "Gemm", "Attention", "Gather", "EmbedLayerNormalization"),
 ) -> list[NodeError]:
-    """SQNR per quantized node between the FP32 graph and the quantized graph, worst first.
-
-    Both graphs (optimizations off, as ``qdq_loss_debug.collect_activations`` runs them) get the same
-    ``feeds``; the sums of squares are accumulated batch by batch: ``qdq_loss_debug``'s number on the
-    concatenated tensors, without holding every batch in memory."""
+    """SQNR per quantized node between the FP32 and the quantized graph on the same ``feeds``, worst first: the
+    sums of squares are accumulated batch by batch (``qdq_loss_debug``'s number, without holding every batch)."""
     import onnx
 
     float_path, quant_path = Path(float_path), Path(quant_path)
@@ -141,10 +130,8 @@ def _lowest(values: Iterable[float]) -> float:
 
 
 def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[str, int], dict[str, int]]:
-    """What to compare for each quantized node: ``[(node, output, [activation inputs], [weights])]``,
-    and the tensors each graph must expose as outputs for it (name -> ONNX element type), float
-    graph first. On the quantized side that includes each activation after its QDQ pair (or the
-    DynamicQuantizeLinear outputs it is rebuilt from)."""
+    """Per quantized node ``(node, output, [activation inputs], [weights])``, and the tensors each graph must
+    expose for it (name -> ONNX element type), QDQ outputs and DynamicQuantizeLinear parts included."""
     from onnx import TensorProto
 
     fnodes = {n.name: n for n in fmodel.graph.node}
@@ -181,9 +168,8 @@ def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[s
 
 def _accumulate_errors(float_path: Path, quant_path: Path, f_out: dict[str, int], q_out: dict[str, int], plan: list,
                        feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, list[float]]:
-    """Run both graphs (optimizations off, the planned tensors as outputs) on every batch and sum,
-    per compared tensor, ``[signal^2, noise^2]``: keys ``out:<output>``, ``in:<activation>`` (the
-    node's input in each graph) and ``qdq:<activation>`` (before and after its quantization)."""
+    """Run both graphs (optimizations off, as ``qdq_loss_debug`` does) and sum ``[signal^2, noise^2]`` per key:
+    ``out:<output>``, ``in:<activation>`` and ``qdq:<activation>`` (before and after its quantization)."""
     import tempfile
 
     import onnxruntime as ort

@@ -1,18 +1,11 @@
-"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``),
-activations left in float.
+"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``), activations in float.
 
-What onnxruntime 1.19.2 (the training wheel this project pins) offers, checked here:
-
-- ``MatMul4BitsQuantizer`` rewrites every MatMul with a constant 2-D weight into ``MatMulNBits``, in
-  **4 bits only**, and its CPU kernel refuses ``bits=8`` ("Only 4b quantization is supported"), so 8 bits
-  are refused with that reason (:data:`~workbench.quant.formats.EIGHT_BIT_REFUSAL`) instead of being faked.
-- Its module does not import in the training wheel, which does not compile the ``quantize_matmul_4bits``
-  binding: :func:`ort_quantizer_class` supplies it in numpy (:func:`quantize_matmul_4bits`, MLAS's rule
-  and packing) only when missing; the graph rewrite and the kernel stay ONNX Runtime's.
-- onnxruntime 1.31+ (the current stack) has ``MatMulNBitsQuantizer`` with a ``bits`` argument and runs
-  8-bit weights (:func:`~workbench.quant.nbits.probe_bits` checks it).
-- ``accuracy_level`` 0/1 compute in FP32; 4 quantizes the activations to INT8 per block (MLAS's
-  ``CompInt8``); 2 (fp16) and 3 (bf16) fall back to FP32 on CPUs without those instructions.
+Checked on onnxruntime 1.19.2 (the pinned training wheel): ``MatMul4BitsQuantizer`` writes 4 bits only and the
+CPU kernel refuses 8 ("Only 4b quantization is supported"), so 8 bits are refused with that reason, not faked;
+its module imports a ``quantize_matmul_4bits`` binding the training wheel does not compile, which
+:func:`ort_quantizer_class` supplies in numpy (MLAS's rule and packing) only when missing. onnxruntime 1.31+
+has ``MatMulNBitsQuantizer`` and runs 8 bits (:func:`~workbench.quant.nbits.probe_bits`). ``accuracy_level`` 4
+quantizes activations to INT8 per block (MLAS's ``CompInt8``); 0/1 compute in FP32, as 2/3 do without fp16/bf16.
 """
 
 from __future__ import annotations
@@ -39,19 +32,12 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 
 def quantize_matmul_4bits(dst_packed: np.ndarray, weight: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
                           block_size: int, cols: int, rows: int, is_symmetric: bool) -> None:
-    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: quantize the
-    ``rows x cols`` (K x N) weight (``weight`` is padded with zero rows to whole blocks) block by
-    block along K, one block per column, into the arrays given (the layout MatMulNBits reads):
-
-    - ``dst_packed[n, b, i]``: values ``2i`` (low nibble) and ``2i+1`` (high nibble) of block ``b``
-      of column ``n``;
-    - ``scales[n * k_blocks + b]``;
-    - ``zero_points``: per column ``ceil(k_blocks / 2)`` bytes, block ``b`` in nibble ``b % 2``
-      (asymmetric only; symmetric blocks have the implicit zero point 8).
-
-    Symmetric: ``scale = v / -8`` where ``v`` is the block's value of largest magnitude, ``q =
-    clamp(round(w / scale) + 8, 0, 15)``. Asymmetric: the range is widened to include 0, ``scale =
-    (max - min) / 15``, ``zp = clamp(round(-min / scale), 0, 15)``, ``q = clamp(round(w / scale + zp), 0, 15)``.
+    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: the ``rows x cols`` (K x N)
+    weight (padded with zero rows to whole blocks) quantized block by block along K into the arrays given, in
+    MatMulNBits' layout: ``dst_packed[n, b, i]`` holds values ``2i`` (low nibble) and ``2i+1`` of block ``b`` of
+    column ``n``; ``scales[n * k_blocks + b]``; ``zero_points`` (asymmetric only; symmetric: 8) two blocks a byte.
+    Symmetric: ``scale = v / -8`` for the block's value ``v`` of largest magnitude; asymmetric: the range widened
+    to include 0, ``scale = (max - min) / 15``; rounding halves away from zero, as MLAS does.
     """
     kp = weight.shape[0]
     k_blocks = (rows + block_size - 1) // block_size
@@ -118,8 +104,7 @@ def _quiet_quantizer_log():
 
 
 def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_path: str | os.PathLike) -> Path:
-    """Every MatMul of ``fp32_path`` with a constant 2-D weight (except ``cfg.nodes_to_exclude``)
-    rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
+    """Every MatMul with a constant 2-D weight (but ``cfg.nodes_to_exclude``) rewritten to ``MatMulNBits``."""
     import onnx
 
     cfg.check_bits()
