@@ -1,21 +1,10 @@
 """The quantization stage: INT8 (and 4-bit weight-only) with ONNX Runtime, scored slice by slice against the FP32 graph.
 
-Entry points (what a user calls):
-
-- ``prepare_baseline(graph, data, out, BaselineConfig)`` -> :class:`Baseline`: the FP32 graph scored
-  once: the stage's input (it is timed only beside each variant).
-- ``run_quantization(baseline, QuantConfig, out, evaluation=EvalConfig(...))`` -> :class:`QuantResult`;
-  ``requantize_excluding(result, worst_k=...)`` the same again without the worst nodes.
-- ``run_search(baseline_or_graph, SearchConfig, out, previous=...)`` -> :class:`SearchResult`: the
-  fastest configuration within an accuracy budget, overall and on every slice.
-- ``evaluate_slices(examples, labels, ref_probs, cand_probs, slices, EvalConfig)`` -> :class:`SliceReport`.
-- ``load_baseline`` / ``load_quant_result`` / ``load_search``: saved results back.
-
 Files, one idea each:
 
 - ``config.py``: :class:`QuantConfig` and its presets (with :class:`CalibrationConfig`, :class:`ValidationConfig`),
   :class:`TimingConfig`, :class:`QuantizeError`; ``formats.py``: the modes, formats and operator types per mode.
-- ``baseline.py``: the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
+- ``baseline.py``: ``prepare_baseline``, the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
 - ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
 - ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
 - ``nbits.py``: which weight-only bit widths this ONNX Runtime builds and runs (a probe on one small MatMul).
@@ -41,13 +30,11 @@ from .config import (  # noqa: F401
     CalibrationConfig,
     ValidationConfig,
     applies_to,
-    DYNAMIC_OP_TYPES,
-    STATIC_OP_TYPES,
     QuantConfig,
     QuantizeError,
-    QuantMode,
     TimingConfig,
 )
+from .formats import DYNAMIC_OP_TYPES, STATIC_OP_TYPES, QuantMode  # noqa: F401
 from .baseline import (  # noqa: F401
     BASELINE_DIR,
     DEFAULT_EVAL_BATCH_SIZE,
@@ -61,7 +48,6 @@ from .quantize import (  # noqa: F401
     encoded_feeds,
     feeds_reader,
     activation_matmuls,
-    calibrate,
     preprocess_for_static,
     quantize_graph,
     quantized_nodes,

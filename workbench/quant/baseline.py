@@ -1,11 +1,6 @@
-"""The FP32 baseline: what the FP32 graph contributes to every comparison, computed and saved once.
-
-:func:`prepare_baseline` scores the FP32 graph on the evaluation examples (test split and the golden
-edge cases), saves their slices as index lists, the FP32 logits, calibration texts and the timing
-settings. The FP32 graph is never timed on its own: every quantization times it beside the graph
-quantized, in interleaved rounds (:func:`time_beside_fp32`), and the first of those runs per timing
-settings is kept in the baseline's folder (``fp32_timings.json``) as the FP32 graph's figure wherever
-a table shows FP32 in a row of its own (:func:`fp32_latency`)."""
+"""The FP32 baseline (:func:`prepare_baseline`): the FP32 graph scored once, with slices, logits, calibration
+texts and timing settings. FP32 is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`);
+the first such run per timing settings is its figure wherever FP32 has a row of its own (:func:`fp32_latency`)."""
 
 from __future__ import annotations
 
@@ -76,9 +71,6 @@ class EvalSet:
             out[s.name] = m
         return out
 
-    def describe(self) -> dict[str, tuple[str, str]]:
-        return {s.name: (s.description, s.group) for s in self.slices}
-
 
 @dataclass(frozen=True)
 class Baseline:
@@ -96,8 +88,7 @@ class Baseline:
     timing: TimingConfig
     fp32_size_mib: float
     out_dir: Path
-    # how the evaluation sets were scored: "length" (sorted batches, rows returned in order) or
-    # "file"; every quantized variant is scored on the same batches ("file" in baselines saved before)
+    # "length" (sorted batches, rows returned in order) or "file" (baselines saved before it was kept)
     scoring_order: str = "file"
     lengths: Optional[LengthStats] = None        # the evaluation split's token lengths
     scoring_work: Optional[ScoringWork] = None   # padded tokens in file order and sorted by length
@@ -139,10 +130,8 @@ class Fp32Timings:
 
 
 def time_beside_fp32(baseline: Baseline, variants: Mapping[str, str | os.PathLike], t: TimingConfig, notes: list[str]) -> SpeedRun:
-    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds (load hits
-    them alike; :func:`workbench.perf.speed.time_side_by_side`), each against this machine's floor, with a
-    load check before and after. The first such run per timing settings keeps its FP32 figures in the
-    baseline's folder (:func:`fp32_latency`)."""
+    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds, so load hits
+    them alike; the first such run per timing settings keeps FP32's figures (:func:`fp32_latency`)."""
     from ..perf.speed import time_side_by_side
 
     side = time_side_by_side({FP32: baseline.fp32_path, **variants}, base=FP32, shapes=t.shapes, warmup=t.warmup,
@@ -164,10 +153,8 @@ def _fp32_timings(baseline: Baseline) -> Fp32Timings:
 
 
 def fp32_latency(baseline: Baseline, timing: Optional[TimingConfig] = None) -> list[ShapeLatency]:
-    """The FP32 graph's latency with ``timing`` (default: the baseline's), for a row that shows FP32 on its
-    own: the FP32 side of the first run that timed it beside a variant with those settings
-    (:func:`time_beside_fp32`). Before any variant was timed with them, FP32 is timed now, by the same
-    interleaved primitive with nothing beside it (and not kept: the next variant's run is FP32's figure)."""
+    """The FP32 graph's latency with ``timing`` (default: the baseline's): the FP32 side of the first run beside a
+    variant with those settings, or, before any, timed now with nothing beside it (and not kept)."""
     t = timing if timing is not None else baseline.timing
     kept = next((r.latency for r in _fp32_timings(baseline).runs if r.timing == t), None)
     return list(kept) if kept is not None else time_beside_fp32(baseline, {}, t, []).latency[FP32]
@@ -179,17 +166,6 @@ def graph_kind(onnx_path: str | os.PathLike) -> str:
 
     model = onnx.load(str(onnx_path), load_external_data=False)
     return "fused" if any(n.op_type in FUSED_OP_TYPES or n.domain == "com.microsoft" for n in model.graph.node) else "exported"
-
-
-def fp32_graph_file(graph) -> Path:
-    """The FP32 graph's file: a path, an ``ExportResult``'s graph or a ``FusionReport``'s fused graph
-    (:func:`workbench.graph.sources.graph_file`); its export is :func:`workbench.graph.sources.export_of`'s."""
-    from ..graph.sources import graph_file
-
-    try:
-        return graph_file(graph)
-    except TypeError:
-        raise QuantizeError(f"expected the FP32 graph as a path, an ExportResult or a FusionReport, got {type(graph).__name__}") from None
 
 
 def _resolve_tokenizer(tokenizer, exp) -> tuple[Any, Optional[Path]]:
@@ -226,12 +202,8 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
     return runs.atomic_write_text(path, "".join(json.dumps(serial.to_dict(r)) + "\n" for r in rows))
 
 
-def _is_dict_of_splits(data) -> bool:
-    return isinstance(data, Mapping)  # datasets.DatasetDict is a dict; a Dataset is not
-
-
 def _split(data, name: str):
-    if _is_dict_of_splits(data):
+    if isinstance(data, Mapping):  # datasets.DatasetDict is a dict; a Dataset is not
         if name not in data:
             raise QuantizeError(f"split {name!r} not in the data (splits: {list(data.keys())}); pass eval_split=/calibration_split=")
         return data[name]
@@ -240,19 +212,9 @@ def _split(data, name: str):
 
 @dataclass(frozen=True)
 class BaselineConfig:
-    """How the FP32 graph is scored once, for every quantized variant to be compared on.
-
-    - ``eval_split`` is scored; ``calibration_split`` gives the calibration texts
-      (``calibration_samples`` of them, drawn with ``seed``).
-    - ``max_length``: tokens per text (None: the export's).
-    - ``batch_size``: examples per scoring batch, padded to the longest in each: FP32 and static
-      INT8 give the same predictions at any batch size, dynamic INT8 does not (its activation scales
-      are computed per batch); 1 scores as a one-request-at-a-time server.
-    - ``order``: ``"length"`` (batches sorted by token length, results in row order) or ``"file"``.
-    - ``golden``: add the reviews task's hand-written edge cases (None: when the classes are the
-      reviews' rotten/fresh).
-    - ``timing``: how the FP32 graph is timed (and, by default, every variant beside it).
-    """
+    """How the FP32 graph is scored once, for every quantized variant to be compared on (each field's help
+    says what it means). ``batch_size`` matters: FP32 and static INT8 give the same predictions at any batch
+    size, dynamic INT8 does not (its activation scales are computed per batch)."""
 
     eval_split: str = field(default="test", metadata={"help": "split scored against the labels"})
     calibration_split: str = field(default="train", metadata={"help": "split the calibration texts are drawn from"})
@@ -303,32 +265,21 @@ def prepare_baseline(
     slices=None,
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
 ) -> Baseline:
-    """Score the FP32 graph once and save what every quantized variant is compared on, in
-    ``out_dir`` (``baseline.json``, the examples, FP32 logits, calibration texts) with the timing
-    settings ``cfg.timing`` (the FP32 graph is timed beside each variant, not here; see
-    :func:`fp32_latency`). The result is the quantization stage's input (:func:`workbench.quant.run_quantization`).
-
-    ``cfg`` (:class:`BaselineConfig`): splits, batch size and order of scoring, calibration texts,
-    timing. The baseline records the order, its work and the FP32 rows per second against this
-    machine's floor; every quantized variant is scored on the same batches.
-
-    ``onnx_path``: the FP32 graph (exported or fused) or an ``ExportResult``. ``data``: a
-    ``DatasetDict`` (``eval_split`` is scored, ``calibration_split`` calibrates) or, for scoring
-    only, a ``Dataset``. The tokenizer, class names and maximum length come from the export
-    (``export.json`` beside the graph, the export a fused graph's ``fusion.json`` names, or
-    ``export=``) unless given.
-
-    Slices: ``slices`` (a SliceSet) replaces the default collection; otherwise the built-in
-    slices plus one per user column of the data, plus ``predicates`` ({name: function of an
-    example}).
-    """
+    """Score the FP32 graph once and save in ``out_dir`` what every quantized variant is compared on (the
+    stage's input); it is timed beside each variant, not here. ``data``: a ``DatasetDict`` (or a ``Dataset``, for
+    scoring only); the tokenizer, class names and maximum length come from the export unless given; ``slices``
+    (a SliceSet) replaces the default collection, ``predicates`` ({name: function of an example}) add to either."""
     cfg = cfg if cfg is not None else BaselineConfig()
     if not isinstance(cfg, BaselineConfig):
         raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
-    from ..graph.sources import export_of
+    from ..graph.sources import export_of, graph_file
     from ..runtime.device import require_device
 
-    src = fp32_graph_file(onnx_path)
+    try:
+        src = graph_file(onnx_path)
+    except TypeError:
+        raise QuantizeError(f"expected the FP32 graph as a path, an ExportResult or a FusionReport, "
+                            f"got {type(onnx_path).__name__}") from None
     require_device(cfg.timing.device)  # CUDA asked for and absent: one clear error before any work
     if not src.is_file():
         raise QuantizeError(f"no ONNX graph at {src}: export one first (workbench export, or run_export)")
@@ -345,25 +296,32 @@ def prepare_baseline(
         raise QuantizeError(f"the evaluation split {cfg.eval_split!r} is empty")
     names = _class_names(ev, exp, class_names)
     max_len = int(cfg.max_length or (exp.max_length if exp is not None else 128))
-    has_train = _is_dict_of_splits(data) and cfg.calibration_split in data
+    has_train = isinstance(data, Mapping) and cfg.calibration_split in data
     train_texts = list(data[cfg.calibration_split]["text"]) if has_train else []
-    scorer = _Scorer(src, tok, max_len, cfg, out)
-    scorer.add_set(cfg.eval_split, ev.to_list(), _default_slices(ev, names, train_texts, slices, predicates))
     from ..data.load import REVIEW_CLASSES
     from ..data.slices import golden_examples, golden_slices
+    from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
+    from ..runtime.ortinfer import make_session
 
+    sets = [(cfg.eval_split, ev.to_list(), _default_slices(ev, names, train_texts, slices, predicates))]
     if cfg.golden if cfg.golden is not None else list(names) == list(REVIEW_CLASSES):
-        scorer.add_set("golden", golden_examples(), golden_slices(names, train_texts))
+        sets.append(("golden", golden_examples(), golden_slices(names, train_texts)))
+    session, eval_sets, speed = make_session(src), [], None
+    for set_name, examples, sset in sets:  # the evaluation split first: only its scoring is timed
+        logits, timed = score_examples(session, src, tok, examples, max_len, cfg.batch_size, cfg.order,
+                                       f"FP32, {set_name}" if eval_sets else "FP32", None if eval_sets else cfg.timing)
+        speed = speed or timed
+        eval_sets.append(_save_set(out, set_name, examples, sset, logits))
+    lens = token_lengths(tok, [r["text"] for r in sets[0][1]], max_len)
     calib_path = _write_jsonl(out / "calibration_texts.jsonl", _calibration_rows(data[cfg.calibration_split], cfg) if has_train else [])
 
     vocab = int(getattr(exp.model_info, "vocab_size", 0) if exp is not None else 0) or int(getattr(tok, "vocab_size", 0) or 30522)
     base = Baseline(
         fp32_path=src.resolve(), graph_kind=graph_kind(src), tokenizer_dir=Path(tok_dir).resolve(), class_names=names,
-        max_length=max_len, batch_size=cfg.batch_size, vocab_size=vocab, eval_sets=scorer.eval_sets,
-        calibration_path=calib_path.resolve(), timing=cfg.timing,
-        fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
-        scoring_order=cfg.order, lengths=scorer.scored.get("lengths"), scoring_work=scorer.scored.get("work"),
-        fp32_scoring=scorer.scored.get("speed"),
+        max_length=max_len, batch_size=cfg.batch_size, vocab_size=vocab, eval_sets=eval_sets,
+        calibration_path=calib_path.resolve(), timing=cfg.timing, fp32_size_mib=file_size_mib(src), out_dir=out.resolve(),
+        scoring_order=cfg.order, lengths=stats_from_lengths(lens, max_len, truncated=0),
+        scoring_work=scoring_work(lens, cfg.batch_size), fp32_scoring=speed,
     )
     runs.save_result(base, out / BASELINE_FILE)
     return base
@@ -376,8 +334,7 @@ def _calibration_rows(train, cfg: BaselineConfig) -> list[dict]:
 
 
 def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
-    """The class names in label order: given, the data's label feature's, or the export's; checked
-    against the classes the model knows."""
+    """The class names in label order (given, the data's or the export's), checked against the model's classes."""
     feats = getattr(ev, "features", {}) or {}
     names = list(given) if given else (
         list(feats["label"].names) if "label" in feats and hasattr(feats["label"], "names") else
@@ -397,8 +354,7 @@ def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
 
 
 def _default_slices(ev, names: list[str], train_texts: list[str], slices, predicates):
-    """``slices`` (with ``predicates`` added), or the default collection: the built-in slices, one per
-    user column of the data, and ``predicates``."""
+    """``slices`` with ``predicates`` added, or the built-in slices, one per user column and ``predicates``."""
     from ..data.slices import predicate_slice, slice_collection
 
     if slices is None:
@@ -409,46 +365,33 @@ def _default_slices(ev, names: list[str], train_texts: list[str], slices, predic
     return slices
 
 
-class _Scorer:
-    """Scores evaluation sets with the FP32 graph and saves each (examples, logits, slice indices);
-    the first set's token lengths, work and scoring speed are kept in ``scored``."""
+def score_examples(graph, path: Path, tok, examples: list[dict], max_len: int, batch_size: int, order: str, label: str,
+                   timing: Optional[TimingConfig] = None) -> tuple[np.ndarray, Optional[ScoringSpeed]]:
+    """One graph's logits on ``examples`` in the shared batches (timed against the floor too with ``timing``)."""
+    import datasets
 
-    def __init__(self, src: Path, tok, max_len: int, cfg: BaselineConfig, out: Path) -> None:
-        from ..runtime.ortinfer import make_session
+    from ..perf.scoring import timed_scoring
+    from ..runtime.engine import active_pool
+    from ..runtime.ortinfer import predict_dataset
 
-        self.src, self.tok, self.max_len, self.cfg, self.out = src, tok, max_len, cfg, out
-        self.session = make_session(src)
-        self.eval_sets: list[EvalSet] = []
-        self.scored: dict = {}
+    pool = active_pool()  # a Ray pool (the audit's --engine ray): the same batches on its actors, which open ``path``
+    ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in examples])
+    if timing is None:
+        return predict_dataset(graph if pool is None else path, tok, ds, max_len, batch_size, order=order, pool=pool,
+                               label=label), None
+    return timed_scoring(graph, path, tok, ds, max_len, batch_size, order, profile=cpu_profile(timing),
+                         note=SORTED_NOTE if order == "length" else FILE_NOTE, pool=pool, label=label)
 
-    def add_set(self, set_name: str, examples: list[dict], sset) -> None:
-        import datasets
 
-        from ..data.token_lengths import scoring_work, stats_from_lengths, token_lengths
-        from ..perf.scoring import timed_scoring
-        from ..runtime.engine import active_pool
-        from ..runtime.ortinfer import predict_dataset
-
-        cfg, tok, max_len, pool = self.cfg, self.tok, self.max_len, active_pool()  # a Ray pool: the same batches on it
-        ds = datasets.Dataset.from_list([{"text": r["text"], "label": int(r["label"])} for r in examples])
-        if not self.eval_sets:  # the evaluation split: its lengths, its work and its scoring speed
-            lens = token_lengths(tok, ds["text"], max_len)
-            self.scored["lengths"] = stats_from_lengths(lens, max_len, truncated=0)
-            self.scored["work"] = scoring_work(lens, cfg.batch_size)
-            logits, self.scored["speed"] = timed_scoring(
-                self.session, self.src, tok, ds, max_len, cfg.batch_size, cfg.order, profile=cpu_profile(cfg.timing),
-                note=SORTED_NOTE if cfg.order == "length" else FILE_NOTE, pool=pool, label="FP32")
-        else:
-            logits = predict_dataset(self.session if pool is None else self.src, tok, ds, max_len, cfg.batch_size, order=cfg.order,
-                                     pool=pool, label=f"FP32, {set_name}")
-        masks = sset.membership(examples)
-        out = self.out
-        self.eval_sets.append(EvalSet(
-            name=set_name, slice_set=sset.name, n=len(examples),
-            examples_path=_write_jsonl(out / f"{set_name}_examples.jsonl", examples).resolve(),
-            fp32_logits_path=runs.atomic_write_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
-            slices=[SliceInfo(s.name, s.description, s.group, np.flatnonzero(masks[s.name]).tolist()) for s in sset],
-        ))
+def _save_set(out: Path, set_name: str, examples: list[dict], sset, logits: np.ndarray) -> EvalSet:
+    """An evaluation set saved beside the baseline: its examples, FP32 logits and slice indices."""
+    masks = sset.membership(examples)
+    return EvalSet(
+        name=set_name, slice_set=sset.name, n=len(examples),
+        examples_path=_write_jsonl(out / f"{set_name}_examples.jsonl", examples).resolve(),
+        fp32_logits_path=runs.atomic_write_npy(out / f"{set_name}_fp32_logits.npy", logits).resolve(),
+        slices=[SliceInfo(s.name, s.description, s.group, np.flatnonzero(masks[s.name]).tolist()) for s in sset],
+    )
 
 
 def cpu_profile(timing: TimingConfig):

@@ -1,7 +1,5 @@
-"""Metrics of one model on a set of examples, and the paired bootstrap of their change.
-
-Every metric is computed from bootstrap *weights* (how many times each example is drawn); the point
-estimate is the same kernel with all weights 1 (see :mod:`workbench.quant.evaluate` for the method)."""
+"""Metrics of one model on a set of examples, and the paired bootstrap of their change: every metric is
+computed from bootstrap *weights* (the point estimate: all weights 1; the method: :mod:`workbench.quant.evaluate`)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.metrics import Metric
 
 DEFAULT_N_BINS = 10
 
@@ -30,7 +27,6 @@ class EvaluationError(ValueError):
     """Inputs that cannot be evaluated; the message says what was wrong and what to do."""
 
 
-
 @dataclass(frozen=True)
 class SliceMetrics:
     """One model's metrics on one set of examples (NaN where the set is empty)."""
@@ -42,10 +38,6 @@ class SliceMetrics:
     mean_confidence: float
     ece: float
     agreement: float  # with the reference model; 1.0 for the reference itself
-
-    def metrics(self) -> list[Metric]:
-        """The values as :class:`~workbench.core.metrics.Metric` (unit and direction attached)."""
-        return [Metric(k, float(getattr(self, k)), unit, hib) for k, (unit, hib) in METRICS.items()]
 
 
 @dataclass(frozen=True)
@@ -66,7 +58,6 @@ class MetricDelta:
     def worse(self) -> bool:
         """The point estimate moved in the bad direction."""
         return self.delta < 0 if self.higher_is_better else self.delta > 0
-
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,10 @@ from ..core.options import parse_choice
 from .config import QuantizeError
 from .evaluate import SliceReport
 
-# Accuracy a quantized variant may lose (fractions: 0.01 = one point), overall and on any slice big
-# enough to judge; the one copy the pipeline, the audit, the report, the panel and the benchmarks use.
+# accuracy a variant may lose (0.01 = one point) overall and per slice: the one copy every front uses
 DEFAULT_BUDGET_OVERALL = 0.01
 DEFAULT_BUDGET_PER_SLICE = 0.02
-# The speed guard: a quantized variant counts as a win only when the lower end of its speed-up's
-# interval over the FP32 graph (interleaved, paired rounds) reaches this; 0 turns the guard off.
+# the speed guard: the least lower end of a variant's speed-up interval over FP32 that counts as a win (0: off)
 DEFAULT_MIN_SPEEDUP = 1.05
 
 
@@ -26,20 +24,21 @@ class Objective(str, enum.Enum):
     SIZE = "size"
 
 
-OBJECTIVES = tuple(o.value for o in Objective)
-
-
 def parse_objective(value) -> Objective:
     return parse_choice(Objective, value, "objective", QuantizeError, "latency picks the fastest, size the smallest")
+
+
+def _number(value, why: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise QuantizeError(f"{why}, got {value!r}") from None
 
 
 def check_budget_value(name: str, value: float) -> float:
     """A budget as a fraction of accuracy in [0, 1); one message for every front."""
     why = f"{name} is a fraction of accuracy a variant may lose, from 0 up to 1 (0.02 = 2 points)"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise QuantizeError(f"{why}, got {value!r}") from None
+    v = _number(value, why)
     if not 0.0 <= v < 1.0:
         raise QuantizeError(f"{why}, got {value}")
     return v
@@ -65,10 +64,8 @@ class BudgetCheck:
 
 def check_budget(reports: Sequence[SliceReport], budget_overall: float, budget_per_slice: float,
                  include_small_slices: bool = False, strict: bool = False, metric: str = "accuracy") -> BudgetCheck:
-    """Do the drops in ``metric`` stay within budget, overall (on the first report) and on every
-    slice of every report? ``strict`` uses the worse end of the 95% interval instead of the
-    point estimate; slices smaller than the reports' minimum size are skipped (and listed)
-    unless ``include_small_slices``."""
+    """Do the drops in ``metric`` stay within budget overall (first report) and on every slice? ``strict``:
+    the worse end of the 95% interval; slices under the minimum size are skipped unless ``include_small_slices``."""
     if not reports:
         raise QuantizeError("check_budget needs at least one SliceReport")
 
@@ -109,20 +106,15 @@ def check_min_speedup(value, name: str = "min_speedup") -> float:
     """The speed guard as a ratio >= 0 (1.05: at least 5% faster than FP32; 0: off); one message for every front."""
     import math
 
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise QuantizeError(f"{name} is a speed-up over the FP32 graph (1.05 = at least 5% faster; 0 turns the guard "
-                            f"off), got {value!r}") from None
+    v = _number(value, f"{name} is a speed-up over the FP32 graph (1.05 = at least 5% faster; 0 turns the guard off)")
     if not math.isfinite(v) or v < 0 or v > 100:
         raise QuantizeError(f"{name} is a speed-up over the FP32 graph between 0 (off) and 100, got {value}; 1.05 is the default")
     return v
 
 
 def speed_guard(result, min_speedup: float) -> tuple[bool, str]:
-    """(fast enough, why not) for a quantized variant under the guard: judged on the lower end of its
-    speed-up's interval over the paired rounds; a result saved before intervals were kept is judged
-    on its point estimate (and says so)."""
+    """(fast enough, why not) under the guard: the lower end of the speed-up's interval (an older result
+    without one: its point estimate)."""
     if min_speedup <= 0:
         return True, ""
     ratio = getattr(result, "speedup_ratio", None)

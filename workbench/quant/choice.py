@@ -1,7 +1,5 @@
-"""Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` (and its
-constructors :func:`int8_candidate`, :func:`fp32_candidate`), :func:`select_candidate`, the message in a
-task's terms (:class:`SearchTerms`, :func:`choice_message`), and :class:`SearchResult`
-(:func:`workbench.quant.search.choose` makes one). :mod:`workbench.quant.search` quantizes, scores and times the candidates."""
+"""Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` and its
+constructors, :func:`select_candidate`, the message in a task's terms, :class:`SearchResult`."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ class SearchCandidate:
     accuracy_delta: float
     check: BudgetCheck
     reused: bool = False  # an earlier run's result with the same config and baseline, not re-quantized
-    # the speed-up over the FP32 graph, timed side by side (median of the paired rounds and its
-    # interval); None for the FP32 candidate and for results saved before intervals were kept
+    # the speed-up over FP32 from paired rounds, with its interval (None: older results)
     speedup: Optional[float] = None
     speedup_lo: Optional[float] = None
     speedup_hi: Optional[float] = None
@@ -47,9 +44,8 @@ class SearchCandidate:
 
 @dataclass(frozen=True)
 class Scored:
-    """A quantized variant as the search judges it where no :class:`~workbench.quant.run.QuantResult` holds it
-    (an embedding model's): its configuration, graph, size, metric and change, and its speed-up over the FP32
-    graph from interleaved rounds (None: not timed)."""
+    """A quantized variant where no :class:`~workbench.quant.run.QuantResult` holds it (an embedding model's);
+    ``speedup_ratio`` None: not timed."""
 
     config: Optional[QuantConfig]
     quantized_path: Path
@@ -69,9 +65,7 @@ class Scored:
 
 def int8_candidate(name: str, graph: str, res: Union[QuantResult, Scored], check: BudgetCheck, min_speedup: float,
                    reused: bool = False) -> SearchCandidate:
-    """A quantized variant (a :class:`QuantResult`, or :class:`Scored`) as a candidate: its metric judged by
-    ``check``, its speed by the guard (:func:`~workbench.quant.budget.speed_guard`: the lower end of its
-    speed-up's interval); it is feasible only when both hold. The one constructor every search uses."""
+    """A quantized variant as a candidate: feasible when its metric passes ``check`` and its speed the guard."""
     fast, why = speed_guard(res, min_speedup)
     ratio = res.speedup_ratio
     lat = res.latency[0] if res.latency else None
@@ -85,18 +79,16 @@ def int8_candidate(name: str, graph: str, res: Union[QuantResult, Scored], check
 
 
 def left_all_in_fp32(candidate) -> bool:
-    """Whether a candidate (a :class:`SearchCandidate` or its saved dict) is a quantization that left every
-    quantized node in FP32: an FP32 graph with a quantization configuration (scored, never timed or chosen)."""
+    """Whether a candidate (or its saved dict) is a quantization that left every quantized node in FP32."""
     get = candidate.get if isinstance(candidate, dict) else (lambda key: getattr(candidate, key))
     return get("precision") == "fp32" and get("config") is not None
 
 
 @dataclass(frozen=True)
 class SearchTerms:
-    """How the search speaks of a task's metric and budget: ``metric`` (what ``SearchCandidate.accuracy``
-    holds), ``budget`` (the budget in words, after "no INT8 variant is"), ``advice`` (what to try when
-    nothing fits), how a value and a drop are written, ``of_fp32`` (a value as a share of FP32's too) and
-    ``all_fp32`` (what a quantization that left every quantized node in FP32 is, when there was one)."""
+    """How the search speaks of a task's metric and budget: ``budget`` in words (after "no INT8 variant is"),
+    ``advice`` when nothing fits, formats, ``of_fp32`` (values as a share of FP32's too), ``all_fp32`` (what a
+    quantization that left every node in FP32 is)."""
 
     metric: str = "accuracy"
     budget: str = ""
@@ -167,10 +159,7 @@ def choice_message(found: Sequence[SearchCandidate], best: Optional[SearchCandid
 
 def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: float, check: Optional[BudgetCheck] = None,
                    latency: Any = None) -> SearchCandidate:
-    """The FP32 graph as a candidate (the answer when no INT8 variant fits): ``value`` its metric, ``check`` its
-    budget check (None: the reference itself, no change), ``latency`` its
-    :class:`~workbench.runtime.ortinfer.ShapeLatency` timed beside a variant (None: not timed). The one
-    constructor every search uses."""
+    """The FP32 graph as a candidate (``check`` None: the reference itself; ``latency`` None: not timed)."""
     check = check if check is not None else BudgetCheck(0.0, "", 0.0, True, True, [], 0, [])
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=None, onnx_path=Path(path), result_path=None,
@@ -180,8 +169,8 @@ def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: fl
 
 
 def all_fp32_candidate(name: str, graph: str, res: Scored, check: BudgetCheck, why: str) -> SearchCandidate:
-    """A quantization that left every quantized node in FP32 (:func:`left_all_in_fp32`): the FP32 graph under
-    another name, scored and judged but never timed (a speed-up would be noise) nor chosen; ``why`` says so."""
+    """A quantization that left every quantized node in FP32: scored and judged, never timed (a speed-up would
+    be noise) nor chosen; ``why`` says so."""
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=res.config, onnx_path=Path(res.quantized_path), result_path=None,
         latency_ms=float("nan"), size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
@@ -202,8 +191,7 @@ class SearchResult:
     out_dir: Path
     message: str
     min_speedup: float = 0.0  # the speed guard applied (0 in searches saved before it existed)
-    # what ``accuracy`` of every candidate holds: "accuracy", or "ndcg@10" for a ScoredBaseline's search
-    # (its budgets are then the share of FP32's NDCG@10 that may be lost overall and the NDCG@10 lost per slice)
+    # what every candidate's ``accuracy`` holds: "accuracy", or a ScoredBaseline's metric (its budgets then in its terms)
     metric: str = "accuracy"
 
     def candidate(self, name: str) -> SearchCandidate:
@@ -224,10 +212,9 @@ class SearchResult:
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
                                                                              Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
-    """The feasible INT8 candidate with the highest speed-up over the FP32 graph (each measured beside
-    FP32 in its own interleaved rounds, so candidates timed at different moments still compare;
-    by latency where no speed-up was measured), or the smallest; ties go to the higher accuracy. The
-    FP32 graph only when no INT8 candidate is feasible (within the budget and past the speed guard)."""
+    """The feasible INT8 candidate with the highest speed-up over FP32 (each timed beside FP32 in its own
+    rounds, so candidates timed apart still compare), or the smallest; ties go to the higher accuracy. FP32 only
+    when no INT8 candidate is feasible."""
     objective = parse_objective(objective)
     feasible = [c for c in candidates if c.feasible]
     ok = [c for c in feasible if c.precision == "int8"] or feasible

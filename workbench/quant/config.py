@@ -1,11 +1,6 @@
-"""How to quantize and how to time: :class:`QuantConfig` with its presets, the :class:`CalibrationConfig`
-and :class:`ValidationConfig` it holds, :class:`TimingConfig`, and :class:`QuantizeError`.
-
-Every field says what it means and which methods it applies to, in its metadata
-(``metadata={"help": ..., "methods": (...)}``): :func:`workbench.core.options.field_help` reads the
-first, :func:`applies_to` the second, and :class:`QuantConfig` refuses a field set away from its default
-for a method it does not apply to (``activation_type`` on dynamic quantization), in one line naming the
-field and the fix.
+"""How to quantize and how to time: :class:`QuantConfig` and its presets (with :class:`CalibrationConfig`,
+:class:`ValidationConfig`), :class:`TimingConfig`, :class:`QuantizeError`. A field set away from its default for
+a method it does not apply to (its metadata says which: :func:`applies_to`) is refused in one line.
 """
 
 from __future__ import annotations
@@ -16,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional
 
 from ..core.options import parse_choice
-from .formats import (ACCURACY_LEVELS, BINDING_NOTE, DYNAMIC_OP_TYPES, EIGHT_BIT_REFUSAL, EMBEDDING_OP_TYPES,  # noqa: F401
-                      STATIC_DEFAULT_OP_TYPES, STATIC_OP_TYPES, STATIC_OP_TYPES_LATER, SUPPORTED_BITS, WEIGHT_ONLY_BLOCK_SIZE,
-                      WEIGHT_ONLY_OP_TYPES, Calibration, QFormat, QType, QuantMode, static_op_types)
+from .formats import (ACCURACY_LEVELS, DYNAMIC_OP_TYPES, EIGHT_BIT_REFUSAL, EMBEDDING_OP_TYPES, STATIC_DEFAULT_OP_TYPES,
+                      SUPPORTED_BITS, WEIGHT_ONLY_BLOCK_SIZE, WEIGHT_ONLY_OP_TYPES, Calibration, QFormat, QType, QuantMode,
+                      static_op_types)
+from .nbits import probe_bits
 
 
 class QuantizeError(ValueError):
@@ -38,17 +34,14 @@ WEIGHT_ONLY = ("weight-only",)
 
 
 def _field(default: Any = dataclasses.MISSING, help: str = "", methods: tuple[str, ...] = ALL_METHODS, **kw) -> Any:
-    """A config field with its help text and the methods it applies to (``inert``: values that change
-    nothing outside those methods, accepted there like the default)."""
+    """A config field with its help and methods (``inert``: values accepted outside them like the default)."""
     inert = kw.pop("inert", ())
     return field(default=default, metadata={"help": help, METHODS: methods, "inert": inert}, **kw)
 
 
 @dataclass(frozen=True)
 class CalibrationConfig:
-    """How static quantization calibrates its activation ranges: on ``samples`` training texts in
-    batches of ``batch_size``, with ``method`` minmax | entropy | percentile; ``histogram_bins`` (0: 512
-    for entropy, 2048 for percentile) and ``percentile`` (99.999) tune the histogram methods."""
+    """How static quantization calibrates its activation ranges (histogram methods: entropy, percentile)."""
 
     method: Calibration = _field(Calibration.MINMAX, "static calibration method")
     samples: int = _field(128, "static calibration texts")
@@ -110,32 +103,11 @@ def _changed(name: str, value: Any, default: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class QuantConfig:
-    """How to quantize. Start from a preset (``QuantConfig.preset("static", per_channel=False)``; the names
-    and what each means: :data:`PRESET_TABLE`) or give the fields by keyword. Each field's help and the
-    methods it applies to are in its metadata (``workbench.core.options.field_help(QuantConfig, "per_channel")``,
-    :func:`applies_to`).
-
-    - ``mode``: ``dynamic`` (weights INT8, activations quantized per batch at run time; no
-      calibration), ``static`` (activation ranges calibrated on training texts: ``calibration``, a
-      :class:`CalibrationConfig`) or ``weight-only`` (MatMul weights in ``weight_bits`` bits in blocks of
-      ``block_size`` along K, ONNX Runtime's ``MatMulNBits``; ``accuracy_level`` its compute precision;
-      see :mod:`workbench.quant.weightonly`).
-    - ``weight_type``: qint8 (signed, the usual choice) or quint8. ``activation_type`` (static only;
-      dynamic activations are always uint8 in ONNX Runtime). In static QDQ with one scale per tensor,
-      ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (its QDQMatMul marks every
-      input as an activation); ``weight_type`` applies per channel.
-    - ``reduce_range``: 7-bit weights, ONNX Runtime's advice for u8s8 on x86 CPUs without VNNI
-      (:func:`machine_defaults` says what this CPU takes, and why).
-    - ``op_types``: operator types to quantize (empty: ONNX Runtime's default for dynamic,
-      ``MatMul``/``Gemm`` for static). ``nodes_to_exclude``: node names left in FP32 (the names of the
-      FP32 graph; :attr:`QuantResult.node_errors` ranks the ones that hurt most).
-    - ``matmul_const_b_only`` (static): quantize only MatMuls whose second input is a weight, leaving
-      attention's activation products (Q·Kᵀ, softmax·V) in FP32 as dynamic quantization does (ONNX
-      Runtime's ``MatMulConstBOnly``, applied to QDQ too by listing those nodes in ``nodes_to_exclude``).
-    - ``exclude_worst``: quantize once, rank the quantized nodes by their own SQNR (on calibration
-      texts: no test data), then quantize again leaving the ``exclude_worst`` worst in FP32.
-    - ``calibration`` (:class:`CalibrationConfig`: method, samples, ...) and ``validation``
-      (:class:`ValidationConfig`: tolerance, min_label_agreement) are the only place of those settings.
+    """How to quantize: a preset (:data:`PRESET_TABLE`, ``QuantConfig.preset("static", per_channel=False)``) or
+    the fields by keyword (help and methods in their metadata). Pitfalls: in static QDQ with one scale per
+    tensor, ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (QDQMatMul marks every input
+    as an activation), so ``weight_type`` applies per channel only; ``matmul_const_b_only`` (ONNX Runtime's
+    ``MatMulConstBOnly``) reaches QDQ by listing attention's activation products in ``nodes_to_exclude``.
     """
 
     mode: QuantMode = _field(QuantMode.DYNAMIC, "dynamic (INT8 weights, activations quantized per batch at run time), "
@@ -232,12 +204,10 @@ class QuantConfig:
                                 f"got {self.accuracy_level}")
 
     def check_bits(self) -> None:
-        """Weight-only bits this ONNX Runtime builds and runs on the CPU, or the reason it cannot: 4 on
-        onnxruntime 1.19.2 (8 refused: :data:`EIGHT_BIT_REFUSAL`); 4 and 8 where ``MatMulNBitsQuantizer``
-        writes 8 bits and the CPU kernel runs them (onnxruntime >= 1.31: probed once, :func:`runnable_bits`)."""
+        """Refuse weight-only bits this ONNX Runtime cannot build and run on the CPU (8 on 1.19.2), saying why."""
         if self.bits in SUPPORTED_BITS:
             return
-        bits, version = runnable_bits()
+        bits, version = probe_bits()
         if self.bits in bits:
             return
         if self.bits == 8:
@@ -254,10 +224,8 @@ class QuantConfig:
 
     @classmethod
     def preset(cls, name: str, /, machine: Optional["MachineDefaults"] = None, **overrides: Any) -> "QuantConfig":
-        """The preset ``name`` of :data:`PRESET_TABLE` with ``overrides`` (fields by keyword; ``calibration`` or
-        ``validation`` as a dict changes only the fields it names, as a config replaces the whole). ``machine``
-        (:func:`machine_defaults`): the u8s8 INT8 presets take its ``reduce_range`` unless the preset or
-        ``overrides`` set one."""
+        """The preset ``name`` of :data:`PRESET_TABLE` with ``overrides`` (``calibration``/``validation`` as a dict change
+        only the fields named); u8s8 INT8 presets take ``machine``'s ``reduce_range`` unless they or ``overrides`` set one."""
         if name not in PRESET_TABLE:
             raise QuantizeError(f"no quantization preset {name!r}; presets: {list(PRESET_TABLE)}")
         names = [f.name for f in dataclasses.fields(cls)]
@@ -279,42 +247,25 @@ class QuantConfig:
         """``name`` if given, else a short description (``dynamic-qint8-pc``, ``static-entropy-128``)."""
         if self.name:
             return self.name
-        if self.mode is QuantMode.DYNAMIC:
-            parts = ["dynamic", self.weight_type.value]
-        elif self.mode is QuantMode.WEIGHT_ONLY:
-            parts = ["weight-only", f"int{self.bits}", f"b{self.block_size}"]
-            if self.accuracy_level:
-                parts.append(f"acc{self.accuracy_level}")
-            if self.weight_symmetric:
-                parts.append("sym")
-        else:
-            parts = ["static", self.calibration.method.value, str(self.calibration.samples)]
-            if self.weight_type is not QType.QINT8 or self.activation_type is not QType.QUINT8:
-                parts.append(f"w{self.weight_type.value}-a{self.activation_type.value}")
-            if self.quant_format is QFormat.QOPERATOR:
-                parts.append("qop")
-            if self.activation_symmetric:
-                parts.append("sym")
-            if self.matmul_const_b_only:
-                parts.append("constb")
-        if self.per_channel:
-            parts.append("pc")
-        if self.mode is QuantMode.DYNAMIC and self.op_types and not set(EMBEDDING_OP_TYPES) & set(self.op_types):
-            parts.append("fp32emb")
-        if self.reduce_range:
-            parts.append("rr")
-        if self.nodes_to_exclude:
-            parts.append(f"excl{len(self.nodes_to_exclude)}")
-        if self.exclude_worst:
-            parts.append(f"worst{self.exclude_worst}")
-        return "-".join(parts)
+        wo, static = self.mode is QuantMode.WEIGHT_ONLY, self.mode is QuantMode.STATIC
+        parts = {QuantMode.DYNAMIC: ["dynamic", self.weight_type.value],
+                 QuantMode.WEIGHT_ONLY: ["weight-only", f"int{self.bits}", f"b{self.block_size}"],
+                 QuantMode.STATIC: ["static", self.calibration.method.value, str(self.calibration.samples)]}[self.mode]
+        types_changed = self.weight_type is not QType.QINT8 or self.activation_type is not QType.QUINT8
+        fp32_embeddings = self.op_types and not set(EMBEDDING_OP_TYPES) & set(self.op_types)
+        tags = [(f"acc{self.accuracy_level}", wo and self.accuracy_level), ("sym", wo and self.weight_symmetric),
+                (f"w{self.weight_type.value}-a{self.activation_type.value}", static and types_changed),
+                ("qop", static and self.quant_format is QFormat.QOPERATOR), ("sym", static and self.activation_symmetric),
+                ("constb", static and self.matmul_const_b_only), ("pc", self.per_channel),
+                ("fp32emb", self.mode is QuantMode.DYNAMIC and fp32_embeddings), ("rr", self.reduce_range),
+                (f"excl{len(self.nodes_to_exclude)}", self.nodes_to_exclude), (f"worst{self.exclude_worst}", self.exclude_worst)]
+        return "-".join(parts + [tag for tag, on in tags if on])
 
     def resolved_op_types(self) -> tuple[str, ...]:
         if self.op_types:
             return self.op_types
         return {QuantMode.DYNAMIC: DYNAMIC_OP_TYPES, QuantMode.STATIC: STATIC_DEFAULT_OP_TYPES,
                 QuantMode.WEIGHT_ONLY: WEIGHT_ONLY_OP_TYPES}[self.mode]
-
 
 
 _NESTED = {"calibration": CalibrationConfig, "validation": ValidationConfig}  # preset fields given as a dict of theirs
@@ -348,7 +299,7 @@ PRESETS = tuple(n for n in PRESET_TABLE if n not in NEWER_ORT_PRESETS)  # the na
 
 def available_presets() -> tuple[str, ...]:
     """:data:`PRESETS` and those this ONNX Runtime builds beyond them (weight-only-int8 on onnxruntime >= 1.31)."""
-    return PRESETS + (NEWER_ORT_PRESETS if 8 in runnable_bits()[0] else ())
+    return PRESETS + (NEWER_ORT_PRESETS if 8 in probe_bits()[0] else ())
 
 
 def _u8s8(fields: dict[str, Any]) -> bool:
@@ -369,13 +320,9 @@ class MachineDefaults:
 
 
 def machine_defaults(flags: Optional[Mapping[str, bool]] = None) -> MachineDefaults:
-    """The weight bits of the u8s8 INT8 presets on this CPU, and why. 8 bits everywhere: with VNNI (``vpdpbusd`` adds
-    into int32) nothing saturates; on x86 with AVX2 but no VNNI, ``vpmaddubsw`` adds pairs of products into int16,
-    which can saturate, and ONNX Runtime suggests 7-bit weights (``reduce_range``, the ``dynamic-reduce-range``
-    preset) when accuracy drops there; measured on such a CPU (2-core AMD EPYC), 7-bit weights lost more than 8-bit
-    ones on both of the workbench's models (docs/measuring.md), so they stay a preset to try, not the default. ``flags``: a
-    :class:`workbench.perf.machine_profile.MachineProfile`'s ``flags`` (default: this CPU's, read by
-    :func:`workbench.perf.machine_profile.cpu_model_and_flags`)."""
+    """The weight bits of the u8s8 INT8 presets on this CPU (``flags``: default this CPU's), and why: 8 everywhere.
+    With AVX2 but no VNNI, ``vpmaddubsw``'s int16 sums can saturate and ONNX Runtime suggests 7-bit weights, yet
+    on such a CPU they lost more than 8-bit ones on both models (docs/measuring.md): a preset to try."""
     if flags is None:
         from ..perf.machine_profile import cpu_model_and_flags
 
@@ -406,14 +353,6 @@ def machine_note(cfg: "QuantConfig", defaults: Optional[MachineDefaults] = None)
             f"default: {d.why})")
 
 
-def runnable_bits() -> tuple[tuple[int, ...], str]:
-    """(weight-only bits this ONNX Runtime builds and runs on the CPU, its version): probed once per process
-    by :func:`workbench.quant.nbits.probe_bits`."""
-    from .nbits import probe_bits
-
-    return probe_bits()
-
-
 @dataclass(frozen=True)
 class TimingConfig:
     """How latency is measured (the same for the FP32 graph and every quantized graph)."""
@@ -425,8 +364,6 @@ class TimingConfig:
     max_seconds: Optional[float] = field(default=20.0, metadata={"help": (
         "stop timing a shape after the round that passes this many seconds (at least 3 rounds)")})
     retimes: int = field(default=1, metadata={"help": "times a timing taken on a busy machine is taken again (--quick: 0)"})
-    # where the FP32 and INT8 graphs are timed ("cpu", "cuda", "cuda:N"; CUDA with I/O binding). Accuracy
-    # is scored on the CPU provider either way, so the slice comparison does not mix devices.
     device: str = field(default="cpu", metadata={"help": (
         "where the FP32 and INT8 graphs are timed (accuracy is scored on the CPU either way): cpu, cuda or cuda:N (CUDA needs "
         "onnxruntime-gpu: make setup-gpu-infer)")})

@@ -1,32 +1,12 @@
-"""Per-slice evaluation of a candidate model (INT8, fused, pruned...) against a reference (FP32).
+"""Per-slice evaluation of a candidate model against a reference (FP32), in pure numpy: probabilities in,
+a :class:`SliceReport` out. Metrics: accuracy, macro-F1 (over the classes in labels or predictions, as
+scikit-learn does), mean confidence, ECE (``n_bins`` equal-width bins, an edge going to the lower bin) and
+agreement. Drift has a **paired bootstrap** 95% interval (each replicate draws the same examples for both
+models, so it measures the change, not the noise of two samples); ``significant``: it excludes zero.
 
-Everything here is pure numpy: arrays of probabilities in, a :class:`SliceReport` out. No model is
-run, so the same function scores ONNX Runtime sessions, PyTorch models or saved predictions.
-
-What is measured, for the whole set and for every slice of a :class:`~workbench.data.slices.SliceSet`:
-
-* **accuracy** and **macro-F1** (F1 averaged over the classes that occur in the labels or the
-  predictions, as scikit-learn does by default),
-* **mean confidence** (the mean of the top class probability),
-* **expected calibration error** (ECE): confidences are put in ``n_bins`` equal-width bins
-  ``(0, 1/B], (1/B, 2/B], ...`` (a confidence on an edge goes to the lower bin) and ECE is
-  ``sum_b |sum_{i in b} correct_i - sum_{i in b} conf_i| / n``, i.e. the gap between accuracy
-  and confidence in each bin, weighted by the bin's share,
-* **agreement** with the reference (share of examples where both predict the same label).
-
-Drift is the candidate's value minus the reference's, with a **paired bootstrap** 95% interval:
-each bootstrap replicate draws the same examples (with replacement) for both models, so the
-interval measures the change, not the noise of two independent samples. A change is flagged
-``significant`` when its interval excludes zero.
-
-Slices with fewer than ``min_slice_size`` examples (default :data:`MIN_SLICE_SIZE` = 50) are
-marked ``too_small`` — still computed and shown, never hidden. Why 50:
-
-* resolution: one changed prediction moves a slice of n examples by 1/n; at n = 50 that is
-  2 points, the usual per-slice budget, so below 50 a single example can decide the verdict;
-* coverage: :func:`bootstrap_coverage` simulates slices whose reference is right 85% of the
-  time and whose predictions flip at a given rate, and counts how often the 95% paired
-  percentile interval holds the true change (400 trials, 500 replicates each, measured here)::
+Slices under :data:`MIN_SLICE_SIZE` = 50 examples are ``too_small`` (shown, not judged): one changed
+prediction moves a slice of n by 1/n, 2 points at 50 (the usual budget); and simulated slices (reference
+right 85% of the time, flips at a rate; 400 trials of 500 replicates) gave this coverage of the 95% interval::
 
       n      flip 2%   flip 5%   flip 10%
       20     0.25      0.61      0.86
@@ -35,10 +15,7 @@ marked ``too_small`` — still computed and shown, never hidden. Why 50:
       100    0.78      0.91      0.95
       200    0.90      0.94      0.96
 
-  At a 5% flip rate the interval reaches ~0.9 coverage from n = 50. When flips are rare the
-  interval is too narrow at any n (a slice with no flip gets the interval [0, 0]); read
-  ``SliceDrift.flips`` next to the interval: an interval says nothing about flips that the
-  evaluated examples did not contain.
+When flips are rare the interval is too narrow at any n (no flip gives [0, 0]): read ``SliceDrift.flips``.
 """
 
 from __future__ import annotations
@@ -63,18 +40,9 @@ ALL = "all"  # name of the whole-set "slice"
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """How a candidate is scored against the reference (the knobs of :func:`evaluate_slices`).
-
-    - ``n_boot``: paired bootstrap replicates (at least 100); ``seed``: their random stream (each
-      slice draws its own stream from the seed and its name).
-    - ``confidence_level``: the interval's coverage (0.95: the 2.5th to 97.5th percentile).
-    - ``min_slice_size``: slices smaller than this are marked ``too_small`` (shown, not judged;
-      why 50: the module docstring).
-    - ``n_bins``: equal-width confidence bins of the calibration error (ECE).
-    - ``thresholds``: confidences at which accept/reject is compared (:func:`threshold_analysis`).
-    - ``node_error_samples``: calibration texts fed to both graphs to rank the quantized nodes by
-      their SQNR (:func:`workbench.quant.run_quantization`; 0 skips it).
-    """
+    """How a candidate is scored against the reference (the knobs of :func:`evaluate_slices`; each field's help
+    says what it means). Each slice draws its own bootstrap stream from ``seed`` and its name, so adding a
+    slice does not move the others' intervals; why ``min_slice_size`` is 50: the module docstring."""
 
     n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates (--quick: 200)"})
     seed: int = field(default=0, metadata={"help": "random seed of the bootstrap (each slice draws its own stream from it)"})
@@ -96,28 +64,21 @@ class EvalConfig:
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise EvaluationError(f"{name} must be a whole number, got {v!r}")
             object.__setattr__(self, name, int(v))
-        if self.n_boot < 100:
-            raise EvaluationError(f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}")
-        if self.node_error_samples < 0:
-            raise EvaluationError(f"node_error_samples must be 0 (skip) or more texts, got {self.node_error_samples}")
-        if not 0.5 < self.confidence_level < 1.0:
-            raise EvaluationError(f"confidence_level must be between 0.5 and 1, got {self.confidence_level}")
-        if self.min_slice_size < 1:
-            raise EvaluationError(f"min_slice_size must be at least 1, got {self.min_slice_size}")
-        if self.n_bins < 1:
-            raise EvaluationError(f"n_bins must be at least 1, got {self.n_bins}")
         bad_t = [t for t in self.thresholds if not 0.0 <= t <= 1.0]
-        if bad_t:
-            raise EvaluationError(f"thresholds are confidences in [0, 1], got {bad_t}")
+        refusals = ((self.n_boot < 100, f"n_boot must be at least 100 for a 95% interval to mean anything, got {self.n_boot}"),
+                    (self.node_error_samples < 0, f"node_error_samples must be 0 (skip) or more texts, got {self.node_error_samples}"),
+                    (not 0.5 < self.confidence_level < 1.0, f"confidence_level must be between 0.5 and 1, got {self.confidence_level}"),
+                    (self.min_slice_size < 1, f"min_slice_size must be at least 1, got {self.min_slice_size}"),
+                    (self.n_bins < 1, f"n_bins must be at least 1, got {self.n_bins}"),
+                    (bad_t, f"thresholds are confidences in [0, 1], got {bad_t}"))
+        message = next((m for bad, m in refusals if bad), None)
+        if message:
+            raise EvaluationError(message)
 
 
 @dataclass(frozen=True)
 class SliceDrift:
-    """What the candidate changed on one slice.
-
-    ``deltas`` holds every metric of :data:`METRICS`; ``delta``/``ci_low``/``ci_high``/
-    ``significant`` read the accuracy entry, the headline number of a slice.
-    """
+    """What the candidate changed on one slice; the properties read accuracy's delta, its headline number."""
 
     slice: str
     n: int
@@ -140,14 +101,9 @@ class SliceDrift:
         return self.deltas[metric]
 
 
-
 @dataclass(frozen=True)
 class SliceReport:
-    """The candidate against the reference, overall and slice by slice.
-
-    Per-example arrays (``labels``, predictions and confidences of both models) are kept so that
-    views can draw a confidence scatter or re-sort flips without recomputing anything.
-    """
+    """The candidate against the reference, overall and slice by slice, with the per-example arrays views draw."""
 
     reference_name: str
     candidate_name: str
@@ -209,20 +165,17 @@ class SliceReport:
         return max([0.0, *drops])
 
 
-
-def _drift(
-    name: str, description: str, group: str, idx: np.ndarray, ref_all: Preds, cand_all: Preds,
-    n_boot: int, seed: int, level: float, min_size: int,
-) -> SliceDrift:
+def _drift(name: str, description: str, group: str, idx: np.ndarray, ref_all: Preds, cand_all: Preds, config: EvalConfig) -> SliceDrift:
     ref = take_rows(ref_all, idx)
     cand = take_rows(cand_all, idx)
     agree = (ref.pred == cand.pred).astype(np.float64)
     rm = metrics_record(name, ref, np.ones(len(idx)))
     cm = metrics_record(name, cand, agree)
     n = len(idx)
-    alpha = (1.0 - level) / 2.0
+    alpha = (1.0 - config.confidence_level) / 2.0
     deltas: dict[str, MetricDelta] = {}
-    boots = bootstrap_deltas(ref, cand, agree, n_boot, np.random.default_rng(slice_seed(seed, name))) if n > 0 else {}
+    rng = np.random.default_rng(slice_seed(config.seed, name))
+    boots = bootstrap_deltas(ref, cand, agree, config.n_boot, rng) if n > 0 else {}
     for k, (unit, hib) in METRICS.items():
         rv, cv = float(getattr(rm, k)), float(getattr(cm, k))
         if n == 0:
@@ -233,14 +186,10 @@ def _drift(
             lo, hi = (float(np.quantile(b, alpha)), float(np.quantile(b, 1.0 - alpha))) if len(b) else (float("nan"),) * 2
         sig = bool(n > 0 and not math.isnan(lo) and (lo > 0 or hi < 0))
         deltas[k] = MetricDelta(k, rv, cv, cv - rv, lo, hi, sig, unit, hib)
-    return SliceDrift(slice=name, n=n, description=description, group=group, too_small=n < min_size,
+    return SliceDrift(slice=name, n=n, description=description, group=group, too_small=n < config.min_slice_size,
                       reference=rm, candidate=cm, deltas=deltas, flips=int((ref.pred != cand.pred).sum()))
 
 
-
-# ----------------------------------------------------------------------------------------------
-# input checking
-# ----------------------------------------------------------------------------------------------
 def softmax(logits) -> np.ndarray:
     """Row-wise softmax (numerically stable): logits -> probabilities."""
     x = np.asarray(logits, dtype=np.float64)
@@ -283,9 +232,6 @@ def _rows(examples) -> list[dict]:
     return rows
 
 
-# ----------------------------------------------------------------------------------------------
-# the stage function
-# ----------------------------------------------------------------------------------------------
 def evaluate_slices(
     examples,
     labels,
@@ -300,22 +246,12 @@ def evaluate_slices(
     set_name: str = "test",
     membership: Optional[dict[str, Any]] = None,
 ) -> SliceReport:
-    """Compare ``candidate_probs`` with ``reference_probs`` on the same examples, slice by slice.
-
-    ``examples``: list of dicts with ``text`` (and whatever the slice predicates read) or a
-    ``datasets.Dataset``; ``labels``: (n,) true class ids; ``*_probs``: (n, classes) probabilities
-    (use :func:`softmax` on logits). ``config`` (:class:`EvalConfig`, default ``EvalConfig()``)
-    holds the bootstrap and slice-size knobs. ``slices`` decides the slices (``None``: overall only);
-    ``membership`` may pass precomputed masks ``{slice name: bool array}`` instead of recomputing.
-    The bootstrap is deterministic under ``seed`` (each slice has its own stream derived from the
-    seed and the slice name, so adding a slice does not move the others' intervals).
-    """
-    if config is None:
-        config = EvalConfig()
+    """Compare ``candidate_probs`` with ``reference_probs`` (probabilities, (n, classes): :func:`softmax` of
+    logits) on the same ``examples`` (dicts with ``text`` or a ``datasets.Dataset``), slice by slice:
+    ``slices`` (None: overall only) or precomputed ``membership`` masks ``{slice name: bool array}``."""
+    config = config if config is not None else EvalConfig()
     if not isinstance(config, EvalConfig):
         raise EvaluationError(f"config must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(config).__name__}")
-    n_boot, seed, n_bins = config.n_boot, config.seed, config.n_bins
-    confidence_level, min_slice_size, thresholds = config.confidence_level, config.min_slice_size, config.thresholds
     rows = _rows(examples)
     n = len(rows)
     labels_arr = np.asarray(labels, dtype=np.int64).reshape(-1)
@@ -334,29 +270,25 @@ def evaluate_slices(
     if len(names) != k:
         raise EvaluationError(f"class_names has {len(names)} names but the models score {k} classes: {names}")
 
-    ref_all = make_preds(labels_arr, ref_p, n_bins)
-    cand_all = make_preds(labels_arr, cand_p, n_bins)
+    ref_all = make_preds(labels_arr, ref_p, config.n_bins)
+    cand_all = make_preds(labels_arr, cand_p, config.n_bins)
 
     masks = _slice_masks(rows, slices, membership)
     meta = {s.name: (s.description, s.group) for s in slices} if slices is not None else {}
 
-    common = dict(ref_all=ref_all, cand_all=cand_all, n_boot=n_boot, seed=seed, level=confidence_level, min_size=min_slice_size)
-    overall = _drift(ALL, "every example", "overall", np.arange(n), **common)
-    drifts = [
-        _drift(name, meta.get(name, ("", "user"))[0], meta.get(name, ("", "user"))[1], np.flatnonzero(m), **common)
-        for name, m in masks.items()
-    ]
+    overall = _drift(ALL, "every example", "overall", np.arange(n), ref_all, cand_all, config)
+    drifts = [_drift(name, *meta.get(name, ("", "user")), np.flatnonzero(m), ref_all, cand_all, config) for name, m in masks.items()]
 
     flips = _flips(rows, labels_arr, ref_all, cand_all, masks, names)
     return SliceReport(
         reference_name=reference_name, candidate_name=candidate_name,
         slice_set=slices.name if slices is not None else ("custom" if membership else "none"),
         class_names=names, n=n, overall=overall, slices=drifts, flips=flips,
-        thresholds=threshold_analysis(labels_arr, ref_p, cand_p, thresholds),
+        thresholds=threshold_analysis(labels_arr, ref_p, cand_p, config.thresholds),
         labels=labels_arr.tolist(), reference_pred=ref_all.pred.tolist(), candidate_pred=cand_all.pred.tolist(),
         reference_confidence=ref_all.conf.tolist(), candidate_confidence=cand_all.conf.tolist(),
-        n_boot=n_boot, seed=seed, confidence_level=confidence_level, min_slice_size=min_slice_size,
-        n_bins=n_bins, set_name=set_name,
+        n_boot=config.n_boot, seed=config.seed, confidence_level=config.confidence_level,
+        min_slice_size=config.min_slice_size, n_bins=config.n_bins, set_name=set_name,
     )
 
 
@@ -376,8 +308,7 @@ def _slice_masks(rows: list, slices: Optional[SliceSet], membership: Optional[di
 
 
 def _flips(rows: list, labels: np.ndarray, ref_all, cand_all, masks: dict[str, np.ndarray], names: list[str]) -> list[Flip]:
-    """Every example whose prediction changed: fixed (the candidate is now right), broken (the
-    reference was right) or changed (both wrong), with the slices it belongs to."""
+    """Every example whose prediction changed (fixed, broken or changed), with the slices it belongs to."""
     flips = []
     for i in np.flatnonzero(ref_all.pred != cand_all.pred):
         i = int(i)
@@ -392,25 +323,3 @@ def _flips(rows: list, labels: np.ndarray, ref_all, cand_all, masks: dict[str, n
             )
         )
     return flips
-
-
-def bootstrap_coverage(n: int, p_ref: float, p_flip: float, trials: int = 200, n_boot: int = 500, seed: int = 0) -> float:
-    """How often the paired percentile interval for the accuracy change covers the true change.
-
-    Simulates a slice of ``n`` binary examples: the reference is right with probability
-    ``p_ref``; each prediction flips (right<->wrong) with probability ``p_flip``. The true change
-    is ``p_flip * (1 - 2 * p_ref)``. Used to justify :data:`MIN_SLICE_SIZE` (see the module doc).
-    """
-    rng = np.random.default_rng(seed)
-    truth = p_flip * (1 - 2 * p_ref)
-    hits = 0
-    for t in range(trials):
-        labels = np.zeros(n, dtype=np.int64)
-        r_ok = rng.random(n) < p_ref
-        flip = rng.random(n) < p_flip
-        c_ok = r_ok ^ flip
-        ref = np.where(r_ok[:, None], [[0.9, 0.1]], [[0.1, 0.9]])
-        cand = np.where(c_ok[:, None], [[0.8, 0.2]], [[0.2, 0.8]])
-        rep = evaluate_slices([{"text": ""}] * n, labels, ref, cand, None, EvalConfig(n_boot=n_boot, seed=t, thresholds=()))
-        hits += rep.overall.ci_low <= truth <= rep.overall.ci_high
-    return hits / trials

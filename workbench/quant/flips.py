@@ -21,7 +21,6 @@ class FlipKind(str, enum.Enum):
     CHANGED = "changed"
 
 
-
 @dataclass(frozen=True)
 class Flip:
     """One example whose predicted label changed between the reference and the candidate."""
@@ -47,13 +46,7 @@ class Flip:
 
 @dataclass(frozen=True)
 class ThresholdPoint:
-    """Accept a prediction only when its confidence is at least ``threshold``: what happens.
-
-    Coverage is the share accepted; accuracy is measured on the accepted examples (NaN if none).
-    ``decisions_changed`` counts examples accepted by one model and rejected by the other;
-    ``accepted_flips`` counts examples accepted by both whose label differs (flips that would
-    still reach a user at this threshold).
-    """
+    """Accepting predictions at confidence >= ``threshold`` (accuracy on the accepted; ``accepted_flips``: flips still shown)."""
 
     threshold: float
     reference_coverage: float
@@ -66,7 +59,6 @@ class ThresholdPoint:
     accepted_flips: int
 
 
-
 FLIP_SORT_KEYS = ("index", "confidence_change", "reference_confidence", "candidate_confidence", "kind", "label")
 
 
@@ -74,22 +66,12 @@ def sort_flips(flips: Iterable[Flip], by: str = "confidence_change", descending:
     """Sort flips by one of :data:`FLIP_SORT_KEYS` (ties broken by index)."""
     if by not in FLIP_SORT_KEYS:
         raise EvaluationError(f"flips can be sorted by one of {list(FLIP_SORT_KEYS)}, got {by!r}")
-    getters = {
-        "index": lambda f: f.index,
-        "confidence_change": lambda f: f.confidence_change,
-        "reference_confidence": lambda f: f.reference_confidence,
-        "candidate_confidence": lambda f: f.candidate_confidence,
-        "kind": lambda f: f.kind.value,
-        "label": lambda f: f.label,
-    }
-    g = getters[by]
     ordered = sorted(flips, key=lambda f: f.index)
-    return sorted(ordered, key=g, reverse=descending)
+    return sorted(ordered, key=lambda f: getattr(f, by), reverse=descending)  # a FlipKind sorts as its text
 
 
 def threshold_analysis(labels, reference_probs, candidate_probs, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> list[ThresholdPoint]:
-    """Accept/reject at each confidence threshold: coverage and accuracy of both models and
-    how many decisions the candidate changes."""
+    """Accept/reject at each confidence threshold: both models' coverage and accuracy, and the decisions changed."""
     labels = np.asarray(labels, dtype=np.int64)
     rp, cp = np.asarray(reference_probs, dtype=np.float64), np.asarray(candidate_probs, dtype=np.float64)
     r_pred, c_pred = rp.argmax(axis=1), cp.argmax(axis=1)

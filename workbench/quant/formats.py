@@ -25,9 +25,7 @@ class QType(str, enum.Enum):
 
 
 class QFormat(str, enum.Enum):
-    """How a static graph stores its INT8 operations: QDQ (QuantizeLinear/DequantizeLinear pairs
-    around float ops, which ONNX Runtime fuses at load time) or QOperator (QLinearMatMul and
-    friends written into the graph)."""
+    """QDQ (Quantize/DequantizeLinear pairs around float ops, fused at load time) or QOperator (QLinearMatMul...)."""
 
     QDQ = "qdq"
     QOPERATOR = "qoperator"

@@ -1,10 +1,6 @@
-"""Quantizing and calibrating one graph file with ``onnxruntime.quantization``.
-
-Dynamic (weights INT8 offline, activations quantized per batch at run time) or static QDQ/QOperator
-(activation ranges calibrated on training texts with MinMax, Entropy or Percentile: ONNX Runtime's
-calibrators and ``QDQQuantizer``, see :func:`calibrate` for why not ``quantize_static`` itself).
-``DefaultTensorType`` is always set, which the fused graph needs (its contrib ops have no type
-information); static quantization first runs ``quant_pre_process`` (:func:`preprocess_for_static`).
+"""Quantizing and calibrating one graph file with ``onnxruntime.quantization``: dynamic, static QDQ/QOperator
+(ONNX Runtime's calibrators and ``QDQQuantizer``: :func:`calibrate` says why not ``quantize_static``) or
+weight-only. ``DefaultTensorType`` is always set: the fused graph's contrib ops carry no type information.
 """
 
 from __future__ import annotations
@@ -50,34 +46,14 @@ def feeds_reader(feeds: list[dict]):
     return _ListReader()
 
 
-@contextlib.contextmanager
-def _working_directory(path):
-    previous = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
 def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:
     """``quant_pre_process`` before static quantization: constant folding and shape inference.
 
-    The QDQ quantizer only quantizes tensors whose type it knows. On the *fused* graph ONNX's own
-    shape inference knows nothing past the contrib ops (Attention, SkipLayerNormalization...), so
-    ONNX Runtime's symbolic shape inference is needed (it handles them; measured here). On the
-    *exported* graph ONNX shape inference is enough, so symbolic inference is skipped there.
-
-    Symbolic inference runs with ``auto_merge``: where it cannot prove two dims of a broadcast equal, it
-    takes them as equal instead of stopping ("Incomplete symbolic shape inference"). The dims it meets
-    are the exporter's: BERT's position ids are a slice of a buffer of ``max_position_embeddings`` rows,
-    ``Min(512, sequence)`` long; where the tokenizer gives no ``token_type_ids`` (transformers 5's generic
-    ``TokenizersBackend`` does not), transformers 5's BERT gathers its zero token types by those position
-    ids and expands them to ``sequence``, a broadcast between ``Min(512, sequence)`` and ``sequence`` that
-    the fused graph keeps in front of EmbedLayerNormalization. Both are the same length for every input the
-    model accepts (a longer one has no position embedding), and a graph without such a pair is inferred
-    exactly as without ``auto_merge``. The merged dims only annotate shapes: the quantized graph is still
-    validated against the FP32 graph's logits.
+    The QDQ quantizer only quantizes tensors whose type it knows, and on the *fused* graph ONNX's own
+    shape inference stops at the contrib ops, so ONNX Runtime's symbolic inference runs there (skipped on
+    the exported graph). It runs with ``auto_merge``: transformers 5's BERT without ``token_type_ids``
+    broadcasts ``Min(512, sequence)`` against ``sequence``, equal for every input the model accepts, which
+    symbolic inference cannot prove; the merged dims only annotate shapes (the logits are still validated).
     """
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -85,12 +61,10 @@ def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathL
     symbolic = graph_kind(fp32_path) == "fused"
     with runs.atomic_path(out_path) as tmp, tempfile.TemporaryDirectory(prefix="workbench-preprocess-") as scratch:
         try:
-            # ONNX Runtime's symbolic shape inference saves a failing model as
-            # ./sym_shape_infer_temp.onnx (+ a .data file): work from a scratch folder instead.
-            # Both paths are made absolute *before* changing directory: a relative run folder
-            # (`workbench audit --out out`) once resolved against the scratch folder.
+            # symbolic inference saves a failing model as ./sym_shape_infer_temp.onnx: work from a scratch
+            # folder, with both paths made absolute first (a relative --out once resolved against it)
             src_abs, tmp_abs = str(Path(fp32_path).resolve()), str(tmp.resolve())
-            with _working_directory(scratch):
+            with contextlib.chdir(scratch):
                 quant_pre_process(src_abs, tmp_abs, skip_symbolic_shape=not symbolic, auto_merge=symbolic)
         except Exception as exc:
             raise QuantizeError(
@@ -119,42 +93,27 @@ def _check_nodes_exist(float_path: Path, nodes: Sequence[str]) -> None:
         )
 
 
-class _PreprocessingAdvice(logging.Filter):
-    """Drops ONNX Runtime's "Please consider (to run) pre-processing before quantization" records."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
+@contextlib.contextmanager
+def _without_preprocessing_advice():
+    """Drop ``quantize_dynamic``'s advice to run ``quant_pre_process`` first (a root-logger record, once per
+    variant): that pre-processing serves static quantization, and on the fused tiny BERT dynamic quantization
+    gave the same operators with and without it (checked here)."""
+    def keep(record: logging.LogRecord) -> bool:
         return not (record.pathname.replace(os.sep, "/").endswith("onnxruntime/quantization/quantize.py")
                     and str(record.msg).startswith("Please consider"))
 
-
-@contextlib.contextmanager
-def _without_preprocessing_advice():
-    """Silence ``quantize_dynamic``'s advice to run ``quant_pre_process`` first, for this call only.
-
-    Why silence rather than follow it: the pre-processing (symbolic shape inference, basic graph
-    optimization) serves static quantization, where activation types and shapes decide what gets a
-    QDQ pair; ``preprocess_for_static`` runs it there. Dynamic INT8 quantizes constant weights and
-    scales activations at run time: on the fused tiny BERT, ``quantize_dynamic`` produced the same
-    operators with and without pre-processing (QAttention 2, MatMulInteger 8,
-    QEmbedLayerNormalization 1, DynamicQuantizeLinear 10; checked here), while the warning, a
-    root-logger record with a URL, was printed once per variant, re-quantization and search
-    candidate. Only that record is dropped; every other log record passes.
-    """
     root = logging.getLogger()
-    f = _PreprocessingAdvice()
-    root.addFilter(f)
+    root.addFilter(keep)
     try:
         yield
     finally:
-        root.removeFilter(f)
+        root.removeFilter(keep)
 
 
 @contextlib.contextmanager
 def _scratch_copy(graph: Path, folder: Path):
-    """``graph`` (and its external ``.data``) linked, or copied, into a temporary folder inside
-    ``folder``: ONNX Runtime's quantizer writes ``<graph>-inferred.onnx`` beside its input, which would
-    litter the user's folder and fail on a read-only one. The folder (``.quantize-scratch.*.tmp``) is
-    removed afterwards, and by the next run's lock if this process is killed."""
+    """``graph`` (and its ``.data``) linked or copied into a scratch folder inside ``folder``, removed afterwards:
+    ONNX Runtime's quantizer writes ``<graph>-inferred.onnx`` beside its input (litter, or a failure when read-only)."""
     import shutil
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -171,15 +130,20 @@ def _scratch_copy(graph: Path, folder: Path):
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _qtypes() -> dict:
+    from onnxruntime.quantization import QuantType
+
+    return {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
+
+
 def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str | os.PathLike,
                    calibration_feeds: Optional[list[dict]] = None) -> tuple[Path, Path]:
-    """Quantize one graph file with ``cfg``; returns (quantized path, float graph the node names
-    refer to: the pre-processed copy for static, the input itself for dynamic)."""
+    """Quantize one graph file; returns (quantized path, the float graph its node names refer to)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import quantize_dynamic
 
     fp32_path, out_path = Path(fp32_path), Path(out_path)
-    qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
+    qtype = _qtypes()
     extra: dict[str, Any] = {"DefaultTensorType": onnx.TensorProto.FLOAT}
     op_types = list(cfg.op_types) or None
     if cfg.mode is QuantMode.WEIGHT_ONLY:  # 4-bit MatMulNBits (workbench.quant.weightonly)
@@ -188,15 +152,14 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
         _check_nodes_exist(fp32_path, cfg.nodes_to_exclude)
         return quantize_weight_only(fp32_path, cfg, out_path), fp32_path
     if cfg.mode is QuantMode.DYNAMIC:
-        float_path = fp32_path
-        _check_nodes_exist(float_path, cfg.nodes_to_exclude)
+        _check_nodes_exist(fp32_path, cfg.nodes_to_exclude)
         with runs.atomic_path(out_path) as tmp, _without_preprocessing_advice(), _scratch_copy(fp32_path, out_path.parent) as src:
             quantize_dynamic(
                 str(src), str(tmp), op_types_to_quantize=op_types, per_channel=cfg.per_channel,
                 reduce_range=cfg.reduce_range, weight_type=qtype[cfg.weight_type],
                 nodes_to_exclude=list(cfg.nodes_to_exclude) or None, extra_options=extra,
             )
-        return out_path, float_path
+        return out_path, fp32_path
     if not calibration_feeds:
         raise QuantizeError("static quantization needs calibration texts: give data with a training split")
     float_path = preprocess_for_static(fp32_path, out_path.with_name(PREPROCESSED_FILE))
@@ -212,8 +175,7 @@ def quantize_graph(fp32_path: str | os.PathLike, cfg: QuantConfig, out_path: str
 
 
 def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
-    """Names of the MatMul nodes whose inputs are both computed (no weight initializer), such as
-    attention's Q·Kᵀ and softmax·V: what ``matmul_const_b_only`` leaves in FP32."""
+    """MatMul nodes with no weight input (attention's Q·Kᵀ, softmax·V): what ``matmul_const_b_only`` leaves in FP32."""
     import onnx
 
     model = onnx.load(str(float_path), load_external_data=False)
@@ -224,20 +186,13 @@ def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
 
 
 def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]):
-    """Activation ranges of the graph's quantizable tensors on ``feeds`` (ONNX Runtime's calibrators).
+    """Activation ranges of the graph's quantizable tensors on ``feeds``, from ONNX Runtime's calibrators made here.
 
-    ``quantize_static`` in onnxruntime 1.19.2 forwards only four calibration options and never the
-    histogram size: Entropy then runs with 128 bins = 128 quantized bins, a search with a single
-    candidate, so it returns the MinMax ranges (measured here: byte-identical models). The
-    calibrator is therefore created here, with ``cfg.histogram_bins``, and the ranges handed to
-    ``QDQQuantizer`` just as ``quantize_static`` does after its own calibration.
-
-    Not "CalibMaxIntermediateOutputs" either: in 1.19.2 ``MinMaxCalibrater.collect_data`` empties
-    each full chunk of batches without merging its ranges, so the ranges would come from the last
-    partial chunk alone (or it raises "No data is collected").
+    Not ``quantize_static``: in onnxruntime 1.19.2 it never forwards the histogram size, so Entropy runs with
+    128 bins = 128 quantized bins and returns the MinMax ranges (measured: byte-identical models). Not
+    "CalibMaxIntermediateOutputs" either: 1.19.2's ``MinMaxCalibrater.collect_data`` drops each full chunk's
+    ranges, keeping the last partial chunk's alone (or raising "No data is collected").
     """
-    import tempfile
-
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
     from ..core.quiet import calibrator_prints
@@ -264,14 +219,13 @@ def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]
 
 
 def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, extra: dict) -> None:
-    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ or QOperator format),
-    given ranges."""
-    from onnxruntime.quantization import QDQQuantizer, QuantFormat, QuantType
+    """The second half of ``onnxruntime.quantization.quantize_static`` (QDQ or QOperator), given ranges."""
+    from onnxruntime.quantization import QDQQuantizer, QuantFormat
     from onnxruntime.quantization.onnx_quantizer import ONNXQuantizer
     from onnxruntime.quantization.quant_utils import QuantizationMode, load_model_with_shape_infer
     from onnxruntime.quantization.quantize import check_static_quant_arguments
 
-    qtype = {QType.QINT8: QuantType.QInt8, QType.QUINT8: QuantType.QUInt8}
+    qtype = _qtypes()
     fmt = QuantFormat.QOperator if cfg.quant_format is QFormat.QOPERATOR else QuantFormat.QDQ
     try:
         check_static_quant_arguments(fmt, qtype[cfg.activation_type], qtype[cfg.weight_type])
@@ -293,12 +247,8 @@ def _quantize_qdq(float_path: Path, out_path: Path, cfg: QuantConfig, ranges, ex
 
 
 def quantized_nodes(float_path: str | os.PathLike, quant_path: str | os.PathLike, op_types: Iterable[str]) -> list[str]:
-    """Names of the FP32 graph's nodes (of ``op_types``) that the quantized graph changed.
-
-    A node counts as left in FP32 when the quantized graph still holds a node with the same
-    name, operator and inputs; dynamic quantization replaces a quantized node (``<name>_quant``),
-    QDQ feeds it from ``DequantizeLinear`` outputs, so either way it is no longer identical.
-    """
+    """Names of the FP32 graph's nodes (of ``op_types``) that the quantized graph changed: a node left in FP32
+    keeps its name, operator and inputs; a quantized one is replaced (dynamic) or fed by DequantizeLinear (QDQ)."""
     import onnx
 
     ops = set(op_types)

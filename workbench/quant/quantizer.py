@@ -1,11 +1,5 @@
-"""The one place a configuration is quantized with its worst nodes left in FP32: :class:`Quantizer`.
-
-Every task quantizes through it: the classifier's quantization stage
-(:func:`workbench.quant.run.run_quantization`), and the embedding model's variants and search
-(:mod:`workbench.embed.variants`, :mod:`workbench.embed.search`). The task says which graph a
-configuration quantizes, gives static quantization its calibration batches and the per-node SQNR the
-batches it ranks nodes on; the quantizer quantizes, ranks the quantized nodes by their local SQNR
-(:mod:`workbench.quant.sqnr`) and, for ``exclude_worst``, quantizes again with the worst left in FP32.
+"""The one place a configuration is quantized with its worst nodes left in FP32 (:class:`Quantizer`), for
+every task: the task says which graph and which batches, the quantizer ranks the nodes by local SQNR.
 """
 
 from __future__ import annotations
@@ -22,8 +16,7 @@ Feeds = list[dict]
 
 
 def excluding(cfg: QuantConfig, nodes: Sequence[str], name: Optional[str] = None) -> QuantConfig:
-    """``cfg`` leaving ``nodes`` in FP32 besides those it already leaves, with nothing more to rank
-    (``exclude_worst`` 0); ``name`` names the variant (default: its own)."""
+    """``cfg`` leaving ``nodes`` in FP32 too, with nothing more to rank (``exclude_worst`` 0)."""
     kept = tuple(dict.fromkeys([*cfg.nodes_to_exclude, *nodes]))
     return dataclasses.replace(cfg, nodes_to_exclude=kept, exclude_worst=0, name=cfg.name if name is None else name)
 
@@ -42,10 +35,8 @@ class Quantized(NamedTuple):
 
 @dataclasses.dataclass
 class Quantizer:
-    """Quantizes one model's graphs again and again. ``source(cfg)``: the FP32 graph ``cfg`` quantizes;
-    ``calibration(cfg)``: static quantization's calibration batches (None for the other methods);
-    ``rank_feeds()``: the batches the per-node SQNR ranks nodes on ([] when there are none, and
-    ``no_rank_texts`` says what to do). Each is asked once and kept."""
+    """Quantizes one model's graphs again and again: ``source(cfg)`` the FP32 graph, ``calibration(cfg)`` static
+    quantization's batches, ``rank_feeds()`` the batches nodes are ranked on ([]: none, ``no_rank_texts`` says why)."""
 
     source: Callable[[QuantConfig], Path]
     calibration: Callable[[QuantConfig], Optional[Feeds]]
@@ -54,15 +45,13 @@ class Quantizer:
     _ranked_on: Optional[Feeds] = dataclasses.field(default=None, init=False, repr=False)
 
     def quantize(self, cfg: QuantConfig, out_path: str | Path) -> Quantized:
-        """``cfg`` quantized into ``out_path``; with ``exclude_worst``, then again without its worst nodes
-        (:meth:`without_worst`)."""
+        """``cfg`` quantized into ``out_path``; with ``exclude_worst``, then again without its worst nodes."""
         qpath, float_path = quantize_graph(self.source(cfg), cfg, out_path, self.calibration(cfg))
         done = Quantized(qpath, float_path, cfg, "")
         return self.without_worst(done, cfg.exclude_worst, out_path) if cfg.exclude_worst else done
 
     def without_worst(self, done: Quantized, k: int, out_path: str | Path) -> Quantized:
-        """``done``'s configuration quantized again into ``out_path`` with its ``k`` quantized nodes of lowest
-        local SQNR left in FP32 (added to its ``nodes_to_exclude``; the note says which and why)."""
+        """``done``'s configuration again with its ``k`` nodes of lowest local SQNR left in FP32 (the note says which)."""
         worst = self.worst(done.config, done.float_path, done.path, k)
         used = dataclasses.replace(done.config, nodes_to_exclude=tuple(dict.fromkeys([*done.config.nodes_to_exclude, *worst])))
         qpath, float_path = quantize_graph(self.source(used), used, out_path, self.calibration(used))

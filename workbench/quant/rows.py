@@ -1,12 +1,6 @@
-"""One row per quantized variant, the same everywhere it is shown.
-
-:func:`variant_row` reads a :class:`~workbench.quant.run.QuantResult` once into a :class:`VariantRow`:
-what the variant cost (accuracy, the change against FP32, the largest slice drop, flips) and what it
-bought (latency, speed-up with its interval, the floor and how close the latency comes to it, size),
-and whether the speed figures were taken while other work used the CPU (``contended``). The command
-line's ``workbench quantize --json``, the report's quantization table and the notebook panel's
-results table all take their figures from it, so they cannot drift apart; ``as_dict()`` gives the
-keys the report's ``summary.json`` and the command line's JSON use.
+"""One row per quantized variant (:func:`variant_row`), read once from a :class:`~workbench.quant.run.QuantResult`:
+the command line's ``--json``, the report's quantization table and the panel's results table all take
+their figures from it, so they cannot drift apart; ``as_dict()`` gives the keys ``summary.json`` uses.
 """
 
 from __future__ import annotations

@@ -1,46 +1,32 @@
 """The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
 
-Two calls, ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` and then, per
-variant, ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir, evaluation=EvalConfig())``:
-
-1. **Baseline** (:func:`~workbench.quant.baseline.prepare_baseline`, once per FP32 graph: the
-   stage's input): evaluation examples, slices, FP32 logits, calibration texts and timing settings.
-   Every variant (presets, re-quantizations, search candidates) is scored on
-   exactly these, so their numbers compare.
-2. **Quantize** (:func:`~workbench.quant.quantize.quantize_graph`): dynamic, or static QDQ calibrated
-   on training texts.
-3. **Validate, time, size**: logits against the FP32 graph on the test split; the FP32 graph and
-   the quantized one timed side by side in alternating rounds with the baseline's timing settings
-   (:func:`~workbench.quant.baseline.time_beside_fp32`: the speed-up with its interval, both floors, a load
-   check before and after; the FP32 graph is timed nowhere else); size on disk.
-4. **Drift**: :func:`~workbench.quant.evaluate.evaluate_slices` on the test split and the golden set.
-5. **Where it comes from**: :func:`~workbench.quant.sqnr.node_errors`, the SQNR per quantized node.
-
-:func:`requantize_excluding` re-runs the same configuration without the worst nodes. Results are
-frozen dataclasses saved as ``quantize.json``.
+``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once, then per variant
+``run_quantization(base, QuantConfig.preset("dynamic"), out_dir)``: quantize, validate the logits, time both
+graphs side by side (:func:`~workbench.quant.baseline.time_beside_fp32`, the only place FP32 is timed), the
+slice drift and the SQNR per quantized node; :func:`requantize_excluding` again without the worst nodes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from .. import runs
 from ..runs import layout
 from ..graph import Validation, file_size_mib
-from ..core.metrics import Metric
 from ..core.latency import Ratio
 from ..perf.machine_profile import LoadCheck
 from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from ..perf.speed import Speed
-from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, cpu_profile, load_baseline, time_beside_fp32
+from .baseline import BASELINE_FILE, FP32, Baseline, EvalSet, load_baseline, score_examples, time_beside_fp32
 from .config import QuantConfig, QuantizeError, QuantMode, TimingConfig, machine_note
 from .evaluate import EvalConfig, SliceReport, evaluate_slices, softmax
 from .quantize import encoded_feeds, quantized_nodes
@@ -49,7 +35,6 @@ from .sqnr import NodeError, node_errors, worst_nodes
 
 from ..runs.layout import QUANTIZE_FILE as RESULT_FILE  # noqa: E402, F401  (the run layout names every file)
 
-# runs of each graph per interleaved round (the round's sample is their median); TimingConfig.repeats is the rounds
 QUANTIZED_FILE = "model.int8.onnx"
 
 
@@ -81,9 +66,7 @@ class QuantResult:
     notes: list[str] = field(default_factory=list)
     # the timing settings of ``latency``/``fp32_latency`` (None in results saved before it was kept)
     timing: Optional[TimingConfig] = None
-    # the FP32 and quantized graphs timed side by side, interleaved (workbench.perf.speed): the speed-up
-    # per shape with its interval over the paired rounds and both floors; and whether the machine
-    # was busy meanwhile (empty / None in results saved before they were kept)
+    # the speed-up per shape from interleaved rounds (workbench.perf.speed), and whether the machine was busy
     speed: list[Speed] = field(default_factory=list)
     load: Optional[LoadCheck] = None
     # scoring the evaluation split: rows/s against the floor of the same batches (the baseline's order)
@@ -104,14 +87,12 @@ class QuantResult:
 
     @property
     def speedup_ratio(self) -> Optional[Ratio]:
-        """The speed-up over the FP32 graph at the first timing shape, with its interval (None in
-        results saved before interleaved timing)."""
+        """The speed-up over FP32 at the first timing shape, with its interval (None in older results)."""
         return self.speed[0].ratio if self.speed else None
 
     @property
     def speedup(self) -> float:
-        """How many times faster than the FP32 graph (first timing shape): the median of the paired
-        rounds' ratios; in older results, FP32 median latency / quantized median latency."""
+        """Times faster than FP32 at the first shape: the median of the paired rounds' ratios (older results: of medians)."""
         if self.speed:
             return self.speed[0].ratio.value
         return self.fp32_latency_ms / self.latency_ms if self.latency_ms > 0 else float("nan")
@@ -133,19 +114,6 @@ class QuantResult:
     def accuracy_delta(self) -> float:
         return self.report.overall.delta
 
-    def metrics(self) -> list[Metric]:
-        return [
-            Metric("latency", self.latency_ms, "ms", False),
-            Metric("FP32 latency", self.fp32_latency_ms, "ms", False),
-            Metric("speed-up", self.speedup, "x", True),
-            Metric("size on disk", self.size_mib, "MiB", False),
-            Metric("FP32 size", self.fp32_size_mib, "MiB", False),
-            Metric("accuracy", 100.0 * self.accuracy, "%", True),
-            Metric("accuracy change", 100.0 * self.accuracy_delta, "points", True),
-            Metric("largest slice drop", 100.0 * self.report.max_slice_drop(), "points", False),
-            Metric("agreement with FP32", 100.0 * self.report.overall.candidate.agreement, "%", True),
-        ]
-
 
 def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev: EvalConfig) -> SliceReport:
     examples = eset.load_examples()
@@ -156,24 +124,17 @@ def report_for(eset: EvalSet, logits: np.ndarray, base: Baseline, name: str, ev:
         class_names=base.class_names, reference_name="fp32", candidate_name=name, set_name=eset.name,
         membership=eset.membership(),
     )
-    meta = eset.describe()
+    meta = {s.name: (s.description, s.group) for s in eset.slices}
     slices = [dataclasses.replace(d, description=meta[d.slice][0], group=meta[d.slice][1]) for d in rep.slices]
     return dataclasses.replace(rep, slices=slices, slice_set=eset.slice_set)
 
 
-class _Fp32Feeds:
-    """Encoded feeds for the FP32 graph, its session opened only when first needed (static calibration,
-    exclude_worst, node errors)."""
+def _fp32_feeds(src: Path, baseline: Baseline, tok: Any) -> Callable[[Sequence[str], int, bool], list[dict]]:
+    """Encoded feeds for the FP32 graph, its session opened only when first needed."""
+    from ..runtime import ortinfer
 
-    def __init__(self, src: Path, baseline: Baseline, tok: Any) -> None:
-        self.src, self.baseline, self.tok, self._session = src, baseline, tok, None
-
-    def __call__(self, texts: Sequence[str], batch_size: int, pad_to_max: bool) -> list[dict]:
-        from ..runtime.ortinfer import make_session
-
-        if self._session is None:
-            self._session = make_session(self.src)
-        return encoded_feeds(self._session, self.tok, texts, self.baseline.max_length, batch_size, pad_to_max=pad_to_max)
+    session = functools.cache(lambda: ortinfer.make_session(src))
+    return lambda texts, batch_size, pad_to_max: encoded_feeds(session(), tok, texts, baseline.max_length, batch_size, pad_to_max)
 
 
 def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optional[EvalConfig]) -> tuple[QuantConfig, EvalConfig]:
@@ -190,9 +151,8 @@ def _checked_inputs(source: Any, cfg: Optional[QuantConfig], evaluation: Optiona
     return cfg, evaluation
 
 
-def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, notes: list[str]) -> Optional[list[dict]]:
-    """Static quantization's calibration batches (None for the other modes), equal batches padded to max_length
-    (the histogram calibrators stack them)."""
+def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: Callable[..., list[dict]], notes: list[str]) -> Optional[list[dict]]:
+    """Static quantization's calibration batches (None otherwise), padded to max_length: the histogram calibrators stack them."""
     if cfg.mode is not QuantMode.STATIC:
         return None
     cal = cfg.calibration
@@ -219,7 +179,8 @@ def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
                "from file-order batches and so can a few predictions" if baseline.scoring_order == "length" else "")
         ]
     if cfg.mode is QuantMode.WEIGHT_ONLY:
-        from .weightonly import BINDING_NOTE, binding_supplied
+        from .formats import BINDING_NOTE
+        from .weightonly import binding_supplied
 
         return [f"weight-only: MatMul weights in {cfg.bits} bits (MatMulNBits, blocks of {cfg.block_size}, accuracy_level "
                 f"{cfg.accuracy_level}: {'INT8' if cfg.accuracy_level == 4 else 'FP32'} compute), activations in float"
@@ -228,32 +189,23 @@ def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
 
 
 def _score(qpath: Path, baseline: Baseline, tok: Any, name: str, evaluation: EvalConfig) -> tuple[dict, Optional[ScoringSpeed]]:
-    """The quantized graph on every evaluation set: ({set name: (logits, SliceReport)}, the scoring speed of the
-    evaluation split, timed like the FP32 graph's)."""
-    import datasets
-
+    """The quantized graph on every evaluation set: ({set: (logits, SliceReport)}, the evaluation split's scoring speed)."""
     from ..runtime.engine import active_pool
-    from ..runtime.ortinfer import make_session, predict_dataset
+    from ..runtime.ortinfer import make_session
 
-    pool = active_pool()  # a Ray pool (the audit's --engine ray): the same batches on its actors, which open qpath
-    qsession = make_session(qpath) if pool is None else qpath
+    qsession = make_session(qpath) if active_pool() is None else qpath
     reports, scoring = {}, None
     for eset in baseline.eval_sets:
-        ds = datasets.Dataset.from_list([{"text": e["text"], "label": int(e["label"])} for e in eset.load_examples()])
-        if scoring is None and baseline.fp32_scoring is not None:
-            from ..perf.scoring import timed_scoring
-
-            logits, scoring = timed_scoring(qsession, qpath, tok, ds, baseline.max_length, baseline.batch_size,
-                                            baseline.scoring_order, profile=cpu_profile(baseline.timing),
-                                            note=baseline.scoring_note, pool=pool, label=name)
-        else:
-            logits = predict_dataset(qsession, tok, ds, baseline.max_length, baseline.batch_size, order=baseline.scoring_order,
-                                     pool=pool, label=f"{name}, {eset.name}" if len(baseline.eval_sets) > 1 else name)
+        timed = scoring is None and baseline.fp32_scoring is not None
+        logits, speed = score_examples(qsession, qpath, tok, eset.load_examples(), baseline.max_length, baseline.batch_size,
+                                       baseline.scoring_order, f"{name}, {eset.name}" if len(baseline.eval_sets) > 1 and not timed
+                                       else name, baseline.timing if timed else None)
+        scoring = scoring or speed
         reports[eset.name] = (logits, report_for(eset, logits, baseline, name, evaluation))
     return reports, scoring
 
 
-def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: _Fp32Feeds, samples: int,
+def _errors(float_path: Path, qpath: Path, cfg: QuantConfig, calib_texts: list[str], fp32: Callable[..., list[dict]], samples: int,
             notes: list[str]) -> list[NodeError]:
     if samples > 0 and calib_texts:
         return node_errors(float_path, qpath, fp32(calib_texts[:samples], 8, pad_to_max=False), cfg.resolved_op_types())
@@ -270,18 +222,9 @@ def run_quantization(
     evaluation: Optional[EvalConfig] = None,
     timing: Optional[TimingConfig] = None,
 ) -> QuantResult:
-    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and
-    score it against the baseline.
-
-    ``source`` is the stage's input, a :class:`Baseline` (:func:`prepare_baseline`: the FP32 graph
-    scored once on the data, with its tokenizer, slices, calibration texts and timing settings), so
-    every variant is scored on exactly the same examples and batches. ``evaluation``
-    (:class:`EvalConfig`): bootstrap replicates, seed, the per-node SQNR's calibration texts
-    (``node_error_samples``, 0 skips it). Writes ``out_dir/model.int8.onnx`` and
-    ``out_dir/quantize.json``. The FP32 graph is timed beside the quantized one with the baseline's
-    timing settings; ``timing`` replaces them (both graphs timed with it). Timings and the bootstrap
-    are reported, never asserted.
-    """
+    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and score it
+    against the baseline; the FP32 graph is timed beside it with the baseline's timing settings, or ``timing``'s
+    for both. Timings and the bootstrap are reported, never asserted."""
     from ..graph import compare_logits, op_histogram
     from ..runtime.device import require_device
 
@@ -295,7 +238,7 @@ def run_quantization(
     tok = baseline.load_tokenizer()
     notes: list[str] = []
     calib_texts = baseline.calibration_texts()
-    fp32 = _Fp32Feeds(src, baseline, tok)
+    fp32 = _fp32_feeds(src, baseline, tok)
 
     feeds = _calibration_feeds(cfg, calib_texts, fp32, notes)
     t0 = time.perf_counter()
@@ -348,9 +291,8 @@ def requantize_excluding(
     n_boot: Optional[int] = None,
     node_error_samples: int = 16,
 ) -> QuantResult:
-    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or
-    the named ``nodes``) in FP32, scored on the same baseline. Writes into
-    ``<result.out_dir>/exclude-<k>`` unless ``out_dir`` is given."""
+    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or ``nodes``) in FP32,
+    scored on the same baseline (into ``<result.out_dir>/exclude-<k>`` by default)."""
     if (worst_k is None) == (nodes is None):
         raise QuantizeError("give exactly one of worst_k (exclude the k worst nodes) or nodes (names to exclude)")
     if nodes is None:

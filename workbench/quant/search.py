@@ -1,17 +1,7 @@
 """The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
-within a budget overall *and* on every slice big enough to judge.
-
-``run_search(baseline_or_graph, SearchConfig(...), out_dir)``: every candidate configuration is
-quantized into the FP32 baseline and scored on it; the FP32 graph is a candidate too, so the answer
-falls back to FP32 when no INT8 variant fits. Given a :class:`~workbench.quant.baseline.Baseline`
-the search scores and times nothing of the FP32 graph again (its logits and latency are saved with
-it), and a candidate that an earlier run already quantized with the same configuration into the
-same baseline (``previous=``) is reused, not quantized and scored again.
-
-A model scored in other terms than accuracy brings its own baseline (:class:`ScoredBaseline`: an
-embedding model's retrieval task, :class:`workbench.embed.search.EmbedSearchBaseline`): it quantizes,
-scores and judges each candidate against its own budget (NDCG@10 kept overall and lost per slice),
-re-quantizing with the worst nodes left in FP32 until no slice is below its budget.
+within a budget overall *and* on every slice big enough to judge; the FP32 graph is the answer when no INT8
+variant fits. A model scored in other terms brings its own baseline (:class:`ScoredBaseline`, an embedding
+model's retrieval task), which quantizes, scores and judges each candidate in its own metric and budget.
 """
 
 from __future__ import annotations
@@ -37,37 +27,15 @@ from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names
 
 
 def default_candidates() -> list[QuantConfig]:
-    """A small, varied set: dynamic per-tensor/per-channel/reduce-range, per-channel with the
-    embeddings in FP32, the best static recipe (the preset "static"), static Entropy."""
-    return [
-        QuantConfig.preset("dynamic"),
-        QuantConfig.preset("dynamic-per-channel"),
-        QuantConfig.preset("dynamic-fp32-embeddings"),
-        QuantConfig.preset("dynamic-reduce-range"),
-        QuantConfig.preset("static", calibration={"samples": 64}),
-        QuantConfig.preset("static-entropy", calibration={"samples": 64}),
-    ]
+    """A small, varied set: dynamic INT8 four ways, the best static recipe and static Entropy."""
+    return ([QuantConfig.preset(n) for n in ("dynamic", "dynamic-per-channel", "dynamic-fp32-embeddings", "dynamic-reduce-range")]
+            + [QuantConfig.preset(n, calibration={"samples": 64}) for n in ("static", "static-entropy")])
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What the search tries and what it accepts.
-
-    - ``candidates``: the configurations to quantize with (``None``: :func:`default_candidates`);
-      their labels must be unique (give ``name=`` to tell two apart).
-    - ``budget_overall`` / ``budget_per_slice``: accuracy a candidate may lose against its FP32
-      graph, overall and on every slice big enough to judge (fractions: 0.02 = 2 points).
-    - ``objective``: ``latency`` (the fastest within budget) or ``size`` (the smallest).
-    - ``include_small_slices``: hold slices below the minimum size to the budget too.
-    - ``strict``: judge the worse end of the 95% interval instead of the point estimate.
-    - ``include_fp32``: the FP32 graph is a candidate (the answer when no INT8 variant fits).
-    - ``min_speedup``: the speed guard: an INT8 candidate must be at least this many times faster
-      than the FP32 graph at the lower end of its interval (paired, interleaved rounds) to be
-      chosen, however accurate; 0 turns it off. When none passes, the FP32 graph is the answer.
-    - ``evaluation``: the paired bootstrap of every candidate's slice report (its ``n_boot`` and ``seed``).
-    - ``baseline``: how a baseline prepared here scores and times the FP32 graph, and the timing of every
-      candidate (``None``: a given baseline's own timing; a graph is then scored with ``BaselineConfig()``).
-    """
+    """What the search tries and what it accepts (each field's help says what it means). Candidate labels must be
+    unique; the speed guard judges the lower end of a speed-up's interval, so a noisy win does not count."""
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
         "search: the configurations to quantize with (default: the built-in candidate list)")})
@@ -116,10 +84,8 @@ class SearchConfig:
 
 @runtime_checkable
 class ScoredBaseline(Protocol):
-    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and
-    budget (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10 on a retrieval task). The
-    search asks it for the FP32 candidate and, per configuration, for the candidates it tried (a
-    configuration, then the same with nodes left in FP32 until it fits); ``previous`` is not used."""
+    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and budget
+    (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10); ``previous`` is not used."""
 
     metric: str
     notes: list[str]
@@ -134,9 +100,8 @@ class ScoredBaseline(Protocol):
 
 def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Baseline, timing: TimingConfig,
                     n_boot: int, seed: int) -> Optional[QuantResult]:
-    """An earlier result of ``cfg`` on this baseline that the search may take as it is: the same
-    configuration, the same FP32 graph and baseline, timed with the same settings, bootstrapped
-    with the same replicates and seed, and its quantized graph still on disk."""
+    """An earlier result of ``cfg`` the search may take as it is: same configuration, FP32 graph, baseline,
+    timing, bootstrap replicates and seed, and its graph still on disk."""
     base_file = (Path(base.out_dir) / BASELINE_FILE).resolve()
     for r in previous:
         if (r.config == cfg and Path(r.baseline_path).resolve() == base_file
@@ -160,18 +125,10 @@ def run_search(
     previous: Sequence[QuantResult] = (),
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SearchResult:
-    """Search ``config.candidates`` on one FP32 graph, or on several ({name: graph}, e.g. exported and
-    fused), and keep the best within both budgets. Writes ``search.json`` and one folder per candidate.
-
-    A graph is a :class:`~workbench.quant.baseline.Baseline` (reused as it is: its FP32 logits and
-    latency are not computed again), or a path, an ExportResult or a FusionReport (a baseline is then
-    prepared from ``data`` in ``<out_dir>/<name>/baseline``, with ``tokenizer``/``export``/``slices``/
-    ``predicates`` as in :func:`~workbench.quant.baseline.prepare_baseline`). ``previous``: earlier
-    :class:`QuantResult`s; a candidate with the same configuration on the same baseline is taken from
-    them (:func:`reusable_result`; ``SearchCandidate.reused``, and "reused" in the progress).
-    ``progress(done, total, what)`` is called after each candidate. A :class:`ScoredBaseline` (an
-    embedding model's) quantizes and judges its candidates itself, in its own metric and budget.
-    """
+    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}) and keep the best within both
+    budgets; writes ``search.json`` and one folder per candidate. A graph is a :class:`Baseline` (nothing of FP32
+    computed again) or what :func:`prepare_baseline` takes (prepared from ``data`` and the keywords in
+    ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
         raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
@@ -221,21 +178,15 @@ def run_search(
         if config.include_fp32:  # after the variants: its latency is the FP32 side of the first one's interleaved rounds
             found.insert(first, _fp32_candidate(gname, base, config, timing, ev))
             step(f"{gname}/fp32")
-    result = _result(found, scored[0] if scored else None, config, out)
+    s = scored[0] if scored else None  # a ScoredBaseline's search speaks its own metric, terms and budgets
+    result = choose(found, config, out, s.terms(), s.budgets(), s.metric, s.notes) if s else choose(found, config, out)
     runs.save_result(result, out / SEARCH_FILE)
     return result
 
 
-def _result(found: list[SearchCandidate], scored: Optional[ScoredBaseline], config: SearchConfig, out: Path) -> SearchResult:
-    """The best candidate and the message, in the scored baseline's metric and budgets when there is one."""
-    if scored is None:
-        return choose(found, config, out)
-    return choose(found, config, out, scored.terms(), scored.budgets(), scored.metric, scored.notes)
-
 def choose(found: list[SearchCandidate], config: SearchConfig, out: Path = Path("."), terms: Optional[SearchTerms] = None,
            budgets: Optional[tuple[float, float]] = None, metric: str = "accuracy", notes: Sequence[str] = ()) -> SearchResult:
-    """The best of candidates already judged, and the message in ``terms`` (default: accuracy and ``config``'s
-    budgets); ``budgets`` and ``metric`` are what the result records (a task's own, e.g. NDCG@10's)."""
+    """The best of candidates already judged and the message, in ``terms`` and ``budgets`` (default: accuracy's)."""
     best = select_candidate(found, config.objective)
     budgets = budgets or (config.budget_overall, config.budget_per_slice)
     terms = terms or SearchTerms.accuracy(config.budget_overall, config.budget_per_slice)
@@ -269,17 +220,15 @@ def _search_scored(gname: str, graph: ScoredBaseline, gdir: Path, configs: Seque
 
 
 def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: TimingConfig, ev: EvalConfig) -> SearchCandidate:
-    """The FP32 graph as a candidate: its latency the FP32 side of the first variant's interleaved rounds
-    with ``timing`` (:func:`~workbench.quant.baseline.fp32_latency`), scored against itself (no drop)."""
+    """The FP32 graph as a candidate, scored against itself, its latency from the first variant's rounds."""
     reps = [report_for(e, e.fp32_logits(), base, "fp32", ev) for e in base.eval_sets]
     return fp32_candidate(f"{gname}/fp32", gname, base.fp32_path, base.fp32_size_mib, reps[0].overall.reference.accuracy,
                           config.judge(reps), fp32_latency(base, timing)[0])
 
 
 def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
-    """The search over variants already quantized, scored and timed (no re-quantizing, no re-timing; the
-    candidates of ``config`` are not used): each is judged against the budgets and the speed guard, the
-    FP32 graph is a candidate too (timed beside the first variant). Saved as ``out_dir/search.json`` when given."""
+    """The search over variants already quantized, scored and timed (``config.candidates`` unused), the FP32
+    graph a candidate too; saved as ``out_dir/search.json`` when given."""
     found = []
     if results and config.include_fp32:
         r0 = results[0]
@@ -287,7 +236,7 @@ def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir
                                     r0.report.overall.reference.accuracy, None, r0.fp32_latency[0] if r0.fp32_latency else None))
     for r in results:
         found.append(int8_candidate(r.name, r.graph_kind, r, config.judge(r.reports), config.min_speedup))
-    result = _result(found, None, config, Path(out_dir) if out_dir is not None else Path("."))
+    result = choose(found, config, Path(out_dir) if out_dir is not None else Path("."))
     if out_dir is not None:
         runs.save_result(result, Path(out_dir) / SEARCH_FILE)
     return result

@@ -1,22 +1,9 @@
 """The chosen graph, ready to ship: ``<run>/chosen/`` holds what it needs to run without PyTorch.
 
-    shipped = ship_search(search_result, run / layout.CHOSEN_DIR, unfused=run / layout.EXPORTED_GRAPH)
-    shipped.contrib_ops          # ["Attention", "SkipLayerNormalization", ...]: ONNX Runtime's own operators
-
-``chosen/`` is written as one unit (a temporary folder renamed into place, :class:`workbench.runs.atomic_dir`):
-
-- the graph (``model.onnx``, and its external data files when it has any);
-- ``tokenizer.json`` (what ``tokenizers.Tokenizer.from_file`` reads) and the tokenizer's other files;
-- ``labels.json``: the class names, in the order of the graph's logits;
-- ``settings.json``: the maximum length, the graph's inputs and their types, the padding and truncation,
-  the batch size and order it was scored with, the ONNX Runtime version that scored it, the operators of
-  ONNX Runtime's own domains (``com.microsoft``: another runtime cannot run them) and where the unfused
-  export lies, and, when no INT8 variant was chosen, that this is the FP32 graph and why;
-- ``predict.py`` (from ``workbench/resources/ship_predict.py``): needs ``onnxruntime``, ``tokenizers`` and
-  ``numpy`` only.
-
-The tokenizer is checked before anything is written: ``tokenizers`` on its own must give the ids the
-workbench's tokenizer gave for every scored text, or :class:`ShipError` says which text differs.
+Written as one unit (:func:`workbench.runs.atomic_dir`): the graph, ``tokenizer.json`` and the tokenizer's
+files, ``labels.json``, ``settings.json`` (what a runtime must reproduce, and ONNX Runtime's own operators,
+which another runtime cannot run) and ``predict.py`` (``onnxruntime``, ``tokenizers`` and ``numpy`` only).
+The tokenizer is checked first: ``tokenizers`` alone must give the ids the workbench's gave for every scored text.
 """
 
 from __future__ import annotations
@@ -70,8 +57,7 @@ def _subgraph_nodes(graph):
 
 
 def graph_facts(path: str | os.PathLike) -> dict:
-    """What a graph needs, from its file (weights not loaded): inputs with their types, the first output,
-    the opsets, the operators of ONNX Runtime's own domains, the external data files."""
+    """What a graph needs, from its file (weights not loaded): inputs, output, opsets, contrib ops, external data."""
     import onnx
     from onnx import helper
 
@@ -98,8 +84,8 @@ def tokenizer_settings(tokenizer, max_length: int) -> dict:
 
 
 def check_tokenizer(tokenizer_json: str, hf_tokenizer, texts: list[str], max_length: int, side: str) -> int:
-    """``tokenizers`` alone (as predict.py sets it up) gives the ids the workbench's tokenizer gave for every
-    text; returns how many texts were compared, raises :class:`ShipError` at the first that differs."""
+    """How many texts ``tokenizers`` alone (as predict.py sets it up) tokenizes as the workbench's tokenizer did;
+    :class:`ShipError` at the first that differs."""
     from tokenizers import Tokenizer
 
     alone = Tokenizer.from_str(tokenizer_json)
@@ -128,8 +114,7 @@ def _tokenizer_json(tokenizer_dir: Path, tokenizer) -> str:
 
 def ship_graph(graph: str | os.PathLike, baseline, out_dir: str | os.PathLike, *, precision: str, variant: str,
                quantization: str = "", note: str = "", unfused: Optional[str | os.PathLike] = None) -> ShippedGraph:
-    """Write ``graph`` (scored against ``baseline``, a :class:`~workbench.quant.Baseline`) into ``out_dir`` with
-    its tokenizer, labels, settings and predict.py, as one unit (see the module doc)."""
+    """Write ``graph`` with its tokenizer, labels, settings and predict.py into ``out_dir``, as one unit."""
     import onnxruntime
 
     graph, out = Path(graph), Path(out_dir)
@@ -191,8 +176,7 @@ def predict_template() -> str:
 
 
 def ship_search(search, out_dir: str | os.PathLike, *, unfused: Optional[str | os.PathLike] = None) -> ShippedGraph:
-    """Ship the candidate a :class:`~workbench.quant.SearchResult` chose: its INT8 variant, or, when none
-    was chosen, the FP32 graph it measured (settings.json says so and why)."""
+    """Ship the search's choice: its INT8 variant, or the FP32 graph it measured (settings.json says why)."""
     from .baseline import load_baseline
     from .run import load_quant_result
 

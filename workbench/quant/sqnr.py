@@ -22,18 +22,9 @@ SQNR_EPS = float(np.finfo("float").eps)  # qdq_loss_debug's floor for norms
 
 @dataclass(frozen=True)
 class NodeError:
-    """Quantization error at one quantized node, in dB of signal-to-quantization-noise ratio
-    (higher is better; every 6 dB is about one bit).
-
-    - ``output_sqnr_db``: the node's output in the quantized graph against the FP32 graph (the
-      error accumulated up to here).
-    - ``input_sqnr_db``: the same at its activation input (the error that arrived).
-    - ``activation_sqnr_db``: the noise that quantizing its activation input adds by itself
-      (the tensor before against after quantize/dequantize, inside the quantized graph).
-    - ``weight_sqnr_db``: the noise of its quantized weight against the FP32 weight.
-    - ``local_sqnr_db``: the lower of the two: how much this node's own quantization hurts; the
-      ranking (worst first) uses it, since it does not depend on what happened upstream.
-    """
+    """Quantization error at one node in dB of SQNR (higher is better; 6 dB is about a bit): accumulated up to
+    its ``output`` or ``input``, or added by quantizing its ``activation`` or ``weight`` alone; ``local``, the lower
+    of those two, ranks the nodes, since it does not depend on what happened upstream."""
 
     node: str
     op_type: str
@@ -64,16 +55,10 @@ def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) 
     onnx.save(model, str(out_path))
 
 
-def _weight_sqnr(qmodel, finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
-    """SQNR of a quantized weight against the FP32 weight (NaN if the weight was not quantized).
-
-    The quantized graph holds ``<w>_quantized`` with ``<w>_scale``/``<w>_zero_point``; a QDQ graph
-    dequantizes it with a ``DequantizeLinear`` node (whose ``axis`` says the channel axis), a
-    dynamic graph feeds it to ``MatMulInteger`` (per-channel along the last axis). The arithmetic
-    is done in float64: ``qdq_loss_debug.create_weight_matching`` subtracts the zero point in the
-    weight's own integer type, which wraps around for uint8 weights (what ONNX Runtime 1.19 uses
-    for per-tensor QDQ MatMul weights) and reports nonsense (about -15 dB).
-    """
+def _weight_sqnr(finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float:
+    """SQNR of a quantized weight against the FP32 weight (NaN if not quantized), in float64:
+    ``qdq_loss_debug.create_weight_matching`` subtracts the zero point in the weight's integer type, which
+    wraps around for uint8 weights (ONNX Runtime 1.19's per-tensor QDQ MatMul weights: about -15 dB)."""
     from onnx import numpy_helper
     from onnxruntime.quantization.qdq_loss_debug import compute_signal_to_quantization_noice_ratio
 
@@ -112,15 +97,8 @@ def node_errors(
     feeds: Sequence[Mapping[str, np.ndarray]],
     op_types: Iterable[str] = ("MatMul", "Gemm", "Attention", "Gather", "EmbedLayerNormalization"),
 ) -> list[NodeError]:
-    """SQNR per quantized node between the FP32 graph and the quantized graph, worst first.
-
-    Both graphs get the *same* batches ``feeds`` (dicts of int64 arrays); every compared tensor
-    is added as a graph output and the sums of squares are accumulated batch by batch (the
-    same number as ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` on the
-    concatenated tensors, without holding every batch in memory); weights are compared with
-    ``qdq_loss_debug.compute_signal_to_quantization_noice_ratio`` (see :func:`_weight_sqnr`).
-    Graphs run with ONNX Runtime's optimizations off, as ``qdq_loss_debug.collect_activations`` does.
-    """
+    """SQNR per quantized node between the FP32 and the quantized graph on the same ``feeds``, worst first: the
+    sums of squares are accumulated batch by batch (``qdq_loss_debug``'s number, without holding every batch)."""
     import onnx
 
     float_path, quant_path = Path(float_path), Path(quant_path)
@@ -139,23 +117,21 @@ def node_errors(
     dq_nodes = {n.input[0]: n for n in qmodel.graph.node if n.op_type == "DequantizeLinear"}
     rows = []
     for node, out, acts, weights in plan:
-        w_vals = [_weight_sqnr(qmodel, finit_map, qinit_map, dq_nodes, w) for w in weights]
-        w_vals = [v for v in w_vals if not math.isnan(v)]
-        a_vals = [v for v in (db(f"qdq:{a}") for a in acts) if not math.isnan(v)]
-        in_vals = [v for v in (db(f"in:{a}") for a in acts) if not math.isnan(v)]
-        wv = min(w_vals) if w_vals else float("nan")
-        av = min(a_vals) if a_vals else float("nan")
-        local = min([v for v in (wv, av) if not math.isnan(v)], default=float("nan"))
-        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), min(in_vals) if in_vals else float("nan"), av, wv, local))
+        wv = _lowest(_weight_sqnr(finit_map, qinit_map, dq_nodes, w) for w in weights)
+        av = _lowest(db(f"qdq:{a}") for a in acts)
+        rows.append(NodeError(node.name, node.op_type, out, db(f"out:{out}"), _lowest(db(f"in:{a}") for a in acts), av, wv,
+                              _lowest((wv, av))))
     ranked = sorted(rows, key=lambda r: (math.isnan(r.local_sqnr_db), r.local_sqnr_db if not math.isnan(r.local_sqnr_db) else 0.0, r.node))
     return [dataclasses.replace(r, rank=i + 1) for i, r in enumerate(ranked)]
 
 
+def _lowest(values: Iterable[float]) -> float:
+    return min((v for v in values if not math.isnan(v)), default=float("nan"))
+
+
 def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[str, int], dict[str, int]]:
-    """What to compare for each quantized node: ``[(node, output, [activation inputs], [weights])]``,
-    and the tensors each graph must expose as outputs for it (name -> ONNX element type), float
-    graph first. On the quantized side that includes each activation after its QDQ pair (or the
-    DynamicQuantizeLinear outputs it is rebuilt from)."""
+    """Per quantized node ``(node, output, [activation inputs], [weights])``, and the tensors each graph must
+    expose for it (name -> ONNX element type), QDQ outputs and DynamicQuantizeLinear parts included."""
     from onnx import TensorProto
 
     fnodes = {n.name: n for n in fmodel.graph.node}
@@ -192,9 +168,8 @@ def _comparison_plan(fmodel, qmodel, names: Sequence[str]) -> tuple[list, dict[s
 
 def _accumulate_errors(float_path: Path, quant_path: Path, f_out: dict[str, int], q_out: dict[str, int], plan: list,
                        feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, list[float]]:
-    """Run both graphs (optimizations off, the planned tensors as outputs) on every batch and sum,
-    per compared tensor, ``[signal^2, noise^2]``: keys ``out:<output>``, ``in:<activation>`` (the
-    node's input in each graph) and ``qdq:<activation>`` (before and after its quantization)."""
+    """Run both graphs (optimizations off, as ``qdq_loss_debug`` does) and sum ``[signal^2, noise^2]`` per key:
+    ``out:<output>``, ``in:<activation>`` and ``qdq:<activation>`` (before and after its quantization)."""
     import tempfile
 
     import onnxruntime as ort

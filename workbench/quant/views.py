@@ -8,8 +8,7 @@ from .search import SearchResult
 
 
 def result_text(result: QuantResult, k: int = 5) -> str:
-    """Size, latency against FP32, accuracy with its interval, the ``k`` worst slices, the golden
-    set, the worst nodes and the notes of one quantization."""
+    """One quantization as text: size, latency, accuracy with its interval, the ``k`` worst slices and nodes, notes."""
     rep, o = result.report, result.report.overall
     lat, flat = result.latency[0], result.fp32_latency[0]
     speed = (f"{result.speedup_ratio.text()} over {result.speedup_ratio.rounds} interleaved rounds"
@@ -45,9 +44,7 @@ def result_text(result: QuantResult, k: int = 5) -> str:
 
 
 def search_text(found: SearchResult) -> str:
-    """One row per candidate (latency, speed-up over FP32 with its interval, share of its floor,
-    size, accuracy, its change, the worst slice, within the budgets and past the speed guard or not),
-    then the search's verdict."""
+    """One row per candidate, then the search's verdict."""
     lines = [f"{'candidate':<34} {'ms':>8} {'speed-up (95% CI)':>19} {'floor':>6} {'MiB':>7} {'acc %':>6} {'Δ pts':>6} "
              f"{'worst slice':>28} {'ok':>3}"]
     for c in found.candidates:

@@ -1,29 +1,11 @@
-"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``),
-activations left in float.
+"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``), activations in float.
 
-What onnxruntime 1.19.2 (the ``onnxruntime`` module of onnxruntime-training-cpu, the version this
-project is pinned to) really offers, checked here:
-
-- ``onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer`` rewrites every MatMul
-  with a constant 2-D weight into ``MatMulNBits`` (block size, symmetric or not, ``accuracy_level``,
-  ``nodes_to_exclude``). Its default algorithm writes **4 bits only** (``DefaultWeightOnlyQuantConfig``
-  fixes ``bits = 4``). ``MatMulNBitsQuantizer`` (the later name, with 8 bits) does not exist in 1.19.2.
-- The module does not import in the training wheel: it imports ``quantize_matmul_4bits`` from
-  ``onnxruntime.capi._pybind_state``, and the training build does not compile that binding
-  ("ImportError: cannot import name 'quantize_matmul_4bits'"). :func:`ort_quantizer_class` supplies
-  the missing function (:func:`quantize_matmul_4bits`, numpy: MLAS's blockwise round-to-nearest
-  rule and its packing) before importing the module, and only when it is missing; the graph rewrite
-  is ONNX Runtime's own, and ONNX Runtime's kernel runs the result.
-- The CPU kernel runs ``bits=4`` only: a graph with ``bits=8`` fails to load ("Only 4b quantization
-  is supported for MatMulNBits op"). So 8-bit weight-only quantization is refused with that reason
-  (:data:`EIGHT_BIT_REFUSAL`) instead of being faked.
-- On the current stack (onnxruntime 1.31+) the quantizer is ``matmul_nbits_quantizer.MatMulNBitsQuantizer``
-  (the 4-bit module is gone) with a ``bits`` argument, and the CPU kernel runs 8-bit weights:
-  :func:`probe_bits` checks that on one small MatMul, and 8 bits are built there, not refused.
-- ``accuracy_level``: 0 (unset) / 1 compute in FP32 with the weights dequantized block by block;
-  4 quantizes the activations to INT8 per block and computes in integers (MLAS's SQNBitGemm
-  ``CompInt8``). 2 (fp16) and 3 (bf16) are accepted by the kernel and fall back to FP32 on CPUs
-  without those instructions.
+Checked on onnxruntime 1.19.2 (the pinned training wheel): ``MatMul4BitsQuantizer`` writes 4 bits only and the
+CPU kernel refuses 8 ("Only 4b quantization is supported"), so 8 bits are refused with that reason, not faked;
+its module imports a ``quantize_matmul_4bits`` binding the training wheel does not compile, which
+:func:`ort_quantizer_class` supplies in numpy (MLAS's rule and packing) only when missing. onnxruntime 1.31+
+has ``MatMulNBitsQuantizer`` and runs 8 bits (:func:`~workbench.quant.nbits.probe_bits`). ``accuracy_level`` 4
+quantizes activations to INT8 per block (MLAS's ``CompInt8``); 0/1 compute in FP32, as 2/3 do without fp16/bf16.
 """
 
 from __future__ import annotations
@@ -37,14 +19,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import runs
-from .nbits import nbits_quantizer_class, probe_bits  # noqa: F401 (re-exported)
-from .config import ACCURACY_LEVELS, BINDING_NOTE, EIGHT_BIT_REFUSAL, SUPPORTED_BITS, QuantizeError  # noqa: F401
+from .nbits import nbits_quantizer_class
+from .config import QuantizeError
 
 if TYPE_CHECKING:
     from .config import QuantConfig
-
-ORT_QUANTIZER = "onnxruntime.quantization.matmul_4bits_quantizer.MatMul4BitsQuantizer"
-
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     """C's ``roundf`` (halves away from zero), which MLAS uses; numpy's round goes to even."""
@@ -53,19 +32,12 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 
 def quantize_matmul_4bits(dst_packed: np.ndarray, weight: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
                           block_size: int, cols: int, rows: int, is_symmetric: bool) -> None:
-    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: quantize the
-    ``rows x cols`` (K x N) weight (``weight`` is padded with zero rows to whole blocks) block by
-    block along K, one block per column, into the arrays given (the layout MatMulNBits reads):
-
-    - ``dst_packed[n, b, i]``: values ``2i`` (low nibble) and ``2i+1`` (high nibble) of block ``b``
-      of column ``n``;
-    - ``scales[n * k_blocks + b]``;
-    - ``zero_points``: per column ``ceil(k_blocks / 2)`` bytes, block ``b`` in nibble ``b % 2``
-      (asymmetric only; symmetric blocks have the implicit zero point 8).
-
-    Symmetric: ``scale = v / -8`` where ``v`` is the block's value of largest magnitude, ``q =
-    clamp(round(w / scale) + 8, 0, 15)``. Asymmetric: the range is widened to include 0, ``scale =
-    (max - min) / 15``, ``zp = clamp(round(-min / scale), 0, 15)``, ``q = clamp(round(w / scale + zp), 0, 15)``.
+    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: the ``rows x cols`` (K x N)
+    weight (padded with zero rows to whole blocks) quantized block by block along K into the arrays given, in
+    MatMulNBits' layout: ``dst_packed[n, b, i]`` holds values ``2i`` (low nibble) and ``2i+1`` of block ``b`` of
+    column ``n``; ``scales[n * k_blocks + b]``; ``zero_points`` (asymmetric only; symmetric: 8) two blocks a byte.
+    Symmetric: ``scale = v / -8`` for the block's value ``v`` of largest magnitude; asymmetric: the range widened
+    to include 0, ``scale = (max - min) / 15``; rounding halves away from zero, as MLAS does.
     """
     kp = weight.shape[0]
     k_blocks = (rows + block_size - 1) // block_size
@@ -132,8 +104,7 @@ def _quiet_quantizer_log():
 
 
 def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_path: str | os.PathLike) -> Path:
-    """Every MatMul of ``fp32_path`` with a constant 2-D weight (except ``cfg.nodes_to_exclude``)
-    rewritten to 4-bit ``MatMulNBits`` by ONNX Runtime's ``MatMul4BitsQuantizer``, written to ``out_path``."""
+    """Every MatMul with a constant 2-D weight (but ``cfg.nodes_to_exclude``) rewritten to ``MatMulNBits``."""
     import onnx
 
     cfg.check_bits()
@@ -155,21 +126,3 @@ def quantize_weight_only(fp32_path: str | os.PathLike, cfg: "QuantConfig", out_p
     with runs.atomic_path(out_path) as tmp:
         onnx.save(q, str(tmp))
     return out_path
-
-
-def dequantize_nbits(packed: np.ndarray, scales: np.ndarray, zero_points, k: int, n: int, block_size: int) -> np.ndarray:
-    """The K x N float weight a MatMulNBits node (4 bits) stands for: ``(q - zp) * scale`` per block
-    (zero point 8 when the node has none). For checks and for the weight error."""
-    k_blocks = (k + block_size - 1) // block_size
-    p = packed.reshape(n, k_blocks, block_size // 2)
-    q = np.empty((n, k_blocks, block_size), np.float32)
-    q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
-    if zero_points is None:
-        zp = np.full((n, k_blocks), 8.0, np.float32)
-    else:
-        z = zero_points.reshape(n, -1)
-        zp = np.empty((n, z.shape[1] * 2), np.float32)
-        zp[:, 0::2], zp[:, 1::2] = z & 0x0F, z >> 4
-        zp = zp[:, :k_blocks]
-    w = (q - zp[..., None]) * scales.reshape(n, k_blocks)[..., None]
-    return w.reshape(n, k_blocks * block_size)[:, :k].T

@@ -268,9 +268,9 @@ def test_every_preset_builds_and_is_scored_like_the_others(tiny):
 
 def test_refused_preset_is_one_line():
     from workbench.embed.variants import preset_config
-    from workbench.quant.config import runnable_bits
+    from workbench.quant.nbits import probe_bits
 
-    if 8 in runnable_bits()[0]:  # this ONNX Runtime builds 8-bit weight-only: the preset is real
+    if 8 in probe_bits()[0]:  # this ONNX Runtime builds 8-bit weight-only: the preset is real
         assert preset_config("weight-only-int8").bits == 8
     else:
         with pytest.raises(EmbedError, match="8-bit weight-only quantization is not available") as exc:

@@ -6,8 +6,28 @@ import numpy as np
 import pytest
 
 from workbench.quant import PRESETS, QuantConfig, QuantizeError
-from workbench.quant.config import available_presets, runnable_bits
-from workbench.quant.weightonly import EIGHT_BIT_REFUSAL, dequantize_nbits, quantize_weight_only
+from workbench.quant.config import available_presets
+from workbench.quant.nbits import probe_bits
+from workbench.quant.formats import EIGHT_BIT_REFUSAL
+from workbench.quant.weightonly import quantize_weight_only
+
+
+def _dequantize_nbits(packed: np.ndarray, scales: np.ndarray, zero_points, k: int, n: int, block_size: int) -> np.ndarray:
+    """The K x N float weight a MatMulNBits node (4 bits) stands for: ``(q - zp) * scale`` per block
+    (zero point 8 when the node has none)."""
+    k_blocks = (k + block_size - 1) // block_size
+    p = packed.reshape(n, k_blocks, block_size // 2)
+    q = np.empty((n, k_blocks, block_size), np.float32)
+    q[..., 0::2], q[..., 1::2] = p & 0x0F, p >> 4
+    if zero_points is None:
+        zp = np.full((n, k_blocks), 8.0, np.float32)
+    else:
+        z = zero_points.reshape(n, -1)
+        zp = np.empty((n, z.shape[1] * 2), np.float32)
+        zp[:, 0::2], zp[:, 1::2] = z & 0x0F, z >> 4
+        zp = zp[:, :k_blocks]
+    w = (q - zp[..., None]) * scales.reshape(n, k_blocks)[..., None]
+    return w.reshape(n, k_blocks * block_size)[:, :k].T
 
 
 def _matmul_graph(path, k: int, n: int, seed: int = 0):
@@ -46,7 +66,7 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
     inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
     zp = inits[node.input[3]] if len(node.input) > 3 else None
     assert (zp is None) == symmetric
-    wd = dequantize_nbits(inits[node.input[1]], inits[node.input[2]], zp, k, n, 32)
+    wd = _dequantize_nbits(inits[node.input[1]], inits[node.input[2]], zp, k, n, 32)
     # round to nearest: each weight within half a step of its block; symmetric maps the value of
     # largest magnitude to -8, so the other side's extreme clips at +7 (up to one step)
     step = np.abs(inits[node.input[2]]).reshape(n, 3)
@@ -60,7 +80,7 @@ def test_packing_is_what_onnxruntimes_kernel_reads(tmp_path, symmetric, accuracy
 
 
 def test_eight_bits_and_bad_options_refused_in_one_line():
-    eight = [] if 8 in runnable_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
+    eight = [] if 8 in probe_bits()[0] else [({"mode": "weight-only", "weight_bits": 8}, "Only 4b quantization is supported")]
     for kw, match in [*eight, ({"mode": "weight-only", "weight_bits": 3}, "weight_bits=3: MatMulNBits in onnxruntime"),
                       ({"mode": "weight-only", "per_channel": True},
                        "per_channel=True: per_channel applies to dynamic and static quantization only"),
@@ -73,7 +93,7 @@ def test_eight_bits_and_bad_options_refused_in_one_line():
             QuantConfig(**kw)
         assert "\n" not in str(e.value)
     assert "weight-only-int8" not in PRESETS
-    if 8 in runnable_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
+    if 8 in probe_bits()[0]:  # onnxruntime >= 1.31 (the current stack): its CPU kernel runs 8-bit weights
         assert QuantConfig.preset("weight-only-int8").bits == 8 and "weight-only-int8" in available_presets()
         return
     with pytest.raises(QuantizeError, match="preset 'weight-only-int8'") as e:
@@ -110,8 +130,8 @@ def test_cli_offers_the_presets_and_refuses_eight_bits_in_one_line(exported_tiny
 
     help_text = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", "--help"], capture_output=True, text=True).stdout
     assert "weight-only-int4-acc4" in help_text and "--accuracy-level" in help_text
-    if 8 in runnable_bits()[0]:
-        pytest.skip(f"onnxruntime {runnable_bits()[1]} builds and runs 8-bit weight-only graphs: "
+    if 8 in probe_bits()[0]:
+        pytest.skip(f"onnxruntime {probe_bits()[1]} builds and runs 8-bit weight-only graphs: "
                     "test_eight_bit_weights_build_and_run_where_the_kernel_runs_them checks them")
     p = subprocess.run([sys.executable, "-m", "workbench.cli", "quantize", str(exported_tiny.out_dir), "--preset", "weight-only-int8"],
                        capture_output=True, text=True)
@@ -132,7 +152,7 @@ def test_eight_bit_weights_build_and_run_where_the_kernel_runs_them(tmp_path):
     import onnx
     import onnxruntime as ort
 
-    bits, version = runnable_bits()
+    bits, version = probe_bits()
     assert bits[0] == 4 and set(bits) <= {4, 8}
     if version.startswith("1.19."):
         assert bits == (4,)
