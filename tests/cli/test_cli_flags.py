@@ -167,13 +167,14 @@ def test_declaration_mistakes_are_found_when_the_parser_is_built():
 def _config_classes() -> dict[str, type]:
     from workbench.audit import AuditConfig
     from workbench.data.load import DataConfig
+    from workbench.embed.audit import EmbedAuditConfig
     from workbench.graph import ExportConfig, FusionConfig
     from workbench.ondevice import OnDeviceConfig
     from workbench.workflows.demo import DemoConfig
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
     from workbench.train import TrainConfig
 
-    classes = (AuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
+    classes = (AuditConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
                SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
     return {c.__name__: c for c in classes}
 

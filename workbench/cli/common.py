@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from .. import runs
 from ..core import serial
+from .flags import cli_only, in_flag_terms
 
 
 def print_json(obj) -> None:
@@ -26,12 +28,22 @@ def fail(message: str, code: int = 2) -> int:
 def _in_flags(message: str) -> str:
     """A library message in the command line's terms: each config field this command sets by a flag is
     named as that flag (``text_column`` -> ``--text-column``)."""
-    from .flags import in_flag_terms
-
     if not _ARGS or message.startswith("--config "):  # a --config file's problem names the file's keys
         return message
     entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
     return in_flag_terms(message, entries)
+
+
+def output_flags(p, run_dir: Optional[str] = "write into this folder instead of a new one", *, new_runs: bool = True,
+                 json: Optional[str] = "print the result as JSON") -> None:
+    """The flags that say where a command writes (``--runs``, ``--run-dir``) and how it prints (``--json``);
+    None leaves one out."""
+    if new_runs:
+        cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
+    if run_dir is not None:
+        cli_only(p, "--run-dir", help=run_dir)
+    if json is not None:
+        cli_only(p, "--json", action="store_true", help=json)
 
 
 def device_problem(args) -> Optional[str]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
-from .common import fail, locked
+from .common import fail, locked, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TrainProgressBar, stop_on_sigint
 
@@ -83,14 +82,12 @@ def add_demo(sub) -> None:
     cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "
                                                       "below are the full demo's")
     add_config_flags(p, DemoConfig, DEMO_FLAGS, base=DemoConfig.default())
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    output_flags(p, "write into this folder instead of a new one under --runs", json=None)
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("run", help="run the demo's stages as a plan file describes them (YAML or JSON: stages and their configs)")
     p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.plan)")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    output_flags(p, "write into this folder instead of a new one under --runs", json=None)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
 from ..core.options import shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say, stage_dir
+from .common import device_problem, fail, locked, will_write, print_json, run_of, say, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -122,9 +121,7 @@ def add_graph(sub) -> None:
                   "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
     add_config_flags(p, ExportConfig, EXPORT_FLAGS, base=ExportConfig.default())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this run folder (its root or any folder of it) instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p, "write into this run folder (its root or any folder of it) instead of a new one")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
@@ -136,6 +133,6 @@ def add_graph(sub) -> None:
                   "x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; gpu: CUDA, FP16, CUDA graphs "
                   "and PyTorch's GPU peers at 1x128 and 32x128")
     add_config_flags(p, FusionConfig, FUSE_FLAGS, base=FusionConfig.default())
-    cli_only(p, "--run-dir", help="where to write (default: <run>/fusion; the source's folder outside a run)")
-    cli_only(p, "--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
+    output_flags(p, "where to write (default: <run>/fusion; the source's folder outside a run)", new_runs=False,
+                 json="print a summary as JSON (the full report is fusion.json)")
     p.set_defaults(func=_cmd_fuse)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import runs
-from .common import fail, locked, print_json
+from .common import fail, locked, print_json, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TerminalProgress, stop_on_sigint
 
@@ -141,9 +141,7 @@ def add_ondevice(sub) -> None:
                                               "folder or its Hub id (ORG/NAME, from the cache); defaults below are tiny's "
                                               "(for the others: last layer + head, 20 steps of 16, lr 1e-4) (default: tiny)")
     add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p)
     cli_only(p, "--serve", action="store_true", help="after the run, serve its web page on 127.0.0.1 and print the "
                                                      "address (Ctrl-C stops)")
     cli_only(p, "--port", type=int, default=0, help="port for --serve on 127.0.0.1 (default: 0, any free port)")
@@ -159,7 +157,7 @@ def add_ondevice(sub) -> None:
                                          "1: it does not; 2: bad input.")
     imp.add_argument("run", help="the on-device run folder (the one `workbench ondevice` wrote)")
     imp.add_argument("file", help="the downloaded parameters (trained_parameters.bin)")
-    cli_only(imp, "--json", action="store_true", help="print the result as JSON")
+    output_flags(imp, None, new_runs=False)
     imp.set_defaults(func=_cmd_import)
     srv = actions.add_parser("serve", help="serve a run's web page on 127.0.0.1 and print the address (Ctrl-C stops)",
                              description="Serve the run folder over http on 127.0.0.1 only (the page loads ../artifacts), "

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..core.options import int_at_least, shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say
+from .common import device_problem, fail, locked, will_write, print_json, run_of, say, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
@@ -147,6 +147,5 @@ def add_quant(sub) -> None:
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
     add_config_flags(p, EvalConfig, EVAL_FLAGS[:1], base=EvalConfig())
     add_config_flags(p, BaselineConfig, BASELINE_FLAGS, base=BaselineConfig())
-    cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p, "where to write (default: <run folder>/quantize/<name>, or <run folder>/search)", new_runs=False)
     p.set_defaults(func=_cmd_quantize)

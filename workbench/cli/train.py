@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import runs
 from ..core.options import int_at_least
-from .common import fail, locked, print_json, stage_dir
+from .common import fail, locked, print_json, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TrainProgressBar, stop_on_sigint
 
@@ -161,9 +161,7 @@ def _train_flags(p, steps_help: str) -> None:
     steps = Flag("max_steps", "steps", help=steps_help)
     add_config_flags(p, TrainConfig, (*TRAIN_FLAGS[:3], steps, *TRAIN_FLAGS[3:]), base=TrainConfig.quick())
     add_config_flags(p, TrainConfig, ORTMODULE_FLAGS, base=TrainConfig.quick(), group=p.add_argument_group("ORTModule"))
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this run folder instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON (no progress bar)")
+    output_flags(p, "write into this run folder instead of a new one", json="print the result as JSON (no progress bar)")
 
 
 def add_train(sub) -> None:
