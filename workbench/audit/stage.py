@@ -16,7 +16,8 @@ from ..runtime.engine import scoring_engine
 from ..runtime.progress import ProgressHook, scoring_progress
 from ..workflows.stages import stages_for
 from ..workflows.steps import DoctorStep, Job, QuantizeStep
-from .config import AUDIT_FILE, AUDIT_NEEDS, AuditConfig, AuditInputError, Log
+from ..runs.layout import AUDIT_FILE
+from .config import AUDIT_NEEDS, AuditConfig, AuditInputError, Log
 from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
 
 

@@ -125,7 +125,7 @@ def _add_embed_flags(p) -> None:
     cli_only(g, "--task", choices=("auto", "classification", "embedding"), default="auto",
              help="what the model does: read from the folder by default (modules.json means embedding)")
     add_config_flags(p, EmbedAuditConfig, (
-        Flag("queries", metavar="FILE"), "query_column", "relevant_column", "id_column", Flag("builtin_queries", "queries-from", choices=QUERY_KINDS),
-        "max_queries", "max_docs", "exclude_worst", "min_ndcg_ratio", "max_slice_drop", Flag("time_speed", "speed"),
-        Flag("search", negatable=False), "max_excluded",
+        Flag("queries", metavar="FILE"), "query_column", "relevant_column", "id_column",
+        Flag("builtin_queries", "queries-from", choices=QUERY_KINDS), "max_queries", "max_docs", "exclude_worst",
+        "min_ndcg_ratio", "max_slice_drop", Flag("time_speed", "speed"), Flag("search", negatable=False), "max_excluded",
     ), group=g)

@@ -108,31 +108,22 @@ def os_error_line(exc: OSError, args) -> Optional[str]:
     return None
 
 
-def will_write(folder) -> None:
-    """Note the part of ``folder``'s path that does not exist yet: a refusal (exit 2) removes it again
-    when nothing was written there, so a refused command leaves no empty folders behind."""
+def locked(folder, args, command: str):
+    """Hold the lock of the run ``folder`` lies in (``folder`` itself outside a run's layout): one writer per
+    run folder; a note on stderr when a dead writer's lock was taken over. Raises ``RunLocked`` (one line: the
+    holder's PID) when a live process holds it. The part of ``folder``'s path that does not exist yet is noted:
+    a refusal (exit 2) removes it again when nothing was written there, so it leaves no empty folders behind."""
+    import time
+
+    from ..runs import layout, run_lock
     from ..runs.lock import CREATED, first_missing
 
-    made = first_missing(folder)
-    if made is not None:
+    if (made := first_missing(folder)) is not None:
         CREATED.append(made)
-
-
-def locked(folder, args, command: str):
-    """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
-    was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
-    from ..runs import run_lock
-
-    will_write(folder)
-    lock = run_lock(folder, f"workbench {command} (started {_now()})",
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    lock = run_lock(layout.root_by_name(folder) or folder, f"workbench {command} (started {started})",
                     flag="--out" if hasattr(args, "out") else "--run-dir")
     lock.acquire()
     if lock.note:
         print(f"note: {lock.note}", file=sys.stderr, flush=True)
     return lock
-
-
-def _now() -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

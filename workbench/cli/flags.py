@@ -23,14 +23,11 @@ from .config_fields import ConfigFlagError, config_value, field_default, field_t
 from .config_file import add_config_file_flag, config_file_values, register_class
 
 
-_UNSET = object()
-
-
 @dataclass(frozen=True)
 class Flag:
     """One config field (dotted for a nested config) as a command-line flag: ``name`` without dashes (default:
     the field's), ``also`` further fields set to the same value, ``type`` a converter the annotation cannot give
-    (``--shapes``), ``split=False`` keeps commas inside items, ``default`` an argparse default (always applied)."""
+    (``--shapes``), ``split=False`` keeps commas inside items."""
 
     field: str
     name: Optional[str] = None
@@ -42,7 +39,6 @@ class Flag:
     split: bool = True
     negatable: bool = True
     required: bool = False
-    default: Any = _UNSET
     metavar: Optional[str] = None
 
     @property
@@ -189,12 +185,11 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
             field_type(cls, other)
         kw, note = _kind(spec, leaf_cls, name, t)
         text = _help_for(leaf_cls, name, spec) + note
-        default = shown(config_value(cls, base, spec.field) if spec.default is _UNSET else spec.default)
+        default = shown(config_value(cls, base, spec.field))
         if default is not None:
             text += f" (default: {default})"
-        kw.update(help=text.replace("%", "%%"), default=None if spec.default is _UNSET else spec.default,
-                  required=spec.required or None)
-        action = target.add_argument(spec.option, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+        kw.update(help=text.replace("%", "%%"), required=spec.required or None)
+        action = target.add_argument(spec.option, **{k: v for k, v in kw.items() if v is not None})
         action.config_field = (cls.__name__, (spec.field, *spec.also))
         added.append(action)
         entries.append((action.dest, (spec.field, *spec.also)))

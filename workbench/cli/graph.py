@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.options import shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say, stage_dir, output_flags
+from .common import device_problem, fail, locked, print_json, run_of, say, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -51,8 +51,7 @@ def _cmd_export(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{model_name(model)}", args.runs))
         out = stage_dir(run_dir, "export")
-        will_write(out)
-        with locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
+        with locked(out, args, "export"):
             result = run_export(model, cfg, out, data=data)
     except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
         return fail(str(exc))
@@ -95,9 +94,7 @@ def _cmd_fuse(args) -> int:
 
             load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
-        will_write(out_dir)
-        with locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
-                     args, "fuse"):
+        with locked(out_dir, args, "fuse"):
             report = run_fusion(src, cfg, out_dir)
     except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
         return fail(str(exc))

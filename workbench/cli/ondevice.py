@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import runs
 from .common import fail, locked, print_json, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TerminalProgress, stop_on_sigint
+from .progress import TerminalProgress, drawn, stop_on_sigint
 
 ONDEVICE_FLAGS = (
     "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
@@ -36,15 +36,8 @@ def _cmd_ondevice(args) -> int:
             if (missing := ort_web_missing()) is not None:
                 return fail(f"--serve: the web page cannot be written: {missing}")
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{model_name(args.model)}", args.runs)
-        bar = None if args.json else TerminalProgress("on-device")
-        lock = locked(run_dir, args, "ondevice")
-        try:
-            result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
-                                  stop=stop_on_sigint())
-        finally:
-            lock.release()
-            if bar is not None:
-                bar.close()
+        with locked(run_dir, args, "ondevice"), drawn(None if args.json else TerminalProgress("on-device")) as bar:
+            result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else bar.update, stop=stop_on_sigint())
     except (OnDeviceError, ModelError, DataError, ValueError) as exc:
         return fail(" ".join(str(exc).split()))
     except RunError as exc:  # the run folder is locked by another writer (a FileNotFoundError too)

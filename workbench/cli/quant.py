@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..core.options import int_at_least, shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say, output_flags
+from .common import device_problem, fail, locked, print_json, run_of, say, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
@@ -79,8 +79,7 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, evaluation=evaluation, baseline=dataclasses.replace(scoring, seed=evaluation.seed))
-            will_write(out)
-            with locked(layout.root_by_name(out) or out, args, "quantize --search"):
+            with locked(out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
                                    progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
@@ -94,8 +93,7 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
-        will_write(out)
-        with locked(layout.root_by_name(out) or out, args, "quantize"):
+        with locked(out, args, "quantize"):
             texts = max(scoring.calibration_samples, cfg.calibration.samples)
             baseline = prepare_baseline(graph, data, out / BASELINE_DIR,
                                         dataclasses.replace(scoring, calibration_samples=texts, seed=evaluation.seed),

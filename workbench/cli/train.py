@@ -8,7 +8,7 @@ from .. import runs
 from ..core.options import int_at_least
 from .common import fail, locked, print_json, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TrainProgressBar, stop_on_sigint
+from .progress import TrainProgressBar, drawn, stop_on_sigint
 
 _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 
@@ -83,22 +83,17 @@ def _cmd_train(args) -> int:
         return fail(str(exc))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
     out = stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
-    bar = None if args.json else TrainProgressBar()
-    lock = locked(run_dir, args, "train")
     try:
-        if args.nproc > 1:
-            from ..train.distributed import run_distributed
+        with locked(out, args, "train"), drawn(None if args.json else TrainProgressBar()) as bar:
+            if args.nproc > 1:
+                from ..train.distributed import run_distributed
 
-            result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
-            run = result.run
-        else:
-            run = run_training(cfg, args.backend, out, progress=bar, stop=stop_on_sigint())
+                result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
+                run = result.run
+            else:
+                run = run_training(cfg, args.backend, out, progress=bar, stop=stop_on_sigint())
     except TrainConfigError as exc:
         return fail(str(exc))
-    finally:
-        lock.release()
-        if bar is not None:
-            bar.close()
     summary = _run_summary(run)
     if args.nproc > 1:
         summary.update(world_size=args.nproc, identical_weights_across_ranks=result.identical_weights)
@@ -121,18 +116,12 @@ def _cmd_compare(args) -> int:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
-        bar = None if args.json else TrainProgressBar()
-        lock = locked(run_dir, args, "compare")
-        try:
+        with locked(out, args, "compare"), drawn(None if args.json else TrainProgressBar()) as bar:
             profile, before = load_check()
             c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
                                out, progress=bar, stop=stop_on_sigint())
             verdicts = verdicts_for(c, profile=profile, load=load_check(profile, before)[1])
             save_verdicts(verdicts, out)
-        finally:
-            lock.release()
-            if bar is not None:
-                bar.close()
     except TrainConfigError as exc:
         return fail(str(exc))
     if args.json:
