@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.options import shapes_arg
 from .common import device_problem, fail, locked, print_json, run_of, say, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
                 Flag("validation_split", "split"), "device", Flag("exporter", choices=("auto", "torchscript", "dynamo")))
 FUSE_FLAGS = (
-    "variants", Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "threads", "warmup", "repeats",
+    "variants", "shapes", "threads", "warmup", "repeats",
     Flag("measure_latency", "latency", also=("time_pytorch",)),
     Flag("transformer_session", choices=("disabled", "basic", "extended", "all")),
     Flag("opt_level", choices=(0, 1, 2, 99)), Flag("fusion", choices=("timed", "full")), "num_heads", "hidden_size",

@@ -7,14 +7,14 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..core.options import int_at_least, shapes_arg
+from ..core.options import int_at_least
 from .common import device_problem, fail, locked, print_json, run_of, say, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
                "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"), "accuracy_level", "block_size")
-TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
+TIMING_FLAGS = ("shapes", "repeats", "device")
 EVAL_FLAGS = ("n_boot", Flag("node_error_samples", "node-samples"))
 BASELINE_FLAGS = (Flag("batch_size", "eval-batch-size"),)
 SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"),
