@@ -172,9 +172,9 @@ def _config_classes() -> dict[str, type]:
     from workbench.ondevice import OnDeviceConfig
     from workbench.workflows.demo import DemoConfig
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
-    from workbench.train import TrainConfig
+    from workbench.train import CompareConfig, TrainConfig
 
-    classes = (AuditConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
+    classes = (AuditConfig, CompareConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
                SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
     return {c.__name__: c for c in classes}
 

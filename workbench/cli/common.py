@@ -46,17 +46,6 @@ def output_flags(p, run_dir: Optional[str] = "write into this folder instead of 
         cli_only(p, "--json", action="store_true", help=json)
 
 
-def device_problem(args) -> Optional[str]:
-    """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
-    from ..runtime.device import DeviceError, require_device
-
-    try:
-        require_device(getattr(args, "device", None) or "cpu")
-    except DeviceError as exc:
-        return str(exc)
-    return None
-
-
 def run_of(path: Path):
     """The run ``path`` belongs to (its root, a stage folder or a result file), or None outside a run."""
     from ..flow.handoffs import open_run
@@ -80,12 +69,6 @@ def say(note: str, as_json: bool) -> None:
     print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
 
 
-def _where_flags(args) -> str:
-    """The flags that choose where a command writes, as its --help names them."""
-    flags = [f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs")) if hasattr(args, attr)]
-    return " or ".join(flags) or "another folder"
-
-
 def os_error_line(exc: OSError, args) -> Optional[str]:
     """One line for an OS error met while reading or writing files, or None for one that is not about files."""
     import errno
@@ -93,7 +76,8 @@ def os_error_line(exc: OSError, args) -> Optional[str]:
     folder = next((getattr(args, a) for a in ("out", "run_dir", "runs") if getattr(args, a, None)), None)
     name = exc.filename if exc.filename is not None else (f"into {folder}" if folder else "a file")
     reason = exc.strerror or str(exc)
-    where = _where_flags(args)
+    where = " or ".join(f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs"))
+                        if hasattr(args, attr)) or "another folder"  # the flags that choose where a command writes
     if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return (f"cannot write {name}: {reason} (the disk is full or a file-size limit was reached); nothing already "
                 f"written was replaced: free some space, or pass {where} a folder on another disk")

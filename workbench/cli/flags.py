@@ -114,16 +114,6 @@ class Items(argparse.Action):
 
 
 # ---- adding the flags, building the config ------------------------------------------------------
-def _help_for(leaf_cls: type, name: str, spec: Flag) -> str:
-    if spec.help is not None:
-        return spec.help
-    text = field_help(leaf_cls, name)
-    if not text:
-        raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: give the field "
-                              f'metadata={{"help": ...}} or give Flag(help=...)')
-    return text
-
-
 def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any], str]:
     """The argparse keywords for a field of annotation ``t``, and a note for its help text."""
     where = f"{leaf_cls.__name__}.{name}"
@@ -158,7 +148,11 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
         for other in spec.also:
             field_type(cls, other)
         kw, note = _kind(spec, leaf_cls, name, t)
-        text = _help_for(leaf_cls, name, spec) + note
+        text = spec.help if spec.help is not None else field_help(leaf_cls, name)
+        if not text:
+            raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: give the field "
+                                  f'metadata={{"help": ...}} or give Flag(help=...)')
+        text += note
         default = shown(config_value(cls, base, spec.field))
         if default is not None:
             text += f" (default: {default})"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import device_problem, fail, locked, print_json, run_of, say, stage_dir, output_flags
+from ..core import serial
+from .common import fail, locked, print_json, run_of, say, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
@@ -21,15 +22,15 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 
 
 def _cmd_export(args) -> int:
-    from ..data.load import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
     from ..models.hub import model_name
-    from ..models.load import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
-    from ..runs import RunError, layout, new_run_dir
+    from ..models.load import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
+    from ..runs import RunError, layout, new_run_dir  # RunError: a run folder without the stage asked for
+    from ..runtime.device import require_device
 
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         cfg = build(ExportConfig, args, base=getattr(ExportConfig, args.preset)())
         model, run, note = args.model, None, None
         given = Path(model)
@@ -52,15 +53,11 @@ def _cmd_export(args) -> int:
         out = stage_dir(run_dir, "export")
         with locked(out, args, "export"):
             result = run_export(model, cfg, out, data=data)
-    except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
+    except (ExportError, ValueError, RunError) as exc:  # ModelError, DataError: ValueErrors
         return fail(str(exc))
     v = result.validation
     if args.json:
-        print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
-                     "onnx_path": str(result.onnx_path), "opset": result.opset,
-                     "attn_implementation": result.attn_implementation, "node_count": result.node_count,
-                     "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
-                     "validation": v, "op_histogram": result.op_histogram})
+        print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note, **serial.to_dict(result)})
     else:
         print(export_text(result))
         print(f"saved:      {out / layout.EXPORT_FILE}   next: workbench fuse {run_dir}")
@@ -68,15 +65,13 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_fuse(args) -> int:
-    from ..graph import ExportError
-    from ..graph import FusionConfig, FusionError, run_fusion, summary, table
-    from ..runtime.ortinfer import InferenceError
-    from ..runs import RunError, layout
+    from ..graph import ExportError, FusionConfig, FusionError, run_fusion, summary, table
+    from ..runs import layout
+    from ..runtime.device import require_device
 
     source = Path(args.source)
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         run = run_of(source)
         src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
         if run is not None:
@@ -95,7 +90,7 @@ def _cmd_fuse(args) -> int:
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
         with locked(out_dir, args, "fuse"):
             report = run_fusion(src, cfg, out_dir)
-    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
+    except (FusionError, ExportError, FileNotFoundError, ValueError) as exc:  # RunError: a FileNotFoundError
         return fail(str(exc))
     if args.json:
         print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})

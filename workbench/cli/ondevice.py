@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import runs
+from ..core import serial
 from .common import fail, locked, print_json, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 from .progress import TerminalProgress, drawn, stop_on_sigint
@@ -19,9 +20,7 @@ ONDEVICE_FLAGS = (
 
 
 def _cmd_ondevice(args) -> int:
-    from ..data.load import DataError
     from ..models.hub import model_name
-    from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
 
@@ -38,20 +37,13 @@ def _cmd_ondevice(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{model_name(args.model)}", args.runs)
         with locked(run_dir, args, "ondevice"), drawn(None if args.json else TerminalProgress("on-device")) as bar:
             result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else bar.update, stop=stop_on_sigint())
-    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+    except (OnDeviceError, ValueError, RunError) as exc:  # RunError: a locked run folder (a FileNotFoundError too)
         return fail(" ".join(str(exc).split()))
-    except RunError as exc:  # the run folder is locked by another writer (a FileNotFoundError too)
-        return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
     if args.json:
         print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
-                     "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
-                     "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
-                     "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
-                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio,
-                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes,
-                     "web_page": result.web_page, "web_note": result.web_note})
+                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio, **serial.to_dict(result)})
     else:
         print(table(result))
         print(f"saved: {run_dir / runs.layout.ONDEVICE_FILE}   next: workbench fuse {result.inference_dir}")
@@ -85,8 +77,8 @@ def _serve(run_dir: Path, port: int) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from ..ondevice.browser import run_root
     from ..ondevice import OnDeviceError
+    from ..ondevice.browser import run_root
 
     try:
         root = run_root(args.run)
@@ -96,8 +88,6 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from ..data.load import DataError
-    from ..models.load import ModelError
     from ..ondevice import OnDeviceError
     from ..ondevice.browser import run_root, import_parameters, import_table
     from ..runs import RunError
@@ -105,10 +95,8 @@ def _cmd_import(args) -> int:
     try:
         with locked(run_root(args.run), args, "ondevice import"):
             record = import_parameters(args.run, args.file)
-    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+    except (OnDeviceError, ValueError, RunError) as exc:  # RunError: a locked run folder (a FileNotFoundError too)
         return fail(" ".join(str(exc).split()))
-    except RunError as exc:  # the run folder is locked by another writer
-        return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot read {args.file} or write the run folder ({exc.strerror or exc}); check the paths")
     if args.json:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..core.options import int_at_least
-from .common import device_problem, fail, locked, print_json, run_of, say, output_flags
+from .common import fail, locked, print_json, run_of, say, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
@@ -26,9 +26,8 @@ def _quant_source(source: Path, which: str):
     result file in it, or an .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when
     there is one), fused or exported."""
     from ..graph import load_export
-    from ..runs import layout
-
     from ..graph.facts import load_graph
+    from ..runs import layout
 
     run = run_of(source)
     if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
@@ -58,16 +57,15 @@ def _slice_row(d) -> dict:
 
 
 def _cmd_quantize(args) -> int:
-    from ..data.load import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import ExportError
-    from ..runtime.ortinfer import InferenceError
-    from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
+    from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, SearchConfig, TimingConfig, prepare_baseline,
                          requantize_excluding, result_text, run_quantization, run_search, search_text, variant_row)
     from ..runs import layout
+    from ..runtime.device import require_device
 
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         cfg = _quant_config(args)  # the settings first: they need no file
         graph, export, folder, note = _quant_source(Path(args.source), args.graph)
         say(note, args.json)
@@ -101,7 +99,7 @@ def _cmd_quantize(args) -> int:
             result = run_quantization(baseline, cfg, out, evaluation=evaluation)
             if args.exclude_worst:
                 result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=evaluation.node_error_samples)
-    except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
+    except (ExportError, FileNotFoundError, ValueError) as exc:  # QuantizeError, InferenceError, DataError: ValueErrors
         return fail(str(exc))
     rep = result.report
     worst = rep.worst_slices(k=5)

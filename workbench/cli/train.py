@@ -48,15 +48,10 @@ def train_config(args):
 def _check_data(cfg) -> None:
     """A user's data file read and split before any run folder or training process exists: a missing
     file, another encoding or a class too small to split is one line, not a failed child process."""
-    from ..data.load import BUILTIN, DataError, load_data
-    from ..train import TrainConfigError
+    from ..data.load import BUILTIN, load_data
 
-    if cfg.data.source == BUILTIN:
-        return
-    try:
-        load_data(cfg.data)
-    except DataError as exc:
-        raise TrainConfigError(" ".join(str(exc).split())) from exc
+    if cfg.data.source != BUILTIN:
+        load_data(cfg.data)  # a DataError: the one line of workbench.cli.app.main
 
 
 def _run_summary(run) -> dict:
@@ -79,8 +74,8 @@ def _cmd_train(args) -> int:
         check_nproc(args.nproc, "--nproc")
         cfg = train_config(args)
         _check_data(cfg)
-    except (TrainConfigError, ValueError) as exc:
-        return fail(str(exc))
+    except ValueError as exc:  # TrainConfigError, DataError
+        return fail(" ".join(str(exc).split()))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
     out = stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
     try:
@@ -106,20 +101,19 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
     from ..runs import new_run_dir
-    from ..train import TrainConfigError
+    from ..train import (CompareConfig, TrainConfigError, comparison_table, load_check, run_comparison, save_verdicts,
+                         verdict_lines, verdicts_for)
 
     try:
         cfg = train_config(args)
+        compare = build(CompareConfig, args, isolate=not args.in_process)
         _check_data(cfg)
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
         with locked(out, args, "compare"), drawn(None if args.json else TrainProgressBar()) as bar:
             profile, before = load_check()
-            c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
-                               out, progress=bar, stop=stop_on_sigint())
+            c = run_comparison(cfg, compare, out, progress=bar, stop=stop_on_sigint())
             verdicts = verdicts_for(c, profile=profile, load=load_check(profile, before)[1])
             save_verdicts(verdicts, out)
     except TrainConfigError as exc:
@@ -154,7 +148,7 @@ def _train_flags(p, steps_help: str) -> None:
 
 
 def add_train(sub) -> None:
-    from ..train import DEFAULT_BACKENDS, Backend
+    from ..train import Backend, CompareConfig
 
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
     cli_only(p, "--backend", default="eager", choices=[b.value for b in Backend], help="what runs the training step")
@@ -163,9 +157,7 @@ def add_train(sub) -> None:
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("compare", help="train several backends with the same config and compare them")
-    cli_only(p, "--backends", default=",".join(b.value for b in DEFAULT_BACKENDS),
-             help=f"comma-separated, from {', '.join(b.value for b in Backend)}")
-    cli_only(p, "--tolerance", type=float, help="loss-parity tolerance (default: justified per precision/dropout)")
+    add_config_flags(p, CompareConfig, ("backends", "tolerance"))
     cli_only(p, "--in-process", action="store_true", help="run the backends in this process (default: one process each, "
                                                            "so peak memory is per backend)")
     _train_flags(p, "optimizer steps per backend")
