@@ -174,8 +174,8 @@ def _config_classes() -> dict[str, type]:
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
     from workbench.train import CompareConfig, TrainConfig
 
-    classes = (AuditConfig, CompareConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
-               SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
+    classes = (AuditConfig, CompareConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig,
+               QuantConfig, SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
     return {c.__name__: c for c in classes}
 
 
