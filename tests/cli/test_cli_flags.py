@@ -53,7 +53,7 @@ class Toy:
     verbose: bool = field(default=False, metadata=_h("say more"))
     tags: tuple[str, ...] = field(default=(), metadata=_h("labels"))
     colors: tuple[Color, ...] = field(default=(Color.RED,), metadata=_h("colours"))
-    pair: tuple[float, float] = field(default=(0.9, 0.999), metadata=_h("two numbers"))
+    shapes: tuple[tuple[int, int], ...] = field(default=((1, 128),), metadata=_h("shapes to time"))
     inner: Inner = field(default_factory=Inner)
     quiet: bool = False  # says nothing about itself: a flag for it needs Flag(help=...)
 
@@ -64,7 +64,7 @@ class Toy:
         object.__setattr__(self, "colors", tuple(parse_choice(Color, c, "colors") for c in self.colors))
 
 
-TOY_FLAGS = ("name", "count", "sizes", "rate", "color", "verbose", "tags", "colors", "pair", Flag("inner.size", "size"))
+TOY_FLAGS = ("name", "count", "sizes", "rate", "color", "verbose", "tags", "colors", "shapes", Flag("inner.size", "size"))
 
 
 def _toy_parser(specs=TOY_FLAGS, base=None) -> argparse.ArgumentParser:
@@ -83,10 +83,10 @@ def test_no_flag_given_is_the_base_unchanged():
 
 def test_every_kind_of_field_round_trips():
     args = _toy_parser().parse_args(["--name", "y", "--count", "2", "--rate", "0.5", "--color", "BLUE", "--verbose",
-                                     "--tags", "a,b", "--tags", "c", "--colors", "blue,red", "--pair", "0.8, 0.9",
+                                     "--tags", "a,b", "--tags", "c", "--colors", "blue,red", "--shapes", "1x8,2x16",
                                      "--size", "7", "--sizes", "1,2", "--json"])
     assert build(Toy, args) == Toy(name="y", count=2, rate=0.5, color=Color.BLUE, verbose=True, tags=("a", "b", "c"),
-                                   colors=(Color.BLUE, Color.RED), pair=(0.8, 0.9), inner=Inner(7), sizes=(1, 2))
+                                   colors=(Color.BLUE, Color.RED), shapes=((1, 8), (2, 16)), inner=Inner(7), sizes=(1, 2))
     assert args.json is True  # command-line-only flags stay beside the config
 
 
@@ -118,7 +118,7 @@ def test_help_shows_the_description_and_the_default_of_the_base(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for part in ("--count COUNT how many (default: 4)", "--color {red,blue} which colour (default: red)",
                  "--verbose, --no-verbose say more (default: off)", "--tags TAGS labels (default: p,q)",
-                 "colours; any of: red, blue (default: red)", "--pair FLOAT,FLOAT two numbers (default: 0.9,0.999)",
+                 "colours; any of: red, blue (default: red)", "--shapes BATCHxSEQ,... shapes to time (default: 1x128)",
                  "--size SIZE inner size (default: 5)", "a rate (default: none)"):
         assert part in text, part
     assert shown(((1, 128), (8, 64))) == "1x128,8x64" and shown(()) == "none" and shown(None) is None
@@ -127,7 +127,7 @@ def test_help_shows_the_description_and_the_default_of_the_base(capsys):
 @pytest.mark.parametrize("argv, expected", [
     (["--count", "many"], "argument --count: invalid int value: 'many'"),
     (["--sizes", "1,two"], "argument --sizes: invalid int value: 'two'"),
-    (["--pair", "1,2,3"], "pair takes 2 comma-separated values, got '1,2,3'"),
+    (["--shapes", "1by8"], "argument --shapes: shapes are BATCHxSEQ"),
     (["--verbose", "--no-verbose"], "argument --no-verbose: not allowed with argument --verbose"),
 ])
 def test_bad_values_are_one_line_and_exit_2(argv, expected, capsys):
@@ -167,14 +167,15 @@ def test_declaration_mistakes_are_found_when_the_parser_is_built():
 def _config_classes() -> dict[str, type]:
     from workbench.audit import AuditConfig
     from workbench.data.load import DataConfig
+    from workbench.embed.audit import EmbedAuditConfig
     from workbench.graph import ExportConfig, FusionConfig
     from workbench.ondevice import OnDeviceConfig
     from workbench.workflows.demo import DemoConfig
     from workbench.quant import BaselineConfig, EvalConfig, QuantConfig, SearchConfig, TimingConfig
-    from workbench.train import TrainConfig
+    from workbench.train import CompareConfig, TrainConfig
 
-    classes = (AuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig, QuantConfig,
-               SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
+    classes = (AuditConfig, CompareConfig, EmbedAuditConfig, DataConfig, ExportConfig, FusionConfig, OnDeviceConfig, DemoConfig,
+               QuantConfig, SearchConfig, TimingConfig, TrainConfig, EvalConfig, BaselineConfig)
     return {c.__name__: c for c in classes}
 
 

@@ -110,12 +110,7 @@ def map_labels(values, model: ModelFacts, column: str) -> tuple[np.ndarray, str]
     by_name = {name: i for i, name in model.id2label.items()}
     if all(u in by_name for u in uniq):
         return np.array([by_name[k] for k in keys], dtype=np.int64), "names"
-    ids = {}
-    for u in uniq:
-        try:
-            ids[u] = int(u)
-        except ValueError:
-            pass
+    ids = {u: int(u) for u in uniq if u.lstrip("-").isdigit()}
     if len(ids) == len(uniq) and all(i in model.id2label for i in ids.values()):
         return np.array([ids[k] for k in keys], dtype=np.int64), "ids"
     unknown = [u for u in uniq if u not in by_name and not (u in ids and ids[u] in model.id2label)]
@@ -181,10 +176,8 @@ def prepare_data(cfg: AuditConfig, model: ModelFacts) -> PreparedData:
             raise AuditInputError(
                 f"{cfg.data} has {len(frame)} usable rows: too few to hold out calibration rows for the static preset(s) "
                 f"{cfg.static_presets} (need at least {int(np.ceil(8 / cfg.calibration_fraction))}); use dynamic presets only")
-    order = np.random.default_rng(cfg.seed).permutation(len(frame))
-    calib_idx = np.sort(order[:n_calib])
     mask = np.zeros(len(frame), dtype=bool)
-    mask[calib_idx] = True
+    mask[np.random.default_rng(cfg.seed).permutation(len(frame))[:n_calib]] = True
     names = model.class_names
     features = {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names), "row": datasets.Value("int64")}
     from ..data.load import feature_for
@@ -221,14 +214,6 @@ class CheckedInputs:
     out_dir: Path
 
 
-def _check_max_length(model: ModelFacts, cfg: AuditConfig) -> None:
-    """--max-length within the model's position embeddings (longer inputs fail deep inside the export)."""
-    if model.max_positions is not None and cfg.max_length > model.max_positions:
-        raise AuditInputError(f"--max-length {cfg.max_length} is more than the model's {model.max_positions} positions "
-                              f"(max_position_embeddings in {model.folder / 'config.json'}): pass --max-length "
-                              f"{model.max_positions} or less")
-
-
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
     """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
     raises :class:`AuditInputError` with one clear line."""
@@ -240,7 +225,10 @@ def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Pa
     except EngineError as exc:
         raise AuditInputError(str(exc)) from None
     model = check_model(str(model))
-    _check_max_length(model, cfg)
+    if model.max_positions is not None and cfg.max_length > model.max_positions:  # longer inputs fail deep inside the export
+        raise AuditInputError(f"--max-length {cfg.max_length} is more than the model's {model.max_positions} positions "
+                              f"(max_position_embeddings in {model.folder / 'config.json'}): pass --max-length "
+                              f"{model.max_positions} or less")
     data = prepare_data(cfg, model)
     out = Path(out_dir) if out_dir is not None else runs.DEFAULT_ROOT / f"<timestamp>-audit-{model_name(model.folder)}"
     try:

@@ -16,8 +16,9 @@ from ..runtime.engine import scoring_engine
 from ..runtime.progress import ProgressHook, scoring_progress
 from ..workflows.stages import stages_for
 from ..workflows.steps import DoctorStep, Job, QuantizeStep
-from .config import AUDIT_FILE, AUDIT_NEEDS, AuditConfig, AuditInputError, Log
-from .inputs import CheckedInputs, ModelFacts, audit_slices, check_inputs
+from ..runs.layout import AUDIT_FILE
+from .config import AUDIT_NEEDS, AuditConfig, AuditInputError, Log
+from .inputs import CheckedInputs, audit_slices, check_inputs
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,9 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
 def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None, *, log: Log = print,
               checked: Optional[CheckedInputs] = None, progress: Optional[ProgressHook] = None) -> AuditResult:
     """Audit the classifier in the folder ``model`` on ``cfg.data`` into ``out_dir`` (default
-    ``runs/<stamp>-audit-<model>``); see the package doc. ``log`` receives every line of progress;
-    ``checked`` is what :func:`check_inputs` returned for the same arguments, when the caller checked
-    first (the CLI does, to exit 2 before anything else). ``progress`` hears each graph's rows as they are
-    scored, on either engine (:mod:`workbench.runtime.progress`).
-
-    The stages are the registry's audit route (:data:`workbench.workflows.stages.AUDIT_STAGES`).
-    Raises :class:`AuditInputError` for bad input, before anything heavy. A stage that fails
-    later is recorded (its message in the report) and the audit ends with exit code 1."""
+    ``runs/<stamp>-audit-<model>``); see the package doc. ``checked``: what :func:`check_inputs` returned for the
+    same arguments, when the caller checked first (the CLI does, to exit 2 before anything else). A stage that
+    fails is recorded (its message in the report) and the audit ends with exit code 1."""
     import datasets
 
     t_start = time.perf_counter()
@@ -115,7 +111,10 @@ class AuditHooks:
         from ..models.hub import model_name
 
         self.cfg, self.log, self.checked, self.slices = cfg, log, checked, slices
-        self.facts, self.model = checked.data.facts, _model_dict(checked.model)
+        m = checked.model
+        self.facts, self.model = checked.data.facts, {"folder": str(m.folder), "model_type": m.model_type,
+                                                      "architectures": m.architectures, "num_labels": m.num_labels,
+                                                      "class_names": m.class_names}
         self.report = {"kind": "audit", "title": f"Audit of {model_name(checked.model.folder)} on {Path(cfg.data).name}",
                        "budget_overall": cfg.budget_overall, "budget_per_slice": cfg.budget_slice,
                        "include_small_slices": cfg.include_small_slices, "min_speedup": cfg.min_speedup,
@@ -155,8 +154,3 @@ class AuditHooks:
             found.append({"variant": name, "n": n, "batch_a": f"{cfg.eval_batch_size} sorted by length",
                           "batch_b": f"{cfg.eval_batch_size} in file order", "differ": differ["order"]})
             self.log(f"      {name}: {differ['order']} of {n} predictions differ between length-sorted and file-order batches")
-
-
-def _model_dict(m: ModelFacts) -> dict:
-    return {"folder": str(m.folder), "model_type": m.model_type, "architectures": m.architectures,
-            "num_labels": m.num_labels, "class_names": m.class_names}

@@ -69,12 +69,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args.model = model_source(args.model)
         except ModelError as exc:
             return fail(str(exc))
+    from ..data.load import DataError
+    from ..runs import RunError
+
     code = 2
     try:
         code = int(args.func(args) or 0)
         return code
-    except Exception as exc:  # noqa: BLE001  (only the kinds named in _bad_input_line; the rest propagate)
-        line = _bad_input_line(exc, args)
+    except (RunError, DataError) as exc:  # the user's input or machine: a locked run folder, unreadable data
+        return fail(" ".join(str(exc).split()))
+    except OSError as exc:  # a full or unwritable folder: one line; any other OS error is a bug and propagates
+        line = os_error_line(exc, args)
         if line is None:
             raise
         return fail(line)
@@ -85,20 +90,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from ..runs.lock import CREATED
 
             CREATED.clear()
-
-
-def _bad_input_line(exc: BaseException, args) -> Optional[str]:
-    """One line for a failure that comes from the user's input or machine (a locked, full or unwritable
-    folder, unreadable data): what was wrong, the value, what to do. None for anything else (a bug)."""
-    from ..data.load import DataError
-    from ..runs import RunError
-
-    if isinstance(exc, (RunError, DataError)):
-        return " ".join(str(exc).split())
-    if isinstance(exc, OSError):
-        return os_error_line(exc, args)
-    return None
-
 
 if __name__ == "__main__":
     sys.exit(main())

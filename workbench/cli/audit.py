@@ -1,11 +1,14 @@
-"""``audit``: someone else's classifier on all of their labelled data, in one report, with an
-exit code a CI job can act on."""
+"""``audit``: someone else's classifier (or embedding model: the kind is read from the folder, ``--task``
+overrides; see :mod:`workbench.embed.audit`) on all of their labelled data, in one report, with an exit
+code a CI job can act on."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from .common import fail, locked
+from .config_fields import registry_key
 from .flags import Flag, add_config_flags, build, cli_only, given
 from .progress import ScoringBar
 
@@ -27,26 +30,56 @@ end, so a re-run into the same --out keeps the previous report until the new one
 def _cmd_audit(args) -> int:
     from ..audit import AuditConfig, AuditInputError, check_inputs, run_audit
     from ..embed import EMBEDDING, EmbedError, check_task_of
-    from ..runtime.engine import EngineError
 
     try:
         task = check_task_of(args.model, args.task)  # the kind read from the folder; --task overrides
     except EmbedError as exc:
         return fail(str(exc), 2)
     if task == EMBEDDING:
-        from .embed import cmd_embed_audit
-
-        return cmd_embed_audit(args)
+        return _cmd_embed_audit(args)
     try:
         quick = given(AuditConfig, args).get("quick", False)  # on the command line or in the --config file
         cfg = build(AuditConfig, args, **({"n_boot": 200} if quick else {}))  # --n-boot still wins
         checked = check_inputs(args.model, cfg, args.out)
     except AuditInputError as exc:
         return fail(str(exc), 2)
+    return _run_checked(run_audit, cfg, checked, args)
+
+
+def _cmd_embed_audit(args) -> int:
+    """The audit of an embedding model: the audit's flags both kinds read, then the embedding ones; a flag
+    only a classifier's audit reads is refused rather than ignored."""
+    from ..audit import AuditConfig
+    from ..embed import EmbedError
+    from ..embed.audit import BUILTIN, EmbedAuditConfig, check_embed_inputs, run_embed_audit
+
+    g = given(AuditConfig, args)
+    theirs = {f.name for f in dataclasses.fields(EmbedAuditConfig)}
+    flag_of = {path: "--" + dest.replace("_", "-") for dest, paths in getattr(args, registry_key(AuditConfig)) for path in paths}
+    for_classifiers = [flag_of.get(k, k) for k in g if k not in theirs and k != "quick"]
+    if for_classifiers:
+        return fail(f"{', '.join(for_classifiers)}: for a classifier's audit, and {args.model} is an embedding model; leave "
+                    f"{'it' if len(for_classifiers) == 1 else 'them'} out (its budget: --min-ndcg-ratio, --max-slice-drop)", 2)
+    shared = {k: v for k, v in g.items() if k in theirs}
+    if shared.get("data") == "":
+        shared["data"] = BUILTIN
+    quick = {"n_boot": 200, "timing_rounds": 8, "retimes": 0} if g.get("quick") else {}
+    try:
+        cfg = build(EmbedAuditConfig, args, **{**quick, **shared})
+        checked = check_embed_inputs(args.model, cfg, args.out)
+    except EmbedError as exc:
+        return fail(str(exc), 2)
+    return _run_checked(run_embed_audit, cfg, checked, args)
+
+
+def _run_checked(run, cfg, checked, args) -> int:
+    """``run`` (either kind's audit) on inputs already checked, holding the output folder's lock."""
+    from ..runtime.engine import EngineError
+
     with locked(checked.out_dir, args, "audit"):
         try:
-            result = run_audit(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked,
-                               progress=ScoringBar())
+            result = run(args.model, cfg, args.out, log=lambda line: print(line, flush=True), checked=checked,
+                         progress=ScoringBar())
         except EngineError as exc:  # Ray did not start or answer: one line, nothing reported
             return fail(str(exc), 1)
     print(f"report: {result.report_path}\nexit code {result.exit_code} ({result.seconds:.0f} s)")
@@ -76,11 +109,23 @@ def add_audit(sub) -> None:
         "budget_overall", "budget_slice", Flag("include_small_slices", "include-small"), "min_speedup", "fusion",
     ))
     cli_only(p, "--out", help="output folder (default: runs/<timestamp>-audit-<model>)")
-    from .embed import add_embed_audit_flags
-
-    add_embed_audit_flags(p)
+    _add_embed_flags(p)
     add_config_flags(p, AuditConfig, (Flag("quick", negatable=False), "n_boot", "calibration_size", "max_length",
                                       "eval_batch_size", "seed"))
     g = p.add_argument_group("where the rows are scored (docs/audit.md, \"Past one machine\")")
     add_config_flags(p, AuditConfig, ("engine", "ray_address", "ray_actors", "ray_threads"), group=g)
     p.set_defaults(func=_cmd_audit)
+
+
+def _add_embed_flags(p) -> None:
+    from ..embed.audit import EmbedAuditConfig
+    from ..embed.retrieval import QUERY_KINDS
+
+    g = p.add_argument_group("embedding models (a sentence-transformers folder: modules.json, a Pooling module)")
+    cli_only(g, "--task", choices=("auto", "classification", "embedding"), default="auto",
+             help="what the model does: read from the folder by default (modules.json means embedding)")
+    add_config_flags(p, EmbedAuditConfig, (
+        Flag("queries", metavar="FILE"), "query_column", "relevant_column", "id_column",
+        Flag("builtin_queries", "queries-from", choices=QUERY_KINDS), "max_queries", "max_docs", "exclude_worst",
+        "min_ndcg_ratio", "max_slice_drop", Flag("time_speed", "speed"), Flag("search", negatable=False), "max_excluded",
+    ), group=g)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
 from ..core import serial
-from .common import fail, print_json
+from .common import fail, print_json, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 DATA_FLAGS = ("source", "text_column", "label_column", Flag("slice_columns", nargs="*", split=False), "seed")
@@ -74,18 +73,16 @@ def add_basics(sub) -> None:
     from ..data.load import DataConfig
 
     p = sub.add_parser("doctor", help="check the environment; non-zero exit when a needed piece is missing")
-    cli_only(p, "--json", action="store_true", help="print the checks as JSON")
+    output_flags(p, None, new_runs=False, json="print the checks as JSON")
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("data", help="load data, show splits and slice sizes")
     add_config_flags(p, DataConfig, DATA_FLAGS)
     cli_only(p, "--slices", default="default", choices=["default", "golden"],
              help="slice set to count on the test split (default: default)")
-    cli_only(p, "--json", action="store_true", help="print the summary and slice sizes as JSON")
+    output_flags(p, None, new_runs=False, json="print the summary and slice sizes as JSON")
     p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("runs", help="list run folders")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT),
-             help=f"folder that holds run folders (default: {runs.DEFAULT_ROOT}, or $WORKBENCH_RUNS)")
-    cli_only(p, "--json", action="store_true", help="print the list as JSON")
+    output_flags(p, None, json="print the list as JSON")
     p.set_defaults(func=_cmd_runs)

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from .. import runs
 from ..core import serial
+from .flags import cli_only, in_flag_terms
 
 
 def print_json(obj) -> None:
@@ -26,23 +28,22 @@ def fail(message: str, code: int = 2) -> int:
 def _in_flags(message: str) -> str:
     """A library message in the command line's terms: each config field this command sets by a flag is
     named as that flag (``text_column`` -> ``--text-column``)."""
-    from .flags import in_flag_terms
-
     if not _ARGS or message.startswith("--config "):  # a --config file's problem names the file's keys
         return message
     entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
     return in_flag_terms(message, entries)
 
 
-def device_problem(args) -> Optional[str]:
-    """The message when ``--device`` names a device that cannot be used here (checked before any work)."""
-    from ..runtime.device import DeviceError, require_device
-
-    try:
-        require_device(getattr(args, "device", None) or "cpu")
-    except DeviceError as exc:
-        return str(exc)
-    return None
+def output_flags(p, run_dir: Optional[str] = "write into this folder instead of a new one", *, new_runs: bool = True,
+                 json: Optional[str] = "print the result as JSON") -> None:
+    """The flags that say where a command writes (``--runs``, ``--run-dir``) and how it prints (``--json``);
+    None leaves one out."""
+    if new_runs:
+        cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
+    if run_dir is not None:
+        cli_only(p, "--run-dir", help=run_dir)
+    if json is not None:
+        cli_only(p, "--json", action="store_true", help=json)
 
 
 def run_of(path: Path):
@@ -68,12 +69,6 @@ def say(note: str, as_json: bool) -> None:
     print(note, file=sys.stderr if as_json else sys.stdout, flush=True)
 
 
-def _where_flags(args) -> str:
-    """The flags that choose where a command writes, as its --help names them."""
-    flags = [f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs")) if hasattr(args, attr)]
-    return " or ".join(flags) or "another folder"
-
-
 def os_error_line(exc: OSError, args) -> Optional[str]:
     """One line for an OS error met while reading or writing files, or None for one that is not about files."""
     import errno
@@ -81,7 +76,8 @@ def os_error_line(exc: OSError, args) -> Optional[str]:
     folder = next((getattr(args, a) for a in ("out", "run_dir", "runs") if getattr(args, a, None)), None)
     name = exc.filename if exc.filename is not None else (f"into {folder}" if folder else "a file")
     reason = exc.strerror or str(exc)
-    where = _where_flags(args)
+    where = " or ".join(f for f, attr in (("--out", "out"), ("--run-dir", "run_dir"), ("--runs", "runs"))
+                        if hasattr(args, attr)) or "another folder"  # the flags that choose where a command writes
     if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return (f"cannot write {name}: {reason} (the disk is full or a file-size limit was reached); nothing already "
                 f"written was replaced: free some space, or pass {where} a folder on another disk")
@@ -96,31 +92,22 @@ def os_error_line(exc: OSError, args) -> Optional[str]:
     return None
 
 
-def will_write(folder) -> None:
-    """Note the part of ``folder``'s path that does not exist yet: a refusal (exit 2) removes it again
-    when nothing was written there, so a refused command leaves no empty folders behind."""
+def locked(folder, args, command: str):
+    """Hold the lock of the run ``folder`` lies in (``folder`` itself outside a run's layout): one writer per
+    run folder; a note on stderr when a dead writer's lock was taken over. Raises ``RunLocked`` (one line: the
+    holder's PID) when a live process holds it. The part of ``folder``'s path that does not exist yet is noted:
+    a refusal (exit 2) removes it again when nothing was written there, so it leaves no empty folders behind."""
+    import time
+
+    from ..runs import layout, run_lock
     from ..runs.lock import CREATED, first_missing
 
-    made = first_missing(folder)
-    if made is not None:
+    if (made := first_missing(folder)) is not None:
         CREATED.append(made)
-
-
-def locked(folder, args, command: str):
-    """Hold ``folder``'s run lock (one writer per run folder); a note on stderr when a dead writer's lock
-    was taken over. Raises ``RunLocked`` (one line: the holder's PID) when a live process holds it."""
-    from ..runs import run_lock
-
-    will_write(folder)
-    lock = run_lock(folder, f"workbench {command} (started {_now()})",
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    lock = run_lock(layout.root_by_name(folder) or folder, f"workbench {command} (started {started})",
                     flag="--out" if hasattr(args, "out") else "--run-dir")
     lock.acquire()
     if lock.note:
         print(f"note: {lock.note}", file=sys.stderr, flush=True)
     return lock
-
-
-def _now() -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

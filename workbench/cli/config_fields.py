@@ -25,21 +25,16 @@ def field_default(cls: type, name: str) -> Any:
     raise ConfigFlagError(f"{cls.__name__} has no field {name!r}")
 
 
-def strip_optional(t: Any) -> Any:
-    if typing.get_origin(t) in (Union, types.UnionType):
-        args = [a for a in typing.get_args(t) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return t
-
-
 def field_type(cls: type, path: str) -> tuple[type, str, Any]:
     """(the dataclass holding the last part of ``path``, its name, its annotation without Optional)."""
     head, _, rest = path.partition(".")
     if not dataclasses.is_dataclass(cls) or head not in {f.name for f in dataclasses.fields(cls)}:
         fields = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
         raise ConfigFlagError(f"{cls.__name__} has no field {head!r}; its fields: {fields}")
-    t = strip_optional(typing.get_type_hints(cls)[head])
+    t = typing.get_type_hints(cls)[head]
+    args = [a for a in typing.get_args(t) if a is not type(None)]
+    if typing.get_origin(t) in (Union, types.UnionType) and len(args) == 1:  # Optional[X]: X
+        t = args[0]
     if rest:
         return field_type(t, rest)
     return cls, head, t

@@ -27,7 +27,7 @@ import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config_fields import ConfigFlagError, field_type, registry_key, strip_optional
+from .config_fields import field_type, registry_key
 
 # where the parsed file is kept on the parsed arguments: {config class name: {field path: value}}
 VALUES = "_config_file_values"
@@ -100,16 +100,11 @@ def _targets(key: str, classes: Mapping[str, type], flag_paths: Mapping[str, lis
     for name, cls in classes.items():
         try:
             field_type(cls, key)
-        except (ConfigFlagError, TypeError, KeyError, AttributeError):
+        except TypeError:  # ConfigFlagError: not a field of this config
             continue
         if (name, key) not in found:
             found.append((name, key))
     return found
-
-
-def _known_keys(classes: Mapping[str, type], flag_paths: Mapping[str, Any]) -> list[str]:
-    keys = {f.name for cls in classes.values() for f in dataclasses.fields(cls) if f.init}
-    return sorted(keys | set(flag_paths))
 
 
 def _converted(value: Any, t: Any, where: str) -> Any:
@@ -117,11 +112,9 @@ def _converted(value: Any, t: Any, where: str) -> Any:
     list; a scalar of the wrong kind is refused here (the configs judge the rest)."""
     from ..core.options import parse_shapes
 
-    t = strip_optional(t)
-    origin = typing.get_origin(t)
     if value is None:
         return None
-    if origin is tuple:
+    if typing.get_origin(t) is tuple:
         args = typing.get_args(t)
         if args and typing.get_origin(args[0]) is tuple:  # shapes: ((batch, seq), ...)
             try:
@@ -165,7 +158,8 @@ def config_file_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         for key, value in _flat(read_config_file(path)).items():
             targets = _targets(key, classes, flag_paths)
             if not targets:
-                close = difflib.get_close_matches(key, _known_keys(classes, flag_paths), n=1)
+                known = {f.name for cls in classes.values() for f in dataclasses.fields(cls) if f.init} | set(flag_paths)
+                close = difflib.get_close_matches(key, sorted(known), n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ConfigFileError(f"--config {path}: unknown key {key!r}; {hint}the keys are the fields of "
                                       f"{', '.join(classes)} (see `workbench {getattr(args, 'command', 'COMMAND')} --help`)")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
-from .common import fail, locked
+from .common import fail, locked, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TrainProgressBar, stop_on_sigint
+from .progress import TrainProgressBar, drawn, stop_on_sigint
 
 DEMO_FLAGS = ("backends", Flag("train.max_steps", "steps", help="training steps per backend"), "search")
 
@@ -43,12 +42,8 @@ def _run_demo(cfg, args, name: str) -> int:
     except OSError as exc:
         where = args.run_dir or args.runs
         return fail(f"cannot create a run folder in {where!r} ({exc.strerror or exc}); choose another --runs or --run-dir")
-    bar = TrainProgressBar()
-    try:
-        with locked(run_dir, args, "demo"):
-            result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
-    finally:
-        bar.close()
+    with locked(run_dir, args, "demo"), drawn(TrainProgressBar()) as bar:
+        result = run_demo(cfg, run_dir, log=lambda line: print(line, flush=True), progress=bar, stop=stop_on_sigint())
     return 0 if result.ok else 1
 
 
@@ -62,11 +57,8 @@ def _cmd_workshop(args) -> int:
             info = workshop.load_info(folder)
             print(f"already prepared: {folder} ({info.model}, validation accuracy {info.val_accuracy:.3f})")
             return 0
-        bar = TrainProgressBar()
-        try:
+        with drawn(TrainProgressBar()) as bar:
             folder = workshop.ensure_finetuned(recipe=recipe, home=args.home, log=lambda line: None, progress=bar)
-        finally:
-            bar.close()
     except (ValueError, workshop.WorkshopError) as exc:
         return fail(str(exc))
     info = workshop.load_info(folder)
@@ -83,14 +75,12 @@ def add_demo(sub) -> None:
     cli_only(p, "--quick", action="store_true", help="tiny model and small data (about a minute); the defaults shown "
                                                       "below are the full demo's")
     add_config_flags(p, DemoConfig, DEMO_FLAGS, base=DemoConfig.default())
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    output_flags(p, "write into this folder instead of a new one under --runs", json=None)
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("run", help="run the demo's stages as a plan file describes them (YAML or JSON: stages and their configs)")
     p.add_argument("plan", help="plan file: quick, stages, config (see workbench.workflows.plan)")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder that holds run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one under --runs")
+    output_flags(p, "write into this folder instead of a new one under --runs", json=None)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("workshop", help="fine-tune the notebooks' model once and cache it (run before a workshop; offline)")

@@ -2,8 +2,8 @@
 
 A flag's kind is read from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value
 is passed on as text for the config to check (``parse_choice``), so a wrong one gets the config's one-line
-message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable; ``tuple[X, Y]`` exactly that many
-comma-separated values. :func:`build` applies only the flags given onto a base config (a preset), with a
+message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable (``BATCHxSEQ,...`` for shapes).
+:func:`build` applies only the flags given onto a base config (a preset), with a
 ``--config FILE``'s fields between the two. Flags that set no config field are added with :func:`cli_only`,
 so that every flag of every command is accounted for (the tests check it).
 """
@@ -18,31 +18,25 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ..core.options import field_help
+from ..core.options import field_help, shapes_arg
 from .config_fields import ConfigFlagError, config_value, field_default, field_type, registry_key
 from .config_file import add_config_file_flag, config_file_values, register_class
-
-
-_UNSET = object()
 
 
 @dataclass(frozen=True)
 class Flag:
     """One config field (dotted for a nested config) as a command-line flag: ``name`` without dashes (default:
-    the field's), ``also`` further fields set to the same value, ``type`` a converter the annotation cannot give
-    (``--shapes``), ``split=False`` keeps commas inside items, ``default`` an argparse default (always applied)."""
+    the field's), ``also`` further fields set to the same value, ``split=False`` keeps commas inside items."""
 
     field: str
     name: Optional[str] = None
     help: Optional[str] = None
     also: tuple[str, ...] = ()
     choices: Optional[Sequence[Any]] = None
-    type: Optional[Callable[[str], Any]] = None
     nargs: Optional[str] = None
     split: bool = True
     negatable: bool = True
     required: bool = False
-    default: Any = _UNSET
     metavar: Optional[str] = None
 
     @property
@@ -67,19 +61,6 @@ def _scalar(t: Any) -> Optional[Callable[[str], Any]]:
     return None
 
 
-def _fixed_tuple(convs: Sequence[Callable[[str], Any]], name: str) -> Callable[[str], tuple]:
-    def convert(text: str) -> tuple:
-        parts = [p.strip() for p in text.split(",")]
-        if len(parts) != len(convs):
-            raise argparse.ArgumentTypeError(f"{name} takes {len(convs)} comma-separated values, got {text!r}")
-        try:
-            return tuple(c(p) for c, p in zip(convs, parts))
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{name}: {exc}") from None
-
-    return convert
-
-
 def shown(value: Any) -> Optional[str]:
     """How a default reads in ``--help`` (None: nothing worth showing)."""
     if value is None or value == "":
@@ -97,12 +78,8 @@ def shown(value: Any) -> Optional[str]:
     return str(value)
 
 
-class OnOff(argparse.Action):
+class OnOff(argparse.BooleanOptionalAction):
     """``--name`` / ``--no-name`` for one yes/no setting (None when neither is given); both is an error."""
-
-    def __init__(self, option_strings, dest, default=None, required=False, help=None):
-        strings = [*option_strings, *(f"--no-{s[2:]}" for s in option_strings if s.startswith("--"))]
-        super().__init__(strings, dest, nargs=0, default=default, required=required, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
         value = not option_string.startswith("--no-")
@@ -112,9 +89,6 @@ class OnOff(argparse.Action):
             raise argparse.ArgumentError(None, f"argument {option_string}: not allowed with argument {previous[0]}")
         setattr(namespace, seen, (option_string, value))
         setattr(namespace, self.dest, value)
-
-    def format_usage(self) -> str:
-        return " | ".join(self.option_strings)
 
 
 class Items(argparse.Action):
@@ -140,39 +114,25 @@ class Items(argparse.Action):
 
 
 # ---- adding the flags, building the config ------------------------------------------------------
-def _help_for(leaf_cls: type, name: str, spec: Flag) -> str:
-    if spec.help is not None:
-        return spec.help
-    text = field_help(leaf_cls, name)
-    if not text:
-        raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: give the field "
-                              f'metadata={{"help": ...}} or give Flag(help=...)')
-    return text
-
-
 def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any], str]:
     """The argparse keywords for a field of annotation ``t``, and a note for its help text."""
     where = f"{leaf_cls.__name__}.{name}"
-    if spec.type is not None:
-        return {"type": spec.type, "choices": spec.choices, "metavar": spec.metavar}, ""
     if t is bool:
         return ({"action": OnOff} if spec.negatable else {"action": "store_const", "const": True}), ""
     if typing.get_origin(t) is tuple:
         args = typing.get_args(t)
+        if len(args) == 2 and args[1] is Ellipsis and typing.get_origin(args[0]) is tuple:  # shapes: ((batch, seq), ...)
+            return {"type": shapes_arg, "metavar": "BATCHxSEQ,..."}, ""
         if len(args) == 2 and args[1] is Ellipsis:  # tuple[X, ...]: a list flag
             convert = _scalar(args[0])
             if convert is None:
-                raise ConfigFlagError(f"{where} is a tuple of {args[0]}: give Flag(type=...)")
+                raise ConfigFlagError(f"{where} is a tuple of {args[0]}, which no flag carries")
             note = f"; any of: {', '.join(m.value for m in args[0])}" if _is_enum(args[0]) else ""
             return {"action": Items, "convert": convert, "split": spec.split, "metavar": spec.metavar,
                     "nargs": spec.nargs}, note
-        convs = [_scalar(a) for a in args]  # tuple[X, Y]: exactly that many values
-        if None in convs:
-            raise ConfigFlagError(f"{where}: {t} needs Flag(type=...)")
-        return {"type": _fixed_tuple(convs, name), "metavar": spec.metavar or ",".join(a.__name__.upper() for a in args)}, ""
     convert = _scalar(t)
     if convert is None:
-        raise ConfigFlagError(f"{where} has type {t}: give Flag(type=...)")
+        raise ConfigFlagError(f"{where} has type {t}, which no flag carries")
     metavar = spec.metavar or ("{" + ",".join(m.value for m in t) + "}" if _is_enum(t) else None)
     return {"type": convert, "choices": spec.choices, "metavar": metavar}, ""
 
@@ -188,13 +148,16 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, specs: Sequence
         for other in spec.also:
             field_type(cls, other)
         kw, note = _kind(spec, leaf_cls, name, t)
-        text = _help_for(leaf_cls, name, spec) + note
-        default = shown(config_value(cls, base, spec.field) if spec.default is _UNSET else spec.default)
+        text = spec.help if spec.help is not None else field_help(leaf_cls, name)
+        if not text:
+            raise ConfigFlagError(f"no description of {leaf_cls.__name__}.{name} for {spec.option}: give the field "
+                                  f'metadata={{"help": ...}} or give Flag(help=...)')
+        text += note
+        default = shown(config_value(cls, base, spec.field))
         if default is not None:
             text += f" (default: {default})"
-        kw.update(help=text.replace("%", "%%"), default=None if spec.default is _UNSET else spec.default,
-                  required=spec.required or None)
-        action = target.add_argument(spec.option, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+        kw.update(help=text.replace("%", "%%"), required=spec.required or None)
+        action = target.add_argument(spec.option, **{k: v for k, v in kw.items() if v is not None})
         action.config_field = (cls.__name__, (spec.field, *spec.also))
         added.append(action)
         entries.append((action.dest, (spec.field, *spec.also)))

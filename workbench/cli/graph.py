@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import runs
-from ..core.options import shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say, stage_dir
+from ..core import serial
+from .common import fail, locked, print_json, run_of, say, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 EXPORT_FLAGS = ("opset", "max_length", Flag("attn_implementation", "attn"), "tolerance", "validation_examples",
                 Flag("validation_split", "split"), "device", Flag("exporter", choices=("auto", "torchscript", "dynamo")))
 FUSE_FLAGS = (
-    "variants", Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "threads", "warmup", "repeats",
+    "variants", "shapes", "threads", "warmup", "repeats",
     Flag("measure_latency", "latency", also=("time_pytorch",)),
     Flag("transformer_session", choices=("disabled", "basic", "extended", "all")),
     Flag("opt_level", choices=(0, 1, 2, 99)), Flag("fusion", choices=("timed", "full")), "num_heads", "hidden_size",
@@ -23,15 +22,15 @@ _FUSE_PRESETS = {"default": "default", "quick": "quick", "inspect": "inspect_onl
 
 
 def _cmd_export(args) -> int:
-    from ..data.load import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import ExportConfig, ExportError, export_text, run_export
     from ..models.hub import model_name
-    from ..models.load import BUILTIN_MODELS, ModelError, check_classifier, check_model_type, resolve_model_path
-    from ..runs import RunError, layout, new_run_dir
+    from ..models.load import BUILTIN_MODELS, check_classifier, check_model_type, resolve_model_path
+    from ..runs import RunError, layout, new_run_dir  # RunError: a run folder without the stage asked for
+    from ..runtime.device import require_device
 
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         cfg = build(ExportConfig, args, base=getattr(ExportConfig, args.preset)())
         model, run, note = args.model, None, None
         given = Path(model)
@@ -52,18 +51,13 @@ def _cmd_export(args) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else (run.root if run is not None else
                                                            new_run_dir(f"export-{model_name(model)}", args.runs))
         out = stage_dir(run_dir, "export")
-        will_write(out)
-        with locked(layout.root_by_name(run_dir) or run_dir, args, "export"):
+        with locked(out, args, "export"):
             result = run_export(model, cfg, out, data=data)
-    except (ExportError, ModelError, DataError, ValueError, RunError) as exc:
+    except (ExportError, ValueError, RunError) as exc:  # ModelError, DataError: ValueErrors
         return fail(str(exc))
     v = result.validation
     if args.json:
-        print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note,
-                     "onnx_path": str(result.onnx_path), "opset": result.opset,
-                     "attn_implementation": result.attn_implementation, "node_count": result.node_count,
-                     "size_mib": result.size_mib, "input_names": result.input_names, "class_names": result.class_names,
-                     "validation": v, "op_histogram": result.op_histogram})
+        print_json({"run_dir": str(run_dir), "result": str(out / layout.EXPORT_FILE), "input": note, **serial.to_dict(result)})
     else:
         print(export_text(result))
         print(f"saved:      {out / layout.EXPORT_FILE}   next: workbench fuse {run_dir}")
@@ -71,15 +65,13 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_fuse(args) -> int:
-    from ..graph import ExportError
-    from ..graph import FusionConfig, FusionError, run_fusion, summary, table
-    from ..runtime.ortinfer import InferenceError
-    from ..runs import RunError, layout
+    from ..graph import ExportError, FusionConfig, FusionError, run_fusion, summary, table
+    from ..runs import layout
+    from ..runtime.device import require_device
 
     source = Path(args.source)
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         run = run_of(source)
         src, out_dir = source, (source if source.is_dir() else source.parent)  # a bare graph or export folder
         if run is not None:
@@ -96,11 +88,9 @@ def _cmd_fuse(args) -> int:
 
             load_graph(source)  # a truncated or foreign file is one line naming it, before any folder is made
         out_dir = Path(args.run_dir) if args.run_dir else out_dir
-        will_write(out_dir)
-        with locked(run.root if run is not None and not args.run_dir else (layout.root_by_name(out_dir) or out_dir),
-                     args, "fuse"):
+        with locked(out_dir, args, "fuse"):
             report = run_fusion(src, cfg, out_dir)
-    except (FusionError, ExportError, InferenceError, FileNotFoundError, ValueError, RunError) as exc:
+    except (FusionError, ExportError, FileNotFoundError, ValueError) as exc:  # RunError: a FileNotFoundError
         return fail(str(exc))
     if args.json:
         print_json({"run_dir": str(out_dir), "result": str(out_dir / layout.FUSION_FILE), **summary(report)})
@@ -122,9 +112,7 @@ def add_graph(sub) -> None:
                   "128 tokens, tolerance 1e-3; quick: fewer, shorter examples; strict: tolerance 1e-5")
     add_config_flags(p, ExportConfig, EXPORT_FLAGS, base=ExportConfig.default())
     cli_only(p, "--data", default="reviews", help="'reviews' or a CSV/TSV/JSONL/Parquet file with text and label columns")
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this run folder (its root or any folder of it) instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p, "write into this run folder (its root or any folder of it) instead of a new one")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("fuse", help="optimize an exported graph (session levels, transformer optimizer): "
@@ -136,6 +124,6 @@ def add_graph(sub) -> None:
                   "x 20 runs; quick: 2 small shapes x 3 runs, 1 thread; inspect: no timing; gpu: CUDA, FP16, CUDA graphs "
                   "and PyTorch's GPU peers at 1x128 and 32x128")
     add_config_flags(p, FusionConfig, FUSE_FLAGS, base=FusionConfig.default())
-    cli_only(p, "--run-dir", help="where to write (default: <run>/fusion; the source's folder outside a run)")
-    cli_only(p, "--json", action="store_true", help="print a summary as JSON (the full report is fusion.json)")
+    output_flags(p, "where to write (default: <run>/fusion; the source's folder outside a run)", new_runs=False,
+                 json="print a summary as JSON (the full report is fusion.json)")
     p.set_defaults(func=_cmd_fuse)

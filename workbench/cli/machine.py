@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..core import serial
-from .common import fail, print_json
+from .common import fail, print_json, output_flags
 from .flags import cli_only
 
 
@@ -52,7 +52,7 @@ def _cmd_machine(args) -> int:
 def add_machine(sub) -> None:
     p = sub.add_parser("machine", help="this machine's CPU, instruction sets and FP32/INT8 matrix-multiply throughput "
                                        "through ONNX Runtime (cached; --refresh re-measures)")
-    cli_only(p, "--json", action="store_true", help="print the profile (fp32_gops, int8_gops, ...) and the load check as JSON")
+    output_flags(p, None, new_runs=False, json="print the profile (fp32_gops, int8_gops, ...) and the load check as JSON")
     cli_only(p, "--refresh", action="store_true", help="measure again instead of reading the cached profile")
     cli_only(p, "--threads", type=_positive_threads, default=None,
              help="intra-op threads to measure with (default: one per usable CPU, what the workbench times with)")

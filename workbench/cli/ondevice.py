@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from .. import runs
-from .common import fail, locked, print_json
+from ..core import serial
+from .common import fail, locked, print_json, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TerminalProgress, stop_on_sigint
+from .progress import TerminalProgress, drawn, stop_on_sigint
 
 ONDEVICE_FLAGS = (
     "trainable", Flag("last_n_layers", "last-n"), "loss", "optimizer", "lr", "weight_decay",
@@ -19,9 +20,7 @@ ONDEVICE_FLAGS = (
 
 
 def _cmd_ondevice(args) -> int:
-    from ..data.load import DataError
     from ..models.hub import model_name
-    from ..models.load import ModelError
     from ..ondevice import OnDeviceConfig, OnDeviceError, check_model, run_ondevice, table
     from ..runs import RunError, new_run_dir
 
@@ -36,29 +35,15 @@ def _cmd_ondevice(args) -> int:
             if (missing := ort_web_missing()) is not None:
                 return fail(f"--serve: the web page cannot be written: {missing}")
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"ondevice-{model_name(args.model)}", args.runs)
-        bar = None if args.json else TerminalProgress("on-device")
-        lock = locked(run_dir, args, "ondevice")
-        try:
-            result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else (lambda i, n, what: bar.update(i, n, what)),
-                                  stop=stop_on_sigint())
-        finally:
-            lock.release()
-            if bar is not None:
-                bar.close()
-    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+        with locked(run_dir, args, "ondevice"), drawn(None if args.json else TerminalProgress("on-device")) as bar:
+            result = run_ondevice(args.model, cfg, run_dir, progress=None if bar is None else bar.update, stop=stop_on_sigint())
+    except (OnDeviceError, ValueError, RunError) as exc:  # RunError: a locked run folder (a FileNotFoundError too)
         return fail(" ".join(str(exc).split()))
-    except RunError as exc:  # the run folder is locked by another writer (a FileNotFoundError too)
-        return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot write the run folder ({exc.strerror or exc}); choose another --runs or --run-dir")
     if args.json:
         print_json({"run_dir": str(run_dir), "result": str(run_dir / runs.layout.ONDEVICE_FILE), "ok": result.ok,
-                     "artifacts": result.artifacts, "loss_parity": result.loss_parity, "max_loss_diff": result.max_loss_diff,
-                     "tolerance": result.tolerance, "ondevice_losses": result.ondevice_losses,
-                     "pytorch_losses": result.pytorch_losses, "ondevice": result.ondevice, "pytorch": result.pytorch,
-                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio,
-                     "inference_dir": str(result.inference_dir), "validation": result.validation, "notes": result.notes,
-                     "web_page": result.web_page, "web_note": result.web_note})
+                     "step_time_ratio": result.step_time_ratio, "memory_ratio": result.memory_ratio, **serial.to_dict(result)})
     else:
         print(table(result))
         print(f"saved: {run_dir / runs.layout.ONDEVICE_FILE}   next: workbench fuse {result.inference_dir}")
@@ -92,8 +77,8 @@ def _serve(run_dir: Path, port: int) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from ..ondevice.browser import run_root
     from ..ondevice import OnDeviceError
+    from ..ondevice.browser import run_root
 
     try:
         root = run_root(args.run)
@@ -103,8 +88,6 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_import(args) -> int:
-    from ..data.load import DataError
-    from ..models.load import ModelError
     from ..ondevice import OnDeviceError
     from ..ondevice.browser import run_root, import_parameters, import_table
     from ..runs import RunError
@@ -112,10 +95,8 @@ def _cmd_import(args) -> int:
     try:
         with locked(run_root(args.run), args, "ondevice import"):
             record = import_parameters(args.run, args.file)
-    except (OnDeviceError, ModelError, DataError, ValueError) as exc:
+    except (OnDeviceError, ValueError, RunError) as exc:  # RunError: a locked run folder (a FileNotFoundError too)
         return fail(" ".join(str(exc).split()))
-    except RunError as exc:  # the run folder is locked by another writer
-        return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot read {args.file} or write the run folder ({exc.strerror or exc}); check the paths")
     if args.json:
@@ -141,9 +122,7 @@ def add_ondevice(sub) -> None:
                                               "folder or its Hub id (ORG/NAME, from the cache); defaults below are tiny's "
                                               "(for the others: last layer + head, 20 steps of 16, lr 1e-4) (default: tiny)")
     add_config_flags(p, OnDeviceConfig, ONDEVICE_FLAGS, base=OnDeviceConfig.quick())
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this folder instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p)
     cli_only(p, "--serve", action="store_true", help="after the run, serve its web page on 127.0.0.1 and print the "
                                                      "address (Ctrl-C stops)")
     cli_only(p, "--port", type=int, default=0, help="port for --serve on 127.0.0.1 (default: 0, any free port)")
@@ -159,7 +138,7 @@ def add_ondevice(sub) -> None:
                                          "1: it does not; 2: bad input.")
     imp.add_argument("run", help="the on-device run folder (the one `workbench ondevice` wrote)")
     imp.add_argument("file", help="the downloaded parameters (trained_parameters.bin)")
-    cli_only(imp, "--json", action="store_true", help="print the result as JSON")
+    output_flags(imp, None, new_runs=False)
     imp.set_defaults(func=_cmd_import)
     srv = actions.add_parser("serve", help="serve a run's web page on 127.0.0.1 and print the address (Ctrl-C stops)",
                              description="Serve the run folder over http on 127.0.0.1 only (the page loads ../artifacts), "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing, nullcontext
 
 
 def bar(done: int, total: int, width: int) -> str:
@@ -88,6 +89,11 @@ class ScoringBar:
                 stream.write(line + "\n")
             self.quarters[p.graph] = 0 if p.done else quarter
         stream.flush()
+
+
+def drawn(bar):
+    """``bar`` as a context manager that closes it; None (nothing drawn: ``--json``) as one that does nothing."""
+    return nullcontext() if bar is None else closing(bar)
 
 
 def stop_on_sigint():

@@ -7,14 +7,14 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..core.options import int_at_least, shapes_arg
-from .common import device_problem, fail, locked, will_write, print_json, run_of, say
+from ..core.options import int_at_least
+from .common import fail, locked, print_json, run_of, say, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
 
 QUANT_FLAGS = ("per_channel", "reduce_range", Flag("calibration.method", "calibration"), Flag("calibration.samples", "samples"),
                "op_types",
                Flag("nodes_to_exclude", "exclude", nargs="*", split=False, metavar="NODE"), "accuracy_level", "block_size")
-TIMING_FLAGS = (Flag("shapes", type=shapes_arg, metavar="BATCHxSEQ,..."), "repeats", "device")
+TIMING_FLAGS = ("shapes", "repeats", "device")
 EVAL_FLAGS = ("n_boot", Flag("node_error_samples", "node-samples"))
 BASELINE_FLAGS = (Flag("batch_size", "eval-batch-size"),)
 SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag("include_small_slices", "include-small"),
@@ -26,9 +26,8 @@ def _quant_source(source: Path, which: str):
     result file in it, or an .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when
     there is one), fused or exported."""
     from ..graph import load_export
-    from ..runs import layout
-
     from ..graph.facts import load_graph
+    from ..runs import layout
 
     run = run_of(source)
     if source.is_file() and source.suffix == ".onnx":  # an explicit graph is quantized as given
@@ -58,16 +57,15 @@ def _slice_row(d) -> dict:
 
 
 def _cmd_quantize(args) -> int:
-    from ..data.load import DataConfig, DataError, load_data
+    from ..data.load import DataConfig, load_data
     from ..graph import ExportError
-    from ..runtime.ortinfer import InferenceError
-    from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, QuantizeError, SearchConfig, TimingConfig, prepare_baseline,
+    from ..quant import (BASELINE_DIR, BaselineConfig, EvalConfig, SearchConfig, TimingConfig, prepare_baseline,
                          requantize_excluding, result_text, run_quantization, run_search, search_text, variant_row)
     from ..runs import layout
+    from ..runtime.device import require_device
 
-    if (problem := device_problem(args)) is not None:
-        return fail(problem)
     try:
+        require_device(args.device or "cpu")  # a device that cannot be used here: a DeviceError, before any work
         cfg = _quant_config(args)  # the settings first: they need no file
         graph, export, folder, note = _quant_source(Path(args.source), args.graph)
         say(note, args.json)
@@ -79,8 +77,7 @@ def _cmd_quantize(args) -> int:
         if args.search:
             out = Path(args.run_dir) if args.run_dir else folder / layout.SEARCH_DIR
             search = build(SearchConfig, args, evaluation=evaluation, baseline=dataclasses.replace(scoring, seed=evaluation.seed))
-            will_write(out)
-            with locked(layout.root_by_name(out) or out, args, "quantize --search"):
+            with locked(out, args, "quantize --search"):
                 found = run_search(graph, search, out, data=data, tokenizer=tok, export=export,
                                    progress=None if args.json else (lambda i, n, what: print(f"  [{i}/{n}] {what}", file=sys.stderr)))
             if args.json:
@@ -94,8 +91,7 @@ def _cmd_quantize(args) -> int:
                 print(f"saved: {out / layout.SEARCH_FILE}")
             return 0 if found.chosen else 1
         out = Path(args.run_dir) if args.run_dir else folder / layout.quantize_dir(cfg.label)
-        will_write(out)
-        with locked(layout.root_by_name(out) or out, args, "quantize"):
+        with locked(out, args, "quantize"):
             texts = max(scoring.calibration_samples, cfg.calibration.samples)
             baseline = prepare_baseline(graph, data, out / BASELINE_DIR,
                                         dataclasses.replace(scoring, calibration_samples=texts, seed=evaluation.seed),
@@ -103,7 +99,7 @@ def _cmd_quantize(args) -> int:
             result = run_quantization(baseline, cfg, out, evaluation=evaluation)
             if args.exclude_worst:
                 result = requantize_excluding(result, worst_k=args.exclude_worst, node_error_samples=evaluation.node_error_samples)
-    except (QuantizeError, ExportError, InferenceError, DataError, FileNotFoundError, ValueError) as exc:
+    except (ExportError, FileNotFoundError, ValueError) as exc:  # QuantizeError, InferenceError, DataError: ValueErrors
         return fail(str(exc))
     rep = result.report
     worst = rep.worst_slices(k=5)
@@ -147,6 +143,5 @@ def add_quant(sub) -> None:
     add_config_flags(p, TimingConfig, TIMING_FLAGS, base=TimingConfig())
     add_config_flags(p, EvalConfig, EVAL_FLAGS[:1], base=EvalConfig())
     add_config_flags(p, BaselineConfig, BASELINE_FLAGS, base=BaselineConfig())
-    cli_only(p, "--run-dir", help="where to write (default: <run folder>/quantize/<name>, or <run folder>/search)")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON")
+    output_flags(p, "where to write (default: <run folder>/quantize/<name>, or <run folder>/search)", new_runs=False)
     p.set_defaults(func=_cmd_quantize)

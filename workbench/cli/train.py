@@ -6,9 +6,9 @@ from pathlib import Path
 
 from .. import runs
 from ..core.options import int_at_least
-from .common import fail, locked, print_json, stage_dir
+from .common import fail, locked, print_json, stage_dir, output_flags
 from .flags import Flag, add_config_flags, build, cli_only
-from .progress import TrainProgressBar, stop_on_sigint
+from .progress import TrainProgressBar, drawn, stop_on_sigint
 
 _TRAIN_PRESETS = ("quick", "demo", "full", "bench")
 
@@ -48,15 +48,10 @@ def train_config(args):
 def _check_data(cfg) -> None:
     """A user's data file read and split before any run folder or training process exists: a missing
     file, another encoding or a class too small to split is one line, not a failed child process."""
-    from ..data.load import BUILTIN, DataError, load_data
-    from ..train import TrainConfigError
+    from ..data.load import BUILTIN, load_data
 
-    if cfg.data.source == BUILTIN:
-        return
-    try:
-        load_data(cfg.data)
-    except DataError as exc:
-        raise TrainConfigError(" ".join(str(exc).split())) from exc
+    if cfg.data.source != BUILTIN:
+        load_data(cfg.data)  # a DataError: the one line of workbench.cli.app.main
 
 
 def _run_summary(run) -> dict:
@@ -79,26 +74,21 @@ def _cmd_train(args) -> int:
         check_nproc(args.nproc, "--nproc")
         cfg = train_config(args)
         _check_data(cfg)
-    except (TrainConfigError, ValueError) as exc:
-        return fail(str(exc))
+    except ValueError as exc:  # TrainConfigError, DataError
+        return fail(" ".join(str(exc).split()))
     run_dir = Path(args.run_dir) if args.run_dir else new_run_dir(f"train-{args.backend}", args.runs)
     out = stage_dir(run_dir, "train")  # the run layout: <run>/train/<backend>/
-    bar = None if args.json else TrainProgressBar()
-    lock = locked(run_dir, args, "train")
     try:
-        if args.nproc > 1:
-            from ..train.distributed import run_distributed
+        with locked(out, args, "train"), drawn(None if args.json else TrainProgressBar()) as bar:
+            if args.nproc > 1:
+                from ..train.distributed import run_distributed
 
-            result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
-            run = result.run
-        else:
-            run = run_training(cfg, args.backend, out, progress=bar, stop=stop_on_sigint())
+                result = run_distributed(cfg, args.backend, nproc=args.nproc, run_dir=out)
+                run = result.run
+            else:
+                run = run_training(cfg, args.backend, out, progress=bar, stop=stop_on_sigint())
     except TrainConfigError as exc:
         return fail(str(exc))
-    finally:
-        lock.release()
-        if bar is not None:
-            bar.close()
     summary = _run_summary(run)
     if args.nproc > 1:
         summary.update(world_size=args.nproc, identical_weights_across_ranks=result.identical_weights)
@@ -111,28 +101,21 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from ..train import CompareConfig, comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
     from ..runs import new_run_dir
-    from ..train import TrainConfigError
+    from ..train import (CompareConfig, TrainConfigError, comparison_table, load_check, run_comparison, save_verdicts,
+                         verdict_lines, verdicts_for)
 
     try:
         cfg = train_config(args)
+        compare = build(CompareConfig, args, isolate=not args.in_process)
         _check_data(cfg)
-        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         run_dir = Path(args.run_dir) if args.run_dir else new_run_dir("compare", args.runs)
         out = stage_dir(run_dir, "train")  # the run layout: <run>/train/compare.json, <run>/train/<backend>/
-        bar = None if args.json else TrainProgressBar()
-        lock = locked(run_dir, args, "compare")
-        try:
+        with locked(out, args, "compare"), drawn(None if args.json else TrainProgressBar()) as bar:
             profile, before = load_check()
-            c = run_comparison(cfg, CompareConfig(backends=tuple(backends), tolerance=args.tolerance, isolate=not args.in_process),
-                               out, progress=bar, stop=stop_on_sigint())
+            c = run_comparison(cfg, compare, out, progress=bar, stop=stop_on_sigint())
             verdicts = verdicts_for(c, profile=profile, load=load_check(profile, before)[1])
             save_verdicts(verdicts, out)
-        finally:
-            lock.release()
-            if bar is not None:
-                bar.close()
     except TrainConfigError as exc:
         return fail(str(exc))
     if args.json:
@@ -161,13 +144,11 @@ def _train_flags(p, steps_help: str) -> None:
     steps = Flag("max_steps", "steps", help=steps_help)
     add_config_flags(p, TrainConfig, (*TRAIN_FLAGS[:3], steps, *TRAIN_FLAGS[3:]), base=TrainConfig.quick())
     add_config_flags(p, TrainConfig, ORTMODULE_FLAGS, base=TrainConfig.quick(), group=p.add_argument_group("ORTModule"))
-    cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
-    cli_only(p, "--run-dir", help="write into this run folder instead of a new one")
-    cli_only(p, "--json", action="store_true", help="print the result as JSON (no progress bar)")
+    output_flags(p, "write into this run folder instead of a new one", json="print the result as JSON (no progress bar)")
 
 
 def add_train(sub) -> None:
-    from ..train import DEFAULT_BACKENDS, Backend
+    from ..train import Backend, CompareConfig
 
     p = sub.add_parser("train", help="fine-tune with one backend (eager, ortmodule, compile); Ctrl-C stops cleanly")
     cli_only(p, "--backend", default="eager", choices=[b.value for b in Backend], help="what runs the training step")
@@ -176,9 +157,7 @@ def add_train(sub) -> None:
     p.set_defaults(func=_cmd_train)
 
     p = sub.add_parser("compare", help="train several backends with the same config and compare them")
-    cli_only(p, "--backends", default=",".join(b.value for b in DEFAULT_BACKENDS),
-             help=f"comma-separated, from {', '.join(b.value for b in Backend)}")
-    cli_only(p, "--tolerance", type=float, help="loss-parity tolerance (default: justified per precision/dropout)")
+    add_config_flags(p, CompareConfig, ("backends", "tolerance"))
     cli_only(p, "--in-process", action="store_true", help="run the backends in this process (default: one process each, "
                                                            "so peak memory is per backend)")
     _train_flags(p, "optimizer steps per backend")
