@@ -24,9 +24,9 @@ from ..runs import layout
 from ..graph import ExportConfig
 from ..graph import FusionConfig
 from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, PRESETS, BaselineConfig,
-                     EvalConfig, SearchConfig, TimingConfig)
+                     EvalConfig, SearchConfig, TimingConfig, machine_preset)
 from ..flow.sequence import StageOutcome, run_stages
-from ..train import DEFAULT_BACKENDS, TrainConfig
+from ..train import DEFAULT_BACKENDS, Backend, CompareConfig, TrainConfig
 from .stages import stages_for
 from .steps import FineTuneStep, Job, QuantizeStep
 
@@ -57,12 +57,9 @@ class DemoConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "backends", tuple(self.backends))
         object.__setattr__(self, "quant_presets", tuple(self.quant_presets))
-        known = PRESETS
-        bad = [p for p in self.quant_presets if p not in known]
+        bad = [p for p in self.quant_presets if p not in PRESETS]
         if bad:
-            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
-        from ..train import Backend
-
+            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(PRESETS)}")
         valid = [b.value for b in Backend]
         if not self.backends:
             raise ValueError(f"backends must name at least one of {', '.join(valid)}")
@@ -161,9 +158,6 @@ def run_demo(
 
 def demo_configs(cfg: DemoConfig) -> dict:
     """Each stage's config of the demo route."""
-    from ..quant import BaselineConfig, EvalConfig, machine_preset
-    from ..train import CompareConfig
-
     compare = CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate)
     presets = {n: machine_preset(n) for n in cfg.quant_presets}
     configs = {"data": cfg.train.data, "fine-tune": FineTuneStep(cfg.train, compare), "export": cfg.export, "fuse": cfg.fusion,
