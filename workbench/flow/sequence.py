@@ -182,8 +182,6 @@ def run_stages(
             results[stage.name] = stage.run(rec)
         except fatal:
             raise
-        except KeyboardInterrupt:
-            raise
         except Exception as exc:  # recorded: later stages and what was written survive it
             seconds = time.perf_counter() - t0
             message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

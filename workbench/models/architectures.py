@@ -9,7 +9,7 @@ the exported graph's inputs and the tests' tiny model (:mod:`workbench.workflows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 # The tiny models' sizes (workbench.workflows.tiny builds them): two layers, hidden size 32 (64 for ModernBERT).
 VOCAB_SIZE = 1000
@@ -40,75 +40,50 @@ UNIGRAM_XLMR = TokenizerStyle("unigram", ("<s>", "<pad>", "</s>", "<unk>", "<mas
 UNIGRAM_DEBERTA = TokenizerStyle("unigram", ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"), "[CLS]", "[SEP]", False, False)
 
 
-def _ids(tok) -> dict:
-    return dict(pad_token_id=tok.pad_token_id)
-
-
-def _bert(tok):
-    from transformers import BertConfig
-
-    return BertConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                      intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS, **_ids(tok))
-
-
-def _roberta(cls_name: str):
+def _config(cls_name: str, token_ids: Callable[[Any], dict] = lambda tok: {}, **own) -> Callable:
+    """A maker of ``transformers.<cls_name>`` at the tiny sizes for a tokenizer; ``own`` overrides a size or adds
+    a setting, ``token_ids(tok)`` the special-token ids the family's config names."""
     def make(tok):
         import transformers
 
-        cls = getattr(transformers, cls_name)
-        # RoBERTa numbers positions from padding_idx + 1, so it needs two more position rows.
-        return cls(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                   intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
-                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+        sizes = dict(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                     intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS, pad_token_id=tok.pad_token_id)
+        return getattr(transformers, cls_name)(**{**sizes, **own, **token_ids(tok)})
 
     return make
+
+
+def _bos_eos(tok) -> dict:
+    return dict(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+
+
+def _cls_sep(tok) -> dict:
+    return dict(bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
+                sep_token_id=tok.sep_token_id)
 
 
 def _distilbert(tok):
     from transformers import DistilBertConfig
 
     return DistilBertConfig(vocab_size=len(tok), dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=INTERMEDIATE,
-                            max_position_embeddings=MAX_POSITIONS, **_ids(tok))
+                            max_position_embeddings=MAX_POSITIONS, pad_token_id=tok.pad_token_id)
 
 
-def _electra(tok):
-    from transformers import ElectraConfig
-
-    return ElectraConfig(vocab_size=len(tok), embedding_size=HIDDEN, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                         num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
-                         max_position_embeddings=MAX_POSITIONS, **_ids(tok))
-
-
-def _mpnet(tok):
-    from transformers import MPNetConfig
-
-    return MPNetConfig(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                       intermediate_size=INTERMEDIATE, max_position_embeddings=MAX_POSITIONS + 2,
-                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **_ids(tok))
+_bert = _config("BertConfig")
+_electra = _config("ElectraConfig", embedding_size=HIDDEN)
+# RoBERTa and MPNet number positions from padding_idx + 1, so they need two more position rows.
+_mpnet = _config("MPNetConfig", _bos_eos, max_position_embeddings=MAX_POSITIONS + 2)
+# DeBERTa-v3's settings (what fine-tuned v2/v3 checkpoints use): disentangled c2p/p2c attention,
+# log-bucketed relative positions, no absolute position embedding.
+_deberta_v2 = _config("DebertaV2Config", relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=64,
+                      max_relative_positions=-1, norm_rel_ebd="layer_norm", share_att_key=True,
+                      position_biased_input=False, type_vocab_size=0)
+_modernbert = _config("ModernBertConfig", _cls_sep, hidden_size=2 * HIDDEN, intermediate_size=2 * INTERMEDIATE,
+                      global_attn_every_n_layers=2, local_attention=64)
 
 
-def _deberta_v2(tok):
-    from transformers import DebertaV2Config
-
-    # DeBERTa-v3's settings (what fine-tuned v2/v3 checkpoints use): disentangled c2p/p2c attention,
-    # log-bucketed relative positions, no absolute position embedding.
-    return DebertaV2Config(vocab_size=len(tok), hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                           num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
-                           max_position_embeddings=MAX_POSITIONS, relative_attention=True,
-                           pos_att_type=["p2c", "c2p"], position_buckets=64, max_relative_positions=-1,
-                           norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
-                           type_vocab_size=0, **_ids(tok))
-
-
-def _modernbert(tok):
-    from transformers import ModernBertConfig
-
-    return ModernBertConfig(vocab_size=len(tok), hidden_size=2 * HIDDEN, num_hidden_layers=LAYERS,
-                            num_attention_heads=HEADS, intermediate_size=2 * INTERMEDIATE,
-                            max_position_embeddings=MAX_POSITIONS, global_attn_every_n_layers=2, local_attention=64,
-                            pad_token_id=tok.pad_token_id, bos_token_id=tok.cls_token_id,
-                            eos_token_id=tok.sep_token_id, cls_token_id=tok.cls_token_id,
-                            sep_token_id=tok.sep_token_id)
+def _roberta(cls_name: str) -> Callable:
+    return _config(cls_name, _bos_eos, max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1)
 
 
 _ARCH_LIMIT_FIX = ("nothing to fix in the export: this is what onnxruntime 1.19.2's optimizer does for this "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .architectures import SUPPORTED_MODEL_TYPES
+from .architectures import HEADS, HIDDEN, INTERMEDIATE, LAYERS, MAX_POSITIONS, SUPPORTED_MODEL_TYPES
 from .names import BUILTIN_MODELS, MINILM, TINY, ModelError
 
 ATTENTION_CHOICES = ("eager", "sdpa")
@@ -24,13 +24,9 @@ ATTENTION_CHOICES = ("eager", "sdpa")
 DROPOUT_ATTRIBUTES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout", "dropout",
                       "attention_dropout", "seq_classif_dropout", "pooler_dropout", "embedding_dropout", "mlp_dropout")
 
-TINY_CONFIG = dict(
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=512,
-)
+# the tiny random BERT: the sizes of every tiny model (workbench.models.architectures)
+TINY_CONFIG = dict(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                   max_position_embeddings=MAX_POSITIONS)
 
 
 @dataclass

@@ -18,7 +18,6 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from . import layout
 from .atomic import atomic_copy, atomic_dir, atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_npy, atomic_write_text
@@ -28,7 +27,7 @@ from .results import load_result, read_result_json, save_result
 
 __all__ = [
     "DEFAULT_ROOT", "default_out", "RunError", "RunInfo", "atomic_copy", "atomic_dir", "atomic_path", "atomic_write_bytes",
-    "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "iter_files", "layout", "list_runs",
+    "atomic_write_json", "atomic_write_npy", "atomic_write_text", "find_results", "layout", "list_runs",
     "load_result", "new_run_dir", "read_result_json", "save_result", "RunLocked", "drop_created_if_empty", "run_lock",
 ]
 
@@ -90,6 +89,3 @@ def list_runs(root: str | os.PathLike | None = None) -> list[RunInfo]:
             out.append(RunInfo(child, tuple(sorted(stages)), child.stat().st_mtime))
     return sorted(out, key=lambda r: r.modified, reverse=True)
 
-
-def iter_files(run: str | os.PathLike, pattern: str) -> Iterator[Path]:
-    return iter(sorted(Path(run).glob(pattern)))

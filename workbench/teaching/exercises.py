@@ -47,8 +47,19 @@ def _number(answer: Any) -> Optional[float]:
     return value if math.isfinite(value) else None
 
 
-def _close(answer: float, truth: float, rel: float) -> bool:
-    return abs(answer - truth) <= rel * abs(truth)
+def _judge_number(name: str, value: float, truth: float, rel: float, right: str, hint: str) -> Verdict:
+    """Correct within ``rel`` of ``truth``; otherwise the hint, and which side of the truth the answer lies."""
+    if abs(value - truth) <= rel * abs(truth):
+        return Verdict(name, CORRECT, right)
+    return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")
+
+
+def _judge_choice(name: str, answer: Any, given: str, choices: list[str], what: str, right_one: Optional[str], right: str,
+                  hint: str) -> Verdict:
+    """Correct when ``given`` is ``right_one``; an answer that is none of ``choices`` is named with them."""
+    if given not in choices:
+        return Verdict(name, NOT_QUITE, f"{what} {choices}, got {answer!r}.")
+    return Verdict(name, CORRECT, right) if given == right_one else Verdict(name, NOT_QUITE, hint)
 
 
 # ---- 00 tour -------------------------------------------------------------------------------
@@ -62,12 +73,10 @@ def check_size_ratio(answer: Any, quant_result: Any) -> Verdict:
     value = _number(answer)
     if value is None or value <= 0:
         return Verdict(name, NOT_QUITE, f"SIZE_RATIO must be a positive number (FP32 size / INT8 size), got {answer!r}.")
-    truth = quant_result.fp32_size_mib / quant_result.size_mib
-    if _close(value, truth, 0.10):
-        return Verdict(name, CORRECT, "INT8 weights take a byte where FP32 takes four; what is not a weight "
-                                      "(embeddings kept in FP32, graph structure) keeps the ratio below 4.")
-    hint = "FP32 size divided by INT8 size: both sizes are in the Quantize step's results table"
-    return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")
+    return _judge_number(name, value, quant_result.fp32_size_mib / quant_result.size_mib, 0.10,
+                         "INT8 weights take a byte where FP32 takes four; what is not a weight "
+                         "(embeddings kept in FP32, graph structure) keeps the ratio below 4.",
+                         "FP32 size divided by INT8 size: both sizes are in the Quantize step's results table")
 
 
 # ---- 01 fine-tune with ORTModule -----------------------------------------------------------
@@ -84,12 +93,10 @@ def check_startup_in_steps(answer: Any, run: Any) -> Verdict:
     median = run.median_step_s
     if not (median and median == median and run.startup_s == run.startup_s):
         return Verdict(name, NOT_YET, "the run is too short to have a median step: train more steps.")
-    truth = run.startup_s / median
-    if _close(value, truth, 0.25):
-        return Verdict(name, CORRECT, "that is what the export and graph build cost, paid once per process: "
-                                      "a short run pays it in full, a long one hardly notices it.")
-    return Verdict(name, NOT_QUITE, "divide the start-up (first step) by the median step time, both in the run table "
-                                    f"(your answer is {'too high' if value > truth else 'too low'}).")
+    return _judge_number(name, value, run.startup_s / median, 0.25,
+                         "that is what the export and graph build cost, paid once per process: "
+                         "a short run pays it in full, a long one hardly notices it.",
+                         "divide the start-up (first step) by the median step time, both in the run table")
 
 
 # ---- 02 eager vs ORTModule -----------------------------------------------------------------
@@ -101,15 +108,11 @@ def check_fastest_backend(answer: Any, comparison: Any) -> Verdict:
         return Verdict(name, NOT_YET, "train at least two backends first.")
     if answer is None:
         return Verdict(name, NOT_YET, "set FASTEST to a backend name and run this cell again.")
-    names = [r.backend.value for r in ok]
-    given = str(answer).strip().lower()
-    if given not in names:
-        return Verdict(name, NOT_QUITE, f"FASTEST must be one of the backends you trained {names}, got {answer!r}.")
-    best = max(ok, key=lambda r: r.samples_per_s).backend.value
-    if given == best:
-        return Verdict(name, CORRECT, "measured on this machine; on a GPU with fused optimizers the order can change.")
-    return Verdict(name, NOT_QUITE, "look at the throughput ratios (above 1x is faster than the baseline), "
-                                    "not at the start-up, which is paid once.")
+    return _judge_choice(name, answer, str(answer).strip().lower(), [r.backend.value for r in ok],
+                         "FASTEST must be one of the backends you trained", max(ok, key=lambda r: r.samples_per_s).backend.value,
+                         "measured on this machine; on a GPU with fused optimizers the order can change.",
+                         "look at the throughput ratios (above 1x is faster than the baseline), "
+                         "not at the start-up, which is paid once.")
 
 
 # ---- 03 export and fusion ------------------------------------------------------------------
@@ -213,19 +216,15 @@ def check_most_hurt_class(answer: Any, quant_result: Any) -> Verdict:
         return Verdict(name, NOT_YET, "the report has no per-class slices to compare.")
     if answer is None:
         return Verdict(name, NOT_YET, "set MOST_HURT_CLASS to a class name and run this cell again.")
-    names = [d.slice.split(":", 1)[1] for d in classes]
-    given = str(answer).strip()
-    if given.startswith("class:"):
-        given = given.split(":", 1)[1]
-    if given not in names:
-        return Verdict(name, NOT_QUITE, f"MOST_HURT_CLASS must be one of the classes {names}, got {answer!r}.")
     deltas = {d.slice.split(":", 1)[1]: d.delta for d in classes}
-    worst = min(deltas.values())
-    if math.isclose(deltas[given], worst):
-        return Verdict(name, CORRECT, "the class whose examples sit closest to the decision boundary loses the most; "
-                                      "the flip table shows which reviews.")
-    return Verdict(name, NOT_QUITE, "compare the bars of the class:... slices in the slice chart (the change in "
-                                    "accuracy, not the accuracy itself).")
+    given = str(answer).strip().removeprefix("class:")
+    worst = min(deltas.values())  # a tie: each of the classes that lost the most is right
+    return _judge_choice(name, answer, given, list(deltas), "MOST_HURT_CLASS must be one of the classes",
+                         given if math.isclose(deltas.get(given, math.inf), worst) else None,
+                         "the class whose examples sit closest to the decision boundary loses the most; "
+                         "the flip table shows which reviews.",
+                         "compare the bars of the class:... slices in the slice chart (the change in "
+                         "accuracy, not the accuracy itself).")
 
 
 # ---- 06 on-device training -------------------------------------------------------------------
@@ -240,12 +239,10 @@ def check_trainable_fraction(answer: Any, result: Any) -> Verdict:
     value = _number(answer)
     if value is None or not 0 < value <= 1:
         return Verdict(name, NOT_QUITE, f"FRACTION must be a number above 0 and at most 1, got {answer!r}.")
-    truth = art.trainable_parameters / art.total_parameters
-    if _close(value, truth, 0.10):
-        return Verdict(name, CORRECT, "only these parameters get gradients, optimizer moments and updates; the "
-                                      "frozen rest still sits in the checkpoint, which is why it is nearly as large.")
-    hint = "trainable parameters divided by all parameters: both are in the panel's first table"
-    return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")
+    return _judge_number(name, value, art.trainable_parameters / art.total_parameters, 0.10,
+                         "only these parameters get gradients, optimizer moments and updates; the "
+                         "frozen rest still sits in the checkpoint, which is why it is nearly as large.",
+                         "trainable parameters divided by all parameters: both are in the panel's first table")
 
 
 # ---- 07 embedding model --------------------------------------------------------------------
@@ -258,11 +255,7 @@ def check_most_ndcg_kept(answer: Any, result: Any) -> Verdict:
         return Verdict(name, NOT_YET, "run the panel first: it scores each variant on the retrieval task.")
     if answer is None:
         return Verdict(name, NOT_YET, "set KEPT_MOST to a variant's name and run this cell again.")
-    names = [v.name for v in scored]
-    given = str(answer).strip()
-    if given not in names:
-        return Verdict(name, NOT_QUITE, f"KEPT_MOST must be one of the variants scored {names}, got {answer!r}.")
-    best = max(scored, key=lambda v: v.retrieval.ndcg_ratio).name
-    if given == best:
-        return Verdict(name, CORRECT, "read from this run's retrieval table; another corpus or CPU can change it.")
-    return Verdict(name, NOT_QUITE, "look at NDCG@10 as a share of FP32's in the retrieval table, not at the speed.")
+    return _judge_choice(name, answer, str(answer).strip(), [v.name for v in scored], "KEPT_MOST must be one of the variants scored",
+                         max(scored, key=lambda v: v.retrieval.ndcg_ratio).name,
+                         "read from this run's retrieval table; another corpus or CPU can change it.",
+                         "look at NDCG@10 as a share of FP32's in the retrieval table, not at the speed.")

@@ -14,8 +14,10 @@ from pathlib import Path
 from ..flow.sequence import run_stages
 from .stages import stages_for
 from .steps import FineTuneStep, Job, QuantizeStep
-from .tiny import (BPE_ROBERTA, UNIGRAM_XLMR, WORDPIECE_BERT, ZOO, ZOO_TYPES, build_tiny, build_tokenizer,  # noqa: F401
-                   train_backend, training_texts, zoo_entry)
+# the tests and benchmarks/zoo_matrix.py reach the tiny builders and the architectures' names here
+from ..models.architectures import BPE_ROBERTA, UNIGRAM_XLMR, WORDPIECE_BERT  # noqa: F401
+from ..models.architectures import SUPPORTED_MODEL_TYPES as ZOO_TYPES  # noqa: F401
+from .tiny import build_tiny, build_tokenizer, train_backend, training_texts  # noqa: F401
 
 
 # ---- the coverage matrix -----------------------------------------------------------------------

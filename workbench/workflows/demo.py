@@ -24,9 +24,9 @@ from ..runs import layout
 from ..graph import ExportConfig
 from ..graph import FusionConfig
 from ..quant import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MIN_SPEEDUP, DEFAULT_N_BOOT, PRESETS, BaselineConfig,
-                     EvalConfig, SearchConfig, TimingConfig)
+                     EvalConfig, SearchConfig, TimingConfig, machine_preset)
 from ..flow.sequence import StageOutcome, run_stages
-from ..train import DEFAULT_BACKENDS, TrainConfig
+from ..train import DEFAULT_BACKENDS, Backend, CompareConfig, TrainConfig
 from .stages import stages_for
 from .steps import FineTuneStep, Job, QuantizeStep
 
@@ -57,12 +57,9 @@ class DemoConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "backends", tuple(self.backends))
         object.__setattr__(self, "quant_presets", tuple(self.quant_presets))
-        known = PRESETS
-        bad = [p for p in self.quant_presets if p not in known]
+        bad = [p for p in self.quant_presets if p not in PRESETS]
         if bad:
-            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(known)}")
-        from ..train import Backend
-
+            raise ValueError(f"unknown quantization preset(s) {bad}; presets: {sorted(PRESETS)}")
         valid = [b.value for b in Backend]
         if not self.backends:
             raise ValueError(f"backends must name at least one of {', '.join(valid)}")
@@ -161,9 +158,6 @@ def run_demo(
 
 def demo_configs(cfg: DemoConfig) -> dict:
     """Each stage's config of the demo route."""
-    from ..quant import BaselineConfig, EvalConfig, machine_preset
-    from ..train import CompareConfig
-
     compare = CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate)
     presets = {n: machine_preset(n) for n in cfg.quant_presets}
     configs = {"data": cfg.train.data, "fine-tune": FineTuneStep(cfg.train, compare), "export": cfg.export, "fuse": cfg.fusion,
@@ -180,6 +174,10 @@ class DemoHooks:
     def __init__(self, cfg: DemoConfig, run: Path, report: dict, log: Log = print) -> None:
         self.run, self.source, self.presets, self.report, self.log = run, cfg.train.data.source, cfg.quant_presets, report, log
         self.figs = run / layout.FIGURES_DIR
+
+    def draw(self, st, result, figures: dict[str, Callable]) -> None:
+        """Each ``{file stem: plot}`` of ``result`` written into the run's figures and listed on the stage."""
+        st.figures += [write_figure(plot(result), self.figs / f"{stem}.html") for stem, plot in figures.items()]
 
     def hooks(self) -> dict[str, Callable]:
         return {"doctor": self.doctor, "data": self.data, "fine-tune": self.fine_tune, "export": self.export,
@@ -201,11 +199,8 @@ class DemoHooks:
     def fine_tune(self, st, comparison) -> None:
         from ..plots import train as train_plots
 
-        st.figures += [
-            write_figure(train_plots.loss_curves(comparison), self.figs / "train_loss_curves.html"),
-            write_figure(train_plots.step_time_distribution(comparison), self.figs / "train_step_times.html"),
-            write_figure(train_plots.throughput_memory_bars(comparison), self.figs / "train_throughput_memory.html"),
-        ]
+        self.draw(st, comparison, {"train_loss_curves": train_plots.loss_curves, "train_step_times": train_plots.step_time_distribution,
+                                   "train_throughput_memory": train_plots.throughput_memory_bars})
         st.headline = {**_train_headline(comparison), **st.headline}
 
     def export(self, st, export) -> None:
@@ -217,15 +212,10 @@ class DemoHooks:
     def fuse(self, st, fusion) -> None:
         from ..plots import graph as graph_plots
 
-        figs = self.figs
-        st.figures += [
-            write_figure(graph_plots.op_counts(fusion), figs / "graph_op_counts.html"),
-            write_figure(graph_plots.fused_ops(fusion), figs / "graph_fused_ops.html"),
-            write_figure(graph_plots.latency(fusion), figs / "graph_latency.html"),
-            write_figure(graph_plots.size_on_disk(fusion), figs / "graph_size.html"),
-        ]
+        self.draw(st, fusion, {"graph_op_counts": graph_plots.op_counts, "graph_fused_ops": graph_plots.fused_ops,
+                               "graph_latency": graph_plots.latency, "graph_size": graph_plots.size_on_disk})
         if fusion.fused_op_counts:
-            st.figures.append(write_figure(graph_plots.fused_node_drawing(fusion), figs / "graph_fused_node.html"))
+            self.draw(st, fusion, {"graph_fused_node": graph_plots.fused_node_drawing})
         st.headline = {"fused": ", ".join(f"{k} {v}" for k, v in sorted(fusion.fused_op_counts.items())) or "nothing fused"}
 
     def quantize(self, st, quantized) -> None:
@@ -237,19 +227,18 @@ class DemoHooks:
         acc, n_test = fp32_test_accuracy(baseline)
         st.headline["fp32 test accuracy"] = f"{acc:.3f} on {n_test} test reviews (the fine-tuned model, FP32 graph)"
         self.log(f"   fine-tuned model (FP32 graph): test accuracy {acc:.3f} on {n_test} held-out test reviews")
-        figs = self.figs
         for name, res in zip(self.presets, results):
-            st.figures += [write_figure(quant_plots.drift_bars(res), figs / f"quant_{name}_slice_drift.html"),
-                           write_figure(quant_plots.confidence_scatter(res), figs / f"quant_{name}_confidence.html"),
-                           write_figure(quant_plots.threshold_curves(res), figs / f"quant_{name}_threshold.html")]
+            self.draw(st, res, {f"quant_{name}_slice_drift": quant_plots.drift_bars,
+                                f"quant_{name}_confidence": quant_plots.confidence_scatter,
+                                f"quant_{name}_threshold": quant_plots.threshold_curves})
             if res.node_errors:
-                st.figures.append(write_figure(quant_plots.node_errors(res), figs / f"quant_{name}_node_errors.html"))
+                self.draw(st, res, {f"quant_{name}_node_errors": quant_plots.node_errors})
             st.headline[name] = f"acc {res.accuracy:.3f} ({100 * res.accuracy_delta:+.1f} pts), {res.speedup:.2f}x, {res.size_mib:.1f} MiB"
 
     def search(self, st, found) -> None:
         from ..plots import quant as quant_plots
 
-        st.figures.append(write_figure(quant_plots.tradeoff(found), self.figs / "quant_search.html"))
+        self.draw(st, found, {"quant_search": quant_plots.tradeoff})
 
 
 def fp32_test_accuracy(baseline) -> tuple[float, int]:

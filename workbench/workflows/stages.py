@@ -1,23 +1,11 @@
 """The stage registry: every stage's name, title, config type, run function, inputs and outputs in
-one table; the route each front runs through it; and the one builder of a front's list of stages.
+one table (:data:`STAGES`); the route each front runs through it (:data:`ROUTES`); and
+:func:`stages_for`, the one builder of a front's list of stages (ARCHITECTURE.md, "Stages").
 
-    from workbench.workflows.stages import STAGES, ROUTES, stages_for
-    STAGES["quantize"].run              # steps.quantize(config, record, job)
-    ROUTES["audit"].stages              # ("doctor", "data", "export", "fuse", "quantize", "evaluate", ..., "ship", "report")
     stages = stages_for("demo", Job(run_dir, {"data": DataConfig(), ...}, hooks={"fuse": draw_figures}))
 
-A **route** is the ordered registry names one front runs (the demo, the audit, the coverage run, the
-notebook ``Workbench``, the graph panel's export and fuse, the embedding audit with
-``Job(task="embedding")``): their order, what each stage ``needs``
-(the registry's ``inputs`` that the route runs, or the nearest stages in the route they come from;
-a route declares its own where its stage takes something else), why a stage is skipped when a need
-is missing, and which stages run even after a stop (the report). Every stage runs the registry's
-run function (:mod:`workbench.workflows.steps`) with the config the front gives; a front adds
-hooks (headlines, figures, log lines) and resume loaders, never a body.
-
 The registry's names are the ones every front records (``demo.json``, ``audit.json``,
-``summary.json``, the logs). Plans (``workbench run plan.yaml``) are
-:mod:`workbench.workflows.plan`.
+``summary.json``, the logs); a front adds hooks and resume loaders, never a body.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""Each stage's one run function, ``run(config, record, job) -> result``: what the registry
-(:mod:`workbench.workflows.stages`) calls for every front. ``config`` is the stage's config from
-``job.configs``; ``record.inputs`` holds the results of the stages before it; :class:`Job` is the run
-folder, the log, the stop event and the front's hooks. What a stage takes from the one before is
-:mod:`workbench.flow.handoffs`'s rule. A front gives configs and hooks (``hooks[name](record, result)``
-after the stage: its headlines, figures and log lines), never a body.
-
-The ``task`` of a job picks the functions that differ between kinds of model (:data:`TASKS`):
-export, baseline, quantization and search, and the stage bodies a kind of model runs its own way
-(``Task.stages``: the embedding task's export, quantize, evaluate, search and report).
+"""Each stage's one run function, ``run(config, record, job) -> result``, which the registry
+(:mod:`workbench.workflows.stages`) calls for every front: ``config`` comes from ``job.configs``,
+``record.inputs`` holds the results of the stages before it. The ``task`` of a job picks the functions
+that differ between kinds of model (:data:`TASKS`, ``Task.stages``).
 """
 
 from __future__ import annotations

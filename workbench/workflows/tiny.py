@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .. import runs
-from ..models.architectures import (ARCHITECTURES, BPE_MODERNBERT, BPE_ROBERTA, HEADS, HIDDEN, INTERMEDIATE, LAYERS,  # noqa: F401
-                            MAX_POSITIONS, UNIGRAM_DEBERTA, UNIGRAM_XLMR, VOCAB_SIZE, WORDPIECE_BERT, WORDPIECE_MPNET,
-                            Architecture, TokenizerStyle)
+from ..models.architectures import (BPE_MODERNBERT, MAX_POSITIONS, UNIGRAM_DEBERTA, VOCAB_SIZE, WORDPIECE_BERT, TokenizerStyle,
+                                    architecture)
 
 # Texts the vocabularies are trained on: the first reviews of the built-in data (enough for a
 # 1,000-token vocabulary; training on all 12,800 takes longer and changes nothing the tests see).
@@ -41,10 +40,6 @@ def _special_kw(style: TokenizerStyle) -> dict:
     unk = "[UNK]" if "[UNK]" in s else "<unk>"
     return dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", pad_token="<pad>",
                 unk_token=unk, mask_token="<mask>")
-
-
-ZOO = ARCHITECTURES  # the tiny builders are the registry's entries (workbench.models.architectures)
-ZOO_TYPES = tuple(ZOO)
 
 
 def training_texts(n: int = TRAINING_TEXTS) -> list[str]:
@@ -115,19 +110,13 @@ def build_tokenizer(model_type: str, texts: Optional[Sequence[str]] = None, voca
     """The family's fast tokenizer class around a vocabulary trained offline (see module docs)."""
     import transformers
 
-    entry = zoo_entry(model_type)
+    entry = architecture(model_type)  # the tiny builders are the registry's entries
     backend = train_backend(entry.style, texts, vocab_size)
     cls = getattr(transformers, entry.tokenizer_class)
     kw = dict(tokenizer_object=backend, model_max_length=MAX_POSITIONS, **_special_kw(entry.style))
     if model_type == "modernbert":
         kw["model_input_names"] = ["input_ids", "attention_mask"]  # what ModernBERT's own tokenizer declares
     return cls(**kw)
-
-
-def zoo_entry(model_type: str) -> Architecture:
-    if model_type not in ZOO:
-        raise ValueError(f"no tiny builder for model type {model_type!r}; types: {list(ZOO_TYPES)}")
-    return ZOO[model_type]
 
 
 def build_tiny(model_type: str, folder: str | os.PathLike, num_labels: int = 2, seed: int = 0,
@@ -138,7 +127,7 @@ def build_tiny(model_type: str, folder: str | os.PathLike, num_labels: int = 2, 
     import torch
     from transformers import AutoModelForSequenceClassification
 
-    entry = zoo_entry(model_type)
+    entry = architecture(model_type)  # the tiny builders are the registry's entries
     tokenizer = build_tokenizer(model_type, texts, vocab_size)
     config = entry.make_config(tokenizer)
     labels = id2label or ({0: "rotten", 1: "fresh"} if num_labels == 2 else {i: str(i) for i in range(num_labels)})
