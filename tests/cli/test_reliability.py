@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.pause import wait_paused
 
 PY = sys.executable
 
@@ -228,34 +229,13 @@ def _pause(tmp_path, point):
     return fifo, {"WORKBENCH_PAUSE_AT": f"{point}={fifo}"}
 
 
-def _wait_paused(fifo, proc, timeout=240):
-    """The PID the paused process wrote into the FIFO (blocks until it reaches the point)."""
-    import select
-
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        end = time.monotonic() + timeout
-        buf = b""
-        while time.monotonic() < end:
-            if proc.poll() is not None:
-                raise AssertionError(f"the writer ended (exit {proc.returncode}) before the pause: {proc.stderr.read()[-2000:]}")
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if ready:
-                buf += os.read(fd, 64)
-                if buf.endswith(b"\n"):
-                    return int(buf.strip())
-        raise AssertionError("the writer never reached the pause point")
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.slow  # a long run for make test-fast: 8 s on 2 cores
 def test_second_writer_is_refused_naming_the_holder_and_a_stale_lock_is_taken_over(fx, tmp_path):
     run = copy_run(fx, "run-lock")
     fifo, env = _pause(tmp_path, "locked")
     first = start("export", "--model", "tiny", "--preset", "quick", "--validation-examples", "4", "--run-dir", run, env=env)
     try:
-        pid = _wait_paused(fifo, first)  # the first export holds the run's lock, paused
+        pid = wait_paused(fifo, first)  # the first export holds the run's lock, paused
         assert pid == first.pid
         second = cli("fuse", run, "--preset", "inspect")
         line = refused(second, f"PID {first.pid}", "workbench export", str(run))
@@ -278,7 +258,7 @@ def test_two_audits_into_one_out_folder(fx, tmp_path):
     fifo, env = _pause(tmp_path, "locked")
     first = start("audit", "--model", fx / "tiny", "--data", fx / "ids.csv", "--quick", "--out", out, env=env)
     try:
-        _wait_paused(fifo, first)
+        wait_paused(fifo, first)
         refused(cli("audit", "--model", fx / "tiny", "--data", fx / "ids.csv", "--quick", "--out", out),
                 f"PID {first.pid}", "--out")
     finally:
@@ -310,7 +290,7 @@ def test_report_pair_killed_between_its_files_shows_the_old_pair(fx, tmp_path, p
     writer = subprocess.Popen([PY, "-c", _WRITE, str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, **env})
     try:
-        _wait_paused(fifo, writer)  # summary.json of the new pair is written; report.html is not (or not swapped in)
+        wait_paused(fifo, writer)  # summary.json of the new pair is written; report.html is not (or not swapped in)
         writer.send_signal(signal.SIGKILL)
     finally:
         writer.wait()

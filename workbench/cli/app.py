@@ -83,6 +83,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if line is None:
             raise
         return fail(line)
+    except KeyboardInterrupt:  # Ctrl-C: files are written whole (atomic) and the run folder's lock is let go on the way out
+        print(f"workbench {args.command}: stopped (Ctrl-C); what it finished is kept, nothing is half-written", file=sys.stderr)
+        return 130
     finally:
         if code == 2:  # refused (or failed before finishing): no empty run folder left behind
             drop_created_if_empty()
@@ -90,6 +93,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from ..runs.lock import CREATED
 
             CREATED.clear()
+
 
 if __name__ == "__main__":
     sys.exit(main())

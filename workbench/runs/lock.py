@@ -95,11 +95,15 @@ class run_lock:
         self._fd = fd
         _HELD[key] = 1
         self._key = key
-        if self.clean:
-            clean_stale(self.folder)
         from .atomic import pause_at
 
-        pause_at("locked")  # test hook: hold the lock at a moment the test controls (WORKBENCH_PAUSE_AT)
+        try:
+            if self.clean:
+                clean_stale(self.folder)
+            pause_at("locked")  # test hook: hold the lock at a moment the test controls (WORKBENCH_PAUSE_AT)
+        except BaseException:  # Ctrl-C or a failure before the with block starts: its __exit__ would never run
+            self.release()
+            raise
         return self
 
     def release(self) -> None:
