@@ -34,11 +34,16 @@ def check_model(folder: str) -> ModelFacts:
     """Is ``folder`` a local Hugging Face sequence classifier the exporter handles?"""
     from ..models.hub import model_source
     from ..models.load import SUPPORTED_MODEL_TYPES, ModelError
+    from ..models.names import BUILTIN_MODELS
 
     try:
         path = Path(model_source(folder)).expanduser()  # a Hugging Face Hub id: its folder in the local cache
     except ModelError as exc:
         raise AuditInputError(str(exc)) from exc
+    if not path.exists() and folder in BUILTIN_MODELS:
+        raise AuditInputError(f"--model {folder!r} is a built-in name of train, export and the demo, not a folder the audit can read; "
+                              "give the folder of a fine-tuned classifier (a demo run keeps one in train/eager/checkpoint), a "
+                              "sentence-transformers folder, or a Hugging Face Hub id")
     if not path.exists():
         raise AuditInputError(f"model folder not found: {folder!r}; give a local Hugging Face model folder "
                               "(config.json, weights, tokenizer files), e.g. one written by save_pretrained")

@@ -188,6 +188,7 @@ def _bad_inputs(model: Path, csv: Path, tmp: Path) -> dict:
     garbled.write_bytes(b"this is not parquet")
     return {
         "no such folder": (["--model", str(tmp / "nope")], "model folder not found"),
+        "a built-in name": (["--model", "minilm"], "'minilm' is a built-in name of train, export and the demo"),
         "not a classifier": (["--model", str(base_model)], "not a sequence-classification model"),
         "unsupported architecture": (["--model", str(gpt)], "not one the exporter handles"),
         "unknown labels": (["--data", str(unknown)], "does not know: ['awful', 'so-so']"),
