@@ -115,6 +115,8 @@ def _default_text(f: dataclasses.Field) -> str:
         return "(required)"
     if isinstance(value, enum.Enum):
         return str(value.value)
+    if isinstance(value, (tuple, list)) and value and all(isinstance(v, (str, enum.Enum)) for v in value):
+        return ", ".join(str(getattr(v, "value", v)) for v in value)  # as the flag takes it: a comma list
     if dataclasses.is_dataclass(value):  # a nested config: documented under its own name
         return f"{type(value).__name__}(...)"
     return repr(value)

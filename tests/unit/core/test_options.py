@@ -42,3 +42,19 @@ def test_field_help_reads_the_metadata_and_names_a_missing_field():
         field_help(Sample, "sise")
     with pytest.raises(TypeError, match="not a config dataclass"):
         field_help(int, "real")
+
+
+def test_a_list_default_reads_as_the_comma_list_its_flag_takes():
+    import enum
+
+    class Color(enum.Enum):
+        RED = "red"
+        BLUE = "blue"
+
+    @dataclass(frozen=True)
+    class Lists:
+        colors: tuple = (Color.RED, Color.BLUE)
+        names: tuple = ("a", "b")
+        shapes: tuple = ((1, 32),)
+
+    assert [d.default for d in config_fields_doc(Lists)] == ["red, blue", "a, b", "((1, 32),)"]
