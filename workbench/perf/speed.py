@@ -16,8 +16,7 @@ from ..runtime.ortinfer import BoundRunner, ShapeLatency, check_shapes, make_fee
 
 # the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
 MIN_ROUNDS = 3
-# a timing the load check finds taken on a busy machine is taken again, after waiting for the machine to
-# calm down, this many more times at most, each wait at most CALM_WAIT_S seconds
+# a timing taken on a busy machine is taken again at most this many more times, each after up to CALM_WAIT_S s of waiting for calm
 RETIMES = 1
 CALM_WAIT_S = 10.0
 

@@ -274,8 +274,7 @@ class Floor:
     fp32_macs: int
     int8_macs: int
     profile_key: str
-    # the same work at the kernels' best throughput, whatever the row count (the floor before
-    # profile version 3; far below floor_ms at short texts, where the kernels cannot reach it)
+    # at the kernels' best throughput whatever the row count: far below floor_ms at short texts
     peak_floor_ms: Optional[float] = None
 
     def text(self) -> str:
