@@ -1,7 +1,4 @@
-"""Where the workbench caches between runs (the workshop's fine-tuned checkpoint, the machine profile).
-
-Every environment variable of the workbench starts with ``WORKBENCH_``; ``ORT_WORKBENCH_HOME``, the
-old name of ``WORKBENCH_HOME``, is still read when the new one is not set, with a one-line note."""
+"""Where the workbench caches between runs; ``ORT_WORKBENCH_HOME``, the old name of ``WORKBENCH_HOME``, is still read."""
 
 from __future__ import annotations
 

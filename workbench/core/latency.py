@@ -1,7 +1,4 @@
-"""Timing discipline shared by every stage: warm up, repeat, report medians.
-
-A test never asserts on these numbers; benchmarks and reports print them.
-"""
+"""Timing discipline shared by every stage: warm up, repeat, report medians."""
 
 from __future__ import annotations
 
@@ -38,7 +35,6 @@ class LatencyStats:
 
     @property
     def iqr_ms(self) -> float:
-        """Interquartile range: the spread of the middle half of the runs."""
         return self.p75_ms - self.p25_ms
 
 
@@ -62,8 +58,7 @@ def summarize(samples_ms, warmup: int = 0) -> LatencyStats:
 
 
 def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_seconds: float | None = None) -> LatencyStats:
-    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times timed; ``max_seconds`` stops
-    early (after at least 3 repeats) so a slow variant cannot hold a notebook hostage."""
+    """``max_seconds`` stops early (after 3 repeats) so a slow variant cannot hold a notebook hostage."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     for _ in range(max(0, warmup)):
@@ -83,10 +78,8 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
 def interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 10, repeats: int = 3, warmup: int = 3,
                 max_seconds: Optional[float] = None, order: Optional[list] = None,
                 runs: Optional[dict] = None) -> dict[str, LatencyStats]:
-    """Time several variants in alternating rounds in one process, so load that comes and goes hits
-    them alike (pyperf's and Google Benchmark's discipline); the order rotates round by round.
-    ``samples_ms[i]`` of every variant is the median of round ``i``'s repeats: the pairs
-    :func:`paired_ratio` needs. ``order`` records each timed call (for tests), ``runs`` every timed run."""
+    """Variants in rotating rounds in one process, so load that comes and goes hits them alike (pyperf's
+    discipline). ``samples_ms[i]`` is round ``i``'s median: the pairs :func:`paired_ratio` needs."""
     names = list(fns)
     if not names:
         raise ValueError("interleaved needs at least one variant to time")
@@ -140,8 +133,7 @@ class Ratio:
 
 def paired_ratio(base_ms: Sequence[float], variant_ms: Sequence[float], n_boot: int = 2000, seed: int = 0,
                  level: float = 0.95) -> Ratio:
-    """``base / variant`` over paired rounds of :func:`interleaved`: the median of the per-round ratios,
-    and a percentile bootstrap interval (resampling rounds) at ``level``."""
+    """The median per-round ratio, with a percentile bootstrap interval over the rounds."""
     import numpy as np
 
     base, var = np.asarray(base_ms, dtype=float), np.asarray(variant_ms, dtype=float)

@@ -1,5 +1,4 @@
-"""Metrics that carry their unit and direction, so a view can colour better and worse
-without special cases."""
+"""Metrics that carry their unit and direction, so a view colours better and worse without special cases."""
 
 from __future__ import annotations
 

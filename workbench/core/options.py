@@ -1,9 +1,5 @@
-"""Parsing the values a user types, once (so a wrong value gets the same message everywhere: the
-name, the value given and what is allowed); and reading what each config field means.
-
-A config field documents itself in ``metadata={"help": "..."}``: :func:`field_help` reads that text
-(the command line's ``--help``, the panels and the documentation all show it from there).
-"""
+"""Parsing typed values once (a wrong value gets the same message everywhere), and each config field's
+``metadata={"help": ...}``, which ``--help``, the panels and the docs all show."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ E = TypeVar("E", bound=enum.Enum)
 
 
 def parse_choice(cls: type[E], value: Any, name: str, error: type[Exception] = ValueError, hint: str = "") -> E:
-    """``value`` as a member of the enum ``cls`` (strings match case-insensitively)."""
+    """Strings match case-insensitively."""
     if isinstance(value, cls):
         return value
     for v in (value, str(value).lower()):
@@ -85,8 +81,6 @@ HELP = "help"  # the metadata key of a field's one-line description
 
 
 class FieldDoc(NamedTuple):
-    """One config field as the documentation lists it: its name, its default as text, what it means."""
-
     name: str
     default: str
     help: str
@@ -102,7 +96,6 @@ def _field(config_cls: type, name: str) -> dataclasses.Field:
 
 
 def field_help(config_cls: type, name: str) -> str:
-    """What the field ``name`` of ``config_cls`` means (its ``metadata["help"]``; ``""`` when it does not say)."""
     return str(_field(config_cls, name).metadata.get(HELP, ""))
 
 
@@ -123,7 +116,6 @@ def _default_text(f: dataclasses.Field) -> str:
 
 
 def config_fields_doc(config_cls: type, *, documented_only: bool = False) -> list[FieldDoc]:
-    """Every field of ``config_cls`` (in declaration order) with its default and its help text."""
     out = [FieldDoc(f.name, _default_text(f), str(f.metadata.get(HELP, ""))) for f in dataclasses.fields(config_cls)
            if f.init]
     return [d for d in out if d.help] if documented_only else out

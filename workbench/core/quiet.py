@@ -1,14 +1,9 @@
-"""Library messages a learner should not see, stopped at their source (each with the reason).
+"""Library messages a learner should not see, stopped at their source.
 
-**"No CUDA runtime is found, using CUDA_HOME='...'"** (stderr). PyPI's torch for Linux is a CUDA
-build; importing ``torch.utils.cpp_extension`` on a machine with a CUDA toolkit but no GPU prints that
-line, and the training wheel's ``import onnxruntime`` imports it: so *every* first ``import
-onnxruntime`` printed it (a red box in a notebook). :func:`install` adds an import hook that runs that
-one module's import with stderr captured and writes back everything except that exact line.
-
-**The histogram calibrators' progress prints** ("Collecting tensor data and making histogram ...",
-...): onnxruntime 1.19.2's entropy and percentile calibrators ``print()`` them between the
-workbench's own progress lines. :func:`calibrator_prints` drops exactly those lines.
+"No CUDA runtime is found, using CUDA_HOME=...": ``torch.utils.cpp_extension`` prints it on a machine with a CUDA
+toolkit but no GPU, and the training wheel's ``import onnxruntime`` imports it, so every first import printed
+it (a red box in a notebook); :func:`install` drops that line. onnxruntime 1.19.2's histogram calibrators
+``print()`` progress between the workbench's own lines; :func:`calibrator_prints` drops those.
 """
 
 from __future__ import annotations
@@ -27,7 +22,6 @@ CALIBRATOR_LINES = ("Collecting tensor data and making histogram", "Finding opti
 
 
 def write_back(text: str, drop: str | tuple[str, ...], stream: Any) -> None:
-    """Write ``text`` to ``stream`` without the lines that start with ``drop`` (one prefix or several)."""
     kept = [line for line in text.splitlines(keepends=True) if not line.startswith(drop)]
     if kept:
         stream.write("".join(kept))
@@ -35,8 +29,6 @@ def write_back(text: str, drop: str | tuple[str, ...], stream: Any) -> None:
 
 
 class _QuietLoader(importlib.abc.Loader):
-    """Wraps the real loader: executes the module with stderr captured, minus :data:`CUDA_HOME_LINE`."""
-
     def __init__(self, loader: Any):
         self._loader = loader
 
@@ -57,8 +49,6 @@ class _QuietLoader(importlib.abc.Loader):
 
 
 class _QuietImportFinder(importlib.abc.MetaPathFinder):
-    """Finds ``torch.utils.cpp_extension`` with the other finders and gives it the quiet loader."""
-
     def find_spec(self, fullname, path, target=None):
         if fullname != CPP_EXTENSION:
             return None
@@ -79,8 +69,7 @@ def install() -> None:
 
 
 class _NewHeadWarning:
-    """logging filter: drops transformers' "Some weights of ... are newly initialized: [...]" record
-    when every missing weight belongs to the classification head (``classifier.*``)."""
+    """Drops transformers' "Some weights of ... are newly initialized" when all are ``classifier.*``."""
 
     PREFIX = "Some weights of "
     MARK = "and are newly initialized: "
@@ -101,8 +90,7 @@ class _NewHeadWarning:
 
 @contextlib.contextmanager
 def new_classifier_head_expected():
-    """Within this block, transformers' "Some weights ... are newly initialized" warning is dropped when
-    only the classification head is new (the workbench is about to train it)."""
+    """Only the classification head is new here: the workbench is about to train it."""
     import logging
 
     logger = logging.getLogger("transformers.modeling_utils")
@@ -115,9 +103,8 @@ def new_classifier_head_expected():
 
 
 def ortmodule_warnings() -> None:
-    """Ignore two warnings every ORTModule run raises and a learner can do nothing about: DeepSpeed's
-    import error (ORTModule tries it for ZeRO offload, unused here) and torch.onnx's deprecation of
-    ``training=``, which ORTModule 1.19.2 itself passes (frozen code, not ours to change)."""
+    """DeepSpeed's import error (ORTModule tries it for ZeRO offload, unused here) and torch.onnx's deprecation
+    of ``training=``, which ORTModule 1.19.2 itself passes: warnings a learner can do nothing about."""
     import warnings
 
     warnings.filterwarnings("ignore", message="DeepSpeed import error", category=UserWarning,
@@ -128,7 +115,6 @@ def ortmodule_warnings() -> None:
 
 @contextlib.contextmanager
 def calibrator_prints():
-    """Within this block, stdout comes back without :data:`CALIBRATOR_LINES`."""
     real = sys.stdout
     buffer = io.StringIO()
     try:

@@ -1,5 +1,4 @@
-"""Result dataclasses to JSON-ready dicts and back, guided by their type hints (no hand-written
-(de)serializer per class)."""
+"""Result dataclasses to JSON-ready dicts and back, guided by their type hints."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ class OutdatedKey(ValueError):
 
 
 def to_dict(obj: Any) -> Any:
-    """Recursively convert dataclasses, enums, paths, tuples and numpy scalars to JSON types; non-finite
-    floats become ``None`` (strict JSON)."""
+    """Non-finite floats become ``None`` (strict JSON)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):

@@ -1,9 +1,7 @@
-"""The thread count a process was asked for: ``OMP_NUM_THREADS``, for both runtimes.
+"""``OMP_NUM_THREADS`` for both runtimes: PyTorch reads it, ONNX Runtime does not, so its sessions take it here.
 
-PyTorch reads ``OMP_NUM_THREADS`` when it starts; ONNX Runtime does not, so every session the
-workbench opens without an explicit thread count takes :func:`requested_threads`. That matters where
-processes share the cores: two processes on two cores, each with two threads, spend most of their
-time waiting on each other's threads (a MiniLM training step took 3 to 5 times as long).
+Processes sharing cores must not oversubscribe them: two on two cores with two threads each made a MiniLM
+training step 3 to 5 times as long.
 """
 
 from __future__ import annotations
@@ -13,8 +11,7 @@ from typing import Optional
 
 
 def requested_threads() -> Optional[int]:
-    """``OMP_NUM_THREADS`` as a positive whole number (its first level where it lists several),
-    or None when it is unset or not one (OpenMP ignores such a value too)."""
+    """Its first level as a positive whole number; None otherwise (OpenMP ignores such a value too)."""
     raw = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     try:
         threads = int(raw)
@@ -24,7 +21,6 @@ def requested_threads() -> Optional[int]:
 
 
 def cap_session_threads(options, threads: Optional[int] = None):
-    """``options`` (``onnxruntime.SessionOptions``) with ``threads`` (default :func:`requested_threads`) intra-op threads."""
     threads = threads if threads is not None else requested_threads()
     if threads is not None:
         options.intra_op_num_threads = int(threads)

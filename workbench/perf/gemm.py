@@ -1,7 +1,5 @@
-"""The GEMM chains the machine profile times: MiniLM layer-shaped matrix multiplies of one kernel
-kind, opened the way the workbench's sessions run. Kernels: ``fp32`` (``MatMul``), ``int8``
-(``DynamicQuantizeMatMul``, dynamic INT8) and ``qdq_int8`` (``QLinearMatMul``, static QDQ).
-"""
+"""The machine profile's GEMM chains: MiniLM layer-shaped ``MatMul`` (fp32), ``DynamicQuantizeMatMul`` (int8) or
+``QLinearMatMul`` (qdq_int8), opened the way the workbench's sessions run."""
 
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ class MachineError(ValueError):
 
 
 def gemm_chain(kernel: str, m: int, layers: int = CHAIN_LAYERS, seed: int = 0):
-    """A chain of ``layers`` x LAYER_GEMMS of one kernel kind, input [m, 384] -> output [m, 384]."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
@@ -95,7 +92,7 @@ def gemm_feed(kernel: str, m: int):
 
 def measure_gops(kernel: str, m: int, threads: int, repeats: int = 7, warmup: int = 2,
                  layers: int = CHAIN_LAYERS, max_seconds: Optional[float] = None) -> float:
-    """GOP/s (2 operations per multiply-add) of one kernel kind at ``m`` tokens: median over ``repeats`` runs."""
+    """GOP/s (2 operations per multiply-add) over the median run."""
     sess = gemm_session(gemm_chain(kernel, m, layers), threads)
     feed = gemm_feed(kernel, m)
     stats = measure(lambda: sess.run(None, feed), warmup=warmup, repeats=max(1, repeats), max_seconds=max_seconds)

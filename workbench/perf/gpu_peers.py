@@ -1,16 +1,9 @@
-"""PyTorch's GPU peers of the ONNX Runtime CUDA variants, timed on the same synthetic batches.
+"""PyTorch's GPU peers of the ONNX Runtime CUDA variants (what a PyTorch user would deploy instead), on the same batches.
 
-=================  ==========================================================================
-peer               what a PyTorch user would deploy instead
-=================  ==========================================================================
-``eager_fp32``     the model as loaded (eager attention), float32, ``torch.inference_mode``
-``sdpa_fp16``      the model reloaded with SDPA attention, float16 weights
-``compile_fp16``   ``sdpa_fp16`` under ``torch.compile(mode="reduce-overhead")``: Inductor
-                   kernels replayed as CUDA graphs (the peer of ONNX Runtime's CUDA graphs)
-=================  ==========================================================================
-
-Every timed call ends in ``torch.cuda.synchronize()``, so a figure is the kernels' time and not the
-launch's. torch.compile's compilation is timed apart (start-up cost).
+``eager_fp32``: the model as loaded; ``sdpa_fp16``: reloaded with SDPA attention, float16 weights;
+``compile_fp16``: ``sdpa_fp16`` under ``torch.compile(mode="reduce-overhead")`` (CUDA graphs, the peer of ONNX
+Runtime's). Every timed call ends in ``torch.cuda.synchronize()`` (the kernels' time, not the launch's);
+compilation is timed apart.
 """
 
 from __future__ import annotations
@@ -28,8 +21,7 @@ PEERS = ("eager_fp32", "sdpa_fp16", "compile_fp16")
 def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cuda", peers: Sequence[str] = PEERS,
                       warmup: int = 10, repeats: int = 100, max_seconds: Optional[float] = None, vocab_size: int = 1000,
                       sdpa_loader: Optional[Callable[[], object]] = None) -> tuple[dict[str, list[ShapeLatency]], list[str]]:
-    """``({peer: [ShapeLatency per shape]}, notes)`` on a CUDA ``device``. ``sdpa_loader`` returns the
-    same weights loaded with SDPA attention (None: the FP16 peers are skipped with a note)."""
+    """``sdpa_loader`` returns the same weights with SDPA attention (None: the FP16 peers are skipped with a note)."""
     import torch
 
     from ..runtime.device import require_device
@@ -44,13 +36,14 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
     out: dict[str, list[ShapeLatency]] = {}
     notes: list[str] = []
 
+    def inputs(base, batch: int, seq: int) -> dict:  # the plain module's (model_inputs sees through a compiled wrapper)
+        return model_inputs(base, {k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+
     def time_module(module, base) -> list[ShapeLatency]:
         res = []
         with torch.inference_mode():
             for batch, seq in shapes:
-                # the plain module's inputs (model_inputs also sees through a compiled wrapper)
-                enc = model_inputs(base, {k: torch.from_numpy(v).to(device)
-                                          for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+                enc = inputs(base, batch, seq)
 
                 def call():
                     module(**enc)
@@ -78,8 +71,7 @@ def torch_gpu_latency(model, shapes: Sequence[Sequence[int]], device: str = "cud
             t0 = time.perf_counter()
             with torch.inference_mode():
                 for batch, seq in shapes:  # compile (and record the CUDA graphs) for every shape before timing
-                    enc = model_inputs(sdpa, {k: torch.from_numpy(v).to(device)
-                                              for k, v in synthetic_batch(batch, seq, vocab_size).items()})
+                    enc = inputs(sdpa, batch, seq)
                     for _ in range(3):
                         compiled(**enc)
             torch.cuda.synchronize(device)

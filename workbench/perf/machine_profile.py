@@ -1,14 +1,9 @@
-"""This machine's matrix-multiply throughput, measured through ONNX Runtime itself, and a check
-that the machine is not busy with other work right now.
+"""This machine's matrix-multiply throughput, measured through ONNX Runtime, and whether other work is on the CPU now.
 
-Through ONNX Runtime because the floor of a graph (:mod:`workbench.perf.work`) is its work over what
-*the kernels the graph runs* can do here; a NumPy or PyTorch peak would measure other kernels. A
-kernel runs slower on few rows (on a VNNI EPYC INT8 gave about half its 1024-row figure at 16-32
-rows), so the floor of a shape takes the figure at its own row count (:meth:`MachineProfile.gops_at`).
-Cached as JSON per (CPU model + flags, threads, ORT version) under ``$WORKBENCH_HOME/machine/``.
-
-Other work on the CPU lowers the figures (one process spinning on one of two cores takes about a
-third of the FP32 throughput: docs/measuring.md); :func:`check_load` looks for that drop.
+Through ONNX Runtime because a graph's floor is its work over what *its kernels* do here (a NumPy
+peak measures other kernels). Kernels run slower on few rows (VNNI EPYC INT8: about half its
+1024-row figure at 16-32 rows), so a shape's floor takes its own row count's figure. Other work
+lowers the figures (one spinning process on one of two cores takes about a third of FP32: docs/measuring.md).
 """
 
 from __future__ import annotations
@@ -54,7 +49,7 @@ def _now() -> str:
 
 # ---- the CPU -----------------------------------------------------------------------------------
 def read_cpuinfo() -> tuple[str, set[str]]:
-    """(the CPU's model name, its flags): the first CPU's in /proc/cpuinfo; the model from ``platform`` without it."""
+    """(model name, flags) of the first CPU in /proc/cpuinfo."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
@@ -78,7 +73,7 @@ def usable_cpus() -> int:
 
 
 def default_threads() -> int:
-    """Intra-op threads for timing: ``OMP_NUM_THREADS`` where set (PyTorch runs with that many too), else one per CPU."""
+    """``OMP_NUM_THREADS`` where set (PyTorch runs with that many too), else one per CPU."""
     return requested_threads() or max(1, usable_cpus())
 
 
@@ -131,8 +126,7 @@ class MachineProfile:
         return (" + ".join(have) or "no vector extensions") + ("; no " + ", no ".join(lack) if lack else "")
 
     def gops_at(self, kernel: str, rows: int) -> float:
-        """Throughput of ``kernel`` at ``rows`` rows: interpolated in log(rows) between the row counts
-        measured; clamped to the fewest measured below, the best figure above."""
+        """Interpolated in log(rows) between the measured row counts; the best figure above them."""
         best = {"fp32": self.fp32_gops, "int8": self.int8_gops, "qdq_int8": self.qdq_int8_gops}
         if kernel not in best:
             raise MachineError(f"kernel must be one of {list(best)}, got {kernel!r}")
@@ -146,7 +140,6 @@ class MachineProfile:
         return float(np.interp(math.log(rows), [math.log(m) for m, _ in points], [v for _, v in points]))
 
     def probe_reference_gops(self) -> float:
-        """What :func:`check_load`'s probe compares with: FP32 throughput at the probe's shape."""
         return float(self.by_tokens.get("fp32", {}).get(str(PROBE_TOKENS)) or self.fp32_gops)
 
     def text(self) -> str:
@@ -180,7 +173,7 @@ def cache_root(cache_dir: Optional[Path] = None) -> Path:
 
 
 def measure_profile(threads: Optional[int] = None, repeats: int = 7, tokens=PROFILE_TOKENS) -> MachineProfile:
-    """Measure this machine now (no cache). Kernel kinds in rotation at each M, so a burst of load hits them alike."""
+    """Measured now (no cache); kernel kinds in rotation at each M, so a burst of load hits them alike."""
     import onnxruntime as ort
 
     threads = _check_threads(threads)
@@ -217,7 +210,7 @@ def read_cached(path: Path) -> Optional[MachineProfile]:
 
 def machine_profile(threads: Optional[int] = None, refresh: bool = False,
                     cache_dir: Optional[Path] = None) -> MachineProfile:
-    """This machine's profile for ``threads``: from the cache, else (or with ``refresh``) measured and written."""
+    """Cached as JSON per (CPU model + flags, threads, ORT version) under ``$WORKBENCH_HOME/machine/``."""
     import onnxruntime as ort
 
     threads = _check_threads(threads)
@@ -260,7 +253,7 @@ _PROBE_LOCK = threading.Lock()
 
 
 def probe_gops(threads: int, seconds: float = 0.25) -> float:
-    """A short FP32 GEMM probe (the profile's M=128 chain) in GOP/s: the median of the runs that fit in ``seconds``."""
+    """The profile's M=128 FP32 chain in GOP/s: the median of the runs that fit in ``seconds``."""
     with _PROBE_LOCK:
         sess = _PROBE_SESSIONS.get(threads)
         if sess is None:
@@ -271,7 +264,6 @@ def probe_gops(threads: int, seconds: float = 0.25) -> float:
 
 
 def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:
-    """Threads of this process that are runnable now (this reader among them)."""
     n = 0
     for stat in Path(tasks).glob("*/stat"):
         try:
@@ -284,10 +276,8 @@ def _own_runnable(tasks: str | os.PathLike = "/proc/self/task") -> int:
 
 def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.PathLike = "/proc/loadavg",
                     tasks: str | os.PathLike = "/proc/self/task") -> Optional[int]:
-    """Runnable threads of *other* processes now: /proc/loadavg's running count minus this process's
-    runnable threads, the smallest of a few readings. Our own are left out because an ONNX Runtime
-    session that just ran keeps its idle workers spinning for a moment (once counted as another
-    process, a quiet audit called its speed-up unmeasured)."""
+    """/proc/loadavg's running count minus this process's runnable threads, the least of a few readings.
+    Ours are left out: a session that just ran spins its idle workers a moment (counted, they once made a quiet audit "busy")."""
     counts = []
     for i in range(samples):
         try:
@@ -303,8 +293,7 @@ def runnable_others(samples: int = 5, gap_s: float = 0.01, loadavg: str | os.Pat
 def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: float,
                others_running: Optional[int], cpus: Optional[int] = None,
                steal_fraction: Optional[float] = None) -> LoadCheck:
-    """The verdict from readings :func:`check_load` took. The load average (it counts our own work too)
-    and the steal share (it names the cause of a slow probe) are recorded, no reason by themselves."""
+    """The load average (it counts our own work) and steal (it names a slow probe's cause) are recorded, no reason alone."""
     cpus = int(cpus or usable_cpus())
     reasons = []
     fraction = None
@@ -333,9 +322,8 @@ def judge_load(profile: MachineProfile, probe: Optional[float], loadavg_1m: floa
 
 
 def cpu_times() -> Optional[tuple[float, float]]:
-    """(steal, total) CPU seconds of all CPUs so far (guest time left out: user and nice count it
-    already); None without steal (only Linux has it). Steal is the time a virtual machine's CPUs were
-    ready to run but the host ran something else: the load no process list here can show."""
+    """(steal, total) CPU seconds so far (guest left out: user and nice count it); None off Linux.
+    Steal is time the host gave this VM's CPUs to another tenant: load no process list here shows."""
     try:
         t = psutil.cpu_times()
     except OSError:  # no /proc
@@ -344,14 +332,12 @@ def cpu_times() -> Optional[tuple[float, float]]:
 
 
 def steal_between(before: Optional[tuple[float, float]], after: Optional[tuple[float, float]]) -> Optional[float]:
-    """The share of CPU time stolen between two :func:`cpu_times` readings."""
     if before is None or after is None or after[1] <= before[1]:
         return None
     return max(0.0, (after[0] - before[0]) / (after[1] - before[1]))
 
 
 def check_load(profile: MachineProfile, probe: bool = True) -> LoadCheck:
-    """Is the machine busy now? The runnable count, the load average and (``probe``) a short FP32 GEMM probe."""
     others = runnable_others()  # before the probe: our own probe threads would count
     t0 = cpu_times()
     gops = probe_gops(profile.threads) if probe else None
@@ -369,7 +355,7 @@ def wait_for_calm(profile: MachineProfile, max_seconds: float, poll_s: float = 1
 
 
 def combine_checks(*checks: LoadCheck) -> LoadCheck:
-    """Checks before and after a timing as one verdict: every reason kept, the worst probe and the highest load."""
+    """Every reason kept, the worst probe and the highest load."""
     checks = tuple(c for c in checks if c is not None)
     if not checks:
         raise MachineError("combine_checks needs at least one LoadCheck")

@@ -1,9 +1,7 @@
-"""Scoring speed against the floor: rows per second of scoring a dataset, beside the fastest this
-machine could do the same batches.
+"""Rows per second of scoring a dataset, beside the floor of the same batches.
 
-The work of ``b`` rows padded to ``s`` tokens is ``b x work(1, s)``, and ``work(1, s)`` is a
-quadratic in ``s`` (the attention products grow with ``s^2``), fitted exactly from the graph's
-counted work at three lengths (:func:`floor_curve`).
+``b`` rows padded to ``s`` tokens do ``b x work(1, s)``, a quadratic in ``s`` (attention grows with ``s^2``)
+fitted exactly from the graph's counted work at three lengths (:func:`floor_curve`).
 """
 
 from __future__ import annotations
@@ -21,8 +19,6 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ScoringSpeed:
-    """Scoring ``rows`` rows took ``seconds``; the floor of the same batches is ``floor_seconds``."""
-
     rows: int
     seconds: float
     order: str                       # "length" or "file"
@@ -42,7 +38,6 @@ class ScoringSpeed:
 
     @property
     def of_floor(self) -> Optional[float]:
-        """floor / measured (1.0 = scoring at this machine's floor)."""
         return self.floor_seconds / self.seconds if self.floor_seconds and self.seconds > 0 else None
 
     def text(self) -> str:
@@ -54,7 +49,7 @@ class ScoringSpeed:
 
 def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Sequence[int] = (8, 32, 64)
                 ) -> Callable[..., float]:
-    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens for ``graph``."""
+    """``curve(s, batch=1)``: the floor in ms of ``batch`` rows padded to ``s`` tokens."""
     from .work import floor_seconds, graph_work
 
     seqs = sorted({int(s) for s in seqs})
@@ -73,7 +68,7 @@ def floor_curve(graph: str | os.PathLike, profile: "MachineProfile", seqs: Seque
 
 
 def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], batches: Sequence[np.ndarray]) -> float:
-    """The floor of scoring ``batches`` (each padded to its longest row), in seconds."""
+    """Each batch padded to its longest row."""
     arr = np.asarray(lengths, dtype=np.int64)
     return sum(curve(int(arr[b].max()), len(b)) for b in batches if len(b)) / 1e3
 
@@ -81,8 +76,8 @@ def batches_floor_seconds(curve: Callable[..., float], lengths: Sequence[int], b
 def timed_scoring(session, graph_path, tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                   profile: Optional["MachineProfile"] = None, curve: Optional[Callable[..., float]] = None,
                   note: str = "", pool: Optional["RayPool"] = None, label: Optional[str] = None) -> tuple[np.ndarray, ScoringSpeed]:
-    """:func:`workbench.runtime.ortinfer.predict_dataset` timed (tokenised before the clock starts), with
-    the floor of the same batches. On a Ray ``pool`` no floor is given (this machine's says nothing of the cluster's)."""
+    """``predict_dataset`` timed (tokenised before the clock starts); on a Ray ``pool`` no floor (this machine's says
+    nothing of the cluster's)."""
     import time
 
     from ..data.token_lengths import padded_tokens

@@ -1,12 +1,7 @@
-"""Speed compared the one way every stage compares it: side by side, interleaved, paired, against
-this machine's floor, with a check that nothing else was using the CPU.
+"""Speed compared the one way every stage compares it: interleaved, paired, against the floor, with a load check.
 
-:func:`time_interleaved` is the one timing primitive: named callables (a graph's session run, a PyTorch
-forward, an ``encode``) in interleaved rounds in one process, so load that comes and goes hits every
-variant alike; the load check and the retime built in; every speed-up against a named reference is one
-:class:`~workbench.core.latency.Ratio` over the paired rounds. :func:`time_callables` turns the rounds into
-a :class:`SpeedRun` (embedding encoders are timed so); graphs (:func:`time_side_by_side`, each latency with
-its floor: :mod:`workbench.perf.work`) are timed through it too.
+:func:`time_interleaved` is the one timing primitive (interleaved rounds in one process, so load that
+comes and goes hits every variant alike); :func:`time_callables` and :func:`time_side_by_side` build on it.
 """
 
 from __future__ import annotations
@@ -21,8 +16,7 @@ from ..runtime.ortinfer import BoundRunner, ShapeLatency, check_shapes, make_fee
 
 # the fewest interleaved rounds taken, whatever the timing settings ask (an interval needs pairs)
 MIN_ROUNDS = 3
-# a timing the load check finds taken on a busy machine is taken again, after waiting for the machine to
-# calm down, this many more times at most, each wait at most CALM_WAIT_S seconds
+# a timing taken on a busy machine is taken again at most this many more times, each after up to CALM_WAIT_S s of waiting for calm
 RETIMES = 1
 CALM_WAIT_S = 10.0
 
@@ -31,9 +25,8 @@ T = TypeVar("T")
 
 def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile], notes: list[str], *, what: str = "the timing",
                     retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S) -> tuple[T, Optional[LoadCheck]]:
-    """``measure()`` between two load checks (none without ``profile``). When they find other work on the CPU,
-    wait up to ``calm_wait_s`` for calm and measure again, ``retimes`` more times at most; every try is a line
-    in ``notes``. The last measurement and its load: a busy moment costs a wait, not the figures."""
+    """``measure()`` between two load checks; on a busy CPU, wait for calm and measure again (``retimes`` more
+    at most), each try a line in ``notes``: a busy moment costs a wait, not the figures."""
     if profile is None:
         return measure(), None
     before = check_load(profile)
@@ -57,8 +50,6 @@ def measure_quietly(measure: Callable[[], T], profile: Optional[MachineProfile],
 
 @dataclass(frozen=True)
 class Rounds:
-    """One group's interleaved rounds (one shape): every callable's timing and speed-up over the reference."""
-
     stats: dict[str, LatencyStats]
     ratios: dict[str, Ratio]  # name -> base / it, every name but the base
 
@@ -68,8 +59,6 @@ class Rounds:
 
 @dataclass(frozen=True)
 class Timed:
-    """Per group its :class:`Rounds`, the load while the last try ran and what the tries said."""
-
     groups: dict[Any, Rounds]
     load: Optional[LoadCheck]
     notes: list[str] = field(default_factory=list)
@@ -83,8 +72,7 @@ def time_interleaved(groups: Mapping[Any, Mapping[str, Callable[[], Any]]], base
                      warmup: int = 3, max_seconds: Optional[float] = None, profile: Optional[MachineProfile] = None,
                      retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S, pytorch_threads: Optional[int] = None,
                      notes: Optional[list[str]] = None) -> Timed:
-    """Per group (key -> name -> one call), interleaved rounds of its callables (at least :data:`MIN_ROUNDS`),
-    PyTorch held to ``pytorch_threads`` threads; with ``profile``, timed under :func:`measure_quietly`."""
+    """Interleaved rounds per group (key -> name -> one call), PyTorch held to ``pytorch_threads`` threads."""
     notes = notes if notes is not None else []
     names = list(dict.fromkeys(n for fns in groups.values() for n in fns))
     missing = [k for k, fns in groups.items() if base not in fns]
@@ -106,8 +94,6 @@ def time_interleaved(groups: Mapping[Any, Mapping[str, Callable[[], Any]]], base
 
 @dataclass(frozen=True)
 class Speed:
-    """One variant against the base at one shape, from the same interleaved rounds."""
-
     name: str
     base: str
     batch: int
@@ -151,7 +137,6 @@ def graph_floor(path, batch: int, seq: int, profile: MachineProfile) -> Optional
 
 
 def graph_floors(graphs: Mapping[str, Any], batch: int, seq: int, profile: Optional[MachineProfile], notes: list[str]) -> dict[str, float]:
-    """Each graph's floor in ms (none without ``profile``); one that cannot be counted is a line in ``notes``."""
     out = {}
     for n, path in graphs.items() if profile is not None else ():
         try:
@@ -181,9 +166,7 @@ def time_side_by_side(
     retimes: int = RETIMES,
     calm_wait_s: float = CALM_WAIT_S,
 ) -> SpeedRun:
-    """Time ``graphs`` (name -> ONNX path) and ``torch_models`` (name -> PyTorch model) side by side,
-    interleaved, per shape, every ratio against ``base``. Floors and the load check are for the CPU only
-    (the profile is the CPU's). ``graph_optimization``: ONNX Runtime's level per graph name (default "all")."""
+    """ONNX graphs and PyTorch models timed side by side; floors and the load check on the CPU only (the profile is the CPU's)."""
     import gc
 
     torch_models = dict(torch_models or {})
@@ -222,9 +205,7 @@ def time_callables(groups: Mapping[tuple[int, int], Mapping[str, Callable[[], An
                    threads: Optional[int] = None, pytorch_threads: Optional[int] = None, rounds: int = 20, repeats: int = 3,
                    warmup: int = 3, max_seconds: Optional[float] = None, retimes: int = RETIMES, calm_wait_s: float = CALM_WAIT_S,
                    notes: Optional[list[str]] = None) -> SpeedRun:
-    """Callables per (batch, sequence length) (an ONNX graph's run, a PyTorch forward, an ``encode``) timed by
-    :func:`time_interleaved` (load check and retime with ``profile`` and ``load_check``), each speed-up over ``base``;
-    ``graphs`` (name -> ONNX path) get their floor on ``profile`` when ``floors``."""
+    """Callables per (batch, seq) timed by :func:`time_interleaved`; ``graphs`` (name -> ONNX path) get their floor."""
     notes = notes if notes is not None else []
     timed = time_interleaved(groups, base, rounds=rounds, repeats=repeats, warmup=warmup, max_seconds=max_seconds,
                              profile=profile if load_check else None, retimes=retimes, calm_wait_s=calm_wait_s,
@@ -243,7 +224,6 @@ def time_callables(groups: Mapping[tuple[int, int], Mapping[str, Callable[[], An
 
 
 def _session_runners(sessions: Mapping[str, Any], batch_arrays: dict, device: str) -> dict[str, Callable[[], Any]]:
-    """One call per session: its first output on the CPU, every output bound to the device elsewhere."""
     fns: dict[str, Callable[[], Any]] = {}
     for n, session in sessions.items():
         feed = make_feed(session, batch_arrays)

@@ -1,14 +1,9 @@
-"""Work per graph: the multiply-adds an ONNX graph does at a given input shape, by op and by
-precision, and the floor that work sets on this machine (:mod:`workbench.perf.machine_profile`).
+"""The multiply-adds an ONNX graph does at one shape, by op and precision, and the floor they set on this machine.
 
-The count comes from the graph itself with its shapes inferred at concrete ``(batch, seq)``
-(``onnxruntime.tools.symbolic_shape_infer``, which knows the contrib ops), so it holds for exported,
-fused, dynamic INT8, static QDQ and weight-only graphs alike. Counted: every matrix product
-(``prod(output) * K``) and inside attention ops the projections plus QK^T and AV. Element-wise ops,
-normalizations and softmax are not: they are memory-bound and small next to the GEMMs.
-
-MiniLM-L6 at 1x128: 6 x (128 x (4 x 384^2 + 2 x 384 x 1536) + 2 x 128^2 x 384) + pooler +
-classifier = 1.435 G multiply-adds, the same in the exported, fused and INT8 graphs (tested).
+Counted from the graph's own shapes inferred at concrete ``(batch, seq)`` (the contrib ops known), so it
+holds for exported, fused, INT8, QDQ and weight-only graphs alike: matrix products and attention's
+projections, QK^T and AV. Element-wise ops, normalizations and softmax are memory-bound and small: not counted.
+MiniLM-L6 at 1x128 is 1.435 G multiply-adds in the exported, fused and INT8 graphs alike (tested).
 """
 
 from __future__ import annotations
@@ -73,7 +68,6 @@ def _load(model) -> "onnx.ModelProto":
 
 
 def _fix_inputs(model, batch: int, seq: int) -> None:
-    """Every graph input's dims as concrete numbers: a symbolic first dim is ``batch``, a second ``seq``."""
     inits = {i.name for i in model.graph.initializer}
     for inp in model.graph.input:
         if inp.name in inits:
@@ -90,10 +84,8 @@ def _fix_inputs(model, batch: int, seq: int) -> None:
 
 
 def _inference_class():
-    """``SymbolicShapeInference`` taught the contrib ops of quantized and fused graphs it leaves
-    unknown in onnxruntime 1.19 (QEmbedLayerNormalization, QAttention, DynamicQuantizeMatMul,
-    FusedMatMul, MatMulIntegerToFloat, QGemm); without them every shape after the embeddings of a
-    dynamic-INT8 fused graph stays unknown."""
+    """``SymbolicShapeInference`` taught the contrib ops onnxruntime 1.19 leaves unknown: without
+    them every shape after the embeddings of a dynamic-INT8 fused graph stays unknown."""
     import onnx
     from onnx import helper
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
@@ -184,7 +176,6 @@ def _attr(node, name, default=None):
 
 
 def _matmul_k(node, a_shape) -> Optional[int]:
-    """The inner dimension K of a matrix product: its first input's last (or, transposed, second-last) dim."""
     if node.op_type == "MatMulNBits":
         return int(_attr(node, "K"))
     if not a_shape:
@@ -197,11 +188,8 @@ def _matmul_k(node, a_shape) -> Optional[int]:
 
 
 def graph_work(model: Union["onnx.ModelProto", str, Path], batch: int, seq: int) -> GraphWork:
-    """Multiply-adds of ``model`` at ``batch`` sequences of ``seq`` tokens, by op type and precision.
-
-    A ``MatMul``/``Gemm`` whose two inputs both come from ``DequantizeLinear`` counts as INT8 (ONNX
-    Runtime fuses it into the INT8 kernel); ``QAttention``'s attention products run in FP32;
-    ``MatMulNBits`` is FP32 (its weights are dequantized) unless ``accuracy_level=4``."""
+    """A ``MatMul``/``Gemm`` of two ``DequantizeLinear`` outputs counts as INT8 (ONNX Runtime fuses it);
+    ``QAttention``'s attention products are FP32; ``MatMulNBits`` is FP32 unless ``accuracy_level=4``."""
     for name, v in (("batch", batch), ("seq", seq)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise WorkError(f"{name} must be a positive whole number, got {v!r}")
@@ -286,8 +274,7 @@ class Floor:
     fp32_macs: int
     int8_macs: int
     profile_key: str
-    # the same work at the kernels' best throughput, whatever the row count (the floor before
-    # profile version 3; far below floor_ms at short texts, where the kernels cannot reach it)
+    # at the kernels' best throughput whatever the row count: far below floor_ms at short texts
     peak_floor_ms: Optional[float] = None
 
     def text(self) -> str:
@@ -296,8 +283,7 @@ class Floor:
 
 def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: float, rows: Optional[int],
                   profile: "MachineProfile") -> float:
-    """Seconds for this much work at ``profile``'s throughput at ``rows`` rows (``None``: the best figure).
-    Static QDQ work goes at the QLinearMatMul figure where the profile has one, else as dynamic INT8."""
+    """``rows=None``: at the best figures. Static QDQ work goes at the QLinearMatMul figure, else as dynamic INT8."""
     if profile.fp32_gops <= 0 or profile.int8_gops <= 0:
         raise WorkError(f"the machine profile's throughput must be positive, got FP32 {profile.fp32_gops} and "
                         f"INT8 {profile.int8_gops} GOP/s; re-measure it (workbench machine --refresh)")
@@ -317,17 +303,9 @@ def floor_seconds(fp32_macs: float, dynamic_int8_macs: float, static_int8_macs: 
 
 
 def floor_for(work: GraphWork, profile: "MachineProfile") -> Floor:
-    """The fastest this graph could run here: no graph runs a matrix multiply faster than ONNX Runtime's
-    kernel runs it alone at that row count (batch x seq). ``peak_floor_ms``: at each kernel's best figure."""
+    """No graph runs a matrix multiply faster than ONNX Runtime's kernel runs it alone at that row count."""
     args = (work.fp32_macs, work.int8_macs - work.static_int8_macs, work.static_int8_macs)
     seconds = floor_seconds(*args, rows=work.batch * work.seq, profile=profile)
     peak = floor_seconds(*args, rows=None, profile=profile)
     return Floor(floor_ms=seconds * 1e3, fp32_macs=work.fp32_macs, int8_macs=work.int8_macs, profile_key=profile.key,
                  peak_floor_ms=peak * 1e3)
-
-
-def of_floor(measured_ms: float, floor_ms: float) -> float:
-    """``floor_ms / measured_ms``: 1.0 = running at this machine's floor, 0.5 = twice as slow as it."""
-    if not measured_ms or measured_ms <= 0:
-        raise WorkError(f"measured_ms must be a positive time, got {measured_ms!r}")
-    return floor_ms / measured_ms

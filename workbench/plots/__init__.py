@@ -1,4 +1,1 @@
-"""Figure builders: result in, ``plotly.graph_objects.Figure`` out. Nothing else in the project draws.
-
-One module per stage (``plots.train``, ``plots.graph``, ``plots.quant``); import from there.
-"""
+"""Figure builders, one module per stage: result in, ``plotly.graph_objects.Figure`` out. Nothing else draws."""

@@ -1,5 +1,4 @@
-"""Figures for embedding models: an :class:`~workbench.embed.EmbedEvaluation` or
-:func:`~workbench.embed.encode.speed_summary`'s dict in, ``go.Figure`` out."""
+"""Figures for embedding models: an ``EmbedEvaluation`` or ``speed_summary``'s dict in, ``go.Figure`` out."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from .report import PALETTE
 
 
 def retrieval_drift(evaluation, metric: str = "ndcg@10") -> go.Figure:
-    """Grouped horizontal bars: per query slice (all queries first), each variant's change in
-    ``metric`` against FP32, with its interval as an error bar."""
+    """Per query slice (all queries first), each variant's change in ``metric`` against FP32, with its interval."""
     scored = [v for v in evaluation.variants if v.retrieval is not None]
     if not scored:
         raise ValueError("no retrieval results to draw: score the variants on a retrieval task (queries with relevant documents)")
@@ -77,8 +75,7 @@ def neighbour_overlap(evaluation) -> go.Figure:
 
 
 def embed_speed(run: dict) -> go.Figure:
-    """Milliseconds per text of each variant, one group per batch size, labelled with the speed-up
-    over the base and its interval."""
+    """Milliseconds per text, one group per batch size, labelled with the speed-up and its interval."""
     if not run["speeds"]:
         raise ValueError("no timings to draw")
     fig = go.Figure()

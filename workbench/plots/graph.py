@@ -56,8 +56,7 @@ def op_counts(report: FusionReport, variant: Union[str, Variant] = Variant.TRANS
 
 
 def fused_ops(report: FusionReport) -> go.Figure:
-    """Grouped bars: fused operators each optimized variant produced; diamonds: what a BERT-like
-    model with this many layers should get from the transformer optimizer."""
+    """Fused operators per optimized variant; diamonds: what a BERT-like model of this depth should get."""
     variants = [v for v in report.variants if v.name is not Variant.UNOPTIMIZED]
     ops = sorted({o for v in variants for o in v.fused_ops})
     expected_x, expected_y = [], []
@@ -82,8 +81,7 @@ def fused_ops(report: FusionReport) -> go.Figure:
 
 
 def latency(report: FusionReport) -> go.Figure:
-    """Median latency by shape for PyTorch eager and each variant (error bars to the p90), each bar
-    labelled with its speed-up over the first series."""
+    """Median latency by shape (error bars to the p90), each bar labelled with its speed-up over the first series."""
     series = []
     if report.pytorch_latency:
         series.append(("pytorch", report.pytorch_latency))
@@ -140,7 +138,6 @@ def pick_fused_node(report: FusionReport, variant: Union[str, Variant] = Variant
 
 
 def _layers(nodes) -> dict[int, int]:
-    """Longest-path depth of each node (by index) from the subgraph's inputs."""
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs}
     depth: dict[int, int] = {}
 
@@ -161,7 +158,6 @@ def _short(name: str, width: int = 28) -> str:
 
 
 def _draw_fused_node(fig: go.Figure, fused) -> None:
-    """The left panel: the fused node's inputs (a column on the left) -> the node -> its outputs (right)."""
     ins = [t for t in fused.inputs if t]
     outs = [t for t in fused.outputs if t]
     ys_in = [1.0 - 2.0 * k / max(1, len(ins) - 1) if len(ins) > 1 else 0.0 for k in range(len(ins))]
@@ -185,7 +181,6 @@ def _draw_fused_node(fig: go.Figure, fused) -> None:
 
 def _subgraph_layout(replaced: list, boundary: list[str]) -> tuple[dict[int, int], dict[int, tuple[float, float]],
                                                                   dict[str, tuple[float, float]]]:
-    """(each replaced node's layer, its position, each boundary input's position), the boundary inputs on top."""
     depth = _layers(replaced)
     by_layer: dict[int, list[int]] = defaultdict(list)
     for i, d in sorted(depth.items(), key=lambda kv: (kv[1], kv[0])):
@@ -199,7 +194,6 @@ def _subgraph_layout(replaced: list, boundary: list[str]) -> tuple[dict[int, int
 
 
 def _draw_subgraph_edges(fig: go.Figure, replaced: list, pos: dict, bpos: dict) -> None:
-    """The right panel's edges (producer -> consumer, boundary input -> consumer) and its boundary inputs."""
     producer = {o: i for i, n in enumerate(replaced) for o in n.outputs}
     ex, ey = [], []
     for i, n in enumerate(replaced):

@@ -152,8 +152,7 @@ def _pct(v: float) -> Optional[float]:
 
 
 def tradeoff(search: SearchResult, x: str = "latency") -> go.Figure:
-    """Every search candidate at (latency or size, accuracy); feasible ones filled, the chosen
-    one ringed; one dashed line per FP32 graph at its accuracy minus the overall budget."""
+    """Feasible candidates filled, the chosen ringed; a dashed line per FP32 graph at its accuracy minus the budget."""
     if x not in ("latency", "size"):
         raise ValueError(f"x must be 'latency' or 'size', got {x!r}")
     if not isinstance(search, SearchResult):
@@ -200,8 +199,7 @@ def _candidate_hover(c) -> str:
 
 
 def node_errors(obj: Union[QuantResult, Sequence[NodeError]], top: Optional[int] = 20, rank_by: str = "local") -> go.Figure:
-    """Per quantized node: the SQNR (dB) of its own quantization (weight, activation) and at its
-    output, lowest ``rank_by`` first. Lower is worse; about 6 dB per bit."""
+    """Per quantized node, its SQNR (dB), lowest ``rank_by`` first: about 6 dB per bit."""
     keys = {"local": "local_sqnr_db", "output": "output_sqnr_db", "weight": "weight_sqnr_db", "activation": "activation_sqnr_db"}
     if rank_by not in keys:
         raise ValueError(f"rank_by must be one of {list(keys)}, got {rank_by!r}")

@@ -59,7 +59,6 @@ def slice_drift_overview(results: Sequence[QuantResult], budget_per_slice: Optio
 
 
 def _padded(values: Sequence[float]) -> list[float]:
-    """An axis range holding every value with room on both sides (at least half a point)."""
     lo, hi = min(values), max(values)
     pad = max(0.5, 0.08 * (hi - lo))
     return [lo - pad, hi + pad]

@@ -1,7 +1,5 @@
-"""Figures for training runs: a ``Comparison`` or a list of ``TrainRun`` (compared on the fly) in, a
-``go.Figure`` out. Runs that fell back or failed are drawn only where their data exists, labelled
-with their status.
-"""
+"""Figures for training runs (a ``Comparison``, or ``TrainRun``s compared on the fly); runs that fell back or
+failed are drawn where their data exists, labelled with their status."""
 
 from __future__ import annotations
 
@@ -49,8 +47,7 @@ def _ratio_text(c: Comparison, backend: Backend, attr: str) -> str:
 
 
 def loss_curves(runs: RunsLike) -> go.Figure:
-    """Training loss per step for each backend (lines) and validation loss (markers); the title states
-    the largest loss difference against the baseline against the comparison's tolerance."""
+    """Training loss per step (lines), validation loss (markers); the title holds the largest difference to the tolerance."""
     c = _as_comparison(runs)
     fig = go.Figure()
     for r in c.runs:

@@ -1,5 +1,4 @@
-"""The page's cells and style, for every section of ``report.html``: escaped text, formatted numbers, tables,
-figures (plotly.js is inlined once by the page)."""
+"""The page's style and cells for every section: escaped text, formatted numbers, tables, figures."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The embedding model's sections of ``report.html`` (a summary of ``task`` ``embedding``): the verdict, the model
-and its validation, retrieval quality per slice (with the queries that changed most), agreement without labels,
-the search (when run) and speed. :func:`workbench.report.page.render_html` renders them; the figures come drawn."""
+"""The embedding model's sections of ``report.html`` (``task`` ``embedding``), in the page's order."""
 
 from __future__ import annotations
 

@@ -13,11 +13,8 @@ from ..quant import DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_MI
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """Everything a report is written from; every field but ``kind`` is optional, and a section
-    whose result is missing says so (frozen: writing a report never changes its inputs; change one
-    with ``dataclasses.replace``). ``quant`` are the quantized variants (QuantResult);
-    ``search`` a SearchResult (built from ``quant`` when not given); ``data`` and ``model`` are
-    plain facts (see :mod:`workbench.audit`); ``stages`` are ``{name, status, seconds, message}``."""
+    """Every field optional: a section whose result is missing says so. Frozen: writing a report never changes its
+    inputs. ``quant``: QuantResults; ``stages``: ``{name, status, seconds, message}``."""
 
     kind: str = "workbench"
     title: str = "ORT Workbench report"
@@ -41,7 +38,6 @@ class ReportInputs:
     config: dict = field(default_factory=dict)
 
     def searched(self):
-        """``search``, or the search over ``quant`` with these budgets and speed guard (None without variants)."""
         from ..quant.search import SearchConfig, search_results
 
         if self.search is not None or not self.quant:
@@ -53,9 +49,7 @@ class ReportInputs:
 
 # ---- a run folder (the demo's, the Workbench's) ------------------------------------------------
 def inputs_from_run(run_dir: str | os.PathLike, kind: str = "workbench", doctor=None, **overrides) -> ReportInputs:
-    """ReportInputs from the results saved under a run folder (compare.json, export.json,
-    fusion.json, every quantize/**/quantize.json, search/search.json), for a report of what was
-    done so far. ``doctor`` defaults to a fresh environment check."""
+    """``doctor`` defaults to a fresh environment check."""
     from ..doctor.checks import run_doctor
     from ..flow.handoffs import Run
 

@@ -1,6 +1,5 @@
-"""The report's "speed at the data's lengths" part: the data's token lengths, each variant's latency
-at batch 1 x the median and 95th-percentile length (beside the fixed shapes), and rows per second of
-scoring against the floor of the same batches (:mod:`workbench.data.token_lengths`, :mod:`workbench.perf.scoring`)."""
+"""The report's "speed at the data's own lengths": latency at batch 1 x the median and 95th-percentile length,
+and rows per second of scoring against the floor of the same batches."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from .cells import report_table
 
 
 def scoring_dict(sp) -> Optional[dict]:
-    """A :class:`workbench.perf.scoring.ScoringSpeed` as summary.json writes it."""
     if sp is None:
         return None
     return {"rows": sp.rows, "seconds": sp.seconds, "order": sp.order, "batch_size": sp.batch_size,
@@ -23,8 +21,7 @@ def scoring_dict(sp) -> Optional[dict]:
 
 
 def data_lengths(base) -> dict:
-    """What summary.json's ``data`` gains from the baseline: the lengths, the shapes timed at them, the
-    scoring order with its note, the work of both orders and the FP32 scoring speed."""
+    """What summary.json's ``data`` gains from the baseline."""
     out: dict = {"scoring_order": base.scoring_order, "scoring_note": base.scoring_note}
     if base.lengths is not None:
         out["lengths"] = serial.to_dict(base.lengths)
@@ -37,8 +34,7 @@ def data_lengths(base) -> dict:
 
 
 def slower_text(speedup, ci) -> str:
-    """' slower than FP32' (HTML) when the variant lost: the whole interval below 1, or, without an
-    interval, the ratio; ' no faster than FP32' when the ratio is below 1 but the interval reaches 1."""
+    """'no faster than FP32' when the ratio is below 1 but its interval reaches 1."""
     if speedup is None or speedup >= 1.0:
         return ""
     if ci and ci[1] is not None and ci[1] >= 1.0:
@@ -47,7 +43,6 @@ def slower_text(speedup, ci) -> str:
 
 
 def _shape_header(shape: str, shapes: list[str]) -> str:
-    """A column's header: the shape in words and which of the data's lengths it is."""
     batch, _, seq = shape.partition("x")
     which = ("the median and 95th percentile" if len(shapes) == 1 else
              {0: "the median", 1: "the 95th percentile"}.get(shapes.index(shape), "")) if shape in shapes else ""
@@ -55,8 +50,7 @@ def _shape_header(shape: str, shapes: list[str]) -> str:
 
 
 def _variant_cell(x: dict, shape: str) -> str:
-    """One variant at one of the data's shapes: its milliseconds, FP32's from the same rounds in brackets, the
-    speed-up with its interval, its share of the floor; or why a figure is missing. Never a bare placeholder."""
+    """Never a bare placeholder: a missing figure says why."""
     timed = [r["shape"] for r in x.get("latency_by_shape", [])]
     r = next((r for r in x.get("latency_by_shape", []) if r["shape"] == shape), None)
     if r is None:
@@ -77,8 +71,7 @@ def _variant_cell(x: dict, shape: str) -> str:
 
 
 def _fp32_cell(quantization: list[dict], shape: str) -> str:
-    """The FP32 graph at ``shape``: as timed beside the first variant timed there (each variant's row has its own
-    FP32 figure in brackets, from its own rounds)."""
+    """As timed beside the first variant timed there (each variant's row has its own FP32 figure in brackets)."""
     for x in quantization:
         r = next((r for r in x.get("latency_by_shape", []) if r["shape"] == shape), None)
         if r is not None:
@@ -97,8 +90,7 @@ def _scoring_cell(sc: Optional[dict], why_not: str) -> str:
 
 
 def section(s: dict) -> str:
-    """HTML of the part (empty when the baseline recorded no lengths: a run from before they were kept). A shape no
-    variant was timed at gets no column: the paragraph says which shapes the run timed instead."""
+    """Empty for a run from before lengths were kept; a shape no variant was timed at gets no column, only a sentence."""
     d = s.get("data") or {}
     lengths = d.get("lengths")
     if not lengths:

@@ -1,5 +1,4 @@
-"""``report.html``: the page, written from ``summary.json``'s dict and the figures drawn from the
-results (plotly.js inlined once, so the file opens offline)."""
+"""``report.html``: the page, from ``summary.json``'s dict and the figures drawn from the results."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def draw_figures(inp: ReportInputs, summary: dict) -> dict[str, str]:
 
 
 def render_html(summary: dict, figures: Optional[dict] = None) -> str:
-    """The page, from ``summary`` (and figure snippets by section). Every text from the user's
-    data or model is HTML-escaped."""
+    """Every text from the user's data or model is HTML-escaped; plotly.js is inlined once (the file opens offline)."""
     from plotly.offline import get_plotlyjs
 
     figs = figures or {}

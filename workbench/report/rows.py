@@ -1,5 +1,4 @@
-"""Plain rows of result objects, shared by the verdict and ``summary.json``: a slice's change, a
-quantization config in words, latencies by shape."""
+"""Plain rows of result objects, shared by the verdict and ``summary.json``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``summary.json``: its exit codes, JSON schema and the check against it.
-
-One schema for every task: the fields every audit has (the verdict, the budget, the environment, the
-data, the search), then what a task adds (``task``: a classifier's slices, quantization rows and
-method; an embedding model's evaluation, variants and speed)."""
+"""``summary.json``'s exit codes and its one schema for every task: the common fields, then each ``task``'s own."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from .verdict import build_verdict
 
 
 def _row_of(examples: Optional[list], index: int) -> int:
-    """The file's row number of evaluation example ``index`` (``index`` itself when the examples do not say)."""
     example = examples[index] if examples is not None and index < len(examples) else {}
     return int(example.get("row", index)) if isinstance(example, dict) else index
 
@@ -68,8 +67,7 @@ def _training_summary(c) -> Optional[dict]:
 
 
 def _training_verdicts(c) -> list[dict]:
-    """The verdicts saved beside compare.json (with the machine and its load while it trained), or,
-    for a comparison saved without them, the verdicts its figures alone support."""
+    """Those saved beside compare.json (with the load while it trained), else what its figures alone support."""
     from ..train import load_verdicts, verdicts_for
 
     saved = load_verdicts(Path(c.run_dir)) if getattr(c, "run_dir", None) and Path(c.run_dir).is_dir() else None
@@ -78,7 +76,7 @@ def _training_verdicts(c) -> list[dict]:
 
 
 def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[dict], list[str]]:
-    """(this machine's profile as a dict, why the speed figures were taken under load: [] when they were not)."""
+    """(the profile as a dict, why each speed was taken under load)."""
     profile = inp.machine
     if profile is None and results:
         try:
@@ -100,8 +98,7 @@ def _machine(inp: ReportInputs, results: list, notes: list) -> tuple[Optional[di
 
 
 def _eval_set_facts(results: list, data: dict, notes: list) -> tuple[Optional[list], list[dict]]:
-    """(the evaluation examples, the slices as rows) of the first variant's baseline; fills ``data``
-    with what the baseline knows (rows scored, batch size, timing, lengths) where it is not given."""
+    """From the first variant's baseline; fills what ``data`` does not give from it."""
     examples = None
     slices: list[dict] = []
     if not results:
@@ -193,9 +190,7 @@ def _method_notes(inp: ReportInputs, data: dict, n_boot: Optional[int], contende
 
 
 def task_summary(task: str, kind: str, title: str, fields: dict, doctor=None) -> dict:
-    """``summary.json`` of any task: the fields every summary has (schema version, kind, task, title, when it was
-    written, the environment) and the task's ``fields``, JSON-ready (NaN -> null, paths -> str) and checked
-    against the one schema (:data:`~workbench.report.schema.SUMMARY_SCHEMA`)."""
+    """``summary.json`` of any task: the common fields around the task's ``fields``, JSON-ready and checked."""
     summary = serial.to_dict({"schema_version": SCHEMA_VERSION, "kind": kind, "task": task, "title": title,
                               "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                               "environment": environment_facts(doctor), **fields})
@@ -204,7 +199,7 @@ def task_summary(task: str, kind: str, title: str, fields: dict, doctor=None) ->
 
 
 def build_summary(inp: ReportInputs) -> dict:
-    """Every number of a classifier's report as one JSON-ready dict (``summary.json``)."""
+    """A classifier's ``summary.json``."""
     data, notes = dict(inp.data), list(inp.notes)  # the inputs stay as given; the summary adds what it read
     results = list(inp.quant)
     search = inp.searched()

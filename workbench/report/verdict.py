@@ -27,12 +27,8 @@ def _load_candidate(c, by_path: dict):
 
 def build_verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[dict] = None, budget_words: str = "",
                   unjudged: str = "") -> dict:
-    """The verdict of what was evaluated, for every task; when a step failed it is ``incomplete`` (exit code 1)
-    whatever the variants that did run show, so summary.json and the exit code always agree.
-    ``machine`` (the profile as summary.json holds it) lets the verdict explain the speed by the
-    hardware; speeds timed on a busy machine are never stated as measured. ``budget_words``: the budget in
-    the task's terms (default: points of accuracy); ``unjudged``: why no variant could be held to a budget
-    (texts without labels: ``no_labels``, exit code 3)."""
+    """A failed step makes it ``incomplete`` whatever the variants show, so summary.json and the exit code agree.
+    Speeds timed on a busy machine are never stated as measured; ``unjudged``: why no variant has a budget (``no_labels``)."""
     if unjudged:
         return {"status": "no_labels", "exit_code": EXIT_NONE_MEETS, "chosen": None, "text": unjudged}
     v = _verdict_of_variants(inp, search, by_path, machine, budget_words)
@@ -46,9 +42,7 @@ def build_verdict(inp: ReportInputs, search, by_path: dict, machine: Optional[di
 
 
 def hardware_sentence(r, machine: Optional[dict]) -> str:
-    """How the variant's speed relates to this CPU: how close it came to what the INT8 matrix
-    multiply allows (its floor), and what the instruction sets say. Only measured numbers; the
-    general 2-4x of VNNI/AMX CPUs is marked as not measured here."""
+    """The variant's share of its floor and what the instruction sets say; the general 2-4x of VNNI/AMX is marked unmeasured."""
     if not machine:
         return ""
     parts = []
@@ -69,7 +63,7 @@ def hardware_sentence(r, machine: Optional[dict]) -> str:
 
 
 def _speed_words(r) -> str:
-    """'1.7x faster (1.6-1.8)', from the paired rounds; older results without an interval: the point figure."""
+    """'1.7x faster (1.6-1.8)'; older results without an interval: the point figure."""
     ratio = getattr(r, "speedup_ratio", None)
     if ratio is None:
         return _faster(r.speedup)
@@ -150,8 +144,7 @@ def _verdict_of_variants(inp: ReportInputs, search, by_path: dict, machine: Opti
 
 
 def under_load_words(int8) -> str:
-    """The sentence naming the variants whose speed was still taken under load after timing again ("" when none
-    was): only their speed goes unstated; the others' figures stand."""
+    """Only the busy variants' speed goes unstated; the others' figures stand."""
     busy = [c.name for c in int8 if getattr(c, "contended", False)]
     if not busy:
         return ""
@@ -162,7 +155,6 @@ def under_load_words(int8) -> str:
 
 
 def _faster(speedup: float) -> str:
-    """'2.8x faster', or '1.2x slower' (the FP32 graph's median latency over the variant's)."""
     if not speedup or speedup != speedup:
         return "of unmeasured speed"
     return f"{speedup:.1f}x faster" if speedup >= 1 else f"{1 / speedup:.1f}x slower"

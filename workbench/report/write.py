@@ -1,5 +1,4 @@
-"""Writing the report: ``summary.json`` and ``report.html`` replaced as one unit
-(:func:`workbench.runs.atomic.atomic_write_set`): a reader sees both old or both new, never one of each."""
+"""``summary.json`` and ``report.html`` replaced as one unit: a reader sees both old or both new, never one of each."""
 
 from __future__ import annotations
 
@@ -17,16 +16,12 @@ from .summary import build_summary
 
 
 def write_report(inp: ReportInputs, out_dir: Optional[str | os.PathLike] = None) -> tuple[Path, Path, dict]:
-    """Write ``summary.json`` and ``report.html`` into ``out_dir`` (default ``inp.run_dir``) as one
-    unit (both new, or both as before when the process dies); returns (report path, summary path, summary)."""
     summary = build_summary(inp)
     report, written = write_summary_page(out_dir if out_dir is not None else inp.run_dir, summary, draw_figures(inp, summary))
     return report, written, summary
 
 
 def write_summary_page(out_dir: str | os.PathLike, summary: dict, figures: dict) -> tuple[Path, Path]:
-    """``summary`` (any task's, :func:`~workbench.report.summary.task_summary`) and the page rendered from it with
-    ``figures``, replaced as one unit; returns (report path, summary path)."""
     page = render_html(summary, figures)
     text = json.dumps(serial.to_dict(summary), indent=2, allow_nan=False) + "\n"
     paths = atomic_write_set(Path(out_dir), {SUMMARY_FILE: text.encode("utf-8"), REPORT_FILE: page.encode("utf-8")})
@@ -34,5 +29,4 @@ def write_summary_page(out_dir: str | os.PathLike, summary: dict, figures: dict)
 
 
 def write_run_report(run_dir: str | os.PathLike, kind: str = "workbench", **overrides) -> tuple[Path, Path, dict]:
-    """Report of what a run folder holds so far (the notebook Workbench's button, the demo)."""
     return write_report(inputs_from_run(run_dir, kind, **overrides), run_dir)

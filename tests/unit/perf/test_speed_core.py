@@ -21,7 +21,7 @@ from workbench.core.latency import Ratio, interleaved, paired_ratio
 from workbench.perf.machine_profile import LoadCheck, MachineProfile, check_load, combine_checks, judge_load, machine_profile
 from workbench.models.load import TINY_CONFIG
 from helpers.macs import config_macs
-from workbench.perf.work import GraphWork, WorkError, floor_for, graph_work, of_floor
+from workbench.perf.work import GraphWork, WorkError, floor_for, graph_work
 
 
 def profile(fp32=100.0, int8=200.0, qdq=None, threads=2, **kw) -> MachineProfile:
@@ -158,9 +158,6 @@ def test_floor_arithmetic_on_given_profiles():
     s = GraphWork(batch=1, seq=128, fp32_macs=0, int8_macs=500_000_000, by_op={}, static_int8_macs=500_000_000)
     assert floor_for(s, profile(int8=250.0, qdq=500.0)).floor_ms == pytest.approx(2.0)
     assert floor_for(s, profile(int8=250.0, qdq=None)).floor_ms == pytest.approx(4.0)
-    assert of_floor(30.0, 24.0) == pytest.approx(0.8)
-    with pytest.raises(WorkError):
-        of_floor(0.0, 24.0)
 
 
 def test_the_floor_takes_the_throughput_at_the_shapes_own_row_count():
