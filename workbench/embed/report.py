@@ -1,5 +1,4 @@
-"""The embedding model's part of ``summary.json`` (:func:`workbench.report.summary.task_summary` adds what every
-summary has) and the figures of its report page (:func:`workbench.report.page.render_html` renders both)."""
+"""The embedding model's part of ``summary.json`` and the figures of its report page."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ MAX_CHANGED_SHOWN = 5
 
 
 def _verdict(evaluation, judged, export, budget) -> dict:
-    """The verdict (:func:`workbench.report.verdict.build_verdict`) from the variants judged as search candidates."""
     from ..report.inputs import ReportInputs
     from ..report.verdict import build_verdict
 
@@ -26,7 +24,6 @@ def _verdict(evaluation, judged, export, budget) -> dict:
 
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
-    """summary.json of an embedding audit, in the schema every audit's summary follows (task ``embedding``)."""
     from ..models.hub import model_name
     from ..report.summary import task_summary
     from .encode import speed_summary
@@ -71,7 +68,6 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
 
 
 def embed_figures(evaluation, speed: dict | None) -> dict[str, str]:
-    """The page's figures (:mod:`workbench.plots.embed`) by name, as :func:`workbench.report.page.render_html` takes them."""
     from ..plots import embed as eplots
     from ..report.cells import figure_html
 
