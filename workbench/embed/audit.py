@@ -231,7 +231,6 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
     """:func:`run_embed_quantization` with report.html and summary.json."""
-    t0 = time.perf_counter()
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress, report=True)
     page, written, summary = run.report
-    return EmbedAuditResult(run.out_dir, page, written, summary["verdict"]["exit_code"], summary["verdict"], time.perf_counter() - t0)
+    return EmbedAuditResult(run.out_dir, page, written, summary["verdict"]["exit_code"], summary["verdict"], run.seconds)

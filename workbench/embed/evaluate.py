@@ -130,4 +130,4 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
         out.append(VariantQuality(name, cmp, agr, chk.feasible if chk else None, chk.violations if chk else []))
     return EmbedEvaluation(task=task.name if task else "", task_description=task.description if task else "",
                            fp32_metrics=fp32_metrics, variants=out, reference_metrics=ref_metrics, budget=budget,
-                           slice_sizes=task.sizes if task else {}, texts=len(texts))
+                           slice_sizes={k: len(v) for k, v in task.query_slices.items()} if task else {}, texts=len(texts))

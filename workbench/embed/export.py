@@ -159,14 +159,6 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return num / np.maximum(den, 1e-12)
 
 
-def validate_embeddings(reference: np.ndarray, got: np.ndarray, texts: Sequence[str], threshold: float) -> EmbedValidation:
-    cos = cosine_rows(reference, got)
-    worst = int(np.argmin(cos))
-    return EmbedValidation(texts=len(texts), min_cosine=float(cos.min()), mean_cosine=float(cos.mean()),
-                           max_abs_diff=float(np.abs(reference - got).max()), threshold=float(threshold),
-                           worst_text=str(texts[worst]))
-
-
 def validation_texts(n: int) -> list[str]:
     """``n`` real texts of every length: reviews and plot descriptions from the built-in corpus."""
     from .retrieval import corpus_frame
@@ -211,7 +203,10 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, text
         tokenizer.save_pretrained(str(tmp))
     reference = reference_encode(info.folder, texts, VALIDATION_BATCH, max_length)
     got = OnnxEncoder(path, tokenizer, max_length).encode(texts, VALIDATION_BATCH)
-    validation = validate_embeddings(reference, got, texts, MIN_COSINE)
+    cos = cosine_rows(reference, got)
+    validation = EmbedValidation(texts=len(texts), min_cosine=float(cos.min()), mean_cosine=float(cos.mean()),
+                                 max_abs_diff=float(np.abs(reference - got).max()), threshold=MIN_COSINE,
+                                 worst_text=str(texts[int(np.argmin(cos))]))
     c = module.base.config
     result = EmbedExportResult(
         onnx_path=path.resolve(), tokenizer_dir=(out / TOKENIZER_DIR).resolve(), folder=str(info.folder),

@@ -37,22 +37,19 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
             evaluation.slice_sizes.get("all", 0) if evaluation.task else evaluation.texts)},
         "export": serial.to_dict(export),
         "variants": serial.to_dict(variants) if variants is not None else None,
-        # the budget as every audit states it (the share of FP32's NDCG@10 that may be lost overall, the NDCG@10 a slice
-        # may lose), and as the embedding audit's settings give it
+        # the budget as every audit states it (share of NDCG@10 lost overall, NDCG@10 lost per slice), then as set
         "budget": {"metric": "ndcg@10", "overall": 1.0 - b.min_ndcg_ratio, "per_slice": b.max_slice_drop,
                    "include_small_slices": False, "min_slice_size": b.min_slice_size, **serial.to_dict(b)},
         "settings": serial.to_dict(cfg),
         "seconds": seconds,
     }
-    summary["evaluation"] = None
-    if evaluation is not None:
-        ev = serial.to_dict(evaluation)
+    summary["evaluation"] = ev = serial.to_dict(evaluation) if evaluation is not None else None
+    if ev is not None:
         for v in ev["variants"]:
             if v.get("agreement"):
                 v["agreement"].pop("cosines", None)  # every text's cosine is in the figure, not the summary
             if v.get("retrieval"):
                 v["retrieval"]["changed"] = v["retrieval"]["changed"][:MAX_CHANGED_SHOWN]
-        summary["evaluation"] = ev
         if evaluation.reference_metrics:
             summary["fp32_vs_sentence_transformers"] = {
                 m: evaluation.fp32_metrics[m] - evaluation.reference_metrics[m] for m in evaluation.fp32_metrics}

@@ -55,10 +55,6 @@ class RetrievalTask:
             raise EmbedError(f"retrieval task {self.name!r}: {len(self.queries)} queries but {len(self.relevant)} "
                              "relevance lists")
 
-    @property
-    def sizes(self) -> dict[str, int]:
-        return {k: len(v) for k, v in self.query_slices.items()}
-
     def only(self, keep: Sequence[int]) -> "RetrievalTask":
         """The task with only the queries at ``keep`` (in that order), its slices renumbered and empty ones dropped."""
         new = {old: i for i, old in enumerate(keep)}
@@ -191,7 +187,6 @@ def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_co
                          description=f"{len(queries)} queries, {len(doc_texts)} documents")
 
 
-# ---- ranking and metrics ---------------------------------------------------------------------
 def _unit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

@@ -20,21 +20,18 @@ from .evaluate import EmbedBudget
 from .export import EmbedExportResult
 from .folder import EmbedError
 from .retrieval import RetrievalTask, compare_retrieval, score_task, task_texts
+from .variants import FP32
 
 DEFAULT_MAX_EXCLUDED = 8
 METRIC = "ndcg@10"
-FP32_NAME = "fp32"
 # what a candidate that kept every quantized node in FP32 is, in the table and the message
 ALL_FP32 = "with every quantized {ops} left in FP32 the graph is the FP32 graph"
 
 
 def exclusion_steps(max_excluded: int) -> list[int]:
     """1, 2, 4, ... and ``max_excluded`` last."""
-    steps, k = [], 1
-    while k < max_excluded:
-        steps.append(k)
-        k *= 2
-    return steps + ([max_excluded] if max_excluded > 0 else [])
+    doubling = [1 << i for i in range(max(0, max_excluded - 1).bit_length())]  # the powers of two below max_excluded
+    return doubling + ([max_excluded] if max_excluded > 0 else [])
 
 
 class EmbedSearchBaseline:
@@ -80,10 +77,10 @@ class EmbedSearchBaseline:
     def fp32_search_candidate(self, name: str, config):
         from ..graph.facts import file_size_mib
 
-        cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
+        cmp = compare_retrieval(self.task, FP32, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
         return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
-                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32_NAME])
+                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
         """``cfg``, then (while it misses the budget) again with the worst nodes in FP32."""
@@ -130,7 +127,7 @@ class EmbedSearchBaseline:
         """The FP32 graph and ``encoders`` in interleaved rounds at batch 1."""
         from .encode import encode_fns, speed_of, time_encoders
 
-        run = time_encoders(encode_fns({FP32_NAME: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32_NAME, self.tokens,
+        run = time_encoders(encode_fns({FP32: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32, self.tokens,
                             self.threads, floors=False, load_check=self.load_check, retimes=self.retimes, rounds=self.rounds)
         return {n: SimpleNamespace(median_ms=s["ms_per_batch"], ratio=s["ratio"], contended=run.contended)
                 for n in run.latency for s in [speed_of(run, n, 1)]}
@@ -155,13 +152,13 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
     from ..graph.facts import file_size_mib
     from ..quant.search import SearchConfig, choose
     from .encode import speed_of
-    from .variants import FP32, FUSED, preset_config
+    from .variants import FUSED, preset_config
 
     timed = speed is not None
     by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
     fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
     path = variants.path(FP32)
-    found = [fp32_candidate(f"{FP32}", FP32, path, file_size_mib(path), fp32_value, None,
+    found = [fp32_candidate(FP32, FP32, path, file_size_mib(path), fp32_value, None,
                             SimpleNamespace(median_ms=by[FP32]["ms_per_batch"]) if FP32 in by else None)]
     for v in evaluation.variants:
         if v.name == FUSED or v.retrieval is None:
