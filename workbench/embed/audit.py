@@ -1,7 +1,5 @@
-"""The audit of an embedding model: ``run_embed_audit(folder, EmbedAuditConfig, out) -> EmbedAuditResult``,
-the registry's ``embed-audit`` route (:mod:`workbench.embed.stages`). Inputs are checked before anything
-is written (:func:`check_embed_inputs`). Exit codes: 0 a quantized variant meets the budget, 3 none
-does, 1 the exported graph failed validation.
+"""The audit of an embedding model, the ``embed-audit`` route. Exit codes: 0 a quantized variant meets the
+budget, 3 none does, 1 the exported graph failed validation.
 """
 
 from __future__ import annotations
@@ -30,8 +28,6 @@ def _field(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class EmbedAuditConfig:
-    """The embedding audit's settings; each field's help says what it does."""
-
     data: str = _field(BUILTIN, "builtin (the built-in retrieval task) or a table of texts: the corpus")
     queries: Optional[str] = _field(None, "a pairs file, one row per query and relevant document of the data corpus "
                                           "(without it, a corpus is scored without labels)")
@@ -194,7 +190,7 @@ def check_embed_inputs(model, cfg: EmbedAuditConfig, out_dir=None) -> CheckedEmb
 
 @dataclass(frozen=True)
 class EmbedQuantRun:
-    """What :func:`run_embed_quantization` produced; ``evaluation`` and ``speed`` are None when the export failed validation."""
+    """``evaluation`` and ``speed`` are None when the export failed validation."""
 
     out_dir: Path
     folder: EmbedFolder
@@ -211,8 +207,7 @@ class EmbedQuantRun:
 def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                            checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None,
                            report: bool = False) -> EmbedQuantRun:
-    """The registry's ``embed-audit`` route (:mod:`workbench.embed.stages`), its report only with ``report``;
-    ``progress`` hears each graph's rows as they are encoded. A stage that fails raises its error as it is."""
+    """The ``embed-audit`` route, its report only with ``report``; a stage that fails raises its error as it is."""
     from ..workflows.stages import stages_for
     from ..workflows.steps import Job
 
@@ -235,8 +230,7 @@ def run_embed_quantization(model, cfg: Optional[EmbedAuditConfig] = None, out_di
 
 def run_embed_audit(model, cfg: Optional[EmbedAuditConfig] = None, out_dir=None, *, log: Log = print,
                     checked: Optional[CheckedEmbedInputs] = None, progress: Optional[ProgressHook] = None) -> EmbedAuditResult:
-    """The audit (see the module doc): :func:`run_embed_quantization` with report.html and summary.json."""
-    t0 = time.perf_counter()
+    """:func:`run_embed_quantization` with report.html and summary.json."""
     run = run_embed_quantization(model, cfg, out_dir, log=log, checked=checked, progress=progress, report=True)
     page, written, summary = run.report
-    return EmbedAuditResult(run.out_dir, page, written, summary["verdict"]["exit_code"], summary["verdict"], time.perf_counter() - t0)
+    return EmbedAuditResult(run.out_dir, page, written, summary["verdict"]["exit_code"], summary["verdict"], run.seconds)

@@ -1,6 +1,5 @@
-"""Encoding texts with an embedding graph in ONNX Runtime: text in, sentence embedding out, as
-``SentenceTransformer.encode`` does (tokenize with the model's tokenizer, pad each batch to its
-longest text, batches formed in length order so little padding is computed)."""
+"""Texts in, sentence embeddings out, with an embedding graph in ONNX Runtime, batched as
+``SentenceTransformer.encode`` does: in length order, each padded to its longest text, so little padding is computed."""
 
 from __future__ import annotations
 
@@ -14,29 +13,21 @@ if TYPE_CHECKING:
     from ..runtime.engine import RayPool
 
 
-def length_order(tokenizer, texts: Sequence[str], max_length: int) -> np.ndarray:
-    """Indices of ``texts`` from the longest to the shortest in tokens (as sentence-transformers batches)."""
-    from ..data.token_lengths import token_lengths
-
-    return np.argsort(-token_lengths(tokenizer, texts, max_length), kind="stable")
-
-
 def longest_padded(tokenizer, texts: Sequence[str], max_length: int) -> dict:
-    """One batch's tokenizer outputs padded to its longest text (NumPy), here or on a Ray worker."""
+    """One batch padded to its longest text, here or on a Ray worker."""
     return dict(tokenizer(list(texts), truncation=True, max_length=max_length, padding="longest", return_tensors="np"))
 
 
 class OnnxEncoder:
-    """One ONNX Runtime session over an embedding graph, with its tokenizer: ``encode(texts, batch_size)``
-    returns one row per text, in the order given. With ``pool`` (:func:`workbench.runtime.engine.active_pool`)
-    ``encode`` runs on that Ray pool's actors; ``encode_batch`` (what the timing calls) always runs here."""
+    """An embedding graph's session and tokenizer. With ``pool`` ``encode`` runs on that Ray pool's actors;
+    ``encode_batch`` (what the timing calls) always runs here."""
 
     def __init__(self, graph: str | os.PathLike, tokenizer, max_length: int, threads: Optional[int] = None,
-                 session=None, pool: Optional["RayPool"] = None, label: Optional[str] = None) -> None:
+                 pool: Optional["RayPool"] = None, label: Optional[str] = None) -> None:
         from ..runtime.ortinfer import make_session
 
         self.graph, self.tokenizer, self.max_length = graph, tokenizer, int(max_length)
-        self.session = session if session is not None else make_session(graph, threads=threads)
+        self.session = make_session(graph, threads=threads)
         self.output = self.session.get_outputs()[0].name
         self.pool, self.label = pool, label
 
@@ -50,16 +41,17 @@ class OnnxEncoder:
         return self.finish(feed, self.session.run([self.output], feed)[0])
 
     def finish(self, feed: dict, out: np.ndarray) -> np.ndarray:
-        """The embeddings of a batch from the graph's first output (this graph's: as they are)."""
+        """A batch's embeddings from the graph's first output (a token-embedding graph pools here)."""
         return out
 
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        from ..data.token_lengths import token_lengths
         from ..runtime.progress import RowCounter, graph_label
 
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        order = length_order(self.tokenizer, texts, self.max_length)
+        order = np.argsort(-token_lengths(self.tokenizer, texts, self.max_length), kind="stable")  # longest first
         batches = [[texts[i] for i in order[start:start + batch_size]] for start in range(0, len(texts), batch_size)]
         outs: Iterable[np.ndarray]  # the embeddings of each batch, in the batches' order
         if self.pool is not None:
@@ -118,8 +110,8 @@ def encode_fns(encoders: Mapping[str, OnnxEncoder], st_model, texts_by_batch: Ma
 def time_encoders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]], base: str, tokens: int, threads: int,
                   graphs: Optional[Mapping[str, str]] = None, *, floors: bool = True, load_check: bool = True,
                   retimes: Optional[int] = None, **rounds) -> "SpeedRun":
-    """:func:`encode_fns`' calls at ``tokens`` tokens timed by :func:`workbench.perf.speed.time_callables` (``rounds``: its
-    rounds, repeats, warmup and max_seconds, 60 s by default); ``graphs`` (name -> ONNX path) get a floor."""
+    """:func:`encode_fns`' calls timed by :func:`workbench.perf.speed.time_callables` (``rounds``: its keywords,
+    max_seconds 60 s by default); ``graphs`` (name -> ONNX path) get a floor."""
     from ..perf.machine_profile import machine_profile
     from ..perf.speed import RETIMES, time_callables
     from .folder import as_embed_error
@@ -132,8 +124,7 @@ def time_encoders(fns_by_batch: Mapping[int, Mapping[str, Callable[[], object]]]
 
 
 def speed_of(run: "SpeedRun", name: str, batch: int, over: Optional[str] = None) -> dict:
-    """``name``'s timing at ``batch``: ms per batch and per text, floor, and its speed-up (a
-    :class:`~workbench.core.latency.Ratio`) over the run's base, or over ``over`` from the same rounds."""
+    """``name``'s timing at ``batch`` and its speed-up over the run's base (or ``over``) from the same rounds."""
     from ..core.latency import Ratio, paired_ratio
 
     lat = {n: next(x for x in shapes if x.batch == batch) for n, shapes in run.latency.items()}

@@ -1,6 +1,5 @@
-"""Every variant of an embedding graph scored against the FP32 graph on the same texts: retrieval with
-labels and agreement without, and the budget in NDCG@10 terms: a share of FP32's NDCG@10 kept over all
-queries, and an absolute NDCG@10 drop no query slice big enough to judge may exceed."""
+"""Every variant scored against the FP32 graph on the same texts (retrieval with labels, agreement without),
+and the budget in NDCG@10 terms."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ class EmbedBudget:
             raise EmbedError(f"min_slice_size must be a whole number of queries of at least 1, got {self.min_slice_size!r}")
 
     def budget_check(self, cmp: RetrievalComparison, strict: bool = False):
-        """The check in the search's terms (:class:`~workbench.quant.budget.BudgetCheck`), drops in NDCG@10 lost;
-        ``strict`` judges each slice on the worse end of its paired bootstrap interval."""
+        """The check in the search's terms, drops in NDCG@10; ``strict`` judges a slice on its interval's worse end."""
         from ..quant.budget import BudgetCheck
 
         why = []
@@ -92,10 +90,8 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
                         texts: Sequence[str] = (), text_slices: Optional[Mapping[str, Sequence[int]]] = None,
                         budget: Optional[EmbedBudget] = None, n_boot: int = 1000, seed: int = 0, batch_size: int = 32,
                         reference_folder=None, log=lambda line: None) -> EmbedEvaluation:
-    """Score each encoder (name -> object with ``encode(texts, batch_size)``) against ``base``: on ``task``
-    (retrieval metrics per slice, and agreement on its queries and documents), else on ``texts`` (agreement
-    per slice). ``reference_folder``: also score the task with ``SentenceTransformer.encode`` of that folder
-    (the independent check of the FP32 graph)."""
+    """Each encoder against ``base`` on ``task`` (retrieval and agreement), else on ``texts`` (agreement);
+    ``reference_folder``: also score the task with ``SentenceTransformer.encode``, the FP32 graph's independent check."""
     if base not in encoders:
         raise EmbedError(f"base {base!r} is not among the encoders {list(encoders)}")
     if task is None and not texts:
@@ -134,4 +130,4 @@ def evaluate_embeddings(encoders: Mapping[str, object], base: str = "fp32", task
         out.append(VariantQuality(name, cmp, agr, chk.feasible if chk else None, chk.violations if chk else []))
     return EmbedEvaluation(task=task.name if task else "", task_description=task.description if task else "",
                            fp32_metrics=fp32_metrics, variants=out, reference_metrics=ref_metrics, budget=budget,
-                           slice_sizes=task.sizes if task else {}, texts=len(texts))
+                           slice_sizes={k: len(v) for k, v in task.query_slices.items()} if task else {}, texts=len(texts))

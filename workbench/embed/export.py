@@ -1,15 +1,13 @@
-"""Export a sentence-transformers model to one ONNX graph from tokens to the sentence embedding: the
-Transformer, its pooling, any Dense layers and the normalization all inside the graph, so a runtime
-holding only the graph and the tokenizer returns what ``SentenceTransformer.encode`` returns; validated
-against it per text by cosine. Attention is loaded as ``"eager"``, the pattern ONNX Runtime's
-transformer optimizer fuses (as in :mod:`workbench.graph.export`).
+"""Export a sentence-transformers model to one ONNX graph from tokens to the sentence embedding (pooling,
+Dense and normalization inside), so the graph and the tokenizer alone return what ``SentenceTransformer.encode``
+does; validated against it per text by cosine. Attention is ``"eager"``: the pattern ORT's optimizer fuses.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -22,30 +20,10 @@ from .folder import EmbedError, EmbedFolder, read_folder
 TOKENIZER_DIR = "tokenizer"
 RESULT_FILE = "embed_export.json"
 OUTPUT_NAME = "sentence_embedding"
-DEFAULT_MIN_COSINE = 0.9999
-
-
-@dataclass(frozen=True)
-class EmbedExportConfig:
-    """How the embedding graph is exported and validated; each field's help says what it does."""
-
-    opset: int = field(default=17, metadata={"help": "ONNX opset of the graph (14 to 20)"})
-    max_length: Optional[int] = field(default=None, metadata={"help": (
-        "tokens per text (default: the folder's max_seq_length, else 256)")})
-    min_cosine: float = field(default=DEFAULT_MIN_COSINE, metadata={"help": (
-        "validation: the least cosine similarity to SentenceTransformer.encode allowed per text")})
-    validation_texts: int = field(default=64, metadata={"help": "how many texts the graph is validated on"})
-    validation_batch_size: int = field(default=16, metadata={"help": "texts per batch during the validation"})
-
-    def __post_init__(self) -> None:
-        if not 14 <= int(self.opset) <= 20:
-            raise EmbedError(f"opset must be between 14 and 20, got {self.opset}")
-        if self.max_length is not None and int(self.max_length) < 2:
-            raise EmbedError(f"max_length must be at least 2 tokens, got {self.max_length}")
-        if not 0.0 < float(self.min_cosine) <= 1.0:
-            raise EmbedError(f"min_cosine must be in (0, 1], got {self.min_cosine}")
-        if int(self.validation_texts) < 1:
-            raise EmbedError(f"validation_texts must be at least 1, got {self.validation_texts}")
+OPSET = 17
+MIN_COSINE = 0.9999  # the least cosine to SentenceTransformer.encode a validated text may have
+VALIDATION_TEXTS = 64
+VALIDATION_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -94,8 +72,7 @@ class EmbedExportResult:
 
 
 def pooled_encoder(info: EmbedFolder):
-    """A ``torch.nn.Module`` from ``(input_ids, attention_mask[, token_type_ids])`` to the sentence embedding,
-    as the folder's modules compute it."""
+    """``(input_ids, attention_mask[, token_type_ids])`` -> the sentence embedding, as the folder's modules compute it."""
     import torch
     from transformers import AutoModel
 
@@ -176,19 +153,10 @@ def reference_encode(folder: str | os.PathLike, texts: Sequence[str], batch_size
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarity of each row of ``a`` with the same row of ``b``."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     num = (a * b).sum(axis=1)
     den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return num / np.maximum(den, 1e-12)
-
-
-def validate_embeddings(reference: np.ndarray, got: np.ndarray, texts: Sequence[str], threshold: float) -> EmbedValidation:
-    cos = cosine_rows(reference, got)
-    worst = int(np.argmin(cos))
-    return EmbedValidation(texts=len(texts), min_cosine=float(cos.min()), mean_cosine=float(cos.mean()),
-                           max_abs_diff=float(np.abs(reference - got).max()), threshold=float(threshold),
-                           worst_text=str(texts[worst]))
 
 
 def validation_texts(n: int) -> list[str]:
@@ -202,10 +170,8 @@ def validation_texts(n: int) -> list[str]:
     return (plots[:k] + reviews[: n - k])[:n]
 
 
-def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg: Optional[EmbedExportConfig] = None,
-                     texts: Optional[Sequence[str]] = None) -> EmbedExportResult:
-    """Export the model in ``folder`` and validate it on ``texts`` (default: built-in reviews and plots); a failed
-    validation does not raise: ``result.validation`` says by how much."""
+def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, texts: Optional[Sequence[str]] = None) -> EmbedExportResult:
+    """Export and validate on ``texts`` (default: built-in reviews and plots); a failed validation does not raise."""
     import onnx
     import torch
     from transformers import AutoTokenizer
@@ -214,14 +180,13 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     from ..graph.trace import standard_symbolics, torchscript_export_warnings
     from .encode import OnnxEncoder
 
-    cfg = cfg or EmbedExportConfig()
     info = read_folder(folder)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    max_length = int(cfg.max_length or info.max_seq_length or 256)
+    max_length = int(info.max_seq_length or 256)
     tokenizer = AutoTokenizer.from_pretrained(str(info.transformer_path), local_files_only=True)
     module = pooled_encoder(info)
-    texts = list(texts) if texts is not None else validation_texts(cfg.validation_texts)
+    texts = list(texts) if texts is not None else validation_texts(VALIDATION_TEXTS)
     if not texts:
         raise EmbedError("validation needs at least one text; give texts or leave them to the built-in corpus")
     enc = dict(encode(tokenizer, texts[:2], max_length))
@@ -231,20 +196,23 @@ def run_embed_export(folder: str | os.PathLike, out_dir: str | os.PathLike, cfg:
     with runs.atomic_path(path) as tmp, torch.no_grad(), standard_symbolics(), torchscript_export_warnings():
         torch.onnx.export(module, tuple(enc[n] for n in names), str(tmp), input_names=names, output_names=[OUTPUT_NAME],
                           dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, OUTPUT_NAME: {0: "batch"}},
-                          opset_version=cfg.opset, do_constant_folding=True, dynamo=False)
+                          opset_version=OPSET, do_constant_folding=True, dynamo=False)
     seconds = time.perf_counter() - t0
     onnx.checker.check_model(str(path))
     with runs.atomic_dir(out / TOKENIZER_DIR) as tmp:
         tokenizer.save_pretrained(str(tmp))
-    reference = reference_encode(info.folder, texts, cfg.validation_batch_size, max_length)
-    got = OnnxEncoder(path, tokenizer, max_length).encode(texts, cfg.validation_batch_size)
-    validation = validate_embeddings(reference, got, texts, cfg.min_cosine)
+    reference = reference_encode(info.folder, texts, VALIDATION_BATCH, max_length)
+    got = OnnxEncoder(path, tokenizer, max_length).encode(texts, VALIDATION_BATCH)
+    cos = cosine_rows(reference, got)
+    validation = EmbedValidation(texts=len(texts), min_cosine=float(cos.min()), mean_cosine=float(cos.mean()),
+                                 max_abs_diff=float(np.abs(reference - got).max()), threshold=MIN_COSINE,
+                                 worst_text=str(texts[int(np.argmin(cos))]))
     c = module.base.config
     result = EmbedExportResult(
         onnx_path=path.resolve(), tokenizer_dir=(out / TOKENIZER_DIR).resolve(), folder=str(info.folder),
         pooling=info.pooling, normalize=info.normalize, dimension=info.output_dimension, max_length=max_length,
         model_type=str(getattr(c, "model_type", "")), num_heads=int(getattr(c, "num_attention_heads", 0) or 0),
         hidden_size=int(getattr(c, "hidden_size", 0) or 0), input_names=names, validation=validation,
-        export_seconds=seconds, opset=cfg.opset)
+        export_seconds=seconds, opset=OPSET)
     runs.save_result(result, out / RESULT_FILE)
     return result

@@ -1,7 +1,5 @@
-"""Recognising a sentence-transformers folder (Transformer -> Pooling -> optional Dense / Normalize, the
-pooling, the maximum length) from its files alone, before torch loads anything, so any stage can ask
-cheaply what kind of model it is and a broken folder fails with one line.
-"""
+"""Reading a sentence-transformers folder from its files alone, before torch loads anything, so any stage can
+ask cheaply what kind of model it is and a broken folder fails with one line."""
 
 from __future__ import annotations
 
@@ -54,8 +52,6 @@ class DenseLayer:
 
 @dataclass(frozen=True)
 class EmbedFolder:
-    """What a sentence-transformers folder says about the model it holds."""
-
     folder: Path
     transformer_path: Path  # the Hugging Face model folder (config.json, weights, tokenizer)
     pooling: str  # one of POOLING_MODES
@@ -84,14 +80,9 @@ def _read_json(path: Path, what: str, fix: str) -> dict:
         raise EmbedError(f"{path}: cannot read {what} ({exc}); {fix}") from exc
 
 
-def is_sentence_transformers_folder(folder: str | os.PathLike) -> bool:
-    """True when ``folder`` holds a ``modules.json`` (a sentence-transformers model), whatever its state."""
-    return (Path(folder) / "modules.json").is_file()
-
-
 def task_of_folder(folder: str | os.PathLike) -> str:
     """``"embedding"`` for a sentence-transformers folder, else ``"classification"`` (whose checks say what is wrong)."""
-    return EMBEDDING if is_sentence_transformers_folder(folder) else CLASSIFICATION
+    return EMBEDDING if (Path(folder) / "modules.json").is_file() else CLASSIFICATION
 
 
 def read_folder(folder: str | os.PathLike) -> EmbedFolder:

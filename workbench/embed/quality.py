@@ -1,5 +1,5 @@
-"""Quality without labels, for any texts: the cosine between each text's quantized and FP32 embeddings, and
-whether search still finds the same neighbours (overlap@10 among the texts), per slice with bootstrap intervals."""
+"""Quality without labels: each text's cosine between quantized and FP32 embeddings, and overlap@10 of its
+neighbours among the texts, per slice with bootstrap intervals."""
 
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ class AgreementReport:
 
 def neighbour_overlap(fp32: np.ndarray, variant: np.ndarray, k: int = 10, chunk: int = QUERY_CHUNK,
                       doc_chunk: int = DOC_CHUNK) -> np.ndarray:
-    """For each text, the share of its ``k`` nearest neighbours (itself left out) the FP32 and the variant
-    embeddings have in common (the exact search of :func:`workbench.embed.retrieval.top_k`)."""
+    """Per text, the share of its ``k`` nearest neighbours (itself left out) FP32 and the variant have in common."""
     n = len(fp32)
     if n < 2:
         return np.ones(n)
@@ -57,7 +56,6 @@ def neighbour_overlap(fp32: np.ndarray, variant: np.ndarray, k: int = 10, chunk:
 
 def agreement(variant: str, texts: Sequence[str], fp32: np.ndarray, emb: np.ndarray, slices: dict[str, Sequence[int]],
               n_boot: int = 1000, seed: int = 0, n_worst: int = 10, k: int = 10) -> AgreementReport:
-    """The variant's embeddings ``emb`` against FP32's for the same ``texts`` (see the module doc)."""
     cos = cosine_rows(fp32, emb)
     overlap = neighbour_overlap(fp32, emb, k)
     out = []

@@ -1,5 +1,4 @@
-"""The embedding model's part of ``summary.json`` (:func:`workbench.report.summary.task_summary` adds what every
-summary has) and the figures of its report page (:func:`workbench.report.page.render_html` renders both)."""
+"""The embedding model's part of ``summary.json`` and the figures of its report page."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ MAX_CHANGED_SHOWN = 5
 
 
 def _verdict(evaluation, judged, export, budget) -> dict:
-    """The verdict (:func:`workbench.report.verdict.build_verdict`) from the variants judged as search candidates."""
     from ..report.inputs import ReportInputs
     from ..report.verdict import build_verdict
 
@@ -26,7 +24,6 @@ def _verdict(evaluation, judged, export, budget) -> dict:
 
 
 def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: str, seconds: float, search=None) -> dict:
-    """summary.json of an embedding audit, in the schema every audit's summary follows (task ``embedding``)."""
     from ..models.hub import model_name
     from ..report.summary import task_summary
     from .encode import speed_summary
@@ -40,22 +37,19 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
             evaluation.slice_sizes.get("all", 0) if evaluation.task else evaluation.texts)},
         "export": serial.to_dict(export),
         "variants": serial.to_dict(variants) if variants is not None else None,
-        # the budget as every audit states it (the share of FP32's NDCG@10 that may be lost overall, the NDCG@10 a slice
-        # may lose), and as the embedding audit's settings give it
+        # the budget as every audit states it (share of NDCG@10 lost overall, NDCG@10 lost per slice), then as set
         "budget": {"metric": "ndcg@10", "overall": 1.0 - b.min_ndcg_ratio, "per_slice": b.max_slice_drop,
                    "include_small_slices": False, "min_slice_size": b.min_slice_size, **serial.to_dict(b)},
         "settings": serial.to_dict(cfg),
         "seconds": seconds,
     }
-    summary["evaluation"] = None
-    if evaluation is not None:
-        ev = serial.to_dict(evaluation)
+    summary["evaluation"] = ev = serial.to_dict(evaluation) if evaluation is not None else None
+    if ev is not None:
         for v in ev["variants"]:
             if v.get("agreement"):
                 v["agreement"].pop("cosines", None)  # every text's cosine is in the figure, not the summary
             if v.get("retrieval"):
                 v["retrieval"]["changed"] = v["retrieval"]["changed"][:MAX_CHANGED_SHOWN]
-        summary["evaluation"] = ev
         if evaluation.reference_metrics:
             summary["fp32_vs_sentence_transformers"] = {
                 m: evaluation.fp32_metrics[m] - evaluation.reference_metrics[m] for m in evaluation.fp32_metrics}
@@ -71,7 +65,6 @@ def build_embed_summary(info, export, variants, evaluation, speed, cfg, source: 
 
 
 def embed_figures(evaluation, speed: dict | None) -> dict[str, str]:
-    """The page's figures (:mod:`workbench.plots.embed`) by name, as :func:`workbench.report.page.render_html` takes them."""
     from ..plots import embed as eplots
     from ..report.cells import figure_html
 

@@ -1,7 +1,6 @@
-"""Retrieval with labels: NDCG@10, recall@10 and MRR@10 per query slice, FP32 against a variant with
-paired bootstrap intervals, and the queries whose results changed most. The built-in task is the
-shipped Rotten Tomatoes corpus: plot descriptions (or reviews, themselves left out) ask for the reviews
-of their movie. A user's task is a corpus file and a pairs file (:func:`load_pairs_task`).
+"""Retrieval with labels: NDCG@10, recall@10 and MRR@10 per query slice, FP32 against a variant with paired
+bootstrap intervals. The built-in task: in the shipped Rotten Tomatoes corpus, plot descriptions (or reviews,
+themselves left out) ask for the reviews of their movie.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
 
 def corpus_frame():
-    """The built-in corpus: reviews (fresh/rotten) and plot descriptions with their movie, empty texts dropped."""
+    """Reviews (fresh/rotten) and plot descriptions with their movie, empty texts dropped."""
     import pandas as pd
 
     from ..data.load import reviews_path
@@ -36,8 +35,7 @@ def corpus_frame():
 
 @dataclass(frozen=True)
 class RetrievalTask:
-    """Queries, documents and each query's relevant documents (indices into ``docs``); ``exclude[i]``: a document
-    left out of query ``i``'s ranking (the query itself, or -1); ``query_slices``: name -> query indices."""
+    """``relevant``: indices into ``docs``; ``exclude[i]``: the document left out of query ``i``'s ranking (itself, or -1)."""
 
     name: str
     queries: list[str]
@@ -57,10 +55,6 @@ class RetrievalTask:
             raise EmbedError(f"retrieval task {self.name!r}: {len(self.queries)} queries but {len(self.relevant)} "
                              "relevance lists")
 
-    @property
-    def sizes(self) -> dict[str, int]:
-        return {k: len(v) for k, v in self.query_slices.items()}
-
     def only(self, keep: Sequence[int]) -> "RetrievalTask":
         """The task with only the queries at ``keep`` (in that order), its slices renumbered and empty ones dropped."""
         new = {old: i for i, old in enumerate(keep)}
@@ -70,7 +64,7 @@ class RetrievalTask:
 
 
 def length_slices(texts: Sequence[str], prefix: str = "length") -> dict[str, list[int]]:
-    """Three slices by word count (short / medium / long, at the tertiles of these texts)."""
+    """Short / medium / long by word count, cut at the tertiles of these texts."""
     n = np.array([len(t.split()) for t in texts])
     if len(n) < 3:
         return {}
@@ -82,7 +76,7 @@ def length_slices(texts: Sequence[str], prefix: str = "length") -> dict[str, lis
 
 
 def column_slices(values: Sequence, column: str, max_values: int = 12) -> dict[str, list[int]]:
-    """One slice per value of a column (its ``max_values`` most common values)."""
+    """One slice per value, for the ``max_values`` most common."""
     import pandas as pd
 
     s = pd.Series([str(v) for v in values])
@@ -91,8 +85,7 @@ def column_slices(values: Sequence, column: str, max_values: int = 12) -> dict[s
 
 def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_docs: Optional[int] = None,
                  seed: int = 0) -> RetrievalTask:
-    """The built-in retrieval task (see the module doc): the first ``max_queries`` queries (review queries drawn
-    with ``seed``), and every review relevant to them plus others drawn with ``seed``, up to ``max_docs``."""
+    """The first ``max_queries`` queries (reviews drawn with ``seed``), their relevant reviews, and others drawn up to ``max_docs``."""
     if queries not in QUERY_KINDS:
         raise EmbedError(f"queries must be one of {', '.join(QUERY_KINDS)}, got {queries!r}")
     frame = corpus_frame()
@@ -145,9 +138,8 @@ def builtin_task(queries: str = "plots", max_queries: Optional[int] = None, max_
 def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_column: str = "text",
                     id_column: Optional[str] = "id", query_column: str = "query", relevant_column: str = "relevant",
                     slice_columns: Sequence[str] = ()) -> RetrievalTask:
-    """A user's retrieval task: ``pairs`` holds one row per query and relevant document, named by its
-    ``id_column`` value in ``corpus`` (by its text when the corpus has no such column); ``slice_columns``
-    of the pairs slice the queries by their first value per query."""
+    """One ``pairs`` row per query and relevant document, named by ``id_column`` (its text when ``corpus`` has no
+    such column); a query's slice is its first row's ``slice_columns`` value."""
     from ..data.load import DataError, read_table
 
     with as_embed_error(DataError):
@@ -195,7 +187,6 @@ def load_pairs_task(corpus: str | os.PathLike, pairs: str | os.PathLike, text_co
                          description=f"{len(queries)} queries, {len(doc_texts)} documents")
 
 
-# ---- ranking and metrics ---------------------------------------------------------------------
 def _unit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
@@ -207,9 +198,8 @@ DOC_CHUNK = 8192    # documents each query chunk is scored against at once
 
 def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optional[Sequence[int]] = None,
           chunk: int = QUERY_CHUNK, doc_chunk: int = DOC_CHUNK) -> np.ndarray:
-    """Indices of each query's ``k`` most similar documents by cosine, best first (ties: the lower index).
-    Exact, in blocks of ``chunk`` queries by ``doc_chunk`` documents (about 40 MiB of scores at the defaults),
-    each score summed in float64 and rounded to float32 so it does not depend on the block shapes."""
+    """Each query's ``k`` nearest documents by cosine, best first, ties to the lower index. Exact, in blocks (about 40 MiB
+    of scores at the defaults); scores summed in float64, rounded to float32, so they do not depend on the block shapes."""
     q, d = _unit(query_emb), _unit(doc_emb)
     k = min(k, len(d) - (1 if exclude is not None and any(e >= 0 for e in exclude) else 0))
     out = np.empty((len(q), k), dtype=np.int64)
@@ -229,7 +219,7 @@ def top_k(query_emb: np.ndarray, doc_emb: np.ndarray, k: int = K, exclude: Optio
 
 
 def best_of(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` highest ``scores`` with their ``ids``, best first; ties by the lower id, whatever the blocks."""
+    """Each row's ``k`` highest ``scores`` with their ``ids``; ties by the lower id, whatever the blocks."""
     if scores.shape[1] > k:
         part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
@@ -265,8 +255,6 @@ class Interval:
 
 @dataclass(frozen=True)
 class SliceRetrieval:
-    """One query slice: each metric for FP32 and the variant, and their paired difference with its interval."""
-
     name: str
     n: int
     fp32: dict[str, float]
@@ -306,7 +294,7 @@ class RetrievalComparison:
 
 
 def paired_bootstrap(base: np.ndarray, cand: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> Interval:
-    """Mean of ``cand - base`` over paired items, with a seeded percentile bootstrap interval (items resampled; under two: the mean)."""
+    """Mean of ``cand - base`` with a seeded percentile bootstrap interval (under two items: the mean)."""
     from scipy.stats import bootstrap
 
     d = np.asarray(cand, dtype=float) - np.asarray(base, dtype=float)
@@ -323,8 +311,7 @@ def mean_interval(x: np.ndarray, n_boot: int = 1000, seed: int = 0, level: float
 
 def compare_retrieval(task: RetrievalTask, variant: str, ranked_fp32: np.ndarray, ranked_variant: np.ndarray,
                       n_boot: int = 1000, seed: int = 0, n_changed: int = 5) -> RetrievalComparison:
-    """Per slice, FP32 against the variant (:class:`SliceRetrieval`, overlap@10); and the ``n_changed`` queries
-    whose NDCG@10 moved most (then whose top 10 changed most)."""
+    """Per slice, FP32 against the variant; and the ``n_changed`` queries whose NDCG@10 (then top 10) moved most."""
     m0 = per_query_metrics(ranked_fp32, task.relevant)
     m1 = per_query_metrics(ranked_variant, task.relevant)
     overlap = np.array([len(set(a.tolist()) & set(b.tolist())) / max(1, len(a)) for a, b in zip(ranked_fp32, ranked_variant)])
@@ -348,14 +335,14 @@ def compare_retrieval(task: RetrievalTask, variant: str, ranked_fp32: np.ndarray
 
 
 def task_texts(task: RetrievalTask) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Every text of ``task`` once (a review can be a query and a document), and the rows of its queries and documents."""
+    """Every text once (a review can be a query and a document), and the rows of the queries and the documents."""
     texts = list(dict.fromkeys([*task.queries, *task.docs]))
     row = {t: i for i, t in enumerate(texts)}
     return texts, np.array([row[q] for q in task.queries], dtype=int), np.array([row[d] for d in task.docs], dtype=int)
 
 
 def score_task(task: RetrievalTask, query_emb: np.ndarray, doc_emb: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-    """Rank the corpus for every query; returns the rankings and the mean metrics over all queries."""
+    """The rankings and the mean metrics over all queries."""
     ranked = top_k(query_emb, doc_emb, K, task.exclude)
     m = per_query_metrics(ranked, task.relevant)
     return ranked, {k: float(v.mean()) for k, v in m.items()}

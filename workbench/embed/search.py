@@ -1,10 +1,6 @@
-"""The quantization search on an embedding model, with its budget in NDCG@10 terms.
-
-:class:`EmbedSearchBaseline` scores the FP32 graph once on the retrieval task, for
-:func:`workbench.quant.search.run_search`. A configuration that misses
-its budget is quantized again with its worst-SQNR nodes left in FP32 (1, 2, 4, ... up to
-``max_excluded``); one that leaves every quantized node in FP32 is the FP32 graph, so it is scored but
-neither timed nor chosen.
+"""The quantization search on an embedding model, its budget in NDCG@10 terms. A configuration that misses the
+budget is quantized again with its worst-SQNR nodes left in FP32 (1, 2, 4, ... up to ``max_excluded``); one that
+leaves every quantized node in FP32 is the FP32 graph, so it is scored but neither timed nor chosen.
 """
 
 from __future__ import annotations
@@ -24,27 +20,23 @@ from .evaluate import EmbedBudget
 from .export import EmbedExportResult
 from .folder import EmbedError
 from .retrieval import RetrievalTask, compare_retrieval, score_task, task_texts
+from .variants import FP32
 
 DEFAULT_MAX_EXCLUDED = 8
 METRIC = "ndcg@10"
-FP32_NAME = "fp32"
 # what a candidate that kept every quantized node in FP32 is, in the table and the message
 ALL_FP32 = "with every quantized {ops} left in FP32 the graph is the FP32 graph"
 
 
 def exclusion_steps(max_excluded: int) -> list[int]:
-    """How many nodes each re-quantization leaves in FP32: 1, 2, 4, ... and ``max_excluded`` last."""
-    steps, k = [], 1
-    while k < max_excluded:
-        steps.append(k)
-        k *= 2
-    return steps + ([max_excluded] if max_excluded > 0 else [])
+    """1, 2, 4, ... and ``max_excluded`` last."""
+    doubling = [1 << i for i in range(max(0, max_excluded - 1).bit_length())]  # the powers of two below max_excluded
+    return doubling + ([max_excluded] if max_excluded > 0 else [])
 
 
 class EmbedSearchBaseline:
-    """An embedding graph scored once on a retrieval task (a :class:`~workbench.quant.search.ScoredBaseline`):
-    the export fused (unless ``fused`` is built already), the FP32 rankings, the texts it is timed on and the
-    budget every candidate is held to; ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
+    """The FP32 graph scored once on a retrieval task (a :class:`~workbench.quant.search.ScoredBaseline`);
+    ``calibration_texts`` (default: the task's documents) calibrate and rank nodes."""
 
     metric = METRIC
     batch_size = 32  # texts per batch when a graph encodes the task
@@ -85,13 +77,13 @@ class EmbedSearchBaseline:
     def fp32_search_candidate(self, name: str, config):
         from ..graph.facts import file_size_mib
 
-        cmp = compare_retrieval(self.task, FP32_NAME, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
+        cmp = compare_retrieval(self.task, FP32, self.fp32_ranked, self.fp32_ranked, config.evaluation.n_boot, config.evaluation.seed)
         path = Path(self.export.onnx_path)
         return fp32_candidate(name, name.split("/")[0], path, file_size_mib(path), self.fp32_metrics[METRIC],
-                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32_NAME])
+                              self.budget.budget_check(cmp, config.strict), self._time({})[FP32])
 
     def search_candidates(self, name: str, cfg, out_dir: Path, config) -> list:
-        """``cfg`` as it is, then (while it misses the budget) again with the worst nodes in FP32."""
+        """``cfg``, then (while it misses the budget) again with the worst nodes in FP32."""
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         qpath, float_path, cfg, _ = self.quantizer.quantize(cfg, out_dir / QUANTIZED_FILE)
@@ -114,8 +106,7 @@ class EmbedSearchBaseline:
         return tried
 
     def _candidate(self, name: str, cfg, qpath: Path, config, all_fp32: str = ""):
-        """A quantized graph scored, judged and timed; with ``all_fp32`` (the op types it left in FP32, no node
-        quantized any more) it is the FP32 graph: scored and judged, never timed or chosen."""
+        """A quantized graph scored, judged and timed; with ``all_fp32`` (no node quantized any more) never timed or chosen."""
         from ..graph.facts import file_size_mib
         from ..quant.choice import all_fp32_candidate
         from .encode import OnnxEncoder
@@ -133,21 +124,20 @@ class EmbedSearchBaseline:
         return int8_candidate(name, name.split("/")[0], scored, chk, config.min_speedup)
 
     def _time(self, encoders: dict) -> dict:
-        """The FP32 graph and ``encoders`` in interleaved rounds at batch 1: name -> median ms and ratio over FP32."""
+        """The FP32 graph and ``encoders`` in interleaved rounds at batch 1."""
         from .encode import encode_fns, speed_of, time_encoders
 
-        run = time_encoders(encode_fns({FP32_NAME: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32_NAME, self.tokens,
+        run = time_encoders(encode_fns({FP32: self.fp32, **encoders}, None, {1: self.timing_texts}), FP32, self.tokens,
                             self.threads, floors=False, load_check=self.load_check, retimes=self.retimes, rounds=self.rounds)
         return {n: SimpleNamespace(median_ms=s["ms_per_batch"], ratio=s["ratio"], contended=run.contended)
                 for n in run.latency for s in [speed_of(run, n, 1)]}
 
     def terms(self) -> SearchTerms:
-        """The search's words for NDCG@10 and this budget."""
         return embed_terms(self.budget, self.max_excluded, next(iter(self.all_fp32.values()), ""))
 
 
 def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = "") -> SearchTerms:
-    """How a choice among an embedding model's variants speaks: NDCG@10, this budget, the nodes left in FP32."""
+    """How a choice among the variants speaks: NDCG@10, this budget, the nodes left in FP32."""
     return SearchTerms("NDCG@10", value=".4f", drop="+.4f", of_fp32=True,
                        budget=(f"within the NDCG@10 budget ({budget.min_ndcg_ratio:.1%} of FP32's kept, no slice of "
                                f"{budget.min_slice_size}+ queries losing more than {budget.max_slice_drop:g})"
@@ -158,18 +148,17 @@ def embed_terms(budget: EmbedBudget, max_excluded: int = 0, all_fp32_ops: str = 
 
 
 def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_speedup: float):
-    """The audit's quantized variants and the FP32 graph judged as search candidates, for the verdict: NDCG@10
-    against ``budget``, speed-up over the FP32 graph at batch 1 (untimed: the speed guard is off)."""
+    """The audit's variants and the FP32 graph judged as search candidates, for the verdict (untimed: no speed guard)."""
     from ..graph.facts import file_size_mib
     from ..quant.search import SearchConfig, choose
     from .encode import speed_of
-    from .variants import FP32, FUSED, preset_config
+    from .variants import FUSED, preset_config
 
     timed = speed is not None
     by = {n: speed_of(speed, n, 1, over=FP32) for n in speed.latency} if timed else {}
     fp32_value = evaluation.fp32_metrics.get(METRIC, float("nan"))
     path = variants.path(FP32)
-    found = [fp32_candidate(f"{FP32}", FP32, path, file_size_mib(path), fp32_value, None,
+    found = [fp32_candidate(FP32, FP32, path, file_size_mib(path), fp32_value, None,
                             SimpleNamespace(median_ms=by[FP32]["ms_per_batch"]) if FP32 in by else None)]
     for v in evaluation.variants:
         if v.name == FUSED or v.retrieval is None:
@@ -188,7 +177,7 @@ def judge_audit_variants(evaluation, variants, speed, budget: EmbedBudget, min_s
 
 
 def _fp32_ops(cfg, float_path: Path, quant_path: Path) -> str:
-    """The op types ``cfg`` left in FP32 ("Gather and MatMul") when no node of the quantized graph is quantized, else ""."""
+    """The op types left in FP32 ("Gather and MatMul") when no node of the graph is quantized, else ""."""
     import onnx
 
     from ..quant.quantize import quantized_nodes

@@ -1,5 +1,5 @@
-"""The embedding task's own stage bodies (``steps.TASKS["embedding"].stages``) on the ``embed-audit`` route:
-each ``run(config, record, job)`` with the ``EmbedAuditConfig`` as config and its checked inputs as ``job.data``."""
+"""The embedding task's own stages on the ``embed-audit`` route: config an ``EmbedAuditConfig``, ``job.data`` its
+checked inputs."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def quantize(cfg, st, job):
 
 
 def evaluate(cfg, st, job):
-    """``(EmbedEvaluation, SpeedRun or None)``: every variant scored, then timed (``cfg.time_speed``)."""
+    """``(EmbedEvaluation, SpeedRun or None)``."""
     from ..perf.machine_profile import default_threads
     from ..runtime.engine import scoring_engine
     from ..runtime.progress import scoring_progress
@@ -42,7 +42,6 @@ def evaluate(cfg, st, job):
 
     checked, export, variants = job.data, st.inputs["export"], st.inputs["quantize"]
     threads, tok, log = int(cfg.threads or default_threads()), export.load_tokenizer(), job.log
-    # engine ray: the texts encoded on a pool, shut down after; each graph's rows reported to ``job.progress``
     with scoring_engine(cfg.engine_config(), log=log) as ray_pool, scoring_progress(job.progress):
         encoders = {v.name: OnnxEncoder(v.path, tok, export.max_length, threads, pool=ray_pool, label=v.name)
                     for v in variants.variants}
@@ -61,7 +60,6 @@ def evaluate(cfg, st, job):
 
 
 def search(cfg, st, job):
-    """The quantization search in NDCG@10 terms (``cfg.search``), on the graphs the audit built."""
     from ..perf.machine_profile import default_threads
 
     if not cfg.search:

@@ -1,7 +1,6 @@
-"""The embedding graph's variants: ``fused`` (ONNX Runtime's transformer optimizer) and one quantized graph
-per preset, through the one :class:`~workbench.quant.quantizer.Quantizer`. Dynamic and weight-only presets
-quantize the fused graph (what a deployment runs); static QDQ quantizes the exported graph
-(``quant_pre_process`` needs shapes the fused contrib ops lack).
+"""The embedding graph's variants: ``fused`` and one quantized graph per preset. Dynamic and weight-only presets
+quantize the fused graph (what a deployment runs); static QDQ the exported one (``quant_pre_process`` needs shapes
+the fused contrib ops lack).
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ class EmbedVariants:
 
 
 def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
-    """The exported graph through ONNX Runtime's transformer optimizer (BERT fusions)."""
+    """ONNX Runtime's transformer optimizer (BERT fusions)."""
     from ..graph.build import transformer_variant
     from ..graph.variants import FusionConfig, optimizer_model_type
 
@@ -62,7 +61,7 @@ def fuse(export: EmbedExportResult, out_path: str | os.PathLike) -> Path:
 
 
 def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: int, batch_size: int = 8) -> list[dict]:
-    """Batches of real texts for static calibration, all padded to the longest text (the histogram calibrators stack them)."""
+    """Batches all padded to the longest text: the histogram calibrators stack them."""
     from ..runtime.ortinfer import make_feed, make_session
 
     texts = list(texts)[: (len(texts) // batch_size) * batch_size]
@@ -76,9 +75,7 @@ def calibration_feeds(graph: Path, tokenizer, texts: Sequence[str], max_length: 
 
 
 def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: Sequence[str] = ()):
-    """The :class:`~workbench.quant.quantizer.Quantizer` of one embedding export (the variants' and the search's):
-    static configurations quantize the exported graph calibrated on ``calibration_texts``, the others the fused
-    graph; nodes are ranked on up to 16 of those texts."""
+    """The variants' and the search's :class:`~workbench.quant.quantizer.Quantizer`; nodes are ranked on up to 16 texts."""
     from ..quant.config import QuantMode
     from ..quant.quantizer import Quantizer
     from .encode import OnnxEncoder
@@ -102,7 +99,7 @@ def embed_quantizer(export: EmbedExportResult, fused: Path, calibration_texts: S
 
 
 def preset_config(name: str):
-    """The preset ``name`` following this CPU (:func:`workbench.quant.config.machine_preset`)."""
+    """The preset following this CPU."""
     from ..quant.config import QuantizeError, machine_preset
 
     with as_embed_error(QuantizeError):
@@ -110,15 +107,14 @@ def preset_config(name: str):
 
 
 def _variant(name: str, preset: str, done, source: str, started: float) -> EmbedVariant:
-    """A quantized variant (a :class:`~workbench.quant.quantizer.Quantized`) built since ``started``."""
     return EmbedVariant(name, done.path, source, preset, tuple(done.config.nodes_to_exclude), time.perf_counter() - started,
                         file_size_mib(done.path))
 
 
 def build_variants(export: EmbedExportResult, presets: Sequence[str], out_dir: str | os.PathLike,
                    calibration_texts: Sequence[str] = (), exclude_worst: int = 0) -> EmbedVariants:
-    """``fp32`` (the export), ``fused`` and one graph per preset in ``out_dir``; with ``exclude_worst`` k, also
-    ``<preset>+exclude<k>`` with its k nodes of lowest local SQNR left in FP32."""
+    """``fp32``, ``fused``, one graph per preset and, with ``exclude_worst`` k, ``<preset>+exclude<k>`` (k nodes of
+    lowest local SQNR left in FP32)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     configs = {name: preset_config(name) for name in presets}  # every refusal before any work
