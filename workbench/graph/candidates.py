@@ -1,18 +1,13 @@
-"""The fusion stage's choice of graph: the full fusion, or the full fusion with one family of :data:`FAMILIES`
-left out when that runs measurably faster on this machine under this ONNX Runtime (``--fusion timed``).
+"""The fusion stage's choice of graph: the full fusion, or one with a family of :data:`FAMILIES` left out when
+that runs measurably faster on this machine under this ONNX Runtime (``--fusion timed``).
 
-Fusing is not always faster: a fused kernel is only as good as the runtime's implementation of it (one
-runtime's SkipLayerNormalization kernel can take twice another's, while the Add and LayerNormalization it
-replaces run as fast as ever). A candidate leaves its family out of the optimizer and out of every session
-that opens the graph (recorded in the graph: :mod:`workbench.runtime.graphmeta`). The candidates that validate
-are timed side by side with the full fusion and :func:`pick_fusion` applies the one rule:
-
-    a candidate replaces the full fusion only when, at every timed shape, the low end of the 95% interval
-    of its speed-up over the full fusion is at least ``1 + FUSION_MARGIN``; among those, the one with the
-    highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
-    machine, nothing could be timed) the full fusion stays.
-
-A candidate not chosen is deleted (its figures stay in ``fusion.json``).
+Fusing is not always faster: one runtime's SkipLayerNormalization kernel can take twice another's, while the
+Add and LayerNormalization it replaces run as fast as ever. A candidate leaves its family out of the optimizer
+and out of every session that opens the graph (recorded by :mod:`workbench.runtime.graphmeta`). The rule
+(:func:`pick_fusion`): a candidate replaces the full fusion only when, at every timed shape, the low end of
+the 95% interval of its speed-up is at least ``1 + FUSION_MARGIN``; among those the highest geometric-mean
+speed-up wins. Otherwise (none qualifies, a busy machine, nothing timed) the full fusion stays. A candidate
+not chosen is deleted (its figures stay in ``fusion.json``).
 """
 
 from __future__ import annotations
@@ -41,9 +36,8 @@ FUSED_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib operators: what the opt
 
 @dataclass(frozen=True)
 class Family:
-    """One fusion family the optimizer can leave out: its candidate's name, the operator it makes, the
-    ``FusionOptions`` flags that turn it off (the same names in onnxruntime 1.19 and 1.32) and the ONNX Runtime
-    session optimizers that would fuse it back when the graph is opened."""
+    """One fusion family the optimizer can leave out, and the session optimizers that would fuse it back.
+    The ``FusionOptions`` flag names are the same in onnxruntime 1.19 and 1.32."""
 
     candidate: str
     op: str

@@ -1,6 +1,5 @@
-"""Inference with ONNX Runtime, the same for every stage that runs a graph: one session setup
-(:func:`make_session`), int64 feeds of exactly the inputs a graph declares, one timing discipline
-(:func:`workbench.core.latency.measure`). Heavy imports (onnxruntime, torch) happen inside the functions.
+"""Inference with ONNX Runtime, the same for every stage: one session setup (:func:`make_session`), int64
+feeds of exactly the inputs a graph declares, one timing discipline. Heavy imports happen inside functions.
 """
 
 from __future__ import annotations
@@ -97,9 +96,8 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
 
 def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                     lengths: Optional[np.ndarray] = None) -> list[np.ndarray]:
-    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts rows by token
-    length (each batch padded only to its own longest row), ``"file"`` keeps consecutive rows. Deterministic, so
-    FP32 and INT8 scored on the same data see the same batches. ``lengths``: the rows' token lengths when known."""
+    """The index batches :func:`predict_dataset` scores in (``"length"``: sorted, each padded to its own longest row).
+    Deterministic, so FP32 and INT8 scored on the same data see the same batches."""
     from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
@@ -136,12 +134,9 @@ def predict_dataset(
     label: Optional[str] = None,
     batches: Optional[Sequence[np.ndarray]] = None,
 ) -> np.ndarray:
-    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order, scored in
-    :func:`scoring_batches` (``batches``: those, when the caller has them already). Dynamic INT8 computes its
-    activation scales per batch, so its predictions depend on their batch-mates
-    (:data:`workbench.data.token_lengths.SORTED_NOTE`). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
-    the same batches run on a Ray pool, the graph given as its path. Rows scored are reported to the active
-    :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's name there)."""
+    """Logits for every ``text`` of a dataset, in dataset order, scored in :func:`scoring_batches`. Dynamic INT8
+    computes activation scales per batch, so predictions depend on batch-mates (``SORTED_NOTE``). ``pool``: the
+    same batches on a Ray pool, the graph given as its path."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -214,10 +209,9 @@ def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]
 
 
 class BoundRunner:
-    """One graph run through I/O binding for one input shape: inputs copied to ``device`` once, outputs kept
-    there (no host-device copies inside the timed call). With ``cuda_graph=True`` (a session opened with
-    ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated at fixed addresses, as CUDA-graph
-    replay requires: the first :meth:`run` captures the graph, later ones replay it."""
+    """One graph run through I/O binding for one input shape: inputs and outputs stay on ``device`` (no copies in
+    the timed call). With ``cuda_graph=True`` outputs are pre-allocated at fixed addresses, as replay requires:
+    the first :meth:`run` captures the graph, later ones replay it."""
 
     def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False):
         import onnxruntime as ort
@@ -275,10 +269,8 @@ def latency_by_shape(
     io_binding: Optional[bool] = None,
     cuda_graph: bool = False,
 ) -> list[ShapeLatency]:
-    """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`); a session is used
-    with its own settings. ``io_binding`` (default: on for CUDA) times ``run_with_iobinding``, so a GPU figure is
-    the graph's time, not the host copies'. ``cuda_graph=True`` (CUDA, a path) opens one session per shape with
-    ``enable_cuda_graph``, captures on the first warm-up run and times the replays."""
+    """Median latency of one run per shape (warm-up first). ``io_binding`` (default on for CUDA) makes a GPU figure
+    the graph's time, not the host copies'. ``cuda_graph=True`` opens one session per shape and times replays."""
     from .device import normalize_device
 
     device = normalize_device(device)
@@ -367,9 +359,8 @@ class OpTime(NamedTuple):
 def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
                 runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
                 graph_optimization: str = "all") -> list[OpTime]:
-    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's profiler over ``runs`` runs after
-    ``warmup``, node kernel times summed by op type (after the session's fusions), largest first; shares sum
-    to 1 over the nodes' time (the gaps between nodes are not in it)."""
+    """Which ops take a graph's time at ``(batch, seq)``: profiled kernel times summed by op type (after fusions),
+    largest first; shares sum to 1 over the nodes' time (the gaps between nodes are not in it)."""
     from .device import kernel_events
 
     if runs < 1:

@@ -203,10 +203,9 @@ class TrainConfig:
 
     @classmethod
     def demo(cls, **overrides) -> "TrainConfig":
-        """MiniLM on 2,048 reviews, one pass of 120 steps of 16, padded to 64 tokens (the demo's and the
-        workshop's recipe), picked from trials scored on the full test split (the documentation's
-        benchmarks pages). The whole validation split is scored once, at the end (a 256-review slice
-        gave accuracies too wide to compare)."""
+        """MiniLM on 2,048 reviews, 120 steps of 16 at 64 tokens, picked from trials on the full test split.
+        The whole validation split is scored once, at the end (a 256-review slice gave accuracies too wide
+        to compare)."""
         return cls(**{"model": "minilm", "data": DataConfig(max_train=2048, max_eval=None), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 120, "lr": 1e-4, "warmup_steps": 12, "eval_every": 0, **overrides})
 
@@ -262,10 +261,8 @@ _SETTING_WORDS = {"optimizer": "optimizer", "attn_implementation": "attention", 
 
 
 def shared_differences(a: TrainConfig, b: TrainConfig) -> tuple[str, ...]:
-    """The shared settings (every field but :data:`BACKEND_ONLY_FIELDS`) in which two runs' configs
-    differ. Empty: the runs compare like for like, and a speed ratio between them measures the
-    backend alone. Anything else (an optimizer, attention, dropout, precision or batch change)
-    would credit the backend with a setting the baseline could use too."""
+    """The shared settings (all but :data:`BACKEND_ONLY_FIELDS`) in which two configs differ. Empty: like for
+    like; anything else would credit the backend with a setting the baseline could use too."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig)
                  if f.name not in BACKEND_ONLY_FIELDS and getattr(a, f.name) != getattr(b, f.name))
 

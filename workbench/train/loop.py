@@ -1,9 +1,7 @@
-"""The training loop: :class:`Trainer` (one backend's state, one optimizer step at a time) and
-:func:`run_training` (load, train, evaluate, save one backend's run).
+"""The training loop: :class:`Trainer` and :func:`run_training`.
 
-Same seed, same data order, same optimizer, same schedule, same gradient clipping for every
-backend. Evaluation (validation loss and accuracy) always runs the same eager PyTorch code on the
-trained weights, so the accuracy compares the *training*, not the evaluation engine.
+Every backend gets the same seed, data order, optimizer, schedule and gradient clipping. Evaluation always
+runs the same eager PyTorch code on the trained weights, so accuracy compares the *training*, not the engine.
 """
 
 from __future__ import annotations
@@ -55,9 +53,8 @@ def _dist_info() -> tuple[int, int]:
 
 
 class Trainer:
-    """One backend's training state, advanced one optimizer step at a time: the loop body that
-    :func:`run_training` steps, and that the benchmark interleaves across variants. The optimizer holds
-    the original module's parameters, which ORTModule and torch.compile train in place."""
+    """One backend's training state, one optimizer step at a time (the benchmark interleaves several). The
+    optimizer holds the original module's parameters, which ORTModule and torch.compile train in place."""
 
     def __init__(self, cfg: TrainConfig, backend: Backend | str, loaded, train_dataset, total_steps: int,
                  graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
@@ -126,10 +123,8 @@ class Trainer:
 
 
 class StepGate:
-    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`):
-    :func:`run_training` calls ``next(phase)`` before each phase that uses the CPU (``"setup"``, ``"step N"``,
-    ``"finish"``: give the turn back if held, wait for the next) and ``release()`` when it ends. This one
-    lets every phase run at once."""
+    """Who may use the CPU now when runs take turns (:mod:`workbench.train.lockstep`): ``next(phase)`` before
+    each phase (``"setup"``, ``"step N"``, ``"finish"``), ``release()`` at the end. This one never waits."""
 
     def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
         pass
@@ -150,11 +145,8 @@ def run_training(
 ) -> TrainRun:
     """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
 
-    ``progress(Progress)`` hears every step and evaluation; ``stop`` is checked between steps (a
-    stopped run keeps its steps and checkpoint). A failure *during* training is returned (and saved)
-    as a ``failed`` run with the cause and fix in ``reason``. Under ``torchrun`` the same loop runs
-    with DistributedDataParallel; only rank 0 reports and writes. ``model`` (tests): a ``LoadedModel``
-    instead of ``cfg.model``. ``gate``: take turns with other runs (:mod:`workbench.train.lockstep`)."""
+    A stopped run keeps its steps and checkpoint; a failure during training is returned as a ``failed`` run.
+    Under ``torchrun`` the loop runs with DistributedDataParallel; only rank 0 reports and writes."""
     gate = gate if gate is not None else StepGate()
     try:
         return _train(cfg, backend, run_dir, progress, stop, model=model, gate=gate)
