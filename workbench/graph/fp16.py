@@ -1,15 +1,12 @@
 """The FP16 variant of the fused graph, and how it is validated against FP32.
 
-:func:`convert_fp16` converts the already fused graph (``opt_level=0``) with ``keep_io_types=True``: the
-int64 inputs and float32 logits keep their types, with Cast nodes at the boundary (:func:`fp16_structure`
-checks that contract on the file).
+:func:`convert_fp16` converts the fused graph with ``keep_io_types=True``: int64 inputs and float32 logits
+keep their types, with Casts at the boundary (:func:`fp16_structure` checks that on the file).
 
-ONNX Runtime's CPU provider has float16 kernels for few operators, but the FP16 graph still runs there
-(checked with onnxruntime 1.19.2 on the tiny model and MiniLM): InsertCastTransformer wraps every node
-without a float16 CPU kernel in Casts to float32 and back. So on the CPU the tensors *between* nodes are
-float16 and the arithmetic inside each node is float32. That measures the rounding FP16 storage causes,
-most of the drift; the CUDA kernels also round inside some nodes (softmax, half-precision accumulations).
-Hence a tolerance with room over the CPU figure: :data:`FP16_TOLERANCE`.
+The FP16 graph runs on the CPU too (checked with onnxruntime 1.19.2 on the tiny model and MiniLM):
+InsertCastTransformer wraps every node without a float16 CPU kernel in Casts, so tensors *between* nodes are
+float16 and the arithmetic inside is float32. That measures most of the drift; CUDA kernels also round inside
+some nodes (softmax, half-precision accumulations), hence room over the CPU figure in :data:`FP16_TOLERANCE`.
 """
 
 from __future__ import annotations

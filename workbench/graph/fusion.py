@@ -123,9 +123,8 @@ class FusionReport:
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
                out_dir: str | os.PathLike | None = None, *, data=None, model=None) -> FusionReport:
-    """Build, validate, diff and time every variant of an export (its result, folder or ``export.json``) or an
-    ONNX file; save ``fusion.json``. Not recorded: ``data`` (a bare ONNX file's validation examples) and ``model``
-    (the PyTorch model timed as the eager reference; default: reloaded from the export)."""
+    """Build, validate, diff and time every variant of an export or an ONNX file; save ``fusion.json``.
+    ``model``: the PyTorch eager reference (default: reloaded from the export)."""
     from ..runtime.device import require_device
 
     cfg = cfg or FusionConfig()
@@ -197,9 +196,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
 
 
 def _heads(inputs: FusionSource, notes: list[str]) -> tuple[int, int]:
-    """``(num_heads, hidden_size)`` for the optimizer: the config's or the export's, else read off the graph's
-    first attention block (a bare graph exported from transformers 5 carries no head count the optimizer
-    can read: it would fuse no Attention)."""
+    """``(num_heads, hidden_size)`` for the optimizer, else read off the graph: a bare transformers 5 graph
+    carries no head count the optimizer can read, so it would fuse no Attention."""
     if inputs.num_heads and inputs.hidden_size:
         return inputs.num_heads, inputs.hidden_size
     heads, hidden = attention_shape(inputs.graph)

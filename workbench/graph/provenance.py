@@ -1,12 +1,9 @@
 """What was fused into what: the exported nodes each new node of an optimized graph replaced.
 
-A node is *new* when the exported graph has no node of that name and type; the exported nodes that are
-gone were *removed*. :func:`provenance` walks back from a new node's outputs through the removed producers
-until reaching a tensor the optimized graph still computes. Some fusions give their output a new name
-(``EmbedLayerNormalization_0_output``); those are matched by value: both graphs run once on the same batch
-and the new tensor is identified with the exported tensor that holds the same numbers. Removed nodes reached
-from two fused nodes (the attention-mask preparation, shared by every layer) are listed under each and
-flagged as shared.
+:func:`provenance` walks back from a new node's outputs through the removed producers to a tensor the
+optimized graph still computes. A fusion output with a new name (``EmbedLayerNormalization_0_output``) is
+matched by value: both graphs run once on the same batch. Removed nodes reached from two fused nodes (the
+attention-mask preparation, shared by every layer) are listed under each and flagged as shared.
 """
 
 from __future__ import annotations

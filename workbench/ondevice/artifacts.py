@@ -21,11 +21,9 @@ from .trainable import POSITION_EMBEDDINGS_NOTE, is_position_embedding, trainabl
 
 @contextlib.contextmanager
 def quiet_onnxruntime():
-    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks. Building the
-    gradient graph logs about 60 INFO lines through a logger the Python API cannot silence, written by
-    C++ to file descriptor 2 (a red stderr box in Jupyter): while the block runs fd 2 goes to a temporary
-    file, and every line that is not INFO is written back to ``sys.stderr`` afterwards. The default
-    severity is ERROR meanwhile (a session warns once per unused dropout constant), then WARNING again."""
+    """Keep ONNX Runtime's native INFO logging out of notebooks: building the gradient graph writes about 60
+    INFO lines from C++ to fd 2, which the Python API cannot silence. fd 2 goes to a temporary file meanwhile
+    and the lines that are not INFO are written back; severity is ERROR meanwhile (unused dropout warnings)."""
     import tempfile
 
     import onnxruntime as ort
@@ -51,10 +49,8 @@ def quiet_onnxruntime():
 
 
 def session_options(threads: int):
-    """One intra-op thread per PyTorch thread, and no spinning: the two sides alternate step by step
-    in one process, and ONNX Runtime's idle threads would otherwise spin on the cores PyTorch's
-    next step needs (measured here: PyTorch eager steps of the tiny model took 1.2 s instead of
-    milliseconds with spinning on)."""
+    """One intra-op thread per PyTorch thread, and no spinning: the sides alternate in one process, and with
+    spinning on, the tiny model's PyTorch eager steps took 1.2 s instead of milliseconds."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -81,9 +77,8 @@ def training_api():
 
 
 def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[str], max_length: int) -> list[str]:
-    """Write the forward graph that the artifacts are built from: training mode (so nothing that
-    training needs is folded away), no constant folding (parameters stay initializers named as in
-    PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
+    """Write the forward graph the artifacts are built from; its input names. Training mode and no constant
+    folding, so nothing training needs is folded away and parameters keep PyTorch's names."""
     import torch
 
     from ..data.batches import encode, model_inputs

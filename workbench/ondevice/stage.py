@@ -50,11 +50,8 @@ def check_model(model: str | os.PathLike) -> None:
 
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
-    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
-    folder), train ``cfg.steps`` steps on the device and in PyTorch eager on the same batches, compare,
-    export the trained model for inference and validate it; save ``ondevice.json`` in ``out_dir``.
-    ``data``: a ``DatasetDict`` (default: the config's). ``progress(done, total, detail)`` hears each step;
-    ``stop`` ends the training early (the result says ``stopped``; what was trained is still exported)."""
+    """Build the artifacts, train on the device and in PyTorch eager on the same batches, compare, export the
+    trained model for inference; save ``ondevice.json``. A stopped run still exports what was trained."""
     import torch
 
     from ..data.load import DataConfig, load_data
@@ -221,11 +218,8 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
 
 def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: dict[str, np.ndarray],
                    initial: dict[str, Any], inf_dir: Path, trained_dir: Path, model_name: str, what: str, trained_in: str = ""):
-    """``module`` (an ``onnxruntime.training.api.Module`` holding trained weights) exported for
-    inference into ``inf_dir`` as an export (``export.json``: what fuse / quantize / evaluate read),
-    validated against PyTorch holding the same weights (``trained`` for the trainable tensors,
-    ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
-    weights are put back afterwards."""
+    """The trained ``module`` as an inference export in ``inf_dir``, validated against PyTorch holding the
+    same weights (saved in ``trained_dir``); ``loaded.model``'s own weights are put back afterwards."""
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR

@@ -55,10 +55,8 @@ class TrainVerdict:
 
 def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, machine: str = "",
                      load=None) -> Optional[TrainVerdict]:
-    """The verdict on ``backend`` against the comparison's baseline; None when ``backend`` was not
-    trained. ``machine`` names the CPU (e.g. ``MachineProfile.isa_text()``); ``load`` is a
-    :class:`workbench.perf.machine_profile.LoadCheck` taken around the training (a contended one makes the
-    verdict "unmeasured")."""
+    """The verdict on ``backend`` against the baseline; None when not trained. A contended ``load`` makes it
+    "unmeasured"."""
     backend = Backend(getattr(backend, "value", backend))
     if backend not in {s.backend for s in comparison.summaries}:
         return None
@@ -153,9 +151,8 @@ def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
 
 
 def load_check(profile=None, before=None):
-    """``(profile, check)``: the machine profile (measured once, then cached) and a load check now;
-    with ``before``, the check now combined with it, so a verdict says whether the machine was busy
-    before or after the training it judges."""
+    """``(profile, check)``, the profile cached; with ``before`` the check is combined with it, so a verdict
+    says whether the machine was busy before or after the training it judges."""
     from ..perf.machine_profile import check_load, combine_checks, machine_profile
 
     profile = profile or machine_profile()
