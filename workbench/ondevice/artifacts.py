@@ -1,5 +1,4 @@
-"""On-device training: the four training artifacts (export for training, generate, fix IR versions),
-and why the gradient builder failed when it does."""
+"""On-device training: the four training artifacts, and why the gradient builder failed when it does."""
 
 from __future__ import annotations
 
@@ -165,8 +164,7 @@ def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
 
 
 def cap_ir_version(path: Path):
-    """``(graph, the IR version it was written with)``; a graph newer than :data:`MAX_IR_VERSION`
-    (onnxruntime 1.19.2 refuses those) is rewritten with it first."""
+    """``(graph, the IR version it was written with)``, rewritten at :data:`MAX_IR_VERSION` when newer."""
     import onnx
 
     proto = onnx.load(str(path))
@@ -179,8 +177,7 @@ def cap_ir_version(path: Path):
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:
-    """Export ``loaded`` (a :class:`workbench.models.load.LoadedModel`, dropout off) for training and
-    write the four artifacts into ``folder`` (replaced atomically as a whole)."""
+    """Export ``loaded`` for training and write the four artifacts into ``folder``, replaced as a whole."""
     import onnx
 
     ort_artifacts, onnxblock, *_ = training_api()

@@ -132,8 +132,7 @@ def _loss_parity(cfg: OnDeviceConfig, run: _SideBySide, notes: list[str]) -> tup
 
 
 def _compare_weights(state_params, art, loaded, initial: dict) -> tuple[dict[str, np.ndarray], float, float, bool]:
-    """(the on-device trained weights, their largest difference from PyTorch's, how far they moved from
-    the start, whether every frozen weight is untouched)."""
+    """(trained weights, largest difference from PyTorch's, how far they moved, frozen weights untouched)."""
     ort_trained = {n: np.asarray(state_params[n].data) for n in art.trainable_tensors}
     pt_params = dict(loaded.model.named_parameters())
     weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
@@ -161,8 +160,7 @@ def _agreement_with_pytorch(export: ExportResult, loaded, data, tol: float, note
 
 def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names, classes, threads, run: _SideBySide,
                 notes: list[str]) -> tuple[SideCost, SideCost]:
-    """Each side's cost: step time from the interleaved loop, memory from one fresh process per side
-    (``cfg.measure_memory``)."""
+    """Each side's cost: step time from the interleaved loop, memory from one fresh process per side."""
     ort_cost = SideCost("onnxruntime.training.api", statistics.median(run.ort_ms[1:] or run.ort_ms), [round(x, 3) for x in run.ort_ms])
     pt_cost = SideCost("pytorch eager", statistics.median(run.pt_ms[1:] or run.pt_ms), [round(x, 3) for x in run.pt_ms])
     if not cfg.measure_memory:

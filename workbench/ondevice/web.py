@@ -58,8 +58,7 @@ MIME_TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "app
 
 @dataclass(frozen=True)
 class WebPage:
-    """The page written beside an on-device run's artifacts (``page`` is None when it was skipped,
-    ``note`` says why and how to get it)."""
+    """The page written beside a run's artifacts; ``page`` None when skipped, ``note`` says why."""
 
     page: Optional[Path]
     note: str
@@ -112,8 +111,7 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
 
 
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
-    """The eval split (``validation``, else ``test``; at most :data:`EVAL_EXAMPLES`) tokenized as the
-    training batches are, in order, ``cfg.batch_size`` a batch (the last may be smaller)."""
+    """The eval split (``validation``, else ``test``) tokenized as the training batches, the last maybe smaller."""
     from .data import encode_batch
 
     split = "validation" if "validation" in data else "test" if "test" in data else None

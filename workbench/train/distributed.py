@@ -61,8 +61,7 @@ def weights_digest(model) -> str:
 
 
 def check_nproc(nproc, flag: str = "nproc") -> int:
-    """``nproc`` when it is a whole number from 1 to the number of CPU cores, else a TrainConfigError
-    naming the value and the bound (more processes than cores only queue behind each other)."""
+    """``nproc`` when 1 to the number of CPU cores (more processes than cores only queue behind each other)."""
     cores = os.cpu_count() or 1
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise TrainConfigError(f"{flag} must be a whole number of processes from 1 to {cores} (the CPU cores here), "

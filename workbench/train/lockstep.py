@@ -28,8 +28,7 @@ from .results import Progress, ProgressFn, TrainRun
 
 @dataclass(frozen=True)
 class LockstepJob:
-    """One run of a lockstep group: its config and backend, the folder it writes
-    (``<run_dir>/<backend>/``, as :func:`workbench.train.run_training`), extra environment."""
+    """One run of a lockstep group; it writes ``<run_dir>/<backend>/`` as :func:`workbench.train.run_training`."""
 
     cfg: TrainConfig
     backend: Backend

@@ -172,8 +172,7 @@ class _Outcome:
         self.executed_in_ort = False
 
     def check_compiled(self, stats) -> None:
-        """A "compile" run that compiled nothing was eager PyTorch: marked as fallen back (the
-        counterpart of ORTModule's silent fallback)."""
+        """A "compile" run that compiled nothing was eager PyTorch: marked as fallen back."""
         if self.status is RunStatus.OK and not stats.compiled:
             self.status = RunStatus.FELL_BACK
             self.reason = (f"torch.compile compiled nothing: Dynamo's counters show {stats.frames_compiled} of "
@@ -279,8 +278,7 @@ def _graph_scratch(out: Optional[Path], backend: Backend, cfg: TrainConfig, rank
 
 def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank: int, t_start: float,
                progress: Optional[ProgressFn], stop: Optional[threading.Event], gate: StepGate, memory: PeakMemory) -> None:
-    """Step ``trainer`` up to ``total`` steps, each in its turn of ``gate``, evaluating every
-    ``eval_every`` steps and after the last; records into ``done``. A stop request ends it early."""
+    """Step up to ``total`` steps, each in its turn of ``gate``, evaluating every ``eval_every`` and after the last."""
     cfg, backend, net, device = trainer.cfg, trainer.backend, trainer.net, trainer.device
     for step in range(1, total + 1):
         gate.next(f"step {step}")
@@ -310,8 +308,7 @@ def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank
 
 
 def _keep_outputs(out: Optional[Path], graph_tmp: Optional[Path], done: _Outcome, net, tokenizer, cfg: TrainConfig):
-    """(ORTModule's graphs moved into ``out/graphs``, the checkpoint folder) of a run that finished or
-    was stopped with steps taken; the graph scratch folder is removed either way."""
+    """(graphs folder, checkpoint folder) of a run with steps taken; the graph scratch folder goes either way."""
     if out is None:
         return None, None
     kept = done.status in (RunStatus.OK, RunStatus.STOPPED)
@@ -329,8 +326,7 @@ def _load_builtin(cfg: DataConfig):
 
 
 def load_train_data(cfg: DataConfig):
-    """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
-    (runs of several backends in one process then skip re-reading them); user files are re-read."""
+    """The run's data; the built-in reviews never change, so they are cached per DataConfig (user files are not)."""
     from ..data.load import BUILTIN, load_data
 
     return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)

@@ -1,6 +1,5 @@
-"""One training run in its own process: ``python -m workbench.train`` (``workbench/train/__main__.py`` ->
-:func:`child_main`) trains and saves the run; progress and turn requests come back as prefixed lines on its
-stdout (the parent's side is :mod:`workbench.train.lockstep`).
+"""One training run in its own process (``python -m workbench.train`` -> :func:`child_main`): progress and turn
+requests go out as prefixed lines on stdout, turns come in on stdin (the parent: :mod:`workbench.train.lockstep`).
 """
 
 from __future__ import annotations
@@ -53,8 +52,7 @@ def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def child_process(cfg: TrainConfig, backend: Backend, run_dir: Path, env: Optional[dict[str, str]] = None):
-    """Start ``python -m workbench.train --lockstep`` for one run; returns ``(process, config_path)``. Its
-    stdout carries progress and its turn requests as prefixed lines; the turns are granted on its stdin."""
+    """Start ``python -m workbench.train --lockstep`` for one run; ``(process, config_path)``."""
     import subprocess
 
     run_dir.mkdir(parents=True, exist_ok=True)
