@@ -91,8 +91,7 @@ class FusionChoice:
 
 
 def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
-    """The rule (see the module doc): ``ratios`` holds every validated candidate's speed-up over the full fusion
-    per timed shape (name -> {"BxS": Ratio}). Returns (the chosen candidate's name, why, in one line)."""
+    """The rule of the module doc over ``ratios`` (name -> {"BxS": Ratio}); (chosen name, why, in one line)."""
     timed = {n: r for n, r in ratios.items() if r}
     if not timed:
         return FULL, "full fusion kept: no candidate with a fusion left out validated and was timed"
@@ -150,8 +149,7 @@ def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str],
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
                   unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
-    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc). ``shape``:
-    (num_heads, hidden_size, the optimizer's model_type); ``unfused``: the unfused graph's logits."""
+    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc)."""
     full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
     if cfg.fusion == "full":
         return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])

@@ -1,9 +1,7 @@
 """Missing fusions: what the BERT fusions should produce for a graph, and why one fell short.
 
-For L attention layers the transformer optimizer should write 1 EmbedLayerNormalization, L Attention,
-2L SkipLayerNormalization and, when the model has a GELU, L BiasGelu/FastGelu. A missing one gets a
-:class:`Diagnosis` whose cause is read off the exported graph (an SDPA export, no GELU, an architecture
-whose pattern onnxruntime 1.19.2 does not match, ...).
+For L layers: 1 EmbedLayerNormalization, L Attention, 2L SkipLayerNormalization and, with a GELU, L
+BiasGelu/FastGelu. A missing one's cause is read off the exported graph.
 """
 
 from __future__ import annotations
@@ -67,8 +65,7 @@ def _attention_style(model) -> str:
 
 
 def _constant_values(g: GraphIndex, tensor: str) -> list[int]:
-    """The integer values of a constant tensor (an initializer, a Constant node, or a Concat of those,
-    as the exporters write a Reshape's target shape); [] when any part is computed at run time."""
+    """The integer values of a constant tensor (or a Concat of constants); [] when any part is computed."""
     from onnx import numpy_helper
 
     node = g.producer.get(tensor)
@@ -85,8 +82,7 @@ def _constant_values(g: GraphIndex, tensor: str) -> list[int]:
 
 
 def _concat_tail(g: GraphIndex, tensor: str) -> list[int]:
-    """The last two entries of a Reshape's target shape where they are constants (the head count and the
-    head size), [] otherwise; the leading batch and sequence entries may be computed at run time."""
+    """The last two entries of a Reshape's target shape (heads, head size) when constant, else []."""
     whole = _constant_values(g, tensor)
     if len(whole) >= 2:
         return whole[-2:]

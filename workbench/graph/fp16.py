@@ -79,8 +79,7 @@ def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
 
 def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_type: str = "bert",
                  num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True, *, fp32_model=None) -> Fp16Structure:
-    """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure. ``use_gpu=True``
-    keeps the fusions meant for the CUDA provider; ``fp32_model``: the fused graph already parsed."""
+    """Write the FP16 variant of ``fused_path`` to ``dst`` and return its structure; ``use_gpu`` keeps CUDA fusions."""
     optimize_model, _ = transformers_optimizer(Fp16Error)
     try:
         model = optimize_model(str(fused_path), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,

@@ -53,8 +53,7 @@ class FusedNode:
 
 
 class GraphIndex:
-    """Index of a parsed ONNX graph: producers, names, tensors; ``path`` is where it was read from
-    (needed only to load external weights when the graph is run for the value match)."""
+    """Index of a parsed ONNX graph; ``path`` loads external weights when it runs for the value match."""
 
     def __init__(self, model, path: Optional[Union[str, os.PathLike]] = None):
         self.model = model
@@ -87,8 +86,7 @@ def index_graph(graph: GraphLike) -> GraphIndex:
 
 
 def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.ndarray]:
-    """Run ``g`` once, unoptimized, on ``batch`` with ``names`` added as graph outputs (ONNX
-    Runtime infers their types). Works on a copy: the parsed model others hold stays as it was."""
+    """Run ``g`` once, unoptimized, with ``names`` added as outputs; on a copy, so others' parsed model stays."""
     import onnx
     from onnx.external_data_helper import load_external_data_for_model
 

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 
 class ExportError(RuntimeError):
-    """Export failed. ``operator`` names the unsupported operator when there is one, and
-    ``options`` lists what to try (another opset, eager attention, ...)."""
+    """Export failed; ``options`` lists what to try (another opset, eager attention, ...)."""
 
     def __init__(self, message: str, operator: Optional[str] = None, options: Sequence[str] = ()):
         self.operator = operator
@@ -67,8 +66,7 @@ def _is_onnxruntime_symbolic(fn) -> bool:
 
 
 def resolve_exporter(asked: str) -> str:
-    """``"torchscript"`` or ``"dynamo"``: ``"auto"`` is TorchScript while torch ships it (its graphs keep
-    ONNX Runtime's Attention and embedding fusions), the dynamo exporter after."""
+    """``"torchscript"`` or ``"dynamo"``; ``"auto"`` is TorchScript while torch ships it (module doc)."""
     if asked == "auto":
         return "torchscript" if torchscript_available() else "dynamo"
     if asked == "torchscript" and not torchscript_available():
@@ -160,8 +158,7 @@ def without_ir_dump():
 
 
 def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str], exporter: str) -> list[str]:
-    """Trace ``loaded.model`` on a real batch with ``exporter`` (:func:`resolve_exporter`'s), write the graph to
-    ``path``; its output names."""
+    """Trace ``loaded.model`` on a real batch, write the graph to ``path``; its output names."""
     import torch
 
     from ..data.batches import encode, model_inputs

@@ -1,5 +1,4 @@
-"""Fusion reports as text: a JSON-ready :func:`summary` and a plain-text :func:`table` (the CLI
-and the benchmarks print them; the panels draw :mod:`workbench.plots.graph`)."""
+"""Fusion reports as text: a JSON-ready :func:`summary` and a plain-text :func:`table`."""
 
 from __future__ import annotations
 

@@ -97,8 +97,7 @@ def cuda_facts() -> CudaFacts:
 
 
 def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
-    """Why ``device`` cannot be used with these facts (None: it can): it needs ONNX Runtime's CUDA provider
-    (``onnxruntime-gpu`` or ``onnxruntime-training``) and a CUDA device visible to torch."""
+    """Why ``device`` cannot be used with these facts, None when it can."""
     if facts.ort_import_error:
         return f"CUDA was asked for ({device}) but onnxruntime does not import ({facts.ort_import_error}); {GPU_INFER_HINT}"
     installed = ", ".join(f"{d} {v}" for d, v in facts.ort_dists.items()) or "no onnxruntime package"
@@ -138,8 +137,7 @@ def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:
 
 
 def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str], list[dict]]:
-    """(providers, provider_options) on ``device``: CUDA first, the CPU second for nodes CUDA has no kernel
-    for; ``cuda_graph`` adds ``enable_cuda_graph`` (needs I/O binding with fixed buffers and shapes)."""
+    """(providers, provider_options): CUDA first, the CPU for nodes CUDA has no kernel for."""
     d = normalize_device(device)
     if d == "cpu":
         if cuda_graph:
@@ -169,8 +167,7 @@ class CaptureRefusal:
 
 @dataclass(frozen=True)
 class PlacementReport:
-    """Where the nodes of one session ran, how many copies ONNX Runtime inserted, and whether the
-    whole run could be captured as a CUDA graph."""
+    """Where one session's nodes ran, the copies ONNX Runtime inserted, and whether a CUDA graph captured it."""
 
     device: str
     session_providers: list[str]

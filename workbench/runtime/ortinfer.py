@@ -71,8 +71,7 @@ def _to_int64(value) -> np.ndarray:
 
 
 def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The feed dict for ``session``: only the inputs the graph declares, as int64; ``token_type_ids`` a
-    tokenizer does not produce are zeros (what BERT uses when the argument is omitted)."""
+    """Only the inputs the graph declares, as int64; missing ``token_type_ids`` are zeros (BERT's default)."""
     feed = {}
     for name in (i.name for i in session.get_inputs()):
         if name in encoded:
@@ -112,8 +111,7 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
 
 
 def row_lengths(tokenizer, texts, max_length: int, pool: Optional[BatchPool] = None) -> np.ndarray:
-    """Each text's token length: from the rows tokenized once and kept for padding here, or counted alone when a
-    Ray ``pool`` pads the batches on its workers (no tokens kept)."""
+    """Each text's token length (counted alone when a Ray ``pool`` pads the batches on its workers)."""
     if pool is not None:
         from ..data.token_lengths import token_lengths
 
@@ -184,8 +182,7 @@ def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size
 
 # ---- timing ------------------------------------------------------------------------------------
 def synthetic_batch(batch: int, seq: int, vocab_size: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-    """A deterministic batch of shape ``(batch, seq)`` for timing (latency depends on the shape, not on the
-    tokens): random token ids below ``vocab_size`` framed by [CLS]=101 ... [SEP]=102, a full attention mask."""
+    """A deterministic ``(batch, seq)`` batch for timing (latency depends on the shape, not the tokens)."""
     if batch < 1 or seq < 2:
         raise InferenceError(f"a timing shape needs batch >= 1 and seq >= 2, got ({batch}, {seq})")
     if vocab_size < 200:
@@ -309,8 +306,7 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
 
 
 def _profile(onnx_path: str | os.PathLike, feed_for: Any, runs: int, optimized: bool = False, **session_kw):
-    """(ONNX Runtime's profile events, the session's providers, the optimized graph's Memcpy counts or None) of
-    ``runs`` runs of ``feed_for(session)`` in a profiled session; its files live in a temporary folder."""
+    """(profile events, the session's providers, Memcpy counts or None) of ``runs`` profiled runs."""
     import json
     import tempfile
 
@@ -328,8 +324,7 @@ def _profile(onnx_path: str | os.PathLike, feed_for: Any, runs: int, optimized: 
 
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
                     graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
-    """Run ``feed`` once through ``onnx_path`` on ``device`` (profiled, the optimized graph saved): where every
-    node ran, the Memcpy nodes inserted and (``try_graph_capture``, CUDA) whether a CUDA graph was accepted."""
+    """Run ``feed`` once, profiled: where every node ran, the Memcpy nodes, and whether a CUDA graph was accepted."""
     from .device import analyze_placement, placements_from_profile, require_device
 
     d = require_device(device)
