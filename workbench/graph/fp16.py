@@ -22,13 +22,10 @@ from .facts import as_model
 from .validate import compare_logits
 from .variants import transformers_optimizer
 
-# float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
-# magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
-# CPU provider (module docstring), MiniLM-L6 fine-tuned briefly, 32 reviews, max length 64:
-# fused FP16 vs fused FP32 max |Δ logit| 2.0e-3 (README "FP16"); the tiny model 1e-5. 0.05 leaves
-# about 25x room for the CUDA kernels' own rounding and for longer sequences, and is still two
-# orders of magnitude below a logit margin that changes a decision (|logit| ~ 2-5 after
-# fine-tuning). Labels may flip only on near-ties: at least 99% must agree.
+# float16's unit roundoff is 2**-11 = 4.9e-4: one rounding of a logit of 4 moves it by up to 2e-3. Measured on
+# the CPU provider, MiniLM-L6 briefly fine-tuned, 32 reviews at 64 tokens: max |Δ logit| 2.0e-3; tiny 1e-5.
+# 0.05 leaves about 25x room for CUDA's own rounding and longer sequences, two orders of magnitude below a
+# decision-changing margin (|logit| ~ 2-5). Labels may flip only on near-ties: at least 99% must agree.
 FP16_TOLERANCE = 0.05
 FP16_MIN_LABEL_AGREEMENT = 0.99
 FLOAT, FLOAT16 = 1, 10  # onnx.TensorProto element types

@@ -94,10 +94,8 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
             # Our own, deliberate request: the artifacts need a training-mode graph (see the module docstring).
             warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
                                     category=FutureWarning)
-            # "ONNX does not support not updating the embedding vector at padding_idx during training":
-            # true, and harmless here: the padding row only gets a gradient from padded positions,
-            # which the attention mask cuts off from the classifier (the loss curves agree with
-            # trainable='all' too, where the embeddings train).
+            # True and harmless: the padding row only gets gradient from padded positions, which the attention
+            # mask cuts off (the loss curves agree with trainable='all' too, where the embeddings train).
             warnings.filterwarnings("ignore", message="Warning: ONNX export of embedding with padding_idx", category=UserWarning)
             torch.onnx.export(model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
                               dynamic_axes=dynamic, opset_version=opset, do_constant_folding=False,

@@ -62,9 +62,8 @@ ATTENTION = ("eager", "sdpa")
 OPSET_RANGE = (14, 20)
 MEMORY_OPT_LEVELS = (0, 1, 2)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-# TrainConfig's defaults trained fastest side by side (benchmarks/bench_train.py); ORTModule's own stay
-# one argument away. Fused AdamW is a shared setting, not ORTModule's: it speeds eager up as much, so the
-# baseline gets it too (shared_differences) and is never out-tuned in a headline ratio.
+# Fastest side by side (benchmarks/bench_train.py). Fused AdamW speeds eager up as much, so the baseline gets
+# it too and is never out-tuned in a headline ratio.
 TUNED_DEFAULTS = {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}
 ORTMODULE_OWN_DEFAULTS = {"opset": 17, "optimizer": "adamw", "ort_allow_spinning": True}
 # TrainConfig fields only one backend reads: runs that differ only in these still compare like for like.

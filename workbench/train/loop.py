@@ -36,8 +36,7 @@ from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, Tr
 from .schedule import iter_micro_batches, lr_factor, total_steps_for
 
 ISOLATED_ENV = "WORKBENCH_ISOLATED"  # "1" in a run's own process (process.py): recorded in TrainRun.environment
-# the id of the group of runs that took turns step by step (lockstep.py), recorded in TrainRun.environment:
-# runs with the same id were timed interleaved, so their steps pair up
+# recorded in TrainRun.environment: runs with the same id took turns (lockstep.py), so their steps pair up
 LOCKSTEP_ENV = "WORKBENCH_LOCKSTEP"
 
 
