@@ -168,7 +168,6 @@ def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out:
 
 
 def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
-    """Time the validated candidates beside the full fusion, pick one, delete the files not chosen."""
     import dataclasses
 
     valid = [c for c in candidates if c.name == FULL or (c.validation is not None and c.validation.passed)]

@@ -108,9 +108,8 @@ def _first_block(model) -> tuple[GraphIndex, Optional[Any], Optional[Any]]:
 
 
 def attention_shape(model) -> tuple[int, int]:
-    """``(num_heads, hidden_size)`` of the first attention block, ``(0, 0)`` when not found. transformers 5
-    reshapes Q to ``(-1, head_size)``, so heads = the projection's width / head size; ONNX Runtime's optimizer
-    reads only a constant head count and finds no Attention in such a graph unless told both numbers."""
+    """``(num_heads, hidden_size)`` of the first attention block, else ``(0, 0)``. transformers 5 reshapes Q to
+    ``(-1, head_size)``; the optimizer finds no Attention in such a graph unless told both numbers."""
     g, _, node = _first_block(model)
     if node is None:
         return 0, 0

@@ -113,7 +113,6 @@ def _resolve_model(model, cfg: ExportConfig, data):
 
 
 def save_tokenizer(tokenizer, folder: Path) -> Path:
-    """Save the tokenizer into ``folder`` atomically (temporary folder, then rename)."""
     with runs.atomic_dir(folder) as tmp:
         tokenizer.save_pretrained(str(tmp))
     return folder

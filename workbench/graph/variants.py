@@ -1,21 +1,17 @@
 """The variants fusion builds, and how to build and time them: :class:`Variant`, :class:`FusionConfig`.
 
-==============  ===============================================  ===============================
-variant         graph                                            session level when it runs
-==============  ===============================================  ===============================
-unoptimized     the exported graph                               ``disabled``
-ort_basic       ONNX Runtime's basic level (constant folding,    ``basic``
-                redundant-node removal), saved to a file
-ort_extended    + ONNX Runtime's fusions (FusedMatMul, BiasGelu) ``extended``
-ort_all         + layout optimizations                           ``all``
-transformer     ``onnxruntime.transformers.optimizer`` (the      ``cfg.transformer_session``
-                BERT fusions: EmbedLayerNormalization,           (``all`` by default: what a
-                Attention, SkipLayerNormalization, BiasGelu)     deployment gets)
-transformer_    the transformer graph in float16 (inputs and     ``cfg.transformer_session``
-fp16            outputs kept float32; ``FusionConfig.fp16``)
-==============  ===============================================  ===============================
+================  ==================================================================  ===========================
+variant           graph                                                               session level when it runs
+================  ==================================================================  ===========================
+unoptimized       the exported graph                                                  ``disabled``
+ort_basic         ONNX Runtime's basic level (constant folding, redundant nodes)      ``basic``
+ort_extended      + ONNX Runtime's fusions (FusedMatMul, BiasGelu)                    ``extended``
+ort_all           + layout optimizations                                              ``all``
+transformer       ``onnxruntime.transformers.optimizer`` (the BERT fusions)           ``cfg.transformer_session``
+transformer_fp16  the transformer graph in float16 (inputs and outputs kept float32)  ``cfg.transformer_session``
+================  ==================================================================  ===========================
 
-Each variant's file name inside the fusion folder is :func:`variant_file`.
+The transformer session level is ``all`` by default (what a deployment gets); file names: :func:`variant_file`.
 """
 
 from __future__ import annotations

@@ -63,7 +63,6 @@ def choice_summary(report: FusionReport) -> Optional[dict]:
 
 
 def choice_lines(report: FusionReport) -> list[str]:
-    """The fusion choice as text: the reason, then one line per candidate."""
     c = report.choice
     if c is None:
         return []

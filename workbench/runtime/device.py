@@ -208,7 +208,6 @@ def kernel_events(events: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Ma
 
 
 def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
-    """Node placements from ONNX Runtime's profile events, once each."""
     seen: dict[str, NodePlacement] = {}
     for node, ev in kernel_events(events):
         args = ev.get("args") or {}

@@ -101,9 +101,8 @@ class GraphActor:
         return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
 
 
-# An actor that dies (its node lost, its process killed) is started again on a node with room, and the batches
-# it held are run again there: at most this many times per actor and per batch, so a pool that keeps losing
-# actors fails in one line instead of retrying for ever (Ray Data's own default is no limit).
+# Restarts per actor and retries per batch: a pool that keeps losing actors fails in one line instead of
+# retrying for ever (Ray Data's own default is no limit).
 ACTOR_RESTARTS = 4
 TASK_RETRIES = 4
 

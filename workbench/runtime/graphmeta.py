@@ -30,7 +30,6 @@ def _varint(f: BinaryIO) -> Optional[int]:
 
 
 def _entry(data: bytes) -> tuple[str, str]:
-    """A StringStringEntryProto's (key, value)."""
     import io
 
     f, out = io.BytesIO(data), {1: "", 2: ""}

@@ -132,9 +132,8 @@ def predict_dataset(
     label: Optional[str] = None,
     batches: Optional[Sequence[np.ndarray]] = None,
 ) -> np.ndarray:
-    """Logits for every ``text`` of a dataset, in dataset order, scored in :func:`scoring_batches`. Dynamic INT8
-    computes activation scales per batch, so predictions depend on batch-mates (``SORTED_NOTE``). ``pool``: the
-    same batches on a Ray pool, the graph given as its path."""
+    """Logits for every ``text`` of a dataset, in dataset order. Dynamic INT8 computes activation scales per
+    batch, so predictions depend on batch-mates (``SORTED_NOTE``); ``pool`` runs the same batches on Ray."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -206,9 +205,8 @@ def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]
 
 
 class BoundRunner:
-    """One graph run through I/O binding for one input shape: inputs and outputs stay on ``device`` (no copies in
-    the timed call). With ``cuda_graph=True`` outputs are pre-allocated at fixed addresses, as replay requires:
-    the first :meth:`run` captures the graph, later ones replay it."""
+    """One graph and input shape through I/O binding: no host-device copies in the timed call. With ``cuda_graph``
+    outputs sit at fixed addresses, as replay requires: the first :meth:`run` captures, later ones replay."""
 
     def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False):
         import onnxruntime as ort

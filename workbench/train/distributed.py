@@ -120,7 +120,6 @@ def run_distributed(
 
 
 def _worker(argv: Optional[list[str]] = None) -> int:
-    """One torchrun process: join the group, train, write this rank's digest."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.train.distributed")

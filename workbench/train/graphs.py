@@ -45,7 +45,6 @@ FUSED_OP_TYPES = frozenset({
 
 
 def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[GraphStage] = None) -> GraphStage:
-    """Node count, op-type counts and fused kernels of one saved graph."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)

@@ -84,7 +84,6 @@ def _leave_embedding_gradient_to_pytorch() -> None:
 
 @functools.cache
 def check_embedding_gradient() -> EmbeddingGradCheck:
-    """Run the check (once per process) and repair where needed; see the module's text."""
     import torch
 
     first = _gradient_error()

@@ -38,8 +38,7 @@ ONE_AFTER_THE_OTHER = "One after the other, not like for like"
 class TrainVerdict:
     backend: str
     baseline: str
-    # "gain", "loss", "no gain", "one after the other" (timed apart: a point figure, not judged), "unmeasured" (busy
-    # machine), "not like for like" (other settings differ too), "no ratio"
+    # gain, loss, no gain, one after the other (timed apart: not judged), unmeasured (busy), not like for like, no ratio
     outcome: str
     text: str
     ratio: Optional[float] = None  # steady-state speed, >1: the backend is faster
