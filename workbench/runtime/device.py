@@ -1,7 +1,5 @@
-"""Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
-
-Placement is read from ONNX Runtime's profile (each kernel event names its provider; verbose logging goes to
-stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph.
+"""Where the inference stages run, and what ONNX Runtime did with that. Placement is read from ONNX Runtime's
+profile (verbose logging goes to stderr, which Python cannot capture cleanly) and the optimized graph's Memcpy nodes.
 """
 
 from __future__ import annotations

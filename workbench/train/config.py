@@ -1,9 +1,7 @@
 """What defines a training run (:class:`TrainConfig`), and which backend may run it (:func:`check_backend`).
 
-A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
-the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
-argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``). bf16 on the CPU needs AVX-512 BF16 or AMX and
-not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
+The defaults are the settings measured fastest side by side (:data:`TUNED_DEFAULTS`). bf16 on the CPU needs
+AVX-512 BF16 or AMX and not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The training verdict: does ORTModule (or torch.compile) train faster than eager here, like for like?
 
-One sentence a person can act on, from a :class:`~workbench.train.Comparison`. Only steps timed in turns
-(:mod:`workbench.train.lockstep`) are judged: runs timed one after the other met different loads, so
-their figure is labelled, not judged. Where ORTModule does not pay, the verdict says where it is reported
-to (published figures, labelled as theirs) and what to try next.
+Only steps timed in turns (:mod:`workbench.train.lockstep`) are judged: runs timed one after the other met
+different loads, so their figure is labelled, not judged. Where ORTModule does not pay, the verdict says
+where it is reported to pay (published figures, labelled as theirs) and what to try next.
 """
 
 from __future__ import annotations
