@@ -1,8 +1,7 @@
 """The graph stage: export a classifier to ONNX, prove the graph computes what the model computes,
 and show what ONNX Runtime's fusions do to it.
 
-Entry points: ``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` and ``run_fusion(export,
-FusionConfig(...), out_dir) -> FusionReport`` (``load_export``/``load_fusion`` read them back).
+Entry points: ``run_export`` and ``run_fusion`` (``load_export``/``load_fusion`` read them back).
 
 ==================  ===========================================================================
 ``export.py``       export configuration (:class:`ExportConfig`), result, ``run_export``

@@ -1,5 +1,4 @@
-"""Building each variant's graph file into the fusion folder, each parsed once right after it is written
-(:class:`BuiltVariant` carries the parsed graph to validation, diffs, provenance and counts)."""
+"""Building each variant's graph file into the fusion folder, each parsed once right after it is written."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class BuiltVariant:
 
     @property
     def run_path(self) -> Path:
-        """The file a session opens to run the variant: the exported graph for ONNX Runtime's
-        levels (the session optimizes it at ``session_optimization``), the variant's file otherwise."""
+        """The exported graph for ONNX Runtime's levels (the session optimizes it), else the variant's file."""
         return self.source if self.variant in ORT_LEVEL else self.path
 
 
@@ -74,9 +72,8 @@ def _ort_variant(src: Path, level: str, dst: Path) -> None:
 def transformer_variant(src: Path, dst: Path, cfg: FusionConfig, num_heads: int, hidden_size: int,
                          model_type: Optional[str] = None, options_off: Sequence[str] = (),
                          session_off: Sequence[str] = ()) -> None:
-    """The transformer optimizer's graph of ``src`` written to ``dst``. ``options_off``: ``FusionOptions`` flags
-    turned off (a fusion family left out); ``session_off``: the ONNX Runtime session optimizers the graph
-    records that its sessions must disable, so none fuses that family back (:mod:`workbench.runtime.graphmeta`)."""
+    """The transformer optimizer's graph of ``src`` written to ``dst``. ``session_off``: session optimizers the
+    graph records for its sessions to disable, so none fuses a left-out family back."""
     model_type = model_type or (cfg.model_type if cfg.model_type != "auto" else "bert")
     optimize_model, FusionOptions = transformers_optimizer(FusionError)
     options = FusionOptions(model_type)

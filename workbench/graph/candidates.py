@@ -1,18 +1,13 @@
-"""The fusion stage's choice of graph: the full fusion, or the full fusion with one family of :data:`FAMILIES`
-left out when that runs measurably faster on this machine under this ONNX Runtime (``--fusion timed``).
+"""The fusion stage's choice of graph: the full fusion, or one with a family of :data:`FAMILIES` left out when
+that runs measurably faster on this machine under this ONNX Runtime (``--fusion timed``).
 
-Fusing is not always faster: a fused kernel is only as good as the runtime's implementation of it (one
-runtime's SkipLayerNormalization kernel can take twice another's, while the Add and LayerNormalization it
-replaces run as fast as ever). A candidate leaves its family out of the optimizer and out of every session
-that opens the graph (recorded in the graph: :mod:`workbench.runtime.graphmeta`). The candidates that validate
-are timed side by side with the full fusion and :func:`pick_fusion` applies the one rule:
-
-    a candidate replaces the full fusion only when, at every timed shape, the low end of the 95% interval
-    of its speed-up over the full fusion is at least ``1 + FUSION_MARGIN``; among those, the one with the
-    highest geometric-mean speed-up wins. Otherwise (none qualifies, the timing was taken on a busy
-    machine, nothing could be timed) the full fusion stays.
-
-A candidate not chosen is deleted (its figures stay in ``fusion.json``).
+Fusing is not always faster: one runtime's SkipLayerNormalization kernel can take twice another's, while the
+Add and LayerNormalization it replaces run as fast as ever. A candidate leaves its family out of the optimizer
+and out of every session that opens the graph (recorded by :mod:`workbench.runtime.graphmeta`). The rule
+(:func:`pick_fusion`): a candidate replaces the full fusion only when, at every timed shape, the low end of
+the 95% interval of its speed-up is at least ``1 + FUSION_MARGIN``; among those the highest geometric-mean
+speed-up wins. Otherwise (none qualifies, a busy machine, nothing timed) the full fusion stays. A candidate
+not chosen is deleted (its figures stay in ``fusion.json``).
 """
 
 from __future__ import annotations
@@ -41,9 +36,8 @@ FUSED_DOMAIN = "com.microsoft"  # ONNX Runtime's contrib operators: what the opt
 
 @dataclass(frozen=True)
 class Family:
-    """One fusion family the optimizer can leave out: its candidate's name, the operator it makes, the
-    ``FusionOptions`` flags that turn it off (the same names in onnxruntime 1.19 and 1.32) and the ONNX Runtime
-    session optimizers that would fuse it back when the graph is opened."""
+    """One fusion family the optimizer can leave out, and the session optimizers that would fuse it back.
+    The ``FusionOptions`` flag names are the same in onnxruntime 1.19 and 1.32."""
 
     candidate: str
     op: str
@@ -97,8 +91,7 @@ class FusionChoice:
 
 
 def pick_fusion(ratios: Mapping[str, Mapping[str, Ratio]], margin: float = FUSION_MARGIN, contended: bool = False) -> tuple[str, str]:
-    """The rule (see the module doc): ``ratios`` holds every validated candidate's speed-up over the full fusion
-    per timed shape (name -> {"BxS": Ratio}). Returns (the chosen candidate's name, why, in one line)."""
+    """The rule of the module doc over ``ratios`` (name -> {"BxS": Ratio}); (chosen name, why, in one line)."""
     timed = {n: r for n, r in ratios.items() if r}
     if not timed:
         return FULL, "full fusion kept: no candidate with a fusion left out validated and was timed"
@@ -156,8 +149,7 @@ def _candidate(name: str, left_out: str, path: Path, session_off: Sequence[str],
 
 def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out: Path, shape: tuple[int, int, str],
                   unfused: np.ndarray, device: str, full_model=None) -> FusionChoice:
-    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc). ``shape``:
-    (num_heads, hidden_size, the optimizer's model_type); ``unfused``: the unfused graph's logits."""
+    """Build, validate and time the candidates beside the fully fused graph and choose one (module doc)."""
     full = _candidate(FULL, "", full_path, (), inputs, cfg, device, unfused, full_model)
     if cfg.fusion == "full":
         return FusionChoice("full", FULL, full_path, "full fusion kept: --fusion full (FusionConfig(fusion='full'))", [full])
@@ -176,7 +168,6 @@ def choose_fusion(full_path: Path, inputs: FusionSource, cfg: FusionConfig, out:
 
 
 def _time_and_choose(candidates: list[Candidate], inputs: FusionSource, cfg: FusionConfig) -> FusionChoice:
-    """Time the validated candidates beside the full fusion, pick one, delete the files not chosen."""
     import dataclasses
 
     valid = [c for c in candidates if c.name == FULL or (c.validation is not None and c.validation.passed)]

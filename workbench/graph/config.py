@@ -1,5 +1,4 @@
-"""The export stage's configuration (:class:`ExportConfig`) and the attention choice, apart from
-the export itself so that validation (:mod:`workbench.graph.validate`) reads the same defaults
+"""The export stage's configuration, apart from the export so that validation reads the same defaults
 without importing the stage that imports it."""
 
 from __future__ import annotations
@@ -24,10 +23,7 @@ class Attention(str, enum.Enum):
 @dataclass(frozen=True)
 class ExportConfig:
     """How to export and how strictly to validate. FP32 exports differ from PyTorch by about 1e-6, fused graphs
-    by about 1e-5. The tolerance is absolute, so read it against the size of the logits
-    (``Validation.reference_scale``): an untrained tiny model's are about 0.02, where 1e-3 is already 5%.
-    ``attn_implementation`` applies when the model is given by name or folder (a ``LoadedModel`` keeps its own).
-    """
+    by about 1e-5. The tolerance is absolute: an untrained tiny model's logits are about 0.02, where 1e-3 is 5%."""
 
     opset: int = field(default=17, metadata={"help": "ONNX opset (11-20; 17 writes LayerNormalization as one op)"})
     max_length: int = field(default=128, metadata={"help": "longest sequence in the validation batches"})

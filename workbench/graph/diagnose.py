@@ -1,9 +1,7 @@
 """Missing fusions: what the BERT fusions should produce for a graph, and why one fell short.
 
-For L attention layers the transformer optimizer should write 1 EmbedLayerNormalization, L Attention,
-2L SkipLayerNormalization and, when the model has a GELU, L BiasGelu/FastGelu. A missing one gets a
-:class:`Diagnosis` whose cause is read off the exported graph (an SDPA export, no GELU, an architecture
-whose pattern onnxruntime 1.19.2 does not match, ...).
+For L layers: 1 EmbedLayerNormalization, L Attention, 2L SkipLayerNormalization and, with a GELU, L
+BiasGelu/FastGelu. A missing one's cause is read off the exported graph.
 """
 
 from __future__ import annotations
@@ -47,10 +45,8 @@ def _scores_matmul(g: GraphIndex, softmax):
 
 
 def _attention_style(model) -> str:
-    """'sdpa' when the scores MatMul feeding a Softmax takes Q and K each scaled by a Mul before it (what
-    the exporter writes for ``scaled_dot_product_attention``: by a Sqrt of the scale in torch 2.6, by a
-    folded constant in later versions), 'eager' when it is scaled after the MatMul (Div or Mul), 'none'
-    without Softmax, else 'unknown'."""
+    """'sdpa' when Q and K are each scaled by a Mul before the scores MatMul (torch 2.6 by a Sqrt, later by a
+    folded constant), 'eager' when scaled after it (Div or Mul), 'none' without Softmax, else 'unknown'."""
     g = model if isinstance(model, GraphIndex) else GraphIndex(model)
     softmaxes = [n for n in g.nodes if n.op_type == "Softmax"]
     if not softmaxes:
@@ -69,8 +65,7 @@ def _attention_style(model) -> str:
 
 
 def _constant_values(g: GraphIndex, tensor: str) -> list[int]:
-    """The integer values of a constant tensor (an initializer, a Constant node, or a Concat of those,
-    as the exporters write a Reshape's target shape); [] when any part is computed at run time."""
+    """The integer values of a constant tensor (or a Concat of constants); [] when any part is computed."""
     from onnx import numpy_helper
 
     node = g.producer.get(tensor)
@@ -87,8 +82,7 @@ def _constant_values(g: GraphIndex, tensor: str) -> list[int]:
 
 
 def _concat_tail(g: GraphIndex, tensor: str) -> list[int]:
-    """The last two entries of a Reshape's target shape where they are constants (the head count and the
-    head size), [] otherwise; the leading batch and sequence entries may be computed at run time."""
+    """The last two entries of a Reshape's target shape (heads, head size) when constant, else []."""
     whole = _constant_values(g, tensor)
     if len(whole) >= 2:
         return whole[-2:]
@@ -114,11 +108,8 @@ def _first_block(model) -> tuple[GraphIndex, Optional[Any], Optional[Any]]:
 
 
 def attention_shape(model) -> tuple[int, int]:
-    """``(num_heads, hidden_size)`` read off the first attention block of an exported graph, ``(0, 0)`` when
-    its pattern is not found. The Q projection's Reshape target ends in ``(heads, head_size)``; transformers 5
-    writes ``(-1, head_size)`` there, so the head count is the projection's width (its weight's second
-    dimension) divided by the head size. ONNX Runtime's optimizer reads only the constant head count and
-    finds no Attention in such a graph unless it is told both numbers."""
+    """``(num_heads, hidden_size)`` of the first attention block, else ``(0, 0)``. transformers 5 reshapes Q to
+    ``(-1, head_size)``; the optimizer finds no Attention in such a graph unless told both numbers."""
     g, _, node = _first_block(model)
     if node is None:
         return 0, 0
@@ -143,9 +134,8 @@ def attention_shape(model) -> tuple[int, int]:
 
 
 def transformers5_attention(model) -> list[str]:
-    """What in the first attention block is the form transformers 5's eager attention exports to ([] when neither
-    is there): Q, K and V reshaped to ``(batch, seq, -1, head_size)`` (no head count in the graph), and the padding
-    mask added to the scores from a Where (transformers 4 subtracts and scales it: Sub, Mul)."""
+    """Which of transformers 5's eager-attention forms the first attention block has: Q, K, V reshaped to
+    ``(batch, seq, -1, head_size)``, and the padding mask added from a Where (transformers 4: Sub, Mul)."""
     g, softmax, node = _first_block(model)
     if softmax is None or _scores_matmul(g, softmax) is None:
         return []
@@ -161,9 +151,8 @@ def transformers5_attention(model) -> list[str]:
 
 
 def optimizer_reads_transformers5() -> bool:
-    """Whether the installed ONNX Runtime transformer optimizer's attention fusion matches transformers 5's eager
-    attention (1.32's lists its mask pattern and takes the head count it is given for a -1; 1.19.2's does neither).
-    Read off the fusion's own pattern list, so any version answers for itself."""
+    """Whether the installed ONNX Runtime's attention fusion matches transformers 5's eager attention (1.32's
+    does, 1.19.2's does not); read off the fusion's own pattern list, so any version answers for itself."""
     import inspect
 
     try:
@@ -175,9 +164,8 @@ def optimizer_reads_transformers5() -> bool:
 
 
 def exported_by(model) -> str:
-    """Which of torch's exporters wrote the graph, read off its node names: ``"torchscript"`` names nodes
-    by module path (``/bert/encoder/layer.0/attention/self/MatMul``), ``"dynamo"`` (torch.export, the
-    default from torch 2.9) ``node_<op>_<n>`` with no path; ``"unknown"`` otherwise."""
+    """Which torch exporter wrote the graph, by node names: ``"torchscript"`` module paths
+    (``/bert/encoder/layer.0/...``), ``"dynamo"`` (default from torch 2.9) ``node_<op>_<n>``; else ``"unknown"``."""
     nodes = model.nodes if isinstance(model, GraphIndex) else model.graph.node
     names = [n.name for n in nodes]
     if not names:
@@ -235,9 +223,8 @@ ARCHITECTURE_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 
 def diagnose(orig_model, fused_hist: dict[str, int], expected: dict[str, int], attn_implementation: str,
              input_names: Sequence[str], num_heads: int, hidden_size: int, architecture: str = "") -> list[Diagnosis]:
-    """A :class:`Diagnosis` for every expected fusion that fell short. ``architecture`` (``config.model_type``)
-    names the part of an architecture the BERT fusions cannot match (:data:`ARCHITECTURE_LIMITS`), after the
-    general causes a re-export fixes (an SDPA export)."""
+    """A :class:`Diagnosis` for every expected fusion that fell short; causes a re-export fixes come before
+    the architecture's own limits (``architecture``: ``config.model_type``, :data:`ARCHITECTURE_LIMITS`)."""
     ops = Counter(n.op_type for n in orig_model.graph.node)
     style = _attention_style(orig_model)
     sdpa = attn_implementation == "sdpa" or style == "sdpa"

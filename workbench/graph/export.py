@@ -1,14 +1,9 @@
 """Export a sequence classifier to ONNX and prove the graph computes what the model computes.
 
-``run_export(model, ExportConfig(...), out_dir) -> ExportResult`` writes the graph (dynamic ``batch`` and
-``sequence`` axes), the tokenizer, and the real examples it was validated on with PyTorch's logits for them,
-so that later stages (fusion, quantization) validate against *the same PyTorch reference* without reloading
-the model.
-
-The TorchScript exporter is used while torch ships it: its graphs are the ones ONNX Runtime's BERT fusions
-match (:mod:`workbench.graph.trace`). Load models with ``attn_implementation="eager"`` (the default in
-:func:`workbench.models.load.load_model`): an SDPA export works, but the transformer optimizer does not
-recognise its pattern and fuses no Attention.
+The real examples it was validated on are saved with PyTorch's logits for them, so later stages validate
+against *the same PyTorch reference* without reloading the model. Load models with
+``attn_implementation="eager"`` (the default of :func:`workbench.models.load.load_model`): an SDPA export
+works, but the transformer optimizer does not recognise its pattern and fuses no Attention.
 """
 
 from __future__ import annotations
@@ -118,7 +113,6 @@ def _resolve_model(model, cfg: ExportConfig, data):
 
 
 def save_tokenizer(tokenizer, folder: Path) -> Path:
-    """Save the tokenizer into ``folder`` atomically (temporary folder, then rename)."""
     with runs.atomic_dir(folder) as tmp:
         tokenizer.save_pretrained(str(tmp))
     return folder
@@ -138,8 +132,7 @@ def model_info(loaded) -> ModelInfo:
 
 def run_export(model: Union[str, Any], cfg: Optional[ExportConfig] = None, out_dir: str | os.PathLike | None = None,
                *, data=None) -> ExportResult:
-    """Export ``model`` ("minilm", "tiny", a checkpoint folder or a ``LoadedModel``) to ``out_dir/model.onnx``,
-    validate it against PyTorch on ``data`` (not recorded; default the quick reviews) and save ``export.json``.
+    """Export ``model`` to ``out_dir/model.onnx``, validate it against PyTorch and save ``export.json``.
     A failed validation does not raise: ``result.validation.passed`` is False and its message says why."""
     import onnx
 

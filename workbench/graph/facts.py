@@ -1,5 +1,5 @@
-"""Facts about an ONNX graph: :func:`load_graph` is the one place the graph stage parses a file (weights left
-on disk), so a stage parses each file once and passes the model along; operator counts, inputs, size."""
+"""Facts about an ONNX graph: :func:`load_graph` is the one place the graph stage parses a file, so each file is
+parsed once and the model passed along."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ class GraphFileError(ValueError):
 
 
 def load_graph(path: str | os.PathLike):
-    """The ``onnx.ModelProto`` at ``path``, its external weights (if any) left on disk; a
-    :class:`GraphFileError` naming the file when it cannot be parsed."""
+    """The ``onnx.ModelProto`` at ``path``, external weights left on disk."""
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -36,16 +35,14 @@ def as_model(model_or_path):
 
 
 def op_histogram(model_or_path) -> dict[str, int]:
-    """Operator counts of a graph, most frequent first (``domain:`` prefix for non-ONNX domains
-    is left out: contrib ops like ``Attention`` are named as ONNX Runtime names them)."""
+    """Operator counts, most frequent first, without domain prefixes (contrib ops as ONNX Runtime names them)."""
     model = as_model(model_or_path)
     counts = Counter(n.op_type for n in model.graph.node)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def graph_inputs(model_or_path) -> list[str]:
-    """The inputs a caller feeds: the graph's declared inputs that are not initializers (the
-    exporter drops an input the traced model never reads, so this is what the graph takes)."""
+    """The declared inputs that are not initializers (the exporter drops inputs the model never reads)."""
     model = as_model(model_or_path)
     initializers = {i.name for i in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in initializers]

@@ -1,15 +1,12 @@
 """The FP16 variant of the fused graph, and how it is validated against FP32.
 
-:func:`convert_fp16` converts the already fused graph (``opt_level=0``) with ``keep_io_types=True``: the
-int64 inputs and float32 logits keep their types, with Cast nodes at the boundary (:func:`fp16_structure`
-checks that contract on the file).
+:func:`convert_fp16` converts the fused graph with ``keep_io_types=True``: int64 inputs and float32 logits
+keep their types, with Casts at the boundary (:func:`fp16_structure` checks that on the file).
 
-ONNX Runtime's CPU provider has float16 kernels for few operators, but the FP16 graph still runs there
-(checked with onnxruntime 1.19.2 on the tiny model and MiniLM): InsertCastTransformer wraps every node
-without a float16 CPU kernel in Casts to float32 and back. So on the CPU the tensors *between* nodes are
-float16 and the arithmetic inside each node is float32. That measures the rounding FP16 storage causes,
-most of the drift; the CUDA kernels also round inside some nodes (softmax, half-precision accumulations).
-Hence a tolerance with room over the CPU figure: :data:`FP16_TOLERANCE`.
+The FP16 graph runs on the CPU too (checked with onnxruntime 1.19.2 on the tiny model and MiniLM):
+InsertCastTransformer wraps every node without a float16 CPU kernel in Casts, so tensors *between* nodes are
+float16 and the arithmetic inside is float32. That measures most of the drift; CUDA kernels also round inside
+some nodes (softmax, half-precision accumulations), hence room over the CPU figure in :data:`FP16_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -25,13 +22,10 @@ from .facts import as_model
 from .validate import compare_logits
 from .variants import transformers_optimizer
 
-# float16 has a 10-bit mantissa: unit roundoff 2**-11 = 4.9e-4, so one rounding of a logit of
-# magnitude 4 moves it by up to 2e-3, and every layer's output is rounded again. Measured on the
-# CPU provider (module docstring), MiniLM-L6 fine-tuned briefly, 32 reviews, max length 64:
-# fused FP16 vs fused FP32 max |Δ logit| 2.0e-3 (README "FP16"); the tiny model 1e-5. 0.05 leaves
-# about 25x room for the CUDA kernels' own rounding and for longer sequences, and is still two
-# orders of magnitude below a logit margin that changes a decision (|logit| ~ 2-5 after
-# fine-tuning). Labels may flip only on near-ties: at least 99% must agree.
+# float16's unit roundoff is 2**-11 = 4.9e-4: one rounding of a logit of 4 moves it by up to 2e-3. Measured on
+# the CPU provider, MiniLM-L6 briefly fine-tuned, 32 reviews at 64 tokens: max |Δ logit| 2.0e-3; tiny 1e-5.
+# 0.05 leaves about 25x room for CUDA's own rounding and longer sequences, two orders of magnitude below a
+# decision-changing margin (|logit| ~ 2-5). Labels may flip only on near-ties: at least 99% must agree.
 FP16_TOLERANCE = 0.05
 FP16_MIN_LABEL_AGREEMENT = 0.99
 FLOAT, FLOAT16 = 1, 10  # onnx.TensorProto element types
@@ -82,8 +76,7 @@ def fp16_structure(model_or_path, fp32_model_or_path=None) -> Fp16Structure:
 
 def convert_fp16(fused_path: str | os.PathLike, dst: str | os.PathLike, model_type: str = "bert",
                  num_heads: int = 0, hidden_size: int = 0, use_gpu: bool = True, *, fp32_model=None) -> Fp16Structure:
-    """Write the FP16 variant of ``fused_path`` to ``dst`` (atomically) and return its structure. ``use_gpu=True``
-    keeps the fusions meant for the CUDA provider; ``fp32_model``: the fused graph already parsed."""
+    """Write the FP16 variant of ``fused_path`` to ``dst`` and return its structure; ``use_gpu`` keeps CUDA fusions."""
     optimize_model, _ = transformers_optimizer(Fp16Error)
     try:
         model = optimize_model(str(fused_path), model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,

@@ -1,10 +1,8 @@
-"""The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same thing,
-and what it bought; later stages take :attr:`FusionReport.chosen_path` (:mod:`workbench.graph.candidates`).
+"""The fusion stage: what ONNX Runtime did to the graph, whether it still computes the same, and what it bought.
 
-Quantizing a fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in
-onnxruntime 1.19.2 (the contrib ops carry no type information for some weights). Timing runs PyTorch and
-every variant side by side in alternating rounds; on a GPU, PyTorch and its peers go first, on their own,
-so no ONNX Runtime session holds device memory while they run (:mod:`workbench.perf.gpu_peers`).
+Quantizing a fused graph needs ``extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT}`` in onnxruntime
+1.19.2 (contrib ops carry no type for some weights). On a GPU, PyTorch and its peers are timed first, on their
+own, so no ONNX Runtime session holds device memory while they run.
 """
 
 from __future__ import annotations
@@ -123,9 +121,8 @@ class FusionReport:
 
 def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[FusionConfig] = None,
                out_dir: str | os.PathLike | None = None, *, data=None, model=None) -> FusionReport:
-    """Build, validate, diff and time every variant of an export (its result, folder or ``export.json``) or an
-    ONNX file; save ``fusion.json``. Not recorded: ``data`` (a bare ONNX file's validation examples) and ``model``
-    (the PyTorch model timed as the eager reference; default: reloaded from the export)."""
+    """Build, validate, diff and time every variant of an export or an ONNX file; save ``fusion.json``.
+    ``model``: the PyTorch eager reference (default: reloaded from the export)."""
     from ..runtime.device import require_device
 
     cfg = cfg or FusionConfig()
@@ -197,9 +194,8 @@ def run_fusion(source: Union[ExportResult, str, os.PathLike], cfg: Optional[Fusi
 
 
 def _heads(inputs: FusionSource, notes: list[str]) -> tuple[int, int]:
-    """``(num_heads, hidden_size)`` for the optimizer: the config's or the export's, else read off the graph's
-    first attention block (a bare graph exported from transformers 5 carries no head count the optimizer
-    can read: it would fuse no Attention)."""
+    """``(num_heads, hidden_size)`` for the optimizer, else read off the graph: a bare transformers 5 graph
+    carries no head count the optimizer can read, so it would fuse no Attention."""
     if inputs.num_heads and inputs.hidden_size:
         return inputs.num_heads, inputs.hidden_size
     heads, hidden = attention_shape(inputs.graph)
@@ -218,8 +214,7 @@ def load_fusion(path: str | os.PathLike) -> FusionReport:
 
 def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str,
               notes: list[str]) -> tuple[dict[Variant, Validation], str, np.ndarray]:
-    """(validations, what the reference was, the unfused graph's logits): every variant's logits against the
-    reference; FP16 against the FP32 fused graph, with FP16's tolerance."""
+    """(validations, the reference, the unfused logits); FP16 against the FP32 fused graph, at FP16's tolerance."""
     vcfg = inputs.validation_cfg
     logits = {variant: graph_logits(b.run_path, b.session_optimization, inputs, cfg, device) for variant, b in built.items()}
     if inputs.reference is not None:
@@ -244,8 +239,7 @@ def _validate(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: Fus
 
 def _time_side_by_side(built: dict[Variant, BuiltVariant], inputs: FusionSource, cfg: FusionConfig, device: str, model,
                        notes: list[str]):
-    """(PyTorch latency, PyTorch's GPU peers, each variant's latency, SpeedRun): every variant interleaved, the
-    ratios against PyTorch (else the first graph); on a GPU PyTorch and its peers timed first (module doc)."""
+    """(PyTorch latency, its GPU peers, each variant's latency, SpeedRun), ratios against PyTorch (else the first)."""
     torch_models, pt_latency, pt_peers = {}, [], {}
     if cfg.time_pytorch:
         pt_model, why = pytorch_model(inputs, model)

@@ -1,12 +1,9 @@
 """What was fused into what: the exported nodes each new node of an optimized graph replaced.
 
-A node is *new* when the exported graph has no node of that name and type; the exported nodes that are
-gone were *removed*. :func:`provenance` walks back from a new node's outputs through the removed producers
-until reaching a tensor the optimized graph still computes. Some fusions give their output a new name
-(``EmbedLayerNormalization_0_output``); those are matched by value: both graphs run once on the same batch
-and the new tensor is identified with the exported tensor that holds the same numbers. Removed nodes reached
-from two fused nodes (the attention-mask preparation, shared by every layer) are listed under each and
-flagged as shared.
+:func:`provenance` walks back from a new node's outputs through the removed producers to a tensor the
+optimized graph still computes. A fusion output with a new name (``EmbedLayerNormalization_0_output``) is
+matched by value: both graphs run once on the same batch. Removed nodes reached from two fused nodes (the
+attention-mask preparation, shared by every layer) are listed under each and flagged as shared.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ class FusedNode:
 
 
 class GraphIndex:
-    """Index of a parsed ONNX graph: producers, names, tensors; ``path`` is where it was read from
-    (needed only to load external weights when the graph is run for the value match)."""
+    """Index of a parsed ONNX graph; ``path`` loads external weights when it runs for the value match."""
 
     def __init__(self, model, path: Optional[Union[str, os.PathLike]] = None):
         self.model = model
@@ -90,8 +86,7 @@ def index_graph(graph: GraphLike) -> GraphIndex:
 
 
 def _run_with_outputs(g: GraphIndex, names: list[str], batch) -> dict[str, np.ndarray]:
-    """Run ``g`` once, unoptimized, on ``batch`` with ``names`` added as graph outputs (ONNX
-    Runtime infers their types). Works on a copy: the parsed model others hold stays as it was."""
+    """Run ``g`` once, unoptimized, with ``names`` added as outputs; on a copy, so others' parsed model stays."""
     import onnx
     from onnx.external_data_helper import load_external_data_for_model
 

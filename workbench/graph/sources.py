@@ -1,6 +1,5 @@
-"""What a fusion starts from: an export result (its graph, tokenizer, examples and PyTorch reference logits)
-or a bare ONNX file (the unoptimized graph is its own reference), and the PyTorch model timed as the eager
-baseline. :func:`export_of` is the one way to find the export a graph came from.
+"""What a fusion starts from: an export result or a bare ONNX file (its own reference), and the PyTorch model
+timed as the eager baseline. :func:`export_of` is the one way to find the export a graph came from.
 """
 
 from __future__ import annotations
@@ -42,8 +41,7 @@ class FusionSource:
 
 
 def graph_file(graph: Any) -> Path:
-    """The ONNX file a graph argument names: a path as it is, an ``ExportResult``'s exported graph, a
-    ``FusionReport``'s chosen fused graph (its exported one when nothing was fused)."""
+    """The ONNX file a graph argument names (a path, an ``ExportResult``, a ``FusionReport``'s chosen graph)."""
     if isinstance(graph, (str, os.PathLike)):
         return Path(graph)
     if isinstance(graph, ExportResult):
@@ -56,9 +54,8 @@ def graph_file(graph: Any) -> Path:
 
 
 def export_of(graph: Any, export: Any = None) -> Optional[ExportResult]:
-    """The export a graph came from: ``export`` when given; the one the graph is or names; for an ONNX file,
-    the ``export.json`` beside it whose graph it is, or the export that the ``fusion.json`` beside it recorded
-    when its fused graph is this file. No guessing from folder positions: otherwise None."""
+    """The export a graph came from: given, named, or recorded by the ``export.json``/``fusion.json`` beside an
+    ONNX file for that very file. No guessing from folder positions: otherwise None."""
     if isinstance(export, ExportResult):
         return export
     if export is not None:

@@ -1,10 +1,8 @@
-"""Tracing a PyTorch classifier into an ONNX file: torch's TorchScript exporter and its quirks, and
-the dynamo exporter (``torch.export``) where asked for or where torch no longer ships TorchScript.
+"""Tracing a PyTorch classifier into an ONNX file: torch's TorchScript exporter and its quirks, or the dynamo
+exporter (``torch.export``) where asked for or where torch no longer ships TorchScript.
 
-:func:`resolve_exporter` prefers TorchScript while torch ships it (deprecated since torch 2.9, still in
-2.14) because ONNX Runtime's BERT fusions (Attention, EmbedLayerNormalization) match its graphs and not
-the dynamo exporter's. This module knows torch, not the stage: :mod:`workbench.graph.export` holds the
-configuration and the result.
+:func:`resolve_exporter` prefers TorchScript while torch ships it (deprecated since torch 2.9, still in 2.14):
+ONNX Runtime's BERT fusions match its graphs and not the dynamo exporter's.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ if TYPE_CHECKING:
 
 
 class ExportError(RuntimeError):
-    """Export failed. ``operator`` names the unsupported operator when there is one, and
-    ``options`` lists what to try (another opset, eager attention, ...)."""
+    """Export failed; ``options`` lists what to try (another opset, eager attention, ...)."""
 
     def __init__(self, message: str, operator: Optional[str] = None, options: Sequence[str] = ()):
         self.operator = operator
@@ -69,8 +66,7 @@ def _is_onnxruntime_symbolic(fn) -> bool:
 
 
 def resolve_exporter(asked: str) -> str:
-    """``"torchscript"`` or ``"dynamo"``: ``"auto"`` is TorchScript while torch ships it (its graphs keep
-    ONNX Runtime's Attention and embedding fusions), the dynamo exporter after."""
+    """``"torchscript"`` or ``"dynamo"``; ``"auto"`` is TorchScript while torch ships it (module doc)."""
     if asked == "auto":
         return "torchscript" if torchscript_available() else "dynamo"
     if asked == "torchscript" and not torchscript_available():
@@ -85,10 +81,9 @@ def resolve_exporter(asked: str) -> str:
 
 @contextlib.contextmanager
 def standard_symbolics():
-    """Export with torch's own ONNX symbolics: building an ``ORTModule`` registers symbolics process-wide
-    (``embedding`` as a ``com.microsoft::ATen`` node, ...) and never removes them, so an export made later in the
-    same process would hold ATen nodes (no EmbedLayerNormalization fusion; ORTModule's ATen executor needed to
-    run). They are taken out of torch's registry while the export runs and put back after."""
+    """Export with torch's own ONNX symbolics: an ``ORTModule`` registers ATen symbolics process-wide and never
+    removes them, so a later export would hold ATen nodes (no EmbedLayerNormalization fusion). They are taken
+    out of torch's registry while the export runs and put back after."""
     registration = torchscript_registration()
     if registration is None:  # no TorchScript exporter in this torch: nothing of ORTModule's to take out
         yield []
@@ -109,11 +104,9 @@ def standard_symbolics():
 
 @contextlib.contextmanager
 def torchscript_export_warnings():
-    """The warnings a TorchScript export of an encoder raises that say nothing about this graph, left out (for the
-    classifier and the embedding exports): torch >= 2.9 calls the exporter deprecated (chosen on purpose: it keeps
-    ONNX Runtime's fusions); transformers 5's mask indexing warns about negative indices it does not use; its mask
-    builder's padding question is a Python bool the tracer fixes once, and in an encoder the mask always has the
-    keys' length. The validation against PyTorch after every export catches a wrong graph."""
+    """Warnings a TorchScript export of an encoder raises that say nothing about this graph: the exporter's
+    deprecation (chosen on purpose: it keeps ONNX Runtime's fusions), transformers 5's unused negative mask
+    indices and its padding bool fixed by the tracer. The validation after every export catches a wrong graph."""
     import torch
 
     with warnings.catch_warnings():
@@ -126,8 +119,7 @@ def torchscript_export_warnings():
 @contextlib.contextmanager
 def without_ir_dump():
     """Keep torch 2.6 from printing the whole IR graph when an export fails: its ``setup_onnx_logging`` tests the
-    *function* ``_C._jit_is_onnx_log_enabled`` instead of calling it, so ONNX logging is always on during an
-    export. While ours runs, that helper is replaced by one that calls it; the exception is untouched."""
+    *function* ``_C._jit_is_onnx_log_enabled`` instead of calling it; while ours runs, a helper calls it."""
     import importlib
 
     import torch
@@ -166,8 +158,7 @@ def without_ir_dump():
 
 
 def export_onnx(loaded, path: Path, cfg: "ExportConfig", sample_texts: Sequence[str], exporter: str) -> list[str]:
-    """Trace ``loaded.model`` on a real batch with ``exporter`` (:func:`resolve_exporter`'s), write the graph to
-    ``path``; its output names."""
+    """Trace ``loaded.model`` on a real batch, write the graph to ``path``; its output names."""
     import torch
 
     from ..data.batches import encode, model_inputs

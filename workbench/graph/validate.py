@@ -1,6 +1,5 @@
-"""Does a graph compute what the model computes? Its logits on real examples against a reference (PyTorch's
-on the same batches, or the array saved at export). The examples are saved beside the graph
-(:func:`write_examples`) so later stages feed the same ones.
+"""Does a graph compute what the model computes? Its logits on real examples against a reference; the examples
+are saved beside the graph (:func:`write_examples`) so later stages feed the same ones.
 """
 
 from __future__ import annotations
@@ -101,8 +100,7 @@ def select_examples(data, cfg: "ExportConfig"):
 
 def validate_onnx(onnx_path, reference, tokenizer, dataset, cfg: Optional["ExportConfig"] = None,
                   what: str = "the graph") -> Validation:
-    """Validate a graph (path or session, run on ``cfg.device``) on :func:`select_examples` of ``dataset`` against
-    ``reference``, the logits of those examples in the same order."""
+    """Validate a graph on :func:`select_examples` of ``dataset`` against ``reference``, their logits in order."""
     from ..runtime.ortinfer import as_session, predict_dataset
 
     cfg = cfg or ExportConfig()

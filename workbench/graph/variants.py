@@ -1,21 +1,17 @@
 """The variants fusion builds, and how to build and time them: :class:`Variant`, :class:`FusionConfig`.
 
-==============  ===============================================  ===============================
-variant         graph                                            session level when it runs
-==============  ===============================================  ===============================
-unoptimized     the exported graph                               ``disabled``
-ort_basic       ONNX Runtime's basic level (constant folding,    ``basic``
-                redundant-node removal), saved to a file
-ort_extended    + ONNX Runtime's fusions (FusedMatMul, BiasGelu) ``extended``
-ort_all         + layout optimizations                           ``all``
-transformer     ``onnxruntime.transformers.optimizer`` (the      ``cfg.transformer_session``
-                BERT fusions: EmbedLayerNormalization,           (``all`` by default: what a
-                Attention, SkipLayerNormalization, BiasGelu)     deployment gets)
-transformer_    the transformer graph in float16 (inputs and     ``cfg.transformer_session``
-fp16            outputs kept float32; ``FusionConfig.fp16``)
-==============  ===============================================  ===============================
+================  ==================================================================  ===========================
+variant           graph                                                               session level when it runs
+================  ==================================================================  ===========================
+unoptimized       the exported graph                                                  ``disabled``
+ort_basic         ONNX Runtime's basic level (constant folding, redundant nodes)      ``basic``
+ort_extended      + ONNX Runtime's fusions (FusedMatMul, BiasGelu)                    ``extended``
+ort_all           + layout optimizations                                              ``all``
+transformer       ``onnxruntime.transformers.optimizer`` (the BERT fusions)           ``cfg.transformer_session``
+transformer_fp16  the transformer graph in float16 (inputs and outputs kept float32)  ``cfg.transformer_session``
+================  ==================================================================  ===========================
 
-Each variant's file name inside the fusion folder is :func:`variant_file`.
+The transformer session level is ``all`` by default (what a deployment gets); file names: :func:`variant_file`.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ class FusionError(RuntimeError):
 
 
 def transformers_optimizer(error: type[Exception]):
-    """``onnxruntime.transformers.optimizer`` (``optimize_model`` and its ``FusionOptions``), or ``error`` saying
-    what it needs beside the onnxruntime-training wheel."""
+    """``onnxruntime.transformers.optimizer``, or ``error`` saying what it needs beside the training wheel."""
     try:
         from onnxruntime.transformers import fusion_options, optimizer
     except ImportError as exc:
@@ -78,15 +73,13 @@ def variant_file(variant: Variant) -> Optional[str]:
 
 OPTIMIZER_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "unet", "vae", "clip")
 def optimizer_model_type(architecture: str) -> str:
-    """The optimizer's ``model_type`` for an encoder architecture (``Architecture.optimizer_model_type``, which says
-    why "bert" serves every encoder); what ``model_type="auto"`` picks from the export."""
+    """The optimizer's ``model_type`` that ``"auto"`` picks (``Architecture.optimizer_model_type`` says why "bert")."""
     return next((a.optimizer_model_type for a in ARCHITECTURES.values() if a.model_type == architecture), "bert")
 
 
 @dataclass(frozen=True)
 class FusionConfig:
-    """Which variants to build and how to time them (each field's help says what it does). ``tolerance``
-    overrides the export's: fused kernels reorder float sums (about 1e-5 on MiniLM)."""
+    """Which variants to build and how to time them; fused kernels reorder float sums (about 1e-5 on MiniLM)."""
 
     variants: tuple[Variant, ...] = field(default=ALL_VARIANTS, metadata={"help": (
         "comma-separated variants to build (unoptimized, the baseline, is always built)")})

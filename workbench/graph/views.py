@@ -1,5 +1,4 @@
-"""Fusion reports as text: a JSON-ready :func:`summary` and a plain-text :func:`table` (the CLI
-and the benchmarks print them; the panels draw :mod:`workbench.plots.graph`)."""
+"""Fusion reports as text: a JSON-ready :func:`summary` and a plain-text :func:`table`."""
 
 from __future__ import annotations
 
@@ -64,7 +63,6 @@ def choice_summary(report: FusionReport) -> Optional[dict]:
 
 
 def choice_lines(report: FusionReport) -> list[str]:
-    """The fusion choice as text: the reason, then one line per candidate."""
     c = report.choice
     if c is None:
         return []

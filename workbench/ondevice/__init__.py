@@ -1,14 +1,8 @@
-"""On-device training: export a fine-tuned classifier as ONNX Runtime training artifacts, keep
-training it with ``onnxruntime.training.api`` (no PyTorch in the loop), and prove it against the
-same steps in PyTorch eager.
-
-:func:`run_ondevice` ``(model, cfg, out_dir) -> OnDeviceResult`` is the whole stage: the four
-artifacts (training, eval and optimizer graphs, checkpoint) for the chosen :class:`Trainable` set,
-``cfg.steps`` steps on each side (same batches, dropout off, same AdamW update), both loss curves
-and their agreement, step time and peak memory of both, and the trained model exported back to an
-inference graph that fusion, quantization and the slice evaluation accept like any other export.
-The pitfalls of onnxruntime-training 1.19.2 it works around (opset 14 for the gradient builder,
-training-mode export, IR version 10, ORT's AdamW formula) are in docs/ondevice.md.
+"""On-device training: export a fine-tuned classifier as ONNX Runtime training artifacts, keep training it
+with ``onnxruntime.training.api`` (no PyTorch in the loop), and prove it against the same steps in PyTorch
+eager (same batches, dropout off, same AdamW update). :func:`run_ondevice` is the whole stage; the trained
+model goes back out as an inference export later stages accept. The onnxruntime-training 1.19.2 pitfalls it
+works around are in docs/ondevice.md.
 
 Files:
 

@@ -1,5 +1,4 @@
-"""``python -m workbench.ondevice --side ort|eager --work DIR``: one side's steps in a fresh process
-(what :func:`workbench.ondevice.memory.measure_isolated` starts to measure its peak memory)."""
+"""``python -m workbench.ondevice --side ort|eager --work DIR``: one side's steps in a fresh process."""
 
 import sys
 

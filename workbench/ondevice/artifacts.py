@@ -1,5 +1,4 @@
-"""On-device training: the four training artifacts (export for training, generate, fix IR versions),
-and why the gradient builder failed when it does."""
+"""On-device training: the four training artifacts, and why the gradient builder failed when it does."""
 
 from __future__ import annotations
 
@@ -21,11 +20,9 @@ from .trainable import POSITION_EMBEDDINGS_NOTE, is_position_embedding, trainabl
 
 @contextlib.contextmanager
 def quiet_onnxruntime():
-    """Keep ONNX Runtime's native INFO logging off the terminal and out of notebooks. Building the
-    gradient graph logs about 60 INFO lines through a logger the Python API cannot silence, written by
-    C++ to file descriptor 2 (a red stderr box in Jupyter): while the block runs fd 2 goes to a temporary
-    file, and every line that is not INFO is written back to ``sys.stderr`` afterwards. The default
-    severity is ERROR meanwhile (a session warns once per unused dropout constant), then WARNING again."""
+    """Keep ONNX Runtime's native INFO logging out of notebooks: building the gradient graph writes about 60
+    INFO lines from C++ to fd 2, which the Python API cannot silence. fd 2 goes to a temporary file meanwhile
+    and the lines that are not INFO are written back; severity is ERROR meanwhile (unused dropout warnings)."""
     import tempfile
 
     import onnxruntime as ort
@@ -51,10 +48,8 @@ def quiet_onnxruntime():
 
 
 def session_options(threads: int):
-    """One intra-op thread per PyTorch thread, and no spinning: the two sides alternate step by step
-    in one process, and ONNX Runtime's idle threads would otherwise spin on the cores PyTorch's
-    next step needs (measured here: PyTorch eager steps of the tiny model took 1.2 s instead of
-    milliseconds with spinning on)."""
+    """One intra-op thread per PyTorch thread, and no spinning: the sides alternate in one process, and with
+    spinning on, the tiny model's PyTorch eager steps took 1.2 s instead of milliseconds."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -81,9 +76,8 @@ def training_api():
 
 
 def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[str], max_length: int) -> list[str]:
-    """Write the forward graph that the artifacts are built from: training mode (so nothing that
-    training needs is folded away), no constant folding (parameters stay initializers named as in
-    PyTorch), dynamic batch and sequence axes. Returns the graph's input names."""
+    """Write the forward graph the artifacts are built from; its input names. Training mode and no constant
+    folding, so nothing training needs is folded away and parameters keep PyTorch's names."""
     import torch
 
     from ..data.batches import encode, model_inputs
@@ -100,10 +94,8 @@ def export_for_training(loaded, path: Path, opset: int, sample_texts: Sequence[s
             # Our own, deliberate request: the artifacts need a training-mode graph (see the module docstring).
             warnings.filterwarnings("ignore", message="Setting `training` to something other than default is deprecated",
                                     category=FutureWarning)
-            # "ONNX does not support not updating the embedding vector at padding_idx during training":
-            # true, and harmless here: the padding row only gets a gradient from padded positions,
-            # which the attention mask cuts off from the classifier (the loss curves agree with
-            # trainable='all' too, where the embeddings train).
+            # True and harmless: the padding row only gets gradient from padded positions, which the attention
+            # mask cuts off (the loss curves agree with trainable='all' too, where the embeddings train).
             warnings.filterwarnings("ignore", message="Warning: ONNX export of embedding with padding_idx", category=UserWarning)
             torch.onnx.export(model, (), str(tmp), kwargs=enc, input_names=names, output_names=["logits"],
                               dynamic_axes=dynamic, opset_version=opset, do_constant_folding=False,
@@ -170,8 +162,7 @@ def _fix_ir_versions(folder: Path) -> tuple[list[ArtifactFile], list[str]]:
 
 
 def cap_ir_version(path: Path):
-    """``(graph, the IR version it was written with)``; a graph newer than :data:`MAX_IR_VERSION`
-    (onnxruntime 1.19.2 refuses those) is rewritten with it first."""
+    """``(graph, the IR version it was written with)``, rewritten at :data:`MAX_IR_VERSION` when newer."""
     import onnx
 
     proto = onnx.load(str(path))
@@ -184,8 +175,7 @@ def cap_ir_version(path: Path):
 
 
 def build_artifacts(loaded, cfg: OnDeviceConfig, folder: str | os.PathLike, sample_texts: Sequence[str] = ()) -> Artifacts:
-    """Export ``loaded`` (a :class:`workbench.models.load.LoadedModel`, dropout off) for training and
-    write the four artifacts into ``folder`` (replaced atomically as a whole)."""
+    """Export ``loaded`` for training and write the four artifacts into ``folder``, replaced as a whole."""
     import onnx
 
     ort_artifacts, onnxblock, *_ = training_api()

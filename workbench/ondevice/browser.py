@@ -1,10 +1,9 @@
 """Bring the weights trained in the web page back: ``import_parameters(run, file) -> BrowserImport``.
 
 The page downloads ``getContiguousParameters(true)`` (the trainable parameters as one float32 buffer, in
-the checkpoint's order). The browser cannot save a checkpoint or export an inference graph, so this does
-it here: the buffer goes into the run's initial checkpoint (``Module.copy_buffer_to_parameters``, the
-inverse call), and the module is exported for inference into ``<run>/browser/`` as an export the later
-stages read, validated against PyTorch holding the same weights; ``browser.json`` records it.
+checkpoint order). The browser cannot save a checkpoint or export a graph, so here the buffer goes into
+the run's initial checkpoint (``Module.copy_buffer_to_parameters``) and the module is exported and
+validated like any on-device run.
 """
 
 from __future__ import annotations
@@ -57,8 +56,7 @@ def run_root(run: str | os.PathLike) -> Path:
 
 
 def read_parameters(path: str | os.PathLike, expected: int) -> np.ndarray:
-    """The float32 values of a downloaded parameter file; OnDeviceError (one line) when it is missing,
-    not whole float32 values, of another size than ``expected`` or not finite."""
+    """The float32 values of a downloaded parameter file, checked for size and finiteness."""
     path = Path(path)
     if not path.is_file():
         raise OnDeviceError(f"parameters file {path} does not exist; download it from the run's page "
@@ -78,11 +76,8 @@ def read_parameters(path: str | os.PathLike, expected: int) -> np.ndarray:
 
 
 def import_parameters(run: str | os.PathLike, params_file: str | os.PathLike, *, data=None) -> BrowserImport:
-    """Fold ``params_file`` (the page's download) into ``run``'s initial checkpoint, export and
-    validate the inference graph in ``<run>/browser/``, save ``browser.json``; returns it.
-
-    ``data``: the ``DatasetDict`` the run was made with when it was not the config's ``data``
-    (the validation examples come from it)."""
+    """Fold ``params_file`` into ``run``'s initial checkpoint, export and validate in ``<run>/browser/``, save
+    ``browser.json``. ``data``: the run's ``DatasetDict`` when it was not the config's."""
     from ..data.load import DataConfig, load_data
     from .data import load_ondevice_model
     from .result import load_ondevice

@@ -22,16 +22,11 @@ ARTIFACT_FILES = ("training_model.onnx", "eval_model.onnx", "optimizer_model.onn
 MAX_IR_VERSION = 10  # the newest IR version onnxruntime 1.19.2 loads
 LOSSES = ("CrossEntropyLoss",)
 OPTIMIZERS = ("AdamW",)
-# Loss agreement between on-device steps and PyTorch eager steps (fp32, dropout off, same update
-# rule). Measured here (benchmarks/bench_ondevice.py; tiny model, 20 steps of 8 reviews, lr 1e-4
-# and 1e-3, head / last layer / all): the largest per-step difference was 6e-8 (head) to 1.2e-7
-# (last layer), float32 rounding of a loss near 0.69. Defects it must catch, same batches: PyTorch
-# at 2x the learning rate differs by 8.7e-4 (head only, the smallest) to 3.6e-3 (all) within 20
-# steps; MiniLM, last layer, 10 steps of 8 x 64: drift 1.2e-7;
-# position embeddings trained on-device (a gradient bug, POSITION_EMBEDDINGS_NOTE) by 5.5e-4.
-# 2e-5 is 170 times the largest drift and 27 times below the smallest defect; the tests check
-# both sides. (torch.optim.AdamW instead of ORT's formula moves the curve by 5e-7 (head) to 2.8e-5
-# (all) at lr 1e-4: a different update rule, which is why the PyTorch side uses ORT's, HFAdamW.)
+# On-device vs PyTorch eager loss (fp32, dropout off), benchmarks/bench_ondevice.py: drift 6e-8 (head) to
+# 1.2e-7 (last layer; tiny, 20 steps of 8, lr 1e-4 and 1e-3; MiniLM, 10 steps of 8 x 64). Defects: 2x the
+# learning rate 8.7e-4 (head) to 3.6e-3 (all) within 20 steps; position embeddings trained on-device
+# (POSITION_EMBEDDINGS_NOTE) 5.5e-4. 2e-5 is 170 times the drift and 27 times below the smallest defect.
+# torch.optim.AdamW moves the curve by 5e-7 to 2.8e-5 at lr 1e-4, hence ORT's update rule (HFAdamW).
 FP32_TOLERANCE = 2e-5
 # The inference graph is an FP32 graph of the trained weights: like any FP32 export it matches
 # PyTorch holding those weights within ~1e-6 (ExportConfig.strict uses 1e-5).
@@ -43,9 +38,8 @@ class OnDeviceError(RuntimeError):
 
 
 class GradientGraphError(OnDeviceError):
-    """ONNX Runtime's gradient graph builder could not handle the model. ``operator`` names the
-    operator it stopped at, ``where`` which nodes, ``fix`` what to do; ``detail`` keeps ONNX
-    Runtime's own first line (source file and failed check, without the C++ signature)."""
+    """ONNX Runtime's gradient graph builder could not handle the model; ``detail`` keeps its own first line
+    (source file and failed check, without the C++ signature)."""
 
     def __init__(self, operator: str, fix: str, detail: str, where: str = ""):
         self.operator, self.fix, self.detail, self.where = operator, fix, detail, where
@@ -63,8 +57,7 @@ class Trainable(str, enum.Enum):
 
 @dataclass(frozen=True)
 class OnDeviceConfig:
-    """How to train on the device and how to check it (the model is the stage's input:
-    ``run_ondevice(model, cfg, out)``); each field's help says what it does."""
+    """How to train on the device and how to check it (the model is the stage's input)."""
 
     trainable: Trainable = field(default=Trainable.HEAD, metadata={"help": "head, last (the last N encoder layers + head) or all"})
     last_n_layers: int = field(default=1, metadata={"help": "with --trainable last: how many encoder layers train"})

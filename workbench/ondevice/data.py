@@ -13,9 +13,8 @@ from .config import OnDeviceConfig
 
 
 def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[list[str]] = None):
-    """``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification folder) as trained
-    here: dropout off, eager attention, in eval mode (dropout is 0 anyway, so train and eval mode
-    compute the same; eval mode keeps it so for any layer we missed)."""
+    """``model`` as trained here: dropout off, eager attention, eval mode (the same as train mode with dropout 0,
+    and so for any layer we missed)."""
     from ..models.load import BUILTIN_MODELS, load_for_data, load_model, resolve_model_path
 
     if model in BUILTIN_MODELS:
@@ -30,8 +29,7 @@ def load_ondevice_model(model: str, cfg: OnDeviceConfig, class_names: Optional[l
 
 
 def make_batches(loaded, train, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
-    """``cfg.steps`` batches (int64 numpy, model-input order, plus ``labels``): a seeded shuffle of
-    the training split, cycled if it is shorter than the run. Both sides get exactly these."""
+    """``cfg.steps`` int64 batches, a seeded shuffle of the training split cycled as needed; both sides get these."""
     from ..data.batches import batch_indices
 
     out: list[dict[str, np.ndarray]] = []

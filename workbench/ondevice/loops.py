@@ -1,5 +1,4 @@
-"""On-device training: the two training loops (onnxruntime.training.api and PyTorch eager) and
-PyTorch's curve on its own."""
+"""On-device training: the two training loops (onnxruntime.training.api, PyTorch eager)."""
 
 from __future__ import annotations
 
@@ -67,9 +66,8 @@ class TorchTrainer:
 
 
 def pytorch_curve(model: str, cfg: OnDeviceConfig, data, lr: Optional[float] = None, torch_adamw: bool = False) -> list[float]:
-    """PyTorch eager's losses on the stage's batches alone (no artifacts): the same run with another
-    learning rate, or with ``torch.optim.AdamW`` instead of ONNX Runtime's update. What the
-    tolerance is measured against (tests and benchmarks/bench_ondevice.py)."""
+    """PyTorch eager's losses on the stage's batches alone, e.g. at another learning rate or with
+    ``torch.optim.AdamW``: the defects the tolerance is measured against."""
     import torch
 
     from ..graph import data_classes

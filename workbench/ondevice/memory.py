@@ -1,5 +1,5 @@
 """On-device training: peak memory of each side, measured in a fresh process of its own
-(``python -m workbench.ondevice --side ort|eager --work DIR`` runs one side)."""
+(``python -m workbench.ondevice --side ort|eager --work DIR``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from .result import Artifacts
 
 
 def child_main(argv: Optional[list[str]] = None) -> int:
-    """``python -m workbench.ondevice --side ort|eager --work DIR``: run the steps of one side and
-    print JSON (peak RSS, growth, setup time, step times). Used by :func:`measure_isolated`."""
+    """Run one side's steps and print JSON (peak RSS, growth, setup time, step times)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m workbench.ondevice")
@@ -60,8 +59,7 @@ def child_main(argv: Optional[list[str]] = None) -> int:
 
 def measure_isolated(model: str, artifacts: Artifacts, cfg: OnDeviceConfig, batches, input_names, class_names, work: Path,
                      threads: int) -> dict[str, dict]:
-    """Peak RSS of each side in a fresh Python process of its own (ru_maxrss and RSS samples in
-    one process would carry the first side's memory into the second)."""
+    """Peak RSS of each side in a fresh process (in one process the first side's memory carries over)."""
     work.mkdir(parents=True, exist_ok=True)
     save_batches(work / BATCHES_FILE, batches[: cfg.memory_steps])
     runs.atomic_write_json(work / "measure.json", {"model": model, "config": cfg, "artifacts": str(artifacts.folder),

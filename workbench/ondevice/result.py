@@ -1,5 +1,4 @@
-"""On-device training: what the stage returns (artifacts, the cost of each side, the result), how to
-read it back, and its text table."""
+"""On-device training: what the stage returns, how to read it back, and its text table."""
 
 from __future__ import annotations
 

@@ -50,11 +50,8 @@ def check_model(model: str | os.PathLike) -> None:
 
 def run_ondevice(model: str | os.PathLike, cfg: Optional[OnDeviceConfig] = None, out_dir: str | os.PathLike | None = None,
                  *, data=None, progress: Optional[ProgressFn] = None, stop=None) -> OnDeviceResult:
-    """Build the artifacts of ``model`` (``"tiny"``, ``"minilm"`` or a fine-tuned sequence-classification
-    folder), train ``cfg.steps`` steps on the device and in PyTorch eager on the same batches, compare,
-    export the trained model for inference and validate it; save ``ondevice.json`` in ``out_dir``.
-    ``data``: a ``DatasetDict`` (default: the config's). ``progress(done, total, detail)`` hears each step;
-    ``stop`` ends the training early (the result says ``stopped``; what was trained is still exported)."""
+    """Build the artifacts, train on the device and in PyTorch eager on the same batches, compare, export the
+    trained model for inference; save ``ondevice.json``. A stopped run still exports what was trained."""
     import torch
 
     from ..data.load import DataConfig, load_data
@@ -135,8 +132,7 @@ def _loss_parity(cfg: OnDeviceConfig, run: _SideBySide, notes: list[str]) -> tup
 
 
 def _compare_weights(state_params, art, loaded, initial: dict) -> tuple[dict[str, np.ndarray], float, float, bool]:
-    """(the on-device trained weights, their largest difference from PyTorch's, how far they moved from
-    the start, whether every frozen weight is untouched)."""
+    """(trained weights, largest difference from PyTorch's, how far they moved, frozen weights untouched)."""
     ort_trained = {n: np.asarray(state_params[n].data) for n in art.trainable_tensors}
     pt_params = dict(loaded.model.named_parameters())
     weights_diff = max(float(np.abs(ort_trained[n] - pt_params[n].detach().numpy()).max()) for n in ort_trained)
@@ -164,8 +160,7 @@ def _agreement_with_pytorch(export: ExportResult, loaded, data, tol: float, note
 
 def _step_costs(model, cfg: OnDeviceConfig, out: Path, art, batches, input_names, classes, threads, run: _SideBySide,
                 notes: list[str]) -> tuple[SideCost, SideCost]:
-    """Each side's cost: step time from the interleaved loop, memory from one fresh process per side
-    (``cfg.measure_memory``)."""
+    """Each side's cost: step time from the interleaved loop, memory from one fresh process per side."""
     ort_cost = SideCost("onnxruntime.training.api", statistics.median(run.ort_ms[1:] or run.ort_ms), [round(x, 3) for x in run.ort_ms])
     pt_cost = SideCost("pytorch eager", statistics.median(run.pt_ms[1:] or run.pt_ms), [round(x, 3) for x in run.pt_ms])
     if not cfg.measure_memory:
@@ -221,11 +216,8 @@ def _train_and_export(model, cfg, out, data, classes, loaded, initial, art, batc
 
 def export_trained(module, loaded, cfg: OnDeviceConfig, data, classes, trained: dict[str, np.ndarray],
                    initial: dict[str, Any], inf_dir: Path, trained_dir: Path, model_name: str, what: str, trained_in: str = ""):
-    """``module`` (an ``onnxruntime.training.api.Module`` holding trained weights) exported for
-    inference into ``inf_dir`` as an export (``export.json``: what fuse / quantize / evaluate read),
-    validated against PyTorch holding the same weights (``trained`` for the trainable tensors,
-    ``initial`` for the rest; that model is saved in ``trained_dir``). ``loaded.model``'s own
-    weights are put back afterwards."""
+    """The trained ``module`` as an inference export in ``inf_dir``, validated against PyTorch holding the
+    same weights (saved in ``trained_dir``); ``loaded.model``'s own weights are put back afterwards."""
     import torch
 
     from ..graph import EXAMPLES_FILE, EXPORT_FILE, ONNX_FILE, REFERENCE_FILE, TOKENIZER_DIR

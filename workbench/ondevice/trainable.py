@@ -24,14 +24,8 @@ def is_position_embedding(name: str) -> bool:
 
 def trainable_names(model, trainable: Trainable | str, last_n_layers: int = 1,
                     train_position_embeddings: bool = False) -> list[str]:
-    """Names of the parameters that train, in the model's order.
-
-    ``head``: every parameter outside the base model (``model.base_model_prefix``), i.e. the
-    classifier. ``last``: the encoder layers numbered ``L - N .. L - 1`` (``...layer.<i>.``), every
-    base-model parameter that is neither an embedding nor in an earlier layer (the pooler, a final
-    norm) and the head. ``all``: everything but the absolute position embeddings, unless
-    ``train_position_embeddings`` (:data:`POSITION_EMBEDDINGS_NOTE` says why).
-    """
+    """Names of the parameters that train, in the model's order. ``last`` also trains what follows the layers
+    (pooler, final norm); ``all`` leaves out the position embeddings (:data:`POSITION_EMBEDDINGS_NOTE`)."""
     trainable = parse_choice(Trainable, trainable, "trainable", OnDeviceError)
     names = [n for n, _ in model.named_parameters()]
     prefix = getattr(model, "base_model_prefix", "") or ""

@@ -1,30 +1,20 @@
 """On-device training in a web page: the run's artifacts trained by onnxruntime-web in a browser.
 
-``write_page`` writes ``<run>/web/``: ``index.html`` + ``app.js`` (``workbench/resources/ondevice_page.html`` and
-``ondevice_app.js``: load the artifacts with onnxruntime-web's training API, evaluate, train ``cfg.steps`` steps
-with a live loss curve, evaluate again, offer the trained parameters as a file that
-``workbench ondevice import RUN FILE`` brings back); ``ort/``, onnxruntime-web
-1.19.2's WASM training build copied from ``web/node_modules`` (nothing comes from a CDN); ``batches.bin`` +
-``config.json``, the batches Python trained on and the eval batches; ``optimizer_model.onnx`` with the
-learning rate baked in.
+``<run>/web/`` holds the page (``workbench/resources/ondevice_page.html``, ``ondevice_app.js``), ``ort/``
+(onnxruntime-web 1.19.2's WASM training build copied from ``web/node_modules``: nothing from a CDN),
+the batches Python trained on, and ``optimizer_model.onnx`` with the learning rate baked in. The page
+offers the trained parameters as a file that ``workbench ondevice import RUN FILE`` brings back.
 
-The learning rate. onnxruntime-web 1.19.2 has no learning-rate setter: its WASM build exports no
-``OrtTrainingSetLearningRate`` (only create, train/eval/optimizer step, lazy reset and the
-parameter buffer calls), and ``Optimizer::Step`` (orttraining/training_api/optimizer.cc) feeds
-the optimizer graph's ``learning_rate`` input from its own state, 1e-3 unless set. The same
-constructor checks the graph's inputs by name (``learning_rate, step, params, gradients,
-first_order_moments, second_order_moments``), so the input cannot be removed or turned into an
-initializer (an input with an initializer is not listed among the inputs). The page's copy of the
-optimizer graph keeps the input, unused, and its ``AdamWOptimizer`` node reads a constant
-initializer holding ``cfg.lr`` instead (:func:`bake_learning_rate`). Whatever the runtime feeds,
-the update uses the user's rate; the test proves it against Python at 3e-3 in Chromium. The
-stage trains at one constant rate; a graph whose learning rate is not read by exactly the
-AdamWOptimizer node is refused (:class:`~workbench.ondevice.config.OnDeviceError`, one line).
+The learning rate. onnxruntime-web 1.19.2's WASM build exports no ``OrtTrainingSetLearningRate``, and
+``Optimizer::Step`` (orttraining/training_api/optimizer.cc) feeds the graph's ``learning_rate`` input from
+its own state, 1e-3 unless set. The same constructor checks the inputs by name, so the input cannot be
+removed or made an initializer. The page's optimizer graph keeps it, unused, and its ``AdamWOptimizer``
+reads a constant holding ``cfg.lr`` (:func:`bake_learning_rate`); the test proves it against Python at
+3e-3 in Chromium. A graph whose learning rate is not read by exactly that node is refused.
 
-Serving: wasm needs http (``file://`` cannot fetch), and a stdlib ``http.server`` maps ``.mjs``
-to ``application/octet-stream``, which the browser refuses as a module script; :class:`PageServer`
-binds 127.0.0.1 only and maps ``.mjs``/``.js``/``.wasm``. The page loads ``../artifacts/...``:
-the server's root is the run folder.
+Serving: wasm needs http (``file://`` cannot fetch), and stdlib ``http.server`` serves ``.mjs`` as
+``application/octet-stream``, which browsers refuse as a module; :class:`PageServer` binds 127.0.0.1 and
+maps ``.mjs``/``.js``/``.wasm``. The page loads ``../artifacts/...``: the server's root is the run folder.
 """
 
 from __future__ import annotations
@@ -68,8 +58,7 @@ MIME_TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "app
 
 @dataclass(frozen=True)
 class WebPage:
-    """The page written beside an on-device run's artifacts (``page`` is None when it was skipped,
-    ``note`` says why and how to get it)."""
+    """The page written beside a run's artifacts; ``page`` None when skipped, ``note`` says why."""
 
     page: Optional[Path]
     note: str
@@ -88,9 +77,8 @@ def ort_web_missing() -> Optional[str]:
 
 
 def bake_learning_rate(src: str | os.PathLike, dst: str | os.PathLike, lr: float) -> Path:
-    """Write ``src`` (an artifacts' ``optimizer_model.onnx``) to ``dst`` with its ``AdamWOptimizer``
-    reading the constant ``lr`` (float32, shape [1], initializer :data:`BAKED_LR`) instead of the
-    ``learning_rate`` input, which stays declared (the runtime checks the inputs by name)."""
+    """Copy ``optimizer_model.onnx`` with its ``AdamWOptimizer`` reading the constant ``lr`` (float32, shape [1])
+    instead of the ``learning_rate`` input, which stays declared (the runtime checks the inputs by name)."""
     import onnx
     from onnx import numpy_helper
 
@@ -123,8 +111,7 @@ def baked_learning_rate(path: str | os.PathLike) -> Optional[float]:
 
 
 def eval_batches(loaded, data, cfg: OnDeviceConfig) -> list[dict[str, np.ndarray]]:
-    """The eval split (``validation``, else ``test``; at most :data:`EVAL_EXAMPLES`) tokenized as the
-    training batches are, in order, ``cfg.batch_size`` a batch (the last may be smaller)."""
+    """The eval split (``validation``, else ``test``) tokenized as the training batches, the last maybe smaller."""
     from .data import encode_batch
 
     split = "validation" if "validation" in data else "test" if "test" in data else None
@@ -151,9 +138,7 @@ def _pack(batches: Sequence[dict[str, np.ndarray]], chunks: list[bytes], offset:
 
 def write_page(run_dir: str | os.PathLike, cfg: OnDeviceConfig, loaded, data, batches: Sequence[dict[str, np.ndarray]],
                class_names: Sequence[str]) -> WebPage:
-    """Write ``<run>/web/`` (see the module doc) beside ``<run>/artifacts``, for ``loaded`` trained on ``batches``
-    and evaluated on ``data``'s eval split; replaced as a whole. With ``cfg.web`` off or without onnxruntime-web
-    installed, nothing is written and the result's note says why (and how to get it)."""
+    """Write ``<run>/web/``, replaced as a whole; with ``cfg.web`` off or no onnxruntime-web installed, only a note."""
     run_dir, model_name = Path(run_dir), loaded.name
     if not cfg.web:
         return WebPage(None, "web page not written (web=False, --no-web)")

@@ -1,2 +1,1 @@
-"""ONNX Runtime: device choice and placement (device), sessions and scoring (ortinfer), the
-Netron viewer on 127.0.0.1 (netron_view)."""
+"""ONNX Runtime: device choice and placement, sessions and scoring, the Netron viewer on 127.0.0.1."""

@@ -1,7 +1,5 @@
-"""Where the inference stages run: the CPU or a CUDA device, and what ONNX Runtime did with that.
-
-Placement is read from ONNX Runtime's profile (each kernel event names its provider; verbose logging goes to
-stderr, which Python cannot capture cleanly) and the Memcpy nodes of the optimized graph.
+"""Where the inference stages run, and what ONNX Runtime did with that. Placement is read from ONNX Runtime's
+profile (verbose logging goes to stderr, which Python cannot capture cleanly) and the optimized graph's Memcpy nodes.
 """
 
 from __future__ import annotations
@@ -97,8 +95,7 @@ def cuda_facts() -> CudaFacts:
 
 
 def cuda_problem(facts: CudaFacts, device: str = "cuda") -> Optional[str]:
-    """Why ``device`` cannot be used with these facts (None: it can): it needs ONNX Runtime's CUDA provider
-    (``onnxruntime-gpu`` or ``onnxruntime-training``) and a CUDA device visible to torch."""
+    """Why ``device`` cannot be used with these facts, None when it can."""
     if facts.ort_import_error:
         return f"CUDA was asked for ({device}) but onnxruntime does not import ({facts.ort_import_error}); {GPU_INFER_HINT}"
     installed = ", ".join(f"{d} {v}" for d, v in facts.ort_dists.items()) or "no onnxruntime package"
@@ -138,8 +135,7 @@ def require_device(device: Any, facts: Optional[CudaFacts] = None) -> str:
 
 
 def session_providers(device: Any, cuda_graph: bool = False) -> tuple[list[str], list[dict]]:
-    """(providers, provider_options) on ``device``: CUDA first, the CPU second for nodes CUDA has no kernel
-    for; ``cuda_graph`` adds ``enable_cuda_graph`` (needs I/O binding with fixed buffers and shapes)."""
+    """(providers, provider_options): CUDA first, the CPU for nodes CUDA has no kernel for."""
     d = normalize_device(device)
     if d == "cpu":
         if cuda_graph:
@@ -169,8 +165,7 @@ class CaptureRefusal:
 
 @dataclass(frozen=True)
 class PlacementReport:
-    """Where the nodes of one session ran, how many copies ONNX Runtime inserted, and whether the
-    whole run could be captured as a CUDA graph."""
+    """Where one session's nodes ran, the copies ONNX Runtime inserted, and whether a CUDA graph captured it."""
 
     device: str
     session_providers: list[str]
@@ -211,7 +206,6 @@ def kernel_events(events: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, Ma
 
 
 def placements_from_profile(events: Sequence[Mapping[str, Any]]) -> list[NodePlacement]:
-    """Node placements from ONNX Runtime's profile events, once each."""
     seen: dict[str, NodePlacement] = {}
     for node, ev in kernel_events(events):
         args = ev.get("args") or {}

@@ -1,9 +1,6 @@
-"""Where a graph's scoring batches run: on this machine (engine ``local``, the default) or on a pool of Ray
-actors (engine ``ray``), inside :func:`scoring_engine` (:func:`active_pool`: the pool, None for local).
-
-With ``ray`` the driver sends only each batch's texts and position; each :class:`GraphActor` tokenizes and
-pads with the local path's own function, so both engines feed the graph the same arrays. Ray is imported
-only here, inside functions.
+"""Where a graph's scoring batches run: here (engine ``local``) or on a pool of Ray actors (``ray``), inside
+:func:`scoring_engine`. With ``ray`` each :class:`GraphActor` tokenizes with the local path's own function, so
+both engines feed the graph the same arrays. Ray is imported only here, inside functions.
 """
 
 from __future__ import annotations
@@ -65,8 +62,7 @@ def host_port(address: str) -> Optional[tuple[str, int]]:
 
 
 def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
-    """What can be checked before any stage runs: Ray importable for ``ray``, and a cluster address
-    answering on its port (a TCP connection, nothing sent)."""
+    """What can be checked before any stage runs: Ray importable, the cluster's port answering (nothing sent)."""
     if cfg.engine != "ray":
         return
     try:
@@ -85,8 +81,7 @@ def check_engine(cfg: EngineConfig, timeout: float = 3.0) -> None:
 
 
 class GraphActor:
-    """One Ray Data actor: one session of ``graph``; each batch's texts featurized here with the local path's
-    function (the driver never builds the feeds), its first output returned beside the batch's position."""
+    """One Ray Data actor: one session of ``graph``, each batch featurized here by the local path's function."""
 
     def __init__(self, graph: str, threads: int, tokenizer: Any, max_length: int,
                  featurize: Callable[..., Mapping[str, np.ndarray]]) -> None:
@@ -106,9 +101,8 @@ class GraphActor:
         return {"k": np.asarray(batch["k"]), "out": np.stack(outs)}
 
 
-# An actor that dies (its node lost, its process killed) is started again on a node with room, and the batches
-# it held are run again there: at most this many times per actor and per batch, so a pool that keeps losing
-# actors fails in one line instead of retrying for ever (Ray Data's own default is no limit).
+# Restarts per actor and retries per batch: a pool that keeps losing actors fails in one line instead of
+# retrying for ever (Ray Data's own default is no limit).
 ACTOR_RESTARTS = 4
 TASK_RETRIES = 4
 
@@ -138,8 +132,7 @@ class RayPool:
 
     def run_texts(self, graph: str | os.PathLike, texts: Sequence[Sequence[str]], tokenizer: Any, max_length: int,
                   featurize: Callable[..., Mapping[str, np.ndarray]], label: Optional[str] = None) -> list[np.ndarray]:
-        """The graph's first output for each batch of texts, in the order given: one Ray Data item per batch (its
-        position and its texts), mapped by :class:`GraphActor`; only texts go out, only outputs come back."""
+        """The graph's first output for each batch of texts, in order; only texts go out, only outputs come back."""
         import ray
 
         if not texts:
@@ -155,8 +148,7 @@ class RayPool:
 
 
 def gather_in_order(ds: Any, n: int, counter: Optional[RowCounter] = None, graph: str | os.PathLike = "") -> list[np.ndarray]:
-    """The outputs of a scoring dataset (rows ``{"k": position, "out": batch output}``) streamed back, each put at
-    its position and counted; a batch returned twice or never, or a pool failed past its retries: one line."""
+    """The outputs of a scoring dataset streamed back, each put at its position ``k`` and counted."""
     import ray
 
     from .session import InferenceError
@@ -204,8 +196,7 @@ def _start_or_connect(ray: Any, cfg: EngineConfig, level: int) -> None:
 
 @contextlib.contextmanager
 def scoring_engine(cfg: Optional[EngineConfig] = None, log: Callable[[str], None] = lambda line: None) -> Iterator[Optional[RayPool]]:
-    """The run's scoring engine (module doc): None for ``local``, else the :class:`RayPool`; a Ray already
-    initialized in this process (a notebook's) is used as it is and left running."""
+    """None for ``local``, else the :class:`RayPool`; a Ray already initialized here (a notebook's) is left running."""
     cfg = cfg if cfg is not None else EngineConfig()
     if cfg.engine == "local":
         yield None

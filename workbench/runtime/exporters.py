@@ -1,12 +1,10 @@
-"""Which ONNX exporters this torch ships: the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``,
-deprecated since torch 2.9) and its symbolic registry. Read by the export stage and by the doctor."""
+"""Which ONNX exporters this torch ships: the TorchScript exporter (deprecated since torch 2.9) and its registry."""
 
 from __future__ import annotations
 
 
 def torchscript_registration():
-    """torch's registry of TorchScript ONNX symbolics: ``torch.onnx._internal.registration`` up to torch
-    2.8, ``torch.onnx._internal.torchscript_exporter.registration`` from 2.9; None without the exporter."""
+    """torch's registry of TorchScript ONNX symbolics (moved in torch 2.9); None without the exporter."""
     import importlib
 
     for name in ("torch.onnx._internal.registration", "torch.onnx._internal.torchscript_exporter.registration"):

@@ -1,9 +1,8 @@
 """What a graph file asks of the session that runs it, carried in the graph itself.
 
-A graph fused with one fusion family left out (:mod:`workbench.graph.candidates`) must also run without
-ONNX Runtime's own session-level fusion of that family, which would put the fused node back. The graph lists
-the session optimizers to disable in its ``metadata_props``; the quantizer keeps a graph's metadata, so an
-INT8 graph made from it carries the same request. :func:`read_metadata` skips every other field by its length,
+A graph fused with a family left out (:mod:`workbench.graph.candidates`) must also run without the session's
+own fusion of that family, which would put it back: the graph lists the optimizers to disable in its
+``metadata_props``, which the quantizer keeps. :func:`read_metadata` skips every other field by its length,
 so it costs a few reads even for a graph of hundreds of MiB.
 """
 
@@ -31,7 +30,6 @@ def _varint(f: BinaryIO) -> Optional[int]:
 
 
 def _entry(data: bytes) -> tuple[str, str]:
-    """A StringStringEntryProto's (key, value)."""
     import io
 
     f, out = io.BytesIO(data), {1: "", 2: ""}
@@ -43,8 +41,7 @@ def _entry(data: bytes) -> tuple[str, str]:
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The ``metadata_props`` of the ONNX file at ``path`` (key -> value), the graph itself not parsed. A file
-    that is not a ModelProto this walk can read gives ``{}`` (opening it in a session says what is wrong)."""
+    """The ``metadata_props`` of the ONNX file at ``path``, the graph not parsed; ``{}`` for what it cannot read."""
     p = Path(path)
     st = p.stat()
     key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
@@ -80,8 +77,7 @@ def disabled_optimizers(path: str | os.PathLike) -> tuple[str, ...]:
 
 
 def mark_disabled_optimizers(model, names: Sequence[str]) -> None:
-    """Record in ``model`` (an ``onnx.ModelProto``, changed in place) that its sessions must disable the
-    session optimizers ``names``; an empty ``names`` removes the request."""
+    """Record in ``model`` (in place) the session optimizers its sessions must disable; none removes the request."""
     kept = [p for p in model.metadata_props if p.key != DISABLED_OPTIMIZERS_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)

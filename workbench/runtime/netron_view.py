@@ -1,6 +1,5 @@
-"""Netron, the graph viewer, served from a background thread on 127.0.0.1 and a free port: the iframe works
-when the browser runs on the kernel's machine (or through a tunnelled port); elsewhere open the file in
-https://netron.app. When Netron cannot start, :func:`unavailable_html` says why in place of the viewer.
+"""Netron, the graph viewer, served from a background thread on 127.0.0.1: the iframe works when the browser runs
+on the kernel's machine (or through a tunnelled port); elsewhere open the file in https://netron.app.
 """
 
 from __future__ import annotations

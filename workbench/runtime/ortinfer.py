@@ -1,6 +1,5 @@
-"""Inference with ONNX Runtime, the same for every stage that runs a graph: one session setup
-(:func:`make_session`), int64 feeds of exactly the inputs a graph declares, one timing discipline
-(:func:`workbench.core.latency.measure`). Heavy imports (onnxruntime, torch) happen inside the functions.
+"""Inference with ONNX Runtime, the same for every stage: one session setup (:func:`make_session`), int64
+feeds of exactly the inputs a graph declares, one timing discipline. Heavy imports happen inside functions.
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ def _to_int64(value) -> np.ndarray:
 
 
 def make_feed(session, encoded: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The feed dict for ``session``: only the inputs the graph declares, as int64; ``token_type_ids`` a
-    tokenizer does not produce are zeros (what BERT uses when the argument is omitted)."""
+    """Only the inputs the graph declares, as int64; missing ``token_type_ids`` are zeros (BERT's default)."""
     feed = {}
     for name in (i.name for i in session.get_inputs()):
         if name in encoded:
@@ -97,9 +95,8 @@ def predict_logits(session_or_path: SessionOrPath, encoded: Mapping[str, Any]) -
 
 def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order: str = "length",
                     lengths: Optional[np.ndarray] = None) -> list[np.ndarray]:
-    """The index batches :func:`predict_dataset` scores ``dataset`` in: ``order="length"`` sorts rows by token
-    length (each batch padded only to its own longest row), ``"file"`` keeps consecutive rows. Deterministic, so
-    FP32 and INT8 scored on the same data see the same batches. ``lengths``: the rows' token lengths when known."""
+    """The index batches :func:`predict_dataset` scores in (``"length"``: sorted, each padded to its own longest row).
+    Deterministic, so FP32 and INT8 scored on the same data see the same batches."""
     from ..data.token_lengths import ORDERS, file_order_batches, length_sorted_batches
 
     if order not in ORDERS:
@@ -114,8 +111,7 @@ def scoring_batches(tokenizer, dataset, max_length: int, batch_size: int, order:
 
 
 def row_lengths(tokenizer, texts, max_length: int, pool: Optional[BatchPool] = None) -> np.ndarray:
-    """Each text's token length: from the rows tokenized once and kept for padding here, or counted alone when a
-    Ray ``pool`` pads the batches on its workers (no tokens kept)."""
+    """Each text's token length (counted alone when a Ray ``pool`` pads the batches on its workers)."""
     if pool is not None:
         from ..data.token_lengths import token_lengths
 
@@ -136,12 +132,8 @@ def predict_dataset(
     label: Optional[str] = None,
     batches: Optional[Sequence[np.ndarray]] = None,
 ) -> np.ndarray:
-    """Logits for every example of a ``datasets.Dataset`` (``text`` column), in dataset order, scored in
-    :func:`scoring_batches` (``batches``: those, when the caller has them already). Dynamic INT8 computes its
-    activation scales per batch, so its predictions depend on their batch-mates
-    (:data:`workbench.data.token_lengths.SORTED_NOTE`). ``pool`` (:func:`workbench.runtime.engine.active_pool`):
-    the same batches run on a Ray pool, the graph given as its path. Rows scored are reported to the active
-    :func:`workbench.runtime.progress.scoring_progress` hook (``label``: the graph's name there)."""
+    """Logits for every ``text`` of a dataset, in dataset order. Dynamic INT8 computes activation scales per
+    batch, so predictions depend on batch-mates (``SORTED_NOTE``); ``pool`` runs the same batches on Ray."""
     from ..data.batches import encoded_rows, padded_batch
     from .progress import RowCounter, graph_label
 
@@ -189,8 +181,7 @@ def torch_predict_dataset(model, tokenizer, dataset, max_length: int, batch_size
 
 # ---- timing ------------------------------------------------------------------------------------
 def synthetic_batch(batch: int, seq: int, vocab_size: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-    """A deterministic batch of shape ``(batch, seq)`` for timing (latency depends on the shape, not on the
-    tokens): random token ids below ``vocab_size`` framed by [CLS]=101 ... [SEP]=102, a full attention mask."""
+    """A deterministic ``(batch, seq)`` batch for timing (latency depends on the shape, not the tokens)."""
     if batch < 1 or seq < 2:
         raise InferenceError(f"a timing shape needs batch >= 1 and seq >= 2, got ({batch}, {seq})")
     if vocab_size < 200:
@@ -214,10 +205,8 @@ def check_shapes(shapes: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]
 
 
 class BoundRunner:
-    """One graph run through I/O binding for one input shape: inputs copied to ``device`` once, outputs kept
-    there (no host-device copies inside the timed call). With ``cuda_graph=True`` (a session opened with
-    ``make_session(..., cuda_graph=True)``) the outputs are pre-allocated at fixed addresses, as CUDA-graph
-    replay requires: the first :meth:`run` captures the graph, later ones replay it."""
+    """One graph and input shape through I/O binding: no host-device copies in the timed call. With ``cuda_graph``
+    outputs sit at fixed addresses, as replay requires: the first :meth:`run` captures, later ones replay."""
 
     def __init__(self, session, feed: Mapping[str, np.ndarray], device: str = "cpu", cuda_graph: bool = False):
         import onnxruntime as ort
@@ -275,10 +264,8 @@ def latency_by_shape(
     io_binding: Optional[bool] = None,
     cuda_graph: bool = False,
 ) -> list[ShapeLatency]:
-    """Median latency of one ``session.run`` per shape (warm-up first; see :func:`measure`); a session is used
-    with its own settings. ``io_binding`` (default: on for CUDA) times ``run_with_iobinding``, so a GPU figure is
-    the graph's time, not the host copies'. ``cuda_graph=True`` (CUDA, a path) opens one session per shape with
-    ``enable_cuda_graph``, captures on the first warm-up run and times the replays."""
+    """Median latency of one run per shape (warm-up first). ``io_binding`` (default on for CUDA) makes a GPU figure
+    the graph's time, not the host copies'. ``cuda_graph=True`` opens one session per shape and times replays."""
     from .device import normalize_device
 
     device = normalize_device(device)
@@ -317,8 +304,7 @@ def torch_threads(threads: Optional[int]) -> Iterator[None]:
 
 
 def _profile(onnx_path: str | os.PathLike, feed_for: Any, runs: int, optimized: bool = False, **session_kw):
-    """(ONNX Runtime's profile events, the session's providers, the optimized graph's Memcpy counts or None) of
-    ``runs`` runs of ``feed_for(session)`` in a profiled session; its files live in a temporary folder."""
+    """(profile events, the session's providers, Memcpy counts or None) of ``runs`` profiled runs."""
     import json
     import tempfile
 
@@ -336,8 +322,7 @@ def _profile(onnx_path: str | os.PathLike, feed_for: Any, runs: int, optimized: 
 
 def probe_placement(onnx_path: str | os.PathLike, device: Any, feed: Mapping[str, Any],
                     graph_optimization: str = "all", try_graph_capture: bool = False) -> "PlacementReport":
-    """Run ``feed`` once through ``onnx_path`` on ``device`` (profiled, the optimized graph saved): where every
-    node ran, the Memcpy nodes inserted and (``try_graph_capture``, CUDA) whether a CUDA graph was accepted."""
+    """Run ``feed`` once, profiled: where every node ran, the Memcpy nodes, and whether a CUDA graph was accepted."""
     from .device import analyze_placement, placements_from_profile, require_device
 
     d = require_device(device)
@@ -367,9 +352,8 @@ class OpTime(NamedTuple):
 def profile_ops(onnx_path: str | os.PathLike, batch: int = 1, seq: int = 128, threads: Optional[int] = None,
                 runs: int = 10, warmup: int = 3, vocab_size: int = 1000,
                 graph_optimization: str = "all") -> list[OpTime]:
-    """Which ops take a graph's time at ``(batch, seq)``: ONNX Runtime's profiler over ``runs`` runs after
-    ``warmup``, node kernel times summed by op type (after the session's fusions), largest first; shares sum
-    to 1 over the nodes' time (the gaps between nodes are not in it)."""
+    """Which ops take a graph's time at ``(batch, seq)``: profiled kernel times summed by op type (after fusions),
+    largest first; shares sum to 1 over the nodes' time (the gaps between nodes are not in it)."""
     from .device import kernel_events
 
     if runs < 1:

@@ -1,5 +1,5 @@
-"""How far a graph's scoring is: both engines report a :class:`ScoringProgress` to the hook of the
-:func:`scoring_progress` block they run in, at most ``every_s`` apart, the first (0 rows) and the last always.
+"""How far a graph's scoring is: both engines report a :class:`ScoringProgress` at most ``every_s`` apart,
+the first (0 rows) and the last always.
 """
 
 from __future__ import annotations

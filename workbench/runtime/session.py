@@ -51,13 +51,10 @@ def make_session(
     execution_mode: str = "sequential",
 ):
     """Open ``onnx_path`` (or a serialized model) in an ``onnxruntime.InferenceSession`` on ``device``.
-    ``optimized_model_path``: where ONNX Runtime writes the graph after its optimizations (how the session levels
-    become files to diff).
 
-    Spinning: by default worker threads busy-wait *during* a run (which matters most for small graphs;
-    figures: docs/benchmarks/index.md) and stop the moment it returns, so an idle session takes no core from
-    what runs next. ``keep_spinning=True`` is ONNX Runtime's own default; ``allow_spinning=False`` never spins.
-    ``disabled_optimizers``: None takes those the graph asks for (:mod:`workbench.runtime.graphmeta`)."""
+    Spinning: by default worker threads busy-wait *during* a run (which matters most for small graphs) and stop
+    the moment it returns, so an idle session takes no core from what runs next; ``keep_spinning=True`` is
+    ONNX Runtime's own default. ``disabled_optimizers``: None takes those the graph asks for."""
     from .device import require_device, session_providers
     import onnxruntime as ort
 

@@ -1,21 +1,13 @@
 """The train stage: fine-tuning with one training loop and three backends, so that runs differ only by backend.
 
-* ``eager``     - plain PyTorch.
-* ``ortmodule`` - the model wrapped in ``onnxruntime.training.ortmodule.ORTModule``: the forward
-  and backward pass are exported to ONNX once, optimized by ONNX Runtime, and executed by it. The
-  optimizer step stays in PyTorch (ORTModule trains the module's own parameters).
-* ``compile``   - ``torch.compile`` (Inductor): compiles the forward and backward graph on the
-  first steps, then runs generated kernels.
+Backends: ``eager`` (plain PyTorch), ``ortmodule`` (forward and backward exported to ONNX once and run by
+ONNX Runtime; the optimizer step stays in PyTorch), ``compile`` (``torch.compile``, Inductor).
 
-Stage contract. Training has no upstream result: its input (model and data) is named inside
-:class:`TrainConfig`, so the calls read ``run_training(cfg, backend, run_dir)`` and ``run_comparison(cfg,
-CompareConfig, run_dir)``; ``progress``, ``stop`` and ``model=`` stay keyword arguments. A setting that
-cannot work raises :class:`TrainConfigError` before anything runs; a failure *during* training is a
-result too (status ``failed`` or ``fell_back``, cause and fix in ``reason``), saved like any other.
-
-Layout: ``<run_dir>/<backend>/`` holds ``train.json`` (the :class:`TrainRun`), ``checkpoint/`` (a
-Hugging Face folder) and for ORTModule its training graphs in ``graphs/``; ``run_comparison`` adds
-``<run_dir>/compare.json``. Everything is written to a temporary name and renamed into place.
+Stage contract. Training has no upstream result: model and data are named in :class:`TrainConfig`, so the
+calls read ``run_training(cfg, backend, run_dir)`` and ``run_comparison(cfg, CompareConfig, run_dir)``. A
+setting that cannot work raises :class:`TrainConfigError` before anything runs; a failure *during* training
+is a result too (status ``failed`` or ``fell_back``, cause and fix in ``reason``), saved like any other.
+``<run_dir>/<backend>/`` holds ``train.json``, ``checkpoint/`` and ORTModule's ``graphs/``.
 
 Files (one idea each):
 

@@ -1,5 +1,4 @@
-"""``python -m workbench.train --config C --backend B --run-dir D``: one training run in this process,
-started by :func:`workbench.train.lockstep.run_lockstep` (see :func:`workbench.train.process.child_main`)."""
+"""``python -m workbench.train``: one training run in this process (:func:`workbench.train.process.child_main`)."""
 
 import sys
 

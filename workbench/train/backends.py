@@ -18,9 +18,8 @@ def prepare_model(model, backend: Backend, cfg: TrainConfig, graph_prefix: Optio
     if backend is Backend.COMPILE:
         import torch
 
-        # Start from an empty Dynamo cache: a second run in this process would otherwise reuse the
-        # code compiled for the first (same model class), so its start-up would not include the
-        # compilation and Dynamo's counters (CompileStats) would show nothing compiled.
+        # An empty Dynamo cache, or a second run in this process reuses the first's compiled code and its
+        # start-up and CompileStats show nothing compiled.
         torch._dynamo.reset()
         return torch.compile(model, mode=cfg.compile_mode, dynamic=cfg.compile_dynamic)
     return model
@@ -89,9 +88,7 @@ def explain_failure(exc: BaseException, backend: Backend, cfg: TrainConfig) -> s
                 + f"ONNX Runtime said: {detail}"
             )
         if "Duplicate definition of name (_grad)" in text:
-            # Measured on ModernBERT (norm_bias=False): ORTModule's export writes LayerNormalization with
-            # an empty bias input, and the 1.19.2 gradient builder names the gradient of every empty
-            # input "_grad", so two bias-free LayerNorms give the same name twice.
+            # Measured on ModernBERT (norm_bias=False); the message says why.
             return (
                 "ORTModule could not build the gradient graph: the model has LayerNorms without a bias "
                 "(ModernBERT's norm_bias=False), which export with an empty bias input, and onnxruntime-training "

@@ -10,9 +10,8 @@ from .config import TrainConfig
 
 
 def save_checkpoint(model, tokenizer, folder: Path, cfg: TrainConfig) -> Path:
-    """``save_pretrained`` into ``folder``, atomically. A model trained with dropout off has its dropout
-    probabilities set to 0 in its config; the saved config gets the original values back so that later
-    fine-tuning behaves normally."""
+    """``save_pretrained`` into ``folder``, atomically, with the dropout probabilities a dropout-off run zeroed
+    put back, so later fine-tuning behaves normally."""
     model = getattr(model, "_orig_mod", model)
     saved = {}
     if not cfg.dropout:

@@ -1,24 +1,18 @@
 """Training runs side by side: loss parity, speed, memory, start-up cost and accuracy.
 
-``compare(runs)`` compares finished runs; ``run_comparison(cfg, CompareConfig(backends))`` trains each
-backend with the same config (seed, data order, optimizer, schedule) and saves the :class:`Comparison`
-as ``<run_dir>/compare.json``. Ratios are "how many times better than the baseline" (eager by
-default): throughput 2.0x is twice the samples per second, memory 0.5x twice the peak memory. A run
-that fell back to PyTorch, or failed, is listed with its reason but never enters a ratio.
+Ratios are "times better than the baseline" (eager by default): throughput 2.0x is twice the samples
+per second, memory 0.5x twice the peak memory. A run that fell back or failed keeps its reason but never
+enters a ratio.
 
-Loss parity tolerances. Every backend computes the same fp32 math on the same batches; only the
-order of floating-point operations differs (ONNX Runtime's fusions, Inductor's kernels;
-:mod:`workbench.train.inductor` leaves torch 2.6's wrong embedding gradient to PyTorch). Drift
-measured with dropout off: at most 1.2e-7 over 10-24 tiny-model steps and 12 MiniLM steps (16 x 128),
-3.9e-7 over 60 MiniLM steps (16 x 64, lr 1e-4), 6e-8 over the tests' runs. Defects measured: twice
-the learning rate 1.4e-3 to 1.6e-3 at the second step (5.2e-3 to 6.2e-3 within 6-10 steps), no
-warm-up or a constant schedule 0.005, another seed 0.016. So fp32 per-step curves must agree within
-**1e-4**: 250 times the largest drift, 14 times below twice the learning rate (a test checks that
-2x lr fails it); long runs amplify drift, ``max_loss_diff`` reports it and ``tolerance=`` overrides
-the bound. bf16 rounds every matmul input to 8 bits of mantissa: **0.05** (eager bf16 vs fp32 differ
-by < 0.05 over 3 tiny steps; ORTModule has no bf16 on the CPU). With dropout on, each backend draws
-its own masks, so 10-step moving averages are compared within **0.1**, a coarse check said so in
-``parity_basis``.
+Loss parity tolerances. Backends differ only in the order of fp32 operations. Drift measured with
+dropout off: at most 1.2e-7 over 10-24 tiny-model steps and 12 MiniLM steps (16 x 128), 3.9e-7 over
+60 MiniLM steps (16 x 64, lr 1e-4), 6e-8 over the tests' runs. Defects measured: twice the learning
+rate 1.4e-3 to 1.6e-3 at the second step (5.2e-3 to 6.2e-3 within 6-10 steps), no warm-up or a
+constant schedule 0.005, another seed 0.016. So fp32 curves must agree within **1e-4**: 250 times the
+largest drift, 14 times below twice the learning rate (a test checks 2x lr fails it); ``tolerance=``
+overrides it for long runs. bf16 rounds matmul inputs to 8 mantissa bits: **0.05** (eager bf16 vs fp32
+differ by < 0.05 over 3 tiny steps). With dropout on, each backend draws its own masks, so 10-step
+moving averages are compared within **0.1**, a coarse check said so in ``parity_basis``.
 """
 
 from __future__ import annotations
@@ -94,11 +88,9 @@ class Ratio:
     steps_compared: int
     accuracy_diff: float  # backend final accuracy - baseline final accuracy
     throughput_with_startup: float = float("nan")  # over every step, the first one included (SPEED_WITH_STARTUP_BASIS)
-    # the steady-state ratio with its interval (95%, bootstrap over paired steps) when the runs took turns
-    # step by step (lockstep): then `throughput` is its value; None for runs timed apart
+    # with its 95% bootstrap interval when the runs took turns (lockstep); None for runs timed apart
     steady: Optional[SpeedRatio] = None
-    # the shared settings both sides ran with (workbench.train.config.settings_text), and those in
-    # which they differ: empty when the ratio compares the backend alone (like for like)
+    # differs_in is empty when the ratio compares the backend alone (like for like)
     baseline_settings: str = ""
     differs_in: list[str] = field(default_factory=list)
     MOVED_KEYS: ClassVar[dict[str, str]] = {"throughput_lo": "steady.lo", "throughput_hi": "steady.hi"}
@@ -142,7 +134,6 @@ class Comparison:
 
 
 def _by_backend(items, backend: Backend | str, missing: str):
-    """The item of ``items`` (summaries, ratios, runs) for ``backend``; KeyError ``missing`` when none."""
     backend = parse_choice(Backend, backend, "backend", TrainConfigError)
     found = next((x for x in items if x.backend is backend), None)
     if found is None:
@@ -209,8 +200,7 @@ def summarize_run(run: TrainRun) -> BackendSummary:
 
 
 def comparison_notes(runs_: Sequence[TrainRun], base_run: TrainRun) -> list[str]:
-    """What a reader of a comparison must know besides its figures: fallbacks and failures, Dynamo's
-    graph breaks, shared settings that differ from the baseline's, and how the speed was timed."""
+    """What a reader must know besides the figures: fallbacks, graph breaks, unlike settings, how speed was timed."""
     cfg, baseline = base_run.config, base_run.backend
     notes: list[str] = []
     for r in runs_:
@@ -302,10 +292,8 @@ def compare(runs_: Sequence[TrainRun], tolerance: Optional[float] = None, baseli
 
 
 def paired_step_ratio(base: TrainRun, other: TrainRun) -> Optional[SpeedRatio]:
-    """Steady-state speed of ``other`` against ``base`` from steps that pair up in time (runs that took
-    turns, :mod:`workbench.train.lockstep`): per-step ``base / other`` over the steps after start-up
-    both ran, its median and a bootstrap interval (:func:`workbench.core.latency.paired_ratio`); None with
-    fewer than 2 such steps."""
+    """Steady-state speed from the post-start-up steps of runs that took turns (lockstep), paired in time;
+    None with fewer than 2 such steps."""
     skip = max(len(base.steps) - len(base.timed_steps()), len(other.steps) - len(other.timed_steps()))
     n = min(len(base.steps), len(other.steps)) - skip
     return paired_ratio([s.step_s for s in base.steps[skip:skip + n]], [s.step_s for s in other.steps[skip:skip + n]]) if n >= 2 else None
@@ -349,10 +337,8 @@ def run_comparison(
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
 ) -> Comparison:
-    """Train each of ``compare_cfg.backends`` with ``cfg``, compare them, save ``<run_dir>/compare.json``.
-    Every backend is checked against the config first, so a combination that cannot run is rejected
-    before any training starts. ``stop`` ends the current run cleanly and skips the rest; a fallback or
-    failure of one backend is recorded and the others still run."""
+    """Train each backend with ``cfg``, compare them, save ``<run_dir>/compare.json``. Every backend is checked
+    first, so a combination that cannot run is rejected before any training; one backend's failure is recorded."""
     compare_cfg = compare_cfg if compare_cfg is not None else CompareConfig()
     if not isinstance(compare_cfg, CompareConfig):
         raise TrainConfigError(f"compare_cfg must be a CompareConfig (e.g. CompareConfig(backends=('eager', 'ortmodule'))), "

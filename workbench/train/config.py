@@ -1,9 +1,7 @@
 """What defines a training run (:class:`TrainConfig`), and which backend may run it (:func:`check_backend`).
 
-A value that cannot work raises :class:`TrainConfigError` before anything is loaded. The defaults are
-the settings measured fastest side by side (:data:`TUNED_DEFAULTS`); ORTModule's own defaults stay one
-argument away (``TrainConfig(**ORTMODULE_OWN_DEFAULTS)``). bf16 on the CPU needs AVX-512 BF16 or AMX and
-not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
+The defaults are the settings measured fastest side by side (:data:`TUNED_DEFAULTS`). bf16 on the CPU needs
+AVX-512 BF16 or AMX and not ORTModule (its CPU build has no bf16 MatMul kernel); fp16 needs CUDA.
 """
 
 from __future__ import annotations
@@ -62,9 +60,8 @@ ATTENTION = ("eager", "sdpa")
 OPSET_RANGE = (14, 20)
 MEMORY_OPT_LEVELS = (0, 1, 2)
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
-# TrainConfig's defaults trained fastest side by side (benchmarks/bench_train.py); ORTModule's own stay
-# one argument away. Fused AdamW is a shared setting, not ORTModule's: it speeds eager up as much, so the
-# baseline gets it too (shared_differences) and is never out-tuned in a headline ratio.
+# Fastest side by side (benchmarks/bench_train.py). Fused AdamW speeds eager up as much, so the baseline gets
+# it too and is never out-tuned in a headline ratio.
 TUNED_DEFAULTS = {"opset": 14, "optimizer": "adamw_fused", "ort_allow_spinning": False}
 ORTMODULE_OWN_DEFAULTS = {"opset": 17, "optimizer": "adamw", "ort_allow_spinning": True}
 # TrainConfig fields only one backend reads: runs that differ only in these still compare like for like.
@@ -203,10 +200,9 @@ class TrainConfig:
 
     @classmethod
     def demo(cls, **overrides) -> "TrainConfig":
-        """MiniLM on 2,048 reviews, one pass of 120 steps of 16, padded to 64 tokens (the demo's and the
-        workshop's recipe), picked from trials scored on the full test split (the documentation's
-        benchmarks pages). The whole validation split is scored once, at the end (a 256-review slice
-        gave accuracies too wide to compare)."""
+        """MiniLM on 2,048 reviews, 120 steps of 16 at 64 tokens, picked from trials on the full test split.
+        The whole validation split is scored once, at the end (a 256-review slice gave accuracies too wide
+        to compare)."""
         return cls(**{"model": "minilm", "data": DataConfig(max_train=2048, max_eval=None), "max_length": 64, "pad_to_max": True,
                       "batch_size": 16, "max_steps": 120, "lr": 1e-4, "warmup_steps": 12, "eval_every": 0, **overrides})
 
@@ -262,10 +258,8 @@ _SETTING_WORDS = {"optimizer": "optimizer", "attn_implementation": "attention", 
 
 
 def shared_differences(a: TrainConfig, b: TrainConfig) -> tuple[str, ...]:
-    """The shared settings (every field but :data:`BACKEND_ONLY_FIELDS`) in which two runs' configs
-    differ. Empty: the runs compare like for like, and a speed ratio between them measures the
-    backend alone. Anything else (an optimizer, attention, dropout, precision or batch change)
-    would credit the backend with a setting the baseline could use too."""
+    """The shared settings (all but :data:`BACKEND_ONLY_FIELDS`) in which two configs differ. Empty: like for
+    like; anything else would credit the backend with a setting the baseline could use too."""
     return tuple(f.name for f in dataclasses.fields(TrainConfig)
                  if f.name not in BACKEND_ONLY_FIELDS and getattr(a, f.name) != getattr(b, f.name))
 

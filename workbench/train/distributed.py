@@ -1,17 +1,10 @@
 """The same training loop on several processes: DistributedDataParallel under ``torchrun``.
 
-``run_distributed(cfg, backend, nproc=2)`` launches ``torchrun --standalone --nproc_per_node N
--m workbench.train.distributed ...``. Every process initialises ``torch.distributed`` (gloo on the
-CPU, NCCL on CUDA) and calls :func:`workbench.train.run_training`, which sees the process group
-and wraps the model in ``DistributedDataParallel`` (around ``ORTModule`` for the ortmodule
-backend). Each global batch of ``batch_size * N`` examples is split between the ranks, so one
-step sees ``N`` times the examples of a single-process step.
-
-Rank 0 writes the usual ``<run_dir>/<backend>/train.json`` and checkpoint. Every rank also writes
-``rank<r>.json`` with a SHA-256 digest of its final parameters: after an all-reduced backward
-pass and the same optimizer step, the ranks must hold bit-identical weights, and
-:class:`DistributedRun` says whether they do.
-
+Every process initialises ``torch.distributed`` (gloo on the CPU, NCCL on CUDA) and calls
+:func:`workbench.train.run_training`, which wraps the model in ``DistributedDataParallel`` (around
+``ORTModule`` for that backend). A global batch of ``batch_size * N`` is split between the ranks.
+Every rank writes a SHA-256 digest of its final parameters: after an all-reduced backward and the same
+optimizer step they must be bit-identical, and :class:`DistributedRun` says whether they are.
 Supported: ``eager`` and ``ortmodule`` (without DeepSpeed ZeRO, which the published ORTModule GPU
 results used and which is not installed here).
 """
@@ -68,8 +61,7 @@ def weights_digest(model) -> str:
 
 
 def check_nproc(nproc, flag: str = "nproc") -> int:
-    """``nproc`` when it is a whole number from 1 to the number of CPU cores, else a TrainConfigError
-    naming the value and the bound (more processes than cores only queue behind each other)."""
+    """``nproc`` when 1 to the number of CPU cores (more processes than cores only queue behind each other)."""
     cores = os.cpu_count() or 1
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise TrainConfigError(f"{flag} must be a whole number of processes from 1 to {cores} (the CPU cores here), "
@@ -128,7 +120,6 @@ def run_distributed(
 
 
 def _worker(argv: Optional[list[str]] = None) -> int:
-    """One torchrun process: join the group, train, write this rank's digest."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="torchrun ... -m workbench.train.distributed")

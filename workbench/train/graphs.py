@@ -45,7 +45,6 @@ FUSED_OP_TYPES = frozenset({
 
 
 def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[GraphStage] = None) -> GraphStage:
-    """Node count, op-type counts and fused kernels of one saved graph."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
@@ -68,8 +67,8 @@ def summarize_graph(path: str | os.PathLike, name: str, previous: Optional[Graph
 
 
 def finalise_graphs(tmp: Path, final: Path) -> Optional[TrainGraphs]:
-    """Summarise the graphs ORTModule wrote into ``tmp`` and move the folder to ``final`` in one rename.
-    The graphs hold no weights (the parameters are graph inputs): about 1 MB for MiniLM, kept whole."""
+    """Summarise the graphs in ``tmp`` and rename the folder to ``final``. They hold no weights (parameters are
+    graph inputs): about 1 MB for MiniLM, kept whole."""
     found = [(stage, files[0]) for stage in GRAPH_STAGES if (files := sorted(tmp.glob(f"*_{stage}_training.onnx")))]
     if not found:
         return None

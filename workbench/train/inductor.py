@@ -1,20 +1,16 @@
 """A check, once per process, that Inductor computes the gradient of an embedding lookup as PyTorch does,
 and a repair where it does not.
 
-The gradient of an embedding table adds up the gradients of every position that looked up the same row
-([CLS], [SEP], [PAD], every token type 0). Inductor in torch 2.6 generates vectorized CPU code for it
-that stores each position's gradient instead of adding it when the row index is the same for every lane
-of the vector (the loop is vectorized over the hidden size, the row index is one scalar): every repeated
-token keeps only the last position's gradient. The token-type table's row 0 got a zero gradient and
-[CLS]'s row half of eager's in the tiny model's first step, and with AdamW the losses of the third step
-already differed from eager's by 3.8e-4 (the whole gradient is wrong, not its rounding). Inductor's
-scalar code, and torch 2.13's vectorized code, add the gradients as eager does.
+An embedding table's gradient adds up every position that looked up the same row. Inductor in torch 2.6
+generates vectorized CPU code that *stores* each position's gradient instead of adding it when the row
+index is the same for every lane: a repeated token keeps only the last position's gradient. The token-type
+table's row 0 got a zero gradient and [CLS]'s row half of eager's in the tiny model's first step; with AdamW
+the third step's loss already differed by 3.8e-4. Inductor's scalar code, and torch 2.13, add as eager does.
 
-:func:`check_embedding_gradient` compiles a lookup with repeated rows (two tables, 32 wide, so every
-vector width of the x86 CPUs takes the vectorized path) and compares its gradient with eager's. Where they
-disagree it leaves ``aten.embedding_dense_backward`` to PyTorch's own kernel inside compiled graphs (it is
-taken out of Inductor's decomposition tables; the rest of the graph is still Inductor's) and checks again:
-the repair is kept only if it makes the gradient right. The result is cached for the process.
+:func:`check_embedding_gradient` compiles a lookup with repeated rows (two tables, 32 wide, so every x86
+vector width takes the vectorized path) and compares with eager. Where they disagree it leaves
+``aten.embedding_dense_backward`` to PyTorch's kernel (out of Inductor's decomposition tables) and checks
+again: the repair is kept only if it makes the gradient right. The result is cached for the process.
 """
 
 from __future__ import annotations
@@ -25,9 +21,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class EmbeddingGradCheck:
-    """What the check found: ``right`` (Inductor's gradient agreed with eager's as it came), ``repaired``
-    (it did not, and with the embedding gradient left to PyTorch it does), and the largest difference seen
-    first (a share of the largest eager gradient)."""
+    """What the check found; ``first_error``: the first check's largest difference, a share of the largest eager gradient."""
 
     right: bool
     repaired: bool
@@ -49,8 +43,7 @@ class EmbeddingGradCheck:
 
 
 def _gradient_error() -> float:
-    """Largest difference between Inductor's and eager's gradient of two embedding tables looked up with
-    repeated rows, as a share of the largest eager gradient (0.0: they agree to float32 rounding)."""
+    """Largest Inductor-vs-eager gradient difference, a share of the largest eager gradient (0.0: agree)."""
     import torch
 
     gen = torch.Generator().manual_seed(0)
@@ -91,7 +84,6 @@ def _leave_embedding_gradient_to_pytorch() -> None:
 
 @functools.cache
 def check_embedding_gradient() -> EmbeddingGradCheck:
-    """Run the check (once per process) and repair where needed; see the module's text."""
     import torch
 
     first = _gradient_error()

@@ -1,14 +1,10 @@
 """Runs that take turns: several training runs, each in its own process, stepped one at a time.
 
-:func:`run_lockstep` starts one ``python -m workbench.train --lockstep`` child per run. Each child
-asks for its turn before every phase that uses the CPU and waits; the parent grants one turn at a
-time, in rotation (setup of every run, step 1 of every run, ...), the order rotated each round.
-
-Why: runs trained one after the other see different machine loads; runs interleaved in one process
-share thread pools (an ORT session's spinning workers take cores from the next eager step). Here
-every step runs alone, in a process of its own, next in time to the other runs' same step, so steps
-pair up (:func:`workbench.core.latency.paired_ratio` gives the ratio an interval) and each run's peak
-memory and start-up are its own. :func:`run_training_isolated` is a group of one.
+Each ``python -m workbench.train --lockstep`` child asks for its turn before every phase that uses the CPU;
+the parent grants one turn at a time, in an order rotated each round. Why: runs trained one after the other
+see different machine loads, and runs interleaved in one process share thread pools (an ORT session's
+spinning workers take cores from the next eager step). Here every step runs alone, next in time to the
+other runs' same step, so steps pair up for an interval, and peak memory and start-up are each run's own.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ from .results import Progress, ProgressFn, TrainRun
 
 @dataclass(frozen=True)
 class LockstepJob:
-    """One run of a lockstep group: its config and backend, the folder it writes
-    (``<run_dir>/<backend>/``, as :func:`workbench.train.run_training`), extra environment."""
+    """One run of a lockstep group; it writes ``<run_dir>/<backend>/`` as :func:`workbench.train.run_training`."""
 
     cfg: TrainConfig
     backend: Backend
@@ -95,10 +90,8 @@ def run_lockstep(
     progress: Optional[ProgressFn] = None,
     stop: Optional[threading.Event] = None,
 ) -> list[TrainRun]:
-    """Train every job in its own process, one phase at a time in rotation; return the runs in the
-    order of ``jobs``. ``stop`` lets every child go and asks each to stop between steps (each keeps
-    what it has, as :func:`workbench.train.run_training`). A child that dies without a result raises,
-    with the end of its stderr, after the others finished."""
+    """Train every job in its own process, one phase at a time in rotation; the runs in the order of ``jobs``.
+    A child that dies without a result raises, with the end of its stderr, after the others finished."""
     if not jobs:
         raise ValueError("run_lockstep needs at least one job")
     # every job checked before any process starts: a combination that cannot run starts none of them
@@ -148,9 +141,8 @@ def run_lockstep(
 def run_training_isolated(cfg: TrainConfig, backend: Backend | str, run_dir: str | os.PathLike,
                           progress: Optional[ProgressFn] = None, stop: Optional[threading.Event] = None,
                           env: Optional[dict[str, str]] = None) -> TrainRun:
-    """:func:`workbench.train.run_training` in a fresh Python process (``python -m workbench.train``).
-    ``stop`` asks it to stop between steps (a first step still exporting or compiling finishes first);
-    ``env`` adds environment variables for it (e.g. a fresh ``TORCHINDUCTOR_CACHE_DIR`` for a cold start)."""
+    """:func:`workbench.train.run_training` in a fresh Python process; ``stop`` lets a first step still exporting
+    or compiling finish first; ``env`` e.g. a fresh ``TORCHINDUCTOR_CACHE_DIR`` for a cold start."""
     (run,) = run_lockstep([LockstepJob(cfg, backend, Path(run_dir), env)], progress=progress, stop=stop)
     return run
 

@@ -1,9 +1,7 @@
-"""The training loop: :class:`Trainer` (one backend's state, one optimizer step at a time) and
-:func:`run_training` (load, train, evaluate, save one backend's run).
+"""The training loop: :class:`Trainer` and :func:`run_training`.
 
-Same seed, same data order, same optimizer, same schedule, same gradient clipping for every
-backend. Evaluation (validation loss and accuracy) always runs the same eager PyTorch code on the
-trained weights, so the accuracy compares the *training*, not the evaluation engine.
+Every backend gets the same seed, data order, optimizer, schedule and gradient clipping. Evaluation always
+runs the same eager PyTorch code on the trained weights, so accuracy compares the *training*, not the engine.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ from .results import EvalRecord, Progress, ProgressFn, RunStatus, StepRecord, Tr
 from .schedule import iter_micro_batches, lr_factor, total_steps_for
 
 ISOLATED_ENV = "WORKBENCH_ISOLATED"  # "1" in a run's own process (process.py): recorded in TrainRun.environment
-# the id of the group of runs that took turns step by step (lockstep.py), recorded in TrainRun.environment:
-# runs with the same id were timed interleaved, so their steps pair up
+# recorded in TrainRun.environment: runs with the same id took turns (lockstep.py), so their steps pair up
 LOCKSTEP_ENV = "WORKBENCH_LOCKSTEP"
 
 
@@ -55,9 +52,8 @@ def _dist_info() -> tuple[int, int]:
 
 
 class Trainer:
-    """One backend's training state, advanced one optimizer step at a time: the loop body that
-    :func:`run_training` steps, and that the benchmark interleaves across variants. The optimizer holds
-    the original module's parameters, which ORTModule and torch.compile train in place."""
+    """One backend's training state, one optimizer step at a time (the benchmark interleaves several). The
+    optimizer holds the original module's parameters, which ORTModule and torch.compile train in place."""
 
     def __init__(self, cfg: TrainConfig, backend: Backend | str, loaded, train_dataset, total_steps: int,
                  graph_prefix: Optional[Path] = None, rank: int = 0, world_size: int = 1):
@@ -126,10 +122,8 @@ class Trainer:
 
 
 class StepGate:
-    """Who may use the CPU now, when several runs take turns (:mod:`workbench.train.lockstep`):
-    :func:`run_training` calls ``next(phase)`` before each phase that uses the CPU (``"setup"``, ``"step N"``,
-    ``"finish"``: give the turn back if held, wait for the next) and ``release()`` when it ends. This one
-    lets every phase run at once."""
+    """Who may use the CPU now when runs take turns (:mod:`workbench.train.lockstep`): ``next(phase)`` before
+    each phase (``"setup"``, ``"step N"``, ``"finish"``), ``release()`` at the end. This one never waits."""
 
     def next(self, phase: str) -> None:  # noqa: B027 - a no-op by design
         pass
@@ -150,11 +144,8 @@ def run_training(
 ) -> TrainRun:
     """Fine-tune ``cfg.model`` on ``cfg.data`` with one backend; save and return the :class:`TrainRun`.
 
-    ``progress(Progress)`` hears every step and evaluation; ``stop`` is checked between steps (a
-    stopped run keeps its steps and checkpoint). A failure *during* training is returned (and saved)
-    as a ``failed`` run with the cause and fix in ``reason``. Under ``torchrun`` the same loop runs
-    with DistributedDataParallel; only rank 0 reports and writes. ``model`` (tests): a ``LoadedModel``
-    instead of ``cfg.model``. ``gate``: take turns with other runs (:mod:`workbench.train.lockstep`)."""
+    A stopped run keeps its steps and checkpoint; a failure during training is returned as a ``failed`` run.
+    Under ``torchrun`` the loop runs with DistributedDataParallel; only rank 0 reports and writes."""
     gate = gate if gate is not None else StepGate()
     try:
         return _train(cfg, backend, run_dir, progress, stop, model=model, gate=gate)
@@ -180,8 +171,7 @@ class _Outcome:
         self.executed_in_ort = False
 
     def check_compiled(self, stats) -> None:
-        """A "compile" run that compiled nothing was eager PyTorch: marked as fallen back (the
-        counterpart of ORTModule's silent fallback)."""
+        """A "compile" run that compiled nothing was eager PyTorch: marked as fallen back."""
         if self.status is RunStatus.OK and not stats.compiled:
             self.status = RunStatus.FELL_BACK
             self.reason = (f"torch.compile compiled nothing: Dynamo's counters show {stats.frames_compiled} of "
@@ -287,8 +277,7 @@ def _graph_scratch(out: Optional[Path], backend: Backend, cfg: TrainConfig, rank
 
 def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank: int, t_start: float,
                progress: Optional[ProgressFn], stop: Optional[threading.Event], gate: StepGate, memory: PeakMemory) -> None:
-    """Step ``trainer`` up to ``total`` steps, each in its turn of ``gate``, evaluating every
-    ``eval_every`` steps and after the last; records into ``done``. A stop request ends it early."""
+    """Step up to ``total`` steps, each in its turn of ``gate``, evaluating every ``eval_every`` and after the last."""
     cfg, backend, net, device = trainer.cfg, trainer.backend, trainer.net, trainer.device
     for step in range(1, total + 1):
         gate.next(f"step {step}")
@@ -318,8 +307,7 @@ def _run_steps(trainer: Trainer, done: _Outcome, dd, tokenizer, total: int, rank
 
 
 def _keep_outputs(out: Optional[Path], graph_tmp: Optional[Path], done: _Outcome, net, tokenizer, cfg: TrainConfig):
-    """(ORTModule's graphs moved into ``out/graphs``, the checkpoint folder) of a run that finished or
-    was stopped with steps taken; the graph scratch folder is removed either way."""
+    """(graphs folder, checkpoint folder) of a run with steps taken; the graph scratch folder goes either way."""
     if out is None:
         return None, None
     kept = done.status in (RunStatus.OK, RunStatus.STOPPED)
@@ -337,8 +325,7 @@ def _load_builtin(cfg: DataConfig):
 
 
 def load_train_data(cfg: DataConfig):
-    """The run's data. The built-in reviews never change, so their splits are cached per DataConfig
-    (runs of several backends in one process then skip re-reading them); user files are re-read."""
+    """The run's data; the built-in reviews never change, so they are cached per DataConfig (user files are not)."""
     from ..data.load import BUILTIN, load_data
 
     return _load_builtin(cfg) if cfg.source == BUILTIN else load_data(cfg)

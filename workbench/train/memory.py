@@ -1,7 +1,6 @@
-"""Peak memory of one run: the process's RSS sampled by ``psutil`` during the run only (``ru_maxrss``
-is the peak over the process's lifetime, so a second run would inherit the first one's; memory freed by
-one run is not always returned to the OS either, hence ``CompareConfig(isolate=True)``), or on CUDA
-``torch.cuda.max_memory_allocated`` (ORT's CUDA arena is separate)."""
+"""Peak memory of one run: RSS sampled by ``psutil`` during the run only (``ru_maxrss`` spans the process's
+lifetime, and freed memory is not always returned to the OS, hence ``CompareConfig(isolate=True)``), or on
+CUDA ``torch.cuda.max_memory_allocated`` (ORT's CUDA arena is separate)."""
 
 from __future__ import annotations
 

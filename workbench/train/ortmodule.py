@@ -1,11 +1,9 @@
 """ORTModule specifics: wrapping a model with the config's knobs, and catching a silent fallback.
 
-No silent fallback: ORTModule's default policy quietly trains in PyTorch when export or graph
-building fails. ``TrainConfig.fallback`` is ``"disable"`` by default (the failure is raised and
-the run is marked ``failed`` with the cause and the fix) or ``"detect"`` (ORTModule's own policy,
-but the fallback is detected after the first step and the run is stopped and marked
-``fell_back``). Either way a run that did not execute in ONNX Runtime never reads as an ORTModule
-result: ``executed_in_onnxruntime`` is False and ``status`` says why.
+ORTModule's default policy quietly trains in PyTorch when export or graph building fails. With
+``TrainConfig.fallback`` ``"disable"`` (default) the failure is raised and the run marked ``failed``; with
+``"detect"`` the fallback is caught after the first step and the run marked ``fell_back``. Either way
+``executed_in_onnxruntime`` is False: such a run never reads as an ORTModule result.
 """
 
 from __future__ import annotations
@@ -49,10 +47,9 @@ def _has_fd(stream) -> bool:
 
 
 def allow_streams_without_fd() -> None:
-    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor. ORTModule
-    1.19.2 redirects file descriptors 1 and 2 while it builds; under an in-memory stream (``capsys``,
-    ``redirect_stdout``) ``fileno()`` raises and its clean-up fails with a ``TypeError`` that looks like an
-    ORTModule failure. Patched once: without descriptors the redirection is skipped."""
+    """Let ORTModule build its graph when ``sys.stdout``/``sys.stderr`` have no file descriptor: 1.19.2
+    redirects fds 1 and 2 while building, and under ``capsys`` or ``redirect_stdout`` its clean-up fails
+    with a ``TypeError`` that looks like an ORTModule failure. Patched once to skip the redirection."""
     from onnxruntime.training.ortmodule import _logger
 
     original = _logger._suppress_os_stream_output
@@ -67,10 +64,8 @@ def allow_streams_without_fd() -> None:
 
 
 def wrap_ortmodule(model, cfg: TrainConfig, graph_prefix: Optional[Path] = None):
-    """Wrap ``model`` in ORTModule with the config's knobs: opset, memory optimizer and fallback policy
-    through the ``ORTMODULE_*`` variables it reads when built; threads, graph optimization and spinning
-    in the session options it creates. Not offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes
-    ORTModule 1.19.2 on the first step (the label-sparsity hook list is None when the optimizer is off)."""
+    """Wrap ``model`` in ORTModule with the config's knobs (``ORTMODULE_*`` variables, session options). Not
+    offered: ``ORTMODULE_ENABLE_COMPUTE_OPTIMIZER=0`` crashes 1.19.2 on the first step (a hook list is None)."""
     from ..doctor.checks import check_ortmodule_extensions
 
     ext = check_ortmodule_extensions()
@@ -124,10 +119,8 @@ def ortmodule_fell_back(wrapped) -> Optional[BaseException]:
 
 
 def ortmodule_session_nodes(wrapped) -> int:
-    """Nodes of the execution graph ONNX Runtime's training session runs for ``wrapped``, read from
-    ORTModule's execution manager after a step; 0 when no ONNX Runtime session exists (nothing ran in
-    ONNX Runtime: not stepped yet, or fell back to PyTorch). The evidence behind
-    ``executed_in_onnxruntime``: a name alone proves nothing."""
+    """Nodes of the graph ONNX Runtime's training session runs for ``wrapped``; 0 when nothing ran in it. The
+    evidence behind ``executed_in_onnxruntime``: a name alone proves nothing."""
     if ortmodule_fell_back(wrapped) is not None:
         return 0
     manager = wrapped._torch_module._execution_manager(wrapped._is_training())

@@ -1,6 +1,5 @@
-"""One training run in its own process: ``python -m workbench.train`` (``workbench/train/__main__.py`` ->
-:func:`child_main`) trains and saves the run; progress and turn requests come back as prefixed lines on its
-stdout (the parent's side is :mod:`workbench.train.lockstep`).
+"""One training run in its own process (``python -m workbench.train`` -> :func:`child_main`): progress and turn
+requests go out as prefixed lines on stdout, turns come in on stdin (the parent: :mod:`workbench.train.lockstep`).
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def die_with_parent(sig: int = 9) -> bool:
-    """Ask Linux to send this process ``sig`` when its parent dies, so a training child or a torchrun
-    worker never outlives a killed ``workbench`` and goes on writing into its run folder. Exits at once
-    when the parent is already gone; False where the call does not exist (not Linux)."""
+    """Ask Linux for ``sig`` when the parent dies, so a child never outlives a killed ``workbench`` writing into
+    its run folder. Exits at once when the parent is already gone; False off Linux."""
     import ctypes
 
     if not sys.platform.startswith("linux"):
@@ -45,9 +43,8 @@ def die_with_parent(sig: int = 9) -> bool:
 
 
 def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
-    """The environment of a child ``python -m workbench...``: it runs in the caller's working directory
-    (relative paths in a config mean the same there) and imports this very copy of workbench, whose
-    parent folder (a checkout, or site-packages for an installed wheel) goes first on PYTHONPATH."""
+    """The environment of a child ``python -m workbench...``: it imports this very copy of workbench (its
+    parent folder first on PYTHONPATH) and runs in the caller's directory, so relative paths mean the same."""
     here = str(Path(__file__).resolve().parents[2])  # this file is <root>/workbench/train/process.py
     env = {**os.environ, **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
@@ -55,8 +52,7 @@ def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def child_process(cfg: TrainConfig, backend: Backend, run_dir: Path, env: Optional[dict[str, str]] = None):
-    """Start ``python -m workbench.train --lockstep`` for one run; returns ``(process, config_path)``. Its
-    stdout carries progress and its turn requests as prefixed lines; the turns are granted on its stdin."""
+    """Start ``python -m workbench.train --lockstep`` for one run; ``(process, config_path)``."""
     import subprocess
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,10 +93,8 @@ GATE_PREFIX = "WORKBENCH_GATE "
 
 
 class StdioGate(StepGate):
-    """The child's side of :mod:`workbench.train.lockstep`: asks for its turn on stdout
-    (``WORKBENCH_GATE ready <phase>``), waits for a line on stdin, and says ``WORKBENCH_GATE done``
-    when it gives the turn back. End of stdin (the parent stopped, or let every run go) means: run
-    freely from now on."""
+    """The child's side of :mod:`workbench.train.lockstep`: asks for its turn on stdout, waits for a line on
+    stdin; end of stdin means run freely from now on."""
 
     def __init__(self, stdin=None, stdout=None) -> None:
         self._in = stdin if stdin is not None else sys.stdin

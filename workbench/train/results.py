@@ -1,6 +1,5 @@
-"""What a training run leaves: per-step and per-evaluation records, the :class:`TrainRun`, and the
-:class:`Progress` a callback receives while it runs. Saved as ``<run_dir>/<backend>/train.json``
-(``workbench.core.serial`` JSON) and read back with :func:`load_train_run`.
+"""What a training run leaves: step and evaluation records, the :class:`TrainRun` (``train.json``) and the
+:class:`Progress` a callback receives while it runs.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ class EvalRecord:
 
 @dataclass(frozen=True)
 class CompileStats:
-    """Dynamo's own counters (``torch._dynamo.utils.counters``) over one run: the evidence that
-    torch.compile compiled the model rather than leaving it to eager PyTorch."""
+    """Dynamo's own counters over one run: the evidence that torch.compile compiled the model."""
 
     frames_total: int  # Python frames Dynamo was asked to compile
     frames_compiled: int  # of those, compiled ("ok")
@@ -155,8 +153,7 @@ ProgressFn = Callable[[Progress], None]
 
 
 def run_text(run: TrainRun) -> str:
-    """One training run as text: status, steps, median step, throughput, peak memory, start-up,
-    validation accuracy, and why it stopped when it did not finish."""
+    """One training run as text, with why it stopped when it did not finish."""
     line = (f"{run.backend.value}: {run.status.value}; {len(run.steps)} steps, median step {run.median_step_s * 1000:.0f} ms, "
             f"{run.samples_per_s:.1f} samples/s, peak {run.peak_memory_mib:.0f} MiB, start-up {run.startup_s:.1f} s, "
             f"val acc {run.final_accuracy:.3f}")

@@ -1,6 +1,5 @@
-"""What every backend shares step for step: how many steps, which batches in which order, and the
-learning rate at each step. The order depends only on the seed and the epoch, so two backends
-trained with one config see the same batches.
+"""What every backend shares step for step: the step count, the batch order (from the seed and the epoch
+only, so every backend sees the same batches) and the learning rate at each step.
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ def total_steps_for(n_train: int, cfg: TrainConfig, world_size: int = 1) -> int:
 
 
 def iter_micro_batches(dataset, tokenizer, cfg: TrainConfig, rank: int = 0, world_size: int = 1) -> Iterator[tuple[dict, Any]]:
-    """Endless (encoded inputs, labels) micro-batches in the seeded order, epoch after epoch; under
-    DistributedDataParallel each global batch of ``batch_size * world_size`` is split between the ranks.
+    """Endless (inputs, labels) micro-batches in the seeded order, each global batch split between DDP ranks.
     Incomplete batches are dropped, so shapes stay fixed across steps."""
     import torch
 

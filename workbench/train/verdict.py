@@ -1,9 +1,8 @@
 """The training verdict: does ORTModule (or torch.compile) train faster than eager here, like for like?
 
-One sentence a person can act on, from a :class:`~workbench.train.Comparison`. Only steps timed in turns
-(:mod:`workbench.train.lockstep`) are judged: runs timed one after the other met different loads, so
-their figure is labelled, not judged. Where ORTModule does not pay, the verdict says where it is reported
-to (published figures, labelled as theirs) and what to try next.
+Only steps timed in turns (:mod:`workbench.train.lockstep`) are judged: runs timed one after the other met
+different loads, so their figure is labelled, not judged. Where ORTModule does not pay, the verdict says
+where it is reported to pay (published figures, labelled as theirs) and what to try next.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ ONE_AFTER_THE_OTHER = "One after the other, not like for like"
 class TrainVerdict:
     backend: str
     baseline: str
-    # "gain", "loss", "no gain", "one after the other" (timed apart: a point figure, not judged), "unmeasured" (busy
-    # machine), "not like for like" (other settings differ too), "no ratio"
+    # gain, loss, no gain, one after the other (timed apart: not judged), unmeasured (busy), not like for like, no ratio
     outcome: str
     text: str
     ratio: Optional[float] = None  # steady-state speed, >1: the backend is faster
@@ -55,10 +53,8 @@ class TrainVerdict:
 
 def training_verdict(comparison, backend: Backend | str = Backend.ORTMODULE, *, machine: str = "",
                      load=None) -> Optional[TrainVerdict]:
-    """The verdict on ``backend`` against the comparison's baseline; None when ``backend`` was not
-    trained. ``machine`` names the CPU (e.g. ``MachineProfile.isa_text()``); ``load`` is a
-    :class:`workbench.perf.machine_profile.LoadCheck` taken around the training (a contended one makes the
-    verdict "unmeasured")."""
+    """The verdict on ``backend`` against the baseline; None when not trained. A contended ``load`` makes it
+    "unmeasured"."""
     backend = Backend(getattr(backend, "value", backend))
     if backend not in {s.backend for s in comparison.summaries}:
         return None
@@ -153,9 +149,8 @@ def load_verdicts(run_dir) -> Optional[TrainVerdicts]:
 
 
 def load_check(profile=None, before=None):
-    """``(profile, check)``: the machine profile (measured once, then cached) and a load check now;
-    with ``before``, the check now combined with it, so a verdict says whether the machine was busy
-    before or after the training it judges."""
+    """``(profile, check)``, the profile cached; with ``before`` the check is combined with it, so a verdict
+    says whether the machine was busy before or after the training it judges."""
     from ..perf.machine_profile import check_load, combine_checks, machine_profile
 
     profile = profile or machine_profile()
