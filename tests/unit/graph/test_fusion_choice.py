@@ -33,11 +33,11 @@ def timed_tiny(tmp_path_factory, exported_tiny):
 
 
 # ---- the rule, on figures the test gives -------------------------------------------------------------------------
-def test_the_fastest_candidate_whose_interval_clears_the_margin_at_every_shape_is_chosen():
+def test_the_fastest_candidate_faster_beyond_doubt_at_every_shape_is_chosen():
     figures = {
-        "no_a": {"1x32": r(1.10, 1.05), "8x128": r(1.08, 1.04)},  # clears the margin everywhere
-        "no_b": {"1x32": r(1.30, 1.20), "8x128": r(1.25, 1.10)},  # clears it, and faster: chosen
-        "no_c": {"1x32": r(2.00, 1.50), "8x128": r(1.40, 1.01)},  # fastest by its medians, but not clear at 8x128
+        "no_a": {"1x32": r(1.10, 1.05), "8x128": r(1.08, 1.04)},  # faster beyond doubt everywhere, tight intervals
+        "no_b": {"1x32": r(1.30, 1.02), "8x128": r(1.25, 1.01)},  # wider, still above 1 everywhere, and faster: chosen
+        "no_c": {"1x32": r(2.00, 1.50), "8x128": r(1.40, 0.99)},  # fastest by its medians, not beyond doubt at 8x128
     }
     chosen, reason = pick_fusion(figures)
     assert chosen == "no_b" and reason.startswith("no_b: ") and "8x128" in reason and "3%" in reason
@@ -45,14 +45,16 @@ def test_the_fastest_candidate_whose_interval_clears_the_margin_at_every_shape_i
     assert pick_fusion(figures)[0] == "no_a"
 
 
-def test_the_full_fusion_stays_when_no_interval_clears_the_margin():
-    figures = {"no_a": {"1x32": r(1.20, 1.02)}, "no_b": {"1x32": r(0.80, 0.70)}}
+def test_the_full_fusion_stays_when_no_candidate_is_faster_beyond_doubt_by_the_margin():
+    figures = {"no_a": {"1x32": r(1.02, 1.01)}, "no_b": {"1x32": r(0.80, 0.70)}}  # no_a: beyond doubt, under the margin
     chosen, reason = pick_fusion(figures)
     assert chosen == FULL and reason.startswith("full fusion kept") and "closest: no_a" in reason
-    # the margin is on the interval's low end, inclusive
-    assert pick_fusion({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN)}})[0] == "no_a"
-    assert pick_fusion({"no_a": {"1x32": r(1.2, 1 + FUSION_MARGIN - 1e-6)}})[0] == FULL
-    assert pick_fusion({"no_a": {"1x32": r(1.2, 1.05)}}, margin=0.10)[0] == FULL
+    # the margin is on the geometric mean over the shapes; beyond doubt is the low end above 1 at every shape
+    assert pick_fusion({"no_a": {"1x32": r(1 + FUSION_MARGIN + 0.001, 1.001)}})[0] == "no_a"
+    assert pick_fusion({"no_a": {"1x32": r(1 + FUSION_MARGIN - 0.001, 1.001)}})[0] == FULL
+    assert pick_fusion({"no_a": {"1x32": r(1.20, 1.00), "8x128": r(1.30, 1.10)}})[0] == FULL
+    assert pick_fusion({"no_a": {"1x32": r(1.05, 1.01), "8x128": r(1.02, 1.01)}})[0] == "no_a"  # 1.035 in the mean
+    assert pick_fusion({"no_a": {"1x32": r(1.05, 1.02)}}, margin=0.10)[0] == FULL
 
 
 def test_a_busy_machine_or_no_timing_keeps_the_full_fusion():
