@@ -212,8 +212,7 @@ def _split(data, name: str):
 
 @dataclass(frozen=True)
 class BaselineConfig:
-    """How the FP32 graph is scored once, for every quantized variant to be compared on (each field's help
-    says what it means). ``batch_size`` matters: FP32 and static INT8 give the same predictions at any batch
+    """How the FP32 graph is scored once. ``batch_size`` matters: FP32 and static INT8 predict the same at any batch
     size, dynamic INT8 does not (its activation scales are computed per batch)."""
 
     eval_split: str = field(default="test", metadata={"help": "split scored against the labels"})
@@ -265,10 +264,9 @@ def prepare_baseline(
     slices=None,
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
 ) -> Baseline:
-    """Score the FP32 graph once and save in ``out_dir`` what every quantized variant is compared on (the
-    stage's input); it is timed beside each variant, not here. ``data``: a ``DatasetDict`` (or a ``Dataset``, for
-    scoring only); the tokenizer, class names and maximum length come from the export unless given; ``slices``
-    (a SliceSet) replaces the default collection, ``predicates`` ({name: function of an example}) add to either."""
+    """Score the FP32 graph once and save in ``out_dir`` what every variant is compared on (timed beside each variant,
+    not here). ``data``: a ``DatasetDict`` (a ``Dataset``: scoring only); tokenizer, class names and maximum length default
+    to the export's; ``slices`` replaces the default collection, ``predicates`` ({name: function of an example}) add to it."""
     cfg = cfg if cfg is not None else BaselineConfig()
     if not isinstance(cfg, BaselineConfig):
         raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
@@ -328,7 +326,6 @@ def prepare_baseline(
 
 
 def _calibration_rows(train, cfg: BaselineConfig) -> list[dict]:
-    """``cfg.calibration_samples`` texts of the calibration split, drawn with ``cfg.seed``."""
     picked = np.random.default_rng(cfg.seed).permutation(len(train))[: min(cfg.calibration_samples, len(train))]
     return [{"text": train[int(i)]["text"]} for i in picked]
 
@@ -384,7 +381,6 @@ def score_examples(graph, path: Path, tok, examples: list[dict], max_len: int, b
 
 
 def _save_set(out: Path, set_name: str, examples: list[dict], sset, logits: np.ndarray) -> EvalSet:
-    """An evaluation set saved beside the baseline: its examples, FP32 logits and slice indices."""
     masks = sset.membership(examples)
     return EvalSet(
         name=set_name, slice_set=sset.name, n=len(examples),

@@ -212,9 +212,8 @@ class SearchResult:
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
                                                                              Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
-    """The feasible INT8 candidate with the highest speed-up over FP32 (each timed beside FP32 in its own
-    rounds, so candidates timed apart still compare), or the smallest; ties go to the higher accuracy. FP32 only
-    when no INT8 candidate is feasible."""
+    """The feasible INT8 candidate with the highest speed-up (each timed beside FP32 in its own rounds, so candidates
+    timed apart still compare), or the smallest; ties go to the higher accuracy; FP32 when none is feasible."""
     objective = parse_objective(objective)
     feasible = [c for c in candidates if c.feasible]
     ok = [c for c in feasible if c.precision == "int8"] or feasible

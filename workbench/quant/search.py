@@ -1,8 +1,5 @@
-"""The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
-within a budget overall *and* on every slice big enough to judge; the FP32 graph is the answer when no INT8
-variant fits. A model scored in other terms brings its own baseline (:class:`ScoredBaseline`, an embedding
-model's retrieval task), which quantizes, scores and judges each candidate in its own metric and budget.
-"""
+"""The accuracy-constrained search: the fastest (or smallest) variant within budget overall *and* on every slice
+big enough to judge, else FP32. A :class:`ScoredBaseline` (an embedding model's) judges in its own metric and budget."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ def default_candidates() -> list[QuantConfig]:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What the search tries and what it accepts (each field's help says what it means). Candidate labels must be
-    unique; the speed guard judges the lower end of a speed-up's interval, so a noisy win does not count."""
+    """Candidate labels are unique; the speed guard judges a speed-up interval's lower end, so a noisy win does not count."""
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
         "search: the configurations to quantize with (default: the built-in candidate list)")})
@@ -125,10 +121,9 @@ def run_search(
     previous: Sequence[QuantResult] = (),
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SearchResult:
-    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}) and keep the best within both
-    budgets; writes ``search.json`` and one folder per candidate. A graph is a :class:`Baseline` (nothing of FP32
-    computed again) or what :func:`prepare_baseline` takes (prepared from ``data`` and the keywords in
-    ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
+    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}); writes ``search.json`` and a folder per
+    candidate. A graph is a :class:`Baseline` or what :func:`prepare_baseline` takes (prepared from ``data`` and the
+    keywords in ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
         raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
