@@ -1,12 +1,9 @@
 """Command-line flags derived from a config dataclass, and the config built back from them.
 
-A flag's kind is read from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value
-is passed on as text for the config to check (``parse_choice``), so a wrong one gets the config's one-line
-message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable (``BATCHxSEQ,...`` for shapes).
-:func:`build` applies only the flags given onto a base config (a preset), with a
-``--config FILE``'s fields between the two. Flags that set no config field are added with :func:`cli_only`,
-so that every flag of every command is accounted for (the tests check it).
-"""
+A flag's kind comes from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value stays text
+for the config to check (``parse_choice``), so a wrong one gets the config's one-line message and exit code 2;
+``tuple[X, ...]`` is a comma list, repeatable. Flags that set no config field are added with :func:`cli_only`, so the
+tests can account for every flag of every command."""
 
 from __future__ import annotations
 
@@ -219,9 +216,8 @@ def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
 
 
 def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any) -> Any:
-    """``cls`` from ``base`` (a preset; None: the class's defaults) changed by ``defaults``, then by the
-    ``--config`` file and the flags. A config's own error is raised in the command line's terms: the field
-    names it mentions become the flags that set them (``max_length`` -> ``--max-length``)."""
+    """``cls`` from ``base`` (a preset; None: the defaults) changed by ``defaults``, then the ``--config`` file, then the flags;
+    a config's own error comes back in the command line's terms (``max_length`` -> ``--max-length``)."""
     from_file = config_file_values(args).get(cls.__name__, {})
     try:
         return _apply(cls, base, {**defaults, **given(cls, args)})
