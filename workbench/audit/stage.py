@@ -102,8 +102,7 @@ def audit_configs(cfg: AuditConfig, checked: CheckedInputs) -> dict:
 
 
 class AuditHooks:
-    """What the audit adds after its stages: its log lines, the exported graph's check, the
-    batch-dependence counts (into the report's inputs, ``report``) and ``audit.json``."""
+    """What the audit adds after its stages: its log, the exported graph's check, batch dependence and ``audit.json``."""
 
     def __init__(self, cfg: AuditConfig, checked: CheckedInputs, slices, settings: dict, log: Log = print) -> None:
         from ..models.hub import model_name

@@ -1,9 +1,6 @@
-"""Command-line flags derived from a config dataclass, and the config built back from them.
-
-A flag's kind comes from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value stays text
-for the config to check (``parse_choice``), so a wrong one gets the config's one-line message and exit code 2;
-``tuple[X, ...]`` is a comma list, repeatable. Flags that set no config field are added with :func:`cli_only`, so the
-tests can account for every flag of every command."""
+"""Command-line flags derived from a config dataclass, and the config built back from them. An enum's value stays
+text for the config to check (``parse_choice``), so a wrong one gets the config's one-line message and exit code 2;
+flags that set no config field are added with :func:`cli_only`, so the tests can account for every flag."""
 
 from __future__ import annotations
 
@@ -22,8 +19,8 @@ from .config_file import add_config_file_flag, config_file_values, register_clas
 
 @dataclass(frozen=True)
 class Flag:
-    """One config field (dotted for a nested config) as a command-line flag: ``name`` without dashes (default:
-    the field's), ``also`` further fields set to the same value, ``split=False`` keeps commas inside items."""
+    """A config field (dotted for a nested config) as a flag: ``name`` without dashes, ``also`` further fields set to the
+    same value, ``split=False`` keeps commas inside items."""
 
     field: str
     name: Optional[str] = None
@@ -112,7 +109,6 @@ class Items(argparse.Action):
 
 # ---- adding the flags, building the config ------------------------------------------------------
 def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any], str]:
-    """The argparse keywords for a field of annotation ``t``, and a note for its help text."""
     where = f"{leaf_cls.__name__}.{name}"
     if t is bool:
         return ({"action": OnOff} if spec.negatable else {"action": "store_const", "const": True}), ""

@@ -1,6 +1,5 @@
-"""The FP32 baseline (:func:`prepare_baseline`): the FP32 graph scored once, with slices, logits, calibration
-texts and timing settings. FP32 is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`);
-the first such run per timing settings is its figure wherever FP32 has a row of its own (:func:`fp32_latency`)."""
+"""The FP32 baseline: the FP32 graph scored once, with slices, logits, calibration texts and timing settings; FP32
+is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`)."""
 
 from __future__ import annotations
 
@@ -130,8 +129,8 @@ class Fp32Timings:
 
 
 def time_beside_fp32(baseline: Baseline, variants: Mapping[str, str | os.PathLike], t: TimingConfig, notes: list[str]) -> SpeedRun:
-    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds, so load hits
-    them alike; the first such run per timing settings keeps FP32's figures (:func:`fp32_latency`)."""
+    """The FP32 graph and ``variants`` (name -> graph) timed in interleaved rounds, so load hits them alike; the first
+    run per timing settings keeps FP32's figures."""
     from ..perf.speed import time_side_by_side
 
     side = time_side_by_side({FP32: baseline.fp32_path, **variants}, base=FP32, shapes=t.shapes, warmup=t.warmup,
@@ -351,7 +350,6 @@ def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
 
 
 def _default_slices(ev, names: list[str], train_texts: list[str], slices, predicates):
-    """``slices`` with ``predicates`` added, or the built-in slices, one per user column and ``predicates``."""
     from ..data.slices import predicate_slice, slice_collection
 
     if slices is None:

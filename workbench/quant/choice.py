@@ -1,5 +1,4 @@
-"""Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` and its
-constructors, :func:`select_candidate`, the message in a task's terms, :class:`SearchResult`."""
+"""Choosing among candidates already judged, the same for every task, and the message in the task's terms."""
 
 from __future__ import annotations
 

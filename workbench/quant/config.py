@@ -178,7 +178,6 @@ class QuantConfig:
             self._check_weight_only()
 
     def _check_methods(self) -> None:
-        """Refuse a field set away from its default for a method it does not apply to (its metadata says which)."""
         for f in dataclasses.fields(self):
             methods = f.metadata.get(METHODS, ALL_METHODS)
             value = getattr(self, f.name)

@@ -90,11 +90,6 @@ class SliceDrift:
     ci_high = property(lambda self: self.deltas["accuracy"].ci_high)
     significant = property(lambda self: self.deltas["accuracy"].significant)
 
-    def delta_of(self, metric: str) -> MetricDelta:
-        if metric not in self.deltas:
-            raise KeyError(f"no metric {metric!r}; metrics: {list(self.deltas)}")
-        return self.deltas[metric]
-
 
 @dataclass(frozen=True)
 class SliceReport:

@@ -43,7 +43,6 @@ def _sqnr_db(signal_sq: float, noise_sq: float) -> float:
 
 
 def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) -> None:
-    """Copy of the graph that also returns the named tensors (name -> ONNX element type)."""
     import onnx
     from onnx import helper
 
