@@ -37,12 +37,11 @@ def train_config(args):
         except ModelError as exc:
             raise TrainConfigError(str(exc)) from exc
     try:
-        cfg = build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
+        return build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
     except TrainConfigError:
         raise
     except ValueError as exc:  # DataConfig's checks (--max-train): the same one line
         raise TrainConfigError(str(exc)) from exc
-    return cfg
 
 
 def _check_data(cfg) -> None:

@@ -30,7 +30,6 @@ def feeds_reader(feeds: list[dict]):
     from onnxruntime.quantization import CalibrationDataReader
 
     class _ListReader(CalibrationDataReader):
-
         def __init__(self) -> None:
             self._it = iter(feeds)
 
