@@ -1,5 +1,4 @@
-"""Checking an audit's inputs, fast (config.json, the tokenizer, the file; no weights, no export): the model, labels,
-columns, calibration rows, slices and output folder."""
+"""Checking an audit's inputs, fast: config.json, the tokenizer and the file (no weights, no export)."""
 
 from __future__ import annotations
 

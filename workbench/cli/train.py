@@ -45,8 +45,7 @@ def train_config(args):
 
 
 def _check_data(cfg) -> None:
-    """A user's data file read and split before any run folder or training process exists: a missing
-    file, another encoding or a class too small to split is one line, not a failed child process."""
+    """A user's data file read and split before any run folder or child process exists, so its problem is one line."""
     from ..data.load import BUILTIN, load_data
 
     if cfg.data.source != BUILTIN:

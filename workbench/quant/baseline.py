@@ -19,7 +19,7 @@ from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
 
-from ..runs.layout import BASELINE_DIR, EXPORT_FILE, FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import BASELINE_DIR  # noqa: E402, F401  (the run layout names every file)
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest

@@ -1,5 +1,4 @@
-"""Metrics of one model on a set of examples, and the paired bootstrap of their change: every metric is
-computed from bootstrap *weights* (the point estimate: all weights 1; the method: :mod:`workbench.quant.evaluate`)."""
+"""Metrics of one model and the paired bootstrap of their change, all from example weights (the point estimate: all 1)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,7 @@ class SearchCandidate:
 
 @dataclass(frozen=True)
 class Scored:
-    """A quantized variant where no :class:`~workbench.quant.run.QuantResult` holds it (an embedding model's);
-    ``speedup_ratio`` None: not timed."""
+    """A quantized variant no :class:`~workbench.quant.run.QuantResult` holds (an embedding model's); not timed."""
 
     config: Optional[QuantConfig]
     quantized_path: Path
@@ -168,8 +167,7 @@ def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: fl
 
 
 def all_fp32_candidate(name: str, graph: str, res: Scored, check: BudgetCheck, why: str) -> SearchCandidate:
-    """A quantization that left every quantized node in FP32: scored and judged, never timed (a speed-up would
-    be noise) nor chosen; ``why`` says so."""
+    """A quantization that left every node in FP32: scored and judged, never timed (the speed-up would be noise) nor chosen."""
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=res.config, onnx_path=Path(res.quantized_path), result_path=None,
         latency_ms=float("nan"), size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,

@@ -1,5 +1,4 @@
-"""The modes, number formats and operator types ONNX Runtime quantizes in each, and what weight-only quantization
-offers on which runtime; the configs check against these."""
+"""The modes, number formats and operator types ONNX Runtime quantizes in each, on which runtime; the configs check these."""
 
 from __future__ import annotations
 

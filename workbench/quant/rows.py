@@ -1,5 +1,4 @@
-"""One row per quantized variant (:func:`variant_row`): the CLI's ``--json``, the report's table and the panel all take
-their figures from it, so they cannot drift apart."""
+"""One row per quantized variant: the CLI's ``--json``, the report and the panel read it, so their figures cannot drift apart."""
 
 from __future__ import annotations
 

@@ -285,8 +285,7 @@ def requantize_excluding(
     n_boot: Optional[int] = None,
     node_error_samples: int = 16,
 ) -> QuantResult:
-    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or ``nodes``) in FP32,
-    scored on the same baseline (into ``<result.out_dir>/exclude-<k>`` by default)."""
+    """``result``'s configuration again with its ``worst_k`` worst nodes (or ``nodes``) in FP32, on the same baseline."""
     if (worst_k is None) == (nodes is None):
         raise QuantizeError("give exactly one of worst_k (exclude the k worst nodes) or nodes (names to exclude)")
     if nodes is None:

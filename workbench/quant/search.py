@@ -17,8 +17,7 @@ from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_M
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import EvalConfig, SliceReport
 from .run import QuantResult, report_for, run_quantization
-from .choice import (SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate,  # noqa: F401
-                     int8_candidate, left_all_in_fp32, select_candidate, Scored)
+from .choice import SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate, int8_candidate, select_candidate
 
 from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names every file)
 
@@ -80,8 +79,7 @@ class SearchConfig:
 
 @runtime_checkable
 class ScoredBaseline(Protocol):
-    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and budget
-    (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10); ``previous`` is not used."""
+    """A baseline that quantizes, scores and judges each candidate in its own metric (an embedding model's); no ``previous``."""
 
     metric: str
     notes: list[str]
@@ -96,8 +94,7 @@ class ScoredBaseline(Protocol):
 
 def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Baseline, timing: TimingConfig,
                     n_boot: int, seed: int) -> Optional[QuantResult]:
-    """An earlier result of ``cfg`` the search may take as it is: same configuration, FP32 graph, baseline,
-    timing, bootstrap replicates and seed, and its graph still on disk."""
+    """An earlier result of ``cfg`` on the same FP32 graph, baseline, timing, n_boot and seed, its graph still on disk."""
     base_file = (Path(base.out_dir) / BASELINE_FILE).resolve()
     for r in previous:
         if (r.config == cfg and Path(r.baseline_path).resolve() == base_file
@@ -222,8 +219,7 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
 
 
 def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
-    """The search over variants already quantized, scored and timed (``config.candidates`` unused), the FP32
-    graph a candidate too; saved as ``out_dir/search.json`` when given."""
+    """The search over variants already quantized, scored and timed, FP32 a candidate too; saved in ``out_dir`` when given."""
     found = []
     if results and config.include_fp32:
         r0 = results[0]

@@ -1,5 +1,4 @@
 """Weight-only quantization: MatMul weights in 4 bits (``com.microsoft.MatMulNBits``), activations in float.
-
 On onnxruntime 1.19.2 (the training wheel) ``MatMul4BitsQuantizer`` writes 4 bits only and the CPU kernel refuses 8
 ("Only 4b quantization is supported"), so 8 bits are refused with that reason; its module imports a
 ``quantize_matmul_4bits`` binding that wheel lacks, which :func:`ort_quantizer_class` supplies in numpy (MLAS's rule
