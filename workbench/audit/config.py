@@ -1,5 +1,4 @@
-"""The audit's configuration, its presets and file names, and the input error (exit code 2); its
-stages are the stage registry's audit route (``workbench.workflows.stages.AUDIT_STAGES``)."""
+"""The audit's configuration, its presets and file names, and the input error (exit code 2)."""
 
 from __future__ import annotations
 
@@ -29,17 +28,15 @@ _AUDIT_NAMES = {"batch_size": "eval_batch_size", "budget_per_slice": "budget_sli
 
 
 def _audit_words(message: str) -> str:
-    """A stage's message in the audit's words: its leading field name as the audit's config names it (the command
-    line puts each field's flag in its place)."""
+    """A stage's message with its leading field named as the audit's config names it (the CLI then puts in the flag)."""
     found = re.match(r"([a-z_]+)( .*)", message, re.S)
     return _AUDIT_NAMES.get(found[1], found[1]) + found[2] if found is not None else message
 
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """How to audit a model (the model folder is the stage's input: ``run_audit(model, cfg, out)``). The stages' own
-    configs are built from it here, so every value one of them would refuse is refused when the config is made,
-    before anything runs (:class:`AuditInputError`, one line naming the field and its flag)."""
+    """The stages' configs are built from it here, so every value one of them would refuse is refused when the config
+    is made, before anything runs (:class:`AuditInputError`, one line naming the field and its flag)."""
 
     data: str = field(metadata={"help": "CSV, TSV, JSONL or Parquet file with a text and a label column"})
     text_column: str = field(default="text", metadata={"help": "column holding the texts"})

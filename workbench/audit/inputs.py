@@ -1,6 +1,4 @@
-"""Checking an audit's inputs against the run it asks for, fast (config.json, the tokenizer, the
-file; no weights, no export): the model, the labels, the columns, the calibration rows, the slices,
-the output folder."""
+"""Checking an audit's inputs, fast: config.json, the tokenizer and the file (no weights, no export)."""
 
 from __future__ import annotations
 
@@ -220,8 +218,7 @@ class CheckedInputs:
 
 
 def check_inputs(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None) -> CheckedInputs:
-    """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work;
-    raises :class:`AuditInputError` with one clear line."""
+    """Every check of the model folder, ``cfg`` and the output folder that needs no heavy work (:class:`AuditInputError`)."""
     from ..models.hub import model_name
     from ..runtime.engine import EngineError, check_engine
 

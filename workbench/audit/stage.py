@@ -1,5 +1,4 @@
-"""The audit: ``run_audit(model, AuditConfig, out) -> AuditResult``, every step logged and recorded,
-the report written at the end."""
+"""The audit: ``run_audit(model, AuditConfig, out) -> AuditResult``, every step logged and recorded, the report last."""
 
 from __future__ import annotations
 
@@ -55,10 +54,9 @@ def batch_dependence(qpath: Path, tokenizer, examples, max_length: int, batch_si
 
 def run_audit(model: str | Path, cfg: AuditConfig, out_dir: Optional[str | Path] = None, *, log: Log = print,
               checked: Optional[CheckedInputs] = None, progress: Optional[ProgressHook] = None) -> AuditResult:
-    """Audit the classifier in the folder ``model`` on ``cfg.data`` into ``out_dir`` (default
-    ``runs/<stamp>-audit-<model>``); see the package doc. ``checked``: what :func:`check_inputs` returned for the
-    same arguments, when the caller checked first (the CLI does, to exit 2 before anything else). A stage that
-    fails is recorded (its message in the report) and the audit ends with exit code 1."""
+    """Audit the classifier in ``model`` on ``cfg.data`` into ``out_dir`` (default ``runs/<stamp>-audit-<model>``).
+    ``checked``: :func:`check_inputs`'s return for the same arguments when the caller checked first (the CLI, to exit 2
+    before anything else). A stage that fails is recorded in the report and the audit exits 1."""
     import datasets
 
     t_start = time.perf_counter()
@@ -104,8 +102,7 @@ def audit_configs(cfg: AuditConfig, checked: CheckedInputs) -> dict:
 
 
 class AuditHooks:
-    """What the audit adds after its stages: its log lines, the exported graph's check, the
-    batch-dependence counts (into the report's inputs, ``report``) and ``audit.json``."""
+    """What the audit adds after its stages: its log, the exported graph's check, batch dependence and ``audit.json``."""
 
     def __init__(self, cfg: AuditConfig, checked: CheckedInputs, slices, settings: dict, log: Log = print) -> None:
         from ..models.hub import model_name

@@ -1,5 +1,4 @@
-"""The ``workbench`` parser: one sub-command per stage, registered by its module; bad input is
-one line on stderr and exit code 2, whether argparse or a config finds it."""
+"""The ``workbench`` parser: one sub-command per stage; bad input is one line and exit code 2, from argparse or a config."""
 
 from __future__ import annotations
 

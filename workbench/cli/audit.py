@@ -1,6 +1,5 @@
-"""``audit``: someone else's classifier (or embedding model: the kind is read from the folder, ``--task``
-overrides; see :mod:`workbench.embed.audit`) on all of their labelled data, in one report, with an exit
-code a CI job can act on."""
+"""``audit``: someone else's classifier or embedding model (read from the folder, ``--task`` overrides) on all of
+their labelled data, in one report, with an exit code a CI job can act on."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ def _cmd_audit(args) -> int:
 
 
 def _cmd_embed_audit(args) -> int:
-    """The audit of an embedding model: the audit's flags both kinds read, then the embedding ones; a flag
-    only a classifier's audit reads is refused rather than ignored."""
+    """A flag only a classifier's audit reads is refused here rather than ignored."""
     from ..audit import AuditConfig
     from ..embed import EmbedError
     from ..embed.audit import BUILTIN, EmbedAuditConfig, check_embed_inputs, run_embed_audit

@@ -1,5 +1,4 @@
-"""Looking around before and after a run: ``doctor`` (the environment), ``data`` (splits and
-slices of a data set), ``runs`` (the run folders)."""
+"""``doctor`` (the environment), ``data`` (splits and slices of a data set) and ``runs`` (the run folders)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,7 @@ def fail(message: str, code: int = 2) -> int:
 
 
 def _in_flags(message: str) -> str:
-    """A library message in the command line's terms: each config field this command sets by a flag is
-    named as that flag (``text_column`` -> ``--text-column``)."""
+    """A library message with each config field this command sets by a flag named as that flag (``--text-column``)."""
     if not _ARGS or message.startswith("--config "):  # a --config file's problem names the file's keys
         return message
     entries = [e for key, value in vars(_ARGS[-1]).items() if key.startswith("_config_flags_") for e in (value or [])]
@@ -36,8 +35,7 @@ def _in_flags(message: str) -> str:
 
 def output_flags(p, run_dir: Optional[str] = "write into this folder instead of a new one", *, new_runs: bool = True,
                  json: Optional[str] = "print the result as JSON") -> None:
-    """The flags that say where a command writes (``--runs``, ``--run-dir``) and how it prints (``--json``);
-    None leaves one out."""
+    """``--runs``, ``--run-dir`` (where a command writes) and ``--json``; None leaves one out."""
     if new_runs:
         cli_only(p, "--runs", default=str(runs.DEFAULT_ROOT), help="folder for new run folders (default: $WORKBENCH_RUNS or runs)")
     if run_dir is not None:
@@ -93,10 +91,9 @@ def os_error_line(exc: OSError, args) -> Optional[str]:
 
 
 def locked(folder, args, command: str):
-    """Hold the lock of the run ``folder`` lies in (``folder`` itself outside a run's layout): one writer per
-    run folder; a note on stderr when a dead writer's lock was taken over. Raises ``RunLocked`` (one line: the
-    holder's PID) when a live process holds it. The part of ``folder``'s path that does not exist yet is noted:
-    a refusal (exit 2) removes it again when nothing was written there, so it leaves no empty folders behind."""
+    """Hold the lock of the run ``folder`` lies in (``folder`` itself outside a run's layout): one writer per run folder;
+    ``RunLocked`` (the holder's PID) while a live process holds it, a note on stderr when a dead writer's is taken over.
+    A refusal (exit 2) removes the part of ``folder``'s path it created when nothing was written there."""
     import time
 
     from ..runs import layout, run_lock

@@ -1,6 +1,4 @@
-"""Reading a config dataclass the way the command line needs it: a field's annotation (dotted paths
-reach into nested configs), its default, and where a command keeps the flags it registered.
-"""
+"""A config dataclass as the command line reads it: a field's annotation and default, by dotted path into nested configs."""
 
 from __future__ import annotations
 

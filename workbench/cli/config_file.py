@@ -1,7 +1,4 @@
-"""``--config FILE``: a command's config fields read from a YAML or JSON file; flags on the command line win.
-
-The file is a mapping of field to value, the fields of the configs the command's flags set
-(``workbench quantize --help`` lists them)::
+"""``--config FILE``: a command's config fields read from a YAML or JSON file; flags on the command line win::
 
     # quant.yaml: workbench quantize runs/demo --preset static-minmax --config quant.yaml --repeats 5
     per_channel: true
@@ -10,11 +7,9 @@ The file is a mapping of field to value, the fields of the configs the command's
     shapes: 1x128,8x128     # or [[1, 128], [8, 128]]
     repeats: 10             # --repeats 5 on the command line wins
 
-A key is a field's name (``max_steps``) or its flag's name (``steps``, ``max-length``); a field several
-of the command's configs hold (``seed``, ``device``) is given to each. A nested config is a mapping
-(``train: {max_steps: 2}``). Values are checked by the configs themselves, as a flag's are; a bad file or
-key is one line naming the file, the key and the fix (exit code 2), before the command does anything.
-"""
+A key is a field's name (``max_steps``) or its flag's name (``steps``, ``max-length``); a field several of the
+command's configs hold (``seed``, ``device``) is given to each; a nested config is a mapping (``train: {max_steps: 2}``).
+The configs check the values, as a flag's; a bad file or key is one line (exit code 2) before the command does anything."""
 
 from __future__ import annotations
 
@@ -142,8 +137,7 @@ def _converted(value: Any, t: Any, where: str) -> Any:
 
 
 def config_file_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """{config class name: {field path: value}} from ``args.config_file`` (empty without one), read and
-    checked once and kept on ``args``; :class:`ConfigFileError` for a bad file or key."""
+    """{config class name: {field path: value}} from ``args.config_file``, read and checked once and kept on ``args``."""
     cached = getattr(args, VALUES, None)
     if cached is not None:
         return cached

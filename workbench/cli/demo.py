@@ -1,5 +1,4 @@
-"""``demo`` (the whole walkthrough headless, into one run folder) and ``workshop`` (the notebooks'
-fine-tuned model, prepared once before a workshop)."""
+"""``demo`` (the whole walkthrough headless, into one run folder) and ``workshop`` (the notebooks' model, prepared once)."""
 
 from __future__ import annotations
 

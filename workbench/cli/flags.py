@@ -1,12 +1,6 @@
-"""Command-line flags derived from a config dataclass, and the config built back from them.
-
-A flag's kind is read from the field's annotation: ``bool`` is ``--name`` / ``--no-name``; an enum's value
-is passed on as text for the config to check (``parse_choice``), so a wrong one gets the config's one-line
-message and exit code 2; ``tuple[X, ...]`` is a comma list, repeatable (``BATCHxSEQ,...`` for shapes).
-:func:`build` applies only the flags given onto a base config (a preset), with a
-``--config FILE``'s fields between the two. Flags that set no config field are added with :func:`cli_only`,
-so that every flag of every command is accounted for (the tests check it).
-"""
+"""Command-line flags derived from a config dataclass, and the config built back from them. An enum's value stays
+text for the config to check (``parse_choice``), so a wrong one gets the config's one-line message and exit code 2;
+flags that set no config field are added with :func:`cli_only`, so the tests can account for every flag."""
 
 from __future__ import annotations
 
@@ -25,8 +19,8 @@ from .config_file import add_config_file_flag, config_file_values, register_clas
 
 @dataclass(frozen=True)
 class Flag:
-    """One config field (dotted for a nested config) as a command-line flag: ``name`` without dashes (default:
-    the field's), ``also`` further fields set to the same value, ``split=False`` keeps commas inside items."""
+    """A config field (dotted for a nested config) as a flag: ``name`` without dashes, ``also`` further fields set to the
+    same value, ``split=False`` keeps commas inside items."""
 
     field: str
     name: Optional[str] = None
@@ -115,7 +109,6 @@ class Items(argparse.Action):
 
 # ---- adding the flags, building the config ------------------------------------------------------
 def _kind(spec: Flag, leaf_cls: type, name: str, t: Any) -> tuple[dict[str, Any], str]:
-    """The argparse keywords for a field of annotation ``t``, and a note for its help text."""
     where = f"{leaf_cls.__name__}.{name}"
     if t is bool:
         return ({"action": OnOff} if spec.negatable else {"action": "store_const", "const": True}), ""
@@ -219,9 +212,8 @@ def _apply(cls: type, base: Any, changes: Mapping[str, Any]) -> Any:
 
 
 def build(cls: type, args: argparse.Namespace, base: Any = None, **defaults: Any) -> Any:
-    """``cls`` from ``base`` (a preset; None: the class's defaults) changed by ``defaults``, then by the
-    ``--config`` file and the flags. A config's own error is raised in the command line's terms: the field
-    names it mentions become the flags that set them (``max_length`` -> ``--max-length``)."""
+    """``cls`` from ``base`` (a preset; None: the defaults) changed by ``defaults``, then the ``--config`` file, then the flags;
+    a config's own error comes back in the command line's terms (``max_length`` -> ``--max-length``)."""
     from_file = config_file_values(args).get(cls.__name__, {})
     try:
         return _apply(cls, base, {**defaults, **given(cls, args)})

@@ -1,5 +1,4 @@
-"""``export`` (a model to ONNX, validated against PyTorch) and ``fuse`` (the exported graph
-optimized several ways, validated, timed and diffed)."""
+"""``export`` (a model to ONNX, validated against PyTorch) and ``fuse`` (the graph optimized several ways, timed, diffed)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``workbench machine``: this machine's profile (CPU, instruction sets, FP32/INT8 matrix-multiply
-throughput through ONNX Runtime), cached; ``--refresh`` measures again; a busy-machine check beside it."""
+"""``workbench machine``: this machine's profile (CPU, instruction sets, matmul throughput), cached, and a busy check."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``ondevice``: ONNX Runtime on-device training artifacts, trained with onnxruntime.training.api
-beside PyTorch eager on the same batches, and the result exported for inference."""
+"""``ondevice``: ONNX Runtime on-device training beside PyTorch eager on the same batches, exported for inference."""
 
 from __future__ import annotations
 

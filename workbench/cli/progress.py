@@ -62,9 +62,8 @@ class TrainProgressBar:
 
 
 class ScoringBar:
-    """Draws :class:`workbench.runtime.progress.ScoringProgress` on stderr, one bar per graph:
-    ``scoring dynamic [###############...............] 600/1200 rows, 850 rows/s, 2 Ray actor(s)``.
-    On a terminal the bar is redrawn in place; in a log, a line at the start, at each quarter and at the end."""
+    """One bar per graph on stderr: ``scoring dynamic [#####.....] 600/1200 rows, 850 rows/s, 2 Ray actor(s)``;
+    redrawn in place on a terminal, in a log a line at the start, at each quarter and at the end."""
 
     def __init__(self, stream=None, width: int = 30):
         self.stream, self.width = stream, width

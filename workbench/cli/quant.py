@@ -1,5 +1,4 @@
-"""``quantize``: INT8 variants of an exported or fused graph with accuracy drift slice by slice,
-or (``--search``) the accuracy-constrained search over the standard candidates."""
+"""``quantize``: INT8 variants of a graph with their drift slice by slice, or (``--search``) the accuracy-constrained search."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ SEARCH_FLAGS = ("budget_overall", Flag("budget_per_slice", "budget-slice"), Flag
 
 
 def _quant_source(source: Path, which: str):
-    """(FP32 graph path, ExportResult or None, run root or folder, note) from any folder of a run, a
-    result file in it, or an .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when
-    there is one), fused or exported."""
+    """(FP32 graph, ExportResult or None, run root or folder, note) from any folder of a run, a result file in it or an
+    .onnx file; ``which``: auto (workbench.flow.handoffs's rule: the fused graph when there is one), fused or exported."""
     from ..graph import load_export
     from ..graph.facts import load_graph
     from ..runs import layout

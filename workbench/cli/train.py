@@ -37,17 +37,15 @@ def train_config(args):
         except ModelError as exc:
             raise TrainConfigError(str(exc)) from exc
     try:
-        cfg = build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
+        return build(TrainConfig, args, base=getattr(TrainConfig, args.preset)())
     except TrainConfigError:
         raise
     except ValueError as exc:  # DataConfig's checks (--max-train): the same one line
         raise TrainConfigError(str(exc)) from exc
-    return cfg
 
 
 def _check_data(cfg) -> None:
-    """A user's data file read and split before any run folder or training process exists: a missing
-    file, another encoding or a class too small to split is one line, not a failed child process."""
+    """A user's data file read and split before any run folder or child process exists, so its problem is one line."""
     from ..data.load import BUILTIN, load_data
 
     if cfg.data.source != BUILTIN:

@@ -1,26 +1,18 @@
 """The quantization stage: INT8 (and 4-bit weight-only) with ONNX Runtime, scored slice by slice against the FP32 graph.
 
 Files, one idea each:
-
-- ``config.py``: :class:`QuantConfig` and its presets (with :class:`CalibrationConfig`, :class:`ValidationConfig`),
-  :class:`TimingConfig`, :class:`QuantizeError`; ``formats.py``: the modes, formats and operator types per mode.
-- ``baseline.py``: ``prepare_baseline``, the FP32 baseline (examples, slices, FP32 logits, calibration texts, FP32 latency).
-- ``quantize.py``: quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
-- ``weightonly.py``: weight-only 4-bit MatMul weights (``MatMulNBits``, onnxruntime's MatMul4BitsQuantizer).
-- ``nbits.py``: which weight-only bit widths this ONNX Runtime builds and runs (a probe on one small MatMul).
-- ``sqnr.py``: per-node error (SQNR) between the FP32 and the quantized graph.
-- ``quantizer.py``: :class:`Quantizer`, the one re-quantization with the worst nodes left in FP32, for every task.
-- ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`.
-- ``rows.py``: one row per quantized variant (:func:`variant_row`), read by the CLI, the report and the panel.
-- ``budget.py``: the accuracy budgets (shared defaults), objectives, ``check_budget``.
-- ``search.py``: :class:`SearchConfig`, ``run_search`` (quantize, score and time every candidate), ``search_results``
-  (judge variants already quantized); ``choice.py``: the candidates, the choice among them and its message, for every task.
-- ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport` (slices and drift).
-- ``bootstrap.py``: metrics of one model and the paired bootstrap of their change.
-- ``flips.py``: predictions that changed, and accept/reject at confidence thresholds.
-- ``views.py``: a quantization and a search as text (what the CLI prints).
-- ``ship.py``: the chosen graph ready to ship (``chosen/``: the graph, its tokenizer, settings and a ``predict.py``).
-"""
+- ``config.py``: :class:`QuantConfig` and its presets, :class:`TimingConfig`, :class:`QuantizeError`; ``formats.py``: the
+  modes, formats and operator types per mode; ``baseline.py``: ``prepare_baseline``, the FP32 graph scored once.
+- ``quantize.py``: one graph file quantized (dynamic, static QDQ/QOperator, weight-only); ``weightonly.py``: 4-bit
+  ``MatMulNBits`` weights; ``nbits.py``: the weight-only bit widths this ONNX Runtime runs (a probe).
+- ``sqnr.py``: per-node error (SQNR); ``quantizer.py``: :class:`Quantizer`, re-quantization leaving the worst nodes in FP32.
+- ``run.py``: the stage: ``run_quantization``, ``requantize_excluding``, :class:`QuantResult`; ``rows.py``: one row per
+  variant (:func:`variant_row`) for the CLI, the report and the panel.
+- ``budget.py``: the accuracy budgets, objectives, ``check_budget``; ``search.py``: :class:`SearchConfig`, ``run_search``,
+  ``search_results``; ``choice.py``: the candidates, the choice among them and its message, for every task.
+- ``evaluate.py``: :class:`EvalConfig`, ``evaluate_slices``, :class:`SliceReport`; ``bootstrap.py``: metrics and their
+  paired bootstrap; ``flips.py``: changed predictions and confidence thresholds.
+- ``views.py``: results as the CLI prints them; ``ship.py``: the chosen graph ready to ship (``chosen/``)."""
 
 from .config import (  # noqa: F401
     PRESET_TABLE,
@@ -40,18 +32,10 @@ from .baseline import (  # noqa: F401
     DEFAULT_EVAL_BATCH_SIZE,
     Baseline,
     BaselineConfig,
-    fp32_latency,
     load_baseline,
     prepare_baseline,
 )
-from .quantize import (  # noqa: F401
-    encoded_feeds,
-    feeds_reader,
-    activation_matmuls,
-    preprocess_for_static,
-    quantize_graph,
-    quantized_nodes,
-)
+from .quantize import quantize_graph, quantized_nodes  # noqa: F401
 from .sqnr import NodeError, node_errors, worst_nodes  # noqa: F401
 from .run import QuantResult, load_quant_result, requantize_excluding, run_quantization  # noqa: F401
 from .rows import variant_row  # noqa: F401
@@ -60,7 +44,6 @@ from .budget import (  # noqa: F401
     DEFAULT_BUDGET_PER_SLICE,
     DEFAULT_MIN_SPEEDUP,
     check_min_speedup,
-    speed_guard,
     BudgetCheck,
     Objective,
     check_budget,
@@ -69,9 +52,7 @@ from .search import (  # noqa: F401
     SearchCandidate,
     SearchConfig,
     SearchResult,
-    default_candidates,
     load_search,
-    reusable_result,
     run_search,
     select_candidate,
 )

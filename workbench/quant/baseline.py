@@ -1,6 +1,5 @@
-"""The FP32 baseline (:func:`prepare_baseline`): the FP32 graph scored once, with slices, logits, calibration
-texts and timing settings. FP32 is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`);
-the first such run per timing settings is its figure wherever FP32 has a row of its own (:func:`fp32_latency`)."""
+"""The FP32 baseline: the FP32 graph scored once, with slices, logits, calibration texts and timing settings; FP32
+is timed only beside a variant, in interleaved rounds (:func:`time_beside_fp32`)."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from ..runtime.ortinfer import ShapeLatency
 from ..perf.scoring import ScoringSpeed
 from .config import QuantizeError, TimingConfig
 
-from ..runs.layout import BASELINE_DIR, EXPORT_FILE, FUSION_FILE  # noqa: E402, F401  (the run layout names every file)
+from ..runs.layout import BASELINE_DIR  # noqa: E402, F401  (the run layout names every file)
 BASELINE_FILE = "baseline.json"
 DEFAULT_CALIBRATION_TEXTS = 256  # training texts kept for calibration (static presets use up to 128)
 DEFAULT_EVAL_BATCH_SIZE = 32  # examples scored per batch, padded to the longest
@@ -130,8 +129,8 @@ class Fp32Timings:
 
 
 def time_beside_fp32(baseline: Baseline, variants: Mapping[str, str | os.PathLike], t: TimingConfig, notes: list[str]) -> SpeedRun:
-    """The FP32 graph and ``variants`` (name -> graph) timed side by side in interleaved rounds, so load hits
-    them alike; the first such run per timing settings keeps FP32's figures (:func:`fp32_latency`)."""
+    """The FP32 graph and ``variants`` (name -> graph) timed in interleaved rounds, so load hits them alike; the first
+    run per timing settings keeps FP32's figures."""
     from ..perf.speed import time_side_by_side
 
     side = time_side_by_side({FP32: baseline.fp32_path, **variants}, base=FP32, shapes=t.shapes, warmup=t.warmup,
@@ -212,8 +211,7 @@ def _split(data, name: str):
 
 @dataclass(frozen=True)
 class BaselineConfig:
-    """How the FP32 graph is scored once, for every quantized variant to be compared on (each field's help
-    says what it means). ``batch_size`` matters: FP32 and static INT8 give the same predictions at any batch
+    """How the FP32 graph is scored once. ``batch_size`` matters: FP32 and static INT8 predict the same at any batch
     size, dynamic INT8 does not (its activation scales are computed per batch)."""
 
     eval_split: str = field(default="test", metadata={"help": "split scored against the labels"})
@@ -265,10 +263,9 @@ def prepare_baseline(
     slices=None,
     predicates: Optional[Mapping[str, Callable[[dict], bool]]] = None,
 ) -> Baseline:
-    """Score the FP32 graph once and save in ``out_dir`` what every quantized variant is compared on (the
-    stage's input); it is timed beside each variant, not here. ``data``: a ``DatasetDict`` (or a ``Dataset``, for
-    scoring only); the tokenizer, class names and maximum length come from the export unless given; ``slices``
-    (a SliceSet) replaces the default collection, ``predicates`` ({name: function of an example}) add to either."""
+    """Score the FP32 graph once and save in ``out_dir`` what every variant is compared on (timed beside each variant,
+    not here). ``data``: a ``DatasetDict`` (a ``Dataset``: scoring only); tokenizer, class names and maximum length default
+    to the export's; ``slices`` replaces the default collection, ``predicates`` ({name: function of an example}) add to it."""
     cfg = cfg if cfg is not None else BaselineConfig()
     if not isinstance(cfg, BaselineConfig):
         raise QuantizeError(f"cfg must be a BaselineConfig (e.g. BaselineConfig(batch_size=1)), got {type(cfg).__name__}")
@@ -328,7 +325,6 @@ def prepare_baseline(
 
 
 def _calibration_rows(train, cfg: BaselineConfig) -> list[dict]:
-    """``cfg.calibration_samples`` texts of the calibration split, drawn with ``cfg.seed``."""
     picked = np.random.default_rng(cfg.seed).permutation(len(train))[: min(cfg.calibration_samples, len(train))]
     return [{"text": train[int(i)]["text"]} for i in picked]
 
@@ -354,7 +350,6 @@ def _class_names(ev, exp, given: Optional[Sequence[str]]) -> list[str]:
 
 
 def _default_slices(ev, names: list[str], train_texts: list[str], slices, predicates):
-    """``slices`` with ``predicates`` added, or the built-in slices, one per user column and ``predicates``."""
     from ..data.slices import predicate_slice, slice_collection
 
     if slices is None:
@@ -384,7 +379,6 @@ def score_examples(graph, path: Path, tok, examples: list[dict], max_len: int, b
 
 
 def _save_set(out: Path, set_name: str, examples: list[dict], sset, logits: np.ndarray) -> EvalSet:
-    """An evaluation set saved beside the baseline: its examples, FP32 logits and slice indices."""
     masks = sset.membership(examples)
     return EvalSet(
         name=set_name, slice_set=sset.name, n=len(examples),

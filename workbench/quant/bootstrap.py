@@ -1,5 +1,4 @@
-"""Metrics of one model on a set of examples, and the paired bootstrap of their change: every metric is
-computed from bootstrap *weights* (the point estimate: all weights 1; the method: :mod:`workbench.quant.evaluate`)."""
+"""Metrics of one model and the paired bootstrap of their change, all from example weights (the point estimate: all 1)."""
 
 from __future__ import annotations
 
@@ -136,15 +135,12 @@ def bootstrap_deltas(ref: Preds, cand: Preds, agree: np.ndarray, n_boot: int, rn
     n = len(ref.labels)
     out: dict[str, list[np.ndarray]] = {k: [] for k in METRICS}
     ones = np.ones(n)
-    done = 0
-    while done < n_boot:
-        r = min(_BOOT_CHUNK, n_boot - done)
-        w = rng.multinomial(n, np.full(n, 1.0 / n), size=r).astype(np.float64)
+    for done in range(0, n_boot, _BOOT_CHUNK):
+        w = rng.multinomial(n, np.full(n, 1.0 / n), size=min(_BOOT_CHUNK, n_boot - done)).astype(np.float64)
         mr = weighted_metrics(w, ref, ones)
         mc = weighted_metrics(w, cand, agree)
         for k in METRICS:
             out[k].append(mc[k] - mr[k])
-        done += r
     return {k: np.concatenate(v) for k, v in out.items()}
 
 

@@ -113,8 +113,7 @@ def check_min_speedup(value, name: str = "min_speedup") -> float:
 
 
 def speed_guard(result, min_speedup: float) -> tuple[bool, str]:
-    """(fast enough, why not) under the guard: the lower end of the speed-up's interval (an older result
-    without one: its point estimate)."""
+    """(fast enough, why not), judged on the lower end of the speed-up's interval (older results: the point estimate)."""
     if min_speedup <= 0:
         return True, ""
     ratio = getattr(result, "speedup_ratio", None)

@@ -1,5 +1,4 @@
-"""Choosing among candidates already judged, the same for every task: :class:`SearchCandidate` and its
-constructors, :func:`select_candidate`, the message in a task's terms, :class:`SearchResult`."""
+"""Choosing among candidates already judged, the same for every task, and the message in the task's terms."""
 
 from __future__ import annotations
 
@@ -44,8 +43,7 @@ class SearchCandidate:
 
 @dataclass(frozen=True)
 class Scored:
-    """A quantized variant where no :class:`~workbench.quant.run.QuantResult` holds it (an embedding model's);
-    ``speedup_ratio`` None: not timed."""
+    """A quantized variant no :class:`~workbench.quant.run.QuantResult` holds (an embedding model's); not timed."""
 
     config: Optional[QuantConfig]
     quantized_path: Path
@@ -169,8 +167,7 @@ def fp32_candidate(name: str, graph: str, path: Path, size_mib: float, value: fl
 
 
 def all_fp32_candidate(name: str, graph: str, res: Scored, check: BudgetCheck, why: str) -> SearchCandidate:
-    """A quantization that left every quantized node in FP32: scored and judged, never timed (a speed-up would
-    be noise) nor chosen; ``why`` says so."""
+    """A quantization that left every node in FP32: scored and judged, never timed (the speed-up would be noise) nor chosen."""
     return SearchCandidate(
         name=name, graph=graph, precision="fp32", config=res.config, onnx_path=Path(res.quantized_path), result_path=None,
         latency_ms=float("nan"), size_mib=res.size_mib, accuracy=res.accuracy, accuracy_delta=res.accuracy_delta, check=check,
@@ -212,9 +209,8 @@ class SearchResult:
 
 def select_candidate(candidates: Sequence[SearchCandidate], objective: Union[str,
                                                                              Objective] = Objective.LATENCY) -> Optional[SearchCandidate]:
-    """The feasible INT8 candidate with the highest speed-up over FP32 (each timed beside FP32 in its own
-    rounds, so candidates timed apart still compare), or the smallest; ties go to the higher accuracy. FP32 only
-    when no INT8 candidate is feasible."""
+    """The feasible INT8 candidate with the highest speed-up (each timed beside FP32 in its own rounds, so candidates
+    timed apart still compare), or the smallest; ties go to the higher accuracy; FP32 when none is feasible."""
     objective = parse_objective(objective)
     feasible = [c for c in candidates if c.feasible]
     ok = [c for c in feasible if c.precision == "int8"] or feasible

@@ -1,7 +1,5 @@
-"""How to quantize and how to time: :class:`QuantConfig` and its presets (with :class:`CalibrationConfig`,
-:class:`ValidationConfig`), :class:`TimingConfig`, :class:`QuantizeError`. A field set away from its default for
-a method it does not apply to (its metadata says which: :func:`applies_to`) is refused in one line.
-"""
+""":class:`QuantConfig` and its presets, :class:`TimingConfig`. A field set away from its default for a method it
+does not apply to (its metadata says which: :func:`applies_to`) is refused in one line."""
 
 from __future__ import annotations
 
@@ -67,8 +65,7 @@ class CalibrationConfig:
 
 @dataclass(frozen=True)
 class ValidationConfig:
-    """How the quantized graph is validated against the FP32 graph's logits (INT8 moves logits by about
-    0.01-0.3 on MiniLM; labels mostly agree)."""
+    """Validation against the FP32 logits (INT8 moves them by about 0.01-0.3 on MiniLM; labels mostly agree)."""
 
     tolerance: float = _field(1.0, "largest |logit difference| from the FP32 graph allowed")
     min_label_agreement: float = _field(0.9, "least share of predicted labels that must agree with the FP32 graph")
@@ -103,12 +100,10 @@ def _changed(name: str, value: Any, default: Any) -> list[str]:
 
 @dataclass(frozen=True)
 class QuantConfig:
-    """How to quantize: a preset (:data:`PRESET_TABLE`, ``QuantConfig.preset("static", per_channel=False)``) or
-    the fields by keyword (help and methods in their metadata). Pitfalls: in static QDQ with one scale per
-    tensor, ONNX Runtime 1.19 quantizes MatMul weights with the *activation* type (QDQMatMul marks every input
-    as an activation), so ``weight_type`` applies per channel only; ``matmul_const_b_only`` (ONNX Runtime's
-    ``MatMulConstBOnly``) reaches QDQ by listing attention's activation products in ``nodes_to_exclude``.
-    """
+    """A preset (:data:`PRESET_TABLE`) or fields by keyword. Pitfalls: in static QDQ with one scale per tensor, ONNX
+    Runtime 1.19 quantizes MatMul weights with the *activation* type (QDQMatMul marks every input as an activation), so
+    ``weight_type`` applies per channel only; ``matmul_const_b_only`` (ORT's ``MatMulConstBOnly``) reaches QDQ by listing
+    attention's activation products in ``nodes_to_exclude``."""
 
     mode: QuantMode = _field(QuantMode.DYNAMIC, "dynamic (INT8 weights, activations quantized per batch at run time), "
                                                  "static (calibrated) or weight-only (4-bit MatMul weights)")
@@ -183,7 +178,6 @@ class QuantConfig:
             self._check_weight_only()
 
     def _check_methods(self) -> None:
-        """Refuse a field set away from its default for a method it does not apply to (its metadata says which)."""
         for f in dataclasses.fields(self):
             methods = f.metadata.get(METHODS, ALL_METHODS)
             value = getattr(self, f.name)

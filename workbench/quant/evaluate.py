@@ -1,12 +1,10 @@
-"""Per-slice evaluation of a candidate model against a reference (FP32), in pure numpy: probabilities in,
-a :class:`SliceReport` out. Metrics: accuracy, macro-F1 (over the classes in labels or predictions, as
-scikit-learn does), mean confidence, ECE (``n_bins`` equal-width bins, an edge going to the lower bin) and
-agreement. Drift has a **paired bootstrap** 95% interval (each replicate draws the same examples for both
-models, so it measures the change, not the noise of two samples); ``significant``: it excludes zero.
+"""Per-slice drift of a candidate against the FP32 reference, in numpy: probabilities in, :class:`SliceReport` out.
 
-Slices under :data:`MIN_SLICE_SIZE` = 50 examples are ``too_small`` (shown, not judged): one changed
-prediction moves a slice of n by 1/n, 2 points at 50 (the usual budget); and simulated slices (reference
-right 85% of the time, flips at a rate; 400 trials of 500 replicates) gave this coverage of the 95% interval::
+Drift has a **paired bootstrap** interval: each replicate draws the same examples for both models, so it measures
+the change, not the noise of two samples. Slices under :data:`MIN_SLICE_SIZE` = 50 examples are ``too_small``
+(shown, not judged): one changed prediction moves a slice of n by 1/n, 2 points at 50 (the usual budget); and
+simulated slices (reference right 85% of the time, flips at a rate; 400 trials of 500 replicates) gave this
+coverage of the 95% interval::
 
       n      flip 2%   flip 5%   flip 10%
       20     0.25      0.61      0.86
@@ -15,8 +13,7 @@ right 85% of the time, flips at a rate; 400 trials of 500 replicates) gave this 
       100    0.78      0.91      0.95
       200    0.90      0.94      0.96
 
-When flips are rare the interval is too narrow at any n (no flip gives [0, 0]): read ``SliceDrift.flips``.
-"""
+When flips are rare the interval is too narrow at any n (no flip gives [0, 0]): read ``SliceDrift.flips``."""
 
 from __future__ import annotations
 
@@ -40,9 +37,7 @@ ALL = "all"  # name of the whole-set "slice"
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """How a candidate is scored against the reference (the knobs of :func:`evaluate_slices`; each field's help
-    says what it means). Each slice draws its own bootstrap stream from ``seed`` and its name, so adding a
-    slice does not move the others' intervals; why ``min_slice_size`` is 50: the module docstring."""
+    """How a candidate is scored; a stream per slice (from ``seed`` and its name) keeps a new slice from moving the others."""
 
     n_boot: int = field(default=DEFAULT_N_BOOT, metadata={"help": "bootstrap replicates (--quick: 200)"})
     seed: int = field(default=0, metadata={"help": "random seed of the bootstrap (each slice draws its own stream from it)"})
@@ -94,11 +89,6 @@ class SliceDrift:
     ci_low = property(lambda self: self.deltas["accuracy"].ci_low)
     ci_high = property(lambda self: self.deltas["accuracy"].ci_high)
     significant = property(lambda self: self.deltas["accuracy"].significant)
-
-    def delta_of(self, metric: str) -> MetricDelta:
-        if metric not in self.deltas:
-            raise KeyError(f"no metric {metric!r}; metrics: {list(self.deltas)}")
-        return self.deltas[metric]
 
 
 @dataclass(frozen=True)
@@ -246,9 +236,8 @@ def evaluate_slices(
     set_name: str = "test",
     membership: Optional[dict[str, Any]] = None,
 ) -> SliceReport:
-    """Compare ``candidate_probs`` with ``reference_probs`` (probabilities, (n, classes): :func:`softmax` of
-    logits) on the same ``examples`` (dicts with ``text`` or a ``datasets.Dataset``), slice by slice:
-    ``slices`` (None: overall only) or precomputed ``membership`` masks ``{slice name: bool array}``."""
+    """Compare ``candidate_probs`` with ``reference_probs`` ((n, classes) probabilities: :func:`softmax` of logits) on
+    ``examples``, per ``slices`` (None: overall only) or precomputed ``membership`` masks ``{slice name: bool array}``."""
     config = config if config is not None else EvalConfig()
     if not isinstance(config, EvalConfig):
         raise EvaluationError(f"config must be an EvalConfig (e.g. EvalConfig(n_boot=1000)), got {type(config).__name__}")
@@ -293,7 +282,6 @@ def evaluate_slices(
 
 
 def _slice_masks(rows: list, slices: Optional[SliceSet], membership: Optional[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Each slice's boolean mask over ``rows``: ``membership`` as given (checked), else computed from ``slices``."""
     n = len(rows)
     masks: dict[str, np.ndarray] = {}
     if membership is not None:
@@ -308,7 +296,6 @@ def _slice_masks(rows: list, slices: Optional[SliceSet], membership: Optional[di
 
 
 def _flips(rows: list, labels: np.ndarray, ref_all, cand_all, masks: dict[str, np.ndarray], names: list[str]) -> list[Flip]:
-    """Every example whose prediction changed (fixed, broken or changed), with the slices it belongs to."""
     flips = []
     for i in np.flatnonzero(ref_all.pred != cand_all.pred):
         i = int(i)

@@ -1,6 +1,4 @@
-"""What the quantization stage can do: the modes, the number formats and the operator types ONNX Runtime
-quantizes in each mode, and what weight-only quantization offers on which ONNX Runtime. The configs
-(:mod:`workbench.quant.config`) check against these."""
+"""The modes, number formats and operator types ONNX Runtime quantizes in each, on which runtime; the configs check these."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Which weight-only bit widths this ONNX Runtime builds and runs (a probe), apart from
-:mod:`workbench.quant.weightonly` so :mod:`workbench.quant.config` can ask without importing the quantizer."""
+"""Which weight-only bit widths this ONNX Runtime runs (a probe), apart from ``weightonly`` so ``config`` can ask cheaply."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Quantizing and calibrating one graph file with ``onnxruntime.quantization``: dynamic, static QDQ/QOperator
-(ONNX Runtime's calibrators and ``QDQQuantizer``: :func:`calibrate` says why not ``quantize_static``) or
-weight-only. ``DefaultTensorType`` is always set: the fused graph's contrib ops carry no type information.
-"""
+"""Quantizing and calibrating one graph file (dynamic, static QDQ/QOperator, weight-only).
+``DefaultTensorType`` is always set: the fused graph's contrib ops carry no type information."""
 
 from __future__ import annotations
 
@@ -32,8 +30,6 @@ def feeds_reader(feeds: list[dict]):
     from onnxruntime.quantization import CalibrationDataReader
 
     class _ListReader(CalibrationDataReader):
-        """Hands out the same precomputed batches, in order (``rewind`` starts over)."""
-
         def __init__(self) -> None:
             self._it = iter(feeds)
 
@@ -47,14 +43,11 @@ def feeds_reader(feeds: list[dict]):
 
 
 def preprocess_for_static(fp32_path: str | os.PathLike, out_path: str | os.PathLike) -> Path:
-    """``quant_pre_process`` before static quantization: constant folding and shape inference.
-
-    The QDQ quantizer only quantizes tensors whose type it knows, and on the *fused* graph ONNX's own
-    shape inference stops at the contrib ops, so ONNX Runtime's symbolic inference runs there (skipped on
-    the exported graph). It runs with ``auto_merge``: transformers 5's BERT without ``token_type_ids``
-    broadcasts ``Min(512, sequence)`` against ``sequence``, equal for every input the model accepts, which
-    symbolic inference cannot prove; the merged dims only annotate shapes (the logits are still validated).
-    """
+    """``quant_pre_process`` (constant folding, shape inference) before static quantization.
+    QDQ quantizes only tensors of known type and ONNX's shape inference stops at the fused graph's contrib ops, so
+    ORT's symbolic inference runs there (not on the exported graph), with ``auto_merge``: transformers 5's BERT without
+    ``token_type_ids`` broadcasts ``Min(512, sequence)`` against ``sequence`` (equal for every input the model accepts),
+    which it cannot prove; the merged dims only annotate shapes (the logits are still validated)."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     out_path = Path(out_path)
@@ -186,13 +179,10 @@ def activation_matmuls(float_path: str | os.PathLike) -> list[str]:
 
 
 def calibrate(float_path: str | os.PathLike, cfg: QuantConfig, feeds: list[dict]):
-    """Activation ranges of the graph's quantizable tensors on ``feeds``, from ONNX Runtime's calibrators made here.
-
-    Not ``quantize_static``: in onnxruntime 1.19.2 it never forwards the histogram size, so Entropy runs with
-    128 bins = 128 quantized bins and returns the MinMax ranges (measured: byte-identical models). Not
-    "CalibMaxIntermediateOutputs" either: 1.19.2's ``MinMaxCalibrater.collect_data`` drops each full chunk's
-    ranges, keeping the last partial chunk's alone (or raising "No data is collected").
-    """
+    """Activation ranges on ``feeds`` from ONNX Runtime's calibrators. Not ``quantize_static``: in 1.19.2 it never
+    forwards the histogram size, so Entropy runs with 128 bins = 128 quantized bins and returns the MinMax ranges
+    (measured: byte-identical models). Not "CalibMaxIntermediateOutputs" either: 1.19.2's ``MinMaxCalibrater.collect_data``
+    drops each full chunk's ranges, keeping the last partial chunk's alone (or raising "No data is collected")."""
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
     from ..core.quiet import calibrator_prints

@@ -1,6 +1,4 @@
-"""The one place a configuration is quantized with its worst nodes left in FP32 (:class:`Quantizer`), for
-every task: the task says which graph and which batches, the quantizer ranks the nodes by local SQNR.
-"""
+"""The one place a configuration is quantized with its worst nodes (by local SQNR) left in FP32, for every task."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""One row per quantized variant (:func:`variant_row`), read once from a :class:`~workbench.quant.run.QuantResult`:
-the command line's ``--json``, the report's quantization table and the panel's results table all take
-their figures from it, so they cannot drift apart; ``as_dict()`` gives the keys ``summary.json`` uses.
-"""
+"""One row per quantized variant: the CLI's ``--json``, the report and the panel read it, so their figures cannot drift apart."""
 
 from __future__ import annotations
 
@@ -61,7 +58,6 @@ SUMMARY_KEYS = ("name", "size_mib", "fp32_size_mib", "latency_ms", "fp32_latency
 
 
 def variant_row(result: "QuantResult") -> VariantRow:
-    """The row of one quantized variant (see :class:`VariantRow`)."""
     rep = result.report
     drop = rep.max_slice_drop()
     worst = rep.worst_slices(k=1, include_small=False)

@@ -1,10 +1,6 @@
-"""The quantization stage: quantize the FP32 graph, then score it slice by slice against the baseline.
-
-``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once, then per variant
-``run_quantization(base, QuantConfig.preset("dynamic"), out_dir)``: quantize, validate the logits, time both
-graphs side by side (:func:`~workbench.quant.baseline.time_beside_fp32`, the only place FP32 is timed), the
-slice drift and the SQNR per quantized node; :func:`requantize_excluding` again without the worst nodes.
-"""
+"""The quantization stage: ``base = prepare_baseline(graph, data, run / "quantize" / "baseline")`` once, then per
+variant ``run_quantization(base, QuantConfig.preset("dynamic"), out_dir)``. FP32 is timed only beside a variant
+(:func:`~workbench.quant.baseline.time_beside_fp32`)."""
 
 from __future__ import annotations
 
@@ -169,7 +165,6 @@ def _calibration_feeds(cfg: QuantConfig, calib_texts: list[str], fp32: Callable[
 
 
 def _mode_notes(cfg: QuantConfig, baseline: Baseline) -> list[str]:
-    """What a reader of the result should know about how this mode was scored."""
     if cfg.mode is QuantMode.DYNAMIC:
         return [
             f"dynamic INT8 computes activation scales per batch tensor, so a prediction can depend on which "
@@ -222,9 +217,8 @@ def run_quantization(
     evaluation: Optional[EvalConfig] = None,
     timing: Optional[TimingConfig] = None,
 ) -> QuantResult:
-    """The quantization stage: quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and score it
-    against the baseline; the FP32 graph is timed beside it with the baseline's timing settings, or ``timing``'s
-    for both. Timings and the bootstrap are reported, never asserted."""
+    """Quantize the baseline's FP32 graph with ``cfg`` into ``out_dir`` and score it against the baseline; FP32 is timed
+    beside it with the baseline's timing settings, or ``timing``'s for both. Timings are reported, never asserted."""
     from ..graph import compare_logits, op_histogram
     from ..runtime.device import require_device
 
@@ -291,8 +285,7 @@ def requantize_excluding(
     n_boot: Optional[int] = None,
     node_error_samples: int = 16,
 ) -> QuantResult:
-    """The same configuration again, leaving the ``worst_k`` nodes of ``result.node_errors`` (or ``nodes``) in FP32,
-    scored on the same baseline (into ``<result.out_dir>/exclude-<k>`` by default)."""
+    """``result``'s configuration again with its ``worst_k`` worst nodes (or ``nodes``) in FP32, on the same baseline."""
     if (worst_k is None) == (nodes is None):
         raise QuantizeError("give exactly one of worst_k (exclude the k worst nodes) or nodes (names to exclude)")
     if nodes is None:

@@ -1,8 +1,5 @@
-"""The accuracy-constrained search: the fastest (or smallest) configuration whose accuracy drop stays
-within a budget overall *and* on every slice big enough to judge; the FP32 graph is the answer when no INT8
-variant fits. A model scored in other terms brings its own baseline (:class:`ScoredBaseline`, an embedding
-model's retrieval task), which quantizes, scores and judges each candidate in its own metric and budget.
-"""
+"""The accuracy-constrained search: the fastest (or smallest) variant within budget overall *and* on every slice
+big enough to judge, else FP32. A :class:`ScoredBaseline` (an embedding model's) judges in its own metric and budget."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from .budget import (DEFAULT_BUDGET_OVERALL, DEFAULT_BUDGET_PER_SLICE, DEFAULT_M
 from .config import QuantConfig, QuantizeError, TimingConfig
 from .evaluate import EvalConfig, SliceReport
 from .run import QuantResult, report_for, run_quantization
-from .choice import (SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate,  # noqa: F401
-                     int8_candidate, left_all_in_fp32, select_candidate, Scored)
+from .choice import SearchCandidate, SearchResult, SearchTerms, choice_message, fp32_candidate, int8_candidate, select_candidate
 
 from ..runs.layout import SEARCH_FILE  # noqa: E402, F401  (the run layout names every file)
 
@@ -34,8 +30,7 @@ def default_candidates() -> list[QuantConfig]:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """What the search tries and what it accepts (each field's help says what it means). Candidate labels must be
-    unique; the speed guard judges the lower end of a speed-up's interval, so a noisy win does not count."""
+    """Candidate labels are unique; the speed guard judges a speed-up interval's lower end, so a noisy win does not count."""
 
     candidates: Optional[tuple[QuantConfig, ...]] = field(default=None, metadata={"help": (
         "search: the configurations to quantize with (default: the built-in candidate list)")})
@@ -84,8 +79,7 @@ class SearchConfig:
 
 @runtime_checkable
 class ScoredBaseline(Protocol):
-    """A baseline that quantizes, scores and judges each candidate itself, in its own metric and budget
-    (:class:`workbench.embed.search.EmbedSearchBaseline`: NDCG@10); ``previous`` is not used."""
+    """A baseline that quantizes, scores and judges each candidate in its own metric (an embedding model's); no ``previous``."""
 
     metric: str
     notes: list[str]
@@ -100,8 +94,7 @@ class ScoredBaseline(Protocol):
 
 def reusable_result(previous: Sequence[QuantResult], cfg: QuantConfig, base: Baseline, timing: TimingConfig,
                     n_boot: int, seed: int) -> Optional[QuantResult]:
-    """An earlier result of ``cfg`` the search may take as it is: same configuration, FP32 graph, baseline,
-    timing, bootstrap replicates and seed, and its graph still on disk."""
+    """An earlier result of ``cfg`` on the same FP32 graph, baseline, timing, n_boot and seed, its graph still on disk."""
     base_file = (Path(base.out_dir) / BASELINE_FILE).resolve()
     for r in previous:
         if (r.config == cfg and Path(r.baseline_path).resolve() == base_file
@@ -125,10 +118,9 @@ def run_search(
     previous: Sequence[QuantResult] = (),
     progress: Optional[Callable[[int, int, str], None]] = None,
 ) -> SearchResult:
-    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}) and keep the best within both
-    budgets; writes ``search.json`` and one folder per candidate. A graph is a :class:`Baseline` (nothing of FP32
-    computed again) or what :func:`prepare_baseline` takes (prepared from ``data`` and the keywords in
-    ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
+    """Search ``config.candidates`` on one FP32 graph or several ({name: graph}); writes ``search.json`` and a folder per
+    candidate. A graph is a :class:`Baseline` or what :func:`prepare_baseline` takes (prepared from ``data`` and the
+    keywords in ``<out_dir>/<name>/baseline``); a candidate found in ``previous`` is reused, not quantized again."""
     config = config if config is not None else SearchConfig()
     if not isinstance(config, SearchConfig):
         raise QuantizeError(f"config must be a SearchConfig, got {type(config).__name__}")
@@ -227,8 +219,7 @@ def _fp32_candidate(gname: str, base: Baseline, config: SearchConfig, timing: Ti
 
 
 def search_results(results: Sequence[QuantResult], config: SearchConfig, out_dir: str | os.PathLike | None = None) -> SearchResult:
-    """The search over variants already quantized, scored and timed (``config.candidates`` unused), the FP32
-    graph a candidate too; saved as ``out_dir/search.json`` when given."""
+    """The search over variants already quantized, scored and timed, FP32 a candidate too; saved in ``out_dir`` when given."""
     found = []
     if results and config.include_fp32:
         r0 = results[0]

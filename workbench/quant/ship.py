@@ -1,10 +1,6 @@
-"""The chosen graph, ready to ship: ``<run>/chosen/`` holds what it needs to run without PyTorch.
-
-Written as one unit (:func:`workbench.runs.atomic_dir`): the graph, ``tokenizer.json`` and the tokenizer's
-files, ``labels.json``, ``settings.json`` (what a runtime must reproduce, and ONNX Runtime's own operators,
-which another runtime cannot run) and ``predict.py`` (``onnxruntime``, ``tokenizers`` and ``numpy`` only).
-The tokenizer is checked first: ``tokenizers`` alone must give the ids the workbench's gave for every scored text.
-"""
+"""The chosen graph ready to ship in ``<run>/chosen/``, written as one unit: the graph, its tokenizer, ``labels.json``,
+``settings.json`` (what a runtime must reproduce; ONNX Runtime's own operators, which no other runtime runs) and
+``predict.py`` (onnxruntime, tokenizers, numpy). ``tokenizers`` alone must first give the ids the workbench's gave."""
 
 from __future__ import annotations
 

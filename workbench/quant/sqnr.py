@@ -43,7 +43,6 @@ def _sqnr_db(signal_sq: float, noise_sq: float) -> float:
 
 
 def _augment_outputs(model_path: Path, outputs: dict[str, int], out_path: Path) -> None:
-    """Copy of the graph that also returns the named tensors (name -> ONNX element type)."""
     import onnx
     from onnx import helper
 
@@ -75,7 +74,6 @@ def _weight_sqnr(finit: dict, qinit: dict, dq_nodes: dict, weight: str) -> float
     scale = numpy_helper.to_array(qinit[scale_name]).astype(np.float64)
     zp = numpy_helper.to_array(qinit[zp_name]).astype(np.float64) if zp_name in qinit else np.zeros_like(scale)
     if scale.size > 1:
-        axis = None
         if dq is not None:
             axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
         elif q.shape[-1] == scale.size:

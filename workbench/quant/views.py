@@ -1,5 +1,4 @@
-"""Quantization results as text: what the CLI prints for one quantization (:func:`result_text`)
-and for the search (:func:`search_text`); the panels draw :mod:`workbench.plots.quant` instead."""
+"""Quantization results as the CLI prints them; the panels draw :mod:`workbench.plots.quant` instead."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""Weight-only quantization: MatMul weights stored in 4 bits (``com.microsoft.MatMulNBits``), activations in float.
-
-Checked on onnxruntime 1.19.2 (the pinned training wheel): ``MatMul4BitsQuantizer`` writes 4 bits only and the
-CPU kernel refuses 8 ("Only 4b quantization is supported"), so 8 bits are refused with that reason, not faked;
-its module imports a ``quantize_matmul_4bits`` binding the training wheel does not compile, which
-:func:`ort_quantizer_class` supplies in numpy (MLAS's rule and packing) only when missing. onnxruntime 1.31+
-has ``MatMulNBitsQuantizer`` and runs 8 bits (:func:`~workbench.quant.nbits.probe_bits`). ``accuracy_level`` 4
-quantizes activations to INT8 per block (MLAS's ``CompInt8``); 0/1 compute in FP32, as 2/3 do without fp16/bf16.
-"""
+"""Weight-only quantization: MatMul weights in 4 bits (``com.microsoft.MatMulNBits``), activations in float.
+On onnxruntime 1.19.2 (the training wheel) ``MatMul4BitsQuantizer`` writes 4 bits only and the CPU kernel refuses 8
+("Only 4b quantization is supported"), so 8 bits are refused with that reason; its module imports a
+``quantize_matmul_4bits`` binding that wheel lacks, which :func:`ort_quantizer_class` supplies in numpy (MLAS's rule
+and packing). 1.31+ has ``MatMulNBitsQuantizer`` and runs 8 bits. ``accuracy_level`` 4 quantizes activations to
+INT8 per block (MLAS's ``CompInt8``); 0/1 compute in FP32, as 2/3 do without fp16/bf16."""
 
 from __future__ import annotations
 
@@ -32,13 +29,11 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 
 def quantize_matmul_4bits(dst_packed: np.ndarray, weight: np.ndarray, scales: np.ndarray, zero_points: np.ndarray,
                           block_size: int, cols: int, rows: int, is_symmetric: bool) -> None:
-    """The binding ``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: the ``rows x cols`` (K x N)
-    weight (padded with zero rows to whole blocks) quantized block by block along K into the arrays given, in
-    MatMulNBits' layout: ``dst_packed[n, b, i]`` holds values ``2i`` (low nibble) and ``2i+1`` of block ``b`` of
-    column ``n``; ``scales[n * k_blocks + b]``; ``zero_points`` (asymmetric only; symmetric: 8) two blocks a byte.
-    Symmetric: ``scale = v / -8`` for the block's value ``v`` of largest magnitude; asymmetric: the range widened
-    to include 0, ``scale = (max - min) / 15``; rounding halves away from zero, as MLAS does.
-    """
+    """``onnxruntime.capi._pybind_state.quantize_matmul_4bits`` in numpy: the K x N weight (zero rows pad whole blocks)
+    quantized block by block along K in MatMulNBits' layout: ``dst_packed[n, b, i]`` holds values ``2i`` (low nibble)
+    and ``2i+1`` of block ``b`` of column ``n``; ``scales[n * k_blocks + b]``; ``zero_points`` two blocks a byte
+    (symmetric: 8). Symmetric: ``scale = v / -8`` for the largest-magnitude ``v``; asymmetric: the range widened to
+    include 0, ``scale = (max - min) / 15``."""
     kp = weight.shape[0]
     k_blocks = (rows + block_size - 1) // block_size
     if kp != k_blocks * block_size or weight.shape[1] != cols or block_size % 2:

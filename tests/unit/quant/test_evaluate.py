@@ -160,6 +160,21 @@ def test_bootstrap_deterministic_under_seed():
         assert m.ci_low <= m.delta <= m.ci_high, m
 
 
+def test_the_bootstrap_draws_exactly_n_boot_replicates_in_chunks():
+    """Replicates are drawn in chunks of 250: the last chunk is cut to what is left, and a chunk's draws do not
+    depend on how many chunks follow."""
+    from workbench.quant.bootstrap import bootstrap_deltas, make_preds
+
+    rng = np.random.default_rng(2)
+    n = 30
+    labels = rng.integers(0, 2, n)
+    ref, cand = make_preds(labels, softmax(rng.normal(size=(n, 2))), 10), make_preds(labels, softmax(rng.normal(size=(n, 2))), 10)
+    agree = (ref.pred == cand.pred).astype(float)
+    drawn = {n_boot: bootstrap_deltas(ref, cand, agree, n_boot, np.random.default_rng(0)) for n_boot in (100, 250, 260, 501)}
+    assert all(len(v) == n_boot for n_boot, d in drawn.items() for v in d.values())
+    assert np.array_equal(drawn[260]["accuracy"][:250], drawn[250]["accuracy"])
+
+
 def test_slice_interval_does_not_move_when_other_slices_are_added():
     n = 60
     ex = [{"text": f"t{i}", "id": i} for i in range(n)]

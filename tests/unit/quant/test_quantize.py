@@ -18,7 +18,7 @@ import pytest
 
 from workbench.core import serial
 from workbench.quant import EvalConfig, EvaluationError, evaluate_slices, softmax
-from workbench.quant.baseline import FP32_TIMINGS_FILE
+from workbench.quant.baseline import FP32_TIMINGS_FILE, fp32_latency
 from workbench.quant import (
     DYNAMIC_OP_TYPES,
     PRESETS,
@@ -36,7 +36,6 @@ from workbench.quant import (
     TimingConfig,
     ValidationConfig,
     check_budget,
-    fp32_latency,
     load_baseline,
     load_quant_result,
     load_search,
@@ -77,7 +76,7 @@ def test_presets_and_string_conversion():
 def test_the_static_preset_takes_every_knob_and_the_search_candidates_build():
     """The demo's search starts from ``default_candidates()``; a keyword clash in a preset builder
     (the static preset with 64 samples once raised TypeError) failed the demo while every other test passed."""
-    from workbench.quant import default_candidates
+    from workbench.quant.search import default_candidates
 
     assert QuantConfig.preset("static").calibration.samples == 128
     assert QuantConfig.preset("static", calibration={"samples": 64}, exclude_worst=2).calibration.samples == 64
@@ -237,7 +236,7 @@ def test_node_errors_agree_with_qdq_loss_debug(quant_tiny_static, quant_tiny_bas
 
     from onnxruntime.quantization import qdq_loss_debug
 
-    from workbench.quant import encoded_feeds, feeds_reader
+    from workbench.quant.quantize import encoded_feeds, feeds_reader
     from workbench.runtime.ortinfer import make_session
 
     r = quant_tiny_static
@@ -726,7 +725,7 @@ def test_results_saved_before_the_fp32_latency_was_kept_still_load(quant_tiny_ba
     (tmp_path / "quantize.json").write_text(json.dumps(q))
     old_result = load_quant_result(tmp_path / "quantize.json")
     assert old_result.timing is None and old_result.accuracy == quant_tiny_dynamic.accuracy
-    from workbench.quant import reusable_result
+    from workbench.quant.search import reusable_result
 
     assert reusable_result([quant_tiny_dynamic], QuantConfig.preset("dynamic"), quant_tiny_baseline,
                            quant_tiny_baseline.timing, 200, 0) is quant_tiny_dynamic
@@ -821,7 +820,7 @@ def test_static_preprocessing_leaves_nothing_in_the_working_directory(exported_t
     import pytest
     from onnx import TensorProto, helper
 
-    from workbench.quant import QuantizeError, preprocess_for_static
+    from workbench.quant.quantize import QuantizeError, preprocess_for_static
 
     monkeypatch.chdir(tmp_path)
     broken = tmp_path / "graphs" / "model_fused.onnx"  # named like a fused graph: symbolic inference runs
@@ -869,7 +868,7 @@ def test_static_preprocessing_takes_a_sliced_position_buffer_as_the_sequence_len
     output, and the pre-processed graph computes what the graph did."""
     import onnxruntime as ort
 
-    from workbench.quant import preprocess_for_static
+    from workbench.quant.quantize import preprocess_for_static
     from workbench.quant.baseline import graph_kind
 
     src = _sliced_buffer_graph(tmp_path / "model_fused.onnx")
@@ -903,7 +902,7 @@ def assert_weights_stay_fp32(r, nodes) -> None:
 def test_the_static_preset_keeps_attention_products_fp32_and_quantizes_weights(quant_tiny_baseline, tmp_path):
     """The "static" preset (the recipe the benchmark chose): per-channel weights, and the MatMuls
     that multiply two activations (attention's Q·Kᵀ, softmax·V) left in FP32."""
-    from workbench.quant import activation_matmuls
+    from workbench.quant.quantize import activation_matmuls
 
     cfg = QuantConfig.preset("static", calibration={"samples": 32})
     assert cfg.per_channel and cfg.matmul_const_b_only and cfg.exclude_worst > 0
@@ -960,7 +959,7 @@ def test_static_preprocessing_with_a_relative_output_path(fused_tiny, tmp_path, 
     pre-processing runs in, and static quantization failed with FileNotFoundError."""
     from pathlib import Path
 
-    from workbench.quant import preprocess_for_static
+    from workbench.quant.quantize import preprocess_for_static
 
     monkeypatch.chdir(tmp_path)
     out = preprocess_for_static(Path(fused_tiny.fused_path), Path("rel") / "pre.onnx")
@@ -1009,7 +1008,7 @@ def test_a_slower_but_more_accurate_candidate_is_never_chosen() -> None:
 
 
 def test_the_guard_reads_the_lower_end_and_says_when_the_machine_was_busy() -> None:
-    from workbench.quant import speed_guard
+    from workbench.quant.budget import speed_guard
     from workbench.quant.search import SearchTerms, choice_message, int8_candidate
 
     assert speed_guard(_timed("a", 0.0, 1.06, 1.2, 1.3), 1.05) == (True, "")
