@@ -1,11 +1,8 @@
-"""One writer per run folder: an exclusive lock every command takes before it writes there.
+"""One writer per run folder: ``flock(LOCK_EX | LOCK_NB)`` on ``.workbench.lock``, which names the holder.
 
-The lock is ``flock(LOCK_EX | LOCK_NB)`` on ``<folder>/.workbench.lock``, a file naming the holder's
-PID and command. The kernel releases a flock when its process dies (even under SIGKILL), so a lock
-left by a dead process is simply taken (``run_lock.note`` says so). A second writer does not wait:
-:class:`RunLocked` names the holder at once. Child processes (torchrun workers) write under their
-parent's lock. Taking the lock also removes the temporaries a killed writer left: with the lock held
-nobody else can be writing them.
+The kernel releases a flock when its process dies (even under SIGKILL), so a dead holder's lock is simply taken;
+a second writer does not wait (:class:`RunLocked` names the holder); child processes (torchrun workers) write under
+their parent's lock. With the lock held nobody else can be writing, so taking it removes a killed writer's temporaries.
 """
 
 from __future__ import annotations
