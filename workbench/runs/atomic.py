@@ -205,8 +205,7 @@ def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
 
 
 def pause_at(point: str) -> None:
-    """Test hook: with ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` set, say we are at ``point`` by writing
-    to the FIFO, then wait there (a test SIGKILLs the writer at that moment). No effect otherwise."""
+    """Test hook: ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` announces ``point`` on the FIFO and waits there to be killed."""
     spec = os.environ.get("WORKBENCH_PAUSE_AT")
     if not spec:
         return

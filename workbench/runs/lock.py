@@ -41,8 +41,7 @@ def _holder(path: Path) -> tuple[Optional[int], str]:
 
 
 class run_lock:
-    """Context manager: hold the exclusive lock of ``folder`` (created when missing) while writing.
-    ``command`` names the holder to a second writer; ``flag`` (``--out``, ``--run-dir``) is named in its refusal."""
+    """Hold ``folder``'s lock while writing; ``command`` names the holder, ``flag`` (``--run-dir``) the refusal's fix."""
 
     def __init__(self, folder: str | os.PathLike, command: str = "workbench", flag: str = "--run-dir",
                  clean: bool = True):

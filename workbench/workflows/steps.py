@@ -1,6 +1,4 @@
-"""Each stage's one run function, ``run(config, record, job) -> result``, which the registry calls for every front;
-a job's ``task`` picks the functions that differ between kinds of model (:data:`TASKS`).
-"""
+"""Each stage's one run function, ``run(config, record, job) -> result``; a job's ``task`` picks the model-kind ones."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Tiny randomly initialised encoders of every supported architecture, each an ordinary Hugging Face model folder.
 
-Nothing is downloaded: each vocabulary is trained on the built-in reviews in its family's style (WordPiece, byte-level
-BPE or SentencePiece-style Unigram) and wrapped in the family's fast tokenizer class, so the inputs match the real
-tokenizer's (RoBERTa's has no ``token_type_ids``, DeBERTa-v2's has). Two layers, hidden size 32 (64 for ModernBERT),
-about 1,000 tokens: every architecture goes through the coverage matrix's stages in seconds. They prove the
-plumbing, not accuracy.
+Nothing is downloaded: each vocabulary is trained on the built-in reviews in its family's style and wrapped in the
+family's fast tokenizer class, so the inputs match the real tokenizer's (RoBERTa's has no ``token_type_ids``).
+Two layers, about 1,000 tokens: every architecture runs the coverage stages in seconds (plumbing, not accuracy).
 """
 
 from __future__ import annotations
