@@ -79,8 +79,7 @@ _ENCODED_PER_TOKENIZER = 4
 
 
 def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRows:
-    """``EncodedRows(tokenizer, texts, max_length)``, reused for the same texts (compared by value) and length,
-    so every graph scored on the same data shares it."""
+    """``EncodedRows``, shared by every graph scored on the same texts (compared by value) and length."""
     texts = tuple(texts)
     try:
         entries = _ENCODED_CACHE.setdefault(tokenizer, [])
@@ -97,8 +96,7 @@ def encoded_rows(tokenizer, texts: Sequence[str], max_length: int) -> EncodedRow
 
 
 def forward_parameters(model) -> Optional[tuple[str, ...]]:
-    """The keyword arguments ``model.forward`` takes (seen through ORTModule, DDP and torch.compile);
-    None when it takes only ``**kwargs``."""
+    """The keyword arguments ``model.forward`` takes through its wrappers; None when it takes only ``**kwargs``."""
     for attr in ("_orig_mod", "module"):  # torch.compile's OptimizedModule; DDP and ORTModule
         inner = getattr(model, attr, None)
         if inner is not None and hasattr(inner, "forward") and inner is not model:
@@ -112,9 +110,8 @@ def forward_parameters(model) -> Optional[tuple[str, ...]]:
 
 
 def model_inputs(model, encoded: Mapping) -> dict:
-    """The tokenizer's outputs that ``model.forward`` accepts, in the order of its signature: DistilBERT,
-    MPNet and ModernBERT take no ``token_type_ids``, yet a BERT tokenizer saved beside them produces them
-    (single sentences: all zero, so leaving them out changes nothing)."""
+    """The tokenizer's outputs ``model.forward`` accepts: DistilBERT, MPNet and ModernBERT take no ``token_type_ids``,
+    yet a BERT tokenizer beside them makes them (all zero for single sentences: dropping them changes nothing)."""
     accepted = forward_parameters(model)
     if accepted is None:
         return {k: v for k, v in encoded.items() if k not in _NOT_MODEL_INPUTS}

@@ -1,7 +1,5 @@
-"""Slices of the data: named subsets that every later stage (evaluation, quantization drift, widgets)
-reports on. A :class:`Slice` is a name plus a predicate over one example (a dict with ``text``,
-``label`` and any extra columns); the ``"golden"`` collection's hand-written examples
-(:func:`golden_examples`) form an extra evaluation set.
+"""Slices: named subsets (a predicate over one example dict) every later stage reports on; the ``"golden"``
+collection's hand-written examples form an extra evaluation set.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The data's own lengths: how many tokens its rows really have, and batches sorted by length.
+"""The data's own token lengths, and batches sorted by length.
 
-Fixed timing shapes (1x32, 1x128, 8x128) say little about a user's short, uneven texts: the bench,
-the audit and the report also time each variant at batch 1 x the median and the 95th-percentile
-length. Scoring in file order pads every batch to its longest row; on short, uneven reviews that is
-about twice the work of the texts themselves, hence :func:`length_sorted_batches`.
+Fixed timing shapes (1x32, 1x128, 8x128) say little about short, uneven texts, so each variant is also timed at
+batch 1 x the median and 95th-percentile length. Scoring in file order pads every batch to its longest row:
+on short, uneven reviews about twice the work of the texts themselves, hence :func:`length_sorted_batches`.
 """
 
 from __future__ import annotations

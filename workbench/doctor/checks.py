@@ -359,8 +359,7 @@ SLOWER_BY = 0.15  # a runtime is called slower here when a kernel kind's through
 
 
 def slower_runtime_note(profile, cache_dir=None) -> Optional[str]:
-    """On the current stack: one line when the training stack's onnxruntime (its cached profile of this
-    machine, else the published measurement for this CPU's class) ran matrix multiplies faster."""
+    """On the current stack: one line when onnxruntime 1.19.2 (this machine's profile, else its CPU class's) was faster."""
     if stack() != "current" or profile is None or profile.ort_version.startswith("1.19."):
         return None
     from ..perf.machine_profile import read_cached, cache_root, profile_key

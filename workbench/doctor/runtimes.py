@@ -1,7 +1,5 @@
-"""Which of the two stacks' ONNX Runtimes was faster, measured per CPU class: the table the audit quotes on the
-current stack when this machine has no profile of its own under the training stack's onnxruntime 1.19.2
-(:func:`workbench.doctor.checks.slower_runtime_note`). docs/stacks.md gives the milliseconds, the command
-(benchmarks/bench_stacks.py, `make bench-stacks`) and the kernels behind each row."""
+"""Which stack's ONNX Runtime was faster, measured per CPU class: quoted on the current stack when this machine has no
+profile of its own under onnxruntime 1.19.2. docs/stacks.md gives the milliseconds, the command and the kernels."""
 
 from __future__ import annotations
 

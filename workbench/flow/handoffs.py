@@ -1,18 +1,9 @@
-"""The hand-offs: which output of one stage the next stage takes, and :class:`Run`, the one typed
-object every front opens a run folder with (:func:`open_run`).
+"""The hand-offs every front (stage registry, panels, CLI) follows, each choice with a one-line note why,
+and :class:`Run`, the typed run folder (:func:`open_run` takes its root, a stage folder or a result file).
 
-    fine-tune -> export:   the ORTModule checkpoint when ORTModule really trained in ONNX Runtime,
-                           else the eager run's, else any finished run's (:func:`checkpoint_to_export`)
-    export -> fuse:        the newest export (:meth:`Run.export_to_fuse`)
-    fuse -> quantize:      the fused graph when there is one and it passed validation, else the
-                           exported graph (:func:`graph_to_quantize`)
-
-Every front (the stage registry's runs, the notebook panels, the CLI) calls these, and each choice
-comes with a one-line note saying what was taken and why::
-
-    run = open_run("runs/20261123-demo/export")   # the root, any stage folder or a result file
-    pick = run.graph_to_quantize()
-    print(pick.note)                    # "quantizing the fused graph .../fusion/model_fused.onnx"
+    fine-tune -> export:   the ORTModule checkpoint when ORTModule really trained in ONNX Runtime, else the eager one's
+    export -> fuse:        the newest export
+    fuse -> quantize:      the fused graph when it passed validation, else the exported graph
 """
 
 from __future__ import annotations
@@ -63,9 +54,7 @@ def _finished(run: "TrainRun") -> bool:
 
 
 def checkpoint_to_export(training: "Training") -> Optional[Pick]:
-    """The checkpoint to export from a ``Comparison`` (or a list of ``TrainRun``): what ORTModule
-    trained when it ran in ONNX Runtime, else the eager run's, else any finished run's; None when
-    no backend finished with a checkpoint."""
+    """The checkpoint to export (the rule above, else any finished run's); None when none finished."""
     ok = [r for r in _runs_of(training) if _finished(r)]
     for want in CHECKPOINT_PREFERENCE:
         for r in ok:
@@ -82,8 +71,7 @@ def checkpoint_to_export(training: "Training") -> Optional[Pick]:
 
 
 def ordered_checkpoints(training: "Training") -> dict[str, str]:
-    """``{label: checkpoint folder}`` of the finished runs, the one :func:`checkpoint_to_export`
-    picks first (what a front offers, preselected)."""
+    """``{label: checkpoint folder}`` of the finished runs, :func:`checkpoint_to_export`'s pick first (preselected)."""
     pick = checkpoint_to_export(training)
     from ..train import RunStatus
 
@@ -121,10 +109,8 @@ class FlowError(FileNotFoundError):
 
 def graph_to_quantize(export: Optional["ExportResult"] = None, fusion: Optional["FusionReport"] = None,
                       which: str = "auto") -> Optional[Pick]:
-    """The FP32 graph to quantize. ``which="auto"``: the fused graph (the fusion stage's chosen one,
-    ``FusionReport.chosen_path``) when there is one that passed validation, else the exported graph;
-    None when there is neither. ``"fused"`` / ``"exported"``: that graph, or a :class:`FlowError` saying
-    why it cannot be had and what to run."""
+    """The FP32 graph to quantize: ``auto`` follows the rule above (None when neither exists); ``fused`` /
+    ``exported`` insist on that graph, else a :class:`FlowError` naming what to run."""
     if which not in GRAPH_CHOICES:
         raise ValueError(f"which graph to quantize must be one of {list(GRAPH_CHOICES)}, got {which!r}")
     problem = fused_problem(fusion)
@@ -211,8 +197,7 @@ class Run:
 
     # ---- what each next stage takes (the rules above) ------------------------------------------
     def training_runs(self) -> list["TrainRun"]:
-        """The runs of the newest comparison, else every ``train/<backend>/train.json`` (``workbench
-        train`` alone writes no comparison)."""
+        """The newest comparison's runs, else each ``train/<backend>/train.json`` (``train`` alone writes no comparison)."""
         comparison = self.comparison()
         if comparison is not None:
             return list(comparison.runs)
@@ -222,23 +207,15 @@ class Run:
         return [load_train_run(p) for p in files]
 
     def checkpoint_to_export(self) -> Optional[Pick]:
-        """The checkpoint the export stage takes (:func:`checkpoint_to_export`); None
-        when the run has no finished training."""
         return checkpoint_to_export(self.training_runs())
 
     def export_to_fuse(self) -> Optional[Pick]:
-        """The newest export (a :class:`Pick` naming its ``export.json``); None when
-        nothing was exported."""
         path = self.result_path("export")
         if path is None:
             return None
         return Pick(path, "export", f"fusing the export {path} (graph {self.export().onnx_path})")
 
     def graph_to_quantize(self, which: str = "auto") -> Optional[Pick]:
-        """The FP32 graph the quantize stage takes (:func:`graph_to_quantize`): the
-        fused graph when there is one, else the exported graph; None when there is neither;
-        ``which`` = ``fused`` / ``exported`` asks for that one (:class:`FlowError` naming this run
-        when it has not got it)."""
         try:
             return graph_to_quantize(self.export(), self.fusion(), which)
         except FlowError as exc:

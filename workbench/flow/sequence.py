@@ -1,22 +1,9 @@
-"""The one stage sequencer: every front that runs stages in order gets its list of :class:`Stage`
-from the stage registry (``workbench.workflows.stages.stages_for``) and calls :func:`run_stages`.
+"""The one stage sequencer: every front runs the registry's :class:`Stage` list (``stages_for``) through :func:`run_stages`.
 
-    done = run_stages(stages_for("demo", job), log=print, stop=stop_event, resume=True)
-    done.results["fuse"], done.outcomes
-
-What it does for every front alike:
-
-- **hand-offs**: ``needs`` names the earlier stages whose result a stage takes; when one of them
-  failed, was skipped or returned nothing, the stage is skipped with the reason and the stages that
-  do not need it still run. *What* it takes is :mod:`workbench.flow.handoffs`'s rule.
-- **failures recorded, not fatal**: an exception is recorded with its message (the end of its
-  traceback in the log), so what was written survives it; ``fatal`` exception types propagate, and
-  ``fail_fast`` stops the sequence at the first failure (the ``Workbench``'s Run all).
-- **progress**: ``on_stage(index, total, name, status)`` before and after each stage.
-- **stop**: a set ``stop`` event ends the sequence between stages; the rest are recorded as stopped.
-- **resume**: with ``resume=True`` a stage whose ``resume`` loader finds its saved result is not
-  run again (status ``resumed``).
-- **the report at the end**: ``finally_`` stages run whatever happened before them, stopped or not.
+For every front alike: a stage whose ``needs`` failed, was skipped or returned nothing is skipped with the reason while
+the others still run; an exception is recorded (not raised, unless ``fatal``), so what was written survives it;
+``fail_fast`` (the ``Workbench``'s Run all) or a set ``stop`` event ends the sequence between stages; ``resume`` keeps
+a stage's saved result; ``finally_`` stages (the report) run whatever happened before them.
 """
 
 from __future__ import annotations
@@ -35,12 +22,10 @@ STATUSES = ("ok", "failed", "skipped", "resumed", "stopped")
 
 @dataclass
 class StageRecord:
-    """What a running stage fills in for the front's summary (``demo.json``, ``summary.md``).
+    """What a running stage fills in for the front's summary; ``inputs`` (earlier results by name) is read-only.
 
-    ``inputs``: the results of the stages before it, by name (what it takes; read, not written);
-    ``before``: their outcomes (what a report stage at the end reports).
-    ``partial``: what later stages may still take when the stage then fails (the demo's fine-tune
-    fails when one backend did not finish, and export takes a backend that did)."""
+    ``partial``: what later stages may still take when the stage then fails (the demo's fine-tune fails when one
+    backend did not finish, and export takes a backend that did)."""
 
     name: str
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -68,8 +53,7 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of a front's list (built by the registry's ``stages_for``, not by hand): ``run(record)``
-    returns the stage's result; ``resume()`` the result an earlier run saved (None: run it)."""
+    """One step (built by ``stages_for``, not by hand); ``resume()`` returns an earlier run's saved result, None to run."""
 
     name: str
     run: Callable[[StageRecord], Any]
@@ -116,7 +100,6 @@ def _check_order(stages: Sequence[Stage]) -> None:
 
 
 def _missing_need(stage: Stage, results: dict[str, Any], outcomes: list[StageOutcome]) -> str:
-    """Why ``stage`` cannot run (a need that failed, was skipped or returned nothing), or ""."""
     missing = [n for n in stage.needs if results.get(n) is None]
     if not missing:
         return ""
@@ -138,8 +121,7 @@ def run_stages(
     fatal: tuple[type[BaseException], ...] = (),
     style: str = "demo",
 ) -> SequenceResult:
-    """Run ``stages`` in order (see the module doc). ``style``: ``"demo"`` (``== name ==`` headings)
-    or ``"steps"`` (``[i/n] name ...``, the audit's)."""
+    """Run ``stages`` in order; ``style`` ``"steps"`` gives the audit's ``[i/n] name ...`` headings."""
     _check_order(stages)
     total = len(stages)
     outcomes: list[StageOutcome] = []

@@ -1,9 +1,6 @@
-"""The encoder architectures the workbench supports, and what each needs: one entry per architecture.
-
-Adding an encoder type is one :class:`Architecture` in :data:`ARCHITECTURES` (and its row in the
-coverage test, ``tests/unit/workflows/test_zoo.py``): the supported types, the optimizer's model type
-(:mod:`workbench.graph.variants`), why a BERT fusion cannot fire (:mod:`workbench.graph.diagnose`),
-the exported graph's inputs and the tests' tiny model (:mod:`workbench.workflows.tiny`) all read it.
+"""The encoder architectures the workbench supports, one entry each: adding a type is one :class:`Architecture`
+in :data:`ARCHITECTURES` (plus its row in ``tests/unit/workflows/test_zoo.py``); every module that differs per
+architecture (optimizer model type, fusion diagnoses, graph inputs, tiny models) reads it.
 """
 
 from __future__ import annotations

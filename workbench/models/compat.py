@@ -1,18 +1,11 @@
-"""Model folders saved by another transformers than the one installed: what loads, and what cannot.
+"""Folders saved by transformers 5 on the training stack's transformers 4.57 (ORTModule pins torch 2.6, where
+transformers 5 breaks ``torch.compile``). Weights and config.json load as they are; tokenizer folders differ:
 
-The training stack runs transformers 4.57 (ORTModule pins torch 2.6, and transformers 5 breaks
-``torch.compile`` there); people bring folders saved by transformers 5. Their weights (safetensors)
-and config.json (``dtype`` included) load in 4.57. Their tokenizer folders differ in three ways:
-
-- a tokenizer without a model-specific class is saved as ``"tokenizer_class": "TokenizersBackend"``,
-  a class 4.57 does not have; its ``tokenizer.json`` is the whole fast tokenizer, which 4.57's
-  ``PreTrainedTokenizerFast`` reads;
-- ``extra_special_tokens`` is written as a list (4.57 expects a dict of named tokens): the list is
-  what 4.57 calls ``additional_special_tokens``;
+- ``"tokenizer_class": "TokenizersBackend"`` (not in 4.57): its ``tokenizer.json`` is read by ``PreTrainedTokenizerFast``;
+- ``extra_special_tokens`` is a list, which 4.57 calls ``additional_special_tokens`` (it wants a dict there);
 - no ``special_tokens_map.json``: the special tokens are in tokenizer_config.json, which 4.57 reads.
 
-:func:`load_tokenizer` loads such a folder the way transformers 5 would, and where it cannot (a
-tokenizer class 4.57 lacks and no ``tokenizer.json``), raises :class:`NewerTransformersError`.
+A class 4.57 lacks and no ``tokenizer.json``: :class:`NewerTransformersError`.
 """
 
 from __future__ import annotations
@@ -54,8 +47,7 @@ def _known_class(name: str) -> bool:
 
 
 def v5_overrides(config: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments that make transformers 4.x read a transformers 5 tokenizer_config.json:
-    a list of extra special tokens becomes ``additional_special_tokens`` (4.x wants a dict there)."""
+    """Keyword arguments that make transformers 4.x read a transformers 5 tokenizer_config.json."""
     extra = config.get("extra_special_tokens")
     if not isinstance(extra, list):
         return {}

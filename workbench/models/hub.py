@@ -1,9 +1,6 @@
-"""Models named by their Hugging Face Hub id (``sentence-transformers/all-MiniLM-L6-v2``):
-:func:`model_source` turns such an id into its snapshot folder in the local Hugging Face cache, so the
-folder flows on exactly as a local folder given by path does. Every front resolves ``--model`` here.
-
-The cache is read first; a download needs ``HF_HUB_OFFLINE=0`` (:mod:`workbench.models.names` sets it
-to 1 unless you set it yourself). A built-in name and an existing path always win over an id.
+"""Hub ids (``sentence-transformers/all-MiniLM-L6-v2``) as their snapshot folder in the local Hugging Face cache,
+so they flow on as a local folder does; every front resolves ``--model`` here. A download needs
+``HF_HUB_OFFLINE=0``; a built-in name and an existing path always win over an id.
 """
 
 from __future__ import annotations
@@ -76,8 +73,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def model_name(folder: str | os.PathLike) -> str:
-    """A model folder's name for titles and run folders: for a snapshot in the Hub cache
-    (``models--ORG--NAME/snapshots/<commit>``) the repo's name, not the commit hash."""
+    """A model folder's name for titles and run folders: a Hub cache snapshot's repo name, not its commit hash."""
     path = Path(folder)
     repo = path.parent.parent.name
     if path.parent.name == "snapshots" and repo.startswith("models--"):

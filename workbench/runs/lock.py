@@ -1,11 +1,8 @@
-"""One writer per run folder: an exclusive lock every command takes before it writes there.
+"""One writer per run folder: ``flock(LOCK_EX | LOCK_NB)`` on ``.workbench.lock``, which names the holder.
 
-The lock is ``flock(LOCK_EX | LOCK_NB)`` on ``<folder>/.workbench.lock``, a file naming the holder's
-PID and command. The kernel releases a flock when its process dies (even under SIGKILL), so a lock
-left by a dead process is simply taken (``run_lock.note`` says so). A second writer does not wait:
-:class:`RunLocked` names the holder at once. Child processes (torchrun workers) write under their
-parent's lock. Taking the lock also removes the temporaries a killed writer left: with the lock held
-nobody else can be writing them.
+The kernel releases a flock when its process dies (even under SIGKILL), so a dead holder's lock is simply taken;
+a second writer does not wait (:class:`RunLocked` names the holder); child processes (torchrun workers) write under
+their parent's lock. With the lock held nobody else can be writing, so taking it removes a killed writer's temporaries.
 """
 
 from __future__ import annotations
@@ -44,8 +41,7 @@ def _holder(path: Path) -> tuple[Optional[int], str]:
 
 
 class run_lock:
-    """Context manager: hold the exclusive lock of ``folder`` (created when missing) while writing.
-    ``command`` names the holder to a second writer; ``flag`` (``--out``, ``--run-dir``) is named in its refusal."""
+    """Hold ``folder``'s lock while writing; ``command`` names the holder, ``flag`` (``--run-dir``) the refusal's fix."""
 
     def __init__(self, folder: str | os.PathLike, command: str = "workbench", flag: str = "--run-dir",
                  clean: bool = True):

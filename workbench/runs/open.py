@@ -1,5 +1,4 @@
-"""The run root of any of its folders (:func:`find_root`), and :class:`RunError`. (Opening a run with
-its results is :func:`workbench.flow.handoffs.open_run`: ``runs`` imports no stage.)"""
+"""The run root of any of its folders, and :class:`RunError` (``runs`` imports no stage: ``flow.handoffs`` opens results)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ def _holds_results(folder: Path) -> bool:
 
 
 def find_root(path: str | os.PathLike) -> Path:
-    """The run root of ``path`` (the root, a stage folder or a result file); :class:`RunError`
-    when ``path`` does not exist or lies in no run folder."""
+    """The run root of ``path``; :class:`RunError` when it does not exist or lies in no run folder."""
     given = Path(path)
     if not given.exists():
         raise RunError(f"no such file or folder: {str(path)!r}; pass a run folder (see `workbench runs`), one of its "

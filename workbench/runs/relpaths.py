@@ -1,11 +1,6 @@
-"""Paths inside a run folder are saved relative to it, so a moved or copied run can be continued.
-
-:func:`relativize` records which values it rewrote and where the root lies, relative to the JSON file::
-
-    "_run_relative": {"root": "..", "paths": [["onnx_path"], ["runs", 0, "checkpoint_dir"]]}
-
-:func:`resolve` turns exactly those back into absolute paths; paths outside the run (a model folder,
-a data file) stay as they were, and a result saved without ``_run_relative`` loads unchanged.
+"""Paths inside a run folder are saved relative to it, so a moved or copied run can be continued; the JSON records
+which values were rewritten and the root relative to the file (``"_run_relative": {"root": "..", "paths": [...]}``),
+and only those are resolved again: paths outside the run, and older results without the mark, load unchanged.
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ MARK = "_run_relative"
 
 
 def _inside(value: str, roots: tuple[str, ...], cwd: str) -> Optional[str]:
-    """``value`` relative to the run root when it names a path inside it. ``roots``: the root as given and
-    with its links resolved (either may prefix a saved path)."""
+    """``value`` relative to the run root when inside it; ``roots``: the root as given and resolved (either may prefix)."""
     if not value or len(value) > 4096 or "\n" in value or "://" in value:
         return None
     if os.path.isabs(value):
@@ -41,8 +35,7 @@ def _inside(value: str, roots: tuple[str, ...], cwd: str) -> Optional[str]:
 
 
 def relativize(data: Any, json_path: str | os.PathLike, root: str | os.PathLike | None = None) -> Any:
-    """A copy of ``data`` (``serial.to_dict`` output) with paths inside the run stored relative to
-    its root (``root``, default: found from where ``json_path`` lies in the layout)."""
+    """A copy of ``serial.to_dict`` output with paths inside the run (default root: from ``json_path``) relative."""
     if not isinstance(data, dict):
         return data
     json_path = Path(os.path.abspath(json_path))

@@ -50,8 +50,7 @@ class Session:
 
     @contextlib.contextmanager
     def writing(self, folder: Optional[Path] = None) -> Iterator[Path]:
-        """Hold the run folder's lock while the stage writes (one writer per run folder: a command
-        writing there from another process gets ``RunLocked``, and this session gets it when one is)."""
+        """Hold the run folder's lock while the stage writes: one writer per run folder, across processes."""
         folder = folder if folder is not None else self.resolve_run_dir()
         with runs.run_lock(folder, f"{self.COMMAND} ({self.LABEL})", flag="run_dir"):
             yield folder
@@ -77,8 +76,7 @@ class Session:
 
 
 def as_saved(value: Any, cls: type, load: Callable[[Any], Any], stage: str, file_name: str, what: str) -> Any:
-    """A stage result given as itself, its result file or folder, or any other folder of a run (the run's newest
-    ``stage`` result): the one converter every session's saved results go through."""
+    """A stage result given as itself, its result file or folder, or any folder of a run (its newest ``stage`` result)."""
     import os
 
     from ..flow import handoffs as flow
@@ -103,8 +101,7 @@ class InputError(ValueError):
 
 
 def model_folder(model: Any) -> str:
-    """``model`` as the stages read it: a built-in name or a path unchanged, a Hugging Face Hub id its
-    folder in the local cache (:func:`workbench.models.hub.model_source`); else an :class:`InputError`."""
+    """``model`` as the stages read it (a Hub id: its cached folder), else an :class:`InputError`."""
     from ..models.hub import model_source
     from ..models.load import ModelError
 
@@ -118,8 +115,7 @@ def model_folder(model: Any) -> str:
 
 
 class DataInput:
-    """A session input ``data`` (None, a ``DataConfig`` or a ``DatasetDict``; checked when set) and
-    :meth:`dataset`, which loads a ``DataConfig`` once and keeps it until ``data`` is set again."""
+    """A session input ``data`` (a ``DataConfig`` or a ``DatasetDict``), loaded once until set again."""
 
     #: what :meth:`dataset` loads when ``data`` is None (None: the library's own default)
     DEFAULT_DATA: Any = None

@@ -1,11 +1,5 @@
-"""The embedding quantization session: a sentence-transformers folder exported, fused, quantized
-with INT8 presets and scored on retrieval (NDCG@10 with intervals against FP32) and agreement, and
-the search for the fastest preset within an NDCG@10 budget.
-
-    s = EmbedSession(model="models/my-encoder", run_dir="runs/mine")
-    run = s.quantize(EmbedAuditConfig(presets=("dynamic",), max_queries=4, max_docs=30))
-    found = s.search(EmbedAuditConfig(presets=("dynamic", "static"), max_excluded=8))   # s.search_result
-"""
+"""The embedding quantization session: a sentence-transformers folder's INT8 presets scored on retrieval (NDCG@10
+against FP32) and agreement, and the search for the fastest preset within an NDCG@10 budget."""
 
 from __future__ import annotations
 
@@ -25,10 +19,7 @@ SEARCH_STEP = re.compile(r"search (\d+)/(\d+): (.*)")
 
 
 class EmbedSession(Session):
-    """``result`` is the :class:`~workbench.embed.audit.EmbedQuantRun`, ``search_result`` the latest
-    :class:`~workbench.quant.SearchResult`. Inputs: ``model`` (a sentence-transformers folder, checked
-    when set), ``run_dir`` (graphs go to ``<run_dir>/embed``, the search to ``<run_dir>/embed/search``;
-    None: the library's own folder)."""
+    """``model``: a sentence-transformers folder, checked when set; graphs go to ``<run_dir>/embed``."""
 
     INPUTS = ("model", "run_dir")
     LABEL = "embed"
@@ -64,10 +55,7 @@ class EmbedSession(Session):
         return self.keep(self._run(cfg, len(STEPS)))
 
     def search(self, cfg: EmbedAuditConfig, *, max_excluded: Optional[int] = None) -> SearchResult:
-        """The fastest of ``cfg.presets`` within ``cfg``'s NDCG@10 budget, each preset that misses it
-        quantized again with up to ``max_excluded`` (default ``cfg.max_excluded``) of its worst nodes left
-        in FP32: the audit's search (``workbench audit --search``), after the quantization it runs on.
-        Keeps that quantization as ``result`` and the search as ``search_result``."""
+        """The audit's search (``workbench audit --search``): keeps the quantization it runs on as ``result``."""
         self._folder()
         if not cfg.presets:
             raise InputError("search presets is empty: select at least one preset to search over (ctrl/cmd-click for several)")
@@ -90,9 +78,6 @@ class EmbedSession(Session):
         return os.fspath(self._model)
 
     def _run(self, cfg: EmbedAuditConfig, total: int) -> EmbedQuantRun:
-        """:func:`~workbench.embed.audit.run_embed_quantization` into ``<run_dir>/embed`` under the run folder's
-        lock, its stages reported as progress (the search's candidates one by one; while a graph encodes, its
-        rows scored, rows per second and Ray actors, from :mod:`workbench.runtime.progress`)."""
         folder = self._folder()
 
         def log(line: str) -> None:

@@ -1,10 +1,4 @@
-"""The graph session: export a model to ONNX (validated against PyTorch) and fuse it, keep the
-export and the fusion report, and serve a variant's graph with Netron on 127.0.0.1.
-
-    with GraphSession(data=DataConfig.quick()) as s:
-        report = s.export_and_fuse("tiny", ExportConfig.quick(), FusionConfig.quick())
-        url = s.show_netron("transformer")      # http://127.0.0.1:<port>; stopped by close()
-"""
+"""The graph session: export to ONNX (validated against PyTorch), fuse, and show a variant in Netron on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""The quantization session: INT8 presets of one FP32 graph scored slice by slice, every quantization kept by
-name and the FP32 baseline scored once and reused.
-
-    s = QuantSession(graph=fusion_report, data=DataConfig.quick(), run_dir="runs/mine")
-    s.quantize("dynamic", n_boot=1000)             # s.result, s.results["dynamic-qint8"] (kept by its name)
-    s.requantize(worst_k=3)
-    s.search(("dynamic", "static"))                # s.search_result: the fastest within the budgets
-    s.ship()                                       # that choice into <run>/chosen/, ready to run without PyTorch
-"""
+"""The quantization session: INT8 presets of one FP32 graph scored slice by slice, the FP32 baseline scored once."""
 
 from __future__ import annotations
 
@@ -60,9 +52,8 @@ def timing_config(name: str = "quick", device: str = "cpu") -> TimingConfig:
 
 
 class QuantSession(DataInput, Session):
-    """Quantize one FP32 graph: ``result`` is the latest :class:`~workbench.quant.QuantResult`, ``results`` every
-    one by name, ``search_result`` the latest search. Inputs: ``graph`` (a ``FusionReport``, an ``ExportResult`` or
-    an ONNX path), ``export`` (where :func:`workbench.graph.sources.export_of` cannot find it), ``data``, ``run_dir``."""
+    """``results``: every quantization by name. ``export``: only where :func:`~workbench.graph.sources.export_of`
+    cannot find the graph's export."""
 
     INPUTS = ("graph", "export", "data", "run_dir")
     LABEL = "quantize"
@@ -113,8 +104,7 @@ class QuantSession(DataInput, Session):
         return search
 
     def open(self, saved: Any) -> QuantResult:
-        """Keep a saved quantization (its FP32 graph becomes the graph when none is set: quantizing
-        again reuses its baseline)."""
+        """Keep a saved quantization; its FP32 graph becomes the graph when none is set (reusing its baseline)."""
         result = as_quant_result(saved)
         if self.graph is None:
             self.graph = result.source_path
@@ -161,8 +151,7 @@ class QuantSession(DataInput, Session):
     def search(self, candidates: Sequence[str], *, budget_overall: float = DEFAULT_BUDGET_OVERALL,
                budget_per_slice: float = DEFAULT_BUDGET_PER_SLICE, n_boot: int = DEFAULT_N_BOOT,
                timing: Optional[TimingConfig] = None) -> SearchResult:
-        """The fastest candidate preset whose accuracy drop stays within both budgets (FP32 included);
-        presets already quantized here with the same settings are reused, the baseline too."""
+        """The fastest candidate within both budgets; presets already quantized here alike are reused, the baseline too."""
         configs = [machine_preset(name) for name in candidates]
         if not configs:
             raise InputError("search candidates is empty: select at least one preset (ctrl/cmd-click for several)")
@@ -182,8 +171,7 @@ class QuantSession(DataInput, Session):
         return self.keep_search(search)
 
     def ship(self) -> ShippedGraph:
-        """The latest search's choice (its INT8 variant, else the FP32 graph) into the run's ``chosen/``, with a
-        predict.py that needs only onnxruntime, tokenizers and numpy (:mod:`workbench.quant.ship`)."""
+        """The latest search's choice into the run's ``chosen/``, runnable without PyTorch (:mod:`workbench.quant.ship`)."""
         search = self.search_result
         if search is None:
             raise InputError("nothing chosen yet: press Search within budget first (or open a saved search)")

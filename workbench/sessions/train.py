@@ -1,6 +1,5 @@
-"""The training sessions: :class:`TrainSession` fine-tunes one model with several backends and keeps the
-:class:`~workbench.train.Comparison`; :class:`CompareSession` compares finished runs again with another
-baseline or tolerance."""
+"""The training sessions: fine-tune with several backends (:class:`TrainSession`); compare finished runs again
+with another baseline or tolerance (:class:`CompareSession`)."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ def as_comparison(value: ComparisonLike) -> Comparison:
 
 
 class TrainSession(Session):
-    """Fine-tune with several backends: ``result`` is the :class:`~workbench.train.Comparison` that
-    :func:`workbench.train.run_comparison` returned. Inputs: ``run_dir`` (runs go to ``<run_dir>/train``)."""
+    """``result``: the :class:`~workbench.train.Comparison`; runs go to ``<run_dir>/train``."""
 
     LABEL = "train"
 
@@ -47,8 +45,7 @@ class TrainSession(Session):
         return self.keep(as_comparison(saved))
 
     def checkpoints(self) -> dict[str, str]:
-        """Checkpoint folders of the finished runs, labelled by backend, the one the export stage takes
-        first (:func:`workbench.flow.handoffs.ordered_checkpoints`)."""
+        """Finished runs' checkpoint folders by backend, the export stage's pick first."""
         return flow.ordered_checkpoints(self.result) if self.result is not None else {}
 
 

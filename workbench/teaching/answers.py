@@ -1,11 +1,5 @@
-"""The answer key of the notebooks' exercises, for the instructor; no notebook imports it.
-
-The right answers differ from laptop to laptop, so the key is a function per exercise that reads the
-answer off the learner's results, and a sentence on how to get there. In a notebook the learner has
-run, after its last cell::
-
-    from workbench.teaching.answers import answer
-    answer("00_tour", wb.quant.result)      # SIZE_RATIO = 3.4  (FP32 size / INT8 size ...)
+"""The instructor's answer key (no notebook imports it): answers differ from laptop to laptop, so each exercise's
+key reads the answer off the learner's results, e.g. ``answer("00_tour", wb.quant.result)`` after its last cell.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ def fusions_per_layer(report: Any) -> dict[str, float]:
 
 def preset_within_budget(results: Iterable[Any] | Mapping[str, Any], budget: float = 0.01,
                          min_speedup: Optional[float] = None, profile: Any = None) -> Optional[str]:
-    """04: of the quantizations run so far and timed on a quiet machine, the one within ``budget`` with the
-    highest lower end of its speed-up, if that reaches this machine's goal."""
+    """04: of those timed on a quiet machine within ``budget``, the highest speed-up lower end reaching the goal."""
     min_speedup, _ = ex.speed_goal(min_speedup, profile)
     pool = list(results.values()) if isinstance(results, Mapping) else list(results or [])
     fits = [r for r in pool if r.report.max_slice_drop() <= budget and r.accuracy_delta >= -budget
@@ -101,7 +94,7 @@ KEY: dict[str, Exercise] = {e.notebook: e for e in (
 
 
 def _short(value: Any) -> Any:
-    """A float to 3 significant digits (well inside every check's tolerance), anything else as it is."""
+    """3 significant digits: well inside every check's tolerance."""
     return float(f"{value:.3g}") if isinstance(value, float) else value
 
 

@@ -1,9 +1,7 @@
 """Checks for the notebooks' exercises: each says whether the learner got it, never the answer.
 
-Every check takes the learner's answer (``None`` while not attempted) and the results the notebook
-holds, and returns a :class:`Verdict` (``not quite`` with a hint that says where to look). A check
-never raises on a missing or odd answer, so a notebook run top to bottom (by a test) prints "not yet"
-and passes. The right answers come from the learner's own results: they differ from laptop to laptop.
+The truth comes from the learner's own results (it differs from laptop to laptop). A check never raises on a
+missing or odd answer (``None`` while not attempted), so a notebook run top to bottom by a test prints "not yet".
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ def _number(answer: Any) -> Optional[float]:
 
 
 def _judge_number(name: str, value: float, truth: float, rel: float, right: str, hint: str) -> Verdict:
-    """Correct within ``rel`` of ``truth``; otherwise the hint, and which side of the truth the answer lies."""
     if abs(value - truth) <= rel * abs(truth):
         return Verdict(name, CORRECT, right)
     return Verdict(name, NOT_QUITE, f"{hint} (your answer is {'too high' if value > truth else 'too low'}).")
@@ -56,7 +53,6 @@ def _judge_number(name: str, value: float, truth: float, rel: float, right: str,
 
 def _judge_choice(name: str, answer: Any, given: str, choices: list[str], what: str, right_one: Optional[str], right: str,
                   hint: str) -> Verdict:
-    """Correct when ``given`` is ``right_one``; an answer that is none of ``choices`` is named with them."""
     if given not in choices:
         return Verdict(name, NOT_QUITE, f"{what} {choices}, got {answer!r}.")
     return Verdict(name, CORRECT, right) if given == right_one else Verdict(name, NOT_QUITE, hint)
@@ -172,8 +168,7 @@ def lower_end(result: Any) -> float:
 
 def check_preset_within_budget(answer: Any, results: Iterable[Any] | Mapping[str, Any] | None,
                                budget: float = 0.01, min_speedup: Optional[float] = None, profile: Any = None) -> Verdict:
-    """04: a quantization the learner ran that keeps the overall accuracy and every slice within ``budget``
-    of FP32 and whose speed-up's lower end reaches this machine's goal (so it can be met wherever it runs)."""
+    """04: a result within ``budget`` on every slice whose speed-up's lower end reaches this machine's goal."""
     name = "within 1 point on every slice, faster than FP32"
     min_speedup, profile = speed_goal(min_speedup, profile)
     where = (f" (the goal on this CPU: {profile.isa_text()}, its INT8 matrix multiply {profile.int8_over_fp32:.1f}x its FP32)"

@@ -1,14 +1,8 @@
-"""The workshop's fine-tuned checkpoint: trained once, cached, reused by every notebook.
+"""The workshop's fine-tuned checkpoint: trained once with the demo's recipe, cached, reused by every notebook.
 
-Notebooks 03, 04 and 05 export, fuse and quantize a model; a randomly initialised or merely
-pre-trained classifier shows nothing worth learning there (42% accuracy, no drift). So they start
-from :func:`ensure_finetuned`, which fine-tunes the built-in model once with the demo's training
-recipe (by reference: when it changes, the cache key changes) and keeps it in
-``$WORKBENCH_HOME/finetuned/<model>-<recipe hash>/`` with ``finetuned.json`` (:class:`FinetunedInfo`).
-
-The folder is renamed into place only when complete, and a lock file keeps two notebooks (or laptops
-sharing a home) from training the same one at once. ``workbench workshop`` prepares it before the
-room fills, offline.
+Notebooks 03-05 need it: a merely pre-trained classifier shows nothing worth learning there (42% accuracy, no
+drift). The cache key hashes the recipe, so a changed recipe trains anew; the folder appears only when complete,
+and a lock keeps two notebooks (or laptops sharing a home) from training it at once.
 """
 
 from __future__ import annotations
@@ -69,8 +63,7 @@ def workshop_recipe(model: str = "minilm") -> TrainConfig:
 
 
 def _model_identity(model: str) -> str:
-    """What the key must change with besides the recipe: the built-in weights' package version,
-    or a folder's absolute path."""
+    """What the key changes with besides the recipe: the built-in weights' package version, or a folder's path."""
     from ..models.load import MINILM, TINY
 
     if model == MINILM:
@@ -110,7 +103,7 @@ def is_cached(folder: Path) -> bool:
 
 @contextlib.contextmanager
 def _lock(path: Path) -> Iterator[None]:
-    """An exclusive flock on ``path`` (released when the process exits, even on a crash)."""
+    """An exclusive flock: released when the process exits, even on a crash."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +116,6 @@ def _lock(path: Path) -> Iterator[None]:
 
 
 class _ProgressLines:
-    """Training progress as a few printed lines (every tenth of the run), for notebooks and logs."""
 
     def __init__(self, log: Log, label: str):
         self.log, self.label, self.next_fraction = log, label, 0.0
@@ -144,8 +136,7 @@ class _ProgressLines:
 
 
 def _readable_by_all(folder: Path) -> None:
-    """The usual permissions on the checkpoint and its files: the safetensors writer makes its weights
-    file 0600, which locks out the other accounts of a room that shares one ``WORKBENCH_HOME``."""
+    """The safetensors writer makes its file 0600, locking out other accounts sharing one ``WORKBENCH_HOME``."""
     mask = current_umask()
     folder.chmod(0o777 & ~mask)
     for path in folder.iterdir():
@@ -162,8 +153,7 @@ def ensure_finetuned(
     log: Optional[Log] = print,
     progress: Optional[Callable[[Progress], None]] = None,
 ) -> Path:
-    """The folder of ``model`` fine-tuned with ``recipe`` (default: :func:`workshop_recipe`): from the
-    cache, or trained now and cached."""
+    """The folder of ``model`` fine-tuned with ``recipe`` (default: :func:`workshop_recipe`), cached or trained now."""
     if recipe is None:
         recipe = workshop_recipe(model or "minilm")
     elif not isinstance(recipe, TrainConfig):

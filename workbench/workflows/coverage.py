@@ -1,8 +1,5 @@
-"""The coverage matrix: one tiny model of each supported architecture (:mod:`workbench.workflows.tiny`)
-through build, export, fusion, dynamic INT8 and per-slice evaluation, the coverage route of the
-stage registry (:mod:`workbench.workflows.stages`). ``run_coverage(model_type, out)`` gives one
-:class:`CoverageRow`; ``tests/unit/workflows/test_zoo.py`` and ``benchmarks/zoo_matrix.py`` build the
-matrix from them. The tiny models predict nothing useful: they prove the plumbing, not accuracy.
+"""The coverage matrix: a tiny model of each supported architecture through the registry's coverage route, one
+:class:`CoverageRow` each (``tests/unit/workflows/test_zoo.py`` and ``benchmarks/zoo_matrix.py`` build the matrix).
 """
 
 from __future__ import annotations
@@ -53,13 +50,9 @@ class CoverageRow:
 
 def run_coverage(model_type: str, out_dir: str | os.PathLike, data=None, seed: int = 0,
                  train_steps: int = 0) -> CoverageRow:
-    """Build the tiny ``model_type`` model in ``out_dir/model`` and take it through export
-    (validated against PyTorch), the transformer optimizer (validated, diagnosed), dynamic INT8 of
-    the fused graph and per-slice evaluation against FP32, the way a user's folder goes through
-    ``workbench export``, ``fuse`` and ``quantize``. With ``train_steps`` > 0, first fine-tune it
-    that many steps under ORTModule (``workbench train --backend ortmodule``; its fallback to
-    PyTorch disabled, so "ok" means the steps ran in ONNX Runtime). Stages write their usual
-    results in ``out_dir``; the row sums them up."""
+    """Take the tiny ``model_type`` model through the stages a user's folder goes through, into ``out_dir``.
+
+    ``train_steps`` > 0 first fine-tunes it under ORTModule with its PyTorch fallback off: "ok" means ONNX Runtime ran."""
     import time
 
     from ..data.load import DataConfig, load_data

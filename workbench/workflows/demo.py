@@ -1,15 +1,9 @@
-"""The walkthrough, headless: every stage in order, on the built-in model and data, into one run
-folder. ``workbench demo`` (and ``make demo``) call :func:`run_demo`.
+"""The walkthrough, headless (``workbench demo``): every stage on the built-in model and data, into one run folder.
 
-    doctor -> fine-tune (eager / ORTModule / torch.compile) -> export -> fuse -> quantize + slices
+    doctor -> fine-tune (eager / ORTModule / torch.compile) -> export -> fuse -> quantize + slices -> search
 
-Each stage writes its own result where the run layout says (:mod:`workbench.runs.layout`:
-``train/compare.json``, ``export/export.json``, ``fusion/fusion.json``,
-``quantize/<preset>/quantize.json``, ``search/search.json``) and its figures (``figures/*.html``)
-as soon as it finishes, atomically, so a failure later never loses what was already written. A
-stage that fails is recorded with its message and the stages that do not need its output still
-run; ``demo.json`` and ``summary.md`` say what happened. Which checkpoint is exported and which
-graph is quantized are :mod:`workbench.flow.handoffs`'s rules, the same the notebook ``Workbench`` follows.
+Each stage writes its result and figures as soon as it finishes, so a later failure never loses them; a failed
+stage is recorded and the stages not needing its output still run; ``demo.json`` and ``summary.md`` tell the story.
 """
 
 from __future__ import annotations
@@ -75,9 +69,7 @@ class DemoConfig:
 
     @classmethod
     def default(cls, **kw) -> "DemoConfig":
-        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``; its accuracy:
-        docs/benchmarks/index.md), then export, fuse, quantize, search; the whole validation and test
-        splits are scored."""
+        """MiniLM, 120 steps of 16 reviews per backend (``TrainConfig.demo``), every stage; whole validation and test splits."""
         return cls(**kw)
 
     @classmethod
@@ -135,14 +127,10 @@ def run_demo(
     stop=None,
     on_stage=None,
 ) -> DemoResult:
-    """Run every stage into ``run_dir`` (a new folder under ``runs/`` by default), through the one
-    sequencer (:func:`workbench.flow.sequence.run_stages`) with the registry's demo route
-    (:data:`workbench.workflows.stages.DEMO_STAGES`; ``search`` only when ``cfg.search``).
+    """Run the registry's demo route into ``run_dir`` (default: a new folder under ``runs/``).
 
-    ``log`` receives one line per event; ``progress`` receives training ``Progress`` updates (the
-    CLI draws them as bars); ``stop`` (a ``threading.Event``) ends training cleanly between steps
-    and the walkthrough between stages (the report is still written); ``on_stage(i, n, name,
-    status)`` follows the stages.
+    ``progress`` gets training ``Progress`` updates; ``stop`` (a ``threading.Event``) ends training between steps and
+    the walkthrough between stages, the report still written; ``on_stage(i, n, name, status)`` follows the stages.
     """
     cfg = cfg or DemoConfig()
     run = Path(run_dir) if run_dir is not None else runs.new_run_dir("demo")
@@ -157,7 +145,6 @@ def run_demo(
 
 
 def demo_configs(cfg: DemoConfig) -> dict:
-    """Each stage's config of the demo route."""
     compare = CompareConfig(backends=tuple(cfg.backends), isolate=cfg.isolate)
     presets = {n: machine_preset(n) for n in cfg.quant_presets}
     configs = {"data": cfg.train.data, "fine-tune": FineTuneStep(cfg.train, compare), "export": cfg.export, "fuse": cfg.fusion,
@@ -168,15 +155,13 @@ def demo_configs(cfg: DemoConfig) -> dict:
 
 
 class DemoHooks:
-    """What the demo adds after its stages: the doctor's text, the data's facts (into the report's
-    inputs, ``report``), headlines and figures."""
+    """What the demo adds after its stages: the doctor's text, the data's facts (into ``report``), headlines, figures."""
 
     def __init__(self, cfg: DemoConfig, run: Path, report: dict, log: Log = print) -> None:
         self.run, self.source, self.presets, self.report, self.log = run, cfg.train.data.source, cfg.quant_presets, report, log
         self.figs = run / layout.FIGURES_DIR
 
     def draw(self, st, result, figures: dict[str, Callable]) -> None:
-        """Each ``{file stem: plot}`` of ``result`` written into the run's figures and listed on the stage."""
         st.figures += [write_figure(plot(result), self.figs / f"{stem}.html") for stem, plot in figures.items()]
 
     def hooks(self) -> dict[str, Callable]:

@@ -1,10 +1,5 @@
-"""Runs described in a file (``workbench run plan.yaml``): a plan names the demo's stages in order
-and gives each stage's config fields.
-
-    from workbench.workflows.plan import load_plan
-    cfg, stages = load_plan("plan.yaml")  # a DemoConfig with the plan's configs, or PlanError (one line)
-
-A plan file::
+"""Runs described in a file (``workbench run plan.yaml``): the demo's stages in order (the registry's names) and
+each stage's config fields::
 
     quick: true                  # start from DemoConfig.quick() (false: the full demo's defaults)
     stages: [doctor, data, fine-tune, export, fuse, quantize, report]   # "search" left out
@@ -15,9 +10,6 @@ A plan file::
       fuse: {}                    # FusionConfig fields
       quantize: {presets: [dynamic], repeats: 10}     # presets, budgets, n_boot, TimingConfig fields
       search: {min_speedup: 1.1}
-
-Stage names are the registry's (:mod:`workbench.workflows.stages`); any other name is refused in one
-line that lists them.
 """
 
 from __future__ import annotations
@@ -46,7 +38,6 @@ PLAN_FIELDS: dict[str, tuple[dict[str, str], str | None]] = {
 
 
 def _tupled(value: Any) -> Any:
-    """YAML/JSON lists become the tuples the configs hold."""
     if isinstance(value, list):
         return tuple(_tupled(v) for v in value)
     return value
@@ -66,7 +57,6 @@ def _replace(where: str, obj: Any, values: dict, extra: tuple[str, ...] = ()) ->
 
 
 def _model_source(where: str, model: str) -> str:
-    """The plan's model as a folder the stages read (a Hugging Face Hub id: its folder in the local cache)."""
     from ..models.hub import model_source
     from ..models.load import ModelError
 
@@ -77,7 +67,7 @@ def _model_source(where: str, model: str) -> str:
 
 
 def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str, ...]]:
-    """A plan (parsed YAML/JSON) -> the DemoConfig it describes and its stage names."""
+    """A parsed plan -> its DemoConfig and stage names, or a one-line :class:`PlanError`."""
     if not isinstance(plan, dict):
         raise PlanError(f"{source}: a plan is a mapping with 'stages' and 'config'; got {type(plan).__name__}")
     unknown = sorted(set(plan) - {"quick", "stages", "config"})
@@ -120,7 +110,6 @@ def plan_config(plan: Any, source: str = "plan") -> tuple[DemoConfig, tuple[str,
 
 
 def read_plan(path: str | Path) -> Any:
-    """The parsed plan file: YAML (``.yaml``/``.yml``) or JSON."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -138,5 +127,4 @@ def read_plan(path: str | Path) -> Any:
 
 
 def load_plan(path: str | Path) -> tuple[DemoConfig, tuple[str, ...]]:
-    """``plan_config(read_plan(path))``: the DemoConfig and the stage names of a plan file."""
     return plan_config(read_plan(path), str(path))

@@ -1,11 +1,7 @@
-"""The stage registry: every stage's name, title, config type, run function, inputs and outputs in
-one table (:data:`STAGES`); the route each front runs through it (:data:`ROUTES`); and
-:func:`stages_for`, the one builder of a front's list of stages (ARCHITECTURE.md, "Stages").
+"""The stage registry: every stage in one table (:data:`STAGES`), each front's route through it (:data:`ROUTES`), and
+:func:`stages_for`, the one builder of a front's stage list (ARCHITECTURE.md, "Stages").
 
-    stages = stages_for("demo", Job(run_dir, {"data": DataConfig(), ...}, hooks={"fuse": draw_figures}))
-
-The registry's names are the ones every front records (``demo.json``, ``audit.json``,
-``summary.json``, the logs); a front adds hooks and resume loaders, never a body.
+Its names are the ones every front records; a front adds hooks and resume loaders, never a body.
 """
 
 from __future__ import annotations
@@ -25,10 +21,7 @@ from .steps import DoctorStep, FineTuneStep, Job, QuantizeStep
 
 @dataclass(frozen=True)
 class StageSpec:
-    """One stage: ``run(config, record, job)`` (:mod:`workbench.workflows.steps`); ``inputs`` are the stages whose results it reads,
-    ``outputs`` the run-layout names it writes; ``skip_reason`` says why it is skipped when an input
-    is missing (empty: the sequencer's "needs the <stage> result"); ``finally_`` stages run whatever
-    happened before them, stopped or not (the report)."""
+    """One stage: ``inputs`` are the stages whose results it reads, ``outputs`` the run-layout names it writes."""
 
     name: str
     title: str
@@ -63,9 +56,7 @@ STAGES: dict[str, StageSpec] = {s.name: s for s in (
 
 @dataclass(frozen=True)
 class Route:
-    """The stages one front runs, in order. ``needs`` and ``skip_reasons`` are where the front's
-    stage takes other results than the registry's ``inputs`` say (or says why otherwise);
-    ``optional`` stages the front may leave out (``stages_for(..., leave_out=...)``)."""
+    """The stages one front runs, in order; ``needs`` and ``skip_reasons`` override the registry's for this front."""
 
     name: str
     title: str
@@ -75,9 +66,8 @@ class Route:
     optional: frozenset[str] = frozenset()
 
     def needs_of(self, name: str, running: Iterable[str]) -> tuple[str, ...]:
-        """What stage ``name`` takes among the stages ``running`` before it: the route's own
-        declaration, else the registry's inputs, an input the route does not run standing for the
-        stages that input itself takes (the Workbench's graph step needs the fine-tune step)."""
+        """What ``name`` takes among ``running``: the route's own ``needs``, else the registry's inputs, where an input
+        the route does not run stands for that input's own (the Workbench's graph step needs the fine-tune step)."""
         before = list(running)
         if name in self.needs:
             return tuple(n for n in self.needs[name] if n in before)
@@ -128,11 +118,8 @@ EXPORT_AND_FUSE = ROUTES["export-and-fuse"].stages
 
 def stages_for(route: str | Route, job: Job, *, resume: Optional[Mapping[str, Callable[[], Any]]] = None,
                leave_out: Iterable[str] = ()) -> list[Stage]:
-    """The list of :class:`~workbench.flow.sequence.Stage` a front gives ``run_stages``: the
-    route's stages in order (less ``leave_out``, each one of its ``optional``), each calling the
-    registry's ``run(job.configs[name], record, job)`` and then the front's ``job.hooks[name]``,
-    with the registry's needs, skip reasons and ``finally_``; ``resume[name]`` loads a stage's saved
-    result. A config, hook or loader for a stage the route does not have is a ``ValueError`` naming it."""
+    """The route's stages for ``run_stages``, each the registry's run then ``job.hooks[name]``; ``leave_out`` only
+    ``optional`` ones. A config, hook or loader for a stage the route does not have is a ``ValueError`` naming it."""
     r = ROUTES[route] if isinstance(route, str) else route
     resume = dict(resume or {})
     dropped = set(leave_out)
@@ -149,7 +136,6 @@ def stages_for(route: str | Route, job: Job, *, resume: Optional[Mapping[str, Ca
 
 
 def run_stage(name: str, record: StageRecord, job: Job) -> Any:
-    """The registry's run of stage ``name`` with its config, then the front's hook with the result."""
     def run() -> Any:
         return STAGES[name].run(job.configs.get(name), record, job)
 
@@ -161,9 +147,7 @@ def run_stage(name: str, record: StageRecord, job: Job) -> Any:
 
 def export_and_fuse(model: Any, export_cfg: ExportConfig, fusion_cfg: FusionConfig, run_dir, *, data: Any = None,
                     on_stage: Optional[Callable[[int, int, str, str], None]] = None) -> tuple[Any, Any]:
-    """Export ``model`` (a checkpoint folder or a built-in name) into ``run_dir/export`` and fuse the
-    export into ``run_dir/fusion``: the ``export-and-fuse`` route through the one sequencer, what
-    the graph panel runs. The first failure is raised as it is. Returns ``(ExportResult, FusionReport)``."""
+    """The graph panel's ``export-and-fuse`` route: ``(ExportResult, FusionReport)``; the first failure is raised as is."""
     job = Job(Path(run_dir), {"export": export_cfg, "fuse": fusion_cfg}, log=lambda _line: None, model=model, data=data)
     done = run_stages(stages_for("export-and-fuse", job), log=job.log, on_stage=on_stage, fatal=(Exception,))
     return done.results["export"], done.results["fuse"]

@@ -1,8 +1,4 @@
-"""Each stage's one run function, ``run(config, record, job) -> result``, which the registry
-(:mod:`workbench.workflows.stages`) calls for every front: ``config`` comes from ``job.configs``,
-``record.inputs`` holds the results of the stages before it. The ``task`` of a job picks the functions
-that differ between kinds of model (:data:`TASKS`, ``Task.stages``).
-"""
+"""Each stage's one run function, ``run(config, record, job) -> result``; a job's ``task`` picks the model-kind ones."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ Hook = Callable[[StageRecord, Any], None]
 
 @dataclass(frozen=True)
 class Task:
-    """The functions one kind of model runs its stages with; ``stages[name]`` replaces the body of
-    stage ``name`` (same ``run(config, record, job)``) where that kind of model runs it its own way."""
+    """The functions one kind of model runs its stages with; ``stages[name]`` replaces stage ``name``'s whole body."""
 
     export: Callable[..., Any]
     prepare_baseline: Callable[..., Any]
@@ -66,12 +61,9 @@ def by_task(body: Callable[..., Any]) -> Callable[..., Any]:
 
 @dataclass
 class Job:
-    """One run of a route: the run folder, each stage's config by name, the model and data a front
-    gives when no stage before gives them (the audit's checked folder and file, the coverage run's
-    data; a DataConfig is loaded when first needed), and the front's ``hooks``; ``around(name, run)``,
-    when given, calls each stage's run (the Workbench runs it inside the stage's panel: busy state,
-    progress, errors shown). ``report`` is the report's inputs the front knows (its title, budgets,
-    data facts); hooks may add to it while the stages run."""
+    """One run of a route. ``model`` and ``data``: the front's, when no stage before gives them (a DataConfig is
+    loaded when first needed); ``around(name, run)`` wraps each stage (the Workbench: inside its panel);
+    ``report``: the report inputs the front knows, which hooks may add to."""
 
     run_dir: Path
     configs: Mapping[str, Any]
@@ -91,7 +83,6 @@ class Job:
         return TASKS[self.task]()
 
     def dataset(self, st: StageRecord) -> Any:
-        """The data stage's result, else the front's data."""
         from ..data.load import DataConfig, load_data
 
         if "data" in st.inputs:
@@ -118,9 +109,7 @@ class FineTuneStep:
 
 @dataclass(frozen=True)
 class QuantizeStep:
-    """The FP32 baseline and each INT8 configuration of ``presets`` (``{folder name: QuantConfig}``)
-    against it. ``length_rows``:
-    rows whose token lengths set the timing shapes (the audit times at the data's own lengths)."""
+    """``presets``: ``{folder name: QuantConfig}``; ``length_rows``: rows whose token lengths set the timing shapes."""
 
     baseline: Any  # BaselineConfig
     presets: Mapping[str, Any] = field(default_factory=dict)
@@ -155,7 +144,6 @@ def data(cfg, st: StageRecord, job: Job):
 
 
 def fine_tune(cfg: FineTuneStep, st: StageRecord, job: Job):
-    """Each backend fine-tuned in turn and compared (``train/compare.json``), with the verdicts."""
     from ..train import comparison_table, load_check, run_comparison, save_verdicts, verdict_lines, verdicts_for
 
     t = cfg.train
@@ -245,7 +233,6 @@ def quantize(cfg: QuantizeStep, st: StageRecord, job: Job):
 
 @by_task
 def evaluate(include_small_slices: bool, st: StageRecord, job: Job):
-    """The slice drift: each variant's worst slice, with its interval."""
     for r in st.inputs["quantize"][1]:
         w = next((d for d in r.report.worst_slices(include_small=bool(include_small_slices)) if d.n), None)
         if w is not None:
@@ -256,8 +243,7 @@ def evaluate(include_small_slices: bool, st: StageRecord, job: Job):
 
 @by_task
 def search(cfg, st: StageRecord, job: Job):
-    """A search config with no candidates judges the variants already quantized; otherwise it quantizes
-    its candidates (reusing those variants) on the quantize stage's baseline, or on flow's graph."""
+    """No candidates: judge the variants already quantized; else quantize them on the baseline (or flow's graph)."""
     task, out = job.functions(), job.run_dir / layout.SEARCH_DIR
     baseline, variants = st.inputs.get("quantize") or (None, [])
     if cfg.candidates == ():
@@ -290,8 +276,7 @@ def build(cfg: Mapping[str, Any], st: StageRecord, job: Job):
 
 @by_task
 def report(cfg: Optional[Mapping[str, Any]], st: StageRecord, job: Job):
-    """report.html and summary.json of every stage's result so far, run whatever happened before it;
-    ``cfg`` and ``job.report``: the front's report inputs (kind, title, budgets, data facts, ...)."""
+    """report.html and summary.json of every result so far; ``cfg`` and ``job.report``: the front's report inputs."""
     from ..report import ReportInputs, write_report
 
     done = st.inputs

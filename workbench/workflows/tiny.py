@@ -1,18 +1,8 @@
-"""Tiny randomly initialised encoders of every supported architecture, each with its own tokenizer.
+"""Tiny randomly initialised encoders of every supported architecture, each an ordinary Hugging Face model folder.
 
-``build_tiny(model_type, folder)`` writes an ordinary Hugging Face model folder (``config.json``,
-``model.safetensors``, the tokenizer files) that :func:`workbench.models.load.load_model` and
-``workbench export --model FOLDER`` load like any fine-tuned model. Nothing is downloaded: the
-tokenizer vocabulary is trained on the built-in reviews with the ``tokenizers`` library, in the
-style of the model family (WordPiece for BERT, DistilBERT, ELECTRA and MPNet; byte-level BPE for
-RoBERTa and ModernBERT; a SentencePiece-style Unigram for XLM-RoBERTa and DeBERTa-v2), and wrapped
-in the family's fast tokenizer class, so the inputs it produces are the ones that family's real
-tokenizer produces (RoBERTa's has no ``token_type_ids``, DeBERTa-v2's has).
-
-These models are what the coverage matrix (:mod:`workbench.workflows.coverage`) is measured on
-(``tests/unit/workflows/test_zoo.py`` and ``benchmarks/zoo_matrix.py``): two layers, hidden size 32 (64 for ModernBERT), a vocabulary of
-about 1,000 tokens, so every architecture goes through export, fusion, INT8 and evaluation in
-seconds. They predict nothing useful: they prove the plumbing, not accuracy.
+Nothing is downloaded: each vocabulary is trained on the built-in reviews in its family's style and wrapped in the
+family's fast tokenizer class, so the inputs match the real tokenizer's (RoBERTa's has no ``token_type_ids``).
+Two layers, about 1,000 tokens: every architecture runs the coverage stages in seconds (plumbing, not accuracy).
 """
 
 from __future__ import annotations
@@ -25,8 +15,7 @@ from .. import runs
 from ..models.architectures import (BPE_MODERNBERT, MAX_POSITIONS, UNIGRAM_DEBERTA, VOCAB_SIZE, WORDPIECE_BERT, TokenizerStyle,
                                     architecture)
 
-# Texts the vocabularies are trained on: the first reviews of the built-in data (enough for a
-# 1,000-token vocabulary; training on all 12,800 takes longer and changes nothing the tests see).
+# the first reviews train the vocabularies: enough for 1,000 tokens; all 12,800 take longer and change nothing tested
 TRAINING_TEXTS = 1000
 
 
@@ -43,7 +32,6 @@ def _special_kw(style: TokenizerStyle) -> dict:
 
 
 def training_texts(n: int = TRAINING_TEXTS) -> list[str]:
-    """The first ``n`` texts of the built-in reviews (what the tiny vocabularies are trained on)."""
     from ..data.load import read_reviews_frame
 
     return [str(t) for t in read_reviews_frame()["text"].head(n)]
@@ -53,11 +41,8 @@ _BACKENDS: dict = {}
 
 
 def train_backend(style: TokenizerStyle, texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE):
-    """A ``tokenizers.Tokenizer`` of ``style`` trained on ``texts`` (default: the reviews).
-
-    Trained once per (style, vocab size) in a process when ``texts`` is None: the architectures
-    that share a style share the trained vocabulary, which keeps the coverage matrix fast.
-    """
+    """A ``tokenizers.Tokenizer`` of ``style``; on the reviews, trained once per (style, vocab size) in a process
+    (architectures sharing a style share it, which keeps the coverage matrix fast)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     key = (style, vocab_size)
@@ -107,7 +92,6 @@ def train_backend(style: TokenizerStyle, texts: Optional[Sequence[str]] = None, 
 
 
 def build_tokenizer(model_type: str, texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE):
-    """The family's fast tokenizer class around a vocabulary trained offline (see module docs)."""
     import transformers
 
     entry = architecture(model_type)  # the tiny builders are the registry's entries
@@ -122,8 +106,7 @@ def build_tokenizer(model_type: str, texts: Optional[Sequence[str]] = None, voca
 def build_tiny(model_type: str, folder: str | os.PathLike, num_labels: int = 2, seed: int = 0,
                texts: Optional[Sequence[str]] = None, vocab_size: int = VOCAB_SIZE,
                id2label: Optional[dict[int, str]] = None) -> Path:
-    """Write a tiny randomly initialised ``model_type`` sequence classifier and its own tokenizer
-    to ``folder`` (an ordinary Hugging Face folder, written atomically); return the folder."""
+    """Write a tiny ``model_type`` sequence classifier and its tokenizer into ``folder``, atomically."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
