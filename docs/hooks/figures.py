@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = "benchmarks/results"
 EMBED = f"{RESULTS}/embed_minilm_epyc-avx2_2026-11-25.json"
 TRAIN_MINILM = f"{RESULTS}/train_minilm_epyc-avx2_2026-11-25.json"
-TEST_SUITE = f"{RESULTS}/test_suite_epyc-avx2_2026-11-27.json"
+TEST_SUITE = f"{RESULTS}/test_suite_epyc-avx2_2026-11-28.json"
 DISK = f"{RESULTS}/stacks_disk_epyc-avx2_2026-11-26.json"
 DEMO = f"{RESULTS}/demo_minilm_epyc-avx2_2026-11-25.json"
 # what benchmarks/classifier_result.py writes from a demo run's summary.json; the newest one is quoted
@@ -183,7 +183,8 @@ def _measured() -> dict[str, Figure]:
         "test_suite.setup": Figure(TEST_SUITE, lambda d: minutes(d["setup_s"])),
         "test_suite.training": Figure(TEST_SUITE, lambda d: minutes(d["training_stack"]["seconds"])),
         "test_suite.current": Figure(TEST_SUITE, lambda d: minutes(d["current_stack"]["seconds"])),
-        "test_suite.training.counts": Figure(TEST_SUITE, lambda d: "{passed:,} passed, {skipped} skipped".format(**d["training_stack"])),
+        "test_suite.training.counts": Figure(TEST_SUITE, lambda d: "{passed:,} passed, {skipped} skipped".format(**d["training_stack"])
+                                             + (f", {d['training_stack']['failed']} failed" if d["training_stack"].get("failed") else "")),
         "test_suite.current.counts": Figure(TEST_SUITE, lambda d: "{passed:,} passed, {skipped} skipped".format(**d["current_stack"])),
         "test_suite.date": Figure(TEST_SUITE, lambda d: d["date"]),
         "test_suite.window": Figure(TEST_SUITE, lambda d: f"{d['date']}, {d['window_utc']} UTC"),
