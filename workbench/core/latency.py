@@ -57,8 +57,9 @@ def summarize(samples_ms, warmup: int = 0) -> LatencyStats:
                         min_ms=ordered[0], repeats=len(samples), warmup=warmup, samples_ms=samples)
 
 
-def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_seconds: float | None = None) -> LatencyStats:
-    """``max_seconds`` stops early (after 3 repeats) so a slow variant cannot hold a notebook hostage."""
+def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_seconds: float | None = None,
+            min_repeats: int = 3) -> LatencyStats:
+    """``max_seconds`` stops early (after ``min_repeats``) so a slow variant cannot hold a notebook hostage."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     for _ in range(max(0, warmup)):
@@ -69,7 +70,7 @@ def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 20, max_se
         t0 = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - t0) * 1000.0)
-        if max_seconds is not None and i >= 2 and time.perf_counter() - start > max_seconds:
+        if max_seconds is not None and i + 1 >= min_repeats and time.perf_counter() - start > max_seconds:
             break
     return summarize(samples, warmup)
 

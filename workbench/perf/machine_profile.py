@@ -259,7 +259,7 @@ def probe_gops(threads: int, seconds: float = 0.25) -> float:
         if sess is None:
             sess = _PROBE_SESSIONS[threads] = gemm_session(gemm_chain("fp32", PROBE_TOKENS), threads)
     feed = gemm_feed("fp32", PROBE_TOKENS)
-    stats = measure(lambda: sess.run(None, feed), warmup=1, repeats=200, max_seconds=seconds)
+    stats = measure(lambda: sess.run(None, feed), warmup=1, repeats=200, max_seconds=seconds, min_repeats=5)
     return 2.0 * chain_macs(PROBE_TOKENS) / stats.median_ms / 1e6
 
 
