@@ -113,7 +113,12 @@ def map_labels(values, model: ModelFacts, column: str) -> tuple[np.ndarray, str]
     by_name = {name: i for i, name in model.id2label.items()}
     if all(u in by_name for u in uniq):
         return np.array([by_name[k] for k in keys], dtype=np.int64), "names"
-    ids = {u: int(u) for u in uniq if u.lstrip("-").isdigit()}
+    ids = {}
+    for u in uniq:
+        try:
+            ids[u] = int(u)
+        except ValueError:
+            pass
     if len(ids) == len(uniq) and all(i in model.id2label for i in ids.values()):
         return np.array([ids[k] for k in keys], dtype=np.int64), "ids"
     unknown = [u for u in uniq if u not in by_name and not (u in ids and ids[u] in model.id2label)]
